@@ -1,0 +1,74 @@
+"""Typed errors of memoryos-actors.
+
+Expected failures (bad input, an unknown user, overload, corrupt data) are raised as a
+subclass of :class:`MemoryOSError`; actors reply with them instead of crashing. Anything
+else that escapes an actor is a bug: the actor crashes and its supervisor restarts it.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "ConfigError",
+    "CorruptDataError",
+    "DataDirLocked",
+    "EmbedderMismatch",
+    "GatewayError",
+    "InvalidInput",
+    "MemoryOSError",
+    "Overloaded",
+    "ProviderUnavailable",
+    "StorageError",
+    "SystemClosed",
+    "UnknownUser",
+]
+
+
+class MemoryOSError(Exception):
+    """Base class of every error this library raises on purpose."""
+
+
+class InvalidInput(MemoryOSError, ValueError):
+    """An argument was of the wrong type, empty, too large, or otherwise unusable."""
+
+
+class ConfigError(MemoryOSError, ValueError):
+    """A configuration value is invalid; the message names the field."""
+
+
+class UnknownUser(MemoryOSError, KeyError):
+    """The user id has no stored data (for calls that do not create users)."""
+
+    def __str__(self) -> str:  # KeyError quotes its argument; keep the message readable
+        return str(self.args[0]) if self.args else "unknown user"
+
+
+class Overloaded(MemoryOSError):
+    """Too much work is in flight; the call waited its timeout and gave up."""
+
+
+class SystemClosed(MemoryOSError):
+    """The memory system was closed; no further calls are accepted."""
+
+
+class StorageError(MemoryOSError):
+    """A problem with files in the data directory."""
+
+
+class CorruptDataError(StorageError):
+    """Stored data could not be read back; the message names the file."""
+
+
+class EmbedderMismatch(StorageError):
+    """Data was written with another embedder (name or dimension) than the one configured."""
+
+
+class DataDirLocked(StorageError):
+    """Another process already has this data directory open."""
+
+
+class GatewayError(MemoryOSError):
+    """An LLM or embedding call failed in a way that was not recovered."""
+
+
+class ProviderUnavailable(GatewayError):
+    """The provider is down (circuit breaker open) and no fallback was allowed."""
