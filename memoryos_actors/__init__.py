@@ -1,0 +1,79 @@
+"""memoryos-actors: a MemoryOS memory daemon for LLM agents, built on supervised actors.
+
+The public API is this one namespace::
+
+    from memoryos_actors import MemoryOS, AsyncMemoryOS, MemoryConfig
+
+Names are loaded on first use, so ``import memoryos_actors`` stays fast and never imports
+an LLM client.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+__version__ = "0.1.0"
+
+_EXPORTS: dict[str, str] = {
+    "MemoryOS": "memoryos_actors.system",
+    "AsyncMemoryOS": "memoryos_actors.system",
+    "ForgetReport": "memoryos_actors.system",
+    "MemoryConfig": "memoryos_actors.config",
+    "Clock": "memoryos_actors.clock",
+    "ManualClock": "memoryos_actors.clock",
+    "SystemClock": "memoryos_actors.clock",
+    "MemoryContext": "memoryos_actors.messages",
+    "ContextItem": "memoryos_actors.messages",
+    "Page": "memoryos_actors.messages",
+    "UserProfile": "memoryos_actors.messages",
+    "AgentProfile": "memoryos_actors.messages",
+    "TraitLevel": "memoryos_actors.messages",
+    "MemoryOSError": "memoryos_actors.errors",
+    "InvalidInput": "memoryos_actors.errors",
+    "ConfigError": "memoryos_actors.errors",
+    "UnknownUser": "memoryos_actors.errors",
+    "Overloaded": "memoryos_actors.errors",
+    "SystemClosed": "memoryos_actors.errors",
+    "StorageError": "memoryos_actors.errors",
+    "CorruptDataError": "memoryos_actors.errors",
+    "EmbedderMismatch": "memoryos_actors.errors",
+    "DataDirLocked": "memoryos_actors.errors",
+    "GatewayError": "memoryos_actors.errors",
+    "ProviderUnavailable": "memoryos_actors.errors",
+}
+
+__all__ = sorted(_EXPORTS)
+
+if TYPE_CHECKING:
+    from .clock import Clock, ManualClock, SystemClock
+    from .config import MemoryConfig
+    from .errors import (
+        ConfigError,
+        CorruptDataError,
+        DataDirLocked,
+        EmbedderMismatch,
+        GatewayError,
+        InvalidInput,
+        MemoryOSError,
+        Overloaded,
+        ProviderUnavailable,
+        StorageError,
+        SystemClosed,
+        UnknownUser,
+    )
+    from .messages import AgentProfile, ContextItem, MemoryContext, Page, TraitLevel, UserProfile
+    from .system import AsyncMemoryOS, ForgetReport, MemoryOS
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'memoryos_actors' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_EXPORTS])

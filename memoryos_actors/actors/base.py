@@ -1,0 +1,163 @@
+"""What the actors of one memory system share: the per-user environment, bounded backlogs,
+and the client through which tiers reach the LLM gateway.
+
+Nothing here holds tier state. A :class:`UserEnv` is an immutable bundle of handles (the
+user's store, the gateway client, the registry, the clock); the stores and the gateway are
+thread-safe services, so actors may share them without sharing memory contents.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ..errors import Overloaded
+
+if TYPE_CHECKING:
+    from supervisor import Registry
+
+    from ..clock import Clock
+    from ..config import MemoryConfig
+    from ..gateway.service import GatewayService
+    from ..store.userstore import UserStore
+
+__all__ = ["Backlog", "GatewayClient", "UserEnv", "actor_names"]
+
+
+class Backlog:
+    """A counter of queued background work with an upper bound.
+
+    ``acquire`` waits (up to ``timeout`` seconds) while ``limit`` items are pending, then
+    raises :class:`~memoryos_actors.errors.Overloaded`: a flood gets a clear answer instead of
+    an unbounded queue. ``release`` is called when an item has been handled.
+    """
+
+    __slots__ = ("_cond", "_count", "limit", "name")
+
+    def __init__(self, limit: int, name: str) -> None:
+        self.limit = limit
+        self.name = name
+        self._count = 0
+        self._cond = threading.Condition(threading.Lock())
+
+    def acquire(self, timeout: float) -> None:
+        """Reserve one slot, waiting at most ``timeout`` seconds."""
+        with self._cond:
+            if self._count >= self.limit:
+                deadline = time.monotonic() + timeout
+                while self._count >= self.limit:
+                    remaining = deadline - time.monotonic()
+                    if remaining <= 0:
+                        raise Overloaded(
+                            f"{self.name}: {self._count} items pending (limit {self.limit}); "
+                            f"waited {timeout:.3g} s"
+                        )
+                    self._cond.wait(remaining)
+            self._count += 1
+
+    def release(self, n: int = 1) -> None:
+        """Free ``n`` slots (never below zero: a restarted consumer may reset)."""
+        with self._cond:
+            self._count = max(0, self._count - n)
+            self._cond.notify_all()
+
+    def reset(self) -> None:
+        """Forget every pending item (the consumer restarted and lost its mailbox)."""
+        with self._cond:
+            self._count = 0
+            self._cond.notify_all()
+
+    @property
+    def pending(self) -> int:
+        """Items reserved and not yet released."""
+        return self._count
+
+
+def actor_names(user_id: str) -> tuple[str, str, str]:
+    """Registry names of a user's STM, MTM and LPM actors."""
+    return (f"user:{user_id}/stm", f"user:{user_id}/mtm", f"user:{user_id}/lpm")
+
+
+class GatewayClient:
+    """How tiers reach the LLM gateway.
+
+    Completions are jobs told to the gateway worker pool (round robin over registry names);
+    the worker tells the result to the asker's registry name. Embeddings are synchronous
+    calls into the gateway service, whose batcher coalesces concurrent requests from all
+    users into one batch. ``backlog`` bounds the completion jobs in flight.
+    """
+
+    def __init__(
+        self,
+        service: GatewayService,
+        registry: Registry,
+        worker_names: tuple[str, ...],
+        backlog: Backlog,
+    ) -> None:
+        self.service = service
+        self.registry = registry
+        self.worker_names = worker_names
+        self.backlog = backlog
+        self._rr = itertools.count()
+        self.submitted = 0
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        """Embed a batch of texts: ``(n, dim)`` float32, rows L2-normalised."""
+        return self.service.embed(texts)
+
+    def embed_one(self, text: str) -> np.ndarray:
+        """Embed one text: a ``(dim,)`` float32 unit vector."""
+        return self.service.embed([text])[0]
+
+    def submit(self, job: Any) -> bool:
+        """Tell a worker to run ``job`` (a ``CompletionJob``) whose backlog slot is reserved.
+
+        Returns False (and frees the slot) when no worker is registered: the pool is
+        restarting or the system is closing; the job's effect is then simply not produced.
+        """
+        names = self.worker_names
+        for _ in range(len(names)):
+            ref = self.registry.lookup(names[next(self._rr) % len(names)])
+            if ref is None:
+                continue
+            try:
+                ref.tell(job)
+            except Exception:  # the worker died between lookup and tell
+                continue
+            self.submitted += 1
+            return True
+        self.backlog.release()
+        return False
+
+
+@dataclass(frozen=True)
+class UserEnv:
+    """Handles one user's actors share. Immutable; every field is a thread-safe service."""
+
+    user_id: str
+    config: MemoryConfig
+    store: UserStore
+    gateway: GatewayClient
+    registry: Registry
+    clock: Clock
+    insert_backlog: Backlog = field(compare=False)
+
+    @property
+    def stm_name(self) -> str:
+        """Registry name of this user's STM actor."""
+        return actor_names(self.user_id)[0]
+
+    @property
+    def mtm_name(self) -> str:
+        """Registry name of this user's MTM actor."""
+        return actor_names(self.user_id)[1]
+
+    @property
+    def lpm_name(self) -> str:
+        """Registry name of this user's LPM actor."""
+        return actor_names(self.user_id)[2]

@@ -1,0 +1,142 @@
+"""The LPM actor: the user's profile, knowledge base and traits, and the agent persona.
+
+Everything that changes LPM is written to the user's WAL before it is applied: profiles the
+caller set (user data, acknowledged once durable) and persona updates derived from promoted
+segments (LLM work that a crash should not have to redo). Recovery is the snapshot's LPM
+section plus those WAL records with a higher LSN.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import structlog
+
+from supervisor import SupervisedActor
+
+from ..errors import MemoryOSError
+from ..messages import AgentProfile, PersonaUpdate, SetAgentProfile, SetUserProfile, TraitLevel, UserProfile
+from ..tiers.lpm import LPMCore
+from . import persist
+from .base import UserEnv
+from .protocol import CompletionDone, GetState, LPMSearch, Ping, emb_from_bytes
+
+__all__ = ["LPMActor"]
+
+log = structlog.get_logger("memoryos.lpm")
+
+
+class LPMActor(SupervisedActor):
+    """Long-term persona memory of one user (and the agent personas it talks to)."""
+
+    expected_errors = (MemoryOSError,)
+
+    def __init__(self, env: UserEnv) -> None:
+        super().__init__()
+        self.env = env
+        self.core = LPMCore(env.config)
+        self.lsn = 0
+        self.updates = 0
+
+    def on_start(self) -> None:
+        env = self.env
+        snap = persist.load_snapshot(env.store)
+        if snap is not None:
+            state, _lsn = snap
+            lpm_state = state["lpm"]
+            self.core = LPMCore.from_state(lpm_state, env.config)
+            self.lsn = int(lpm_state.get("lsn", 0))
+        for lsn, rec in env.store.wal.read(after_lsn=self.lsn):
+            kind = rec.get("t")
+            if kind != "turn":
+                self._apply_record(rec)
+                self.lsn = lsn
+
+    # -- messages ------------------------------------------------------------------------
+
+    def on_receive(self, message: object) -> object:
+        if isinstance(message, LPMSearch):
+            return self.core.search(
+                emb_from_bytes(message.query_embedding),
+                message.top_k_kb,
+                message.top_k_agent,
+                assistant_id=message.assistant_id,
+            )
+        if isinstance(message, CompletionDone):
+            self.env.gateway.backlog.release()
+            self._persona_done(message)
+            return None
+        if isinstance(message, SetUserProfile):
+            return self._log_and_apply({"t": "user_profile", "profile": message.profile.to_dict()})
+        if isinstance(message, SetAgentProfile):
+            return self._log_and_apply(
+                {
+                    "t": "agent_profile",
+                    "assistant": message.assistant_id,
+                    "profile": message.profile.to_dict(),
+                }
+            )
+        if isinstance(message, GetState):
+            return {**self.core.to_state(), "lsn": self.lsn}
+        if isinstance(message, Ping):
+            return self.lsn
+        raise TypeError(f"LPM actor got an unknown message: {type(message).__name__}")
+
+    # -- work ----------------------------------------------------------------------------
+
+    def _persona_done(self, done: CompletionDone) -> None:
+        segment_id, _, assistant_id = done.tag.partition("|")
+        data = done.data
+        record = {
+            "t": "persona",
+            "assistant": assistant_id or "default",
+            "segment": segment_id,
+            "traits": [
+                [str(t["name"]), str(t["level"]), str(t.get("evidence", ""))]
+                for t in data.get("traits", ())
+            ],
+            "facts": [str(f) for f in data.get("facts", ())],
+            "agent_traits": [str(a) for a in data.get("agent_traits", ())],
+            "degraded": bool(done.degraded),
+        }
+        if not (record["traits"] or record["facts"] or record["agent_traits"]):
+            return
+        self._log_and_apply(record)
+        self.updates += 1
+
+    def _log_and_apply(self, record: dict[str, Any]) -> int:
+        lsn = self.env.store.wal.append(record)
+        self._apply_record(record)
+        self.lsn = lsn
+        return lsn
+
+    def _apply_record(self, rec: dict[str, Any]) -> None:
+        kind = rec.get("t")
+        if kind == "user_profile":
+            self.core.set_user_profile(UserProfile.from_dict(rec["profile"]))
+        elif kind == "agent_profile":
+            self.core.set_agent_profile(str(rec["assistant"]), AgentProfile.from_dict(rec["profile"]))
+        elif kind == "persona":
+            self._apply_persona(rec)
+        else:
+            log.warning("lpm.unknown_record", user=self.env.user_id, kind=kind)
+
+    def _apply_persona(self, rec: dict[str, Any]) -> None:
+        env = self.env
+        traits = []
+        for name, level, evidence in rec["traits"]:
+            try:
+                traits.append(TraitLevel.known(name, level, evidence))
+            except MemoryOSError:
+                log.info("lpm.unknown_trait", user=env.user_id, trait=name)
+        update = PersonaUpdate(
+            user_id=env.user_id,
+            assistant_id=str(rec["assistant"]),
+            traits=tuple(traits),
+            facts=tuple(rec["facts"]),
+            agent_traits=tuple(rec["agent_traits"]),
+            source_segment=str(rec["segment"]),
+        )
+        facts_emb = env.gateway.embed(list(update.facts)) if update.facts else None
+        agent_emb = env.gateway.embed(list(update.agent_traits)) if update.agent_traits else None
+        self.core.apply(update, facts_emb, agent_emb)

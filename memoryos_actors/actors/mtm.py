@@ -1,0 +1,203 @@
+"""The MTM actor: segments, heat, eviction to the archive, promotion to LPM.
+
+Pages arrive from STM in turn order. The actor embeds each page through the gateway, lets
+the pure :class:`~memoryos_actors.tiers.mtm.MTMCore` place it, and carries out the effects:
+evicted segments and pages go to the user's archive, promoted segments are sent to the
+gateway for a persona update whose answer goes to LPM, and segment summaries are refreshed
+after a debounce window.
+
+Recovery: the snapshot's MTM section, then every WAL turn that must have left STM by now
+(``seq <= last_seq - stm_capacity``) and is not in the snapshot. Inserts are idempotent by
+turn seq; a gap in the seqs of arriving pages (messages lost in a crash) is filled from the
+WAL before the new page is placed.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import structlog
+
+from supervisor import SupervisedActor, TimerRef, send_after
+
+from ..errors import MemoryOSError
+from ..messages import Page
+from ..tiers.mtm import MTMCore
+from . import persist
+from .base import UserEnv
+from .protocol import (
+    CompletionDone,
+    CompletionJob,
+    FlushSummaries,
+    GetState,
+    HeatTick,
+    InsertPage,
+    MTMSearch,
+    Ping,
+    RefreshSummary,
+    emb_from_bytes,
+)
+from .stm import page_from_record
+
+__all__ = ["MTMActor", "page_text"]
+
+log = structlog.get_logger("memoryos.mtm")
+
+
+def page_text(page: Page) -> str:
+    """The text a page is embedded by: both sides of the turn and its chain summary."""
+    if page.meta_chain:
+        return f"{page.query}\n{page.response}\n{page.meta_chain}"
+    return f"{page.query}\n{page.response}"
+
+
+class MTMActor(SupervisedActor):
+    """Mid-term memory of one user."""
+
+    expected_errors = (MemoryOSError,)
+
+    def __init__(self, env: UserEnv) -> None:
+        super().__init__()
+        self.env = env
+        self.dim = env.gateway.service.embedder_info()[1]
+        self.core = MTMCore(env.config, self.dim, env.clock)
+        self.summary_timers: dict[str, TimerRef] = {}
+        self.counters = {"inserted": 0, "evicted_segments": 0, "evicted_pages": 0, "promoted": 0}
+
+    # -- lifecycle -----------------------------------------------------------------------
+
+    def on_start(self) -> None:
+        env = self.env
+        snap = persist.load_snapshot(env.store)
+        snap_seq = 0
+        if snap is not None:
+            state, _lsn = snap
+            self.core = MTMCore.from_state(state["mtm"], env.config, self.dim, env.clock)
+            snap_seq = int(state["seq"])
+        # Whatever was queued for the previous incarnation is gone; the WAL has it all.
+        env.insert_backlog.reset()
+        last = persist.last_turn_seq(env.store, snap_seq)
+        self._catch_up(last - env.config.stm_capacity)
+
+    def on_stop(self) -> None:
+        for timer in self.summary_timers.values():
+            timer.cancel()
+
+    # -- messages ------------------------------------------------------------------------
+
+    def on_receive(self, message: object) -> object:
+        if isinstance(message, InsertPage):
+            self.env.insert_backlog.release()
+            self._insert(message.page)
+            return None
+        if isinstance(message, MTMSearch):
+            return self.core.search(
+                emb_from_bytes(message.query_embedding),
+                message.query_keywords,
+                message.top_m,
+                message.top_k,
+                message.now,
+                message.mode,
+            )
+        if isinstance(message, CompletionDone):
+            self.env.gateway.backlog.release()
+            data = message.data
+            self.core.set_summary(
+                message.tag,
+                str(data.get("summary", "")),
+                frozenset(str(k) for k in data.get("keywords", ())),
+            )
+            return None
+        if isinstance(message, RefreshSummary):
+            self.summary_timers.pop(message.segment_id, None)
+            self._request_summary(message.segment_id)
+            return None
+        if isinstance(message, FlushSummaries):
+            for seg_id, timer in list(self.summary_timers.items()):
+                timer.cancel()
+                del self.summary_timers[seg_id]
+                self._request_summary(seg_id)
+            return None
+        if isinstance(message, HeatTick):
+            self._apply(self.core.tick(self.env.clock.now()))
+            return None
+        if isinstance(message, GetState):
+            return self.core.to_state()
+        if isinstance(message, Ping):
+            return self.core.max_seq
+        raise TypeError(f"MTM actor got an unknown message: {type(message).__name__}")
+
+    # -- work ----------------------------------------------------------------------------
+
+    def _catch_up(self, upto_seq: int) -> None:
+        """Insert from the WAL every page with ``max_seq < seq <= upto_seq``."""
+        if upto_seq <= self.core.max_seq:
+            return
+        for rec in persist.turn_records(self.env.store, self.core.max_seq, upto_seq):
+            self._place(page_from_record(self.env.user_id, rec))
+
+    def _insert(self, page: Page) -> None:
+        if page.seq <= self.core.max_seq:
+            return  # already placed (replayed from the WAL): inserts are idempotent
+        if page.seq > self.core.max_seq + 1:
+            self._catch_up(page.seq - 1)
+        self._place(page)
+
+    def _place(self, page: Page) -> None:
+        embedding = self.env.gateway.embed_one(page_text(page))
+        self._apply(self.core.insert(page, embedding))
+        self.counters["inserted"] += 1
+
+    def _apply(self, effects: Any) -> None:
+        env = self.env
+        archive = env.store.archive
+        for segment in effects.evicted_segments:
+            self.counters["evicted_segments"] += 1
+            timer = self.summary_timers.pop(segment.segment_id, None)
+            if timer is not None:
+                timer.cancel()
+            if archive is not None:
+                archive.append({"t": "segment", "segment": segment.to_dict()})
+            log.debug("mtm.evicted", user=env.user_id, segment=segment.segment_id)
+        for page in effects.evicted_pages:
+            self.counters["evicted_pages"] += 1
+            if archive is not None:
+                archive.append({"t": "page", "page": page.to_dict()})
+        for segment in effects.promoted:
+            self.counters["promoted"] += 1
+            self._request_persona(segment)
+        for seg_id in effects.summary_due:
+            if seg_id not in self.summary_timers:
+                self.summary_timers[seg_id] = send_after(
+                    self.actor_ref, env.config.summary_debounce_seconds, RefreshSummary(seg_id)
+                )
+
+    def _request_summary(self, segment_id: str) -> None:
+        pages = self.core.segment_pages(segment_id)
+        if not pages:
+            return  # evicted meanwhile
+        env = self.env
+        env.gateway.backlog.acquire(env.config.overload_timeout_seconds)
+        env.gateway.submit(
+            CompletionJob(
+                kind="segment_summary",
+                payload={"pages": [{"query": p.query, "response": p.response} for p in pages]},
+                user_id=env.user_id,
+                reply_to=env.mtm_name,
+                tag=segment_id,
+            )
+        )
+
+    def _request_persona(self, segment: Any) -> None:
+        env = self.env
+        env.gateway.backlog.acquire(env.config.overload_timeout_seconds)
+        pages = [{"query": p.query, "response": p.response} for p in segment.pages]
+        env.gateway.submit(
+            CompletionJob(
+                kind="persona_update",
+                payload={"pages": pages, "segment_id": segment.segment_id},
+                user_id=env.user_id,
+                reply_to=env.lpm_name,
+                tag=f"{segment.segment_id}|{segment.pages[-1].assistant_id if segment.pages else 'default'}",
+            )
+        )

@@ -1,0 +1,154 @@
+"""Internal messages between the actors of one memory system.
+
+The public request records (:class:`~memoryos_actors.messages.AddTurn`,
+:class:`~memoryos_actors.messages.Retrieve`, ...) live in :mod:`memoryos_actors.messages`;
+these are the messages the actors send each other on the way. All are frozen, slotted
+dataclasses holding only immutable values (embeddings travel as ``bytes`` of float32), so no
+actor can change what another one holds.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..messages import Page, PersonaUpdate
+
+__all__ = [
+    "CompletionDone",
+    "CompletionJob",
+    "FlushSummaries",
+    "GetState",
+    "HeatTick",
+    "InsertPage",
+    "LPMSearch",
+    "MTMSearch",
+    "PageMeta",
+    "Ping",
+    "RefreshSummary",
+    "STMPages",
+    "Snapshot",
+    "emb_from_bytes",
+    "emb_to_bytes",
+]
+
+
+def emb_to_bytes(vector: np.ndarray) -> bytes:
+    """Pack an embedding as float32 bytes (immutable, msgpack-friendly)."""
+    return np.ascontiguousarray(vector, dtype=np.float32).tobytes()
+
+
+def emb_from_bytes(data: bytes) -> np.ndarray:
+    """Unpack float32 bytes into a read-only vector (no copy)."""
+    return np.frombuffer(data, dtype=np.float32)
+
+
+@dataclass(frozen=True, slots=True)
+class InsertPage:
+    """STM -> MTM: a page left STM (FIFO overflow) and must join a segment."""
+
+    page: Page
+
+
+@dataclass(frozen=True, slots=True)
+class PageMeta:
+    """Gateway -> STM: the dialogue-chain result for one page."""
+
+    page_id: str
+    continues: bool
+    meta_chain: str
+    keywords: tuple[str, ...]
+    degraded: bool
+
+
+@dataclass(frozen=True, slots=True)
+class CompletionJob:
+    """Anyone -> gateway worker: run a structured completion, reply to a registry name.
+
+    ``reply_to`` is a stable registry name, never a ref, so a reply reaches the current
+    incarnation of the asker even if it restarted meanwhile. ``tag`` is echoed back.
+    """
+
+    kind: str
+    payload: Any
+    user_id: str
+    reply_to: str
+    tag: str
+
+
+@dataclass(frozen=True, slots=True)
+class CompletionDone:
+    """Gateway worker -> asker: the validated JSON result of a :class:`CompletionJob`."""
+
+    kind: str
+    tag: str
+    data: Any
+    degraded: bool
+
+
+@dataclass(frozen=True, slots=True)
+class RefreshSummary:
+    """Timer -> MTM: the debounce window of a segment's summary has passed."""
+
+    segment_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class FlushSummaries:
+    """Anyone -> MTM: refresh every pending segment summary now (used by ``flush``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class HeatTick:
+    """Ticker -> MTM: recompute heat, evict and promote."""
+
+
+@dataclass(frozen=True, slots=True)
+class STMPages:
+    """Retrieval -> STM: all pages, oldest first."""
+
+
+@dataclass(frozen=True, slots=True)
+class MTMSearch:
+    """Retrieval -> MTM: two-stage (or hybrid) search for a query."""
+
+    query_embedding: bytes
+    query_keywords: frozenset[str]
+    top_m: int
+    top_k: int
+    now: float
+    mode: str
+
+
+@dataclass(frozen=True, slots=True)
+class LPMSearch:
+    """Retrieval -> LPM: profile, traits and the closest KB facts and agent traits."""
+
+    assistant_id: str
+    query_embedding: bytes
+    top_k_kb: int
+    top_k_agent: int
+
+
+@dataclass(frozen=True, slots=True)
+class ApplyPersona:
+    """MTM promotion result (via the gateway) -> LPM."""
+
+    update: PersonaUpdate
+
+
+@dataclass(frozen=True, slots=True)
+class GetState:
+    """Anyone -> tier: the tier's state as a msgpack-friendly dict (for snapshots)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """Facade -> STM: write a coordinated snapshot of the user's three tiers now."""
+
+
+@dataclass(frozen=True, slots=True)
+class Ping:
+    """Anyone -> actor: answered after every message sent before it (a mailbox barrier)."""

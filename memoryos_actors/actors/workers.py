@@ -1,0 +1,168 @@
+"""Shared actors of a memory system: gateway workers, retrieval workers, the heat ticker.
+
+These serve every user. They hold no user state: a gateway worker runs one completion at a
+time and tells the answer to the asker's registry name; a retrieval worker fans a query out
+to a user's three tiers in parallel and merges the answers; the ticker tells every live MTM
+actor to recompute heat.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any
+
+import structlog
+
+from supervisor import SupervisedActor
+
+from ..errors import MemoryOSError, UnknownUser
+from ..messages import Retrieve
+from ..text import keywords
+from ..tiers.context import build_context
+from .base import GatewayClient, actor_names
+from .protocol import (
+    CompletionDone,
+    CompletionJob,
+    HeatTick,
+    LPMSearch,
+    MTMSearch,
+    Ping,
+    STMPages,
+    emb_to_bytes,
+)
+
+if TYPE_CHECKING:
+    from supervisor import Registry
+
+    from ..clock import Clock
+    from ..config import MemoryConfig
+    from ..gateway.service import GatewayService
+
+__all__ = ["GatewayWorker", "HeatTicker", "RetrievalWorker"]
+
+log = structlog.get_logger("memoryos.workers")
+
+#: How long a retrieval waits for a user's tier actor that is being restarted (seconds).
+_RESTART_WAIT_S = 2.0
+
+
+class GatewayWorker(SupervisedActor):
+    """Runs structured completions for the tiers, one at a time.
+
+    The gateway service does the retries, fallback and accounting; an error that still
+    escapes it is a bug and crashes this worker (the supervisor starts a fresh one). The
+    asker's backlog slot is released by the asker when the answer arrives, or here when the
+    answer cannot be delivered.
+    """
+
+    def __init__(self, service: GatewayService, registry: Registry) -> None:
+        super().__init__()
+        self.service = service
+        self.registry = registry
+        self.done = 0
+
+    def on_receive(self, message: object) -> object:
+        if isinstance(message, CompletionJob):
+            result = self.service.complete(message.kind, message.payload, user_id=message.user_id)
+            self.done += 1
+            target = self.registry.lookup(message.reply_to)
+            reply = CompletionDone(message.kind, message.tag, result.data, result.degraded)
+            if target is None:
+                return None
+            try:
+                target.tell(reply)
+            except Exception:  # the asker stopped meanwhile; nobody is left to use it
+                pass
+            return None
+        if isinstance(message, Ping):
+            return self.done
+        raise TypeError(f"gateway worker got an unknown message: {type(message).__name__}")
+
+
+class RetrievalWorker(SupervisedActor):
+    """Answers :class:`~memoryos_actors.messages.Retrieve` with a ``MemoryContext``."""
+
+    expected_errors = (MemoryOSError,)
+
+    def __init__(
+        self, config: MemoryConfig, registry: Registry, gateway: GatewayClient, clock: Clock
+    ) -> None:
+        super().__init__()
+        self.config = config
+        self.registry = registry
+        self.gateway = gateway
+        self.clock = clock
+
+    def _ref(self, name: str, user_id: str) -> Any:
+        deadline = time.monotonic() + _RESTART_WAIT_S
+        while True:
+            ref = self.registry.lookup(name)
+            if ref is not None:
+                return ref
+            if time.monotonic() > deadline:
+                raise UnknownUser(f"user {user_id!r} is not active")
+            time.sleep(0.002)
+
+    def on_receive(self, message: object) -> object:
+        if isinstance(message, Retrieve):
+            return self._retrieve(message)
+        if isinstance(message, Ping):
+            return None
+        raise TypeError(f"retrieval worker got an unknown message: {type(message).__name__}")
+
+    def _retrieve(self, msg: Retrieve) -> Any:
+        started = time.perf_counter()
+        cfg = self.config
+        stm_name, mtm_name, lpm_name = actor_names(msg.user_id)
+        stm, mtm, lpm = (self._ref(n, msg.user_id) for n in (stm_name, mtm_name, lpm_name))
+        query_emb = self.gateway.embed_one(msg.query)
+        q_bytes = emb_to_bytes(query_emb)
+        query_kw = keywords(msg.query)
+        now = msg.timestamp if msg.timestamp is not None else self.clock.now()
+        f_stm = stm.ask(STMPages(), block=False)
+        f_mtm = mtm.ask(
+            MTMSearch(q_bytes, query_kw, cfg.top_m_segments, cfg.top_k_pages, now,
+                      cfg.retrieval_mode),
+            block=False,
+        )
+        f_lpm = lpm.ask(
+            LPMSearch(msg.assistant_id, q_bytes, cfg.kb_top_k, cfg.agent_traits_top_k),
+            block=False,
+        )
+        stm_pages = f_stm.get(timeout=30)
+        mtm_hits = f_mtm.get(timeout=30)
+        lpm_view = f_lpm.get(timeout=30)
+        return build_context(
+            user_id=msg.user_id,
+            assistant_id=msg.assistant_id,
+            query=msg.query,
+            stm_pages=stm_pages,
+            mtm_hits=mtm_hits,
+            lpm_view=lpm_view,
+            elapsed_ms=(time.perf_counter() - started) * 1000.0,
+        )
+
+
+class HeatTicker(SupervisedActor):
+    """Tells every live MTM actor to recompute heat; driven by a ``send_interval`` timer."""
+
+    def __init__(self, registry: Registry) -> None:
+        super().__init__()
+        self.registry = registry
+        self.ticks = 0
+
+    def on_receive(self, message: object) -> object:
+        if isinstance(message, HeatTick):
+            self.ticks += 1
+            for name in self.registry.names():
+                if name.startswith("user:") and name.endswith("/mtm"):
+                    ref = self.registry.lookup(name)
+                    if ref is not None:
+                        try:
+                            ref.tell(HeatTick())
+                        except Exception:  # stopped between lookup and tell
+                            pass
+            return None
+        if isinstance(message, Ping):
+            return self.ticks
+        raise TypeError(f"heat ticker got an unknown message: {type(message).__name__}")

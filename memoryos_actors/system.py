@@ -1,0 +1,889 @@
+"""The memory system: the supervision tree, user activation, and the public facade.
+
+::
+
+    root (one_for_one)
+    ├── gateway (one_for_one pool of GatewayWorker)
+    ├── retrieval (one_for_one pool of RetrievalWorker)
+    ├── heat-ticker
+    ├── janitor (passivates idle users)
+    └── users (DynamicSupervisor)
+        └── user:<id> (rest_for_one): stm, mtm, lpm
+
+A user's group is started on the first call for that user (its state loaded from the data
+directory) and stopped after a snapshot when idle for ``idle_timeout_seconds`` or when more
+than ``max_active_users`` groups are live (least recently used first). Callers notice only
+latency. Every call is bounded: at most ``max_inflight_per_user`` calls per user and
+``max_inflight_total`` overall are in flight; beyond that a call waits up to
+``overload_timeout_seconds`` and then raises :class:`~memoryos_actors.errors.Overloaded`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import math
+import os
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pykka
+import structlog
+
+import supervisor
+from supervisor import ChildKind, ChildSpec, Registry, Restart, Strategy, Supervisor
+
+from .actors import persist
+from .actors.base import Backlog, GatewayClient, UserEnv, actor_names
+from .actors.lpm import LPMActor
+from .actors.mtm import MTMActor
+from .actors.protocol import FlushSummaries, GetState, HeatTick, Ping, Snapshot
+from .actors.stm import STMActor
+from .actors.workers import GatewayWorker, HeatTicker, RetrievalWorker
+from .clock import Clock, SystemClock
+from .config import MemoryConfig
+from .errors import (
+    InvalidInput,
+    MemoryOSError,
+    Overloaded,
+    SystemClosed,
+    UnknownUser,
+)
+from .gateway.service import GatewayService
+from .logs import configure_logging
+from .messages import (
+    AddTurn,
+    AgentProfile,
+    MemoryContext,
+    Retrieve,
+    SetAgentProfile,
+    SetUserProfile,
+    UserProfile,
+)
+from .store.export import read_export, write_export
+from .store.lock import DataDirLock
+from .store.userstore import UserStore, list_users
+
+__all__ = ["AsyncMemoryOS", "ForgetReport", "MemoryOS"]
+
+log = structlog.get_logger("memoryos.system")
+
+T = TypeVar("T")
+
+#: Seconds a single actor request may take before the facade gives up on it.
+_ASK_TIMEOUT_S = 120.0
+_EXPORT_FORMAT = "memoryos-actors/user-export"
+_EXPORT_VERSION = 1
+
+
+@dataclass(frozen=True, slots=True)
+class ForgetReport:
+    """What :meth:`MemoryOS.forget_user` removed."""
+
+    user_id: str
+    removed_files: tuple[str, ...]
+    was_active: bool
+
+
+class _Sweep:
+    """Janitor message: passivate idle users."""
+
+
+class _Janitor(supervisor.SupervisedActor):
+    """Runs the idle sweep of the user directory on a timer."""
+
+    def __init__(self, sweep: Callable[[], int]) -> None:
+        super().__init__()
+        self._sweep = sweep
+
+    def on_receive(self, message: object) -> object:
+        if isinstance(message, _Sweep):
+            return self._sweep()
+        raise TypeError(f"janitor got an unknown message: {type(message).__name__}")
+
+
+class _UserEntry:
+    """Activation state of one user in the directory (guarded by the directory's lock)."""
+
+    __slots__ = ("env", "inflight", "last_used", "state", "store", "user_id")
+
+    def __init__(self, user_id: str) -> None:
+        self.user_id = user_id
+        self.state = "activating"  # -> "active" -> "passivating" -> removed
+        self.inflight = 0
+        self.last_used = time.monotonic()
+        self.store: UserStore | None = None
+        self.env: UserEnv | None = None
+
+
+def _check_text(value: object, what: str, limit: int, *, allow_empty: bool = False) -> str:
+    if not isinstance(value, str):
+        raise InvalidInput(f"{what} must be a str, got {type(value).__name__}")
+    if not value and not allow_empty:
+        raise InvalidInput(f"{what} must not be empty")
+    try:
+        size = len(value.encode("utf-8"))
+    except UnicodeEncodeError:
+        raise InvalidInput(f"{what} is not valid Unicode text (lone surrogate)") from None
+    if size > limit:
+        raise InvalidInput(f"{what} is {size} bytes; the limit is {limit} (max_text_bytes)")
+    if "\x00" in value:
+        raise InvalidInput(f"{what} contains a NUL character")
+    return value
+
+
+def _check_user_id(user_id: object) -> str:
+    uid = _check_text(user_id, "user_id", 1024)
+    if uid.strip() != uid or not uid.strip():
+        raise InvalidInput("user_id must not be blank or have leading/trailing white space")
+    return uid
+
+
+def _check_timestamp(ts: object) -> float:
+    if isinstance(ts, bool) or not isinstance(ts, (int, float)):
+        raise InvalidInput(f"timestamp must be a number of seconds, got {type(ts).__name__}")
+    value = float(ts)
+    if not math.isfinite(value) or value < 0 or value > 32503680000.0:  # year 3000
+        raise InvalidInput(f"timestamp {ts!r} is not a plausible Unix time in seconds")
+    return value
+
+
+class MemoryOS:
+    """A running memory system over one data directory (synchronous API).
+
+    Use :meth:`open` as a context manager. Every method is thread-safe; many threads may
+    call for many users at once. Expected failures raise a subclass of
+    :class:`~memoryos_actors.errors.MemoryOSError`.
+    """
+
+    def __init__(
+        self, data_dir: Path, config: MemoryConfig, clock: Clock, *, _lock: DataDirLock
+    ) -> None:
+        self.data_dir = data_dir
+        self.config = config
+        self.clock = clock
+        self._lock = _lock
+        self._closed = False
+        self._dir_lock = threading.Condition(threading.Lock())
+        self._users: OrderedDict[str, _UserEntry] = OrderedDict()
+        self._total = threading.BoundedSemaphore(config.max_inflight_total)
+        self._counters = {"turns": 0, "retrievals": 0, "chats": 0, "activations": 0,
+                          "passivations": 0}
+        self._activation_ms: list[float] = []
+        self.registry = Registry()
+        self.gateway_service = GatewayService(config)
+        workers = tuple(f"gateway/{i}" for i in range(config.gateway_workers))
+        self._gateway = GatewayClient(
+            self.gateway_service,
+            self.registry,
+            workers,
+            Backlog(config.max_inflight_total, "gateway backlog"),
+        )
+        self._retrieval_names = tuple(f"retrieval/{i}" for i in range(config.gateway_workers * 2))
+        self._rr = 0
+        self._root = self._start_tree(workers)
+        self._users_sup = self.registry.require("users")
+        self._ticker_timer = supervisor.send_interval(
+            self.registry.require("heat-ticker"), config.heat_tick_seconds, HeatTick()
+        )
+        sweep_every = max(0.05, min(config.idle_timeout_seconds / 4.0, 30.0))
+        self._sweep_timer = supervisor.send_interval(
+            self.registry.require("janitor"), sweep_every, _Sweep()
+        )
+
+    # -- construction ----------------------------------------------------------------------
+
+    @classmethod
+    def open(
+        cls,
+        data_dir: str | os.PathLike[str],
+        config: MemoryConfig | None = None,
+        *,
+        clock: Clock | None = None,
+    ) -> MemoryOS:
+        """Start a memory system over ``data_dir`` (created if missing).
+
+        Only one process may have a data directory open: a second one gets
+        :class:`~memoryos_actors.errors.DataDirLocked`. ``clock`` defaults to the system
+        clock; tests inject a :class:`~memoryos_actors.clock.ManualClock`.
+        """
+        cfg = config if config is not None else MemoryConfig()
+        if not isinstance(cfg, MemoryConfig):
+            raise InvalidInput(f"config must be a MemoryConfig, got {type(cfg).__name__}")
+        path = Path(data_dir)
+        path.mkdir(parents=True, exist_ok=True)
+        configure_logging(cfg.log_level, cfg.log_format)
+        lock = DataDirLock(path)
+        try:
+            return cls(path, cfg, clock if clock is not None else SystemClock(), _lock=lock)
+        except BaseException:
+            lock.release()
+            raise
+
+    def _start_tree(self, worker_names: tuple[str, ...]) -> pykka.ActorRef[Any]:
+        cfg = self.config
+        reg = self.registry
+        service = self.gateway_service
+        gateway_children = [
+            ChildSpec(id=name, start=functools.partial(GatewayWorker.start, service, reg),
+                      name=name)
+            for name in worker_names
+        ]
+        retrieval_children = [
+            ChildSpec(
+                id=name,
+                start=functools.partial(RetrievalWorker.start, cfg, reg, self._gateway,
+                                        self.clock),
+                name=name,
+            )
+            for name in self._retrieval_names
+        ]
+        children = [
+            ChildSpec(
+                id="gateway",
+                start=functools.partial(Supervisor.start, gateway_children, registry=reg,
+                                        max_restarts=10, max_seconds=5.0),
+                kind=ChildKind.SUPERVISOR,
+                name="gateway",
+            ),
+            ChildSpec(
+                id="retrieval",
+                start=functools.partial(Supervisor.start, retrieval_children, registry=reg,
+                                        max_restarts=10, max_seconds=5.0),
+                kind=ChildKind.SUPERVISOR,
+                name="retrieval",
+            ),
+            ChildSpec(id="heat-ticker", start=functools.partial(HeatTicker.start, reg),
+                      name="heat-ticker"),
+            ChildSpec(id="janitor", start=functools.partial(_Janitor.start, self._sweep_idle),
+                      name="janitor"),
+            ChildSpec(
+                id="users",
+                start=functools.partial(
+                    supervisor.DynamicSupervisor.start,
+                    max_children=cfg.max_active_users + 1,
+                    # One user's crash loop restarts that user's group; only a storm across
+                    # many users at once escalates to the root.
+                    max_restarts=max(100, cfg.max_active_users),
+                    max_seconds=5.0,
+                    registry=reg,
+                ),
+                kind=ChildKind.SUPERVISOR,
+                name="users",
+            ),
+        ]
+        return Supervisor.start(children, registry=reg, name="root", max_restarts=5,
+                                max_seconds=5.0)
+
+    def __enter__(self) -> MemoryOS:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- user directory --------------------------------------------------------------------
+
+    def _enter(self, user_id: str) -> _UserEntry:
+        """Count a call in flight for ``user_id``, activating the user's group if needed."""
+        cfg = self.config
+        deadline = time.monotonic() + cfg.overload_timeout_seconds
+        activate = False
+        with self._dir_lock:
+            while True:
+                if self._closed:
+                    raise SystemClosed("the memory system is closed")
+                entry = self._users.get(user_id)
+                if entry is None:
+                    entry = _UserEntry(user_id)
+                    entry.inflight = 1
+                    self._users[user_id] = entry
+                    activate = True
+                    break
+                if entry.state == "active" and entry.inflight < cfg.max_inflight_per_user:
+                    entry.inflight += 1
+                    entry.last_used = time.monotonic()
+                    self._users.move_to_end(user_id)
+                    return entry
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    if entry.state == "active":
+                        raise Overloaded(
+                            f"user {user_id!r} has {entry.inflight} calls in flight "
+                            f"(max_inflight_per_user={cfg.max_inflight_per_user})"
+                        )
+                    raise Overloaded(f"user {user_id!r} is still {entry.state}")
+                self._dir_lock.wait(remaining)
+        try:
+            self._activate(entry)
+        except BaseException:
+            with self._dir_lock:
+                self._users.pop(user_id, None)
+                self._dir_lock.notify_all()
+            if entry.store is not None:
+                entry.store.close()
+            raise
+        return entry
+
+    def _leave(self, entry: _UserEntry) -> None:
+        with self._dir_lock:
+            entry.inflight -= 1
+            entry.last_used = time.monotonic()
+            self._dir_lock.notify_all()
+
+    def _activate(self, entry: _UserEntry) -> None:
+        started = time.perf_counter()
+        self._make_room()
+        cfg = self.config
+        store = UserStore(
+            self.data_dir,
+            entry.user_id,
+            fsync=cfg.fsync,
+            fsync_interval=cfg.fsync_interval_seconds,
+            archive=cfg.archive_enabled,
+        )
+        entry.store = store
+        name, dim = self.gateway_service.embedder_info()
+        store.check_embedder(name, dim, cfg.fingerprint())
+        env = UserEnv(
+            user_id=entry.user_id,
+            config=cfg,
+            store=store,
+            gateway=self._gateway,
+            registry=self.registry,
+            clock=self.clock,
+            insert_backlog=Backlog(max(64, cfg.max_inflight_per_user * 4),
+                                   f"user {entry.user_id!r} MTM backlog"),
+        )
+        entry.env = env
+        stm_n, mtm_n, lpm_n = actor_names(entry.user_id)
+        children = [
+            ChildSpec(id="stm", start=functools.partial(STMActor.start, env), name=stm_n),
+            ChildSpec(id="mtm", start=functools.partial(MTMActor.start, env), name=mtm_n),
+            ChildSpec(id="lpm", start=functools.partial(LPMActor.start, env), name=lpm_n),
+        ]
+        spec = ChildSpec(
+            id=f"user:{entry.user_id}",
+            start=functools.partial(
+                Supervisor.start,
+                children,
+                strategy=Strategy.REST_FOR_ONE,
+                registry=self.registry,
+                max_restarts=3,
+                max_seconds=5.0,
+            ),
+            kind=ChildKind.SUPERVISOR,
+            restart=Restart.PERMANENT,
+        )
+        supervisor.start_child(self._users_sup, spec)
+        # Wait until STM has recovered: its first answer comes after on_start.
+        self._ask(stm_n, Ping())
+        elapsed = (time.perf_counter() - started) * 1000.0
+        with self._dir_lock:
+            entry.state = "active"
+            self._counters["activations"] += 1
+            self._activation_ms.append(elapsed)
+            if len(self._activation_ms) > 10000:
+                del self._activation_ms[:5000]
+            self._dir_lock.notify_all()
+        log.debug("user.activated", user=entry.user_id, ms=round(elapsed, 3))
+
+    def _make_room(self) -> None:
+        """Passivate least-recently-used idle users while the active count is at the cap."""
+        while True:
+            with self._dir_lock:
+                active = [e for e in self._users.values() if e.state != "activating"]
+                if len(active) < self.config.max_active_users:
+                    return
+                victim = next(
+                    (e for e in self._users.values() if e.state == "active" and e.inflight == 0),
+                    None,
+                )
+                if victim is None:
+                    # Everyone is busy: let the cap be exceeded briefly rather than deadlock;
+                    # DynamicSupervisor's max_children still bounds the total.
+                    return
+                victim.state = "passivating"
+            self._passivate(victim)
+
+    def _passivate(self, entry: _UserEntry) -> None:
+        """Snapshot and stop a user's group (the entry is already marked passivating)."""
+        try:
+            stm = self.registry.lookup(actor_names(entry.user_id)[0])
+            if stm is not None:
+                self._drain_user(entry.user_id)
+                stm.ask(Snapshot(), timeout=_ASK_TIMEOUT_S)
+        except Exception as exc:  # the snapshot is an optimisation; the WAL has everything
+            log.warning("user.passivate_snapshot_failed", user=entry.user_id, error=repr(exc))
+        try:
+            supervisor.terminate_child(self._users_sup, f"user:{entry.user_id}")
+        except Exception as exc:
+            log.warning("user.passivate_stop_failed", user=entry.user_id, error=repr(exc))
+        if entry.store is not None:
+            entry.store.close()
+        with self._dir_lock:
+            if self._users.get(entry.user_id) is entry:
+                del self._users[entry.user_id]
+            self._counters["passivations"] += 1
+            self._dir_lock.notify_all()
+        log.debug("user.passivated", user=entry.user_id)
+
+    def _sweep_idle(self) -> int:
+        """Passivate users idle for longer than ``idle_timeout_seconds``; return how many."""
+        cutoff = time.monotonic() - self.config.idle_timeout_seconds
+        victims = []
+        with self._dir_lock:
+            if self._closed:
+                return 0
+            for entry in self._users.values():
+                if entry.state == "active" and entry.inflight == 0 and entry.last_used < cutoff:
+                    entry.state = "passivating"
+                    victims.append(entry)
+        for entry in victims:
+            self._passivate(entry)
+        return len(victims)
+
+    def passivate(self, user_id: str) -> bool:
+        """Snapshot and stop ``user_id``'s actors now; False if the user was not active."""
+        with self._dir_lock:
+            while True:
+                entry = self._users.get(user_id)
+                if entry is None:
+                    return False
+                if entry.state == "active" and entry.inflight == 0:
+                    entry.state = "passivating"
+                    break
+                self._dir_lock.wait(0.05)
+        self._passivate(entry)
+        return True
+
+    def active_users(self) -> list[str]:
+        """Users whose actor groups are live now, least recently used first."""
+        with self._dir_lock:
+            return [u for u, e in self._users.items() if e.state == "active"]
+
+    # -- calls -----------------------------------------------------------------------------
+
+    def _ask(self, name: str, message: object, timeout: float = _ASK_TIMEOUT_S) -> Any:
+        """Ask the actor registered as ``name``, following it across one restart."""
+        deadline = time.monotonic() + min(timeout, 10.0)
+        while True:
+            ref = self.registry.lookup(name)
+            if ref is None:
+                if time.monotonic() > deadline:
+                    raise MemoryOSError(f"actor {name!r} is not running")
+                time.sleep(0.002)
+                continue
+            try:
+                return ref.ask(message, timeout=timeout)
+            except pykka.ActorDeadError:
+                # The message never ran (the actor was stopping): safe to send again.
+                if time.monotonic() > deadline:
+                    raise MemoryOSError(f"actor {name!r} is not running") from None
+                time.sleep(0.002)
+
+    def _call(self, user_id: str, fn: Callable[[_UserEntry], T]) -> T:
+        if not self._total.acquire(timeout=self.config.overload_timeout_seconds):
+            raise Overloaded(
+                f"{self.config.max_inflight_total} calls in flight (max_inflight_total)"
+            )
+        try:
+            entry = self._enter(user_id)
+            try:
+                return fn(entry)
+            finally:
+                self._leave(entry)
+        finally:
+            self._total.release()
+
+    def add_turn(
+        self,
+        user_id: str,
+        query: str,
+        response: str,
+        timestamp: float | None = None,
+        assistant_id: str = "default",
+    ) -> str:
+        """Store one turn (the user's ``query`` and the assistant's ``response``).
+
+        Returns the new page's id once the turn is in the user's write-ahead log (on disk
+        per the ``fsync`` policy). Chain meta data, segment placement, eviction and promotion
+        happen afterwards in the background; :meth:`flush` waits for them.
+        """
+        uid = _check_user_id(user_id)
+        limit = self.config.max_text_bytes
+        msg = AddTurn(
+            user_id=uid,
+            assistant_id=_check_text(assistant_id, "assistant_id", 1024),
+            query=_check_text(query, "query", limit, allow_empty=True),
+            response=_check_text(response, "response", limit, allow_empty=True),
+            timestamp=self.clock.now() if timestamp is None else _check_timestamp(timestamp),
+        )
+        if not msg.query and not msg.response:
+            raise InvalidInput("a turn needs a query or a response")
+        page_id = self._call(uid, lambda e: self._ask(actor_names(uid)[0], msg))
+        self._counters["turns"] += 1
+        return page_id
+
+    def retrieve(
+        self,
+        user_id: str,
+        query: str,
+        assistant_id: str = "default",
+        timestamp: float | None = None,
+    ) -> MemoryContext:
+        """Retrieve what the user's memory holds about ``query``, with provenance.
+
+        STM, MTM and LPM are asked in parallel; the result is immutable and every item says
+        which tier it came from, its ids and why it was chosen.
+        """
+        uid = _check_user_id(user_id)
+        msg = Retrieve(
+            user_id=uid,
+            assistant_id=_check_text(assistant_id, "assistant_id", 1024),
+            query=_check_text(query, "query", self.config.max_text_bytes),
+            timestamp=self.clock.now() if timestamp is None else _check_timestamp(timestamp),
+        )
+
+        def run(_entry: _UserEntry) -> MemoryContext:
+            self._rr = (self._rr + 1) % len(self._retrieval_names)
+            return self._ask(self._retrieval_names[self._rr], msg)
+
+        ctx = self._call(uid, run)
+        self._counters["retrievals"] += 1
+        return ctx
+
+    def chat(self, user_id: str, query: str, assistant_id: str = "default") -> str:
+        """Answer ``query`` from memory: retrieve, generate a reply, store the turn."""
+        ctx = self.retrieve(user_id, query, assistant_id=assistant_id)
+        result = self.gateway_service.complete(
+            "chat_reply", {"context": ctx.render(), "query": query}, user_id=user_id
+        )
+        reply = str(result.data["reply"])
+        self.add_turn(user_id, query, reply, assistant_id=assistant_id)
+        self._counters["chats"] += 1
+        return reply
+
+    def set_user_profile(self, user_id: str, profile: UserProfile) -> None:
+        """Set the user's static profile (name, gender, birth year, extras); durable on return."""
+        uid = _check_user_id(user_id)
+        if not isinstance(profile, UserProfile):
+            raise InvalidInput(f"profile must be a UserProfile, got {type(profile).__name__}")
+        self._call(uid, lambda e: self._ask(actor_names(uid)[2], SetUserProfile(uid, profile)))
+
+    def set_agent_profile(
+        self, user_id: str, profile: AgentProfile, assistant_id: str = "default"
+    ) -> None:
+        """Set the assistant's static persona as this user sees it; durable on return."""
+        uid = _check_user_id(user_id)
+        if not isinstance(profile, AgentProfile):
+            raise InvalidInput(f"profile must be an AgentProfile, got {type(profile).__name__}")
+        aid = _check_text(assistant_id, "assistant_id", 1024)
+        self._call(
+            uid, lambda e: self._ask(actor_names(uid)[2], SetAgentProfile(uid, aid, profile))
+        )
+
+    # -- background work -------------------------------------------------------------------
+
+    def _drain_user(self, user_id: str) -> None:
+        stm_n, mtm_n, lpm_n = actor_names(user_id)
+        self._ask(stm_n, Ping())
+        self._ask(mtm_n, FlushSummaries())
+        self._ask(mtm_n, Ping())
+        self._ask(lpm_n, Ping())
+
+    def flush(self, timeout: float = 300.0) -> None:
+        """Wait until background work (chains, placement, summaries, promotions) has settled.
+
+        Repeats mailbox barriers over the gateway workers and every active user's tiers
+        until a full round starts no new gateway work.
+        """
+        deadline = time.monotonic() + timeout
+        while True:
+            before = self._gateway.submitted
+            for user in self.active_users():
+                try:
+                    self._drain_user(user)
+                except MemoryOSError:
+                    pass  # the user was passivated meanwhile: its work is in its snapshot
+            for name in self._gateway.worker_names:
+                self._ask(name, Ping())
+            if self._gateway.submitted == before and self._gateway.backlog.pending == 0:
+                return
+            if time.monotonic() > deadline:
+                raise Overloaded(f"background work did not settle within {timeout} s")
+
+    # -- inspection ------------------------------------------------------------------------
+
+    def users(self) -> list[str]:
+        """Every user with data in this data directory (active or not), sorted."""
+        return sorted(list_users(self.data_dir))
+
+    def tree(self) -> str:
+        """The supervision tree as text, with each child's status and restart count."""
+        return supervisor.format_tree(self._root)
+
+    def user_state(self, user_id: str) -> dict[str, Any]:
+        """The user's tiers as plain data: STM pages, MTM segments by heat, LPM (for tools)."""
+        uid = _check_user_id(user_id)
+        if uid not in self.users() and uid not in self.active_users():
+            raise UnknownUser(f"no data for user {uid!r}")
+
+        def run(_e: _UserEntry) -> dict[str, Any]:
+            stm_n, mtm_n, lpm_n = actor_names(uid)
+            return {
+                "stm": self._ask(stm_n, GetState()),
+                "mtm": self._ask(mtm_n, GetState()),
+                "lpm": self._ask(lpm_n, GetState()),
+            }
+
+        return self._call(uid, run)
+
+    def stats(self, user_id: str | None = None) -> dict[str, Any]:
+        """Counters of the whole system, or of one user when ``user_id`` is given."""
+        if user_id is not None:
+            state = self.user_state(user_id)
+            mtm = state["mtm"]
+            return {
+                "user_id": user_id,
+                "stm_pages": len(state["stm"]["pages"]),
+                "turns": int(state["stm"]["seq"]),
+                "mtm_segments": len(mtm["segments"]),
+                "mtm_pages": sum(len(s["pages"]) for s in mtm["segments"]),
+                "kb_facts": len(state["lpm"].get("kb", ())),
+                "gateway": self.gateway_service.stats().get("per_user", {}).get(user_id, {}),
+            }
+        acts = sorted(self._activation_ms)
+
+        def pct(p: float) -> float:
+            return acts[min(len(acts) - 1, int(p * len(acts)))] if acts else 0.0
+
+        with self._dir_lock:
+            active = sum(1 for e in self._users.values() if e.state == "active")
+            inflight = sum(e.inflight for e in self._users.values())
+        restarts = sum(c.restarts for c in supervisor.which_children(self._users_sup))
+        return {
+            **self._counters,
+            "active_users": active,
+            "inflight": inflight,
+            "gateway_backlog": self._gateway.backlog.pending,
+            "activation_ms_p50": pct(0.5),
+            "activation_ms_p99": pct(0.99),
+            "user_group_restarts": restarts,
+            "threads": threading.active_count(),
+            "gateway": self.gateway_service.stats(),
+        }
+
+    # -- data lifecycle --------------------------------------------------------------------
+
+    def export_user(self, user_id: str, path: str | os.PathLike[str]) -> Path:
+        """Write everything stored for ``user_id`` to a portable file (``.json`` or msgpack)."""
+        uid = _check_user_id(user_id)
+        self.flush()
+        state = self.user_state(uid)
+        seq = int(state["stm"]["seq"])
+        store_archive = []
+        entry = self._users.get(uid)
+        if entry is not None and entry.store is not None and entry.store.archive is not None:
+            store_archive = list(entry.store.archive.iter())
+        payload = {
+            "format": _EXPORT_FORMAT,
+            "version": _EXPORT_VERSION,
+            "user_id": uid,
+            "config_fingerprint": self.config.fingerprint(),
+            "embedder": list(self.gateway_service.embedder_info()),
+            "state": {"seq": seq, "stm": state["stm"]["stm"], "mtm": state["mtm"],
+                      "lpm": state["lpm"]},
+            "archive": store_archive,
+        }
+        out = Path(path)
+        write_export(out, payload)
+        return out
+
+    def import_user(self, path: str | os.PathLike[str], user_id: str | None = None) -> str:
+        """Load a file written by :meth:`export_user`; returns the user id it was stored as.
+
+        Refuses to overwrite a user that already has data (forget it first).
+        """
+        payload = read_export(Path(path))
+        if payload.get("format") != _EXPORT_FORMAT:
+            raise InvalidInput(f"{path}: not a memoryos-actors user export")
+        if int(payload.get("version", 0)) > _EXPORT_VERSION:
+            raise InvalidInput(f"{path}: export version {payload.get('version')} is newer "
+                               f"than this library reads ({_EXPORT_VERSION})")
+        uid = _check_user_id(user_id if user_id is not None else payload["user_id"])
+        name, dim = self.gateway_service.embedder_info()
+        if list(payload.get("embedder", [])) != [name, dim]:
+            raise InvalidInput(
+                f"{path}: written with embedder {payload.get('embedder')}, this system uses "
+                f"{[name, dim]}; run `memoryos reembed` on the export's data"
+            )
+        if uid in self.users() or uid in self.active_users():
+            raise InvalidInput(f"user {uid!r} already has data; forget_user first")
+        cfg = self.config
+        store = UserStore(self.data_dir, uid, fsync=cfg.fsync,
+                          fsync_interval=cfg.fsync_interval_seconds, archive=cfg.archive_enabled)
+        try:
+            store.check_embedder(name, dim, cfg.fingerprint())
+            persist.import_state(store, payload["state"])
+            if store.archive is not None:
+                for rec in payload.get("archive", ()):
+                    store.archive.append(rec)
+        finally:
+            store.close()
+        return uid
+
+    def forget_user(self, user_id: str) -> ForgetReport:
+        """Delete every file of ``user_id``; report what was removed. Other users are untouched."""
+        uid = _check_user_id(user_id)
+        was_active = False
+        with self._dir_lock:
+            while True:
+                entry = self._users.get(uid)
+                if entry is None:
+                    break
+                if entry.state == "active" and entry.inflight == 0:
+                    entry.state = "passivating"
+                    was_active = True
+                    break
+                self._dir_lock.wait(0.05)
+        if was_active and entry is not None:
+            try:
+                supervisor.terminate_child(self._users_sup, f"user:{uid}")
+            finally:
+                if entry.store is not None:
+                    entry.store.close()
+                with self._dir_lock:
+                    self._users.pop(uid, None)
+                    self._dir_lock.notify_all()
+        removed = UserStore.remove(self.data_dir, uid)
+        return ForgetReport(uid, tuple(removed), was_active)
+
+    # -- shutdown --------------------------------------------------------------------------
+
+    def close(self, timeout: float = 60.0) -> None:
+        """Snapshot every active user, stop the tree and release the data directory."""
+        with self._dir_lock:
+            if self._closed:
+                return
+            active = [e for e in self._users.values() if e.state == "active"]
+        try:
+            try:
+                self.flush(timeout=timeout)
+            except MemoryOSError as exc:
+                log.warning("close.flush_failed", error=repr(exc))
+            for entry in active:
+                with self._dir_lock:
+                    entry.state = "passivating"
+                self._passivate(entry)
+        finally:
+            with self._dir_lock:
+                self._closed = True
+                self._dir_lock.notify_all()
+            self._ticker_timer.cancel()
+            self._sweep_timer.cancel()
+            supervisor.stop(self._root, timeout=timeout)
+            for entry in list(self._users.values()):
+                if entry.store is not None:
+                    entry.store.close()
+            self.gateway_service.close()
+            self._lock.release()
+
+
+class AsyncMemoryOS:
+    """The same API as :class:`MemoryOS`, as coroutines that never block the event loop.
+
+    Every call runs the synchronous method in a bounded thread pool
+    (``asyncio.to_thread``-style, with its own executor sized by ``max_inflight_total``).
+    """
+
+    def __init__(self, sync: MemoryOS) -> None:
+        from concurrent.futures import ThreadPoolExecutor
+
+        self.sync = sync
+        self._pool = ThreadPoolExecutor(
+            max_workers=min(64, sync.config.max_inflight_total), thread_name_prefix="memoryos-aio"
+        )
+
+    @classmethod
+    async def open(
+        cls,
+        data_dir: str | os.PathLike[str],
+        config: MemoryConfig | None = None,
+        *,
+        clock: Clock | None = None,
+    ) -> AsyncMemoryOS:
+        """Start a memory system (see :meth:`MemoryOS.open`) without blocking the loop."""
+        loop = asyncio.get_running_loop()
+        sync = await loop.run_in_executor(
+            None, functools.partial(MemoryOS.open, data_dir, config, clock=clock)
+        )
+        return cls(sync)
+
+    async def _run(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._pool, functools.partial(fn, *args, **kwargs))
+
+    async def __aenter__(self) -> AsyncMemoryOS:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def add_turn(self, user_id: str, query: str, response: str,
+                       timestamp: float | None = None, assistant_id: str = "default") -> str:
+        """See :meth:`MemoryOS.add_turn`."""
+        return await self._run(self.sync.add_turn, user_id, query, response, timestamp,
+                               assistant_id)
+
+    async def retrieve(self, user_id: str, query: str, assistant_id: str = "default",
+                       timestamp: float | None = None) -> MemoryContext:
+        """See :meth:`MemoryOS.retrieve`."""
+        return await self._run(self.sync.retrieve, user_id, query, assistant_id, timestamp)
+
+    async def chat(self, user_id: str, query: str, assistant_id: str = "default") -> str:
+        """See :meth:`MemoryOS.chat`."""
+        return await self._run(self.sync.chat, user_id, query, assistant_id)
+
+    async def set_user_profile(self, user_id: str, profile: UserProfile) -> None:
+        """See :meth:`MemoryOS.set_user_profile`."""
+        await self._run(self.sync.set_user_profile, user_id, profile)
+
+    async def set_agent_profile(self, user_id: str, profile: AgentProfile,
+                                assistant_id: str = "default") -> None:
+        """See :meth:`MemoryOS.set_agent_profile`."""
+        await self._run(self.sync.set_agent_profile, user_id, profile, assistant_id)
+
+    async def stats(self, user_id: str | None = None) -> dict[str, Any]:
+        """See :meth:`MemoryOS.stats`."""
+        return await self._run(self.sync.stats, user_id)
+
+    async def users(self) -> list[str]:
+        """See :meth:`MemoryOS.users`."""
+        return await self._run(self.sync.users)
+
+    async def flush(self, timeout: float = 300.0) -> None:
+        """See :meth:`MemoryOS.flush`."""
+        await self._run(self.sync.flush, timeout)
+
+    async def export_user(self, user_id: str, path: str | os.PathLike[str]) -> Path:
+        """See :meth:`MemoryOS.export_user`."""
+        return await self._run(self.sync.export_user, user_id, path)
+
+    async def import_user(self, path: str | os.PathLike[str], user_id: str | None = None) -> str:
+        """See :meth:`MemoryOS.import_user`."""
+        return await self._run(self.sync.import_user, path, user_id)
+
+    async def forget_user(self, user_id: str) -> ForgetReport:
+        """See :meth:`MemoryOS.forget_user`."""
+        return await self._run(self.sync.forget_user, user_id)
+
+    async def close(self) -> None:
+        """See :meth:`MemoryOS.close`."""
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(None, self.sync.close)
+        self._pool.shutdown(wait=True)
