@@ -68,6 +68,7 @@ from .messages import (
 from .store.export import read_export, write_export
 from .store.lock import DataDirLock
 from .store.userstore import UserStore, list_users
+from .text import keywords
 
 __all__ = ["AsyncMemoryOS", "ForgetReport", "MemoryOS"]
 
@@ -345,6 +346,7 @@ class MemoryOS:
             fsync=cfg.fsync,
             fsync_interval=cfg.fsync_interval_seconds,
             archive=cfg.archive_enabled,
+            config_fingerprint=cfg.fingerprint(),
         )
         entry.store = store
         name, dim = self.gateway_service.embedder_info()
@@ -643,6 +645,29 @@ class MemoryOS:
 
         return self._call(uid, run)
 
+    def archive(
+        self, user_id: str, query: str | None = None, limit: int | None = None
+    ) -> list[dict[str, Any]]:
+        """Segments and pages MTM evicted for ``user_id``, oldest first.
+
+        With ``query``, only records matching its keywords, best first (at most ``limit``,
+        default 10). Eviction is a tier decision, not data loss: everything is here.
+        """
+        uid = _check_user_id(user_id)
+        if query is not None:
+            _check_text(query, "query", self.config.max_text_bytes)
+
+        def run(entry: _UserEntry) -> list[dict[str, Any]]:
+            assert entry.store is not None
+            archive = entry.store.archive
+            if query is None:
+                records = [rec for _seq, rec in archive.iter()]
+                return records if limit is None else records[:limit]
+            hits = archive.search(keywords(query), limit=10 if limit is None else limit)
+            return [hit.record for hit in hits]
+
+        return self._call(uid, run)
+
     def stats(self, user_id: str | None = None) -> dict[str, Any]:
         """Counters of the whole system, or of one user when ``user_id`` is given."""
         if user_id is not None:
@@ -689,7 +714,7 @@ class MemoryOS:
         store_archive = []
         entry = self._users.get(uid)
         if entry is not None and entry.store is not None and entry.store.archive is not None:
-            store_archive = list(entry.store.archive.iter())
+            store_archive = [rec for _seq, rec in entry.store.archive.iter()]
         payload = {
             "format": _EXPORT_FORMAT,
             "version": _EXPORT_VERSION,

@@ -40,15 +40,13 @@ class LPMActor(SupervisedActor):
 
     def on_start(self) -> None:
         env = self.env
-        snap = persist.load_snapshot(env.store)
-        if snap is not None:
-            state, _lsn = snap
-            lpm_state = state["lpm"]
+        recovered = persist.recover(env.store)
+        if recovered.state is not None:
+            lpm_state = recovered.state["lpm"]
             self.core = LPMCore.from_state(lpm_state, env.config)
             self.lsn = int(lpm_state.get("lsn", 0))
-        for lsn, rec in env.store.wal.read(after_lsn=self.lsn):
-            kind = rec.get("t")
-            if kind != "turn":
+        for lsn, rec in recovered.records:
+            if lsn > self.lsn and rec.get("t") != "turn":
                 self._apply_record(rec)
                 self.lsn = lsn
 

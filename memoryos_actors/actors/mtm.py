@@ -68,15 +68,15 @@ class MTMActor(SupervisedActor):
 
     def on_start(self) -> None:
         env = self.env
-        snap = persist.load_snapshot(env.store)
+        recovered = persist.recover(env.store)
         snap_seq = 0
-        if snap is not None:
-            state, _lsn = snap
-            self.core = MTMCore.from_state(state["mtm"], env.config, self.dim, env.clock)
-            snap_seq = int(state["seq"])
+        if recovered.state is not None:
+            self.core = MTMCore.from_state(recovered.state["mtm"], env.config, self.dim,
+                                           env.clock)
+            snap_seq = int(recovered.state["seq"])
         # Whatever was queued for the previous incarnation is gone; the WAL has it all.
         env.insert_backlog.reset()
-        last = persist.last_turn_seq(env.store, snap_seq)
+        last = persist.last_turn_seq(recovered.records, snap_seq)
         self._catch_up(last - env.config.stm_capacity)
 
     def on_stop(self) -> None:
@@ -157,12 +157,14 @@ class MTMActor(SupervisedActor):
             if timer is not None:
                 timer.cancel()
             if archive is not None:
-                archive.append({"t": "segment", "segment": segment.to_dict()})
+                archive.append({"t": "segment", "keywords": sorted(segment.keywords),
+                                "segment": segment.to_dict()})
             log.debug("mtm.evicted", user=env.user_id, segment=segment.segment_id)
         for page in effects.evicted_pages:
             self.counters["evicted_pages"] += 1
             if archive is not None:
-                archive.append({"t": "page", "page": page.to_dict()})
+                archive.append({"t": "page", "keywords": sorted(page.keywords),
+                                "page": page.to_dict()})
         for segment in effects.promoted:
             self.counters["promoted"] += 1
             self._request_persona(segment)

@@ -81,13 +81,12 @@ class STMActor(SupervisedActor):
 
     def on_start(self) -> None:
         store = self.env.store
-        snap = persist.load_snapshot(store)
-        if snap is not None:
-            state, _lsn = snap
-            self.core = STMCore.from_state(state["stm"])
-            self.seq = int(state["seq"])
+        rec_ = persist.recover(store)
+        if rec_.state is not None:
+            self.core = STMCore.from_state(rec_.state["stm"])
+            self.seq = int(rec_.state["seq"])
         replayed = 0
-        for _lsn, rec in store.wal.read():
+        for _lsn, rec in rec_.records:
             if rec.get("t") == "turn" and int(rec["seq"]) > self.seq:
                 page = page_from_record(self.env.user_id, rec)
                 self.core.push(page)

@@ -1,0 +1,559 @@
+"""Framed, checksummed record logs: the machinery shared by the WAL and the archive.
+
+File layout (all integers big-endian)::
+
+    file header (20 bytes): magic (6 bytes) | format version (u16) | base seq (u64) | CRC32 (u32)
+    frame:                  length (u32) | CRC32 (u32) | seq (u64) | msgpack payload (length bytes)
+
+The header CRC covers the 16 bytes before it. A frame's CRC covers its length, its seq and
+its payload. Sequence numbers (the WAL calls them LSNs) are consecutive: the first frame has
+``base seq + 1`` and each next frame one more. ``base seq`` only grows when the WAL drops
+old records (``truncate_before``), so numbering never restarts during a file's life.
+
+A record is at most :data:`MAX_RECORD_BYTES`; a length field above it is treated as
+corruption before anything is allocated, so a hostile file cannot make us reserve gigabytes.
+
+Durability follows Redis's ``appendfsync``:
+
+* ``"always"``: ``append`` returns after ``fsync`` (concurrent appenders share one fsync);
+* ``"interval"``: ``append`` returns once the bytes are in the OS page cache; one shared
+  background thread fsyncs every dirty log each ``interval`` seconds. A killed *process*
+  loses nothing that was acknowledged; a machine crash or power loss may lose the records
+  acknowledged in the last ``interval`` seconds (plus the time one fsync takes);
+* ``"never"``: fsync is left to the operating system (typically within ~30 seconds on Linux),
+  except for an explicit ``flush()``.
+
+This module is private; :mod:`memoryos_actors.store.wal` and
+:mod:`memoryos_actors.store.archive` are the public faces.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import shutil
+import struct
+import threading
+import time
+import zlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, BinaryIO, Literal, Self
+
+import msgpack
+import structlog
+
+from memoryos_actors.errors import ConfigError, CorruptDataError, InvalidInput, StorageError
+
+__all__ = [
+    "FSYNC_POLICIES",
+    "MAX_RECORD_BYTES",
+    "FsyncPolicy",
+    "NewerFormatError",
+    "RecordLog",
+    "fsync_dir",
+    "pack_record",
+    "unpack_record",
+]
+
+log = structlog.get_logger("memoryos.store")
+
+FsyncPolicy = Literal["always", "interval", "never"]
+FSYNC_POLICIES: tuple[str, ...] = ("always", "interval", "never")
+
+MAX_RECORD_BYTES = 16 * 1024 * 1024
+"""Largest msgpack payload of one record, in bytes (16 MiB)."""
+
+_HEADER = struct.Struct(">6sHQ")
+_HEADER_CRC = struct.Struct(">I")
+HEADER_SIZE = _HEADER.size + _HEADER_CRC.size
+_FRAME = struct.Struct(">IIQ")
+_LEN_SEQ = struct.Struct(">IQ")
+_SEQ = struct.Struct(">Q")
+_COPY_CHUNK = 1024 * 1024
+_RESYNC_LOOKAHEAD = 64  # how many lost records we look past when checking for later valid data
+
+
+class NewerFormatError(CorruptDataError):
+    """A file was written by a newer version of this library (format or schema version).
+
+    It is never read silently: upgrade memoryos-actors, or restore a backup.
+    """
+
+
+def fsync_dir(path: Path) -> None:
+    """Make a rename or unlink inside directory ``path`` durable (no-op where unsupported)."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:  # Windows cannot open directories; its renames are metadata-journaled
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def pack_record(record: dict[str, Any]) -> bytes:
+    """Encode one record as msgpack; :class:`InvalidInput` if it is not a packable dict."""
+    if not isinstance(record, dict):
+        raise InvalidInput(f"a record must be a dict, not {type(record).__name__}")
+    try:
+        payload: bytes = msgpack.packb(record, use_bin_type=True)
+    except (TypeError, ValueError, OverflowError) as exc:
+        raise InvalidInput(f"record cannot be encoded as msgpack: {exc}") from None
+    if len(payload) > MAX_RECORD_BYTES:
+        raise InvalidInput(
+            f"record is {len(payload)} bytes encoded; the limit is {MAX_RECORD_BYTES}"
+        )
+    return payload
+
+
+def unpack_record(payload: bytes, path: Path, seq: int) -> dict[str, Any]:
+    """Decode one record's payload; :class:`CorruptDataError` naming ``path`` if it is not a dict."""
+    try:
+        record = msgpack.unpackb(payload, raw=False, strict_map_key=False)
+    except Exception as exc:  # noqa: BLE001 - msgpack raises several unrelated types
+        raise CorruptDataError(f"{path}: record {seq} is not valid msgpack ({exc})") from None
+    if not isinstance(record, dict):
+        raise CorruptDataError(f"{path}: record {seq} is a {type(record).__name__}, not a map")
+    return record
+
+
+def encode_header(magic: bytes, version: int, base_seq: int) -> bytes:
+    head = _HEADER.pack(magic, version, base_seq)
+    return head + _HEADER_CRC.pack(zlib.crc32(head))
+
+
+def encode_frame(seq: int, payload: bytes) -> bytes:
+    len_seq = _LEN_SEQ.pack(len(payload), seq)
+    crc = zlib.crc32(payload, zlib.crc32(len_seq))
+    return _FRAME.pack(len(payload), crc, seq) + payload
+
+
+def read_header(f: BinaryIO, path: Path, magic: bytes, version: int, kind: str) -> int:
+    """Validate a file header and return its base seq."""
+    data = f.read(HEADER_SIZE)
+    if len(data) < HEADER_SIZE:
+        raise CorruptDataError(
+            f"{path}: {kind} file is {len(data)} bytes, shorter than its {HEADER_SIZE}-byte header"
+        )
+    got_magic, got_version, base = _HEADER.unpack_from(data)
+    (crc,) = _HEADER_CRC.unpack_from(data, _HEADER.size)
+    if got_magic != magic:
+        raise CorruptDataError(f"{path}: not a {kind} file (magic {got_magic!r}, want {magic!r})")
+    if zlib.crc32(data[: _HEADER.size]) != crc:
+        raise CorruptDataError(f"{path}: {kind} file header checksum mismatch")
+    if got_version > version:
+        raise NewerFormatError(
+            f"{path}: {kind} file format version {got_version} was written by a newer "
+            f"memoryos-actors (this one reads up to {version}); upgrade before opening it"
+        )
+    if got_version < 1:
+        raise CorruptDataError(f"{path}: {kind} file has invalid format version {got_version}")
+    return int(base)
+
+
+def read_frame(f: BinaryIO, offset: int, end: int, prev_seq: int) -> tuple[int, bytes] | str:
+    """Read the frame at ``offset``; return ``(seq, payload)`` or a reason it is not valid.
+
+    Never reads past ``end`` and never allocates more than the file holds.
+    """
+    if end - offset < _FRAME.size:
+        return "truncated frame header"
+    head = f.read(_FRAME.size)
+    if len(head) < _FRAME.size:
+        return "truncated frame header"
+    length, crc, seq = _FRAME.unpack(head)
+    if length == 0 or length > MAX_RECORD_BYTES:
+        return f"implausible record length {length}"
+    if offset + _FRAME.size + length > end:
+        return "truncated record"
+    payload = f.read(length)
+    if len(payload) < length:
+        return "truncated record"
+    if zlib.crc32(payload, zlib.crc32(_LEN_SEQ.pack(length, seq))) != crc:
+        return "checksum mismatch"
+    if seq != prev_seq + 1:
+        return f"sequence number {seq} where {prev_seq + 1} was expected"
+    return seq, payload
+
+
+@dataclass(frozen=True, slots=True)
+class _Scan:
+    base_seq: int
+    last_seq: int
+    valid_end: int  # byte offset just past the last valid frame
+    size: int
+    bad_reason: str | None
+    torn: bool  # damage is an incomplete final frame (a write cut short), nothing after it
+    later_valid: bool  # a valid frame exists after the damage (corruption in the middle)
+
+
+def _valid_frame_after(path: Path, start: int, end: int, last_seq: int) -> bool:
+    """Whether a checksum-valid frame numbered past ``last_seq`` starts after ``start``."""
+    if end - start <= _FRAME.size:
+        return False
+    with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+        # Search for the encoded seq numbers we would expect next: bytes.find runs in C, so
+        # this stays fast even for big archives (a byte-by-byte resync would not).
+        for k in range(1, _RESYNC_LOOKAHEAD + 1):
+            needle = _SEQ.pack(last_seq + k)
+            pos = mm.find(needle, start + 1)
+            while pos != -1:
+                frame_at = pos - 8
+                if frame_at > start and frame_at + _FRAME.size <= end:
+                    length, crc, seq = _FRAME.unpack_from(mm, frame_at)
+                    stop = frame_at + _FRAME.size + length
+                    if 0 < length <= MAX_RECORD_BYTES and stop <= end:
+                        payload = mm[frame_at + _FRAME.size : stop]
+                        if zlib.crc32(payload, zlib.crc32(_LEN_SEQ.pack(length, seq))) == crc:
+                            return True
+                pos = mm.find(needle, pos + 1)
+    return False
+
+
+def scan(path: Path, magic: bytes, version: int, kind: str) -> _Scan:
+    """Validate every frame of ``path`` and report where valid data ends."""
+    size = path.stat().st_size
+    with open(path, "rb") as f:
+        base = read_header(f, path, magic, version, kind)
+        offset = HEADER_SIZE
+        seq = base
+        reason: str | None = None
+        while offset < size:
+            got = read_frame(f, offset, size, seq)
+            if isinstance(got, str):
+                reason = got
+                break
+            seq = got[0]
+            offset += _FRAME.size + len(got[1])
+    if reason is None:
+        return _Scan(base, seq, offset, size, None, False, False)
+    later = _valid_frame_after(path, offset, size, seq)
+    torn = reason in ("truncated frame header", "truncated record") and not later
+    return _Scan(base, seq, offset, size, reason, torn, later)
+
+
+def _atomic_create(path: Path, data: bytes) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    fsync_dir(path.parent)
+
+
+class _Flusher:
+    """The one background thread that fsyncs dirty logs in ``interval`` mode.
+
+    It runs only while at least one such log is open: the last ``unregister`` stops and joins it.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._logs: set[RecordLog] = set()
+        self._thread: threading.Thread | None = None
+        self._stop: threading.Event | None = None
+
+    def register(self, rlog: RecordLog) -> None:
+        with self._lock:
+            self._logs.add(rlog)
+            if self._thread is None:
+                stop = threading.Event()
+                thread = threading.Thread(
+                    target=self._run, args=(stop,), name="memoryos-wal-flusher", daemon=True
+                )
+                self._thread, self._stop = thread, stop
+                thread.start()
+
+    def unregister(self, rlog: RecordLog) -> None:
+        with self._lock:
+            self._logs.discard(rlog)
+            if self._logs or self._thread is None or self._stop is None:
+                return
+            thread, stop = self._thread, self._stop
+            self._thread = self._stop = None
+            stop.set()
+        if thread is not threading.current_thread():
+            thread.join()
+
+    def running(self) -> bool:
+        """Whether the flusher thread is currently running."""
+        with self._lock:
+            return self._thread is not None
+
+    def _period(self) -> float:
+        with self._lock:
+            return min((rl.interval for rl in self._logs), default=0.1)
+
+    def _run(self, stop: threading.Event) -> None:
+        while not stop.wait(self._period()):
+            with self._lock:
+                logs = list(self._logs)
+            for rlog in logs:
+                rlog.sync_if_dirty()
+
+
+FLUSHER = _Flusher()
+
+_open_paths: set[str] = set()
+_open_paths_lock = threading.Lock()
+
+
+class RecordLog:
+    """An append-only file of framed msgpack records with consecutive sequence numbers.
+
+    Opening recovers the file: a torn tail (an incomplete last frame) is cut off and logged;
+    any other damage also stops the log at the first bad frame, but a copy of the damaged file
+    is kept beside it as ``<name>.corrupt-<unix ms>`` and an error is logged. A file that
+    exists but has no readable header raises :class:`CorruptDataError` naming it: existing
+    data is never replaced by an empty log.
+    """
+
+    MAGIC = b"MOSLOG"
+    VERSION = 1
+    KIND = "record log"
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        fsync: FsyncPolicy | str = "interval",
+        interval: float = 0.1,
+    ) -> None:
+        if fsync not in FSYNC_POLICIES:
+            raise ConfigError(f"fsync must be one of {', '.join(FSYNC_POLICIES)}, not {fsync!r}")
+        if not (isinstance(interval, (int, float)) and interval > 0):
+            raise ConfigError(f"fsync_interval_seconds must be a positive number, not {interval!r}")
+        self.path = Path(path)
+        self.fsync: str = fsync
+        self.interval = float(interval)
+        self._lock = threading.Lock()  # guards the file position and the seq counters
+        self._sync_lock = threading.Lock()  # one fsync at a time; always taken before _lock
+        self._closed = True
+        self._sync_error: OSError | None = None
+        self._key = os.path.realpath(self.path)
+        with _open_paths_lock:
+            if self._key in _open_paths:
+                raise StorageError(f"{self.path}: {self.KIND} is already open in this process")
+            _open_paths.add(self._key)
+        try:
+            self._file = self._open()
+        except BaseException:
+            with _open_paths_lock:
+                _open_paths.discard(self._key)
+            raise
+        self._closed = False
+        if self.fsync == "interval":
+            FLUSHER.register(self)
+
+    # -- opening and recovery -------------------------------------------------------------
+
+    def _open(self) -> Any:
+        tmp = self.path.with_name(self.path.name + ".tmp")
+        if tmp.exists():  # an interrupted create or truncate; the real file is intact
+            tmp.unlink()
+        if not self.path.exists():
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            _atomic_create(self.path, encode_header(self.MAGIC, self.VERSION, 0))
+        try:
+            result = scan(self.path, self.MAGIC, self.VERSION, self.KIND)
+        except OSError as exc:
+            raise StorageError(f"{self.path}: cannot read {self.KIND}: {exc}") from exc
+        if result.bad_reason is not None:
+            self._repair(result)
+        self._base = result.base_seq
+        self._last_seq = result.last_seq
+        self._synced_seq = result.last_seq
+        self._end = result.valid_end
+        # Unbuffered: each append is one write(2), so the record is in the page cache (and
+        # survives a killed process) by the time append returns.
+        f = open(self.path, "r+b", buffering=0)  # noqa: SIM115 - lives until close()
+        f.seek(self._end)
+        return f
+
+    def _repair(self, result: _Scan) -> None:
+        dropped = result.size - result.valid_end
+        fields = {
+            "path": str(self.path),
+            "kind": self.KIND,
+            "offset": result.valid_end,
+            "dropped_bytes": dropped,
+            "last_valid_seq": result.last_seq,
+            "reason": result.bad_reason,
+        }
+        if result.torn:
+            log.warning("store_torn_tail_truncated", **fields)
+        else:
+            backup = self.path.with_name(f"{self.path.name}.corrupt-{int(time.time() * 1000)}")
+            shutil.copy2(self.path, backup)
+            fsync_dir(self.path.parent)
+            log.error(
+                "store_corruption_truncated",
+                backup=str(backup),
+                valid_records_after_damage=result.later_valid,
+                **fields,
+            )
+        with open(self.path, "r+b") as f:
+            f.truncate(result.valid_end)
+            f.flush()
+            os.fsync(f.fileno())
+
+    # -- appending -------------------------------------------------------------------------
+
+    @property
+    def last_seq(self) -> int:
+        """Sequence number of the newest record (the base seq when the log holds none)."""
+        with self._lock:
+            return self._last_seq
+
+    @property
+    def first_seq(self) -> int:
+        """Sequence number the oldest kept record has (or would have)."""
+        with self._lock:
+            return self._base + 1
+
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` has been called."""
+        return self._closed
+
+    def _append_payload(self, payload: bytes) -> int:
+        with self._lock:
+            self._check_usable()
+            seq = self._last_seq + 1
+            frame = encode_frame(seq, payload)
+            try:
+                view = memoryview(frame)
+                while view:
+                    written = self._file.write(view)
+                    view = view[written:]
+            except OSError as exc:
+                # Cut a partial frame off so the file stays a sequence of whole frames.
+                try:
+                    self._file.truncate(self._end)
+                    self._file.seek(self._end)
+                except OSError:
+                    self._sync_error = exc
+                raise StorageError(f"{self.path}: append failed: {exc}") from exc
+            self._end += len(frame)
+            self._last_seq = seq
+        if self.fsync == "always":
+            self._sync(seq)
+        return seq
+
+    def _check_usable(self) -> None:
+        if self._closed:
+            raise StorageError(f"{self.path}: {self.KIND} is closed")
+        if self._sync_error is not None:
+            # After a failed fsync the page cache may have dropped our pages: keep refusing.
+            raise StorageError(f"{self.path}: earlier write or fsync failed: {self._sync_error}")
+
+    def _sync(self, seq: int) -> None:
+        with self._sync_lock:
+            if self._synced_seq >= seq:
+                return  # another appender's fsync already covered our record
+            with self._lock:
+                self._check_usable()
+                target = self._last_seq
+                fd = self._file.fileno()
+            try:
+                os.fsync(fd)
+            except OSError as exc:
+                self._sync_error = exc
+                raise StorageError(f"{self.path}: fsync failed: {exc}") from exc
+            self._synced_seq = target
+
+    def sync_if_dirty(self) -> None:
+        """Fsync if records were appended since the last fsync (the flusher's entry point)."""
+        with self._sync_lock:
+            with self._lock:
+                if self._closed or self._sync_error is not None:
+                    return
+                target = self._last_seq
+                fd = self._file.fileno()
+            if target <= self._synced_seq:
+                return
+            try:
+                os.fsync(fd)
+            except OSError as exc:
+                self._sync_error = exc
+                log.error("store_fsync_failed", path=str(self.path), error=str(exc))
+                return
+            self._synced_seq = target
+
+    def flush(self) -> None:
+        """Make every appended record durable now (fsync), whatever the fsync policy."""
+        with self._lock:
+            self._check_usable()
+            seq = self._last_seq
+        self._sync(seq)
+
+    # -- reading ----------------------------------------------------------------------------
+
+    def _iter_payloads(self, after_seq: int = 0) -> Iterator[tuple[int, bytes]]:
+        with self._lock:
+            if self._closed:
+                raise StorageError(f"{self.path}: {self.KIND} is closed")
+            # Opening under the lock pins the current file: a concurrent truncate renames a new
+            # file into place, and this handle keeps reading the old, complete one.
+            f = open(self.path, "rb")  # noqa: SIM115 - closed by the with below
+            end = self._end
+        with f:
+            prev = read_header(f, self.path, self.MAGIC, self.VERSION, self.KIND)
+            offset = HEADER_SIZE
+            while offset < end:
+                if prev + 1 <= after_seq:
+                    head = f.read(_FRAME.size)
+                    if len(head) == _FRAME.size:
+                        length, _crc, seq = _FRAME.unpack(head)
+                        if seq == prev + 1 and 0 < length <= MAX_RECORD_BYTES:
+                            f.seek(length, os.SEEK_CUR)
+                            offset += _FRAME.size + length
+                            prev = seq
+                            continue
+                    f.seek(offset)
+                got = read_frame(f, offset, end, prev)
+                if isinstance(got, str):
+                    raise CorruptDataError(
+                        f"{self.path}: {self.KIND} damaged at byte {offset}: {got}"
+                    )
+                prev, payload = got
+                offset += _FRAME.size + len(payload)
+                if prev > after_seq:
+                    yield prev, payload
+
+    def _iter_records(self, after_seq: int = 0) -> Iterator[tuple[int, dict[str, Any]]]:
+        for seq, payload in self._iter_payloads(after_seq):
+            yield seq, unpack_record(payload, self.path, seq)
+
+    # -- closing ----------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Fsync (unless the policy is ``"never"``) and close; idempotent."""
+        if self.fsync == "interval":
+            FLUSHER.unregister(self)  # before our locks: the flusher may be waiting on them
+        with self._sync_lock, self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            try:
+                if self.fsync != "never" and self._sync_error is None:
+                    os.fsync(self._file.fileno())
+            finally:
+                self._file.close()
+                with _open_paths_lock:
+                    _open_paths.discard(self._key)
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({str(self.path)!r}, fsync={self.fsync!r})"

@@ -1,0 +1,183 @@
+"""The per-user archive: an append-only log of evicted segments and pages.
+
+Nothing a user gave is dropped silently: when MTM evicts a segment, or a full segment pushes
+out its oldest pages, the records land here. The archive uses the same framing as the WAL
+(length, CRC32, sequence number, msgpack) with its own magic, and is never truncated; only
+:meth:`UserStore.forget <memoryos_actors.store.userstore.UserStore.forget>` deletes it.
+
+An archive opened with ``enabled=False`` (``MemoryConfig.archive_enabled = False``) accepts
+appends and drops them, but still reads whatever an earlier run archived.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Self
+
+from memoryos_actors.errors import InvalidInput
+from memoryos_actors.store._framing import FsyncPolicy, RecordLog, pack_record
+from memoryos_actors.store.export import write_export
+
+__all__ = ["Archive", "ArchiveHit", "ArchiveLog"]
+
+
+@dataclass(frozen=True, slots=True)
+class ArchiveHit:
+    """One archive search result: the record, its sequence number and how well it matched.
+
+    ``score`` is the number of query keywords found (keyword search) or the number of
+    occurrences of the substring (substring search).
+    """
+
+    seq: int
+    record: dict[str, Any]
+    score: float
+
+
+class ArchiveLog(RecordLog):
+    """The framed file behind an :class:`Archive` (different magic from the WAL)."""
+
+    MAGIC = b"MOSARC"
+    VERSION = 1
+    KIND = "archive"
+
+
+def _strings(value: Any) -> Iterator[str]:
+    """Every string inside a record (map keys excluded), depth first."""
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from _strings(item)
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            yield from _strings(item)
+
+
+def _record_keywords(record: dict[str, Any]) -> frozenset[str]:
+    kws = record.get("keywords")
+    if isinstance(kws, (list, tuple, set, frozenset)):
+        return frozenset(k.lower() for k in kws if isinstance(k, str))
+    return frozenset()
+
+
+class Archive:
+    """Append-only archive of ``dict`` records at ``path``; thread-safe.
+
+    The file is created on the first append (so a user with nothing archived has no archive
+    file). ``fsync`` and ``interval`` (seconds) work as for the WAL.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        enabled: bool = True,
+        fsync: FsyncPolicy | str = "interval",
+        interval: float = 0.1,
+    ) -> None:
+        self.path = Path(path)
+        self.enabled = enabled
+        self._fsync = fsync
+        self._interval = interval
+        self._log: ArchiveLog | None = None
+        self._open_lock = threading.Lock()
+        if self.path.exists():
+            # Open (and so validate and recover) existing archives up front: damage is
+            # reported when the user's store opens, not at some later eviction.
+            self._log = ArchiveLog(self.path, fsync=fsync, interval=interval)
+
+    def _ensure_log(self) -> ArchiveLog:
+        with self._open_lock:
+            if self._log is None:
+                self._log = ArchiveLog(self.path, fsync=self._fsync, interval=self._interval)
+            return self._log
+
+    def append(self, record: dict[str, Any]) -> int:
+        """Archive ``record``; return its sequence number (0 when the archive is disabled).
+
+        Raises :class:`InvalidInput` for records that are not msgpack-encodable dicts.
+        """
+        payload = pack_record(record)  # validate even when disabled: same contract either way
+        if not self.enabled:
+            return 0
+        return self._ensure_log()._append_payload(payload)
+
+    def __len__(self) -> int:
+        """Number of archived records."""
+        if self._log is None:
+            return 0
+        return self._log.last_seq - self._log.first_seq + 1
+
+    def iter(self, after_seq: int = 0) -> Iterator[tuple[int, dict[str, Any]]]:
+        """Yield ``(seq, record)`` for every archived record after ``after_seq``, oldest first."""
+        if self._log is None:
+            return iter(())
+        return self._log._iter_records(after_seq)
+
+    def search(self, query_kw: Iterable[str], limit: int = 10) -> list[ArchiveHit]:
+        """Records matching the most of ``query_kw`` (lower-case keywords), best first.
+
+        A keyword matches when it is in the record's ``keywords`` list or occurs in any of the
+        record's strings (case-insensitive). Ties go to the newest record. Records matching no
+        keyword are left out. Reads the whole archive: O(archive size).
+        """
+        if isinstance(query_kw, str):
+            raise InvalidInput("query_kw must be a collection of keywords, not one str")
+        if limit < 0:
+            raise InvalidInput(f"limit must be >= 0, not {limit}")
+        query = frozenset(k.lower() for k in query_kw if k)
+        if not query or limit == 0:
+            return []
+        hits: list[ArchiveHit] = []
+        for seq, record in self.iter():
+            own = _record_keywords(record)
+            rest = query - own
+            score = len(query) - len(rest)
+            if rest:
+                text = "\n".join(_strings(record)).lower()
+                score += sum(1 for k in rest if k in text)
+            if score:
+                hits.append(ArchiveHit(seq, record, float(score)))
+        hits.sort(key=lambda h: (-h.score, -h.seq))
+        return hits[:limit]
+
+    def search_text(self, substring: str, limit: int = 10) -> list[ArchiveHit]:
+        """Records whose strings contain ``substring`` (case-insensitive), most occurrences first."""
+        if not isinstance(substring, str) or not substring:
+            raise InvalidInput("substring must be a non-empty str")
+        if limit < 0:
+            raise InvalidInput(f"limit must be >= 0, not {limit}")
+        needle = substring.lower()
+        hits: list[ArchiveHit] = []
+        for seq, record in self.iter():
+            count = sum(s.lower().count(needle) for s in _strings(record))
+            if count:
+                hits.append(ArchiveHit(seq, record, float(count)))
+        hits.sort(key=lambda h: (-h.score, -h.seq))
+        return hits[:limit]
+
+    def export(self, path: str | os.PathLike[str]) -> Path:
+        """Write every archived record to ``path`` (msgpack, or JSON if it ends in ``.json``)."""
+        records = [{"seq": seq, "record": record} for seq, record in self.iter()]
+        return write_export(path, {"kind": "archive", "records": records})
+
+    def flush(self) -> None:
+        """Make every archived record durable now (fsync)."""
+        if self._log is not None:
+            self._log.flush()
+
+    def close(self) -> None:
+        """Close the file (fsync unless the policy is ``"never"``); idempotent."""
+        if self._log is not None:
+            self._log.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

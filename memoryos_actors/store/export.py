@@ -1,0 +1,171 @@
+"""Portable export files: one user's (or one archive's) data in a single file.
+
+Two encodings, chosen by the file name:
+
+* anything but ``.json``: msgpack with a header — magic ``"MOSEXP\\0\\0"``, format version
+  (u16), payload length (u64), CRC32 (u32) — then the msgpack payload;
+* ``.json``: UTF-8 JSON ``{"format": "memoryos-export", "version": 1, "payload": ...}``.
+  JSON has no bytes, tuples or non-string keys, so values are tagged to round-trip:
+  ``bytes`` (embeddings are float32 bytes) become ``{"$b64": "<base64>"}``; a map with a
+  non-string key, or whose only key is a tag, becomes ``{"$map": [[key, value], ...]}``.
+  Tuples come back as lists, as they do from msgpack.
+
+Both are written atomically (temporary file, fsync, rename).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import struct
+import zlib
+from pathlib import Path
+from typing import Any
+
+import msgpack
+
+from memoryos_actors.errors import CorruptDataError, InvalidInput, StorageError
+from memoryos_actors.store._framing import NewerFormatError
+
+__all__ = ["EXPORT_FORMAT_VERSION", "read_export", "write_export"]
+
+EXPORT_FORMAT_VERSION = 1
+"""Version of the export file format this build writes and reads."""
+
+_MAGIC = b"MOSEXP\x00\x00"
+_HEAD = struct.Struct(">8sHQ")
+_CRC = struct.Struct(">I")
+_JSON_FORMAT = "memoryos-export"
+_TAGS = frozenset({"$b64", "$map"})
+
+
+def _to_json(value: Any) -> Any:
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return {"$b64": base64.b64encode(bytes(value)).decode("ascii")}
+    if isinstance(value, dict):
+        if all(isinstance(k, str) for k in value) and not (len(value) == 1 and set(value) <= _TAGS):
+            return {k: _to_json(v) for k, v in value.items()}
+        return {"$map": [[_to_json(k), _to_json(v)] for k, v in value.items()]}
+    if isinstance(value, (list, tuple)):
+        return [_to_json(v) for v in value]
+    if value is None or isinstance(value, (str, bool, int, float)):
+        return value
+    raise InvalidInput(f"cannot export a value of type {type(value).__name__}")
+
+
+def _from_json(value: Any, path: Path) -> Any:
+    if isinstance(value, list):
+        return [_from_json(v, path) for v in value]
+    if isinstance(value, dict):
+        if len(value) == 1 and "$b64" in value:
+            try:
+                return base64.b64decode(value["$b64"], validate=True)
+            except (ValueError, TypeError) as exc:
+                raise CorruptDataError(f"{path}: bad base64 value: {exc}") from None
+        if len(value) == 1 and "$map" in value:
+            pairs = value["$map"]
+            if not isinstance(pairs, list) or not all(
+                isinstance(p, list) and len(p) == 2 for p in pairs
+            ):
+                raise CorruptDataError(f"{path}: malformed $map value")
+            out = {}
+            for k, v in pairs:
+                key = _from_json(k, path)
+                if isinstance(key, list):  # a list cannot be a key; msgpack gives us tuples
+                    key = tuple(key)
+                try:
+                    out[key] = _from_json(v, path)
+                except TypeError:
+                    raise CorruptDataError(f"{path}: unhashable map key {key!r}") from None
+            return out
+        return {k: _from_json(v, path) for k, v in value.items()}
+    return value
+
+
+def _atomic_write(path: Path, data: bytes) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(tmp, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise StorageError(f"{path}: writing export failed: {exc}") from exc
+
+
+def write_export(path: str | os.PathLike[str], payload: dict[str, Any]) -> Path:
+    """Write ``payload`` to ``path`` (JSON if the name ends in ``.json``, else msgpack).
+
+    Raises :class:`InvalidInput` if ``payload`` is not a dict of encodable values.
+    """
+    p = Path(path)
+    if not isinstance(payload, dict):
+        raise InvalidInput(f"export payload must be a dict, not {type(payload).__name__}")
+    if p.suffix.lower() == ".json":
+        doc = {
+            "format": _JSON_FORMAT,
+            "version": EXPORT_FORMAT_VERSION,
+            "payload": _to_json(payload),
+        }
+        data = json.dumps(doc, ensure_ascii=False, indent=1).encode("utf-8")
+    else:
+        try:
+            body = msgpack.packb(payload, use_bin_type=True)
+        except (TypeError, ValueError, OverflowError) as exc:
+            raise InvalidInput(f"export payload cannot be encoded as msgpack: {exc}") from None
+        head = _HEAD.pack(_MAGIC, EXPORT_FORMAT_VERSION, len(body))
+        data = head + _CRC.pack(zlib.crc32(body, zlib.crc32(head))) + body
+    _atomic_write(p, data)
+    return p
+
+
+def read_export(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """Read a file written by :func:`write_export`; return its payload.
+
+    Raises :class:`CorruptDataError` naming the file when it is damaged or not an export,
+    :class:`NewerFormatError` when a newer version wrote it.
+    """
+    p = Path(path)
+    try:
+        data = p.read_bytes()
+    except OSError as exc:
+        raise CorruptDataError(f"{p}: cannot read export: {exc}") from exc
+    if p.suffix.lower() == ".json":
+        try:
+            doc = json.loads(data.decode("utf-8"))
+        except (UnicodeDecodeError, ValueError) as exc:
+            raise CorruptDataError(f"{p}: export is not valid JSON: {exc}") from None
+        if not isinstance(doc, dict) or doc.get("format") != _JSON_FORMAT:
+            raise CorruptDataError(f"{p}: not a memoryos export file")
+        version = doc.get("version")
+        if not isinstance(version, int) or version < 1:
+            raise CorruptDataError(f"{p}: export has invalid version {version!r}")
+        if version > EXPORT_FORMAT_VERSION:
+            raise NewerFormatError(f"{p}: export version {version} is newer than this build reads")
+        payload = _from_json(doc.get("payload"), p)
+    else:
+        header_size = _HEAD.size + _CRC.size
+        if len(data) < header_size:
+            raise CorruptDataError(f"{p}: export is {len(data)} bytes, shorter than its header")
+        magic, version, length = _HEAD.unpack_from(data)
+        (crc,) = _CRC.unpack_from(data, _HEAD.size)
+        if magic != _MAGIC:
+            raise CorruptDataError(f"{p}: not a memoryos export file (magic {magic!r})")
+        if length != len(data) - header_size:
+            raise CorruptDataError(f"{p}: export length field does not match the file size")
+        body = data[header_size:]
+        if zlib.crc32(body, zlib.crc32(data[: _HEAD.size])) != crc:
+            raise CorruptDataError(f"{p}: export checksum mismatch")
+        if version > EXPORT_FORMAT_VERSION:
+            raise NewerFormatError(f"{p}: export version {version} is newer than this build reads")
+        try:
+            payload = msgpack.unpackb(body, raw=False, strict_map_key=False)
+        except Exception as exc:  # noqa: BLE001 - msgpack raises several unrelated types
+            raise CorruptDataError(f"{p}: export payload is not valid msgpack ({exc})") from None
+    if not isinstance(payload, dict):
+        raise CorruptDataError(f"{p}: export payload is not a map")
+    return payload

@@ -1,0 +1,528 @@
+"""One user's files: WAL, snapshots, archive and meta, under ``<root>/users/<dir name>/``.
+
+Layout of a user directory (the name comes from :func:`~memoryos_actors.store.paths.user_dir_name`)::
+
+    meta.json       original user id, embedder name and dimension, config fingerprint
+    wal.log         write-ahead log (see :mod:`~memoryos_actors.store.wal`)
+    snapshots/      snapshot generations (see :mod:`~memoryos_actors.store.snapshot`)
+    archive.log     evicted segments and pages (see :mod:`~memoryos_actors.store.archive`)
+
+Recovery (:meth:`UserStore.load`) is "newest readable snapshot, then every WAL record after
+it". :meth:`UserStore.checkpoint` writes a snapshot and drops WAL records only up to the
+*previous* snapshot, so falling back to the previous generation still loses nothing.
+The store never starts empty over existing data: damaged files raise
+:class:`~memoryos_actors.errors.CorruptDataError` naming them.
+
+The data-directory lock (:class:`~memoryos_actors.store.lock.DataDirLock`) is the caller's:
+a :class:`UserStore` assumes its process owns ``root``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Self
+
+from memoryos_actors.errors import (
+    CorruptDataError,
+    EmbedderMismatch,
+    InvalidInput,
+    StorageError,
+    UnknownUser,
+)
+from memoryos_actors.store._framing import NewerFormatError, fsync_dir, log
+from memoryos_actors.store.archive import Archive
+from memoryos_actors.store.export import write_export
+from memoryos_actors.store.paths import user_dir_name, user_id_from_dir_name, validate_user_id
+from memoryos_actors.store.snapshot import SCHEMA_VERSION, read_latest_snapshot, write_snapshot
+from memoryos_actors.store.wal import WAL
+
+__all__ = [
+    "ARCHIVE_FILE",
+    "META_FILE",
+    "SNAPSHOT_DIR",
+    "USERS_DIR",
+    "WAL_FILE",
+    "Recovered",
+    "UserMeta",
+    "UserStore",
+    "list_users",
+    "remove_user",
+    "user_exists",
+    "user_path",
+]
+
+USERS_DIR = "users"
+META_FILE = "meta.json"
+WAL_FILE = "wal.log"
+SNAPSHOT_DIR = "snapshots"
+ARCHIVE_FILE = "archive.log"
+_META_FORMAT = 1
+
+
+@dataclass(frozen=True, slots=True)
+class UserMeta:
+    """What a user directory records about itself.
+
+    ``created`` is seconds since the Unix epoch; ``embedder_dim`` is the vector length.
+    """
+
+    user_id: str
+    created: float
+    embedder_name: str | None = None
+    embedder_dim: int | None = None
+    config_fingerprint: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON form stored in ``meta.json``."""
+        return {
+            "format": _META_FORMAT,
+            "user_id": self.user_id,
+            "created": self.created,
+            "embedder": None
+            if self.embedder_name is None
+            else {"name": self.embedder_name, "dim": self.embedder_dim},
+            "config_fingerprint": self.config_fingerprint,
+        }
+
+    @classmethod
+    def from_dict(cls, d: Any, path: Path) -> UserMeta:
+        """Parse :meth:`to_dict` output; :class:`CorruptDataError` naming ``path`` if malformed."""
+        if not isinstance(d, dict):
+            raise CorruptDataError(f"{path}: meta is not a JSON object")
+        fmt = d.get("format")
+        if not isinstance(fmt, int) or fmt < 1:
+            raise CorruptDataError(f"{path}: meta has invalid format {fmt!r}")
+        if fmt > _META_FORMAT:
+            raise NewerFormatError(f"{path}: meta format {fmt} is newer than this build reads")
+        user_id = d.get("user_id")
+        created = d.get("created")
+        emb = d.get("embedder")
+        fp = d.get("config_fingerprint")
+        if not isinstance(user_id, str) or not user_id:
+            raise CorruptDataError(f"{path}: meta has no valid user_id")
+        if not isinstance(created, (int, float)) or isinstance(created, bool):
+            raise CorruptDataError(f"{path}: meta has no valid created time")
+        name: str | None = None
+        dim: int | None = None
+        if emb is not None:
+            if not (
+                isinstance(emb, dict)
+                and isinstance(emb.get("name"), str)
+                and isinstance(emb.get("dim"), int)
+                and not isinstance(emb.get("dim"), bool)
+            ):
+                raise CorruptDataError(f"{path}: meta has a malformed embedder entry")
+            name, dim = emb["name"], emb["dim"]
+        if fp is not None and not isinstance(fp, str):
+            raise CorruptDataError(f"{path}: meta has a malformed config_fingerprint")
+        return cls(user_id, float(created), name, dim, fp)
+
+
+@dataclass(frozen=True, slots=True)
+class Recovered:
+    """A user's state as found on disk.
+
+    ``state`` is the newest readable snapshot's state (``None`` if there is no snapshot),
+    ``snapshot_lsn`` the last WAL LSN it includes (0 without a snapshot), ``schema_version``
+    its state schema version, and ``records`` the ``(lsn, record)`` WAL records to replay on
+    top of it, in order.
+    """
+
+    state: dict[str, Any] | None
+    snapshot_lsn: int
+    schema_version: int | None
+    records: tuple[tuple[int, dict[str, Any]], ...] = field(default=())
+
+    @property
+    def last_lsn(self) -> int:
+        """LSN of the newest change the recovered state plus records include."""
+        return self.records[-1][0] if self.records else self.snapshot_lsn
+
+
+def user_path(root: str | os.PathLike[str], user_id: str) -> Path:
+    """The directory holding ``user_id``'s files under data directory ``root``."""
+    return Path(root) / USERS_DIR / user_dir_name(user_id)
+
+
+def _read_meta(path: Path) -> UserMeta:
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise CorruptDataError(f"{path}: cannot read meta: {exc}") from exc
+    try:
+        doc = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise CorruptDataError(f"{path}: meta is not valid JSON: {exc}") from None
+    return UserMeta.from_dict(doc, path)
+
+
+def _write_meta(path: Path, meta: UserMeta) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    data = json.dumps(meta.to_dict(), ensure_ascii=False, indent=1).encode("utf-8")
+    try:
+        with open(tmp, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise StorageError(f"{path}: writing meta failed: {exc}") from exc
+    fsync_dir(path.parent)
+
+
+def user_exists(root: str | os.PathLike[str], user_id: str) -> bool:
+    """Whether ``user_id`` has a directory under data directory ``root``."""
+    return user_path(root, user_id).is_dir()
+
+
+def list_users(root: str | os.PathLike[str]) -> list[str]:
+    """The original ids of every user stored under data directory ``root``, sorted.
+
+    Raises :class:`CorruptDataError` naming the file when a user directory's id can be read
+    neither from its meta file nor from its name.
+    """
+    users_dir = Path(root) / USERS_DIR
+    if not users_dir.is_dir():
+        return []
+    found: list[str] = []
+    for entry in users_dir.iterdir():
+        if not entry.is_dir() or entry.is_symlink():
+            continue
+        meta = entry / META_FILE
+        if meta.exists():
+            found.append(_read_meta(meta).user_id)
+            continue
+        decoded = user_id_from_dir_name(entry.name)
+        if decoded is None:
+            raise CorruptDataError(
+                f"{meta}: missing, and {entry.name!r} is not a plain user dir name"
+            )
+        found.append(decoded)
+    return sorted(found)
+
+
+def _setting(explicit: Any, config: Any, attr: str, default: Any) -> Any:
+    if explicit is not None:
+        return explicit
+    if config is not None and hasattr(config, attr):
+        return getattr(config, attr)
+    return default
+
+
+class UserStore:
+    """Open (creating unless ``create=False``) the files of ``user_id`` under data dir ``root``.
+
+    Settings come from the keyword arguments, else from ``config`` (any object with the
+    ``MemoryConfig`` attributes ``fsync``, ``fsync_interval_seconds``, ``archive_enabled`` and
+    a ``fingerprint()`` method), else from the defaults: ``fsync="interval"``,
+    ``fsync_interval=0.1`` seconds, ``archive=True``.
+
+    Raises :class:`InvalidInput` for a bad user id, :class:`UnknownUser` when ``create`` is
+    false and the user has no directory, :class:`CorruptDataError` naming the file when stored
+    data is damaged beyond automatic repair.
+    """
+
+    def __init__(
+        self,
+        root: str | os.PathLike[str],
+        user_id: str,
+        config: Any = None,
+        *,
+        fsync: str | None = None,
+        fsync_interval: float | None = None,
+        archive: bool | None = None,
+        config_fingerprint: str | None = None,
+        create: bool = True,
+    ) -> None:
+        validate_user_id(user_id)
+        self.root = Path(root)
+        self.user_id = user_id
+        self.dir = user_path(root, user_id)
+        self.fsync: str = _setting(fsync, config, "fsync", "interval")
+        self.fsync_interval: float = _setting(fsync_interval, config, "fsync_interval_seconds", 0.1)
+        self.archive_enabled: bool = bool(_setting(archive, config, "archive_enabled", True))
+        if (
+            config_fingerprint is None
+            and config is not None
+            and callable(getattr(config, "fingerprint", None))
+        ):
+            config_fingerprint = config.fingerprint()
+        self._closed = True
+        self.meta = self._open_meta(create, config_fingerprint)
+        self.snapshot_dir = self.dir / SNAPSHOT_DIR
+        self.wal = WAL(self.dir / WAL_FILE, fsync=self.fsync, interval=self.fsync_interval)
+        try:
+            self.archive = Archive(
+                self.dir / ARCHIVE_FILE,
+                enabled=self.archive_enabled,
+                fsync=self.fsync,
+                interval=self.fsync_interval,
+            )
+        except BaseException:
+            self.wal.close()
+            raise
+        self._snapshot_lsn: int | None = None
+        self._closed = False
+
+    # -- meta --------------------------------------------------------------------------------
+
+    def _open_meta(self, create: bool, fingerprint: str | None) -> UserMeta:
+        meta_path = self.dir / META_FILE
+        if self.dir.is_dir():
+            if meta_path.exists():
+                meta = _read_meta(meta_path)
+                if meta.user_id != self.user_id:
+                    raise StorageError(
+                        f"{meta_path}: directory belongs to user {meta.user_id!r}, "
+                        f"not {self.user_id!r} (directory name collision)"
+                    )
+                if fingerprint is not None and meta.config_fingerprint != fingerprint:
+                    if meta.config_fingerprint is not None:
+                        log.warning(
+                            "user_config_changed",
+                            user_id=self.user_id,
+                            old=meta.config_fingerprint,
+                            new=fingerprint,
+                        )
+                    meta = _replace_meta(meta, config_fingerprint=fingerprint)
+                    _write_meta(meta_path, meta)
+                return meta
+            others = sorted(p.name for p in self.dir.iterdir())
+            if others and user_id_from_dir_name(self.dir.name) != self.user_id:
+                raise CorruptDataError(
+                    f"{meta_path}: missing; cannot confirm that {self.dir} holds user "
+                    f"{self.user_id!r} (files: {', '.join(others)})"
+                )
+            if others:
+                log.warning("user_meta_rebuilt", path=str(meta_path), user_id=self.user_id)
+        elif not create:
+            raise UnknownUser(f"user {self.user_id!r} has no stored data")
+        else:
+            try:
+                self.dir.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise StorageError(f"{self.dir}: cannot create user directory: {exc}") from exc
+            fsync_dir(self.dir.parent)
+        meta = UserMeta(self.user_id, time.time(), config_fingerprint=fingerprint)
+        _write_meta(meta_path, meta)
+        return meta
+
+    def check_embedder(self, name: str, dim: int, config_fingerprint: str | None = None) -> None:
+        """Check that stored embeddings came from embedder ``name`` with ``dim`` dimensions.
+
+        The first call for a user records the embedder. Raises :class:`EmbedderMismatch` when
+        the user's data was written with a different embedder name or dimension. A given
+        ``config_fingerprint`` is recorded in the meta file too (a change is logged).
+        """
+        if not isinstance(name, str) or not name or not isinstance(dim, int) or dim <= 0:
+            raise InvalidInput(
+                f"embedder must be a non-empty name and a positive dim, got {name!r}, {dim!r}"
+            )
+        meta = self.meta
+        if meta.embedder_name is not None and (
+            meta.embedder_name != name or meta.embedder_dim != dim
+        ):
+            raise EmbedderMismatch(
+                f"user {self.user_id!r}: stored memories were embedded with "
+                f"{meta.embedder_name!r} (dim {meta.embedder_dim}) but the configured embedder "
+                f"is {name!r} (dim {dim}); run `memoryos reembed` to re-embed the stored data "
+                "with the new embedder, or configure the original one"
+            )
+        changes: dict[str, Any] = {}
+        if meta.embedder_name is None:
+            changes.update(embedder_name=name, embedder_dim=dim)
+        if config_fingerprint is not None and config_fingerprint != meta.config_fingerprint:
+            if meta.config_fingerprint is not None:
+                log.warning(
+                    "user_config_changed",
+                    user_id=self.user_id,
+                    old=meta.config_fingerprint,
+                    new=config_fingerprint,
+                )
+            changes["config_fingerprint"] = config_fingerprint
+        if changes:
+            self.meta = _replace_meta(meta, **changes)
+            _write_meta(self.dir / META_FILE, self.meta)
+
+    # -- WAL, snapshots, archive ---------------------------------------------------------------
+
+    def append(self, record: dict[str, Any]) -> int:
+        """Append ``record`` to the user's WAL; return its LSN (see :meth:`WAL.append`)."""
+        return self.wal.append(record)
+
+    def archive_append(self, record: dict[str, Any]) -> int:
+        """Archive ``record`` (an evicted segment or page); 0 when the archive is disabled."""
+        return self.archive.append(record)
+
+    def load(self, *, schema_version: int = SCHEMA_VERSION) -> Recovered:
+        """Read the newest readable snapshot and the WAL records after it.
+
+        Raises :class:`CorruptDataError` naming the files when data exists but cannot be
+        loaded, or when WAL records between the snapshot and the WAL's oldest record are
+        missing; :class:`NewerFormatError` for data from a newer version.
+        """
+        snap = read_latest_snapshot(self.snapshot_dir, schema_version=schema_version)
+        snapshot_lsn = snap.wal_lsn if snap is not None else 0
+        first = self.wal.first_seq
+        if first > snapshot_lsn + 1:
+            where = snap.path if snap is not None else f"{self.snapshot_dir} (no snapshot)"
+            raise CorruptDataError(
+                f"{self.wal.path}: starts at LSN {first} but the newest readable snapshot "
+                f"{where} only covers up to LSN {snapshot_lsn}; records "
+                f"{snapshot_lsn + 1}..{first - 1} are missing"
+            )
+        if snapshot_lsn > self.wal.last_lsn:
+            # The snapshot is newer than the WAL's durable tail (a machine crash in interval
+            # mode): continue numbering after the snapshot so no new LSN hides behind it.
+            log.warning(
+                "wal_behind_snapshot",
+                path=str(self.wal.path),
+                wal_lsn=self.wal.last_lsn,
+                snapshot_lsn=snapshot_lsn,
+            )
+            self.wal.truncate_before(snapshot_lsn + 1)
+        records = tuple(self.wal.read(after_lsn=snapshot_lsn))
+        self._snapshot_lsn = snapshot_lsn
+        return Recovered(
+            state=None if snap is None else snap.state,
+            snapshot_lsn=snapshot_lsn,
+            schema_version=None if snap is None else snap.schema_version,
+            records=records,
+        )
+
+    def checkpoint(
+        self,
+        state: dict[str, Any],
+        *,
+        wal_lsn: int | None = None,
+        schema_version: int = SCHEMA_VERSION,
+    ) -> Path:
+        """Write ``state`` as a snapshot covering the WAL up to ``wal_lsn`` (default: the last LSN).
+
+        Then drops WAL records already covered by the *previous* snapshot, so the previous
+        generation plus the WAL can still rebuild everything if the new snapshot is damaged.
+        Returns the snapshot path.
+        """
+        lsn = self.wal.last_lsn if wal_lsn is None else wal_lsn
+        if not isinstance(lsn, int) or lsn < 0 or lsn > self.wal.last_lsn:
+            raise InvalidInput(f"wal_lsn must be between 0 and {self.wal.last_lsn}, not {lsn!r}")
+        previous = self._snapshot_lsn
+        if previous is None:
+            try:
+                snap = read_latest_snapshot(self.snapshot_dir, schema_version=2**32 - 1)
+            except CorruptDataError:
+                snap = None  # nothing trustworthy: keep the whole WAL
+            previous = snap.wal_lsn if snap is not None else 0
+        path = write_snapshot(self.snapshot_dir, state, lsn, schema_version)
+        if previous > 0:
+            self.wal.truncate_before(min(previous, lsn) + 1)
+        self._snapshot_lsn = lsn
+        return path
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def export_payload(self) -> dict[str, Any]:
+        """Everything stored for this user as one dict (meta, snapshot, WAL tail, archive)."""
+        recovered = self.load(schema_version=2**32 - 1)
+        return {
+            "kind": "user",
+            "user_id": self.user_id,
+            "meta": self.meta.to_dict(),
+            "snapshot": None
+            if recovered.state is None
+            else {
+                "state": recovered.state,
+                "wal_lsn": recovered.snapshot_lsn,
+                "schema_version": recovered.schema_version,
+            },
+            "wal": [[lsn, rec] for lsn, rec in recovered.records],
+            "archive": [[seq, rec] for seq, rec in self.archive.iter()],
+        }
+
+    def export(self, path: str | os.PathLike[str]) -> Path:
+        """Write :meth:`export_payload` to ``path`` (msgpack, or JSON if it ends in ``.json``)."""
+        return write_export(path, self.export_payload())
+
+    def flush(self) -> None:
+        """Fsync the WAL and the archive now, whatever the fsync policy."""
+        self.wal.flush()
+        self.archive.flush()
+
+    def close(self) -> None:
+        """Close the WAL and archive (fsyncing unless the policy is ``"never"``); idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            self.wal.close()
+        finally:
+            self.archive.close()
+
+    def forget(self) -> list[str]:
+        """Close the store and delete every file of this user; return the removed paths.
+
+        See :func:`remove_user`. The store cannot be used afterwards.
+        """
+        self.close()
+        return remove_user(self.root, self.user_id)
+
+    @staticmethod
+    def remove(root: str | os.PathLike[str], user_id: str) -> list[str]:
+        """Delete ``user_id``'s files without opening them (see :func:`remove_user`)."""
+        return remove_user(root, user_id)
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"UserStore({str(self.root)!r}, {self.user_id!r})"
+
+
+def _replace_meta(meta: UserMeta, **changes: Any) -> UserMeta:
+    return replace(meta, **changes)
+
+
+def remove_user(root: str | os.PathLike[str], user_id: str) -> list[str]:
+    """Delete every file of ``user_id`` under data directory ``root``; return the removed paths.
+
+    Works on damaged data too (nothing is parsed). Only that user's directory is touched:
+    symbolic links inside it are unlinked, never followed. The user's store must not be open.
+    Returns ``[]`` when the user has no directory.
+    """
+    directory = user_path(root, user_id)
+    removed: list[str] = []
+    try:
+        if directory.is_symlink():
+            directory.unlink()
+            removed.append(str(directory))
+        elif directory.is_dir():
+            for dirpath, dirnames, filenames in os.walk(directory, topdown=False):
+                base = Path(dirpath)
+                for name in filenames:
+                    p = base / name
+                    p.unlink()
+                    removed.append(str(p))
+                for name in dirnames:
+                    p = base / name
+                    if p.is_symlink():  # os.walk lists links to directories as directories
+                        p.unlink()
+                    else:
+                        p.rmdir()
+                    removed.append(str(p))
+            directory.rmdir()
+            removed.append(str(directory))
+        else:
+            return removed
+    except OSError as exc:
+        raise StorageError(f"{directory}: removing user {user_id!r} failed: {exc}") from exc
+    fsync_dir(directory.parent)
+    log.info("user_forgotten", user_id=user_id, removed_files=len(removed))
+    return removed

@@ -1,0 +1,150 @@
+"""The archive of evicted memory and the portable export files."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from memoryos_actors.errors import CorruptDataError, InvalidInput
+from memoryos_actors.store import Archive, NewerFormatError, read_export, write_export
+
+SEGMENTS = [
+    {"kind": "segment", "summary": "Trip to Kyoto in spring", "keywords": ["kyoto", "travel"]},
+    {"kind": "page", "query": "What did I eat in Kyoto?", "response": "Ramen, twice"},
+    {"kind": "segment", "summary": "Learning the cello", "keywords": ["music", "cello"]},
+]
+
+
+def test_archived_records_survive_reopen_in_order(tmp_path: Path) -> None:
+    with Archive(tmp_path / "archive.log") as arc:
+        assert [arc.append(r) for r in SEGMENTS] == [1, 2, 3]
+    with Archive(tmp_path / "archive.log") as arc:
+        assert list(arc.iter()) == list(enumerate(SEGMENTS, start=1))
+        assert len(arc) == 3
+        assert arc.append({"kind": "page"}) == 4
+
+
+def test_keyword_search_ranks_by_matches_and_includes_text_hits(tmp_path: Path) -> None:
+    with Archive(tmp_path / "archive.log") as arc:
+        for r in SEGMENTS:
+            arc.append(r)
+        hits = arc.search(frozenset({"kyoto", "travel"}), limit=10)
+        assert [h.seq for h in hits] == [1, 2]
+        assert hits[0].score == 2.0 and hits[1].score == 1.0
+        assert (
+            arc.search(frozenset({"cello"}), limit=10)[0].record["summary"] == "Learning the cello"
+        )
+        assert arc.search(frozenset({"nothing"}), limit=10) == []
+        assert len(arc.search(frozenset({"kyoto"}), limit=1)) == 1
+
+
+def test_substring_search_is_case_insensitive(tmp_path: Path) -> None:
+    with Archive(tmp_path / "archive.log") as arc:
+        for r in SEGMENTS:
+            arc.append(r)
+        assert [h.seq for h in arc.search_text("RAMEN")] == [2]
+        with pytest.raises(InvalidInput):
+            arc.search_text("")
+
+
+def test_a_disabled_archive_writes_nothing_but_reads_old_records(tmp_path: Path) -> None:
+    path = tmp_path / "archive.log"
+    with Archive(path, enabled=False) as arc:
+        assert arc.append(SEGMENTS[0]) == 0
+    assert not path.exists()
+    with Archive(path) as arc:
+        arc.append(SEGMENTS[0])
+    with Archive(path, enabled=False) as arc:
+        arc.append(SEGMENTS[1])
+        assert [r for _, r in arc.iter()] == [SEGMENTS[0]]
+
+
+def test_an_archive_exports_to_a_readable_file(tmp_path: Path) -> None:
+    with Archive(tmp_path / "archive.log") as arc:
+        for r in SEGMENTS:
+            arc.append(r)
+        arc.export(tmp_path / "out.json")
+    payload = read_export(tmp_path / "out.json")
+    assert [r["record"] for r in payload["records"]] == SEGMENTS
+
+
+def test_a_garbage_archive_raises_corrupt_data_naming_it(tmp_path: Path) -> None:
+    (tmp_path / "archive.log").write_bytes(b"\x89PNG not an archive")
+    with pytest.raises(CorruptDataError, match="archive.log"):
+        Archive(tmp_path / "archive.log")
+
+
+PAYLOAD = {
+    "user_id": "ünï",
+    "embedding": b"\x00\x00\x80?" * 4,
+    "ints": {1: "one", 2: "two"},
+    "tagged": {"$b64": "looks like a tag"},
+    "nested": [{"a": None, "b": 1.5, "c": True}],
+}
+
+
+@pytest.mark.parametrize("name", ["export.msgpack", "export.json", "export.bin"])
+def test_exports_round_trip_bytes_and_non_string_keys(tmp_path: Path, name: str) -> None:
+    write_export(tmp_path / name, PAYLOAD)
+    assert read_export(tmp_path / name) == PAYLOAD
+
+
+def test_json_exports_store_embeddings_as_base64(tmp_path: Path) -> None:
+    write_export(tmp_path / "e.json", {"embedding": b"\x01\x02\x03"})
+    doc = json.loads((tmp_path / "e.json").read_text("utf-8"))
+    assert doc["payload"]["embedding"] == {"$b64": "AQID"}
+
+
+json_values = st.recursive(
+    st.one_of(
+        st.none(),
+        st.booleans(),
+        st.integers(-(2**53), 2**53),
+        st.text(max_size=10),
+        st.binary(max_size=10),
+        st.floats(allow_nan=False, allow_infinity=False),
+    ),
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=4),
+        st.dictionaries(st.one_of(st.text(max_size=5), st.integers(0, 9)), inner, max_size=4),
+    ),
+    max_leaves=12,
+)
+
+
+@given(st.dictionaries(st.text(max_size=6), json_values, max_size=4))
+@settings(max_examples=60, deadline=None)
+def test_any_payload_round_trips_through_json(payload: dict) -> None:
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as d:
+        write_export(Path(d) / "x.json", payload)
+        assert read_export(Path(d) / "x.json") == payload
+
+
+@pytest.mark.parametrize("name", ["bad.msgpack", "bad.json"])
+def test_damaged_exports_raise_corrupt_data_naming_the_file(tmp_path: Path, name: str) -> None:
+    path = write_export(tmp_path / name, PAYLOAD)
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    path.write_bytes(bytes(data[: len(data) - 3]))
+    with pytest.raises(CorruptDataError, match=name):
+        read_export(path)
+
+
+def test_an_export_from_a_newer_version_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "new.json"
+    path.write_text(json.dumps({"format": "memoryos-export", "version": 9, "payload": {}}))
+    with pytest.raises(NewerFormatError):
+        read_export(path)
+
+
+def test_unexportable_values_are_invalid_input(tmp_path: Path) -> None:
+    with pytest.raises(InvalidInput):
+        write_export(tmp_path / "x.json", {"x": object()})
+    with pytest.raises(InvalidInput):
+        write_export(tmp_path / "x.msgpack", {"x": object()})
