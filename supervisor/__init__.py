@@ -1,0 +1,70 @@
+"""OTP-style supervision for pykka ThreadingActors.
+
+Build workers on :class:`SupervisedActor`, describe them with :class:`ChildSpec`, and run
+them under a :class:`Supervisor` (static children, a :class:`Strategy`, restart intensity,
+optional :class:`Backoff`) or a :class:`DynamicSupervisor` (children added at run time).
+A :class:`Registry` maps stable names to the current ref of restarted actors;
+:func:`monitor`, :func:`kill`, :func:`send_after` and :func:`send_interval` complete the
+toolbox. Nothing here knows about the memory system.
+
+Every start, crash, restart, escalation and stop is logged with structlog under the
+logger name ``"supervisor"``; configuring structlog is left to the application.
+"""
+
+from __future__ import annotations
+
+from ._actor import ExitCallback, SupervisedActor, exit_reason, kill, wait_exit
+from ._dynamic import DynamicSupervisor
+from ._errors import Killed, MaxChildrenError, RestartIntensityExceeded, SupervisorError
+from ._monitor import Down, MonitorRef, demonitor, monitor
+from ._reason import ExitKind, ExitReason
+from ._registry import Registry
+from ._spec import Backoff, ChildInfo, ChildKind, ChildSpec, ChildStatus, Restart, Strategy
+from ._supervisor import (
+    Supervisor,
+    format_tree,
+    restart_child,
+    start_child,
+    stop,
+    terminate_child,
+    which_children,
+)
+from ._timers import TimerRef, active_timer_count, send_after, send_interval
+
+__all__ = [
+    "Backoff",
+    "ChildInfo",
+    "ChildKind",
+    "ChildSpec",
+    "ChildStatus",
+    "Down",
+    "DynamicSupervisor",
+    "ExitCallback",
+    "ExitKind",
+    "ExitReason",
+    "Killed",
+    "MaxChildrenError",
+    "MonitorRef",
+    "Registry",
+    "Restart",
+    "RestartIntensityExceeded",
+    "Strategy",
+    "SupervisedActor",
+    "Supervisor",
+    "SupervisorError",
+    "TimerRef",
+    "active_timer_count",
+    "demonitor",
+    "exit_reason",
+    "format_tree",
+    "kill",
+    "monitor",
+    "restart_child",
+    "send_after",
+    "send_interval",
+    "start_child",
+    "stop",
+    "terminate_child",
+    "wait_exit",
+    "which_children",
+]
