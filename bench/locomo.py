@@ -1,0 +1,1123 @@
+"""LoCoMo retrieval-recall benchmark: does the memory hand back the turns a question needs?
+
+LoCoMo (Maharana et al., ACL 2024; CC BY-NC 4.0, never copied into this repository) holds 10
+long conversations between two speakers and ~2,000 questions, each labelled with the dialogue
+turns ("evidence", ``D<session>:<turn>``) that answer it. This harness replays every
+conversation into each system under test as *pages*, asks every question that has evidence,
+and measures how much of the evidence the system's top-k pages cover.
+
+Pages. Speaker A plays the user and speaker B the assistant. Within a session, an A turn
+followed by a B turn becomes one page (query = A's text, response = B's text). A turn that
+cannot be paired that way still becomes a page with the other side empty: a B turn that
+opens a session (or follows another B turn) gives ``query=""``, an A turn at a session's end
+(or followed by another A turn) gives ``response=""``. Image turns get
+``" [image: <blip_caption>]"`` appended to their text. A page covers the dia_ids of its
+turns. Pages are timestamped at their session's start plus 30 s per turn, so order is strict.
+
+Metrics, per question and k in (5, 10, 20), over the first k *pages* of a system's ranking:
+``any@k`` (1 when some evidence turn is covered), ``all@k`` (1 when every evidence turn is),
+``frac@k`` (the fraction covered). They are averaged overall and per category
+(1 multi-hop, 2 temporal, 3 open-domain, 4 single-hop, 5 adversarial).
+
+Systems, each fed the same pages:
+
+- ``memoryos-hybrid`` / ``memoryos-paper``: the real system through its public API
+  (``MemoryOS.open`` / ``add_turn`` / ``flush`` / ``retrieve``) with ``retrieval_mode``
+  "hybrid" or "paper", one user per conversation (user id = sample id). The ranking is
+  ``ctx.page_ids()`` (MTM pages best first, then STM pages). The system runs once with
+  ``top_k_pages = max(k) = 20`` and the ranking is truncated at each k: stage 2 orders
+  pages by score, so the first 10 of a top-20 answer are the top-10 answer.
+- ``bm25``: Okapi BM25 (k1 = 1.2, b = 0.75) over the page texts.
+- ``flat``: exhaustive cosine search over page embeddings from the project's
+  ``HashingEmbedder``.
+
+Run ``python bench/locomo.py --help``. Results go to ``bench/results/locomo.json`` and a bar
+chart ``bench/results/locomo_any10.png``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import datetime as _dt
+import functools
+import hashlib
+import inspect
+import json
+import os
+import platform
+import re
+import shlex
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, Protocol
+
+if __package__ in (None, ""):
+    # Run as a script (``python bench/locomo.py``): make the repository root importable so
+    # ``bench.baselines`` resolves the same way it does under pytest.
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.baselines import BM25Ranker, Embedder, FlatRanker
+
+__all__ = [
+    "ALL_SYSTEMS",
+    "CATEGORY_NAMES",
+    "DEFAULT_SYSTEMS",
+    "ENV_DATA_PATH",
+    "KS",
+    "BenchError",
+    "BenchPage",
+    "Conversation",
+    "EvidenceRepair",
+    "Question",
+    "RecallAccumulator",
+    "build_pages",
+    "default_data_path",
+    "load_conversation",
+    "load_locomo",
+    "main",
+    "make_embedder",
+    "parse_session_datetime",
+    "repair_evidence",
+    "run_benchmark",
+    "score_ranking",
+]
+
+KS: tuple[int, ...] = (5, 10, 20)
+"""Cut-offs (pages) at which recall is measured."""
+
+CATEGORY_NAMES: Mapping[int, str] = {
+    1: "multi-hop",
+    2: "temporal",
+    3: "open-domain",
+    4: "single-hop",
+    5: "adversarial",
+}
+"""LoCoMo question categories, checked against the paper's Table 5 counts."""
+
+ALL_SYSTEMS: tuple[str, ...] = ("memoryos-hybrid", "memoryos-paper", "bm25", "flat")
+"""Every system the harness knows, in report order."""
+
+DEFAULT_SYSTEMS: tuple[str, ...] = ALL_SYSTEMS
+"""Systems run when ``--systems`` is not given."""
+
+ENV_DATA_PATH = "MEMORYOS_LOCOMO_PATH"
+"""Environment variable naming the LoCoMo JSON file (used when ``--data`` is not given)."""
+
+TURN_SPACING_SECONDS = 30.0
+"""Seconds between consecutive turns of a session (turns carry no time of their own)."""
+
+QUESTION_DELAY_SECONDS = 86_400.0
+"""Questions are asked this long (seconds) after a conversation's last page."""
+
+FLAT_EMBEDDING_DIM = 512
+"""Dimension of the hashing embedder used by the ``flat`` baseline."""
+
+TARGET_ANY10_OVERALL = 0.85
+"""Target: memoryos-hybrid any@10 over all asked questions."""
+
+_MONTHS = {
+    name: number
+    for number, name in enumerate(
+        [
+            "january",
+            "february",
+            "march",
+            "april",
+            "may",
+            "june",
+            "july",
+            "august",
+            "september",
+            "october",
+            "november",
+            "december",
+        ],
+        start=1,
+    )
+}
+_DATE_RE = re.compile(
+    r"^\s*(\d{1,2}):(\d{2})\s*([ap])\.?m\.?\s+on\s+(\d{1,2})\s+([A-Za-z]+),?\s+(\d{4})\s*$",
+    re.IGNORECASE,
+)
+_SESSION_KEY_RE = re.compile(r"^session_(\d+)$")
+_EVIDENCE_SPLIT_RE = re.compile(r"[;,\s]+")
+_EVIDENCE_ID_RE = re.compile(r"^D:?(\d+):(\d+)$")
+
+
+class BenchError(Exception):
+    """The benchmark cannot run as asked (missing data file, unknown system, missing API)."""
+
+
+# --------------------------------------------------------------------------------------
+# Loading
+
+
+@dataclass(frozen=True, slots=True)
+class BenchPage:
+    """One page fed to every system: a speaker-A turn and the speaker-B turn answering it.
+
+    ``index`` is the page's position in its conversation (from 0); ``timestamp`` is seconds
+    since the Unix epoch (UTC); ``dia_ids`` are the LoCoMo turn ids the page covers.
+    """
+
+    index: int
+    session: int
+    query: str
+    response: str
+    timestamp: float
+    dia_ids: tuple[str, ...]
+
+    @property
+    def text(self) -> str:
+        """Query and response as one text (what the baselines index)."""
+        return "\n".join(part for part in (self.query, self.response) if part)
+
+
+@dataclass(frozen=True, slots=True)
+class EvidenceRepair:
+    """The result of repairing one question's raw evidence list.
+
+    ``ids`` are the resolved turn ids in first-seen order without duplicates.
+    ``repaired`` counts raw strings that were not a turn id as given but yielded one after
+    repair. ``unresolvable`` are well-formed ids naming no turn of the conversation;
+    ``malformed`` are fragments that are not ids at all (such as ``"D"``). Both are dropped.
+    """
+
+    ids: tuple[str, ...]
+    repaired: int
+    unresolvable: tuple[str, ...]
+    malformed: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Question:
+    """One question that is asked: it has at least one resolved evidence turn."""
+
+    question: str
+    category: int
+    evidence: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Conversation:
+    """One LoCoMo sample turned into pages and askable questions.
+
+    ``question_timestamp`` (seconds since the epoch) is when the questions are asked.
+    ``evidence`` holds the repair counts for this conversation (see :func:`load_conversation`).
+    """
+
+    sample_id: str
+    speaker_a: str
+    speaker_b: str
+    sessions: int
+    turns: int
+    pages: tuple[BenchPage, ...]
+    questions: tuple[Question, ...]
+    questions_total: int
+    question_timestamp: float
+    evidence: Mapping[str, Any] = field(default_factory=dict)
+
+
+def default_data_path() -> Path:
+    """Where the LoCoMo file lives by default: ``../shared/data/locomo10.json`` next to the repo."""
+    repo_root = Path(__file__).resolve().parents[1]
+    return repo_root.parent / "shared" / "data" / "locomo10.json"
+
+
+def resolve_data_path(cli_value: str | None, environ: Mapping[str, str] | None = None) -> Path:
+    """The data path to use: ``--data``, else ``$MEMORYOS_LOCOMO_PATH``, else the default."""
+    env = os.environ if environ is None else environ
+    if cli_value:
+        return Path(cli_value)
+    if env.get(ENV_DATA_PATH):
+        return Path(env[ENV_DATA_PATH])
+    return default_data_path()
+
+
+def parse_session_datetime(text: str) -> float:
+    """Parse a LoCoMo session time such as ``"1:56 pm on 8 May, 2023"`` (UTC) to epoch seconds.
+
+    Month names are matched in English regardless of the process locale.
+
+    Raises:
+        ValueError: the text is not in that form or names no real date.
+    """
+    match = _DATE_RE.match(text)
+    if match is None:
+        raise ValueError(f"unrecognised session date/time {text!r}")
+    hour, minute, half, day, month_name, year = match.groups()
+    month = _MONTHS.get(month_name.lower())
+    if month is None:
+        raise ValueError(f"unknown month {month_name!r} in {text!r}")
+    hour_12 = int(hour)
+    if not 1 <= hour_12 <= 12:
+        raise ValueError(f"hour out of range in {text!r}")
+    hour_24 = hour_12 % 12 + (12 if half.lower() == "p" else 0)
+    moment = _dt.datetime(int(year), month, int(day), hour_24, int(minute), tzinfo=_dt.UTC)
+    return moment.timestamp()
+
+
+def repair_evidence(raw: Iterable[str], known_ids: Iterable[str]) -> EvidenceRepair:
+    """Turn a question's raw evidence strings into turn ids of the conversation.
+
+    Each raw string is split on ``;``, ``,`` and whitespace (``"D8:6; D9:17"`` holds two
+    ids); ``"D:11:26"`` becomes ``"D11:26"``; leading zeros go (``"D30:05"`` -> ``"D30:5"``).
+    Empty fragments are skipped silently; fragments that are not ids and ids naming no turn
+    are dropped and reported.
+    """
+    known = known_ids if isinstance(known_ids, (set, frozenset)) else set(known_ids)
+    ids: list[str] = []
+    repaired = 0
+    unresolvable: list[str] = []
+    malformed: list[str] = []
+    for raw_string in raw:
+        if raw_string in known:
+            if raw_string not in ids:
+                ids.append(raw_string)
+            continue
+        found_any = False
+        for fragment in _EVIDENCE_SPLIT_RE.split(str(raw_string)):
+            if not fragment:
+                continue
+            match = _EVIDENCE_ID_RE.match(fragment)
+            if match is None:
+                malformed.append(fragment)
+                continue
+            turn_id = f"D{int(match.group(1))}:{int(match.group(2))}"
+            if turn_id not in known:
+                unresolvable.append(turn_id)
+                continue
+            found_any = True
+            if turn_id not in ids:
+                ids.append(turn_id)
+        if found_any:
+            repaired += 1
+    return EvidenceRepair(tuple(ids), repaired, tuple(unresolvable), tuple(malformed))
+
+
+def _turn_text(turn: Mapping[str, Any]) -> str:
+    text = str(turn.get("text", ""))
+    caption = turn.get("blip_caption")
+    if isinstance(caption, str) and caption.strip():
+        text = f"{text} [image: {caption.strip()}]"
+    return text
+
+
+def build_pages(
+    sessions: Sequence[tuple[int, float, Sequence[Mapping[str, Any]]]],
+    speaker_a: str,
+    speaker_b: str,
+    *,
+    turn_spacing: float = TURN_SPACING_SECONDS,
+) -> list[BenchPage]:
+    """Pair the turns of ``sessions`` (``(number, start_seconds, turns)``, in order) into pages.
+
+    See the module docstring for the pairing rule. A page's timestamp is its session start
+    plus ``turn_spacing`` seconds per turn before its first turn; if a session would start
+    at or before the previous page (clock skew in the data), it is pushed just after it so
+    page timestamps always increase.
+    """
+    pages: list[BenchPage] = []
+    last_timestamp = float("-inf")
+    for number, start, turns in sessions:
+        position = 0
+        while position < len(turns):
+            turn = turns[position]
+            timestamp = max(start + turn_spacing * position, last_timestamp + turn_spacing)
+            speaker = turn.get("speaker")
+            following = turns[position + 1] if position + 1 < len(turns) else None
+            dia_ids: tuple[str, ...]
+            if (
+                speaker == speaker_a
+                and following is not None
+                and following.get("speaker") == speaker_b
+            ):
+                query, response = _turn_text(turn), _turn_text(following)
+                dia_ids = (str(turn["dia_id"]), str(following["dia_id"]))
+                position += 2
+            elif speaker == speaker_a:
+                query, response = _turn_text(turn), ""
+                dia_ids = (str(turn["dia_id"]),)
+                position += 1
+            else:
+                # Speaker B without a preceding A turn (or an unknown speaker): the words
+                # were said, so they are memory too; only the user side is empty.
+                query, response = "", _turn_text(turn)
+                dia_ids = (str(turn["dia_id"]),)
+                position += 1
+            pages.append(BenchPage(len(pages), number, query, response, timestamp, dia_ids))
+            last_timestamp = timestamp
+    return pages
+
+
+def load_conversation(sample: Mapping[str, Any]) -> Conversation:
+    """Build a :class:`Conversation` from one LoCoMo sample (one element of the JSON list).
+
+    Sessions are the ``session_<n>`` keys whose value is a list, in numeric order; a
+    ``session_<n>_date_time`` without such a list is ignored. Questions keep their order;
+    those with no resolvable evidence are not asked (counted in ``evidence``).
+
+    Raises:
+        BenchError: a required field is missing or a session date cannot be parsed.
+    """
+    try:
+        sample_id = str(sample["sample_id"])
+        body = sample["conversation"]
+        speaker_a = str(body["speaker_a"])
+        speaker_b = str(body["speaker_b"])
+    except (KeyError, TypeError) as exc:
+        raise BenchError(f"LoCoMo sample lacks a required field: {exc}") from exc
+    numbers = sorted(
+        int(match.group(1))
+        for key, value in body.items()
+        if (match := _SESSION_KEY_RE.match(key)) and isinstance(value, list)
+    )
+    sessions: list[tuple[int, float, Sequence[Mapping[str, Any]]]] = []
+    for number in numbers:
+        date_key = f"session_{number}_date_time"
+        try:
+            start = parse_session_datetime(str(body[date_key]))
+        except (KeyError, ValueError) as exc:
+            raise BenchError(f"{sample_id}: session {number} has no usable {date_key}: {exc}")
+        sessions.append((number, start, body[f"session_{number}"]))
+    pages = build_pages(sessions, speaker_a, speaker_b)
+    known = {dia_id for page in pages for dia_id in page.dia_ids}
+    known_raw = set(known)
+    raw_ids = raw_not_matching = repaired = ids_after = no_evidence = 0
+    unresolvable: list[str] = []
+    malformed: list[str] = []
+    questions: list[Question] = []
+    qa = sample.get("qa", [])
+    for item in qa:
+        raw = [str(value) for value in item.get("evidence", [])]
+        raw_ids += len(raw)
+        raw_not_matching += sum(1 for value in raw if value not in known_raw)
+        result = repair_evidence(raw, known)
+        repaired += result.repaired
+        ids_after += len(result.ids)
+        unresolvable.extend(result.unresolvable)
+        malformed.extend(result.malformed)
+        if not result.ids:
+            no_evidence += 1
+            continue
+        questions.append(Question(str(item["question"]), int(item["category"]), result.ids))
+    last = pages[-1].timestamp if pages else 0.0
+    return Conversation(
+        sample_id=sample_id,
+        speaker_a=speaker_a,
+        speaker_b=speaker_b,
+        sessions=len(sessions),
+        turns=sum(len(turns) for _, _, turns in sessions),
+        pages=tuple(pages),
+        questions=tuple(questions),
+        questions_total=len(qa),
+        question_timestamp=last + QUESTION_DELAY_SECONDS,
+        evidence={
+            "raw_ids": raw_ids,
+            "raw_not_matching_a_turn": raw_not_matching,
+            "repaired_strings": repaired,
+            "ids_after_repair": ids_after,
+            "unresolvable": unresolvable,
+            "malformed": malformed,
+            "questions_without_evidence": no_evidence,
+        },
+    )
+
+
+def load_locomo(path: str | os.PathLike[str], limit: int | None = None) -> list[Conversation]:
+    """Load the LoCoMo JSON at ``path``; ``limit`` keeps only the first N conversations.
+
+    Raises:
+        BenchError: the file is missing or not a LoCoMo-shaped JSON list.
+    """
+    file = Path(path)
+    if not file.is_file():
+        raise BenchError(
+            f"LoCoMo data not found at {file}; pass --data PATH or set {ENV_DATA_PATH}"
+        )
+    try:
+        samples = json.loads(file.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise BenchError(f"cannot read LoCoMo data {file}: {exc}") from exc
+    if not isinstance(samples, list):
+        raise BenchError(f"{file}: expected a JSON list of samples")
+    if limit is not None:
+        samples = samples[: max(limit, 0)]
+    return [load_conversation(sample) for sample in samples]
+
+
+# --------------------------------------------------------------------------------------
+# Metrics
+
+
+def score_ranking(
+    ranking: Sequence[int],
+    pages: Sequence[BenchPage],
+    evidence: Iterable[str],
+    ks: Sequence[int] = KS,
+) -> dict[str, float]:
+    """any@k, all@k and frac@k of one question.
+
+    ``ranking`` lists page indices best first; an index outside ``pages`` (a page id the
+    system made up) still takes its slot but covers nothing, and a repeated index counts
+    once, at its first position. Keys are ``"any@5"``, ``"all@5"``, ``"frac@5"`` and so on.
+    """
+    wanted = frozenset(evidence)
+    if not wanted:
+        raise ValueError("a question needs at least one evidence turn to be scored")
+    seen: set[int] = set()
+    ordered: list[int] = []
+    for index in ranking:
+        if index not in seen:
+            seen.add(index)
+            ordered.append(index)
+    result: dict[str, float] = {}
+    for k in ks:
+        covered: set[str] = set()
+        for index in ordered[:k]:
+            if 0 <= index < len(pages):
+                covered.update(pages[index].dia_ids)
+        found = len(wanted & covered)
+        result[f"any@{k}"] = 1.0 if found else 0.0
+        result[f"all@{k}"] = 1.0 if found == len(wanted) else 0.0
+        result[f"frac@{k}"] = found / len(wanted)
+    return result
+
+
+class RecallAccumulator:
+    """Averages per-question metrics overall and per category."""
+
+    def __init__(self, ks: Sequence[int] = KS) -> None:
+        self.ks = tuple(ks)
+        self._sums: dict[int | None, dict[str, float]] = {}
+        self._counts: dict[int | None, int] = {}
+
+    def add(self, category: int, metrics: Mapping[str, float]) -> None:
+        """Record one question's metrics (from :func:`score_ranking`)."""
+        for key in (None, category):
+            sums = self._sums.setdefault(key, {})
+            for name, value in metrics.items():
+                sums[name] = sums.get(name, 0.0) + value
+            self._counts[key] = self._counts.get(key, 0) + 1
+
+    def _mean(self, key: int | None) -> dict[str, Any]:
+        count = self._counts.get(key, 0)
+        sums = self._sums.get(key, {})
+        names = [f"{metric}@{k}" for metric in ("any", "all", "frac") for k in self.ks]
+        means: dict[str, Any] = {"n": count}
+        for name in names:
+            means[name] = sums.get(name, 0.0) / count if count else None
+        return means
+
+    def summary(self) -> dict[str, Any]:
+        """``{"overall": {...}, "per_category": {"1": {"name": ..., "n": ..., ...}}}``.
+
+        Means are fractions in [0, 1]; a category with no question has ``None`` means.
+        """
+        per_category = {
+            str(category): {"name": name, **self._mean(category)}
+            for category, name in CATEGORY_NAMES.items()
+        }
+        for category in sorted(k for k in self._counts if k is not None):
+            if category not in CATEGORY_NAMES:
+                per_category[str(category)] = {"name": "unknown", **self._mean(category)}
+        return {"overall": self._mean(None), "per_category": per_category}
+
+
+# --------------------------------------------------------------------------------------
+# Systems
+
+
+class RecallSystem(Protocol):
+    """A system under test: ingests a conversation's pages, then ranks pages for questions."""
+
+    name: str
+
+    def ingest(self, conversation: Conversation, on_page: Callable[[], None]) -> None:
+        """Feed every page of ``conversation``; call ``on_page`` after each."""
+        ...
+
+    def rank(self, conversation: Conversation, question: Question) -> list[int]:
+        """Page indices of ``conversation`` best first (at least ``max(KS)`` when possible)."""
+        ...
+
+    def describe(self) -> dict[str, Any]:
+        """Settings worth recording next to the results."""
+        ...
+
+    def close(self) -> None:
+        """Release resources (actors, files)."""
+        ...
+
+
+def make_embedder(dim: int = FLAT_EMBEDDING_DIM) -> Embedder:
+    """The project's hashing embedder, as used by the ``flat`` baseline.
+
+    Raises:
+        BenchError: ``memoryos_actors.gateway.embedders.HashingEmbedder`` is not available.
+    """
+    try:
+        from memoryos_actors.gateway.embedders import HashingEmbedder
+    except ImportError as exc:
+        raise BenchError(
+            "the flat baseline needs memoryos_actors.gateway.embedders.HashingEmbedder, "
+            f"which could not be imported: {exc}"
+        ) from exc
+    embedder: Embedder = HashingEmbedder(dim=dim)
+    return embedder
+
+
+class _BM25System:
+    name = "bm25"
+
+    def __init__(self) -> None:
+        # The stop words the memory system itself ignores in keywords: both sides then
+        # start from the same notion of "content word".
+        from memoryos_actors.text import STOPWORDS
+
+        self._stopwords = STOPWORDS
+        self._rankers: dict[str, BM25Ranker] = {}
+
+    def ingest(self, conversation: Conversation, on_page: Callable[[], None]) -> None:
+        self._rankers[conversation.sample_id] = BM25Ranker(
+            [page.text for page in conversation.pages], stopwords=self._stopwords
+        )
+        for _ in conversation.pages:
+            on_page()
+
+    def rank(self, conversation: Conversation, question: Question) -> list[int]:
+        return self._rankers[conversation.sample_id].rank(question.question)
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "k1": 1.2,
+            "b": 0.75,
+            "tokenizer": "lower-case letter/digit runs",
+            "stopwords": "memoryos_actors.text.STOPWORDS",
+            "stopword_count": len(self._stopwords),
+        }
+
+    def close(self) -> None:
+        self._rankers.clear()
+
+
+class _FlatSystem:
+    name = "flat"
+
+    def __init__(self, embedder: Embedder) -> None:
+        self._embedder = embedder
+        self._rankers: dict[str, FlatRanker] = {}
+
+    def ingest(self, conversation: Conversation, on_page: Callable[[], None]) -> None:
+        self._rankers[conversation.sample_id] = FlatRanker(
+            [page.text for page in conversation.pages], self._embedder
+        )
+        for _ in conversation.pages:
+            on_page()
+
+    def rank(self, conversation: Conversation, question: Question) -> list[int]:
+        return self._rankers[conversation.sample_id].rank(question.question)
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "embedder": getattr(self._embedder, "name", type(self._embedder).__name__),
+            "dim": int(self._embedder.dim),
+        }
+
+    def close(self) -> None:
+        self._rankers.clear()
+
+
+class _MemoryOSSystem:
+    """The real system through its public API, one user per conversation."""
+
+    def __init__(self, mode: Literal["paper", "hybrid"], data_dir: Path, top_k_pages: int) -> None:
+        try:
+            from memoryos_actors import MemoryConfig, MemoryOS
+        except ImportError as exc:
+            raise BenchError(
+                f"memoryos-{mode} needs memoryos_actors.MemoryOS and MemoryConfig, which "
+                f"could not be imported ({exc}); run with --systems bm25,flat meanwhile"
+            ) from exc
+        self.name = f"memoryos-{mode}"
+        self._config = MemoryConfig(top_k_pages=top_k_pages, retrieval_mode=mode)
+        data_dir.mkdir(parents=True, exist_ok=True)
+        self._stack = ExitStack()
+        self._mem = self._stack.enter_context(MemoryOS.open(data_dir, config=self._config))
+        parameters = inspect.signature(self._mem.retrieve).parameters
+        # Ask "at question time" when the API lets us say when that is.
+        self._time_kwarg = next((p for p in ("timestamp", "now") if p in parameters), None)
+        self._page_index: dict[str, dict[str, int]] = {}
+        self.foreign_page_ids = 0
+
+    def ingest(self, conversation: Conversation, on_page: Callable[[], None]) -> None:
+        mapping = self._page_index.setdefault(conversation.sample_id, {})
+        for page in conversation.pages:
+            page_id = self._mem.add_turn(
+                conversation.sample_id, page.query, page.response, timestamp=page.timestamp
+            )
+            mapping[str(page_id)] = page.index
+            on_page()
+        # Ingest is only over when the asynchronous work (meta chains, MTM) is done.
+        self._mem.flush()
+
+    def rank(self, conversation: Conversation, question: Question) -> list[int]:
+        kwargs: dict[str, Any] = {}
+        if self._time_kwarg is not None:
+            kwargs[self._time_kwarg] = conversation.question_timestamp
+        context = self._mem.retrieve(conversation.sample_id, question.question, **kwargs)
+        mapping = self._page_index[conversation.sample_id]
+        ranking: list[int] = []
+        for page_id in context.page_ids():
+            index = mapping.get(str(page_id), -1)
+            if index < 0:
+                # Not a page of this user's conversation: a leak between users or a bug.
+                self.foreign_page_ids += 1
+            ranking.append(index)
+        return ranking
+
+    def describe(self) -> dict[str, Any]:
+        config: dict[str, Any]
+        if dataclasses.is_dataclass(self._config):
+            config = {
+                key: value
+                for key, value in dataclasses.asdict(self._config).items()
+                if isinstance(value, (str, int, float, bool, type(None)))
+            }
+        else:  # pragma: no cover - MemoryConfig is documented as a dataclass
+            config = {"repr": repr(self._config)}
+        return {
+            "config": config,
+            "question_time_passed_as": self._time_kwarg,
+            "foreign_page_ids": self.foreign_page_ids,
+        }
+
+    def close(self) -> None:
+        self._stack.close()
+
+
+def _make_system(
+    name: str,
+    work_dir: Path,
+    embedder_factory: Callable[[], Embedder],
+    top_k_pages: int,
+) -> RecallSystem:
+    if name == "bm25":
+        return _BM25System()
+    if name == "flat":
+        return _FlatSystem(embedder_factory())
+    if name == "memoryos-hybrid":
+        return _MemoryOSSystem("hybrid", work_dir / name, top_k_pages)
+    if name == "memoryos-paper":
+        return _MemoryOSSystem("paper", work_dir / name, top_k_pages)
+    raise BenchError(f"unknown system {name!r}; choose from {', '.join(ALL_SYSTEMS)}")
+
+
+# --------------------------------------------------------------------------------------
+# Running
+
+
+def _percentile(values: Sequence[float], q: float) -> float | None:
+    if not values:
+        return None
+    ordered = sorted(values)
+    position = min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))
+    return ordered[position]
+
+
+def _dataset_summary(conversations: Sequence[Conversation]) -> dict[str, Any]:
+    per_category = {str(c): 0 for c in CATEGORY_NAMES}
+    for conversation in conversations:
+        for question in conversation.questions:
+            per_category[str(question.category)] = per_category.get(str(question.category), 0) + 1
+    evidence: dict[str, Any] = {
+        "raw_ids": 0,
+        "raw_not_matching_a_turn": 0,
+        "repaired_strings": 0,
+        "ids_after_repair": 0,
+        "questions_without_evidence": 0,
+    }
+    unresolvable: list[list[str]] = []
+    malformed: list[list[str]] = []
+    for conversation in conversations:
+        for key in evidence:
+            evidence[key] += conversation.evidence.get(key, 0)
+        unresolvable += [[conversation.sample_id, i] for i in conversation.evidence["unresolvable"]]
+        malformed += [[conversation.sample_id, i] for i in conversation.evidence["malformed"]]
+    evidence["unresolvable_count"] = len(unresolvable)
+    evidence["unresolvable"] = unresolvable
+    evidence["malformed_count"] = len(malformed)
+    evidence["malformed"] = malformed
+    return {
+        "conversations": len(conversations),
+        "sessions": sum(c.sessions for c in conversations),
+        "turns": sum(c.turns for c in conversations),
+        "pages": sum(len(c.pages) for c in conversations),
+        "pages_with_empty_query": sum(1 for c in conversations for p in c.pages if not p.query),
+        "pages_with_empty_response": sum(
+            1 for c in conversations for p in c.pages if not p.response
+        ),
+        "questions_total": sum(c.questions_total for c in conversations),
+        "questions_asked": sum(len(c.questions) for c in conversations),
+        "questions_asked_per_category": per_category,
+        "evidence": evidence,
+    }
+
+
+def run_benchmark(
+    conversations: Sequence[Conversation],
+    systems: Sequence[str],
+    *,
+    work_dir: Path,
+    embedder_factory: Callable[[], Embedder] | None = None,
+    ks: Sequence[int] = KS,
+    show_progress: bool = True,
+) -> dict[str, Any]:
+    """Run every system in ``systems`` over ``conversations`` and return per-system results.
+
+    Each system ingests a conversation's pages and then answers its questions before the
+    next conversation; memoryos systems keep every conversation as its own user in one data
+    directory under ``work_dir``. Timings are wall-clock seconds (ingest includes the
+    final ``flush``; query is per question). ``embedder_factory`` builds the ``flat``
+    baseline's embedder (default :func:`make_embedder`).
+
+    Raises:
+        BenchError: a system is unknown or cannot be built.
+    """
+    from rich.console import Console
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+
+    unknown = [name for name in systems if name not in ALL_SYSTEMS]
+    if unknown:
+        raise BenchError(f"unknown system(s) {unknown}; choose from {', '.join(ALL_SYSTEMS)}")
+    steps = sum(len(c.pages) + len(c.questions) for c in conversations)
+    factory = make_embedder if embedder_factory is None else embedder_factory
+    results: dict[str, Any] = {}
+    progress = Progress(
+        TextColumn("{task.description:<18}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+        console=Console(stderr=True),
+        disable=not show_progress,
+    )
+    with progress:
+        for name in systems:
+            task = progress.add_task(name, total=steps)
+            system = _make_system(name, work_dir, factory, max(ks))
+            # One system at a time: close it (stopping its actors) before the next starts.
+            try:
+                results[name] = _run_system(
+                    system, conversations, ks, functools.partial(progress.advance, task)
+                )
+            finally:
+                system.close()
+    return results
+
+
+def _run_system(
+    system: RecallSystem,
+    conversations: Sequence[Conversation],
+    ks: Sequence[int],
+    advance: Callable[[], None],
+) -> dict[str, Any]:
+    accumulator = RecallAccumulator(ks)
+    ingest_seconds = 0.0
+    query_seconds: list[float] = []
+    for conversation in conversations:
+        started = time.perf_counter()
+        system.ingest(conversation, advance)
+        ingest_seconds += time.perf_counter() - started
+        for question in conversation.questions:
+            started = time.perf_counter()
+            ranking = system.rank(conversation, question)
+            query_seconds.append(time.perf_counter() - started)
+            accumulator.add(
+                question.category,
+                score_ranking(ranking, conversation.pages, question.evidence, ks),
+            )
+            advance()
+    pages = sum(len(c.pages) for c in conversations)
+    total_query = sum(query_seconds)
+    return {
+        **accumulator.summary(),
+        "settings": system.describe(),
+        "timings": {
+            "ingest_seconds": ingest_seconds,
+            "ingest_pages": pages,
+            "ingest_pages_per_second": pages / ingest_seconds if ingest_seconds else None,
+            "queries": len(query_seconds),
+            "query_seconds_total": total_query,
+            "query_ms_mean": 1000 * total_query / len(query_seconds) if query_seconds else None,
+            "query_ms_p50": _ms(_percentile(query_seconds, 0.50)),
+            "query_ms_p95": _ms(_percentile(query_seconds, 0.95)),
+        },
+    }
+
+
+def _ms(seconds: float | None) -> float | None:
+    return None if seconds is None else 1000 * seconds
+
+
+def check_targets(results: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Evaluate the issue's targets; each entry has ``target``, ``status`` and ``detail``.
+
+    ``status`` is "MET", "MISSED", or "NOT RUN" (a needed system was not in the run).
+    """
+    checks: list[dict[str, Any]] = []
+    hybrid = results.get("memoryos-hybrid")
+    bm25 = results.get("bm25")
+    first = f"memoryos-hybrid any@10 >= {TARGET_ANY10_OVERALL:.0%} overall"
+    if hybrid is None:
+        checks.append({"target": first, "status": "NOT RUN", "detail": "memoryos-hybrid not run"})
+    else:
+        value = hybrid["overall"]["any@10"] or 0.0
+        checks.append(
+            {
+                "target": first,
+                "status": "MET" if value >= TARGET_ANY10_OVERALL else "MISSED",
+                "detail": f"any@10 = {100 * value:.1f}%",
+            }
+        )
+    second = "memoryos-hybrid any@10 >= bm25 any@10 in every category"
+    if hybrid is None or bm25 is None:
+        checks.append(
+            {"target": second, "status": "NOT RUN", "detail": "needs memoryos-hybrid and bm25"}
+        )
+    else:
+        behind = []
+        for category, stats in hybrid["per_category"].items():
+            ours, theirs = stats["any@10"], bm25["per_category"][category]["any@10"]
+            if ours is None or theirs is None:
+                continue
+            if ours < theirs:
+                behind.append(
+                    f"{category} {stats['name']}: {100 * ours:.1f}% < {100 * theirs:.1f}%"
+                )
+        checks.append(
+            {
+                "target": second,
+                "status": "MISSED" if behind else "MET",
+                "detail": "; ".join(behind) if behind else "not behind in any category",
+            }
+        )
+    return checks
+
+
+def _pct(value: float | None) -> str:
+    return "–" if value is None else f"{100 * value:.1f}"
+
+
+def markdown_tables(results: Mapping[str, Any], ks: Sequence[int] = KS) -> str:
+    """Two markdown tables: overall metrics per system, and any@10 per category (percent)."""
+    columns = [f"any@{k}" for k in ks] + [f"all@{k}" for k in ks] + [f"frac@{k}" for k in ks]
+    lines = [
+        "| system | n | " + " | ".join(columns) + " |",
+        "| --- | ---: | " + " | ".join("---:" for _ in columns) + " |",
+    ]
+    for name, result in results.items():
+        overall = result["overall"]
+        cells = " | ".join(_pct(overall[c]) for c in columns)
+        lines.append(f"| {name} | {overall['n']} | {cells} |")
+    lines.append("")
+    categories = list(CATEGORY_NAMES.items())
+    header = " | ".join(f"{c} {n}" for c, n in categories)
+    lines.append(f"| any@10 (%) | {header} | overall |")
+    lines.append("| --- | " + " | ".join("---:" for _ in categories) + " | ---: |")
+    for name, result in results.items():
+        cells = " | ".join(
+            f"{_pct(result['per_category'][str(c)]['any@10'])} "
+            f"(n={result['per_category'][str(c)]['n']})"
+            for c, _ in categories
+        )
+        lines.append(f"| {name} | {cells} | {_pct(result['overall']['any@10'])} |")
+    return "\n".join(lines)
+
+
+def plot_any10(results: Mapping[str, Any], path: Path) -> bool:
+    """Grouped bars of any@10 per category (and overall), one bar per system, as a PNG.
+
+    Returns False (and draws nothing) when matplotlib is not installed.
+    """
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")  # no display on CI machines or servers
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return False
+    groups = [f"{c} {n}" for c, n in CATEGORY_NAMES.items()] + ["overall"]
+    names = list(results)
+    width = 0.8 / max(len(names), 1)
+    figure, axes = plt.subplots(figsize=(10, 4.8))
+    for offset, name in enumerate(names):
+        result = results[name]
+        values = [
+            100 * (result["per_category"][str(c)]["any@10"] or 0.0) for c in CATEGORY_NAMES
+        ] + [100 * (result["overall"]["any@10"] or 0.0)]
+        positions = [i + (offset - (len(names) - 1) / 2) * width for i in range(len(groups))]
+        axes.bar(positions, values, width=width, label=name)
+    axes.set_xticks(range(len(groups)), groups)
+    axes.set_ylabel("any@10 (% of questions)")
+    axes.set_ylim(0, 100)
+    axes.set_title("LoCoMo: evidence turn in the top 10 pages")
+    axes.axhline(
+        100 * TARGET_ANY10_OVERALL,
+        color="grey",
+        linestyle="--",
+        linewidth=0.8,
+        label=f"target {TARGET_ANY10_OVERALL:.0%} (memoryos-hybrid overall)",
+    )
+    axes.legend(loc="lower right", fontsize="small")
+    figure.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(path, dpi=120)
+    plt.close(figure)
+    return True
+
+
+def _machine_info() -> dict[str, Any]:
+    info: dict[str, Any] = {
+        "python": platform.python_version(),
+        "implementation": platform.python_implementation(),
+        "platform": platform.platform(),
+        "machine": platform.machine(),
+        "processor": platform.processor() or None,
+        "cpu_count": os.cpu_count(),
+    }
+    try:
+        import numpy
+
+        info["numpy"] = numpy.__version__
+    except ImportError:  # pragma: no cover - numpy is a core dependency
+        pass
+    try:
+        import psutil
+
+        info["memory_bytes"] = psutil.virtual_memory().total
+    except ImportError:
+        info["memory_bytes"] = None
+    return info
+
+
+def _file_digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()[:16]
+
+
+def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="python bench/locomo.py",
+        description="LoCoMo retrieval-recall benchmark (any/all/frac @5/10/20 per category).",
+    )
+    parser.add_argument(
+        "--data",
+        help=f"LoCoMo JSON file (default: ${ENV_DATA_PATH}, else ../shared/data/locomo10.json "
+        "beside the repository)",
+    )
+    parser.add_argument(
+        "--systems",
+        default=",".join(DEFAULT_SYSTEMS),
+        help=f"comma-separated systems to rank (default: {','.join(DEFAULT_SYSTEMS)})",
+    )
+    parser.add_argument(
+        "--limit-conversations",
+        type=int,
+        default=None,
+        metavar="N",
+        help="use only the first N conversations",
+    )
+    parser.add_argument(
+        "--out",
+        default=None,
+        help="output directory (default: bench/results beside this file)",
+    )
+    parser.add_argument("--no-plot", action="store_true", help="do not draw the PNG chart")
+    parser.add_argument(
+        "--no-progress", action="store_true", help="no progress bar (for logs and CI)"
+    )
+    return parser.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Command-line entry point; returns the process exit code (0 ok, 2 cannot run)."""
+    args = _parse_args(argv)
+    systems = [name.strip() for name in args.systems.split(",") if name.strip()]
+    out_dir = Path(args.out) if args.out else Path(__file__).resolve().parent / "results"
+    data_path = resolve_data_path(args.data)
+    try:
+        if not systems:
+            raise BenchError("--systems named no system")
+        conversations = load_locomo(data_path, args.limit_conversations)
+        with tempfile.TemporaryDirectory(prefix="locomo-bench-") as work_dir:
+            results = run_benchmark(
+                conversations,
+                systems,
+                work_dir=Path(work_dir),
+                show_progress=not args.no_progress,
+            )
+    except BenchError as exc:
+        print(f"locomo bench: {exc}", file=sys.stderr)
+        return 2
+    targets = check_targets(results)
+    shown_argv = list(sys.argv[1:] if argv is None else argv)
+    report = {
+        "benchmark": "locomo-retrieval-recall",
+        "date": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
+        "command": shlex.join(["python", "bench/locomo.py", *shown_argv]),
+        "machine": _machine_info(),
+        "data": {
+            "file": data_path.name,
+            "sha256_16": _file_digest(data_path),
+            "licence": "CC BY-NC 4.0 (LoCoMo, Maharana et al., ACL 2024); not redistributed",
+            **_dataset_summary(conversations),
+        },
+        "method": {
+            "ks": list(KS),
+            "metrics": "any@k, all@k, frac@k over the evidence turns covered by the top-k "
+            "pages; means are fractions in [0, 1]",
+            "page": "speaker-A turn + following speaker-B turn; unpaired turns are pages "
+            "with the other side empty; image turns get ' [image: <blip_caption>]'",
+            "turn_spacing_seconds": TURN_SPACING_SECONDS,
+            "question_delay_seconds": QUESTION_DELAY_SECONDS,
+            "memoryos": "one run with top_k_pages = max(k), ranking = ctx.page_ids() "
+            "truncated at k; user_id = sample_id",
+        },
+        "systems": results,
+        "targets": targets,
+    }
+    out_dir.mkdir(parents=True, exist_ok=True)
+    json_path = out_dir / "locomo.json"
+    json_path.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    print(markdown_tables(results))
+    print()
+    for check in targets:
+        print(f"- {check['status']}: {check['target']} ({check['detail']})")
+    print(f"\nresults: {json_path}")
+    if not args.no_plot:
+        png_path = out_dir / "locomo_any10.png"
+        if plot_any10(results, png_path):
+            print(f"chart: {png_path}")
+        else:
+            print(
+                "chart skipped: matplotlib is not installed "
+                "(install the 'bench' extra: pip install 'memoryos-actors[bench]')"
+            )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,239 @@
+"""Concurrency throughput and latency of the memory system through its public API.
+
+U users x T turns are stored from a thread pool (one task per user, ``--threads`` workers),
+offline backends, fsync ``interval``; then every user is asked ``--queries`` retrievals.
+Reports turns/s, ``add_turn`` and ``retrieve`` latency percentiles, LLM calls per stored
+turn, peak RSS, and the per-add time of the first and last 10% of each user's history.
+With ``--llm-latency-ms`` the LLM runs against a loopback fake OpenAI-compatible server
+that answers after that delay, to show that writes do not wait for the LLM.
+
+    python bench/throughput.py --users 100 --turns 200
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+TOPICS = [
+    "hiking trip to the mountains with new boots",
+    "cooking a mushroom risotto for dinner guests",
+    "debugging a memory leak in a python web service",
+    "practising the violin for an orchestra concert",
+    "observing exoplanets with a small telescope",
+    "planting tomatoes and roses in the spring garden",
+    "training for a half marathon in the autumn",
+    "learning spanish vocabulary with podcasts",
+]
+
+
+def turn(user: int, i: int) -> tuple[str, str]:
+    """A synthetic turn: topics change every 6 turns, each turn has its own details."""
+    topic = TOPICS[(i // 6 + user) % len(TOPICS)]
+    return (
+        f"Turn {i}: I keep thinking about {topic}; detail number {i * 7 % 101}.",
+        f"That sounds great. Tell me more about the {topic.split()[0]} part ({i}).",
+    )
+
+
+def pct(values: Sequence[float], p: float) -> float:
+    """The p-th percentile (0-100) by nearest rank; 0.0 for no values."""
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    k = max(0, min(len(ordered) - 1, round(p / 100.0 * (len(ordered) - 1))))
+    return ordered[k]
+
+
+def rss_peak_mb() -> float:
+    """Peak resident set size of this process so far, MiB."""
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    from memoryos_actors import MemoryConfig, MemoryOS
+
+    overrides: dict[str, Any] = {
+        "fsync": args.fsync,
+        "log_level": "error",
+        "max_active_users": max(args.users + 1, 500),
+    }
+    server = None
+    if args.llm_latency_ms:
+        sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "gateway"))
+        from fakeserver import FakeLLMServer  # type: ignore[import-not-found]
+
+        server = FakeLLMServer(latency_s=args.llm_latency_ms / 1000.0)
+        server.start()
+        overrides.update(
+            llm_backend="litellm",
+            llm_model="openai/fake-model",
+            llm_base_url=server.base_url,
+            llm_api_key_env="MEMORYOS_BENCH_KEY",
+            llm_max_concurrency=16,
+            gateway_workers=16,
+        )
+        os.environ["MEMORYOS_BENCH_KEY"] = "sk-bench"
+    cfg = MemoryConfig(**overrides)
+    add_lat: list[float] = []
+    first: list[float] = []
+    last: list[float] = []
+    ret_lat: list[float] = []
+    lock = threading.Lock()
+    tenth = max(1, args.turns // 10)
+    with tempfile.TemporaryDirectory(prefix="memoryos-bench-") as tmp:
+        with MemoryOS.open(Path(tmp), cfg) as mem:
+
+            def user_job(u: int) -> None:
+                local: list[float] = []
+                for i in range(1, args.turns + 1):
+                    q, r = turn(u, i)
+                    t0 = time.perf_counter()
+                    mem.add_turn(f"user-{u}", q, r)
+                    local.append(time.perf_counter() - t0)
+                with lock:
+                    add_lat.extend(local)
+                    first.extend(local[:tenth])
+                    last.extend(local[-tenth:])
+
+            t0 = time.perf_counter()
+            with ThreadPoolExecutor(args.threads) as pool:
+                list(pool.map(user_job, range(args.users)))
+            ack_s = time.perf_counter() - t0
+            mem.flush()
+            settle_s = time.perf_counter() - t0
+
+            def query_job(u: int) -> None:
+                local = []
+                for j in range(args.queries):
+                    q = f"what did I say about {TOPICS[(u + j) % len(TOPICS)]}?"
+                    t1 = time.perf_counter()
+                    mem.retrieve(f"user-{u}", q)
+                    local.append(time.perf_counter() - t1)
+                with lock:
+                    ret_lat.extend(local)
+
+            with ThreadPoolExecutor(args.threads) as pool:
+                list(pool.map(query_job, range(args.users)))
+            stats = mem.stats()
+    if server is not None:
+        server.stop()
+    total = args.users * args.turns
+    g = stats["gateway"]
+    llm_calls = int(g.get("llm_calls", g.get("calls", 0)))
+    ms = 1000.0
+    result = {
+        "bench": "throughput",
+        "date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
+        "machine": {
+            "python": platform.python_version(),
+            "cpus": os.cpu_count(),
+            "platform": platform.platform(),
+        },
+        "command": "python bench/throughput.py " + " ".join(sys.argv[1:]),
+        "users": args.users,
+        "turns_per_user": args.turns,
+        "threads": args.threads,
+        "fsync": args.fsync,
+        "llm_latency_ms": args.llm_latency_ms,
+        "turns_total": total,
+        "ack_turns_per_s": total / ack_s,
+        "settled_turns_per_s": total / settle_s,
+        "add_turn_ms": {
+            "p50": pct(add_lat, 50) * ms,
+            "p95": pct(add_lat, 95) * ms,
+            "p99": pct(add_lat, 99) * ms,
+        },
+        "retrieve_ms": {
+            "p50": pct(ret_lat, 50) * ms,
+            "p95": pct(ret_lat, 95) * ms,
+            "p99": pct(ret_lat, 99) * ms,
+        },
+        "first_10pct_add_ms_median": statistics.median(first) * ms,
+        "last_10pct_add_ms_median": statistics.median(last) * ms,
+        "llm_calls": llm_calls,
+        "llm_calls_per_turn": llm_calls / total,
+        "peak_rss_mb": rss_peak_mb(),
+        "gateway_backend": g.get("backend"),
+    }
+    result["growth_ratio_last_vs_first"] = (
+        result["last_10pct_add_ms_median"] / result["first_10pct_add_ms_median"]
+    )
+    return result
+
+
+def targets(r: dict[str, Any]) -> list[tuple[str, bool, str]]:
+    """Issue targets as (name, met, measured)."""
+    return [
+        (
+            "ingest >= 2,000 turns/s",
+            r["ack_turns_per_s"] >= 2000,
+            f"{r['ack_turns_per_s']:.0f} turns/s",
+        ),
+        (
+            "add_turn p99 <= 2 ms",
+            r["add_turn_ms"]["p99"] <= 2.0,
+            f"{r['add_turn_ms']['p99']:.3f} ms",
+        ),
+        (
+            "last 10% adds <= 1.5x first 10%",
+            r["growth_ratio_last_vs_first"] <= 1.5,
+            f"{r['growth_ratio_last_vs_first']:.2f}x",
+        ),
+        (
+            "LLM calls per stored turn <= 1.5",
+            r["llm_calls_per_turn"] <= 1.5,
+            f"{r['llm_calls_per_turn']:.2f}",
+        ),
+    ]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--users", type=int, default=100)
+    p.add_argument("--turns", type=int, default=200)
+    p.add_argument("--threads", type=int, default=16)
+    p.add_argument("--queries", type=int, default=10, help="retrievals per user")
+    p.add_argument("--fsync", default="interval", choices=["always", "interval", "never"])
+    p.add_argument("--llm-latency-ms", type=float, default=0.0)
+    p.add_argument("--out", default=str(Path(__file__).resolve().parent / "results"))
+    args = p.parse_args(argv)
+    r = run(args)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    name = "throughput.json" if not args.llm_latency_ms else "throughput_llm.json"
+    (out / name).write_text(json.dumps(r, indent=2) + "\n")
+    print(f"| metric | value |\n| --- | --- |")
+    print(f"| turns/s (acknowledged) | {r['ack_turns_per_s']:.0f} |")
+    print(f"| turns/s (settled, incl. background) | {r['settled_turns_per_s']:.0f} |")
+    for key in ("add_turn_ms", "retrieve_ms"):
+        v = r[key]
+        print(f"| {key} p50/p95/p99 | {v['p50']:.3f} / {v['p95']:.3f} / {v['p99']:.3f} |")
+    print(
+        f"| first/last 10% add median ms | {r['first_10pct_add_ms_median']:.3f} / "
+        f"{r['last_10pct_add_ms_median']:.3f} |"
+    )
+    print(f"| LLM calls per turn | {r['llm_calls_per_turn']:.2f} |")
+    print(f"| peak RSS MiB | {r['peak_rss_mb']:.0f} |")
+    for name_, ok, measured in targets(r):
+        print(f"target {name_}: {'met' if ok else 'MISSED'} ({measured})")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
