@@ -42,7 +42,7 @@ from .actors import persist
 from .actors.base import Backlog, GatewayClient, UserEnv, actor_names
 from .actors.lpm import LPMActor
 from .actors.mtm import MTMActor
-from .actors.protocol import FlushSummaries, GetState, HeatTick, Ping, Snapshot
+from .actors.protocol import FlushSummaries, GetState, HeatTick, Inspect, Ping, Snapshot
 from .actors.stm import STMActor
 from .actors.workers import GatewayWorker, HeatTicker, RetrievalWorker
 from .clock import Clock, SystemClock
@@ -59,18 +59,22 @@ from .logs import configure_logging
 from .messages import (
     AddTurn,
     AgentProfile,
+    KBEntry,
     MemoryContext,
+    Page,
     Retrieve,
+    SegmentRecord,
     SetAgentProfile,
     SetUserProfile,
+    TraitLevel,
     UserProfile,
 )
 from .store.export import read_export, write_export
 from .store.lock import DataDirLock
-from .store.userstore import UserStore, list_users
+from .store.userstore import UserStore, list_users, user_exists
 from .text import keywords
 
-__all__ = ["AsyncMemoryOS", "ForgetReport", "MemoryOS"]
+__all__ = ["AsyncMemoryOS", "ForgetReport", "MemoryOS", "UserState"]
 
 log = structlog.get_logger("memoryos.system")
 
@@ -80,6 +84,40 @@ T = TypeVar("T")
 _ASK_TIMEOUT_S = 120.0
 _EXPORT_FORMAT = "memoryos-actors/user-export"
 _EXPORT_VERSION = 1
+
+
+@dataclass(frozen=True, slots=True)
+class UserState:
+    """A picture of one user's memory (see :meth:`MemoryOS.user_state`).
+
+    Attributes:
+        user_id: whose memory.
+        turns: turns stored so far.
+        stm: STM pages, oldest first.
+        segments: MTM segments with their pages, hottest first.
+        profile: the user's static profile.
+        traits: user traits that have a level.
+        kb: user facts (knowledge base), oldest first.
+        agents: per assistant id, its ``profile`` and agent ``traits``.
+        persona_updates: persona updates applied since the LPM actor started.
+    """
+
+    user_id: str
+    turns: int
+    stm: tuple[Page, ...]
+    segments: tuple[SegmentRecord, ...]
+    profile: UserProfile
+    traits: tuple[TraitLevel, ...]
+    kb: tuple[KBEntry, ...]
+    agents: dict[str, dict[str, Any]]
+    persona_updates: int
+
+    def page_ids(self) -> list[str]:
+        """Ids of every page held in STM and MTM (not the archive)."""
+        ids = [p.page_id for p in self.stm]
+        for seg in self.segments:
+            ids.extend(p.page_id for p in seg.pages)
+        return ids
 
 
 @dataclass(frozen=True, slots=True)
@@ -629,19 +667,37 @@ class MemoryOS:
         """The supervision tree as text, with each child's status and restart count."""
         return supervisor.format_tree(self._root)
 
-    def user_state(self, user_id: str) -> dict[str, Any]:
-        """The user's tiers as plain data: STM pages, MTM segments by heat, LPM (for tools)."""
+    def user_state(self, user_id: str) -> UserState:
+        """A typed picture of the user's three tiers, for tools and tests."""
         uid = _check_user_id(user_id)
-        if uid not in self.users() and uid not in self.active_users():
+        if uid not in self.active_users() and not user_exists(self.data_dir, uid):
             raise UnknownUser(f"no data for user {uid!r}")
 
+        def run(_e: _UserEntry) -> UserState:
+            stm_n, mtm_n, lpm_n = actor_names(uid)
+            seq, pages = self._ask(stm_n, Inspect())
+            segments = self._ask(mtm_n, Inspect())
+            lpm = self._ask(lpm_n, Inspect())
+            return UserState(
+                user_id=uid,
+                turns=seq,
+                stm=pages,
+                segments=tuple(sorted(segments, key=lambda r: -r.heat)),
+                profile=lpm["profile"],
+                traits=lpm["traits"],
+                kb=lpm["kb"],
+                agents=lpm["agents"],
+                persona_updates=lpm["updates"],
+            )
+
+        return self._call(uid, run)
+
+    def _raw_state(self, uid: str) -> dict[str, Any]:
         def run(_e: _UserEntry) -> dict[str, Any]:
             stm_n, mtm_n, lpm_n = actor_names(uid)
-            return {
-                "stm": self._ask(stm_n, GetState()),
-                "mtm": self._ask(mtm_n, GetState()),
-                "lpm": self._ask(lpm_n, GetState()),
-            }
+            stm = self._ask(stm_n, GetState())
+            return {"seq": stm["seq"], "stm": stm["stm"], "mtm": self._ask(mtm_n, GetState()),
+                    "lpm": self._ask(lpm_n, GetState())}
 
         return self._call(uid, run)
 
@@ -671,15 +727,17 @@ class MemoryOS:
     def stats(self, user_id: str | None = None) -> dict[str, Any]:
         """Counters of the whole system, or of one user when ``user_id`` is given."""
         if user_id is not None:
-            state = self.user_state(user_id)
-            mtm = state["mtm"]
+            st = self.user_state(user_id)
             return {
-                "user_id": user_id,
-                "stm_pages": len(state["stm"]["pages"]),
-                "turns": int(state["stm"]["seq"]),
-                "mtm_segments": len(mtm["segments"]),
-                "mtm_pages": sum(len(s["pages"]) for s in mtm["segments"]),
-                "kb_facts": len(state["lpm"].get("kb", ())),
+                "user_id": st.user_id,
+                "turns": st.turns,
+                "stm_pages": len(st.stm),
+                "mtm_segments": len(st.segments),
+                "mtm_pages": sum(len(seg.pages) for seg in st.segments),
+                "kb_facts": len(st.kb),
+                "traits_set": len(st.traits),
+                "persona_updates": st.persona_updates,
+                "archived_records": len(self.archive(user_id)),
                 "gateway": self.gateway_service.stats().get("per_user", {}).get(user_id, {}),
             }
         acts = sorted(self._activation_ms)
@@ -709,8 +767,7 @@ class MemoryOS:
         """Write everything stored for ``user_id`` to a portable file (``.json`` or msgpack)."""
         uid = _check_user_id(user_id)
         self.flush()
-        state = self.user_state(uid)
-        seq = int(state["stm"]["seq"])
+        state = self._raw_state(uid)
         store_archive = []
         entry = self._users.get(uid)
         if entry is not None and entry.store is not None and entry.store.archive is not None:
@@ -721,8 +778,7 @@ class MemoryOS:
             "user_id": uid,
             "config_fingerprint": self.config.fingerprint(),
             "embedder": list(self.gateway_service.embedder_info()),
-            "state": {"seq": seq, "stm": state["stm"]["stm"], "mtm": state["mtm"],
-                      "lpm": state["lpm"]},
+            "state": state,
             "archive": store_archive,
         }
         out = Path(path)

@@ -19,7 +19,7 @@ from ..messages import AgentProfile, PersonaUpdate, SetAgentProfile, SetUserProf
 from ..tiers.lpm import LPMCore
 from . import persist
 from .base import UserEnv
-from .protocol import CompletionDone, GetState, LPMSearch, Ping, emb_from_bytes
+from .protocol import CompletionDone, GetState, Inspect, LPMSearch, Ping, emb_from_bytes
 
 __all__ = ["LPMActor"]
 
@@ -76,6 +76,18 @@ class LPMActor(SupervisedActor):
             )
         if isinstance(message, GetState):
             return {**self.core.to_state(), "lsn": self.lsn}
+        if isinstance(message, Inspect):
+            core = self.core
+            return {
+                "profile": core.user_profile(),
+                "traits": core.known_traits(),
+                "kb": core.kb(),
+                "agents": {
+                    aid: {"profile": core.agent_profile(aid), "traits": core.agent_traits(aid)}
+                    for aid in core.assistants()
+                },
+                "updates": self.updates,
+            }
         if isinstance(message, Ping):
             return self.lsn
         raise TypeError(f"LPM actor got an unknown message: {type(message).__name__}")

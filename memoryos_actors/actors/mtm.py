@@ -32,6 +32,7 @@ from .protocol import (
     GetState,
     HeatTick,
     InsertPage,
+    Inspect,
     MTMSearch,
     Ping,
     RefreshSummary,
@@ -88,7 +89,7 @@ class MTMActor(SupervisedActor):
     def on_receive(self, message: object) -> object:
         if isinstance(message, InsertPage):
             self.env.insert_backlog.release()
-            self._insert(message.page)
+            self._insert(message.page, message.now)
             return None
         if isinstance(message, MTMSearch):
             return self.core.search(
@@ -123,6 +124,9 @@ class MTMActor(SupervisedActor):
             return None
         if isinstance(message, GetState):
             return self.core.to_state()
+        if isinstance(message, Inspect):
+            records = (self.core.segment(v.segment_id) for v in self.core.segments())
+            return tuple(r for r in records if r is not None)
         if isinstance(message, Ping):
             return self.core.max_seq
         raise TypeError(f"MTM actor got an unknown message: {type(message).__name__}")
@@ -130,22 +134,32 @@ class MTMActor(SupervisedActor):
     # -- work ----------------------------------------------------------------------------
 
     def _catch_up(self, upto_seq: int) -> None:
-        """Insert from the WAL every page with ``max_seq < seq <= upto_seq``."""
+        """Insert from the WAL every page with ``max_seq < seq <= upto_seq``.
+
+        Each page is inserted at the time of the turn ``stm_capacity`` later (the one that
+        pushed it out of STM), as it was live.
+        """
         if upto_seq <= self.core.max_seq:
             return
-        for rec in persist.turn_records(self.env.store, self.core.max_seq, upto_seq):
-            self._place(page_from_record(self.env.user_id, rec))
+        cap = self.env.config.stm_capacity
+        records = list(persist.turn_records(self.env.store, self.core.max_seq, upto_seq + cap))
+        times = {int(r["seq"]): float(r["ts"]) for r in records}
+        for rec in records:
+            page = page_from_record(self.env.user_id, rec)
+            if page.seq > upto_seq:
+                break
+            self._place(page, times.get(page.seq + cap, self.env.clock.now()))
 
-    def _insert(self, page: Page) -> None:
+    def _insert(self, page: Page, now: float) -> None:
         if page.seq <= self.core.max_seq:
             return  # already placed (replayed from the WAL): inserts are idempotent
         if page.seq > self.core.max_seq + 1:
             self._catch_up(page.seq - 1)
-        self._place(page)
+        self._place(page, now)
 
-    def _place(self, page: Page) -> None:
+    def _place(self, page: Page, now: float) -> None:
         embedding = self.env.gateway.embed_one(page_text(page))
-        self._apply(self.core.insert(page, embedding))
+        self._apply(self.core.insert(page, embedding, now=now))
         self.counters["inserted"] += 1
 
     def _apply(self, effects: Any) -> None:

@@ -23,6 +23,7 @@ __all__ = [
     "GetState",
     "HeatTick",
     "InsertPage",
+    "Inspect",
     "LPMSearch",
     "MTMSearch",
     "PageMeta",
@@ -47,9 +48,14 @@ def emb_from_bytes(data: bytes) -> np.ndarray:
 
 @dataclass(frozen=True, slots=True)
 class InsertPage:
-    """STM -> MTM: a page left STM (FIFO overflow) and must join a segment."""
+    """STM -> MTM: a page left STM (FIFO overflow) and must join a segment.
+
+    ``now`` is the time of the turn that pushed it out (seconds): MTM uses it as the time of
+    the insert, so replaying the WAL rebuilds exactly the same segments and heat.
+    """
 
     page: Page
+    now: float
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,6 +153,11 @@ class GetState:
 @dataclass(frozen=True, slots=True)
 class Snapshot:
     """Facade -> STM: write a coordinated snapshot of the user's three tiers now."""
+
+
+@dataclass(frozen=True, slots=True)
+class Inspect:
+    """Anyone -> tier: a typed picture of the tier for tools (not for persistence)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,7 +20,16 @@ from ..messages import AddTurn, Page
 from ..tiers.stm import STMCore
 from . import persist
 from .base import UserEnv
-from .protocol import CompletionDone, CompletionJob, GetState, InsertPage, Ping, Snapshot, STMPages
+from .protocol import (
+    CompletionDone,
+    CompletionJob,
+    GetState,
+    InsertPage,
+    Inspect,
+    Ping,
+    Snapshot,
+    STMPages,
+)
 
 __all__ = ["STMActor", "page_from_record", "turn_record"]
 
@@ -59,10 +68,10 @@ def page_from_record(user_id: str, rec: dict[str, object]) -> Page:
 class _RetryForward:
     """Timer message: try again to hand a page to MTM. Private to this actor."""
 
-    __slots__ = ("page",)
+    __slots__ = ("insert",)
 
-    def __init__(self, page: Page) -> None:
-        self.page = page
+    def __init__(self, insert: InsertPage) -> None:
+        self.insert = insert
 
 
 class STMActor(SupervisedActor):
@@ -111,10 +120,12 @@ class STMActor(SupervisedActor):
             self._apply_meta(message)
             return None
         if isinstance(message, _RetryForward):
-            self._forward(message.page, retry=False)
+            self._forward(message.insert, retry=False)
             return None
         if isinstance(message, GetState):
             return {"stm": self.core.to_state(), "seq": self.seq}
+        if isinstance(message, Inspect):
+            return self.seq, tuple(self.core.pages())
         if isinstance(message, Snapshot):
             return self._snapshot()
         if isinstance(message, Ping):
@@ -150,7 +161,7 @@ class STMActor(SupervisedActor):
         self.seq = seq
         evicted = self.core.push(page)
         if evicted is not None:
-            self._forward(evicted, retry=True)
+            self._forward(InsertPage(evicted, page.timestamp), retry=True)
         else:
             env.insert_backlog.release()
         self._request_meta(page, reserve=False)
@@ -159,18 +170,18 @@ class STMActor(SupervisedActor):
             self._snapshot()
         return page.page_id
 
-    def _forward(self, page: Page, *, retry: bool) -> None:
+    def _forward(self, insert: InsertPage, *, retry: bool) -> None:
         ref = self.env.registry.lookup(self.env.mtm_name)
         if ref is not None:
             try:
-                ref.tell(InsertPage(page))
+                ref.tell(insert)
                 return
             except Exception:  # died between lookup and tell
                 pass
         if retry:
             # MTM is restarting; its recovery replays the WAL, and a retry closes the window
             # in which the new MTM had already read the WAL but was not yet registered.
-            send_after(self.actor_ref, _FORWARD_RETRY_S, _RetryForward(page))
+            send_after(self.actor_ref, _FORWARD_RETRY_S, _RetryForward(insert))
         else:
             self.env.insert_backlog.release()
 

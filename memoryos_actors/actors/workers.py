@@ -118,7 +118,7 @@ class RetrievalWorker(SupervisedActor):
         query_emb = self.gateway.embed_one(msg.query)
         q_bytes = emb_to_bytes(query_emb)
         query_kw = keywords(msg.query)
-        now = msg.timestamp if msg.timestamp is not None else self.clock.now()
+        now = msg.timestamp
         f_stm = stm.ask(STMPages(), block=False)
         f_mtm = mtm.ask(
             MTMSearch(q_bytes, query_kw, cfg.top_m_segments, cfg.top_k_pages, now,

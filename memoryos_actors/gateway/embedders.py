@@ -1,0 +1,271 @@
+"""Embedders: a fast local hashing embedder and two optional model-backed ones.
+
+``HashingEmbedder`` needs only numpy and no network (the default). ``LiteLLMEmbedder``
+calls any provider litellm supports; ``SentenceTransformerEmbedder`` runs a local
+sentence-transformers model (the ``st`` extra). Both import their library lazily, on first
+use, so ``import memoryos_actors`` stays light.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import os
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from memoryos_actors.errors import ConfigError, GatewayError, InvalidInput
+from memoryos_actors.gateway.base import Embedder, ProviderCallError, cfg
+from memoryos_actors.text import tokenize
+
+__all__ = [
+    "HashingEmbedder",
+    "LiteLLMEmbedder",
+    "SentenceTransformerEmbedder",
+    "make_embedder",
+]
+
+# Stands in for a text with no tokens, so even "" gets a deterministic unit vector.
+_EMPTY_TOKEN = "\x00empty"
+_HASH_CACHE_MAX = 200_000
+
+
+class HashingEmbedder:
+    """Signed feature hashing of word unigrams and bigrams; numpy only, deterministic.
+
+    Each feature (a token, or two adjacent tokens joined by a space) is hashed with
+    BLAKE2b (stable across processes, unlike ``hash()``); the hash picks a column and a
+    sign. Term frequencies are dampened to ``1 + log(tf)`` and rows are L2-normalised.
+    ``dim`` is the vector length (columns). Token hashes are cached (bounded) because
+    conversation vocabularies repeat heavily.
+    """
+
+    def __init__(self, dim: int = 512, *, bigram_weight: float = 0.5) -> None:
+        if not isinstance(dim, int) or dim < 8:
+            raise ConfigError(f"embedding_dim must be an int >= 8, got {dim!r}")
+        self.dim = dim
+        self.name = f"hashing-v1-{dim}"
+        self._bigram_weight = float(bigram_weight)
+        self._cache: dict[str, int] = {}
+        self._cache_lock = threading.Lock()
+
+    def _hash(self, feature: str) -> int:
+        h = self._cache.get(feature)
+        if h is None:
+            h = int.from_bytes(
+                hashlib.blake2b(feature.encode("utf-8"), digest_size=8).digest(), "little"
+            )
+            with self._cache_lock:
+                if len(self._cache) >= _HASH_CACHE_MAX:
+                    self._cache.clear()  # cheap bound; the vocabulary refills quickly
+                self._cache[feature] = h
+        return h
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """Embed ``texts`` into an ``(n, dim)`` float32 array of unit rows."""
+        if isinstance(texts, str):
+            raise InvalidInput("embed() takes a sequence of texts, not a single string")
+        n = len(texts)
+        out = np.zeros((n, self.dim), dtype=np.float32)
+        if n == 0:
+            return out
+        rows: list[int] = []
+        hashes: list[int] = []
+        weights: list[float] = []
+        bw = self._bigram_weight
+        for row, text in enumerate(texts):
+            if not isinstance(text, str):
+                raise InvalidInput(f"texts[{row}] is {type(text).__name__}, not str")
+            toks = tokenize(text) or [_EMPTY_TOKEN]
+            for tok in toks:
+                rows.append(row)
+                hashes.append(self._hash(tok))
+                weights.append(1.0)
+            for a, b in itertools.pairwise(toks):
+                rows.append(row)
+                hashes.append(self._hash(a + " " + b))
+                weights.append(bw)
+        h = np.array(hashes, dtype=np.uint64)
+        r = np.array(rows, dtype=np.int64)
+        w = np.array(weights, dtype=np.float32)
+        # Count each distinct (row, feature) once so tf can be dampened before folding
+        # features that collide into the same column.
+        keys = np.stack([r.astype(np.uint64), h], axis=1)
+        uniq, first_idx, tf = np.unique(keys, axis=0, return_index=True, return_counts=True)
+        feat_h = uniq[:, 1]
+        cols = (feat_h % np.uint64(self.dim)).astype(np.int64)
+        signs = np.where((feat_h >> np.uint64(63)) & np.uint64(1), -1.0, 1.0).astype(np.float32)
+        vals = signs * (1.0 + np.log(tf.astype(np.float32))) * w[first_idx]
+        np.add.at(out, (uniq[:, 0].astype(np.int64), cols), vals)
+        norms = np.linalg.norm(out, axis=1, keepdims=True)
+        # A row can cancel to zero only by an astronomically unlikely collision pattern;
+        # fall back to the empty-text vector so every row stays a unit vector.
+        zero = norms[:, 0] == 0
+        if zero.any():
+            out[zero] = self._empty_row()
+            norms[zero] = 1.0
+        out /= norms
+        return out
+
+    def _empty_row(self) -> np.ndarray:
+        h = self._hash(_EMPTY_TOKEN)
+        row = np.zeros(self.dim, dtype=np.float32)
+        row[h % self.dim] = -1.0 if (h >> 63) & 1 else 1.0
+        return row
+
+    def __repr__(self) -> str:
+        return f"HashingEmbedder(dim={self.dim})"
+
+
+def _normalise(mat: np.ndarray) -> np.ndarray:
+    mat = np.asarray(mat, dtype=np.float32)
+    if mat.ndim != 2:
+        raise GatewayError(f"embedder returned an array of shape {mat.shape}, expected 2-D")
+    norms = np.linalg.norm(mat, axis=1, keepdims=True)
+    norms[norms == 0] = 1.0
+    return mat / norms
+
+
+class _TruthyZero(int):
+    """The integer 0 that is truthy.
+
+    litellm's OpenAI embedding path does ``max_retries or DEFAULT_MAX_RETRIES``, which turns
+    an explicit 0 into its default of 2 retries inside the OpenAI client; those hidden
+    retries would defeat the gateway's own retry, breaker and latency accounting. A truthy
+    zero passes through that ``or`` unchanged and still means "no retries" to the client,
+    without changing any litellm global.
+    """
+
+    def __bool__(self) -> bool:
+        return True
+
+
+_NO_RETRIES = _TruthyZero(0)
+
+
+class LiteLLMEmbedder:
+    """Embeddings from any provider litellm supports (``litellm.embedding``).
+
+    ``model`` is litellm's model name (e.g. ``"openai/text-embedding-3-small"``),
+    ``api_base`` an optional base URL, ``api_key_env`` the name of the environment variable
+    holding the key (read at each call, never stored), ``timeout`` seconds per call. ``dim``
+    is learned from the first answer when not given. Failures raise
+    :class:`ProviderCallError` (the gateway service retries them).
+    """
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        api_base: str | None = None,
+        api_key_env: str | None = None,
+        timeout: float = 30.0,
+        dim: int | None = None,
+    ) -> None:
+        if not model:
+            raise ConfigError("embedding_model must be set for the litellm embedder")
+        self.model = model
+        self.api_base = api_base
+        self.api_key_env = api_key_env
+        self.timeout = float(timeout)
+        self.name = f"litellm:{model}"
+        self._dim = dim
+
+    @property
+    def dim(self) -> int:
+        """Vector length; asks the provider once (embedding a probe text) when unknown."""
+        if self._dim is None:
+            self._dim = int(self.embed(["dimension probe"]).shape[1])
+        return self._dim
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """Embed ``texts`` with one provider call; rows are re-normalised to unit length."""
+        if len(texts) == 0:
+            return np.zeros((0, self._dim or 0), dtype=np.float32)
+        from memoryos_actors.gateway.litellm_backend import classify_error, import_litellm
+
+        litellm = import_litellm()
+        kwargs: dict[str, Any] = {"model": self.model, "input": list(texts),
+                                  "timeout": self.timeout, "max_retries": _NO_RETRIES}
+        if self.api_base:
+            kwargs["api_base"] = self.api_base
+        if self.api_key_env:
+            kwargs["api_key"] = os.environ.get(self.api_key_env, "")
+        try:
+            resp = litellm.embedding(**kwargs)
+        except Exception as exc:  # noqa: BLE001 - every provider error is classified
+            raise classify_error(exc) from None
+        try:
+            items = sorted(resp.data, key=lambda d: _get(d, "index"))
+            mat = np.array([_get(d, "embedding") for d in items], dtype=np.float32)
+        except Exception:  # noqa: BLE001 - a malformed body is a retryable provider fault
+            raise ProviderCallError("embedding answer was malformed", category="malformed") from None
+        if mat.shape[0] != len(texts):
+            raise ProviderCallError(
+                f"provider returned {mat.shape[0]} embeddings for {len(texts)} texts",
+                category="malformed",
+            )
+        if self._dim is None:
+            self._dim = int(mat.shape[1])
+        elif mat.shape[1] != self._dim:
+            raise GatewayError(f"provider returned dim {mat.shape[1]}, expected {self._dim}")
+        return _normalise(mat)
+
+
+def _get(obj: Any, key: str) -> Any:
+    return obj[key] if isinstance(obj, dict) else getattr(obj, key)
+
+
+class SentenceTransformerEmbedder:
+    """A local sentence-transformers model (install the ``st`` extra).
+
+    ``model`` is a local path or a model name already in the local cache; nothing is
+    downloaded by this class itself. ``device`` is passed through (e.g. ``"cpu"``).
+    """
+
+    def __init__(self, model: str, *, device: str | None = None) -> None:
+        if not model:
+            raise ConfigError("embedding_model must be set for sentence-transformers")
+        try:
+            from sentence_transformers import SentenceTransformer  # type: ignore[import-not-found]
+        except ImportError as exc:
+            raise ConfigError(
+                "embedder='sentence-transformers' needs the 'st' extra "
+                "(pip install memoryos-actors[st])"
+            ) from exc
+        self._model = SentenceTransformer(model, device=device)
+        dim = self._model.get_sentence_embedding_dimension()
+        if dim is None:
+            dim = int(self._model.encode(["dimension probe"]).shape[1])
+        self.dim = int(dim)
+        self.name = f"st:{os.path.basename(model.rstrip('/')) or model}"
+        self._lock = threading.Lock()  # torch modules are not safe to call concurrently
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """Embed ``texts`` locally; rows are L2-normalised float32."""
+        if len(texts) == 0:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        with self._lock:
+            mat = self._model.encode(list(texts), convert_to_numpy=True, normalize_embeddings=True)
+        return _normalise(mat)
+
+
+def make_embedder(config: Any) -> Embedder:
+    """Build the embedder named by ``config.embedder`` (``hashing`` when config is None)."""
+    kind = cfg(config, "embedder", "hashing")
+    if kind == "hashing":
+        return HashingEmbedder(int(cfg(config, "embedding_dim", 512)))
+    if kind == "litellm":
+        return LiteLLMEmbedder(
+            cfg(config, "embedding_model", None) or "",
+            api_base=cfg(config, "llm_base_url", None),
+            api_key_env=cfg(config, "llm_api_key_env", None),
+            timeout=float(cfg(config, "llm_timeout_seconds", 30.0)),
+        )
+    if kind == "sentence-transformers":
+        return SentenceTransformerEmbedder(cfg(config, "embedding_model", None) or "")
+    raise ConfigError(f"embedder must be hashing, litellm or sentence-transformers, got {kind!r}")
+

@@ -1,0 +1,342 @@
+"""The offline backend: deterministic, extractive answers for every prompt kind, no network.
+
+It is the default (so the library works with no API key) and the fallback when a provider
+is down. It does not pretend to be a language model: summaries are sentences picked from
+the dialogue, facts are first-person statements rewritten in the third person, traits come
+from keyword cues. Its :attr:`name` says so.
+"""
+
+from __future__ import annotations
+
+import importlib
+import re
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import numpy as np
+
+from memoryos_actors.gateway.base import BackendResult
+from memoryos_actors.gateway.embedders import HashingEmbedder
+from memoryos_actors.gateway.prompts import validate_output, validate_payload
+from memoryos_actors.text import STOPWORDS, keywords, split_sentences, tokenize
+
+__all__ = ["OFFLINE_NAME", "OfflineBackend"]
+
+OFFLINE_NAME = "offline (extractive, no LLM)"
+
+_CHAIN_MAX_CHARS = 600
+_SNIPPET_CHARS = 200
+_SUMMARY_SENTENCES = 3
+
+# First-person statement openers -> third-person rewrite. Order matters: longer first.
+_FACT_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
+    (re.compile(p, re.IGNORECASE), r)
+    for p, r in (
+        (r"^(?:and |but |so |well,? |also,? )?i(?:'m| am) from\b", "User is from"),
+        (r"^(?:and |but |so |well,? |also,? )?i(?:'m| am)\b", "User is"),
+        (r"^(?:and |but |so |well,? |also,? )?i was born\b", "User was born"),
+        (r"^(?:and |but |so |well,? |also,? )?i(?: really)? like\b", "User likes"),
+        (r"^(?:and |but |so |well,? |also,? )?i(?: really)? love\b", "User loves"),
+        (r"^(?:and |but |so |well,? |also,? )?i(?: really)? enjoy\b", "User enjoys"),
+        (r"^(?:and |but |so |well,? |also,? )?i(?: really)? hate\b", "User hates"),
+        (r"^(?:and |but |so |well,? |also,? )?i dislike\b", "User dislikes"),
+        (r"^(?:and |but |so |well,? |also,? )?i prefer\b", "User prefers"),
+        (r"^(?:and |but |so |well,? |also,? )?i work\b", "User works"),
+        (r"^(?:and |but |so |well,? |also,? )?i live\b", "User lives"),
+        (r"^(?:and |but |so |well,? |also,? )?i study\b", "User studies"),
+        (r"^(?:and |but |so |well,? |also,? )?i(?:'ve| have)\b", "User has"),
+        (r"^(?:and |but |so |well,? |also,? )?my (?P<what>[\w' -]{1,40}?) (?P<verb>is|are)\b",
+         "User's {what} {verb}"),
+    )
+)
+# "I'm <word>" where <word> is a passing state, not a fact about the person.
+_TRANSIENT = frozenset(
+    ["sure", "not", "wondering", "curious", "asking", "thinking", "looking", "trying", "going", "just", "here", "back", "fine", "good", "glad", "sorry", "afraid", "okay", "ok", "ready", "done", "busy", "tired", "bored", "confused", "happy", "sad", "excited"]
+)
+# Assistant self-statements that describe the assistant's persona.
+_AGENT_RE = re.compile(
+    r"^(?:as (?:an?|your) [\w -]{1,40},? i\b|i(?:'m| am) (?:an?|your)\b|i (?:always|usually|"
+    r"try|prefer|like|love|enjoy|can|will)\b|i'll always\b)",
+    re.IGNORECASE,
+)
+_NEGATIVE_RE = re.compile(
+    r"\b(?:hate|hates|dislike|dislikes|can't stand|don't like|do not like|not into|never)\b",
+    re.IGNORECASE,
+)
+# Concept word -> cue tokens. A trait whose name contains the concept (by 5-letter prefix)
+# is cued by these tokens as well as by the words of its own name.
+_CUE_LEXICON: dict[str, tuple[str, ...]] = {
+    "music": ("guitar", "piano", "song", "songs", "band", "concert", "sing", "singing", "jazz"),
+    "sport": ("football", "soccer", "basketball", "tennis", "running", "gym", "marathon",
+              "swimming", "cycling", "workout"),
+    "travel": ("trip", "flight", "vacation", "abroad", "hiking", "journey", "tourism"),
+    "food": ("cook", "cooking", "recipe", "restaurant", "pizza", "sushi", "baking", "cuisine"),
+    "technology": ("computer", "programming", "code", "coding", "software", "python", "ai",
+                   "robot", "gadget", "tech"),
+    "science": ("physics", "chemistry", "biology", "research", "experiment", "astronomy"),
+    "art": ("painting", "drawing", "museum", "sculpture", "design", "sketch"),
+    "reading": ("book", "books", "novel", "novels", "reading", "literature", "poetry"),
+    "film": ("movie", "movies", "cinema", "film", "films", "series", "netflix"),
+    "game": ("gaming", "games", "videogame", "chess", "console"),
+    "health": ("doctor", "medicine", "diet", "exercise", "sleep", "fitness"),
+    "finance": ("money", "invest", "investing", "stock", "stocks", "budget", "savings"),
+    "education": ("school", "university", "study", "studying", "exam", "course", "learn"),
+    "family": ("mother", "father", "mom", "dad", "sister", "brother", "kids", "children", "wife",
+               "husband"),
+    "social": ("friends", "party", "parties", "meetup", "people"),
+    "pet": ("dog", "dogs", "cat", "cats", "puppy", "kitten"),
+    "nature": ("garden", "gardening", "forest", "mountains", "ocean", "camping"),
+    "fashion": ("clothes", "style", "outfit", "shoes"),
+    "career": ("job", "work", "career", "promotion", "boss", "office"),
+    "anxiety": ("anxious", "worried", "nervous", "stress", "stressed"),
+    "curiosity": ("curious", "wonder", "why", "learn", "explore"),
+    "extraversion": ("party", "friends", "outgoing", "talk", "social"),
+    "humor": ("funny", "joke", "jokes", "laugh", "lol"),
+}
+
+
+def _stem(tok: str) -> str:
+    """A very light English stemmer, enough to match "lives" with "live"."""
+    for suffix in ("ing", "ed", "es", "s"):
+        if len(tok) > len(suffix) + 3 and tok.endswith(suffix):
+            return tok[: -len(suffix)]
+    return tok
+
+
+def _prefix(tok: str) -> str:
+    return tok[:5]
+
+
+def _load_trait_names() -> list[str]:
+    """Trait names from ``memoryos_actors.tiers.traits.TRAITS`` if that module exists."""
+    try:
+        mod = importlib.import_module("memoryos_actors.tiers.traits")
+    except ImportError:
+        return []
+    names: list[str] = []
+    for t in getattr(mod, "TRAITS", ()):
+        name = t if isinstance(t, str) else getattr(t, "name", None)
+        if name is None and isinstance(t, (tuple, list)) and t:
+            name = t[0]
+        if name is None and isinstance(t, dict):
+            name = t.get("name")
+        if isinstance(name, str):
+            names.append(name)
+    return names
+
+
+def _page_text(page: Any) -> tuple[str, str]:
+    if not isinstance(page, dict):
+        return "", ""
+    return str(page.get("query", "") or ""), str(page.get("response", "") or "")
+
+
+def _snip(text: str, limit: int = _SNIPPET_CHARS) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1].rstrip() + "\u2026"
+
+
+class OfflineBackend:
+    """Extractive, deterministic answers for all prompt kinds (see the module docstring).
+
+    ``continuity_threshold`` is the cosine + keyword-Jaccard score above which a page is
+    taken to continue the previous page's topic. ``embedder`` is used for sentence
+    centrality and continuity; it defaults to a local :class:`HashingEmbedder` so the
+    backend never touches the network.
+    """
+
+    name = OFFLINE_NAME
+
+    def __init__(
+        self, *, embedder: HashingEmbedder | None = None, continuity_threshold: float = 0.3
+    ) -> None:
+        self._emb = embedder or HashingEmbedder(256)
+        self.continuity_threshold = continuity_threshold
+        self._trait_names: list[str] | None = None
+
+    # -- protocol ---------------------------------------------------------------------
+
+    def complete(self, kind: str, payload: dict[str, Any]) -> dict[str, Any]:
+        """Answer ``kind`` for ``payload``; the result passes the kind's validator."""
+        return self.call(kind, payload).data
+
+    def call(self, kind: str, payload: dict[str, Any]) -> BackendResult:
+        """Like :meth:`complete`, wrapped as a zero-token :class:`BackendResult`."""
+        validate_payload(kind, payload)
+        handler = getattr(self, f"_{kind}")
+        return BackendResult(validate_output(kind, handler(payload)))
+
+    # -- kinds --------------------------------------------------------------------------
+
+    def _page_meta(self, payload: dict[str, Any]) -> dict[str, Any]:
+        q, r = _page_text(payload.get("page"))
+        text = f"{q} {r}".strip()
+        kws = keywords(text)
+        prev = payload.get("previous_page")
+        prev_chain = str(payload.get("previous_meta_chain") or "")
+        continues = False
+        if prev:
+            pq, pr = _page_text(prev)
+            prev_text = f"{pq} {pr}".strip()
+            if prev_text and text:
+                e = self._emb.embed([text, prev_text])
+                cos = float(np.dot(e[0], e[1]))
+                pk = keywords(prev_text)
+                jac = len(kws & pk) / len(kws | pk) if (kws | pk) else 0.0
+                continues = cos + jac > self.continuity_threshold
+        entry = self._page_gist(q, r)
+        chain = f"{prev_chain} {entry}".strip() if continues and prev_chain else entry
+        if len(chain) > _CHAIN_MAX_CHARS:
+            # Keep the most recent part of the chain: drop whole sentences from the front.
+            sents = split_sentences(chain)
+            while len(sents) > 1 and len(" ".join(sents)) > _CHAIN_MAX_CHARS:
+                sents.pop(0)
+            chain = _snip(" ".join(sents), _CHAIN_MAX_CHARS)
+        return {"continues": continues, "meta_chain": chain, "keywords": sorted(kws)}
+
+    def _page_gist(self, query: str, response: str) -> str:
+        parts = []
+        if query.strip():
+            parts.append(f"User: {_snip(self._central(split_sentences(query), 1)[0])}")
+        if response.strip():
+            parts.append(f"Assistant: {_snip(self._central(split_sentences(response), 1)[0])}")
+        return " ".join(parts)
+
+    def _segment_summary(self, payload: dict[str, Any]) -> dict[str, Any]:
+        pages = payload.get("pages") or []
+        sentences: list[str] = []
+        texts: list[str] = []
+        for p in pages:
+            q, r = _page_text(p)
+            texts.append(f"{q} {r}")
+            sentences.extend(split_sentences(q))
+            sentences.extend(split_sentences(r))
+        summary = " ".join(_snip(s) for s in self._central(sentences, _SUMMARY_SENTENCES))
+        return {
+            "summary": summary or "(empty segment)",
+            "keywords": sorted(keywords(" ".join(texts))),
+        }
+
+    def _persona_update(self, payload: dict[str, Any]) -> dict[str, Any]:
+        pages = payload.get("pages") or []
+        user_sentences: list[str] = []
+        agent_sentences: list[str] = []
+        for p in pages:
+            q, r = _page_text(p)
+            user_sentences.extend(split_sentences(q))
+            agent_sentences.extend(split_sentences(r))
+        facts = _dedupe(f for s in user_sentences if (f := _fact(s)) is not None)
+        agent = _dedupe(a for s in agent_sentences if (a := _agent_trait(s)) is not None)
+        names = payload.get("trait_names") or [
+            t.get("name") for t in payload.get("current_traits") or [] if isinstance(t, dict)
+        ]
+        names = [n for n in names if isinstance(n, str) and n]
+        if not names:
+            if self._trait_names is None:
+                self._trait_names = _load_trait_names()
+            names = self._trait_names
+        return {
+            "traits": _trait_levels(names, user_sentences),
+            "facts": facts,
+            "agent_traits": agent,
+        }
+
+    def _chat_reply(self, payload: dict[str, Any]) -> dict[str, Any]:
+        query = str(payload.get("query") or "")
+        lines = [ln.strip(" -*\t") for ln in str(payload.get("context") or "").splitlines()]
+        lines = [ln for ln in lines if len(tokenize(ln)) >= 3]
+        if not lines:
+            return {"reply": "I don't have anything in memory about that yet."}
+        e = self._emb.embed([query, *lines])
+        qk = {_stem(t) for t in keywords(query)}
+        overlap = [len(qk & {_stem(t) for t in keywords(ln)}) / max(1, len(qk)) for ln in lines]
+        scores = e[1:] @ e[0] + np.array(overlap, dtype=np.float32)
+        best = lines[int(np.argmax(scores))]
+        return {"reply": f"From what I remember: \u201c{_snip(best, 300)}\u201d"}
+
+    # -- helpers ------------------------------------------------------------------------
+
+    def _central(self, sentences: Sequence[str], n: int) -> list[str]:
+        """The ``n`` sentences closest to the centroid, in their original order."""
+        sentences = [s for s in sentences if s.strip()]
+        if len(sentences) <= n:
+            return list(sentences) or [""]
+        e = self._emb.embed(sentences)
+        centroid = e.mean(axis=0)
+        scores = e @ centroid
+        # Prefer informative sentences: a one-word "Thanks!" can sit near any centroid.
+        lengths = np.array([len(tokenize(s)) for s in sentences], dtype=np.float32)
+        scores = scores * np.minimum(1.0, lengths / 6.0)
+        top = sorted(np.argsort(-scores, kind="stable")[:n].tolist())
+        return [sentences[i] for i in top]
+
+
+def _dedupe(items: Iterable[str]) -> list[str]:
+    seen: set[str] = set()
+    out: list[str] = []
+    for it in items:
+        key = it.lower()
+        if key not in seen:
+            seen.add(key)
+            out.append(it)
+    return out
+
+
+def _third_person(rest: str) -> str:
+    rest = re.sub(r"\bmy\b", "their", rest, flags=re.IGNORECASE)
+    rest = re.sub(r"\bmyself\b", "themselves", rest, flags=re.IGNORECASE)
+    rest = re.sub(r"\bme\b", "them", rest, flags=re.IGNORECASE)
+    rest = re.sub(r"\bI(?:'m| am)\b", "they are", rest)
+    rest = re.sub(r"\bI\b", "they", rest)
+    return rest
+
+
+def _fact(sentence: str) -> str | None:
+    """A third-person fact from a first-person statement, or None."""
+    s = sentence.strip().strip("\"'")
+    if not s or s.endswith("?"):
+        return None
+    for pattern, repl in _FACT_PATTERNS:
+        m = pattern.match(s)
+        if not m:
+            continue
+        rest = s[m.end() :].strip().rstrip(".!\u3002")
+        words = tokenize(rest)
+        if not words or words[0] in _TRANSIENT:
+            return None
+        head = repl.format(**m.groupdict()) if "{" in repl else repl
+        return _snip(f"{head} {_third_person(rest)}".strip() + ".")
+    return None
+
+
+def _agent_trait(sentence: str) -> str | None:
+    s = sentence.strip()
+    if not s or s.endswith("?") or not _AGENT_RE.match(s):
+        return None
+    return _snip("Assistant: " + s.rstrip(".!") + ".")
+
+
+def _trait_levels(names: Sequence[str], user_sentences: Sequence[str]) -> list[dict[str, str]]:
+    """Levels for traits cued in the user's sentences; traits with no cue are left out."""
+    sent_tokens = [(s, {_prefix(t) for t in tokenize(s)}) for s in user_sentences]
+    out: list[dict[str, str]] = []
+    for name in names:
+        name_toks = [t for t in tokenize(name) if t not in STOPWORDS and len(t) > 2]
+        cues = {_prefix(t) for t in name_toks}
+        for concept, extra in _CUE_LEXICON.items():
+            if any(_prefix(t) == _prefix(concept) for t in name_toks):
+                cues.update(_prefix(c) for c in extra)
+        if not cues:
+            continue
+        hits = [(s, len(cues & toks)) for s, toks in sent_tokens if cues & toks]
+        if not hits:
+            continue
+        strength = sum(h for _, h in hits)
+        negative = sum(h for s, h in hits if _NEGATIVE_RE.search(s))
+        if negative * 2 > strength:
+            level = "low"  # mostly mentioned to reject it: "I hate football"
+        else:
+            level = "high" if strength >= 3 else "medium"
+        evidence = max(hits, key=lambda x: x[1])[0]
+        out.append({"name": name, "level": level, "evidence": _snip(evidence)})
+    return out

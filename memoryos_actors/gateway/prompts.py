@@ -1,0 +1,325 @@
+"""Versioned prompt templates, one per prompt kind, with the JSON shape each must return.
+
+Prompt kinds and their payloads (all strings are plain text):
+
+``page_meta`` (version 1)
+    payload ``{"page": {"query", "response"}, "previous_page": {"query", "response"} | None,
+    "previous_meta_chain": str}`` -> ``{"continues": bool, "meta_chain": str,
+    "keywords": [str]}``. One call does continuity, the dialogue-chain summary and keywords.
+``segment_summary`` (version 1)
+    payload ``{"pages": [{"query", "response"}, ...]}`` -> ``{"summary": str,
+    "keywords": [str]}``.
+``persona_update`` (version 1)
+    payload ``{"pages": [...], "current_traits": [{"name", "level"}, ...],
+    "trait_names": [str] (optional)}`` -> ``{"traits": [{"name", "level", "evidence"}],
+    "facts": [str], "agent_traits": [str]}``; ``level`` is one of ``low``, ``medium``,
+    ``high``.
+``chat_reply`` (version 1)
+    payload ``{"context": str, "query": str}`` -> ``{"reply": str}``.
+
+:func:`validate_output` checks and normalises a model's answer (lower-cased keywords,
+stripped strings); :func:`parse_json_object` repairs the usual ways models break JSON.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from memoryos_actors.errors import InvalidInput
+
+__all__ = [
+    "KINDS",
+    "PROMPTS",
+    "TRAIT_LEVELS",
+    "MalformedOutput",
+    "PromptSpec",
+    "parse_json_object",
+    "render_messages",
+    "validate_output",
+    "validate_payload",
+]
+
+TRAIT_LEVELS: tuple[str, ...] = ("low", "medium", "high")
+
+# Bound what a model may hand back, so one runaway answer cannot bloat stored state.
+_MAX_KEYWORDS = 24
+_MAX_ITEMS = 100
+_MAX_TEXT = 8000
+
+
+class MalformedOutput(ValueError):
+    """A model's answer was not JSON of the expected shape, even after repair."""
+
+
+@dataclass(frozen=True, slots=True)
+class PromptSpec:
+    """One prompt kind: its template version, instructions and expected JSON shape.
+
+    ``shape`` is shown to the model verbatim; ``validate`` turns a parsed answer into the
+    normalised dict or raises :class:`MalformedOutput`.
+    """
+
+    kind: str
+    version: int
+    system: str
+    shape: str
+    payload_keys: tuple[str, ...]
+    validate: Callable[[Any], dict[str, Any]]
+
+    def render(self, payload: dict[str, Any]) -> list[dict[str, str]]:
+        """Chat messages (system + user) asking for this kind's JSON for ``payload``."""
+        user = (
+            f"Task: {self.kind} (prompt v{self.version}).\n"
+            f"Input (JSON):\n{json.dumps(payload, ensure_ascii=False, sort_keys=True)}\n\n"
+            f"Answer with ONE JSON object of exactly this shape and nothing else:\n{self.shape}"
+        )
+        return [{"role": "system", "content": self.system}, {"role": "user", "content": user}]
+
+
+# ---------------------------------------------------------------------------- validators
+
+
+def _obj(data: Any) -> dict[str, Any]:
+    if not isinstance(data, dict):
+        raise MalformedOutput(f"expected a JSON object, got {type(data).__name__}")
+    return data
+
+
+def _str(data: dict[str, Any], key: str, *, allow_empty: bool = True) -> str:
+    value = data.get(key)
+    if not isinstance(value, str):
+        raise MalformedOutput(f"field {key!r} must be a string")
+    value = value.strip()[:_MAX_TEXT]
+    if not allow_empty and not value:
+        raise MalformedOutput(f"field {key!r} must not be empty")
+    return value
+
+
+def _str_list(data: dict[str, Any], key: str, limit: int, *, lower: bool = False) -> list[str]:
+    value = data.get(key, [])
+    if isinstance(value, str):  # a common slip: "a, b, c" instead of a list
+        value = [v for v in re.split(r"[,;]", value)]
+    if not isinstance(value, list):
+        raise MalformedOutput(f"field {key!r} must be a list of strings")
+    out: list[str] = []
+    seen: set[str] = set()
+    for item in value:
+        if not isinstance(item, str):
+            raise MalformedOutput(f"field {key!r} must contain only strings")
+        item = item.strip()[:_MAX_TEXT]
+        if lower:
+            item = item.lower()
+        if item and item not in seen:
+            seen.add(item)
+            out.append(item)
+        if len(out) >= limit:
+            break
+    return out
+
+
+def _validate_page_meta(data: Any) -> dict[str, Any]:
+    d = _obj(data)
+    continues = d.get("continues")
+    if isinstance(continues, str) and continues.lower() in ("true", "false"):
+        continues = continues.lower() == "true"
+    if not isinstance(continues, bool):
+        raise MalformedOutput("field 'continues' must be a boolean")
+    return {
+        "continues": continues,
+        "meta_chain": _str(d, "meta_chain"),
+        "keywords": _str_list(d, "keywords", _MAX_KEYWORDS, lower=True),
+    }
+
+
+def _validate_segment_summary(data: Any) -> dict[str, Any]:
+    d = _obj(data)
+    return {
+        "summary": _str(d, "summary", allow_empty=False),
+        "keywords": _str_list(d, "keywords", _MAX_KEYWORDS, lower=True),
+    }
+
+
+def _validate_persona_update(data: Any) -> dict[str, Any]:
+    d = _obj(data)
+    raw_traits = d.get("traits", [])
+    if not isinstance(raw_traits, list):
+        raise MalformedOutput("field 'traits' must be a list")
+    traits: list[dict[str, str]] = []
+    for t in raw_traits[:_MAX_ITEMS]:
+        t = _obj(t)
+        level = _str(t, "level").lower()
+        if level not in TRAIT_LEVELS:
+            raise MalformedOutput(f"trait level must be one of {TRAIT_LEVELS}, got {level!r}")
+        evidence = t.get("evidence", "")
+        if not isinstance(evidence, str):
+            raise MalformedOutput("trait 'evidence' must be a string")
+        traits.append(
+            {
+                "name": _str(t, "name", allow_empty=False),
+                "level": level,
+                "evidence": evidence.strip()[:_MAX_TEXT],
+            }
+        )
+    return {
+        "traits": traits,
+        "facts": _str_list(d, "facts", _MAX_ITEMS),
+        "agent_traits": _str_list(d, "agent_traits", _MAX_ITEMS),
+    }
+
+
+def _validate_chat_reply(data: Any) -> dict[str, Any]:
+    return {"reply": _str(_obj(data), "reply", allow_empty=False)}
+
+
+# ------------------------------------------------------------------------------ templates
+
+_SYSTEM = (
+    "You are the memory module of a conversational agent. You read dialogue and answer "
+    "with strict JSON only: no prose, no markdown fences."
+)
+
+PROMPTS: dict[str, PromptSpec] = {
+    "page_meta": PromptSpec(
+        kind="page_meta",
+        version=1,
+        system=_SYSTEM,
+        shape=(
+            '{"continues": true|false  (does the new page continue the previous page\'s topic?),'
+            ' "meta_chain": "one-paragraph summary of the dialogue chain including the new page'
+            ' (extend previous_meta_chain if continues, else summarise the new page alone)",'
+            ' "keywords": ["up to 12 lower-case topic keywords of the new page"]}'
+        ),
+        payload_keys=("page", "previous_page", "previous_meta_chain"),
+        validate=_validate_page_meta,
+    ),
+    "segment_summary": PromptSpec(
+        kind="segment_summary",
+        version=1,
+        system=_SYSTEM,
+        shape=(
+            '{"summary": "a few sentences summarising the pages\' shared topic",'
+            ' "keywords": ["up to 12 lower-case topic keywords"]}'
+        ),
+        payload_keys=("pages",),
+        validate=_validate_segment_summary,
+    ),
+    "persona_update": PromptSpec(
+        kind="persona_update",
+        version=1,
+        system=_SYSTEM,
+        shape=(
+            '{"traits": [{"name": "a trait name from trait_names", "level": "low|medium|high",'
+            ' "evidence": "short quote"}],'
+            ' "facts": ["stable facts the user stated about themselves, third person"],'
+            ' "agent_traits": ["what the assistant stated about itself"]}'
+        ),
+        payload_keys=("pages",),
+        validate=_validate_persona_update,
+    ),
+    "chat_reply": PromptSpec(
+        kind="chat_reply",
+        version=1,
+        system=(
+            "You are a helpful assistant with long-term memory. Use the memory context when "
+            "relevant. Answer with strict JSON only."
+        ),
+        shape='{"reply": "your reply to the query"}',
+        payload_keys=("context", "query"),
+        validate=_validate_chat_reply,
+    ),
+}
+
+KINDS: tuple[str, ...] = tuple(PROMPTS)
+
+
+def _spec(kind: str) -> PromptSpec:
+    try:
+        return PROMPTS[kind]
+    except KeyError:
+        raise InvalidInput(f"unknown prompt kind {kind!r}; expected one of {KINDS}") from None
+
+
+def validate_payload(kind: str, payload: Any) -> None:
+    """Raise :class:`InvalidInput` unless ``payload`` is a JSON-able dict for ``kind``."""
+    spec = _spec(kind)
+    if not isinstance(payload, dict):
+        raise InvalidInput(f"{kind} payload must be a dict, got {type(payload).__name__}")
+    missing = [k for k in spec.payload_keys if k not in payload and k != "previous_page"]
+    if missing:
+        raise InvalidInput(f"{kind} payload is missing {missing}")
+    try:
+        json.dumps(payload)
+    except (TypeError, ValueError) as exc:
+        raise InvalidInput(f"{kind} payload is not JSON-serialisable: {exc}") from None
+
+
+def render_messages(kind: str, payload: dict[str, Any]) -> list[dict[str, str]]:
+    """Chat messages for ``kind`` (see :meth:`PromptSpec.render`)."""
+    return _spec(kind).render(payload)
+
+
+def validate_output(kind: str, data: Any) -> dict[str, Any]:
+    """Validate and normalise a parsed answer for ``kind``; raise :class:`MalformedOutput`."""
+    return _spec(kind).validate(data)
+
+
+_FENCE_RE = re.compile(r"```(?:json|JSON)?\s*(.*?)```", re.DOTALL)
+_TRAILING_COMMA_RE = re.compile(r",\s*([}\]])")
+
+
+def parse_json_object(text: str) -> Any:
+    """Parse the first JSON object in a model's answer, repairing common damage.
+
+    Repairs, in order: markdown code fences, prose around the object (the first balanced
+    ``{...}`` is taken), trailing commas before ``}`` or ``]``. Raises
+    :class:`MalformedOutput` when no object can be recovered.
+    """
+    if not isinstance(text, str) or not text.strip():
+        raise MalformedOutput("empty answer")
+    candidates: list[str] = []
+    fenced = _FENCE_RE.search(text)
+    if fenced:
+        candidates.append(fenced.group(1))
+    candidates.append(text)
+    for candidate in candidates:
+        obj_text = _first_object(candidate)
+        if obj_text is None:
+            continue
+        for attempt in (obj_text, _TRAILING_COMMA_RE.sub(r"\1", obj_text)):
+            try:
+                return json.loads(attempt)
+            except json.JSONDecodeError:
+                continue
+    raise MalformedOutput("no JSON object found in the answer")
+
+
+def _first_object(text: str) -> str | None:
+    """The first balanced ``{...}`` in ``text`` (string-literal aware), or None."""
+    start = text.find("{")
+    while start != -1:
+        depth = 0
+        in_str = False
+        escape = False
+        for i in range(start, len(text)):
+            ch = text[i]
+            if in_str:
+                if escape:
+                    escape = False
+                elif ch == "\\":
+                    escape = True
+                elif ch == '"':
+                    in_str = False
+            elif ch == '"':
+                in_str = True
+            elif ch == "{":
+                depth += 1
+            elif ch == "}":
+                depth -= 1
+                if depth == 0:
+                    return text[start : i + 1]
+        start = text.find("{", start + 1)
+    return None

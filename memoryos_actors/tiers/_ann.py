@@ -1,0 +1,105 @@
+"""A small wrapper around an hnswlib inner-product index with stable integer labels.
+
+Used by MTM for its segment and page indexes. It hides three hnswlib details: the index must
+be resized by hand, a deleted label's slot is only reused with ``replace_deleted``, and a
+query for more neighbours than the graph can return raises. When the caller asks for at
+least as many candidates as there are live vectors, every label is returned, so small
+indexes are searched exactly.
+"""
+
+from __future__ import annotations
+
+import hnswlib
+import numpy as np
+import numpy.typing as npt
+
+__all__ = ["AnnIndex"]
+
+_INITIAL_CAPACITY = 64
+_EF_CONSTRUCTION = 100
+_M = 16
+_MIN_EF = 100
+
+
+class AnnIndex:
+    """Label -> unit vector, with approximate nearest-neighbour candidates by inner product.
+
+    Deterministic for a given sequence of calls and ``seed``: hnswlib runs single-threaded.
+
+    Args:
+        dim: vector length.
+        seed: hnswlib's random seed.
+    """
+
+    __slots__ = ("_deleted", "_dim", "_index", "_seed", "_vectors")
+
+    def __init__(self, dim: int, seed: int) -> None:
+        self._dim = dim
+        self._seed = seed
+        self._vectors: dict[int, npt.NDArray[np.float32]] = {}
+        self._index: hnswlib.Index | None = None
+        self._deleted = 0  # slots marked deleted and not yet reused
+
+    def __len__(self) -> int:
+        return len(self._vectors)
+
+    def __contains__(self, label: object) -> bool:
+        return label in self._vectors
+
+    def vector(self, label: int) -> npt.NDArray[np.float32]:
+        """The stored vector of ``label``."""
+        return self._vectors[label]
+
+    def _ensure_index(self) -> hnswlib.Index:
+        if self._index is None:
+            index = hnswlib.Index(space="ip", dim=self._dim)
+            index.init_index(
+                max_elements=_INITIAL_CAPACITY,
+                ef_construction=_EF_CONSTRUCTION,
+                M=_M,
+                random_seed=self._seed,
+                allow_replace_deleted=True,
+            )
+            self._index = index
+        return self._index
+
+    def upsert(self, label: int, vector: npt.NDArray[np.float32]) -> None:
+        """Add ``label`` or replace its vector."""
+        index = self._ensure_index()
+        row = np.asarray(vector, dtype=np.float32).reshape(1, self._dim)
+        if label in self._vectors:
+            index.add_items(row, [label], num_threads=1)
+        else:
+            if self._deleted > 0:
+                index.add_items(row, [label], num_threads=1, replace_deleted=True)
+                self._deleted -= 1
+            else:
+                if index.get_current_count() >= index.get_max_elements():
+                    index.resize_index(index.get_max_elements() * 2)
+                index.add_items(row, [label], num_threads=1)
+        self._vectors[label] = row[0].copy()
+
+    def remove(self, label: int) -> None:
+        """Forget ``label`` (no error if absent)."""
+        if self._vectors.pop(label, None) is not None and self._index is not None:
+            self._index.mark_deleted(label)
+            self._deleted += 1
+
+    def candidates(self, query: npt.NDArray[np.float32], k: int) -> list[int]:
+        """Up to ``k`` labels with the largest inner product with ``query``, unordered.
+
+        All live labels when ``k >= len(self)``; if hnswlib cannot return ``k`` neighbours
+        (a graph thinned by deletions), falls back to all labels too, so nothing is missed.
+        """
+        if k <= 0 or not self._vectors:
+            return []
+        if k >= len(self._vectors) or self._index is None:
+            return list(self._vectors)
+        self._index.set_ef(max(2 * k, _MIN_EF))
+        try:
+            labels, _ = self._index.knn_query(
+                np.asarray(query, dtype=np.float32).reshape(1, self._dim), k=k, num_threads=1
+            )
+        except RuntimeError:
+            return list(self._vectors)
+        return [int(x) for x in labels[0]]

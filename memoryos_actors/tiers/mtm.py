@@ -1,0 +1,612 @@
+"""MTM: the mid-term memory tier, pages grouped into topic segments.
+
+Pure state and transitions (no threads, no I/O, time from an injected clock), following
+MemoryOS (Kang et al., 2025):
+
+* **Segmenting.** A page joins the segment with the highest
+  ``F_score = cos(e_s, e_p) + Jaccard(K_s, K_p)`` if that score is strictly above θ
+  (``fscore_threshold``); otherwise it opens a new segment. A segment's embedding ``e_s`` is
+  the L2-normalised mean of its pages' embeddings and its keyword set ``K_s`` is the summary
+  keywords plus the :data:`SEGMENT_KEYWORD_LIMIT` most frequent page keywords; both follow
+  the pages as they join and leave.
+* **Heat.** ``heat = α·N_visit + β·L_interaction + γ·exp(-Δt/μ)`` where ``N_visit`` counts
+  retrievals, ``L_interaction`` counts pages gathered since creation or the last promotion,
+  and ``Δt`` is the time since the last insert or retrieval. Heat is recomputed on every
+  insert and :meth:`MTMCore.tick`.
+* **Promotion.** A segment whose heat is above τ (``promotion_threshold``) and that gathered
+  at least one page since its last promotion is handed to LPM (``MTMEffects.promoted``) and
+  its ``L_interaction`` reset to 0. The second condition stops a segment that is retrieved
+  often, but gets no new pages, from being promoted on every tick with nothing new to learn.
+* **Eviction.** While there are more than ``mtm_capacity`` segments, the coldest (lowest
+  heat; then least recently accessed; then oldest) is removed and returned in
+  ``MTMEffects.evicted_segments`` with its pages, for the archive. A segment holds at most
+  ``segment_max_pages`` pages; older ones go to ``MTMEffects.evicted_pages``.
+* **Retrieval.** See :meth:`MTMCore.search` for the ``"paper"`` and ``"hybrid"`` modes.
+
+Candidate segments and pages come from hnswlib indexes over segment and page embeddings;
+the top ``max(4·n, 32)`` candidates are rescored exactly, and small memories (fewer live
+vectors than that) are searched exhaustively, so results are exact at small sizes.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from memoryos_actors.clock import Clock
+from memoryos_actors.config import MemoryConfig
+from memoryos_actors.errors import EmbedderMismatch, InvalidInput
+from memoryos_actors.messages import (
+    MTMEffects,
+    MTMHits,
+    Page,
+    PageHit,
+    SegmentHit,
+    SegmentRecord,
+    SegmentView,
+    normalize_keywords,
+)
+from memoryos_actors.scoring import f_score, heat, jaccard
+from memoryos_actors.tiers._ann import AnnIndex
+
+__all__ = [
+    "CANDIDATE_FACTOR",
+    "HYBRID_KEYWORD_WEIGHT",
+    "HYBRID_SEGMENT_WEIGHT",
+    "MIN_CANDIDATES",
+    "SEGMENT_KEYWORD_LIMIT",
+    "MTMCore",
+    "MTMEffects",
+    "MTMHits",
+]
+
+SEGMENT_KEYWORD_LIMIT = 24
+"""Most frequent page keywords kept in a segment's keyword set K_s (plus summary keywords).
+
+A plain union would grow with every page and make Jaccard against a single page's dozen
+keywords tend to 0, so large segments could never be joined again."""
+
+CANDIDATE_FACTOR = 4
+"""ANN candidates fetched per result wanted, before exact rescoring."""
+
+MIN_CANDIDATES = 32
+"""Fewest ANN candidates fetched; memories with fewer live vectors are searched exactly."""
+
+HYBRID_KEYWORD_WEIGHT = 0.5
+"""Hybrid mode: weight of Jaccard(query keywords, page keywords) in a page's score."""
+
+HYBRID_SEGMENT_WEIGHT = 0.1
+"""Hybrid mode: weight of the page's segment F_score in the page's score."""
+
+_STATE_VERSION = 1
+
+
+class _Segment:
+    """Mutable segment state; never leaves the core (views and records are copies)."""
+
+    __slots__ = (
+        "created", "embedding", "embs", "heat", "keywords", "kw_counts", "l_interaction",
+        "last_access", "n_visit", "number", "pages", "summary", "summary_kw",
+    )
+
+    def __init__(self, number: int, now: float) -> None:
+        self.number = number
+        self.pages: list[Page] = []
+        self.embs: list[npt.NDArray[np.float32]] = []
+        self.kw_counts: Counter[str] = Counter()
+        self.summary = ""
+        self.summary_kw: frozenset[str] = frozenset()
+        self.keywords: frozenset[str] = frozenset()
+        self.embedding: npt.NDArray[np.float32] = np.zeros(0, dtype=np.float32)
+        self.n_visit = 0
+        self.l_interaction = 0
+        self.last_access = now
+        self.created = now
+        self.heat = 0.0
+
+    @property
+    def segment_id(self) -> str:
+        return f"s{self.number}"
+
+    def refresh(self) -> None:
+        """Recompute e_s and K_s from the current pages and summary."""
+        mean = np.mean(np.stack(self.embs).astype(np.float64), axis=0)
+        norm = float(np.linalg.norm(mean))
+        self.embedding = (mean / norm if norm > 0 else mean).astype(np.float32)
+        # Ties broken alphabetically so K_s does not depend on insertion order of equals.
+        top = sorted(self.kw_counts.items(), key=lambda kv: (-kv[1], kv[0]))
+        self.keywords = self.summary_kw | frozenset(k for k, _ in top[:SEGMENT_KEYWORD_LIMIT])
+
+    def add(self, page: Page, emb: npt.NDArray[np.float32]) -> None:
+        self.pages.append(page)
+        self.embs.append(emb)
+        self.kw_counts.update(page.keywords)
+
+    def pop_oldest(self) -> tuple[Page, npt.NDArray[np.float32]]:
+        page = self.pages.pop(0)
+        emb = self.embs.pop(0)
+        self.kw_counts.subtract(page.keywords)
+        for k in page.keywords:
+            if self.kw_counts[k] <= 0:
+                del self.kw_counts[k]
+        return page, emb
+
+    def view(self) -> SegmentView:
+        return SegmentView(
+            self.segment_id, self.summary, self.keywords,
+            tuple(p.page_id for p in self.pages), self.heat, self.n_visit,
+            self.l_interaction, self.last_access, self.created,
+        )
+
+    def record(self, user_id: str) -> SegmentRecord:
+        return SegmentRecord(
+            user_id, self.segment_id, self.summary, self.keywords, tuple(self.pages),
+            self.heat, self.n_visit, self.l_interaction, self.last_access, self.created,
+        )
+
+
+class MTMCore:
+    """Mid-term memory of one user: topic segments of pages, heat, promotion, eviction.
+
+    Args:
+        config: thresholds, capacities and heat coefficients (``fscore_threshold``,
+            ``mtm_capacity``, ``segment_max_pages``, ``heat_*``, ``recency_mu``,
+            ``promotion_threshold``, ``top_m_segments``, ``top_k_pages``,
+            ``retrieval_mode``, ``seed``).
+        dim: embedding length.
+        clock: time source for inserts and searches that are not given ``now``.
+    """
+
+    def __init__(self, config: MemoryConfig, dim: int, clock: Clock) -> None:
+        if not isinstance(config, MemoryConfig):
+            raise InvalidInput(f"config must be a MemoryConfig, got {type(config).__name__}")
+        if isinstance(dim, bool) or not isinstance(dim, int) or dim < 1:
+            raise InvalidInput(f"dim must be an int >= 1, got {dim!r}")
+        self._config = config
+        self._dim = dim
+        self._clock = clock
+        self._segments: dict[str, _Segment] = {}
+        self._page_segment: dict[int, str] = {}  # page seq -> segment id
+        self._seg_index = AnnIndex(dim, config.seed)
+        self._page_index = AnnIndex(dim, config.seed)
+        self._next_segment = 1
+        self._max_seq = 0
+        self._user_id: str | None = None
+
+    # ------------------------------------------------------------------ properties
+
+    @property
+    def dim(self) -> int:
+        """Embedding length."""
+        return self._dim
+
+    @property
+    def max_seq(self) -> int:
+        """Highest page seq inserted (0 before the first); lower or equal seqs are ignored."""
+        return self._max_seq
+
+    @property
+    def user_id(self) -> str | None:
+        """The user whose pages this core holds (None before the first insert)."""
+        return self._user_id
+
+    def __len__(self) -> int:
+        """Number of segments."""
+        return len(self._segments)
+
+    @property
+    def page_count(self) -> int:
+        """Number of pages held across all segments."""
+        return len(self._page_segment)
+
+    # ------------------------------------------------------------------ helpers
+
+    def _embedding(self, value: npt.ArrayLike, what: str) -> npt.NDArray[np.float32]:
+        try:
+            arr = np.array(value, dtype=np.float32).reshape(-1)
+        except (TypeError, ValueError):
+            raise InvalidInput(f"{what} must be a numeric vector") from None
+        if arr.shape != (self._dim,):
+            raise InvalidInput(f"{what} must have {self._dim} values, got shape {arr.shape}")
+        if not np.all(np.isfinite(arr)):
+            raise InvalidInput(f"{what} must be finite")
+        norm = float(np.linalg.norm(arr.astype(np.float64)))
+        if norm > 0:
+            arr = (arr / norm).astype(np.float32)
+        arr.flags.writeable = False
+        return arr
+
+    def _now(self, now: float | None) -> float:
+        if now is None:
+            return float(self._clock.now())
+        if isinstance(now, bool) or not isinstance(now, (int, float)) or not math.isfinite(now):
+            raise InvalidInput(f"now must be a finite number of seconds, got {now!r}")
+        return float(now)
+
+    def _heat(self, seg: _Segment, now: float) -> float:
+        c = self._config
+        return heat(seg.n_visit, seg.l_interaction, seg.last_access, now,
+                    c.heat_alpha, c.heat_beta, c.heat_gamma, c.recency_mu)
+
+    def _f(self, seg: _Segment, emb: npt.NDArray[np.float32], kw: frozenset[str]) -> float:
+        return f_score(seg.embedding, emb, seg.keywords, kw)
+
+    def _ranked_segments(
+        self, emb: npt.NDArray[np.float32], kw: frozenset[str], n: int
+    ) -> list[tuple[float, _Segment]]:
+        """The ``n`` best segments by exact F_score, best first (ties: older segment)."""
+        if n <= 0 or not self._segments:
+            return []
+        labels = self._seg_index.candidates(emb, max(CANDIDATE_FACTOR * n, MIN_CANDIDATES))
+        segs = [self._segments[f"s{lab}"] for lab in labels]
+        # Segment and query embeddings are unit length (or zero), so one matrix product
+        # gives every cosine; this is scoring.f_score, batched.
+        mat = np.stack([seg.embedding for seg in segs]).astype(np.float64)
+        cos = np.clip(mat @ emb.astype(np.float64), -1.0, 1.0)
+        scored = [(float(c) + jaccard(seg.keywords, kw), seg)
+                  for c, seg in zip(cos, segs, strict=True)]
+        scored.sort(key=lambda fs: (-fs[0], fs[1].number))
+        return scored[:n]
+
+    def _drop_segment(self, seg: _Segment) -> None:
+        del self._segments[seg.segment_id]
+        self._seg_index.remove(seg.number)
+        for page in seg.pages:
+            self._page_index.remove(page.seq)
+            self._page_segment.pop(page.seq, None)
+
+    def _maintain(self, now: float) -> tuple[tuple[SegmentRecord, ...], tuple[SegmentRecord, ...]]:
+        """Recompute heat, promote hot segments, evict the coldest above capacity."""
+        user = self._user_id or ""
+        promoted: list[SegmentRecord] = []
+        for seg in self._segments.values():
+            seg.heat = self._heat(seg, now)
+            if seg.heat > self._config.promotion_threshold and seg.l_interaction > 0:
+                seg.l_interaction = 0
+                seg.heat = self._heat(seg, now)
+                promoted.append(seg.record(user))
+        evicted: list[SegmentRecord] = []
+        while len(self._segments) > self._config.mtm_capacity:
+            victim = min(self._segments.values(),
+                         key=lambda s: (s.heat, s.last_access, s.number))
+            self._drop_segment(victim)
+            evicted.append(victim.record(user))
+        return tuple(promoted), tuple(evicted)
+
+    # ------------------------------------------------------------------ transitions
+
+    def insert(
+        self, page: Page, embedding: npt.ArrayLike, *, now: float | None = None
+    ) -> MTMEffects:
+        """Put ``page`` (with its ``embedding``) into its best segment or a new one.
+
+        Args:
+            page: a page that left STM.
+            embedding: the page's embedding (``dim`` values; normalised here).
+            now: time of the insert in seconds (default: the clock). Passing the original
+                time makes a WAL replay reproduce the same state.
+
+        Returns:
+            What happened: the segment used, pages pushed out of it, promotions and
+            evictions. A page with ``seq <= max_seq`` is a duplicate: nothing changes and
+            ``duplicate`` is True.
+
+        Raises:
+            InvalidInput: bad page or embedding, or a page of another user.
+        """
+        if not isinstance(page, Page):
+            raise InvalidInput(f"MTMCore.insert needs a Page, got {type(page).__name__}")
+        if self._user_id is not None and page.user_id != self._user_id:
+            raise InvalidInput(
+                f"page of user {page.user_id!r} inserted into the MTM of user {self._user_id!r}"
+            )
+        emb = self._embedding(embedding, "embedding")
+        if page.seq <= self._max_seq:
+            return MTMEffects(segment_id=self._page_segment.get(page.seq), duplicate=True)
+        t = self._now(now)
+        self._user_id = page.user_id
+        self._max_seq = page.seq
+
+        best = self._ranked_segments(emb, page.keywords, 1)
+        if best and best[0][0] > self._config.fscore_threshold:
+            seg, created = best[0][1], False
+        else:
+            seg, created = _Segment(self._next_segment, t), True
+            self._next_segment += 1
+            self._segments[seg.segment_id] = seg
+        seg.add(page, emb)
+        seg.l_interaction += 1
+        seg.last_access = t
+        self._page_segment[page.seq] = seg.segment_id
+        self._page_index.upsert(page.seq, emb)
+        pushed_out: list[Page] = []
+        while len(seg.pages) > self._config.segment_max_pages:
+            old, _ = seg.pop_oldest()
+            self._page_index.remove(old.seq)
+            del self._page_segment[old.seq]
+            pushed_out.append(old)
+        seg.refresh()
+        self._seg_index.upsert(seg.number, seg.embedding)
+
+        promoted, evicted = self._maintain(t)
+        alive = seg.segment_id in self._segments
+        return MTMEffects(
+            segment_id=seg.segment_id,
+            created=created,
+            evicted_segments=evicted,
+            evicted_pages=tuple(pushed_out),
+            promoted=promoted,
+            summary_due=(seg.segment_id,) if alive else (),
+        )
+
+    def tick(self, now: float | None = None) -> MTMEffects:
+        """Recompute every segment's heat at ``now`` (seconds; default the clock), then
+        promote and evict as on insert."""
+        promoted, evicted = self._maintain(self._now(now))
+        return MTMEffects(evicted_segments=evicted, promoted=promoted)
+
+    def set_summary(self, segment_id: str, summary: str, keywords: Iterable[str] = ()) -> bool:
+        """Store an LLM summary and its keywords for a segment; its K_s now includes them.
+
+        Returns False (and changes nothing) if the segment is gone (evicted meanwhile).
+        """
+        if not isinstance(summary, str):
+            raise InvalidInput(f"summary must be a str, got {type(summary).__name__}")
+        seg = self._segments.get(segment_id)
+        if seg is None:
+            return False
+        seg.summary = summary
+        seg.summary_kw = normalize_keywords(keywords)
+        seg.refresh()
+        return True
+
+    # ------------------------------------------------------------------ retrieval
+
+    def search(
+        self,
+        query_emb: npt.ArrayLike,
+        query_kw: Iterable[str] = frozenset(),
+        top_m: int | None = None,
+        top_k: int | None = None,
+        now: float | None = None,
+        mode: str | None = None,
+    ) -> MTMHits:
+        """Find the pages most relevant to a query; mark the segments used as visited.
+
+        Modes:
+
+        * ``"paper"``: the two-stage retrieval of MemoryOS. The ``top_m`` segments with the
+          highest F_score(segment, query) are chosen, then the ``top_k`` pages among them
+          with the highest cosine to the query. Every chosen segment counts as visited.
+          ``why``: ``"segment s3 F=0.71; page cos=0.52"``.
+        * ``"hybrid"``: the pages of the paper's ``top_m`` segments are pooled with the
+          pages nearest to the query in a flat page index, so a relevant page in a segment
+          whose overall topic drifted is still found. Each pooled page scores
+          ``cos(page, query) + 0.5·Jaccard(query kw, page kw) + 0.1·F(its segment, query)``
+          (:data:`HYBRID_KEYWORD_WEIGHT`, :data:`HYBRID_SEGMENT_WEIGHT`); the best ``top_k``
+          are returned. The segments that supplied a returned page count as visited.
+
+        Visited segments get ``N_visit += 1`` and ``last_access = now``, and their heat is
+        recomputed (promotion waits for the next insert or tick).
+
+        Args:
+            query_emb: query embedding (``dim`` values).
+            query_kw: query keywords.
+            top_m: segments in stage 1 (default ``config.top_m_segments``).
+            top_k: pages returned (default ``config.top_k_pages``).
+            now: time of the search, seconds (default: the clock).
+            mode: ``"paper"`` or ``"hybrid"`` (default ``config.retrieval_mode``).
+
+        Returns:
+            Visited segments (best F_score first) and pages (best score first).
+        """
+        q = self._embedding(query_emb, "query_emb")
+        kw = normalize_keywords(query_kw)
+        top_m = self._config.top_m_segments if top_m is None else top_m
+        top_k = self._config.top_k_pages if top_k is None else top_k
+        for name, value in (("top_m", top_m), ("top_k", top_k)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise InvalidInput(f"{name} must be an int >= 0, got {value!r}")
+        mode = self._config.retrieval_mode if mode is None else mode
+        if mode not in ("paper", "hybrid"):
+            raise InvalidInput(f"mode must be 'paper' or 'hybrid', got {mode!r}")
+        t = self._now(now)
+
+        ranked = self._ranked_segments(q, kw, top_m)
+        if mode == "paper":
+            visited, hits = self._search_paper(q, ranked, top_k)
+        else:
+            visited, hits = self._search_hybrid(q, kw, ranked, top_k)
+
+        seg_hits: list[SegmentHit] = []
+        for f, seg in sorted(visited, key=lambda fs: (-fs[0], fs[1].number)):
+            seg.n_visit += 1
+            seg.last_access = t
+            seg.heat = self._heat(seg, t)
+            seg_hits.append(SegmentHit(seg.view(), f, f"segment {seg.segment_id} F={f:.2f}"))
+        return MTMHits(mode, tuple(seg_hits), tuple(hits))  # type: ignore[arg-type]
+
+    def _page_cos(self, q: npt.NDArray[np.float32], seqs: list[int]) -> npt.NDArray[np.float64]:
+        if not seqs:
+            return np.zeros(0)
+        mat = np.stack([self._page_index.vector(s) for s in seqs]).astype(np.float64)
+        # Stored vectors are unit length (or zero), so the dot product is the cosine.
+        return np.clip(mat @ q.astype(np.float64), -1.0, 1.0)
+
+    def _search_paper(
+        self, q: npt.NDArray[np.float32], ranked: list[tuple[float, _Segment]], top_k: int
+    ) -> tuple[list[tuple[float, _Segment]], list[PageHit]]:
+        pool = [(f, seg, page) for f, seg in ranked for page in seg.pages]
+        cos = self._page_cos(q, [p.seq for _, _, p in pool])
+        order = sorted(range(len(pool)), key=lambda i: (-cos[i], -pool[i][2].seq))[:top_k]
+        hits = []
+        for i in order:
+            f, seg, page = pool[i]
+            c = float(cos[i])
+            hits.append(PageHit(page, seg.segment_id, c,
+                                f"segment {seg.segment_id} F={f:.2f}; page cos={c:.2f}"))
+        return ranked, hits
+
+    def _search_hybrid(
+        self,
+        q: npt.NDArray[np.float32],
+        kw: frozenset[str],
+        ranked: list[tuple[float, _Segment]],
+        top_k: int,
+    ) -> tuple[list[tuple[float, _Segment]], list[PageHit]]:
+        if top_k <= 0:
+            return [], []
+        seg_f: dict[str, float] = {seg.segment_id: f for f, seg in ranked}
+        source: dict[int, str] = {}
+        for _, seg in ranked:
+            for page in seg.pages:
+                source[page.seq] = "segment"
+        flat = self._page_index.candidates(q, max(CANDIDATE_FACTOR * top_k, MIN_CANDIDATES))
+        for seq in sorted(flat):
+            source[seq] = "both" if source.get(seq) == "segment" else "page-index"
+        seqs = sorted(source)
+        cos = self._page_cos(q, seqs)
+        scored: list[tuple[float, int, float, float, float]] = []
+        for i, seq in enumerate(seqs):
+            sid = self._page_segment[seq]
+            seg = self._segments[sid]
+            if sid not in seg_f:
+                seg_f[sid] = self._f(seg, q, kw)
+            page = seg.pages[_index_of(seg.pages, seq)]
+            j = jaccard(kw, page.keywords)
+            c = float(cos[i])
+            score = c + HYBRID_KEYWORD_WEIGHT * j + HYBRID_SEGMENT_WEIGHT * seg_f[sid]
+            scored.append((score, seq, c, j, seg_f[sid]))
+        scored.sort(key=lambda s: (-s[0], -s[1]))
+        hits: list[PageHit] = []
+        visited: dict[str, tuple[float, _Segment]] = {}
+        for score, seq, c, j, f in scored[:top_k]:
+            sid = self._page_segment[seq]
+            seg = self._segments[sid]
+            page = seg.pages[_index_of(seg.pages, seq)]
+            why = (f"hybrid via {source[seq]}: page cos={c:.2f} + "
+                   f"{HYBRID_KEYWORD_WEIGHT:g}*kw={j:.2f} + "
+                   f"{HYBRID_SEGMENT_WEIGHT:g}*segment {sid} F={f:.2f}")
+            hits.append(PageHit(page, sid, score, why))
+            visited.setdefault(sid, (f, seg))
+        return list(visited.values()), hits
+
+    # ------------------------------------------------------------------ inspection
+
+    def segments(self) -> list[SegmentView]:
+        """Every segment, oldest first."""
+        return [seg.view() for seg in self._segments.values()]
+
+    def segment(self, segment_id: str) -> SegmentRecord | None:
+        """The full record (with pages) of ``segment_id``, or None if it is not in MTM."""
+        seg = self._segments.get(segment_id)
+        return seg.record(self._user_id or "") if seg is not None else None
+
+    def segment_pages(self, segment_id: str) -> tuple[Page, ...]:
+        """The pages of ``segment_id``, oldest first; empty if the segment is gone."""
+        seg = self._segments.get(segment_id)
+        return tuple(seg.pages) if seg is not None else ()
+
+    def page_ids(self) -> tuple[str, ...]:
+        """Ids of every page held, by seq."""
+        return tuple(f"p{seq}" for seq in sorted(self._page_segment))
+
+    def segment_of(self, page_id: str) -> str | None:
+        """The segment holding ``page_id``, or None."""
+        if not page_id.startswith("p") or not page_id[1:].isdigit():
+            return None
+        return self._page_segment.get(int(page_id[1:]))
+
+    # ------------------------------------------------------------------ persistence
+
+    def to_state(self) -> dict[str, Any]:
+        """The whole state as msgpack-friendly values (embeddings as float32 bytes)."""
+        return {
+            "version": _STATE_VERSION,
+            "dim": self._dim,
+            "user_id": self._user_id,
+            "max_seq": self._max_seq,
+            "next_segment": self._next_segment,
+            "segments": [
+                {
+                    "number": seg.number,
+                    "pages": [p.to_dict() for p in seg.pages],
+                    "embeddings": np.stack(seg.embs).astype("<f4").tobytes(),
+                    "summary": seg.summary,
+                    "summary_keywords": sorted(seg.summary_kw),
+                    "n_visit": seg.n_visit,
+                    "l_interaction": seg.l_interaction,
+                    "last_access": seg.last_access,
+                    "created": seg.created,
+                    "heat": seg.heat,
+                }
+                for seg in self._segments.values()
+            ],
+        }
+
+    @classmethod
+    def from_state(
+        cls, state: Mapping[str, Any], config: MemoryConfig, dim: int | None, clock: Clock
+    ) -> MTMCore:
+        """Rebuild a core from :meth:`to_state` output; the hnswlib indexes are rebuilt.
+
+        Arguments after ``state`` mirror the constructor; ``dim`` None accepts the stored
+        dimension.
+
+        Raises:
+            EmbedderMismatch: ``dim`` is given and differs from the stored dimension.
+            InvalidInput: the state is malformed.
+        """
+        try:
+            if state["version"] != _STATE_VERSION:
+                raise InvalidInput(f"unsupported MTM state version {state['version']!r}")
+            stored_dim = int(state["dim"])
+            if dim is not None and dim != stored_dim:
+                raise EmbedderMismatch(
+                    f"MTM state has {stored_dim}-dimensional embeddings, expected {dim}"
+                )
+            core = cls(config, stored_dim, clock)
+            core._user_id = state["user_id"]
+            core._max_seq = int(state["max_seq"])
+            core._next_segment = int(state["next_segment"])
+            for s in state["segments"]:
+                pages = [Page.from_dict(p) for p in s["pages"]]
+                embs = np.frombuffer(s["embeddings"], dtype="<f4").reshape(len(pages), stored_dim)
+                seg = _Segment(int(s["number"]), float(s["created"]))
+                for page, emb in zip(pages, embs, strict=True):
+                    e = emb.astype(np.float32)
+                    e.flags.writeable = False
+                    seg.add(page, e)
+                    core._page_segment[page.seq] = seg.segment_id
+                    core._page_index.upsert(page.seq, e)
+                seg.summary = s["summary"]
+                seg.summary_kw = normalize_keywords(s["summary_keywords"])
+                seg.n_visit = int(s["n_visit"])
+                seg.l_interaction = int(s["l_interaction"])
+                seg.last_access = float(s["last_access"])
+                seg.heat = float(s["heat"])
+                seg.refresh()
+                core._segments[seg.segment_id] = seg
+                core._seg_index.upsert(seg.number, seg.embedding)
+        except (KeyError, TypeError, ValueError) as exc:
+            if isinstance(exc, InvalidInput):
+                raise
+            raise InvalidInput(f"malformed MTM state: {exc!r}") from None
+        return core
+
+
+def _index_of(pages: list[Page], seq: int) -> int:
+    # Pages in a segment are in ascending seq order: binary search.
+    lo, hi = 0, len(pages)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if pages[mid].seq < seq:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo

@@ -1,0 +1,35 @@
+"""Shared fixtures: every test must leave no actor or thread behind."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+
+import pykka
+import pytest
+
+
+def _settle(baseline: int, timeout: float = 5.0) -> int:
+    deadline = time.monotonic() + timeout
+    while True:
+        n = threading.active_count()
+        if n <= baseline or time.monotonic() > deadline:
+            return n
+        time.sleep(0.01)
+
+
+@pytest.fixture(autouse=True)
+def _no_leaked_actors_or_threads() -> Iterator[None]:
+    actors_before = len(pykka.ActorRegistry.get_all())
+    threads_before = threading.active_count()
+    yield
+    deadline = time.monotonic() + 5.0
+    while len(pykka.ActorRegistry.get_all()) > actors_before and time.monotonic() < deadline:
+        time.sleep(0.01)
+    leaked = pykka.ActorRegistry.get_all()
+    assert len(leaked) <= actors_before, f"actors left running: {leaked[:5]}"
+    now = _settle(threads_before)
+    assert now <= threads_before, (
+        f"threads left running: {[t.name for t in threading.enumerate()]}"
+    )

@@ -1,0 +1,240 @@
+"""A scriptable OpenAI-compatible HTTP server on 127.0.0.1 for gateway tests and benches.
+
+Serves ``POST /v1/chat/completions`` and ``POST /v1/embeddings``. By default it answers
+every chat request with valid JSON for the prompt kind named in the request ("Task: kind")
+and every embedding request with deterministic unit vectors. Tests queue one-shot
+:class:`Action` s per endpoint to inject latency, HTTP errors (429 with ``Retry-After``,
+500), connection resets, or arbitrary (malformed, fenced) content. It counts requests and
+embedding batch sizes. It binds an ephemeral port and stops in :meth:`FakeOpenAIServer.stop`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import socket
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Self
+
+__all__ = ["Action", "FakeOpenAIServer", "default_answer"]
+
+
+@dataclass(frozen=True)
+class Action:
+    """What the server does for one request.
+
+    ``delay`` seconds of latency first; then either ``reset`` (close the socket without
+    answering), an error ``status`` (with ``retry_after`` seconds as a header, if set), or a
+    200 whose message content is ``content`` (None: the default valid answer).
+    """
+
+    delay: float = 0.0
+    status: int = 200
+    retry_after: float | None = None
+    content: str | None = None
+    reset: bool = False
+
+
+def default_answer(kind: str) -> dict[str, Any]:
+    """A valid answer of each prompt kind, recognisable as the provider's."""
+    return {
+        "page_meta": {"continues": False, "meta_chain": "provider chain", "keywords": ["provider"]},
+        "segment_summary": {"summary": "provider summary", "keywords": ["provider"]},
+        "persona_update": {
+            "traits": [{"name": "interest in music", "level": "high", "evidence": "provider"}],
+            "facts": ["provider fact"],
+            "agent_traits": ["provider agent trait"],
+        },
+        "chat_reply": {"reply": "provider reply"},
+    }.get(kind, {})
+
+
+def _vector(text: str, dim: int) -> list[float]:
+    raw = hashlib.blake2b(text.encode("utf-8"), digest_size=dim).digest()
+    vec = [b - 127.5 for b in raw]
+    norm = sum(v * v for v in vec) ** 0.5 or 1.0
+    return [v / norm for v in vec]
+
+
+@dataclass
+class _State:
+    chat: deque[Action] = field(default_factory=deque)
+    embed: deque[Action] = field(default_factory=deque)
+    chat_requests: int = 0
+    embed_requests: int = 0
+    embed_batch_sizes: list[int] = field(default_factory=list)
+    kinds: list[str] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: _Server
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass  # keep test output clean
+
+    def do_POST(self) -> None:
+        length = int(self.headers.get("Content-Length") or 0)
+        body = json.loads(self.rfile.read(length) or b"{}")
+        st = self.server.state
+        if self.path.rstrip("/").endswith("/chat/completions"):
+            with st.lock:
+                st.chat_requests += 1
+                action = st.chat.popleft() if st.chat else self.server.default_action
+            self._act(action, lambda: self._chat_body(body, action))
+        elif self.path.rstrip("/").endswith("/embeddings"):
+            inputs = body.get("input") or []
+            if isinstance(inputs, str):
+                inputs = [inputs]
+            with st.lock:
+                st.embed_requests += 1
+                st.embed_batch_sizes.append(len(inputs))
+                action = st.embed.popleft() if st.embed else self.server.default_action
+            self._act(action, lambda: self._embed_body(inputs))
+        else:
+            self._send(404, {"error": {"message": "not found"}})
+
+    def _act(self, action: Action, ok_body: Any) -> None:
+        if action.delay:
+            time.sleep(action.delay)
+        if action.reset:
+            # Drop the connection with no answer: the client sees a connection error.
+            self.close_connection = True
+            try:
+                self.connection.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            return
+        if action.status != 200:
+            headers = {}
+            if action.retry_after is not None:
+                headers["Retry-After"] = f"{action.retry_after:g}"
+            self._send(
+                action.status,
+                {"error": {"message": f"SECRET-ERROR-TEXT status {action.status}",
+                           "type": "server_error", "code": action.status}},
+                headers,
+            )
+            return
+        self._send(200, ok_body())
+
+    def _chat_body(self, body: dict[str, Any], action: Action) -> dict[str, Any]:
+        messages = body.get("messages") or []
+        user = next((m.get("content", "") for m in messages if m.get("role") == "user"), "")
+        m = re.search(r"Task: (\w+)", user or "")
+        kind = m.group(1) if m else ""
+        with self.server.state.lock:
+            self.server.state.kinds.append(kind)
+        content = action.content if action.content is not None else json.dumps(default_answer(kind))
+        return {
+            "id": "chatcmpl-fake",
+            "object": "chat.completion",
+            "created": 0,
+            "model": body.get("model", "fake-model"),
+            "choices": [
+                {"index": 0, "message": {"role": "assistant", "content": content},
+                 "finish_reason": "stop"}
+            ],
+            "usage": {"prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120},
+        }
+
+    def _embed_body(self, inputs: list[str]) -> dict[str, Any]:
+        dim = self.server.embed_dim
+        return {
+            "object": "list",
+            "data": [
+                {"object": "embedding", "index": i, "embedding": _vector(t, dim)}
+                for i, t in enumerate(inputs)
+            ],
+            "model": "fake-embed",
+            "usage": {"prompt_tokens": len(inputs), "total_tokens": len(inputs)},
+        }
+
+    def _send(self, status: int, payload: dict[str, Any], headers: dict[str, str] | None = None) -> None:
+        data = json.dumps(payload).encode("utf-8")
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        for k, v in (headers or {}).items():
+            self.send_header(k, v)
+        self.end_headers()
+        self.wfile.write(data)
+
+
+class _Server(ThreadingHTTPServer):
+    # Non-daemon handler threads are tracked, so server_close() joins them: nothing leaks.
+    daemon_threads = False
+    block_on_close = True
+    state: _State
+    embed_dim: int
+    default_action: Action
+
+
+class FakeOpenAIServer:
+    """The scriptable server; use as a context manager or call start()/stop()."""
+
+    def __init__(self, embed_dim: int = 16, latency: float = 0.0) -> None:
+        """``embed_dim``: length of served vectors; ``latency``: seconds added to every
+        request that has no scripted action (simulates a remote provider)."""
+        self._httpd = _Server(("127.0.0.1", 0), _Handler)
+        self._httpd.state = _State()
+        self._httpd.embed_dim = embed_dim
+        self._httpd.default_action = Action(delay=latency)
+        self._thread = threading.Thread(
+            target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05},
+            name="fake-openai-server", daemon=True,
+        )
+
+    @property
+    def state(self) -> _State:
+        """Counters and queued actions."""
+        return self._httpd.state
+
+    @property
+    def base_url(self) -> str:
+        """``http://127.0.0.1:PORT/v1``."""
+        return f"http://127.0.0.1:{self._httpd.server_address[1]}/v1"
+
+    @property
+    def chat_requests(self) -> int:
+        """Chat completion requests received so far."""
+        with self.state.lock:
+            return self.state.chat_requests
+
+    @property
+    def embed_requests(self) -> int:
+        """Embedding requests received so far."""
+        with self.state.lock:
+            return self.state.embed_requests
+
+    def script_chat(self, *actions: Action) -> None:
+        """Queue one-shot actions for the next chat requests (then defaults resume)."""
+        with self.state.lock:
+            self.state.chat.extend(actions)
+
+    def script_embed(self, *actions: Action) -> None:
+        """Queue one-shot actions for the next embedding requests."""
+        with self.state.lock:
+            self.state.embed.extend(actions)
+
+    def start(self) -> FakeOpenAIServer:
+        """Start serving in a background thread."""
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop serving and join every server thread."""
+        self._httpd.shutdown()
+        self._httpd.server_close()
+        self._thread.join(5.0)
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

@@ -1,0 +1,52 @@
+"""Helpers shared by the gateway tests (kept out of conftest so tests can import them)."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any
+
+from memoryos_actors.clock import ManualClock
+
+KEY_ENV = "MEMORYOS_TEST_FAKE_KEY"
+
+
+def gateway_config(**overrides: Any) -> SimpleNamespace:
+    """A config object with MemoryConfig's gateway field names and quick test defaults."""
+    base: dict[str, Any] = dict(
+        llm_backend="offline",
+        llm_model=None,
+        llm_base_url=None,
+        llm_api_key_env=None,
+        llm_timeout_seconds=2.0,
+        llm_max_retries=2,
+        llm_max_concurrency=4,
+        llm_requests_per_minute=None,
+        llm_tokens_per_minute=None,
+        breaker_failure_threshold=5,
+        breaker_reset_seconds=30.0,
+        cache_size=128,
+        embed_coalesce_ms=2.0,
+        embedder="hashing",
+        embedding_dim=64,
+        embedding_model=None,
+        seed=0,
+    )
+    base.update(overrides)
+    return SimpleNamespace(**base)
+
+
+class SleepRecorder:
+    """An injected ``sleep`` that records requested waits and advances a manual clock."""
+
+    def __init__(self, clock: ManualClock) -> None:
+        self.clock = clock
+        self.calls: list[float] = []
+
+    def __call__(self, seconds: float) -> None:
+        self.calls.append(seconds)
+        self.clock.advance(max(0.0, seconds))
+
+
+def chat_payload(n: int | str) -> dict[str, Any]:
+    """A distinct chat_reply payload (distinct so the cache does not answer it)."""
+    return {"context": f"- memory line number {n} about hiking boots", "query": f"question {n}?"}

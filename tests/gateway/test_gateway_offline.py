@@ -1,0 +1,117 @@
+"""The offline backend: deterministic, extractive, honest about what it is."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from memoryos_actors.gateway.offline import OFFLINE_NAME, OfflineBackend
+from memoryos_actors.gateway.prompts import validate_output
+
+OFF = OfflineBackend()
+
+
+def page(q: str, r: str) -> dict[str, str]:
+    return {"query": q, "response": r}
+
+
+def test_facts_come_from_first_person_statements_in_third_person() -> None:
+    out = OFF.complete(
+        "persona_update",
+        {
+            "pages": [
+                page("I am a nurse. My favourite food is sushi. I live in Lyon with my sister.",
+                     "Lyon is lovely."),
+                page("I'm from Chile and I work at the city hospital. Do I like tea?",
+                     "You did not say."),
+                page("I love hiking in the Alps. I'm not sure about tomorrow.", "Nice."),
+            ],
+            "trait_names": [],
+        },
+    )
+    assert out["facts"] == [
+        "User is a nurse.",
+        "User's favourite food is sushi.",
+        "User lives in Lyon with their sister.",
+        "User is from Chile and they work at the city hospital.",
+        "User loves hiking in the Alps.",
+    ]
+
+
+def test_traits_are_cued_by_keywords_and_negation_gives_low() -> None:
+    out = OFF.complete(
+        "persona_update",
+        {
+            "pages": [
+                page("I play guitar in a band and go to every jazz concert.", "Cool."),
+                page("I hate football and every other sport.", "Noted."),
+            ],
+            "trait_names": ["interest in music", "interest in sports", "interest in cooking"],
+        },
+    )
+    levels = {t["name"]: t["level"] for t in out["traits"]}
+    assert levels == {"interest in music": "high", "interest in sports": "low"}
+    music = next(t for t in out["traits"] if t["name"] == "interest in music")
+    assert "guitar" in music["evidence"]
+
+
+def test_agent_traits_come_from_the_assistants_self_statements() -> None:
+    out = OFF.complete(
+        "persona_update",
+        {"pages": [page("Who are you?", "I am your travel assistant. I always answer briefly. "
+                                       "Paris is nice.")], "trait_names": []},
+    )
+    assert out["agent_traits"] == [
+        "Assistant: I am your travel assistant.",
+        "Assistant: I always answer briefly.",
+    ]
+    assert out["facts"] == []
+
+
+def test_page_meta_detects_continuity_and_extends_the_chain() -> None:
+    prev = page("Which boots should I buy for hiking the mountain trail?", "Stiff leather boots.")
+    same = page("Are those hiking boots good for a long mountain trail in rain?",
+                "Yes, waterproof hiking boots work on wet trails.")
+    other = page("How do I bake sourdough bread?", "Feed your starter and bake hot.")
+    cont = OFF.complete("page_meta", {"page": same, "previous_page": prev,
+                                      "previous_meta_chain": "User: asks about hiking boots."})
+    assert cont["continues"] is True
+    assert cont["meta_chain"].startswith("User: asks about hiking boots.")
+    assert "hiking" in cont["keywords"] and "boots" in cont["keywords"]
+    new = OFF.complete("page_meta", {"page": other, "previous_page": prev,
+                                     "previous_meta_chain": "User: asks about hiking boots."})
+    assert new["continues"] is False
+    assert "hiking" not in new["meta_chain"] and "sourdough" in new["meta_chain"]
+    first = OFF.complete("page_meta", {"page": other, "previous_page": None,
+                                       "previous_meta_chain": ""})
+    assert first["continues"] is False
+
+
+def test_segment_summary_is_extractive_with_keywords() -> None:
+    pages = [
+        page("I want to learn the violin.", "Start with open strings and a good teacher."),
+        page("How long should I practise violin each day?", "Thirty minutes of violin daily."),
+        page("Thanks!", "You're welcome."),
+    ]
+    out = OFF.complete("segment_summary", {"pages": pages})
+    source = " ".join(p["query"] + " " + p["response"] for p in pages)
+    sentences = out["summary"].split(". ")
+    assert all(s.rstrip(".") in source for s in sentences)
+    assert "violin" in out["summary"].lower() and "violin" in out["keywords"]
+    assert "Thanks!" not in out["summary"]
+
+
+def test_chat_reply_quotes_the_most_relevant_memory() -> None:
+    ctx = "- User plays guitar in a jazz band\n- User lives in Lyon near the river\n- hi"
+    out = OFF.complete("chat_reply", {"context": ctx, "query": "Where do I live?"})
+    assert "Lyon" in out["reply"]
+    empty = OFF.complete("chat_reply", {"context": "", "query": "Where do I live?"})
+    assert empty["reply"]
+
+
+def test_offline_answers_are_deterministic_and_valid() -> None:
+    payload: dict[str, Any] = {"pages": [page("I like tea. I work nights.", "I can help.")],
+                               "trait_names": ["interest in food"]}
+    a = OfflineBackend().complete("persona_update", payload)
+    assert a == OfflineBackend().complete("persona_update", payload)
+    assert validate_output("persona_update", a) == a
+    assert OFF.name == OFFLINE_NAME == "offline (extractive, no LLM)"

@@ -1,0 +1,181 @@
+"""GatewayService without a provider: caching, coalescing, accounting, lifecycle, actors."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Sequence
+
+import numpy as np
+import pytest
+from gwhelpers import chat_payload, gateway_config
+
+from memoryos_actors.errors import InvalidInput, SystemClosed
+from memoryos_actors.gateway import GatewayService, HashingEmbedder
+from memoryos_actors.gateway.actor import Complete, Embed, GatewayPool
+
+MakeService = Callable[..., GatewayService]
+
+
+class GatedEmbedder:
+    """A local embedder that counts calls and can hold the first call until released."""
+
+    def __init__(self) -> None:
+        self.inner = HashingEmbedder(32)
+        self.name, self.dim = "gated-32", 32
+        self.batches: list[list[str]] = []
+        self.entered = threading.Event()
+        self.release = threading.Event()
+        self.release.set()
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        self.batches.append(list(texts))
+        self.entered.set()
+        self.release.wait(10)
+        return self.inner.embed(texts)
+
+
+def _wait_for(pred: Callable[[], bool], what: str) -> None:
+    deadline = time.monotonic() + 10
+    while not pred():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.002)
+
+
+def test_default_service_is_offline_and_says_so() -> None:
+    with GatewayService() as svc:
+        c = svc.complete("chat_reply", chat_payload(1))
+        assert not c.degraded and c.backend == "offline (extractive, no LLM)"
+        assert svc.stats()["backend"] == "offline (extractive, no LLM)"
+        assert svc.embedder_info() == ("hashing-v1-512", 512)
+
+
+def test_repeated_completion_is_served_from_cache(make_service: MakeService) -> None:
+    svc = make_service()
+    first = svc.complete("segment_summary", {"pages": [{"query": "I like tea.", "response": "Ok."}]})
+    first.data["summary"] = "mutated by caller"
+    again = svc.complete("segment_summary", {"pages": [{"query": "I like tea.", "response": "Ok."}]})
+    assert again.data["summary"] != "mutated by caller"
+    stats = svc.stats()
+    assert stats["calls"] == 1 and stats["cache_hits"] == 1
+    assert stats["cache"]["completions"]["hits"] == 1
+
+
+def test_repeated_texts_are_embedded_once(make_service: MakeService) -> None:
+    emb = GatedEmbedder()
+    svc = make_service(embedder=emb)
+    a = svc.embed(["alpha beta", "gamma", "alpha beta"])
+    b = svc.embed(["gamma", "alpha beta"])
+    assert emb.batches == [["alpha beta", "gamma"]]
+    assert np.array_equal(a[0], a[2]) and np.array_equal(a[1], b[0])
+    assert svc.stats()["embeddings"]["cache_hits"] == 2  # the whole second request
+
+
+def test_concurrent_embed_requests_are_coalesced_into_one_batch(make_service: MakeService) -> None:
+    emb = GatedEmbedder()
+    emb.release.clear()
+    svc = make_service(gateway_config(embed_coalesce_ms=1.0), embedder=emb)
+    results: dict[int, np.ndarray] = {}
+
+    def worker(i: int) -> None:
+        results[i] = svc.embed([f"text number {i}"])
+
+    first = threading.Thread(target=worker, args=(0,))
+    first.start()
+    emb.entered.wait(10)  # batch 1 (one text) is now inside the embedder
+    others = [threading.Thread(target=worker, args=(i,)) for i in range(1, 9)]
+    for t in others:
+        t.start()
+    _wait_for(lambda: svc._batcher is not None and svc._batcher._queued_texts == 8, "8 queued")
+    emb.release.set()
+    for t in (first, *others):
+        t.join(10)
+    assert [len(b) for b in emb.batches] == [1, 8]  # 9 callers, 2 embedder calls
+    direct = HashingEmbedder(32)
+    for i, row in results.items():
+        assert np.allclose(row[0], direct.embed([f"text number {i}"])[0])
+    assert svc.stats()["embeddings"]["batch_size_max"] == 8
+
+
+def test_embedding_without_coalescing_calls_the_embedder_directly(make_service: MakeService) -> None:
+    emb = GatedEmbedder()
+    svc = make_service(gateway_config(embed_coalesce_ms=0.0), embedder=emb)
+    svc.embed(["one"])
+    assert svc._batcher is None and emb.batches == [["one"]]
+
+
+def test_close_stops_the_batcher_and_refuses_new_calls(make_service: MakeService) -> None:
+    svc = make_service()
+    svc.embed(["warm"])
+    thread = svc._batcher._thread if svc._batcher else None
+    svc.close()
+    svc.close()  # idempotent
+    assert thread is not None and not thread.is_alive()
+    with pytest.raises(SystemClosed):
+        svc.embed(["x"])
+    with pytest.raises(SystemClosed):
+        svc.complete("chat_reply", chat_payload(1))
+
+
+def test_bad_requests_are_invalid_input(make_service: MakeService) -> None:
+    svc = make_service()
+    with pytest.raises(InvalidInput):
+        svc.complete("poem", {})
+    with pytest.raises(InvalidInput):
+        svc.complete("chat_reply", {"query": "no context"})
+    with pytest.raises(InvalidInput):
+        svc.embed("a bare string")
+    assert svc.embed([]).shape == (0, 64)
+
+
+def test_usage_is_accounted_per_kind_and_per_user(make_service: MakeService) -> None:
+    svc = make_service()
+    svc.complete("chat_reply", chat_payload(1), user_id="ann")
+    svc.complete("chat_reply", chat_payload(2), user_id="bob")
+    svc.complete("segment_summary", {"pages": []}, user_id="ann")
+    stats = svc.stats()
+    assert stats["by_kind"]["chat_reply"]["calls"] == 2
+    assert stats["by_user"]["ann"]["calls"] == 2 and stats["by_user"]["bob"]["calls"] == 1
+    assert stats["latency"]["count"] == 3 and stats["latency"]["p99_ms"] >= stats["latency"]["p50_ms"]
+
+
+def test_importing_the_package_does_not_import_litellm() -> None:
+    code = (
+        "import sys, memoryos_actors, memoryos_actors.gateway, memoryos_actors.gateway.actor;"
+        "print('litellm' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+
+
+def test_gateway_actor_pool_answers_completions_and_embeddings(make_service: MakeService) -> None:
+    svc = make_service()
+    pool = GatewayPool(svc, size=2)
+    try:
+        futures = [pool.complete("chat_reply", chat_payload(i), user_id="u") for i in range(4)]
+        replies = [f.get(timeout=10) for f in futures]
+        assert all(r.data["reply"] and not r.degraded for r in replies)
+        vecs = pool.embed(["hello there"]).get(timeout=10)
+        assert vecs.shape == (1, 64)
+        with pytest.raises(InvalidInput):
+            pool.refs[0].ask("not a message", timeout=10)
+        assert pool.refs[0].is_alive()  # an expected error is a reply, not a crash
+    finally:
+        pool.stop()
+
+
+def test_actor_messages_are_frozen_and_validated() -> None:
+    payload = {"context": "c", "query": "q"}
+    msg = Complete("chat_reply", payload, "u")
+    payload["query"] = "changed"
+    assert msg.payload["query"] == "q"  # the message owns a copy
+    with pytest.raises(AttributeError):
+        msg.kind = "page_meta"  # type: ignore[misc]
+    with pytest.raises(InvalidInput):
+        Complete("poem", {})
+    assert Embed(["a", "b"]).texts == ("a", "b")  # type: ignore[arg-type]
+    with pytest.raises(InvalidInput):
+        Embed("ab")  # type: ignore[arg-type]

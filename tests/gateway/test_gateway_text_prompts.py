@@ -1,0 +1,109 @@
+"""text.py helpers and prompts.py: templates, JSON repair, validation."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from memoryos_actors.errors import InvalidInput
+from memoryos_actors.gateway.prompts import (
+    KINDS,
+    PROMPTS,
+    MalformedOutput,
+    parse_json_object,
+    render_messages,
+    validate_output,
+    validate_payload,
+)
+from memoryos_actors.text import STOPWORDS, keywords, split_sentences, tokenize
+
+
+def test_tokenize_lowercases_and_keeps_contractions_and_unicode_words() -> None:
+    assert tokenize("I’m in Zürich, I'M happy! 42 café_au") == [
+        "i'm", "in", "zürich", "i'm", "happy", "42", "café", "au",
+    ]
+
+
+def test_keywords_drop_stopwords_and_rank_by_frequency() -> None:
+    kws = keywords("The guitar, the guitar and the jazz band. I love jazz guitar.", limit=2)
+    assert kws == frozenset({"guitar", "jazz"})
+    assert not (keywords("I am what I am and you are too") - STOPWORDS) - {"too"}
+
+
+def test_keywords_limit_zero_is_empty() -> None:
+    assert keywords("anything here", limit=0) == frozenset()
+
+
+def test_split_sentences_keeps_punctuation_and_drops_blanks() -> None:
+    assert split_sentences("One. Two!  Three?\n\nFour") == ["One.", "Two!", "Three?", "Four"]
+
+
+def test_every_kind_has_a_versioned_template_that_shows_the_shape() -> None:
+    assert set(KINDS) == {"page_meta", "segment_summary", "persona_update", "chat_reply"}
+    for kind, spec in PROMPTS.items():
+        assert spec.version >= 1
+        msgs = render_messages(kind, {k: "x" for k in spec.payload_keys})
+        assert msgs[0]["role"] == "system" and msgs[1]["role"] == "user"
+        assert spec.shape in msgs[1]["content"] and f"Task: {kind}" in msgs[1]["content"]
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        '{"reply": "hi"}',
+        '```json\n{"reply": "hi"}\n```',
+        'Sure! Here you go: {"reply": "hi"} hope it helps',
+        '{"reply": "hi",}',
+        '```\n{"reply": "hi", }\n```',
+    ],
+)
+def test_damaged_json_is_repaired(raw: str) -> None:
+    assert validate_output("chat_reply", parse_json_object(raw)) == {"reply": "hi"}
+
+
+def test_braces_inside_strings_do_not_confuse_the_extractor() -> None:
+    assert parse_json_object('x {"reply": "a } b {"} y') == {"reply": "a } b {"}
+
+
+@pytest.mark.parametrize("raw", ["", "no json here", "{broken", '["a list"]'])
+def test_unrecoverable_answers_raise_malformed(raw: str) -> None:
+    with pytest.raises(MalformedOutput):
+        validate_output("chat_reply", parse_json_object(raw))
+
+
+@pytest.mark.parametrize(
+    "kind,data",
+    [
+        ("page_meta", {"continues": "maybe", "meta_chain": "", "keywords": []}),
+        ("page_meta", {"meta_chain": "x", "keywords": []}),
+        ("segment_summary", {"summary": "", "keywords": []}),
+        ("persona_update", {"traits": [{"name": "x", "level": "extreme"}]}),
+        ("persona_update", {"traits": "none"}),
+        ("chat_reply", {"reply": 3}),
+    ],
+)
+def test_answers_of_the_wrong_shape_are_rejected(kind: str, data: object) -> None:
+    with pytest.raises(MalformedOutput):
+        validate_output(kind, data)
+
+
+def test_validation_normalises_keywords_and_levels() -> None:
+    out = validate_output(
+        "page_meta", {"continues": "true", "meta_chain": " c ", "keywords": ["Jazz", "jazz", " X "]}
+    )
+    assert out == {"continues": True, "meta_chain": "c", "keywords": ["jazz", "x"]}
+    p = validate_output("persona_update", {"traits": [{"name": "n", "level": "HIGH"}]})
+    assert p["traits"] == [{"name": "n", "level": "high", "evidence": ""}]
+    assert p["facts"] == [] and p["agent_traits"] == []
+
+
+def test_bad_payloads_are_invalid_input() -> None:
+    with pytest.raises(InvalidInput):
+        validate_payload("nope", {})
+    with pytest.raises(InvalidInput):
+        validate_payload("chat_reply", {"query": "q"})
+    with pytest.raises(InvalidInput):
+        validate_payload("chat_reply", {"query": "q", "context": object()})
+    validate_payload("page_meta", {"page": {}, "previous_meta_chain": ""})  # previous_page optional
+    json.dumps(PROMPTS["page_meta"].shape)

@@ -1,0 +1,246 @@
+"""The memory system end to end, through the public API."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+import memoryos_actors
+import supervisor
+from memoryos_actors import (
+    AgentProfile,
+    AsyncMemoryOS,
+    DataDirLocked,
+    InvalidInput,
+    ManualClock,
+    MemoryConfig,
+    MemoryOS,
+    SystemClosed,
+    UserProfile,
+)
+from memoryos_actors.actors.base import actor_names
+
+from sysutil import SMALL, all_page_ids, turn_text
+
+
+def test_public_api_exports_exactly_these_names() -> None:
+    assert memoryos_actors.__all__ == sorted([
+        "AgentProfile", "AsyncMemoryOS", "Clock", "ConfigError", "ContextItem",
+        "CorruptDataError", "DataDirLocked", "EmbedderMismatch", "ForgetReport", "GatewayError",
+        "InvalidInput", "ManualClock", "MemoryConfig", "MemoryContext", "MemoryOS",
+        "MemoryOSError", "Overloaded", "Page", "ProviderUnavailable", "StorageError",
+        "SystemClock", "SystemClosed", "TraitLevel", "UnknownUser", "UserProfile",
+    ])
+    for name in memoryos_actors.__all__:
+        assert getattr(memoryos_actors, name) is not None
+
+
+def test_add_turn_returns_sequential_page_ids(open_mem) -> None:
+    mem = open_mem()
+    ids = [mem.add_turn("u", *turn_text("u", i)) for i in range(1, 6)]
+    assert ids == ["p1", "p2", "p3", "p4", "p5"]
+
+
+def test_thousand_turns_are_all_kept_exactly_once_across_tiers_and_archive(open_mem) -> None:
+    mem = open_mem()
+    for i in range(1, 1001):
+        mem.add_turn("solo", *turn_text("solo", i))
+    mem.flush()
+    ids = all_page_ids(mem, "solo")
+    counts = Counter(ids)
+    assert [pid for pid, c in counts.items() if c > 1] == []
+    assert set(ids) == {f"p{i}" for i in range(1, 1001)}
+    state = mem.user_state("solo")
+    assert state.turns == 1000
+    assert len(state.stm) == 7
+    assert len(state.segments) <= SMALL["mtm_capacity"]
+    assert all(len(s.pages) <= SMALL["segment_max_pages"] for s in state.segments)
+    assert mem.archive("solo"), "with a 12-segment MTM, 1,000 turns must have evicted some"
+
+
+def test_retrieve_returns_stm_pages_and_at_most_k_mtm_pages_with_provenance(open_mem) -> None:
+    mem = open_mem()
+    for i in range(1, 50):
+        mem.add_turn("r", *turn_text("r", i))
+    mem.flush()
+    ctx = mem.retrieve("r", "when does the orchestra rehearse the symphony?")
+    assert len(ctx.stm) == 7
+    assert [item.item_id for item in ctx.stm] == [f"p{i}" for i in range(43, 50)]
+    assert 0 < len(ctx.mtm) <= mem.config.top_k_pages
+    for item in ctx.mtm:
+        assert item.tier == "mtm" and item.kind == "page"
+        assert item.segment_id and item.why
+    assert ctx.mtm[0].item_id == "p15"  # "Our orchestra rehearses the Dvorak symphony..."
+    assert "Dvorak" in ctx.render()
+
+
+def test_two_users_never_see_each_others_turns(open_mem) -> None:
+    mem = open_mem()
+    for i in range(1, 40):
+        mem.add_turn("ann", f"ann secret {i}: my locker code is {1000 + i}", "noted ann")
+        mem.add_turn("ben", f"ben note {i}: my locker code is {5000 + i}", "noted ben")
+    mem.flush()
+    for user, other in (("ann", "ben"), ("ben", "ann")):
+        ctx = mem.retrieve(user, "what is my locker code?")
+        text = ctx.render()
+        assert other not in text
+        assert all(pid.startswith("p") for pid in ctx.page_ids())
+        assert user in text
+
+
+def test_same_turns_same_clock_and_seed_give_the_same_segments(open_mem) -> None:
+    states = []
+    for sub in ("a", "b"):
+        mem = open_mem(sub=sub, clock=ManualClock(1_700_000_000.0))
+        for i in range(1, 120):
+            mem.add_turn("d", *turn_text("d", i), timestamp=1_700_000_000.0 + i * 30)
+        mem.flush()
+        segs = mem.user_state("d").segments
+        states.append(sorted((s.segment_id, [p.page_id for p in s.pages]) for s in segs))
+    assert states[0] == states[1]
+
+
+def test_turns_survive_close_and_reopen(tmp_path: Path) -> None:
+    cfg = MemoryConfig(**{**SMALL, "fsync": "always"})
+    with MemoryOS.open(tmp_path, cfg) as mem:
+        for i in range(1, 60):
+            mem.add_turn("p", *turn_text("p", i))
+        mem.set_user_profile("p", UserProfile(name="Pat"))
+    with MemoryOS.open(tmp_path, cfg) as mem:
+        assert mem.users() == ["p"]
+        assert set(all_page_ids(mem, "p")) == {f"p{i}" for i in range(1, 60)}
+        assert mem.add_turn("p", "after reopen", "ok") == "p60"
+        assert mem.retrieve("p", "who am I?").lpm_profile.name == "Pat"
+
+
+def test_second_open_of_the_same_data_dir_is_refused(open_mem, tmp_path: Path) -> None:
+    open_mem(sub="locked")
+    with pytest.raises(DataDirLocked):
+        MemoryOS.open(tmp_path / "locked", MemoryConfig(**SMALL))
+
+
+def test_killed_tier_actors_lose_no_acknowledged_turn(open_mem) -> None:
+    mem = open_mem()
+    acked: list[str] = []
+    for i in range(1, 301):
+        acked.append(mem.add_turn("k", *turn_text("k", i)))
+        if i % 40 == 0:
+            name = actor_names("k")[1 if i % 80 else 2]
+            ref = mem.registry.lookup(name)
+            if ref is not None:
+                supervisor.kill(ref, "test: injected crash")
+    mem.flush()
+    ids = all_page_ids(mem, "k")
+    assert Counter(ids).most_common(1)[0][1] == 1
+    assert set(ids) == set(acked)
+
+
+def test_profiles_reach_retrieval(open_mem) -> None:
+    mem = open_mem()
+    mem.set_user_profile("q", UserProfile(name="Quinn", birth_year=1990))
+    mem.set_agent_profile("q", AgentProfile(role="coach", character="direct"))
+    ctx = mem.retrieve("q", "hello")
+    assert ctx.lpm_profile.name == "Quinn"
+    assert "Quinn" in ctx.render()
+
+
+def test_hostile_input_gets_typed_errors_and_the_system_keeps_serving(open_mem) -> None:
+    mem = open_mem()
+    bad = [
+        ("", "q", "r"), ("u", 5, "r"), ("u", "q\x00", "r"), ("u", "\ud800", "r"),
+        ("u", "x" * (SMALL.get("max_text_bytes", 65536) + 1), "r"), ("u", "", ""),
+        (None, "q", "r"), (" u", "q", "r"),
+    ]
+    for user, q, r in bad:
+        with pytest.raises(InvalidInput):
+            mem.add_turn(user, q, r)  # type: ignore[arg-type]
+    for ts in (float("nan"), float("inf"), -1.0, 1e20, "yesterday"):
+        with pytest.raises(InvalidInput):
+            mem.add_turn("u", "q", "r", timestamp=ts)  # type: ignore[arg-type]
+    assert mem.add_turn("u", "still fine", "yes") == "p1"
+
+
+def test_export_import_and_forget_round_trip(open_mem, tmp_path: Path) -> None:
+    mem = open_mem()
+    for i in range(1, 40):
+        mem.add_turn("e", *turn_text("e", i))
+        mem.add_turn("keep", *turn_text("keep", i))
+    mem.flush()
+    before = sorted(all_page_ids(mem, "e"))
+    out = mem.export_user("e", tmp_path / "e.json")
+    report = mem.forget_user("e")
+    assert report.removed_files
+    assert "e" not in mem.users()
+    assert "keep" in mem.users()
+    assert mem.import_user(out, user_id="e2") == "e2"
+    assert sorted(all_page_ids(mem, "e2")) == before
+    assert sorted(all_page_ids(mem, "keep")) == sorted(f"p{i}" for i in range(1, 40))
+
+
+def test_closed_system_refuses_calls(tmp_path: Path) -> None:
+    mem = MemoryOS.open(tmp_path, MemoryConfig(**SMALL))
+    mem.close()
+    with pytest.raises(SystemClosed):
+        mem.add_turn("u", "q", "r")
+
+
+def test_many_users_from_many_threads_each_keep_their_own_history(open_mem) -> None:
+    mem = open_mem(MemoryConfig(**{**SMALL, "max_active_users": 40}))
+    users = [f"user-{n}" for n in range(60)]
+    errors: list[BaseException] = []
+
+    def work(chunk: list[str]) -> None:
+        try:
+            for i in range(1, 16):
+                for u in chunk:
+                    mem.add_turn(u, *turn_text(u, i))
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(users[i::8],)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    mem.flush()
+    assert sorted(mem.users()) == sorted(users)
+    for u in users[:10]:
+        ids = all_page_ids(mem, u)
+        assert sorted(ids) == sorted(f"p{i}" for i in range(1, 16))
+        ctx = mem.retrieve(u, "mountain boots")
+        assert all(u in item.text for item in (*ctx.stm, *ctx.mtm))
+
+
+def test_async_api_serves_concurrent_users_without_blocking_the_loop(tmp_path: Path) -> None:
+    async def run() -> tuple[list[str], float]:
+        mem = await AsyncMemoryOS.open(tmp_path, MemoryConfig(**SMALL))
+        ticks = 0
+        stop = asyncio.Event()
+
+        async def heartbeat() -> None:
+            nonlocal ticks
+            while not stop.is_set():
+                ticks += 1
+                await asyncio.sleep(0.001)
+
+        hb = asyncio.create_task(heartbeat())
+        try:
+            results = await asyncio.gather(
+                *(mem.add_turn(f"a{n}", f"hello from {n}", "hi") for n in range(100))
+            )
+            ctx = await mem.retrieve("a7", "hello")
+            assert "hello from 7" in ctx.render()
+        finally:
+            stop.set()
+            await hb
+            await mem.close()
+        return results, ticks
+
+    results, ticks = asyncio.run(run())
+    assert results == ["p1"] * 100
+    assert ticks > 0  # the loop kept running while the calls were in flight

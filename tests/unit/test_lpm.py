@@ -1,0 +1,201 @@
+from __future__ import annotations
+
+import re
+from collections import Counter
+
+import msgpack
+import numpy as np
+import pytest
+from strategies import basis_vector, random_unit
+
+from memoryos_actors.clock import ManualClock
+from memoryos_actors.config import MemoryConfig
+from memoryos_actors.errors import EmbedderMismatch, InvalidInput
+from memoryos_actors.messages import (
+    TRAIT_CATEGORIES,
+    AgentProfile,
+    PersonaUpdate,
+    TraitLevel,
+    UserProfile,
+)
+from memoryos_actors.tiers.lpm import LPMCore
+from memoryos_actors.tiers.traits import TRAITS, TRAITS_BY_NAME, category_of, empty_levels
+
+DIM = 8
+
+
+def _core(**cfg) -> LPMCore:
+    return LPMCore(MemoryConfig(**cfg), clock=ManualClock(500.0))
+
+
+def _embs(n: int, seed: int = 0) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    return np.stack([random_unit(rng, DIM) for _ in range(n)]) if n else np.zeros((0, DIM))
+
+
+def _facts(core: LPMCore, texts, assistant="default", agent=False, seed=0):
+    texts = tuple(texts)
+    if agent:
+        upd = PersonaUpdate("u", assistant, agent_traits=texts)
+        return core.apply(upd, None, _embs(len(texts), seed))
+    return core.apply(PersonaUpdate("u", assistant, facts=texts), _embs(len(texts), seed))
+
+
+# ----------------------------------------------------------------- the trait table
+
+
+def test_there_are_ninety_distinct_traits_thirty_per_category() -> None:
+    assert len(TRAITS) == 90 and len({t.name for t in TRAITS}) == 90
+    assert Counter(t.category for t in TRAITS) == {c: 30 for c in TRAIT_CATEGORIES}
+    for t in TRAITS:
+        assert re.fullmatch(r"[a-z][a-z_]+[a-z]", t.name), t.name
+        assert len(t.description.split()) >= 3, t.name
+    assert category_of("openness") == "basic_needs_personality"
+    assert category_of("conciseness") == "ai_alignment"
+    assert category_of("travel") == "content_interests" and category_of("nope") is None
+    assert TRAITS_BY_NAME["travel"].category == "content_interests"
+    assert TraitLevel.known("travel", "high") == TraitLevel("travel", "content_interests",
+                                                            "high")
+    with pytest.raises(InvalidInput, match="mind_reading"):
+        TraitLevel.known("mind_reading", "low")
+
+
+def test_a_new_core_has_all_ninety_traits_without_levels() -> None:
+    traits = _core().traits()
+    assert traits == empty_levels()
+    assert [t.name for t in traits] == [t.name for t in TRAITS]
+    assert all(t.level is None for t in traits) and _core().known_traits() == ()
+
+
+# ----------------------------------------------------------------- traits
+
+
+def test_apply_sets_trait_levels_and_reports_unknown_names() -> None:
+    core = _core()
+    upd = PersonaUpdate("u", "default", traits=(
+        TraitLevel("openness", "basic_needs_personality", "high", "tried 5 cuisines"),
+        TraitLevel("mind_reading", "ai_alignment", "low"),
+    ))
+    eff = core.apply(upd)
+    assert eff.traits_changed == ("openness",) and eff.unknown_traits == ("mind_reading",)
+    assert core.known_traits() == (
+        TraitLevel("openness", "basic_needs_personality", "high", "tried 5 cuisines"),)
+    # A later update without a level keeps the level but may refresh evidence.
+    core.apply(PersonaUpdate("u", "default", traits=(
+        TraitLevel("openness", "basic_needs_personality", None, "moved abroad"),)))
+    assert core.known_traits()[0].level == "high"
+    assert core.known_traits()[0].evidence == "moved abroad"
+    assert core.apply(upd).traits_changed == ("openness",)  # evidence back to the first
+    assert core.apply(upd).traits_changed == ()  # nothing new
+
+
+def test_trait_category_comes_from_the_table_not_the_update() -> None:
+    core = _core()
+    core.apply(PersonaUpdate("u", "default", traits=(
+        TraitLevel("travel", "ai_alignment", "medium"),)))
+    assert core.known_traits() == (TraitLevel("travel", "content_interests", "medium"),)
+
+
+# ----------------------------------------------------------------- knowledge base
+
+
+def test_kb_keeps_the_newest_hundred_facts_and_returns_the_ones_pushed_out() -> None:
+    core = _core()
+    evicted = []
+    for chunk in range(0, 105, 35):
+        eff = _facts(core, [f"fact {i}" for i in range(chunk, chunk + 35)], seed=chunk)
+        evicted.extend(eff.facts_evicted)
+    assert [e.text for e in core.kb()] == [f"fact {i}" for i in range(5, 105)]
+    assert [e.text for e in evicted] == [f"fact {i}" for i in range(5)]
+    assert core.kb()[0].entry_id == "f6" and core.kb()[-1].timestamp == 500.0
+
+
+def test_agent_traits_keep_the_newest_hundred_per_assistant() -> None:
+    core = _core()
+    eff = _facts(core, [f"trait {i}" for i in range(103)], assistant="guide", agent=True)
+    assert [e.text for e in eff.agent_traits_evicted] == ["trait 0", "trait 1", "trait 2"]
+    assert len(core.agent_traits("guide")) == 100
+    assert core.agent_traits("default") == () and core.kb() == ()
+    _facts(core, ["speaks French"], assistant="tutor", agent=True)
+    assert [e.text for e in core.agent_traits("tutor")] == ["speaks French"]
+    assert core.assistants() == ("guide", "tutor")
+
+
+def test_capacities_follow_the_config() -> None:
+    core = _core(kb_capacity=2, agent_traits_capacity=1)
+    _facts(core, ["a", "b", "c"])
+    _facts(core, ["x", "y"], agent=True)
+    assert [e.text for e in core.kb()] == ["b", "c"]
+    assert [e.text for e in core.agent_traits()] == ["y"]
+
+
+def test_exact_duplicate_facts_are_skipped_ignoring_case_and_spacing() -> None:
+    core = _core()
+    eff = _facts(core, ["Likes tea", "likes  tea ", "Has a dog"])
+    assert [e.text for e in eff.facts_added] == ["Likes tea", "Has a dog"]
+    eff = _facts(core, ["HAS A DOG", "Has a cat"])
+    assert [e.text for e in eff.facts_added] == ["Has a cat"] and eff.duplicates == 1
+    assert len(core.kb()) == 3
+
+
+def test_apply_checks_embedding_shapes_and_the_user() -> None:
+    core = _core()
+    with pytest.raises(InvalidInput, match="fact_embeddings"):
+        core.apply(PersonaUpdate("u", "default", facts=("a", "b")), _embs(1))
+    with pytest.raises(InvalidInput, match="fact_embeddings"):
+        core.apply(PersonaUpdate("u", "default", facts=("a",)))
+    _facts(core, ["a"])
+    with pytest.raises(InvalidInput, match="columns"):
+        core.apply(PersonaUpdate("u", "default", facts=("b",)), np.ones((1, DIM + 1)))
+    with pytest.raises(InvalidInput, match="user"):
+        core.apply(PersonaUpdate("v", "default", facts=("b",)), _embs(1))
+    assert [e.text for e in core.kb()] == ["a"]  # failed updates changed nothing
+
+
+# ----------------------------------------------------------------- retrieval
+
+
+def test_search_returns_top_k_facts_and_agent_traits_by_cosine() -> None:
+    core = _core()
+    texts = ["likes hiking", "is vegetarian", "lives in Oslo"]
+    core.apply(PersonaUpdate("u", "guide", facts=tuple(texts), agent_traits=("jokes a lot",)),
+               np.stack([basis_vector(DIM, i) for i in range(3)]), basis_vector(DIM, 1)[None])
+    q = 0.6 * basis_vector(DIM, 1) + 0.8 * basis_vector(DIM, 2)
+    view = core.search(q, top_k_kb=2, top_k_agent=5, assistant_id="guide")
+    assert [h.entry.text for h in view.kb] == ["lives in Oslo", "is vegetarian"]
+    assert [round(h.score, 6) for h in view.kb] == [0.8, 0.6]
+    assert [h.entry.text for h in view.agent_traits] == ["jokes a lot"]
+    assert core.search(q, assistant_id="other").agent_traits == ()
+    assert len(core.search(q).kb) == 3  # config default kb_top_k = 10
+
+
+def test_search_returns_profiles_and_only_traits_with_a_level() -> None:
+    core = _core()
+    core.set_user_profile(UserProfile(name="Ada", birth_year=1990))
+    core.set_agent_profile("guide", AgentProfile(role="guide"))
+    core.apply(PersonaUpdate("u", "guide", traits=(
+        TraitLevel("music", "content_interests", "high"),)))
+    view = core.search(np.ones(DIM), assistant_id="guide")
+    assert view.user_profile.name == "Ada" and view.agent_profile.role == "guide"
+    assert [t.name for t in view.traits] == ["music"]
+    assert core.search(np.ones(DIM)).agent_profile == AgentProfile()
+
+
+def test_state_round_trips_through_msgpack() -> None:
+    core = _core()
+    core.set_user_profile(UserProfile(name="Ada", extras=(("city", "Oslo"),)))
+    core.set_agent_profile("guide", AgentProfile(role="guide", character="calm"))
+    core.apply(PersonaUpdate("u", "guide", traits=(
+        TraitLevel("music", "content_interests", "high", "plays piano"),),
+        facts=("a", "b"), agent_traits=("c",)), _embs(2), _embs(1, seed=4))
+    state = msgpack.unpackb(msgpack.packb(core.to_state(), use_bin_type=True), raw=False)
+    back = LPMCore.from_state(state, MemoryConfig(), clock=ManualClock(500.0))
+    assert back.traits() == core.traits() and back.kb() == core.kb()
+    assert back.agent_traits("guide") == core.agent_traits("guide")
+    assert back.user_profile() == core.user_profile()
+    assert back.agent_profile("guide") == core.agent_profile("guide")
+    q = _embs(1, seed=9)[0]
+    assert back.search(q, assistant_id="guide") == core.search(q, assistant_id="guide")
+    assert _facts(back, ["d"]).facts_added[0].entry_id == "f3"
+    with pytest.raises(EmbedderMismatch):
+        LPMCore.from_state(state, MemoryConfig(), dim=DIM + 1)
