@@ -218,10 +218,7 @@ class MemoryOS:
         self.gateway_service = GatewayService(config)
         workers = tuple(f"gateway/{i}" for i in range(config.gateway_workers))
         self._gateway = GatewayClient(
-            self.gateway_service,
-            self.registry,
-            workers,
-            Backlog(config.max_inflight_total, "gateway backlog"),
+            self.gateway_service, self.registry, workers, config.max_inflight_total
         )
         self._retrieval_names = tuple(f"retrieval/{i}" for i in range(config.gateway_workers * 2))
         self._rr = 0
@@ -269,7 +266,8 @@ class MemoryOS:
         reg = self.registry
         service = self.gateway_service
         gateway_children = [
-            ChildSpec(id=name, start=functools.partial(GatewayWorker.start, service, reg),
+            ChildSpec(id=name,
+                      start=functools.partial(GatewayWorker.start, name, self._gateway, reg),
                       name=name)
             for name in worker_names
         ]
@@ -305,7 +303,7 @@ class MemoryOS:
                 id="users",
                 start=functools.partial(
                     supervisor.DynamicSupervisor.start,
-                    max_children=cfg.max_active_users + 1,
+                    max_children=cfg.max_active_users,
                     # One user's crash loop restarts that user's group; only a storm across
                     # many users at once escalates to the root.
                     max_restarts=max(100, cfg.max_active_users),
@@ -376,7 +374,7 @@ class MemoryOS:
 
     def _activate(self, entry: _UserEntry) -> None:
         started = time.perf_counter()
-        self._make_room()
+        self._make_room(entry)
         cfg = self.config
         store = UserStore(
             self.data_dir,
@@ -432,22 +430,34 @@ class MemoryOS:
             self._dir_lock.notify_all()
         log.debug("user.activated", user=entry.user_id, ms=round(elapsed, 3))
 
-    def _make_room(self) -> None:
-        """Passivate least-recently-used idle users while the active count is at the cap."""
+    def _make_room(self, me: _UserEntry) -> None:
+        """Passivate least-recently-used idle users until a group slot is free for ``me``.
+
+        Every entry other than ``me`` holds (or is about to hold, or is releasing) a live
+        group, so they all count against ``max_active_users``. If every one of them is
+        busy, wait for one to go idle, up to ``overload_timeout_seconds``.
+        """
+        cap = self.config.max_active_users
+        deadline = time.monotonic() + self.config.overload_timeout_seconds
         while True:
             with self._dir_lock:
-                active = [e for e in self._users.values() if e.state != "activating"]
-                if len(active) < self.config.max_active_users:
-                    return
-                victim = next(
-                    (e for e in self._users.values() if e.state == "active" and e.inflight == 0),
-                    None,
-                )
-                if victim is None:
-                    # Everyone is busy: let the cap be exceeded briefly rather than deadlock;
-                    # DynamicSupervisor's max_children still bounds the total.
-                    return
-                victim.state = "passivating"
+                while True:
+                    if len(self._users) - 1 < cap:
+                        return
+                    victim = next(
+                        (e for e in self._users.values()
+                         if e.state == "active" and e.inflight == 0 and e is not me),
+                        None,
+                    )
+                    if victim is not None:
+                        victim.state = "passivating"
+                        break
+                    remaining = deadline - time.monotonic()
+                    if remaining <= 0:
+                        raise Overloaded(
+                            f"{cap} users are active and busy (max_active_users={cap})"
+                        )
+                    self._dir_lock.wait(remaining)
             self._passivate(victim)
 
     def _passivate(self, entry: _UserEntry) -> None:
@@ -652,7 +662,7 @@ class MemoryOS:
                     pass  # the user was passivated meanwhile: its work is in its snapshot
             for name in self._gateway.worker_names:
                 self._ask(name, Ping())
-            if self._gateway.submitted == before and self._gateway.backlog.pending == 0:
+            if self._gateway.submitted == before:
                 return
             if time.monotonic() > deadline:
                 raise Overloaded(f"background work did not settle within {timeout} s")
@@ -738,7 +748,7 @@ class MemoryOS:
                 "traits_set": len(st.traits),
                 "persona_updates": st.persona_updates,
                 "archived_records": len(self.archive(user_id)),
-                "gateway": self.gateway_service.stats().get("per_user", {}).get(user_id, {}),
+                "gateway": self.gateway_service.stats().get("by_user", {}).get(user_id, {}),
             }
         acts = sorted(self._activation_ms)
 
@@ -753,7 +763,7 @@ class MemoryOS:
             **self._counters,
             "active_users": active,
             "inflight": inflight,
-            "gateway_backlog": self._gateway.backlog.pending,
+            "gateway_backlog": self._gateway.pending,
             "activation_ms_p50": pct(0.5),
             "activation_ms_p99": pct(0.99),
             "user_group_restarts": restarts,

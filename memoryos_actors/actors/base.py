@@ -87,9 +87,11 @@ class GatewayClient:
     """How tiers reach the LLM gateway.
 
     Completions are jobs told to the gateway worker pool (round robin over registry names);
-    the worker tells the result to the asker's registry name. Embeddings are synchronous
-    calls into the gateway service, whose batcher coalesces concurrent requests from all
-    users into one batch. ``backlog`` bounds the completion jobs in flight.
+    the worker tells the result to the asker's registry name. Each worker has a bounded
+    backlog: a tier first reserves a slot (waiting, then raising ``Overloaded``), then
+    submits; the worker frees the slot when the job is done, and resets its backlog when it
+    (re)starts, since a crash loses its mailbox. Embeddings are synchronous calls into the
+    gateway service, whose batcher coalesces concurrent requests from all users.
     """
 
     def __init__(
@@ -97,12 +99,14 @@ class GatewayClient:
         service: GatewayService,
         registry: Registry,
         worker_names: tuple[str, ...],
-        backlog: Backlog,
+        backlog_limit: int,
     ) -> None:
         self.service = service
         self.registry = registry
         self.worker_names = worker_names
-        self.backlog = backlog
+        per_worker = max(1, backlog_limit // max(1, len(worker_names)))
+        self.backlogs = {name: Backlog(per_worker, f"gateway {name} backlog")
+                         for name in worker_names}
         self._rr = itertools.count()
         self.submitted = 0
 
@@ -114,24 +118,36 @@ class GatewayClient:
         """Embed one text: a ``(dim,)`` float32 unit vector."""
         return self.service.embed([text])[0]
 
-    def submit(self, job: Any) -> bool:
-        """Tell a worker to run ``job`` (a ``CompletionJob``) whose backlog slot is reserved.
+    @property
+    def pending(self) -> int:
+        """Jobs reserved or queued at the workers and not yet done."""
+        return sum(b.pending for b in self.backlogs.values())
 
-        Returns False (and frees the slot) when no worker is registered: the pool is
-        restarting or the system is closing; the job's effect is then simply not produced.
+    def reserve(self, timeout: float) -> str:
+        """Reserve a backlog slot at the next worker; returns the slot (the worker's name)."""
+        name = self.worker_names[next(self._rr) % len(self.worker_names)]
+        self.backlogs[name].acquire(timeout)
+        return name
+
+    def release(self, slot: str) -> None:
+        """Give back a slot that will not be used (or whose job is done)."""
+        self.backlogs[slot].release()
+
+    def submit(self, job: Any, slot: str) -> bool:
+        """Tell the worker ``slot`` to run ``job`` (a ``CompletionJob``).
+
+        Returns False (and frees the slot) when that worker is not running: the pool is
+        restarting or the system is closing; the job's effect is then not produced.
         """
-        names = self.worker_names
-        for _ in range(len(names)):
-            ref = self.registry.lookup(names[next(self._rr) % len(names)])
-            if ref is None:
-                continue
+        ref = self.registry.lookup(slot)
+        if ref is not None:
             try:
                 ref.tell(job)
+                self.submitted += 1
+                return True
             except Exception:  # the worker died between lookup and tell
-                continue
-            self.submitted += 1
-            return True
-        self.backlog.release()
+                pass
+        self.release(slot)
         return False
 
 

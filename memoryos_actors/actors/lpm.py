@@ -61,7 +61,6 @@ class LPMActor(SupervisedActor):
                 assistant_id=message.assistant_id,
             )
         if isinstance(message, CompletionDone):
-            self.env.gateway.backlog.release()
             self._persona_done(message)
             return None
         if isinstance(message, SetUserProfile):

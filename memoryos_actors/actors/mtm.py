@@ -101,7 +101,6 @@ class MTMActor(SupervisedActor):
                 message.mode,
             )
         if isinstance(message, CompletionDone):
-            self.env.gateway.backlog.release()
             data = message.data
             self.core.set_summary(
                 message.tag,
@@ -193,7 +192,7 @@ class MTMActor(SupervisedActor):
         if not pages:
             return  # evicted meanwhile
         env = self.env
-        env.gateway.backlog.acquire(env.config.overload_timeout_seconds)
+        slot = env.gateway.reserve(env.config.overload_timeout_seconds)
         env.gateway.submit(
             CompletionJob(
                 kind="segment_summary",
@@ -201,19 +200,22 @@ class MTMActor(SupervisedActor):
                 user_id=env.user_id,
                 reply_to=env.mtm_name,
                 tag=segment_id,
-            )
+            ),
+            slot,
         )
 
     def _request_persona(self, segment: Any) -> None:
         env = self.env
-        env.gateway.backlog.acquire(env.config.overload_timeout_seconds)
+        slot = env.gateway.reserve(env.config.overload_timeout_seconds)
         pages = [{"query": p.query, "response": p.response} for p in segment.pages]
+        assistant = segment.pages[-1].assistant_id if segment.pages else "default"
         env.gateway.submit(
             CompletionJob(
                 kind="persona_update",
-                payload={"pages": pages, "segment_id": segment.segment_id},
+                payload={"pages": pages},
                 user_id=env.user_id,
                 reply_to=env.lpm_name,
-                tag=f"{segment.segment_id}|{segment.pages[-1].assistant_id if segment.pages else 'default'}",
-            )
+                tag=f"{segment.segment_id}|{assistant}",
+            ),
+            slot,
         )

@@ -105,7 +105,7 @@ class STMActor(SupervisedActor):
         # Pages replayed from the WAL have no chain meta yet: ask for it again.
         for page in self.core.pages():
             if not page.meta_chain and replayed:
-                self._request_meta(page, reserve=False)
+                self._request_meta(page, None)
         log.debug("stm.recovered", user=self.env.user_id, seq=self.seq, replayed=replayed)
 
     # -- messages ------------------------------------------------------------------------
@@ -116,7 +116,6 @@ class STMActor(SupervisedActor):
         if isinstance(message, STMPages):
             return tuple(self.core.pages())
         if isinstance(message, CompletionDone):
-            self.env.gateway.backlog.release()
             self._apply_meta(message)
             return None
         if isinstance(message, _RetryForward):
@@ -136,11 +135,11 @@ class STMActor(SupervisedActor):
         env = self.env
         # Reserve room for the background work first: if the system is flooded the caller
         # gets Overloaded before anything is written, so a retry never duplicates a turn.
-        env.gateway.backlog.acquire(env.config.overload_timeout_seconds)
+        slot = env.gateway.reserve(env.config.overload_timeout_seconds)
         try:
             env.insert_backlog.acquire(env.config.overload_timeout_seconds)
         except BaseException:
-            env.gateway.backlog.release()
+            env.gateway.release(slot)
             raise
         seq = self.seq + 1
         page = Page(
@@ -155,7 +154,7 @@ class STMActor(SupervisedActor):
         try:
             env.store.wal.append(turn_record(page))
         except BaseException:
-            env.gateway.backlog.release()
+            env.gateway.release(slot)
             env.insert_backlog.release()
             raise
         self.seq = seq
@@ -164,7 +163,7 @@ class STMActor(SupervisedActor):
             self._forward(InsertPage(evicted, page.timestamp), retry=True)
         else:
             env.insert_backlog.release()
-        self._request_meta(page, reserve=False)
+        self._request_meta(page, slot)
         self.turns_since_snapshot += 1
         if self.turns_since_snapshot >= env.config.snapshot_every_turns:
             self._snapshot()
@@ -185,10 +184,11 @@ class STMActor(SupervisedActor):
         else:
             self.env.insert_backlog.release()
 
-    def _request_meta(self, page: Page, *, reserve: bool) -> None:
+    def _request_meta(self, page: Page, slot: str | None) -> None:
+        """Ask the gateway for the page's chain meta; ``slot`` is a reserved backlog slot."""
         env = self.env
-        if reserve:
-            env.gateway.backlog.acquire(env.config.overload_timeout_seconds)
+        if slot is None:
+            slot = env.gateway.reserve(env.config.overload_timeout_seconds)
         previous = self.core.previous(page.page_id)
         payload = {
             "page": {"query": page.query, "response": page.response},
@@ -206,7 +206,8 @@ class STMActor(SupervisedActor):
                 user_id=env.user_id,
                 reply_to=env.stm_name,
                 tag=page.page_id,
-            )
+            ),
+            slot,
         )
 
     def _apply_meta(self, done: CompletionDone) -> None:

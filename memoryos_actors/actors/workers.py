@@ -51,19 +51,29 @@ class GatewayWorker(SupervisedActor):
 
     The gateway service does the retries, fallback and accounting; an error that still
     escapes it is a bug and crashes this worker (the supervisor starts a fresh one). The
-    asker's backlog slot is released by the asker when the answer arrives, or here when the
-    answer cannot be delivered.
+    job's backlog slot is freed here when the job is done, delivered or not.
     """
 
-    def __init__(self, service: GatewayService, registry: Registry) -> None:
+    def __init__(self, name: str, client: GatewayClient, registry: Registry) -> None:
         super().__init__()
-        self.service = service
+        self.name = name
+        self.client = client
+        self.service = client.service
         self.registry = registry
         self.done = 0
 
+    def on_start(self) -> None:
+        # A previous incarnation's mailbox died with it: its reserved slots are free again.
+        self.client.backlogs[self.name].reset()
+
     def on_receive(self, message: object) -> object:
         if isinstance(message, CompletionJob):
-            result = self.service.complete(message.kind, message.payload, user_id=message.user_id)
+            try:
+                result = self.service.complete(
+                    message.kind, message.payload, user_id=message.user_id
+                )
+            finally:
+                self.client.release(self.name)
             self.done += 1
             target = self.registry.lookup(message.reply_to)
             reply = CompletionDone(message.kind, message.tag, result.data, result.degraded)
