@@ -78,6 +78,9 @@ class MemoryConfig:
     mtm_capacity: int = _f(200, "segments in MTM before eviction")
     segment_max_pages: int = _f(64, "pages one segment holds; older pages go to the archive")
     fscore_threshold: float = _f(0.6, "θ: join a segment when F_score > θ")
+    chain_affinity: bool = _f(
+        True, "a page continuing a dialogue chain joins the chain's segment (if not full)"
+    )
     heat_alpha: float = _f(1.0, "α, heat weight of N_visit (retrievals)")
     heat_beta: float = _f(1.0, "β, heat weight of L_interaction (pages since promotion)")
     heat_gamma: float = _f(1.0, "γ, heat weight of recency")

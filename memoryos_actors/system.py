@@ -51,6 +51,7 @@ from .errors import (
     InvalidInput,
     MemoryOSError,
     Overloaded,
+    StorageError,
     SystemClosed,
     UnknownUser,
 )
@@ -192,6 +193,32 @@ def _check_timestamp(ts: object) -> float:
     return value
 
 
+def _typed_cause(exc: BaseException) -> MemoryOSError:
+    """The first :class:`MemoryOSError` in ``exc``'s cause chain, else a ``StorageError``."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, MemoryOSError):
+            return seen
+        seen = seen.__cause__ or seen.__context__
+    return StorageError(f"starting the user's actors failed: {exc}")
+
+
+def _check_path(value: object, what: str) -> Path:
+    """``value`` as a :class:`Path` if it is a usable file-system path, else ``InvalidInput``."""
+    if not isinstance(value, (str, os.PathLike)):
+        raise InvalidInput(f"{what} must be a path, got {type(value).__name__}")
+    raw = os.fspath(value)
+    if not isinstance(raw, str):
+        raise InvalidInput(f"{what} must be a text path, got {type(raw).__name__}")
+    return Path(_check_text(raw, what, 4096))
+
+
+def _check_timeout(value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+        raise InvalidInput(f"timeout must be a positive number of seconds, got {value!r}")
+    return float(value)
+
+
 class MemoryOS:
     """A running memory system over one data directory (synchronous API).
 
@@ -251,8 +278,11 @@ class MemoryOS:
         cfg = config if config is not None else MemoryConfig()
         if not isinstance(cfg, MemoryConfig):
             raise InvalidInput(f"config must be a MemoryConfig, got {type(cfg).__name__}")
-        path = Path(data_dir)
-        path.mkdir(parents=True, exist_ok=True)
+        path = _check_path(data_dir, "data_dir")
+        try:
+            path.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StorageError(f"{path}: cannot create the data directory: {exc}") from exc
         configure_logging(cfg.log_level, cfg.log_format)
         lock = DataDirLock(path)
         try:
@@ -417,7 +447,12 @@ class MemoryOS:
             kind=ChildKind.SUPERVISOR,
             restart=Restart.PERMANENT,
         )
-        supervisor.start_child(self._users_sup, spec)
+        try:
+            supervisor.start_child(self._users_sup, spec)
+        except supervisor.SupervisorError as exc:
+            # A tier that cannot load the user's files fails in on_start; the supervisor
+            # wraps that error. Callers get the typed error that names the file.
+            raise _typed_cause(exc) from None
         # Wait until STM has recovered: its first answer comes after on_start.
         self._ask(stm_n, Ping())
         elapsed = (time.perf_counter() - started) * 1000.0
@@ -499,6 +534,7 @@ class MemoryOS:
 
     def passivate(self, user_id: str) -> bool:
         """Snapshot and stop ``user_id``'s actors now; False if the user was not active."""
+        user_id = _check_user_id(user_id)
         with self._dir_lock:
             while True:
                 entry = self._users.get(user_id)
@@ -575,7 +611,17 @@ class MemoryOS:
         )
         if not msg.query and not msg.response:
             raise InvalidInput("a turn needs a query or a response")
-        page_id = self._call(uid, lambda e: self._ask(actor_names(uid)[0], msg))
+        def run(entry: _UserEntry) -> str:
+            # Backpressure happens here, in the caller's thread: wait for room in the
+            # user's placement queue and the gateway before the turn is written, so a
+            # flood gets Overloaded and a retry never duplicates a stored turn.
+            timeout = self.config.overload_timeout_seconds
+            assert entry.env is not None
+            entry.env.insert_backlog.wait_below_limit(timeout)
+            self._gateway.wait_capacity(timeout)
+            return self._ask(actor_names(uid)[0], msg)
+
+        page_id = self._call(uid, run)
         self._counters["turns"] += 1
         return page_id
 
@@ -639,33 +685,38 @@ class MemoryOS:
 
     # -- background work -------------------------------------------------------------------
 
-    def _drain_user(self, user_id: str) -> None:
+    def _drain_user(self, user_id: str) -> int:
+        """One barrier round over the user's tiers; returns the user's pending pages."""
         stm_n, mtm_n, lpm_n = actor_names(user_id)
-        self._ask(stm_n, Ping())
+        pending = int(self._ask(stm_n, Ping()))
         self._ask(mtm_n, FlushSummaries())
         self._ask(mtm_n, Ping())
         self._ask(lpm_n, Ping())
+        return pending
 
     def flush(self, timeout: float = 300.0) -> None:
         """Wait until background work (chains, placement, summaries, promotions) has settled.
 
-        Repeats mailbox barriers over the gateway workers and every active user's tiers
-        until a full round starts no new gateway work.
+        Repeats mailbox barriers over every active user's tiers and the gateway workers
+        until a full round finds no page waiting and starts no new gateway work.
         """
-        deadline = time.monotonic() + timeout
+        deadline = time.monotonic() + _check_timeout(timeout)
         while True:
             before = self._gateway.submitted
+            pending = 0
             for user in self.active_users():
                 try:
-                    self._drain_user(user)
+                    pending += self._drain_user(user)
                 except MemoryOSError:
                     pass  # the user was passivated meanwhile: its work is in its snapshot
             for name in self._gateway.worker_names:
                 self._ask(name, Ping())
-            if self._gateway.submitted == before:
+            if pending == 0 and self._gateway.submitted == before:
                 return
             if time.monotonic() > deadline:
                 raise Overloaded(f"background work did not settle within {timeout} s")
+            if pending and self._gateway.submitted == before:
+                time.sleep(0.005)  # waiting on a retry timer (a restarting MTM, a full pool)
 
     # -- inspection ------------------------------------------------------------------------
 
@@ -776,6 +827,7 @@ class MemoryOS:
     def export_user(self, user_id: str, path: str | os.PathLike[str]) -> Path:
         """Write everything stored for ``user_id`` to a portable file (``.json`` or msgpack)."""
         uid = _check_user_id(user_id)
+        out = _check_path(path, "path")
         self.flush()
         state = self._raw_state(uid)
         store_archive = []
@@ -791,7 +843,6 @@ class MemoryOS:
             "state": state,
             "archive": store_archive,
         }
-        out = Path(path)
         write_export(out, payload)
         return out
 
@@ -800,7 +851,7 @@ class MemoryOS:
 
         Refuses to overwrite a user that already has data (forget it first).
         """
-        payload = read_export(Path(path))
+        payload = read_export(_check_path(path, "path"))
         if payload.get("format") != _EXPORT_FORMAT:
             raise InvalidInput(f"{path}: not a memoryos-actors user export")
         if int(payload.get("version", 0)) > _EXPORT_VERSION:
@@ -813,7 +864,8 @@ class MemoryOS:
                 f"{path}: written with embedder {payload.get('embedder')}, this system uses "
                 f"{[name, dim]}; run `memoryos reembed` on the export's data"
             )
-        if uid in self.users() or uid in self.active_users():
+        # Only this user's directory decides: another user's damaged files must not block it.
+        if user_exists(self.data_dir, uid) or uid in self.active_users():
             raise InvalidInput(f"user {uid!r} already has data; forget_user first")
         cfg = self.config
         store = UserStore(self.data_dir, uid, fsync=cfg.fsync,

@@ -2,12 +2,25 @@
 
 from __future__ import annotations
 
+import logging
+import os
 import threading
 import time
 from collections.abc import Iterator
 
 import pykka
 import pytest
+import structlog
+
+# Configure structlog once for the whole run, before any MemoryOS.open() would: every level
+# passes (so tests that capture log events see them, whatever ran before), and whatever is
+# not captured goes nowhere instead of flooding the test output.
+structlog.configure(
+    processors=[structlog.processors.add_log_level, structlog.processors.KeyValueRenderer()],
+    wrapper_class=structlog.make_filtering_bound_logger(logging.DEBUG),
+    logger_factory=structlog.PrintLoggerFactory(file=open(os.devnull, "w")),  # noqa: SIM115
+    cache_logger_on_first_use=False,
+)
 
 
 def _settle(baseline: int, timeout: float = 5.0) -> int:

@@ -60,6 +60,30 @@ class Backlog:
                     self._cond.wait(remaining)
             self._count += 1
 
+    def force_acquire(self) -> None:
+        """Count one more pending item even above the limit (the caller waited already)."""
+        with self._cond:
+            self._count += 1
+
+    def try_acquire(self) -> bool:
+        """Reserve one slot if one is free now; never waits."""
+        with self._cond:
+            if self._count >= self.limit:
+                return False
+            self._count += 1
+            return True
+
+    def wait_below_limit(self, timeout: float) -> None:
+        """Wait (up to ``timeout`` seconds) until a slot is free, without reserving it."""
+        with self._cond:
+            if self._count < self.limit:
+                return
+            if not self._cond.wait_for(lambda: self._count < self.limit, timeout):
+                raise Overloaded(
+                    f"{self.name}: {self._count} items pending (limit {self.limit}); "
+                    f"waited {timeout:.3g} s"
+                )
+
     def release(self, n: int = 1) -> None:
         """Free ``n`` slots (never below zero: a restarted consumer may reset)."""
         with self._cond:
@@ -128,6 +152,20 @@ class GatewayClient:
         name = self.worker_names[next(self._rr) % len(self.worker_names)]
         self.backlogs[name].acquire(timeout)
         return name
+
+    def try_reserve(self) -> str | None:
+        """Reserve a slot at the first worker with room, or None if all are full."""
+        for _ in range(len(self.worker_names)):
+            name = self.worker_names[next(self._rr) % len(self.worker_names)]
+            if self.backlogs[name].try_acquire():
+                return name
+        return None
+
+    def wait_capacity(self, timeout: float) -> None:
+        """Wait (up to ``timeout`` seconds) until some worker has room; else ``Overloaded``."""
+        if any(b.pending < b.limit for b in self.backlogs.values()):
+            return
+        self.backlogs[self.worker_names[0]].wait_below_limit(timeout)
 
     def release(self, slot: str) -> None:
         """Give back a slot that will not be used (or whose job is done)."""

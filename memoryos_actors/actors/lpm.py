@@ -25,6 +25,9 @@ __all__ = ["LPMActor"]
 
 log = structlog.get_logger("memoryos.lpm")
 
+#: WAL record kinds that LPM writes and replays.
+_LPM_RECORDS = ("user_profile", "agent_profile", "persona")
+
 
 class LPMActor(SupervisedActor):
     """Long-term persona memory of one user (and the agent personas it talks to)."""
@@ -46,7 +49,7 @@ class LPMActor(SupervisedActor):
             self.core = LPMCore.from_state(lpm_state, env.config)
             self.lsn = int(lpm_state.get("lsn", 0))
         for lsn, rec in recovered.records:
-            if lsn > self.lsn and rec.get("t") != "turn":
+            if lsn > self.lsn and rec.get("t") in _LPM_RECORDS:
                 self._apply_record(rec)
                 self.lsn = lsn
 

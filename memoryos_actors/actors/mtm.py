@@ -14,6 +14,7 @@ WAL before the new page is placed.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import structlog
@@ -38,7 +39,6 @@ from .protocol import (
     RefreshSummary,
     emb_from_bytes,
 )
-from .stm import page_from_record
 
 __all__ = ["MTMActor", "page_text"]
 
@@ -52,6 +52,15 @@ def page_text(page: Page) -> str:
     return f"{page.query}\n{page.response}"
 
 
+def _archived_page_ids(rec: dict[str, Any]) -> list[str]:
+    """Ids of the pages an archive record holds."""
+    if rec.get("t") == "segment":
+        return [str(p["page_id"]) for p in rec["segment"]["pages"]]
+    if rec.get("t") == "page":
+        return [str(rec["page"]["page_id"])]
+    return []
+
+
 class MTMActor(SupervisedActor):
     """Mid-term memory of one user."""
 
@@ -63,6 +72,11 @@ class MTMActor(SupervisedActor):
         self.dim = env.gateway.service.embedder_info()[1]
         self.core = MTMCore(env.config, self.dim, env.clock)
         self.summary_timers: dict[str, TimerRef] = {}
+        #: Last archive record this MTM's state reflects (snapshots store it).
+        self.archive_seq = 0
+        #: Page seqs archived after the snapshot recovery started from: never re-inserted.
+        self.archived: set[int] = set()
+        self.archived_before_start: frozenset[str] = frozenset()
         self.counters = {"inserted": 0, "evicted_segments": 0, "evicted_pages": 0, "promoted": 0}
 
     # -- lifecycle -----------------------------------------------------------------------
@@ -72,11 +86,32 @@ class MTMActor(SupervisedActor):
         recovered = persist.recover(env.store)
         snap_seq = 0
         if recovered.state is not None:
-            self.core = MTMCore.from_state(recovered.state["mtm"], env.config, self.dim,
-                                           env.clock)
+            mtm_state = recovered.state["mtm"]
+            self.core = MTMCore.from_state(mtm_state, env.config, self.dim, env.clock)
             snap_seq = int(recovered.state["seq"])
+            self.archive_seq = int(mtm_state.get("archive_seq", 0))
+        # Evictions after the snapshot are in the archive: apply them again, so no page is
+        # both archived and in MTM, and never insert those pages again.
+        for seq, rec in env.store.archive.iter(after_seq=self.archive_seq):
+            self.archive_seq = seq
+            if rec.get("t") == "segment":
+                seg = rec["segment"]
+                self.core.discard_segment(str(seg["segment_id"]))
+                self.archived.update(int(p["seq"]) for p in seg["pages"])
+            elif rec.get("t") == "page":
+                self.core.discard_page(int(rec["page"]["seq"]))
+                self.archived.add(int(rec["page"]["seq"]))
         # Whatever was queued for the previous incarnation is gone; the WAL has it all.
         env.insert_backlog.reset()
+        # The previous incarnation may have archived pages after the snapshot was taken;
+        # replaying the WAL evicts them again. Remember what the archive already holds so
+        # that no page is archived twice (pages archived from now on are new by definition).
+        archive = env.store.archive
+        self.archived_before_start: frozenset[str] = frozenset(
+            pid
+            for _seq, rec in (archive.iter() if archive is not None else ())
+            for pid in _archived_page_ids(rec)
+        )
         last = persist.last_turn_seq(recovered.records, snap_seq)
         self._catch_up(last - env.config.stm_capacity)
 
@@ -122,7 +157,7 @@ class MTMActor(SupervisedActor):
             self._apply(self.core.tick(self.env.clock.now()))
             return None
         if isinstance(message, GetState):
-            return self.core.to_state()
+            return {**self.core.to_state(), "archive_seq": self.archive_seq}
         if isinstance(message, Inspect):
             records = (self.core.segment(v.segment_id) for v in self.core.segments())
             return tuple(r for r in records if r is not None)
@@ -136,21 +171,18 @@ class MTMActor(SupervisedActor):
         """Insert from the WAL every page with ``max_seq < seq <= upto_seq``.
 
         Each page is inserted at the time of the turn ``stm_capacity`` later (the one that
-        pushed it out of STM), as it was live.
+        pushed it out of STM), as it was live, and with its meta data if the WAL has it.
         """
         if upto_seq <= self.core.max_seq:
             return
         cap = self.env.config.stm_capacity
-        records = list(persist.turn_records(self.env.store, self.core.max_seq, upto_seq + cap))
-        times = {int(r["seq"]): float(r["ts"]) for r in records}
-        for rec in records:
-            page = page_from_record(self.env.user_id, rec)
-            if page.seq > upto_seq:
-                break
-            self._place(page, times.get(page.seq + cap, self.env.clock.now()))
+        times = persist.turn_times(self.env.store, self.core.max_seq)
+        for page in persist.wal_pages(self.env.store, self.core.max_seq, upto_seq):
+            if page.seq not in self.archived:
+                self._place(page, times.get(page.seq + cap, page.timestamp))
 
     def _insert(self, page: Page, now: float) -> None:
-        if page.seq <= self.core.max_seq:
+        if page.seq <= self.core.max_seq or page.seq in self.archived:
             return  # already placed (replayed from the WAL): inserts are idempotent
         if page.seq > self.core.max_seq + 1:
             self._catch_up(page.seq - 1)
@@ -169,13 +201,17 @@ class MTMActor(SupervisedActor):
             timer = self.summary_timers.pop(segment.segment_id, None)
             if timer is not None:
                 timer.cancel()
-            if archive is not None:
+            fresh = tuple(p for p in segment.pages
+                          if p.page_id not in self.archived_before_start)
+            if archive is not None and fresh:
+                if len(fresh) != len(segment.pages):
+                    segment = dataclasses.replace(segment, pages=fresh)
                 archive.append({"t": "segment", "keywords": sorted(segment.keywords),
                                 "segment": segment.to_dict()})
             log.debug("mtm.evicted", user=env.user_id, segment=segment.segment_id)
         for page in effects.evicted_pages:
             self.counters["evicted_pages"] += 1
-            if archive is not None:
+            if archive is not None and page.page_id not in self.archived_before_start:
                 archive.append({"t": "page", "keywords": sorted(page.keywords),
                                 "page": page.to_dict()})
         for segment in effects.promoted:

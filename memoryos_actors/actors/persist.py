@@ -3,8 +3,8 @@
 One snapshot holds all three tiers at a consistent cut (see ``STMActor._snapshot``). It
 covers the WAL up to the record before the first one it does not cover:
 
-* ``turn`` records from ``keep_from_seq`` on: the pages still in STM, which MTM must be able
-  to replay if it restarts on its own;
+* ``turn`` and ``meta`` records from ``keep_from_seq`` on: the pages still in STM or in its
+  outbox, which MTM must be able to replay if it restarts on its own;
 * LPM records (profiles, persona updates) with an LSN above the one the LPM state covers.
 
 The store keeps the WAL back to the *previous* snapshot, so a damaged newest snapshot falls
@@ -14,8 +14,10 @@ for STM and MTM, by LSN for LPM), so records a snapshot already covers are skipp
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import dataclasses
 from typing import TYPE_CHECKING, Any
+
+from ..messages import Page
 
 if TYPE_CHECKING:
     from ..store.userstore import Recovered, UserStore
@@ -26,11 +28,16 @@ __all__ = [
     "last_turn_seq",
     "recover",
     "save_snapshot",
-    "turn_records",
+    "page_from_record",
+    "turn_times",
+    "wal_pages",
 ]
 
 #: Version of the snapshot layout written by this module.
 SCHEMA_VERSION = 1
+
+#: WAL record kinds that belong to a page (kept while the page may still need replay).
+_PAGE_RECORDS = ("turn", "meta")
 
 
 def recover(store: UserStore) -> Recovered:
@@ -44,7 +51,7 @@ def save_snapshot(
     """Write ``state`` durably as covering the WAL up to the LSN returned."""
     cut: int | None = None
     for lsn, rec in store.wal.read():
-        if rec.get("t") == "turn":
+        if rec.get("t") in _PAGE_RECORDS:
             if int(rec["seq"]) >= keep_from_seq:
                 cut = lsn
                 break
@@ -56,13 +63,53 @@ def save_snapshot(
     return cover
 
 
-def turn_records(store: UserStore, after_seq: int, upto_seq: int) -> Iterator[dict[str, Any]]:
-    """WAL ``turn`` records with ``after_seq < seq <= upto_seq``, in order."""
+def page_from_record(user_id: str, rec: dict[str, Any]) -> Page:
+    """Rebuild the page of a WAL ``turn`` record (without meta data)."""
+    seq = int(rec["seq"])
+    return Page(
+        user_id=user_id,
+        assistant_id=str(rec["a"]),
+        page_id=f"p{seq}",
+        seq=seq,
+        query=str(rec["q"]),
+        response=str(rec["r"]),
+        timestamp=float(rec["ts"]),
+    )
+
+
+def wal_pages(store: UserStore, after_seq: int, upto_seq: int) -> list[Page]:
+    """Pages of the WAL turns with ``after_seq < seq <= upto_seq``, with their meta data
+    when the WAL has it, in turn order."""
+    turns: dict[int, dict[str, Any]] = {}
+    metas: dict[int, dict[str, Any]] = {}
     for _lsn, rec in store.wal.read():
-        if rec.get("t") == "turn":
+        kind = rec.get("t")
+        if kind in _PAGE_RECORDS:
             seq = int(rec["seq"])
             if after_seq < seq <= upto_seq:
-                yield rec
+                (turns if kind == "turn" else metas)[seq] = rec
+    pages = []
+    for seq in sorted(turns):
+        page = page_from_record(store.user_id, turns[seq])
+        meta = metas.get(seq)
+        if meta is not None:
+            page = dataclasses.replace(
+                page,
+                meta_chain=str(meta["m"]),
+                chain_id=str(meta["ch"]),
+                keywords=frozenset(str(k) for k in meta["k"]),
+            )
+        pages.append(page)
+    return pages
+
+
+def turn_times(store: UserStore, after_seq: int) -> dict[int, float]:
+    """Timestamps of the WAL turns with ``seq > after_seq``, by seq."""
+    return {
+        int(rec["seq"]): float(rec["ts"])
+        for _lsn, rec in store.wal.read()
+        if rec.get("t") == "turn" and int(rec["seq"]) > after_seq
+    }
 
 
 def last_turn_seq(records: tuple[tuple[int, dict[str, Any]], ...], snapshot_seq: int) -> int:

@@ -1,15 +1,24 @@
 """The STM actor: the durable entry point of every turn.
 
 ``AddTurn`` is answered as soon as the turn is in the user's write-ahead log and in the STM
-queue; the dialogue-chain meta data is asked of the gateway afterwards and filled in when the
-reply arrives. A page pushed out of the queue is told to the MTM actor.
+queue. The dialogue-chain meta data (does the page continue the previous page's topic, the
+chain's running summary, the page's keywords) is asked of the gateway afterwards, one page
+at a time in turn order, because each page's chain summary extends the previous one. Each
+answer is written to the WAL too, so recovery never asks the LLM again.
 
-Recovery (on first start and on every restart): the newest snapshot's STM section plus every
-``turn`` record of the WAL after it. Because STM is a FIFO of a fixed capacity, the pages it
-holds are always the last ``stm_capacity`` turns, so replay is exact.
+A page pushed out of the STM queue waits in an outbox until its meta data is known, then
+goes to the MTM actor, in turn order. MTM therefore places every page with its chain and
+keywords, and the same turns give the same segments however fast they arrive.
+
+Recovery (on first start and on every restart): the newest snapshot's STM section plus the
+WAL's ``turn`` and ``meta`` records after it. STM is a FIFO of a fixed capacity, so the pages
+it holds are always the last ``stm_capacity`` turns and replay is exact.
 """
 
 from __future__ import annotations
+
+import dataclasses
+from collections import deque
 
 import structlog
 
@@ -31,12 +40,12 @@ from .protocol import (
     STMPages,
 )
 
-__all__ = ["STMActor", "page_from_record", "turn_record"]
+__all__ = ["STMActor", "meta_record", "turn_record"]
 
 log = structlog.get_logger("memoryos.stm")
 
-#: How long to wait before re-sending a page to an MTM actor that is restarting (seconds).
-_FORWARD_RETRY_S = 0.02
+#: How long to wait before trying again to reach a restarting MTM or a full gateway (s).
+_RETRY_S = 0.02
 
 
 def turn_record(page: Page) -> dict[str, object]:
@@ -51,27 +60,31 @@ def turn_record(page: Page) -> dict[str, object]:
     }
 
 
-def page_from_record(user_id: str, rec: dict[str, object]) -> Page:
-    """Rebuild the page of a WAL ``turn`` record."""
-    seq = int(rec["seq"])  # type: ignore[call-overload]
-    return Page(
-        user_id=user_id,
-        assistant_id=str(rec["a"]),
-        page_id=f"p{seq}",
-        seq=seq,
-        query=str(rec["q"]),
-        response=str(rec["r"]),
-        timestamp=float(rec["ts"]),  # type: ignore[arg-type]
-    )
+def meta_record(page: Page) -> dict[str, object]:
+    """The WAL record of a page's dialogue-chain meta data."""
+    return {
+        "t": "meta",
+        "seq": page.seq,
+        "m": page.meta_chain,
+        "ch": page.chain_id,
+        "k": sorted(page.keywords),
+    }
 
 
-class _RetryForward:
-    """Timer message: try again to hand a page to MTM. Private to this actor."""
+class _Retry:
+    """Timer message: try again to forward the outbox and request meta. Private."""
 
-    __slots__ = ("insert",)
+    __slots__ = ()
 
-    def __init__(self, insert: InsertPage) -> None:
-        self.insert = insert
+
+class _MetaTimeout:
+    """Timer message: the meta job for ``page_id`` (attempt ``attempt``) took too long."""
+
+    __slots__ = ("attempt", "page_id")
+
+    def __init__(self, page_id: str, attempt: int) -> None:
+        self.page_id = page_id
+        self.attempt = attempt
 
 
 class STMActor(SupervisedActor):
@@ -85,27 +98,47 @@ class STMActor(SupervisedActor):
         self.core = STMCore(env.config.stm_capacity)
         self.seq = 0
         self.turns_since_snapshot = 0
+        #: Pages pushed out of STM, oldest first, waiting for their meta or for MTM, each
+        #: with the time of the turn that pushed it out (MTM's insert time for it).
+        self.outbox: deque[tuple[Page, float]] = deque()
+        #: The page whose meta job is at the gateway, and the attempt number.
+        self.meta_inflight: str | None = None
+        self.meta_attempt = 0
+        #: The latest page whose meta is known (the "previous page" of the next job).
+        self.meta_prev: Page | None = None
+        self.retry_armed = False
+        # A job may fail to come back (a worker crash loses its mailbox): ask again after
+        # the longest time a healthy call can take.
+        cfg = env.config
+        self.meta_timeout_s = cfg.llm_timeout_seconds * (cfg.llm_max_retries + 1) + 5.0
 
     # -- lifecycle -----------------------------------------------------------------------
 
     def on_start(self) -> None:
-        store = self.env.store
-        rec_ = persist.recover(store)
-        if rec_.state is not None:
-            self.core = STMCore.from_state(rec_.state["stm"])
-            self.seq = int(rec_.state["seq"])
+        recovered = persist.recover(self.env.store)
+        if recovered.state is not None:
+            self.core = STMCore.from_state(recovered.state["stm"])
+            self.seq = int(recovered.state["seq"])
+        metas: dict[int, dict[str, object]] = {}
         replayed = 0
-        for _lsn, rec in rec_.records:
-            if rec.get("t") == "turn" and int(rec["seq"]) > self.seq:
-                page = page_from_record(self.env.user_id, rec)
-                self.core.push(page)
-                self.seq = page.seq
+        for _lsn, rec in recovered.records:
+            kind = rec.get("t")
+            if kind == "turn" and int(rec["seq"]) > self.seq:
+                self.core.push(persist.page_from_record(self.env.user_id, rec))
+                self.seq = int(rec["seq"])
                 replayed += 1
-        self.turns_since_snapshot = replayed
-        # Pages replayed from the WAL have no chain meta yet: ask for it again.
+            elif kind == "meta":
+                metas[int(rec["seq"])] = rec
         for page in self.core.pages():
-            if not page.meta_chain and replayed:
-                self._request_meta(page, None)
+            rec_ = metas.get(page.seq)
+            if rec_ is not None and not page.chain_id:
+                self.core.set_meta(page.page_id, str(rec_["m"]), str(rec_["ch"]),
+                                   [str(k) for k in rec_["k"]])  # type: ignore[union-attr]
+        for page in self.core.pages():
+            if page.chain_id:
+                self.meta_prev = page
+        self.turns_since_snapshot = replayed
+        self._pump()
         log.debug("stm.recovered", user=self.env.user_id, seq=self.seq, replayed=replayed)
 
     # -- messages ------------------------------------------------------------------------
@@ -116,10 +149,17 @@ class STMActor(SupervisedActor):
         if isinstance(message, STMPages):
             return tuple(self.core.pages())
         if isinstance(message, CompletionDone):
-            self._apply_meta(message)
+            self._meta_done(message)
             return None
-        if isinstance(message, _RetryForward):
-            self._forward(message.insert, retry=False)
+        if isinstance(message, _Retry):
+            self.retry_armed = False
+            self._pump()
+            return None
+        if isinstance(message, _MetaTimeout):
+            if self.meta_inflight == message.page_id and self.meta_attempt == message.attempt:
+                log.warning("stm.meta_timeout", user=self.env.user_id, page=message.page_id)
+                self.meta_inflight = None
+                self._pump()
             return None
         if isinstance(message, GetState):
             return {"stm": self.core.to_state(), "seq": self.seq}
@@ -128,19 +168,20 @@ class STMActor(SupervisedActor):
         if isinstance(message, Snapshot):
             return self._snapshot()
         if isinstance(message, Ping):
-            return self.seq
+            return self.pending
         raise TypeError(f"STM actor got an unknown message: {type(message).__name__}")
+
+    @property
+    def pending(self) -> int:
+        """Pages whose meta is not known yet or that are not yet handed to MTM."""
+        waiting = sum(1 for p in self.core.pages() if not p.chain_id)
+        return waiting + len(self.outbox)
 
     def _add_turn(self, msg: AddTurn) -> str:
         env = self.env
-        # Reserve room for the background work first: if the system is flooded the caller
-        # gets Overloaded before anything is written, so a retry never duplicates a turn.
-        slot = env.gateway.reserve(env.config.overload_timeout_seconds)
-        try:
-            env.insert_backlog.acquire(env.config.overload_timeout_seconds)
-        except BaseException:
-            env.gateway.release(slot)
-            raise
+        # The caller already waited for room in the background queues (never wait here:
+        # this actor is the one that drains them). Count this page as pending placement.
+        env.insert_backlog.force_acquire()
         seq = self.seq + 1
         page = Page(
             user_id=env.user_id,
@@ -154,79 +195,122 @@ class STMActor(SupervisedActor):
         try:
             env.store.wal.append(turn_record(page))
         except BaseException:
-            env.gateway.release(slot)
             env.insert_backlog.release()
             raise
         self.seq = seq
         evicted = self.core.push(page)
         if evicted is not None:
-            self._forward(InsertPage(evicted, page.timestamp), retry=True)
+            self.outbox.append((evicted, page.timestamp))
         else:
             env.insert_backlog.release()
-        self._request_meta(page, slot)
+        self._pump()
         self.turns_since_snapshot += 1
         if self.turns_since_snapshot >= env.config.snapshot_every_turns:
             self._snapshot()
         return page.page_id
 
-    def _forward(self, insert: InsertPage, *, retry: bool) -> None:
-        ref = self.env.registry.lookup(self.env.mtm_name)
-        if ref is not None:
-            try:
-                ref.tell(insert)
-                return
-            except Exception:  # died between lookup and tell
-                pass
-        if retry:
-            # MTM is restarting; its recovery replays the WAL, and a retry closes the window
-            # in which the new MTM had already read the WAL but was not yet registered.
-            send_after(self.actor_ref, _FORWARD_RETRY_S, _RetryForward(insert))
-        else:
-            self.env.insert_backlog.release()
+    # -- meta data and the outbox ----------------------------------------------------------
 
-    def _request_meta(self, page: Page, slot: str | None) -> None:
-        """Ask the gateway for the page's chain meta; ``slot`` is a reserved backlog slot."""
+    def _next_without_meta(self) -> Page | None:
+        for page, _now in self.outbox:
+            if not page.chain_id:
+                return page
+        for page in self.core.pages():
+            if not page.chain_id:
+                return page
+        return None
+
+    def _pump(self) -> None:
+        """Forward what is ready to MTM, and keep one meta job in flight."""
+        self._drain_outbox()
+        if self.meta_inflight is not None:
+            return
+        page = self._next_without_meta()
+        if page is None:
+            return
         env = self.env
+        slot = env.gateway.try_reserve()
         if slot is None:
-            slot = env.gateway.reserve(env.config.overload_timeout_seconds)
-        previous = self.core.previous(page.page_id)
+            self._arm_retry()
+            return
+        prev = self.meta_prev if self.meta_prev is not None and \
+            self.meta_prev.seq == page.seq - 1 else None
         payload = {
             "page": {"query": page.query, "response": page.response},
             "previous_page": (
-                {"query": previous.query, "response": previous.response}
-                if previous is not None
-                else None
+                {"query": prev.query, "response": prev.response} if prev is not None else None
             ),
-            "previous_meta_chain": previous.meta_chain if previous is not None else "",
+            "previous_meta_chain": prev.meta_chain if prev is not None else "",
         }
-        env.gateway.submit(
-            CompletionJob(
-                kind="page_meta",
-                payload=payload,
-                user_id=env.user_id,
-                reply_to=env.stm_name,
-                tag=page.page_id,
-            ),
-            slot,
-        )
+        job = CompletionJob("page_meta", payload, env.user_id, env.stm_name, page.page_id)
+        if not env.gateway.submit(job, slot):
+            self._arm_retry()
+            return
+        self.meta_inflight = page.page_id
+        self.meta_attempt += 1
+        send_after(self.actor_ref, self.meta_timeout_s,
+                   _MetaTimeout(page.page_id, self.meta_attempt))
 
-    def _apply_meta(self, done: CompletionDone) -> None:
+    def _arm_retry(self) -> None:
+        if not self.retry_armed:
+            self.retry_armed = True
+            send_after(self.actor_ref, _RETRY_S, _Retry())
+
+    def _meta_done(self, done: CompletionDone) -> None:
+        if done.tag != self.meta_inflight:
+            return  # a late answer to a job that timed out and was asked again
+        self.meta_inflight = None
+        seq = int(done.tag[1:])
+        prev = self.meta_prev if self.meta_prev is not None and \
+            self.meta_prev.seq == seq - 1 else None
         data = done.data
-        previous = self.core.previous(done.tag)
-        continues = bool(data.get("continues")) and previous is not None
-        chain_id = (previous.chain_id or previous.page_id) if continues and previous else done.tag
-        self.core.set_meta(
-            done.tag,
+        continues = bool(data.get("continues")) and prev is not None
+        chain_id = prev.chain_id if continues and prev is not None else done.tag
+        meta = dict(
             meta_chain=str(data.get("meta_chain", "")),
             chain_id=chain_id,
-            keywords=frozenset(str(k) for k in data.get("keywords", ())),
+            keywords=frozenset(str(k).lower() for k in data.get("keywords", ()) if str(k)),
         )
+        page = self.core.get(done.tag)
+        if page is not None:
+            self.core.set_meta(done.tag, meta["meta_chain"], chain_id, meta["keywords"])
+            page = self.core.get(done.tag)
+        else:
+            for i, (queued, when) in enumerate(self.outbox):
+                if queued.page_id == done.tag:
+                    page = dataclasses.replace(queued, **meta)  # type: ignore[arg-type]
+                    self.outbox[i] = (page, when)
+                    break
+        if page is None:
+            return  # already handed to MTM without meta (MTM was catching up): nothing to do
+        self.env.store.wal.append(meta_record(page))
+        self.meta_prev = page
+        self._pump()
+
+    def _drain_outbox(self) -> None:
+        while self.outbox and self.outbox[0][0].chain_id:
+            page, now = self.outbox[0]
+            if not self._forward(InsertPage(page, now)):
+                self._arm_retry()
+                return
+            self.outbox.popleft()
+
+    def _forward(self, insert: InsertPage) -> bool:
+        ref = self.env.registry.lookup(self.env.mtm_name)
+        if ref is None:
+            return False  # MTM is restarting; try again shortly
+        try:
+            ref.tell(insert)
+        except Exception:  # died between lookup and tell
+            return False
+        return True
 
     def _snapshot(self) -> int:
         """Write a coordinated snapshot of all three tiers; return the turn seq it covers.
 
         MTM and LPM are asked for their state *after* every page already told to them, so
-        the snapshot is a consistent cut: MTM holds every page up to ``seq - stm_capacity``.
+        the snapshot is a consistent cut. The snapshot's ``seq`` is the last turn whose page
+        MTM has (or that is in STM); pages still in the outbox are replayed from the WAL.
         """
         env = self.env
         mtm = env.registry.lookup(env.mtm_name)
@@ -243,10 +327,13 @@ class STMActor(SupervisedActor):
             "mtm": mtm_state,
             "lpm": lpm_state,
         }
+        oldest_needed = min(
+            [p.seq for p, _ in self.outbox] + [p.seq for p in self.core.pages()] + [self.seq + 1]
+        )
         persist.save_snapshot(
             env.store,
             state,
-            keep_from_seq=self.seq - env.config.stm_capacity + 1,
+            keep_from_seq=oldest_needed,
             lpm_lsn=int(lpm_state.get("lsn", 0)),
         )
         self.turns_since_snapshot = 0

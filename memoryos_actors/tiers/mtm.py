@@ -53,11 +53,16 @@ from memoryos_actors.messages import (
 )
 from memoryos_actors.scoring import f_score, heat, jaccard
 from memoryos_actors.tiers._ann import AnnIndex
+from memoryos_actors.tiers._lex import LexIndex, stem, terms
 
 __all__ = [
     "CANDIDATE_FACTOR",
     "HYBRID_KEYWORD_WEIGHT",
+    "HYBRID_DENSE_WEIGHT",
+    "HYBRID_LEXICAL_WEIGHT",
+    "HYBRID_NEIGHBOR_WEIGHT",
     "HYBRID_SEGMENT_WEIGHT",
+    "LEXICAL_CANDIDATES",
     "MIN_CANDIDATES",
     "SEGMENT_KEYWORD_LIMIT",
     "MTMCore",
@@ -77,13 +82,33 @@ CANDIDATE_FACTOR = 4
 MIN_CANDIDATES = 32
 """Fewest ANN candidates fetched; memories with fewer live vectors are searched exactly."""
 
-HYBRID_KEYWORD_WEIGHT = 0.5
-"""Hybrid mode: weight of Jaccard(query keywords, page keywords) in a page's score."""
+HYBRID_LEXICAL_WEIGHT = 0.6
+"""Hybrid mode: weight of the page's BM25 score (divided by the best pooled BM25 score)."""
 
-HYBRID_SEGMENT_WEIGHT = 0.1
-"""Hybrid mode: weight of the page's segment F_score in the page's score."""
+HYBRID_DENSE_WEIGHT = 0.3
+"""Hybrid mode: weight of cos(page, query)."""
+
+HYBRID_KEYWORD_WEIGHT = 0.05
+"""Hybrid mode: weight of Jaccard(query keywords, page keywords)."""
+
+HYBRID_SEGMENT_WEIGHT = 0.05
+"""Hybrid mode: weight of the page's segment F_score."""
+
+HYBRID_NEIGHBOR_WEIGHT = 0.7
+"""Hybrid mode: weight of the best base score of the turn just before or after."""
+
+LEXICAL_CANDIDATES = 200
+"""Hybrid mode: pages with the best BM25 scores added to the candidate pool."""
+
+CHAIN_MEMORY = 64
+"""Dialogue chains remembered for chain affinity (most recent first)."""
 
 _STATE_VERSION = 1
+
+
+def page_terms(page: Page) -> list[str]:
+    """BM25 terms of a page: both sides of the turn (stemmed, stop words removed)."""
+    return terms(f"{page.query} {page.response}")
 
 
 class _Segment:
@@ -174,6 +199,8 @@ class MTMCore:
         self._page_segment: dict[int, str] = {}  # page seq -> segment id
         self._seg_index = AnnIndex(dim, config.seed)
         self._page_index = AnnIndex(dim, config.seed)
+        self._lex = LexIndex()
+        self._chains: dict[str, str] = {}  # dialogue chain id -> segment id, oldest first
         self._next_segment = 1
         self._max_seq = 0
         self._user_id: str | None = None
@@ -258,6 +285,7 @@ class MTMCore:
         self._seg_index.remove(seg.number)
         for page in seg.pages:
             self._page_index.remove(page.seq)
+            self._lex.remove(page.seq)
             self._page_segment.pop(page.seq, None)
 
     def _maintain(self, now: float) -> tuple[tuple[SegmentRecord, ...], tuple[SegmentRecord, ...]]:
@@ -277,6 +305,22 @@ class MTMCore:
             self._drop_segment(victim)
             evicted.append(victim.record(user))
         return tuple(promoted), tuple(evicted)
+
+    def _chain_segment(self, page: Page) -> _Segment | None:
+        """The segment of the page's dialogue chain, if chain affinity applies.
+
+        With ``config.chain_affinity``, a page that continues a dialogue chain (the LLM
+        judged it on the same topic as the page before) joins the segment that holds the
+        chain, as long as that segment is still in MTM and not full. Otherwise placement
+        is the paper's F_score rule.
+        """
+        if not (self._config.chain_affinity and page.chain_id):
+            return None
+        sid = self._chains.get(page.chain_id)
+        seg = self._segments.get(sid) if sid is not None else None
+        if seg is None or len(seg.pages) >= self._config.segment_max_pages:
+            return None
+        return seg
 
     # ------------------------------------------------------------------ transitions
 
@@ -312,14 +356,23 @@ class MTMCore:
         self._user_id = page.user_id
         self._max_seq = page.seq
 
-        best = self._ranked_segments(emb, page.keywords, 1)
-        if best and best[0][0] > self._config.fscore_threshold:
-            seg, created = best[0][1], False
-        else:
-            seg, created = _Segment(self._next_segment, t), True
-            self._next_segment += 1
-            self._segments[seg.segment_id] = seg
+        seg = self._chain_segment(page)
+        created = False
+        if seg is None:
+            best = self._ranked_segments(emb, page.keywords, 1)
+            if best and best[0][0] > self._config.fscore_threshold:
+                seg = best[0][1]
+            else:
+                seg, created = _Segment(self._next_segment, t), True
+                self._next_segment += 1
+                self._segments[seg.segment_id] = seg
+        if page.chain_id:
+            self._chains.pop(page.chain_id, None)
+            self._chains[page.chain_id] = seg.segment_id
+            while len(self._chains) > CHAIN_MEMORY:
+                del self._chains[next(iter(self._chains))]
         seg.add(page, emb)
+        self._lex.add(page.seq, page_terms(page))
         seg.l_interaction += 1
         seg.last_access = t
         self._page_segment[page.seq] = seg.segment_id
@@ -328,6 +381,7 @@ class MTMCore:
         while len(seg.pages) > self._config.segment_max_pages:
             old, _ = seg.pop_oldest()
             self._page_index.remove(old.seq)
+            self._lex.remove(old.seq)
             del self._page_segment[old.seq]
             pushed_out.append(old)
         seg.refresh()
@@ -365,6 +419,41 @@ class MTMCore:
         seg.refresh()
         return True
 
+    def discard_segment(self, segment_id: str) -> bool:
+        """Remove a segment and its pages without effects (they are archived already).
+
+        Used by recovery to re-apply evictions that happened after the snapshot it starts
+        from. Returns False if the segment is not here.
+        """
+        seg = self._segments.get(segment_id)
+        if seg is None:
+            return False
+        self._drop_segment(seg)
+        return True
+
+    def discard_page(self, seq: int) -> bool:
+        """Remove one page without effects (it is archived already); see
+        :meth:`discard_segment`. A segment left empty is removed too."""
+        sid = self._page_segment.get(seq)
+        if sid is None:
+            return False
+        seg = self._segments[sid]
+        i = _index_of(seg.pages, seq)
+        page = seg.pages[i]
+        del seg.pages[i]
+        del seg.embs[i]
+        seg.kw_counts.subtract(page.keywords)
+        seg.kw_counts = +seg.kw_counts
+        self._page_index.remove(seq)
+        self._lex.remove(seq)
+        del self._page_segment[seq]
+        if not seg.pages:
+            self._drop_segment(seg)
+        else:
+            seg.refresh()
+            self._seg_index.upsert(seg.number, seg.embedding)
+        return True
+
     # ------------------------------------------------------------------ retrieval
 
     def search(
@@ -385,11 +474,18 @@ class MTMCore:
           with the highest cosine to the query. Every chosen segment counts as visited.
           ``why``: ``"segment s3 F=0.71; page cos=0.52"``.
         * ``"hybrid"``: the pages of the paper's ``top_m`` segments are pooled with the
-          pages nearest to the query in a flat page index, so a relevant page in a segment
-          whose overall topic drifted is still found. Each pooled page scores
-          ``cos(page, query) + 0.5·Jaccard(query kw, page kw) + 0.1·F(its segment, query)``
-          (:data:`HYBRID_KEYWORD_WEIGHT`, :data:`HYBRID_SEGMENT_WEIGHT`); the best ``top_k``
-          are returned. The segments that supplied a returned page count as visited.
+          pages nearest to the query in a flat page index and the pages with the best
+          BM25 scores over the pages MTM holds (terms are stemmed query keywords), so a
+          relevant page is found even when its segment's overall topic drifted or the
+          embedder misses the match. Each pooled page scores
+          ``base = 0.6·BM25/best BM25 + 0.3·cos(page, query) + 0.05·Jaccard(query kw, page kw)
+          + 0.05·F(its segment, query)``, plus ``0.7·`` the best base score of the turn
+          just before or after it (an answer often sits next to the turn that shares the
+          question's words) (:data:`HYBRID_LEXICAL_WEIGHT`, :data:`HYBRID_DENSE_WEIGHT`,
+          :data:`HYBRID_KEYWORD_WEIGHT`, :data:`HYBRID_SEGMENT_WEIGHT`,
+          :data:`HYBRID_NEIGHBOR_WEIGHT`; weights chosen on LoCoMo, see bench/README.md);
+          the best ``top_k`` are returned. The segments that supplied a returned page count
+          as visited.
 
         Visited segments get ``N_visit += 1`` and ``last_access = now``, and their heat is
         recomputed (promotion waits for the next insert or tick).
@@ -462,36 +558,56 @@ class MTMCore:
         if top_k <= 0:
             return [], []
         seg_f: dict[str, float] = {seg.segment_id: f for f, seg in ranked}
-        source: dict[int, str] = {}
+        source: dict[int, set[str]] = {}
         for _, seg in ranked:
             for page in seg.pages:
-                source[page.seq] = "segment"
+                source.setdefault(page.seq, set()).add("segment")
         flat = self._page_index.candidates(q, max(CANDIDATE_FACTOR * top_k, MIN_CANDIDATES))
-        for seq in sorted(flat):
-            source[seq] = "both" if source.get(seq) == "segment" else "page-index"
+        for seq in flat:
+            source.setdefault(seq, set()).add("dense")
+        bm25 = self._lex.scores(stem(k) for k in kw)
+        for seq in sorted(bm25, key=lambda x: (-bm25[x], -x))[:LEXICAL_CANDIDATES]:
+            source.setdefault(seq, set()).add("bm25")
+        if HYBRID_NEIGHBOR_WEIGHT > 0:
+            # Score the turn before and after each candidate too: an answer often sits
+            # next to the turn that shares the question's words.
+            for seq in list(source):
+                for n in (seq - 1, seq + 1):
+                    if n in self._page_segment and n not in source:
+                        source[n] = {"neighbour"}
         seqs = sorted(source)
         cos = self._page_cos(q, seqs)
-        scored: list[tuple[float, int, float, float, float]] = []
+        best_bm25 = max((bm25.get(x, 0.0) for x in seqs), default=0.0) or 1.0
+        parts: dict[int, tuple[float, float, float, float, float]] = {}
         for i, seq in enumerate(seqs):
             sid = self._page_segment[seq]
             seg = self._segments[sid]
             if sid not in seg_f:
                 seg_f[sid] = self._f(seg, q, kw)
             page = seg.pages[_index_of(seg.pages, seq)]
+            lex = bm25.get(seq, 0.0) / best_bm25
             j = jaccard(kw, page.keywords)
             c = float(cos[i])
-            score = c + HYBRID_KEYWORD_WEIGHT * j + HYBRID_SEGMENT_WEIGHT * seg_f[sid]
-            scored.append((score, seq, c, j, seg_f[sid]))
+            base = (HYBRID_LEXICAL_WEIGHT * lex + HYBRID_DENSE_WEIGHT * c
+                    + HYBRID_KEYWORD_WEIGHT * j + HYBRID_SEGMENT_WEIGHT * seg_f[sid])
+            parts[seq] = (base, lex, c, j, seg_f[sid])
+        scored: list[tuple[float, int, float, float, float, float, float]] = []
+        for seq, (base, lex, c, j, f) in parts.items():
+            near = max(parts[n][0] if n in parts else 0.0 for n in (seq - 1, seq + 1))
+            score = base + HYBRID_NEIGHBOR_WEIGHT * near
+            scored.append((score, seq, lex, c, j, f, near))
         scored.sort(key=lambda s: (-s[0], -s[1]))
         hits: list[PageHit] = []
         visited: dict[str, tuple[float, _Segment]] = {}
-        for score, seq, c, j, f in scored[:top_k]:
+        for score, seq, lex, c, j, f, near in scored[:top_k]:
             sid = self._page_segment[seq]
             seg = self._segments[sid]
             page = seg.pages[_index_of(seg.pages, seq)]
-            why = (f"hybrid via {source[seq]}: page cos={c:.2f} + "
-                   f"{HYBRID_KEYWORD_WEIGHT:g}*kw={j:.2f} + "
-                   f"{HYBRID_SEGMENT_WEIGHT:g}*segment {sid} F={f:.2f}")
+            why = (f"hybrid via {'+'.join(sorted(source[seq]))}: "
+                   f"{HYBRID_LEXICAL_WEIGHT:g}*bm25={lex:.2f} + {HYBRID_DENSE_WEIGHT:g}*cos={c:.2f}"
+                   f" + {HYBRID_KEYWORD_WEIGHT:g}*kw={j:.2f}"
+                   f" + {HYBRID_SEGMENT_WEIGHT:g}*segment {sid} F={f:.2f}"
+                   f" + {HYBRID_NEIGHBOR_WEIGHT:g}*neighbour={near:.2f}")
             hits.append(PageHit(page, sid, score, why))
             visited.setdefault(sid, (f, seg))
         return list(visited.values()), hits
@@ -532,6 +648,7 @@ class MTMCore:
             "user_id": self._user_id,
             "max_seq": self._max_seq,
             "next_segment": self._next_segment,
+            "chains": [[c, sid] for c, sid in self._chains.items()],
             "segments": [
                 {
                     "number": seg.number,
@@ -574,6 +691,7 @@ class MTMCore:
             core._user_id = state["user_id"]
             core._max_seq = int(state["max_seq"])
             core._next_segment = int(state["next_segment"])
+            core._chains = {str(c): str(sid) for c, sid in state.get("chains", ())}
             for s in state["segments"]:
                 pages = [Page.from_dict(p) for p in s["pages"]]
                 embs = np.frombuffer(s["embeddings"], dtype="<f4").reshape(len(pages), stored_dim)
@@ -584,6 +702,7 @@ class MTMCore:
                     seg.add(page, e)
                     core._page_segment[page.seq] = seg.segment_id
                     core._page_index.upsert(page.seq, e)
+                    core._lex.add(page.seq, page_terms(page))
                 seg.summary = s["summary"]
                 seg.summary_kw = normalize_keywords(s["summary_keywords"])
                 seg.n_visit = int(s["n_visit"])

@@ -61,12 +61,21 @@ TOPICS = {
 }
 _NAMES = list(TOPICS)
 
+REPLIES = {
+    "hiking": ["Stay safe on those trails, {user}.", "Mountains reward patience, {user}."],
+    "cooking": ["That dish sounds delicious, {user}.", "Kitchen experiments are fun, {user}."],
+    "software": ["Debugging takes grit, {user}.", "Good engineers test first, {user}."],
+    "violin": ["Music practice pays off, {user}.", "Concerts are thrilling, {user}."],
+    "astronomy": ["The night sky is humbling, {user}.", "Clear skies to you, {user}."],
+    "garden": ["Gardens need patience, {user}.", "Fresh produce is the best, {user}."],
+}
+
 
 def turn_text(user: str, i: int) -> tuple[str, str]:
     """A deterministic turn of ``user``: five turns per topic, topics in rotation."""
     topic = _NAMES[(i // 5) % len(_NAMES)]
     sentence = TOPICS[topic][i % 5]
-    return (f"{sentence} ({user}, turn {i}).", f"Interesting, tell me more about that, {user}.")
+    return (f"{sentence} ({user}, turn {i}).", REPLIES[topic][i % 2].format(user=user))
 
 
 def all_page_ids(mem: MemoryOS, user: str) -> list[str]:

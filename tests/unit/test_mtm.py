@@ -269,9 +269,11 @@ def test_hybrid_search_finds_the_best_page_outside_the_top_segments() -> None:
     hybrid = _drifted_topic_memory().search(q, (), top_m=1, top_k=1, mode="hybrid")
     hit = hybrid.pages[0]
     assert hit.page.page_id == "p3" and hit.segment_id == "s2"
-    # score = cos + 0.5 * Jaccard + 0.1 * F(segment); here 0.8 + 0 + 0.1 * 0.8
-    assert hit.score == pytest.approx(0.88, abs=1e-5)
-    assert hit.why.startswith("hybrid via page-index: page cos=0.80")
+    # No query keywords, so no BM25 or keyword part: base = 0.3 * cos + 0.05 * F(segment),
+    # here 0.3 * 0.8 + 0.05 * 0.8, plus 0.7 * the best base score of a neighbouring turn.
+    assert hit.why.startswith("hybrid via dense: 0.6*bm25=0.00 + 0.3*cos=0.80")
+    near = float(hit.why.rsplit("neighbour=", 1)[1])
+    assert hit.score == pytest.approx(0.3 * 0.8 + 0.05 * 0.8 + 0.7 * near, abs=6e-3)
     # Only the segment that supplied a returned page counts as visited.
     assert [s.segment.segment_id for s in hybrid.segments] == ["s2"]
 
@@ -282,7 +284,7 @@ def test_hybrid_search_rewards_keyword_overlap_with_the_page() -> None:
     mtm.insert(_page(2, {"paris"}), np.array([0.72, 0.69, 0, 0, 0, 0, 0, 0]))
     hits = mtm.search(e(0), {"rome"}, top_m=2, top_k=2, mode="hybrid")
     assert [h.page.page_id for h in hits.pages] == ["p1", "p2"]
-    assert "via both" in hits.pages[0].why
+    assert "via dense+segment" in hits.pages[0].why and "kw=1.00" in hits.pages[0].why
 
 
 def test_search_defaults_come_from_config_and_empty_memory_finds_nothing() -> None:

@@ -1,0 +1,116 @@
+"""An incremental Okapi BM25 index over the pages MTM holds (used by hybrid retrieval).
+
+Pages come and go (segments are evicted, full segments push out old pages), so the index
+keeps postings per term and updates document frequencies and the average length as pages
+are added and removed. Scoring is exact over every page that shares a term with the query.
+Terms are lower-case words minus stop words, lightly stemmed (:func:`stem`) so that "hikes",
+"hiking" and "hiked" meet.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Iterable
+
+from ..text import STOPWORDS, tokenize
+
+__all__ = ["BM25_B", "BM25_K1", "LexIndex", "stem", "terms"]
+
+BM25_K1 = 1.2
+"""BM25 term-frequency saturation."""
+
+BM25_B = 0.4
+"""BM25 length normalisation (lower than the usual 0.75: pages are short turns; chosen on LoCoMo)."""
+
+_SUFFIXES = ("ingly", "edly", "ings", "ing", "ies", "ied", "es", "ed", "ly", "s")
+
+
+def stem(word: str) -> str:
+    """Strip one common English inflection and a final "e", keeping at least three letters.
+
+    Deliberately small and predictable (no dictionary): "hiking", "hiked", "hikes" and
+    "hike" all give "hik"; "stories" gives "story"; "running" gives "run"; "glass" stays.
+    Non-ASCII words are left as they are.
+    """
+    if not word.isascii() or len(word) <= 3:
+        return word
+    base = word
+    for suffix in _SUFFIXES:
+        if word.endswith(suffix) and len(word) - len(suffix) >= 3:
+            base = word[: -len(suffix)]
+            if suffix in ("ies", "ied"):
+                base += "y"
+            elif suffix == "s" and base.endswith(("s", "u", "i")):
+                return word  # "glass", "virus", "analysis": not plurals to strip
+            elif len(base) >= 4 and base[-1] == base[-2] and base[-1] not in "lsz":
+                base = base[:-1]  # "running" -> "run", "stopped" -> "stop"
+            break
+    if base.endswith("e") and len(base) > 3:
+        base = base[:-1]
+    return base
+
+
+def terms(text: str) -> list[str]:
+    """Index terms of ``text``: tokens minus stop words and one-letter tokens, stemmed."""
+    return [stem(t) for t in tokenize(text) if t not in STOPWORDS and len(t) > 1]
+
+
+class LexIndex:
+    """BM25 over a changing set of documents keyed by int (page seq)."""
+
+    __slots__ = ("_doc_len", "_doc_terms", "_postings", "_total_len")
+
+    def __init__(self) -> None:
+        self._postings: dict[str, dict[int, int]] = {}
+        self._doc_len: dict[int, int] = {}
+        self._doc_terms: dict[int, tuple[str, ...]] = {}
+        self._total_len = 0
+
+    def __len__(self) -> int:
+        return len(self._doc_len)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._doc_len
+
+    def add(self, key: int, doc_terms: Iterable[str]) -> None:
+        """Index document ``key`` (replacing it if present)."""
+        if key in self._doc_len:
+            self.remove(key)
+        counts = Counter(doc_terms)
+        for term, tf in counts.items():
+            self._postings.setdefault(term, {})[key] = tf
+        n = sum(counts.values())
+        self._doc_len[key] = n
+        self._doc_terms[key] = tuple(counts)
+        self._total_len += n
+
+    def remove(self, key: int) -> None:
+        """Forget document ``key`` (no error if absent)."""
+        n = self._doc_len.pop(key, None)
+        if n is None:
+            return
+        self._total_len -= n
+        for term in self._doc_terms.pop(key):
+            posting = self._postings[term]
+            del posting[key]
+            if not posting:
+                del self._postings[term]
+
+    def scores(self, query_terms: Iterable[str]) -> dict[int, float]:
+        """BM25 score of every document sharing a term with the query (others score 0)."""
+        n_docs = len(self._doc_len)
+        if n_docs == 0:
+            return {}
+        avg = self._total_len / n_docs if self._total_len else 1.0
+        out: dict[int, float] = {}
+        for term in set(query_terms):
+            posting = self._postings.get(term)
+            if not posting:
+                continue
+            df = len(posting)
+            idf = math.log(1.0 + (n_docs - df + 0.5) / (df + 0.5))
+            for key, tf in posting.items():
+                norm = tf + BM25_K1 * (1.0 - BM25_B + BM25_B * self._doc_len[key] / avg)
+                out[key] = out.get(key, 0.0) + idf * tf * (BM25_K1 + 1.0) / norm
+        return out
