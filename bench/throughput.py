@@ -28,25 +28,47 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-TOPICS = [
-    "hiking trip to the mountains with new boots",
-    "cooking a mushroom risotto for dinner guests",
-    "debugging a memory leak in a python web service",
-    "practising the violin for an orchestra concert",
-    "observing exoplanets with a small telescope",
-    "planting tomatoes and roses in the spring garden",
-    "training for a half marathon in the autumn",
-    "learning spanish vocabulary with podcasts",
-]
+_SYLLABLES = ("ka", "lo", "mi", "ne", "ru", "ta", "vo", "si", "pe", "da", "go", "zu", "fi",
+              "ba", "lu", "ro", "te", "no", "ha", "ki")
 
 
-def turn(user: int, i: int) -> tuple[str, str]:
-    """A synthetic turn: topics change every 6 turns, each turn has its own details."""
-    topic = TOPICS[(i // 6 + user) % len(TOPICS)]
-    return (
-        f"Turn {i}: I keep thinking about {topic}; detail number {i * 7 % 101}.",
-        f"That sounds great. Tell me more about the {topic.split()[0]} part ({i}).",
-    )
+def _word(n: int) -> str:
+    """A made-up but stable word for index ``n`` (three syllables)."""
+    s = _SYLLABLES
+    return s[n % 20] + s[(n // 20) % 20] + s[(n // 400) % 20]
+
+
+COMMON = [_word(7919 * i % 8000) for i in range(40)]
+
+
+TOPIC_WORDS = 12
+
+
+def topic_words(topic: int) -> list[str]:
+    """The words that belong to one topic (topics share no words)."""
+    return [_word(topic * TOPIC_WORDS + j + 100) for j in range(TOPIC_WORDS)]
+
+
+def turn(user: int, i: int, topic: int | None = None) -> tuple[str, str]:
+    """A synthetic turn: a topic lasts 10 turns; 8 topic words and 4 common words each.
+
+    Words are drawn deterministically from (user, i), so runs are repeatable, pages on one
+    topic resemble each other and pages on different topics do not.
+    """
+    t = (i // 10 + user * 7) % 400 if topic is None else topic
+    words = topic_words(t)
+    pick = [words[(i * 7 + k * 5 + user) % TOPIC_WORDS] for k in range(8)]
+    common = [COMMON[(i * 3 + k * 13 + user) % len(COMMON)] for k in range(4)]
+    q = " ".join(pick[:5] + common[:2]) + f" number {i}"
+    r = " ".join(pick[5:] + common[2:]) + "."
+    return q.capitalize() + "?", r.capitalize()
+
+
+def query_for(user: int, j: int) -> str:
+    """A retrieval query about one of the user's topics."""
+    t = (j + user * 7) % 400
+    words = topic_words(t)
+    return f"what did we say about {words[j % TOPIC_WORDS]} and {words[(j + 3) % TOPIC_WORDS]}?"
 
 
 def pct(values: Sequence[float], p: float) -> float:
@@ -121,7 +143,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             def query_job(u: int) -> None:
                 local = []
                 for j in range(args.queries):
-                    q = f"what did I say about {TOPICS[(u + j) % len(TOPICS)]}?"
+                    q = query_for(u, j)
                     t1 = time.perf_counter()
                     mem.retrieve(f"user-{u}", q)
                     local.append(time.perf_counter() - t1)
@@ -177,6 +199,30 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     return result
 
 
+def big_user_retrieval(pages: int, queries: int) -> dict[str, Any]:
+    """Retrieve latency for one user with ``pages`` pages in ``pages // 10`` topics.
+
+    Runs alone (no other load), after ``flush``, so it measures the retrieval path itself.
+    """
+    from memoryos_actors import MemoryConfig, MemoryOS
+
+    lat: list[float] = []
+    with tempfile.TemporaryDirectory(prefix="memoryos-bench-") as tmp:
+        with MemoryOS.open(Path(tmp), MemoryConfig(log_level="error")) as mem:
+            for i in range(1, pages + 1):
+                mem.add_turn("big", *turn(0, i, topic=(i - 1) // 10))
+            mem.flush()
+            st = mem.stats("big")
+            for j in range(queries):
+                words = topic_words(j % (pages // 10))
+                q = f"what did we say about {words[j % TOPIC_WORDS]} and {words[(j + 5) % TOPIC_WORDS]}?"
+                t0 = time.perf_counter()
+                mem.retrieve("big", q)
+                lat.append((time.perf_counter() - t0) * 1000.0)
+    return {"pages": pages, "mtm_segments": st["mtm_segments"], "mtm_pages": st["mtm_pages"],
+            "queries": queries, "p50": pct(lat, 50), "p95": pct(lat, 95), "p99": pct(lat, 99)}
+
+
 def targets(r: dict[str, Any]) -> list[tuple[str, bool, str]]:
     """Issue targets as (name, met, measured)."""
     return [
@@ -211,12 +257,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--queries", type=int, default=10, help="retrievals per user")
     p.add_argument("--fsync", default="interval", choices=["always", "interval", "never"])
     p.add_argument("--llm-latency-ms", type=float, default=0.0)
+    p.add_argument("--big-user-pages", type=int, default=2000,
+                   help="pages of the single user whose retrieve latency is measured alone")
+    p.add_argument("--switch-interval-ms", type=float, default=None,
+                   help="set sys.setswitchinterval for this run (CPython's default is 5 ms)")
     p.add_argument("--out", default=str(Path(__file__).resolve().parent / "results"))
     args = p.parse_args(argv)
+    if args.switch_interval_ms is not None:
+        sys.setswitchinterval(args.switch_interval_ms / 1000.0)
     r = run(args)
+    r["big_user_retrieve_ms"] = big_user_retrieval(args.big_user_pages, 300)
+    r["switch_interval_ms"] = sys.getswitchinterval() * 1000.0
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     name = "throughput.json" if not args.llm_latency_ms else "throughput_llm.json"
+    if args.switch_interval_ms is not None:
+        name = name.replace(".json", f"_switch{args.switch_interval_ms:g}ms.json")
     (out / name).write_text(json.dumps(r, indent=2) + "\n")
     print(f"| metric | value |\n| --- | --- |")
     print(f"| turns/s (acknowledged) | {r['ack_turns_per_s']:.0f} |")
@@ -229,6 +285,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"{r['last_10pct_add_ms_median']:.3f} |"
     )
     print(f"| LLM calls per turn | {r['llm_calls_per_turn']:.2f} |")
+    b = r["big_user_retrieve_ms"]
+    print(f"| retrieve ms, one user with {b['pages']} pages in {b['mtm_segments']} segments, "
+          f"p50/p95/p99 | {b['p50']:.3f} / {b['p95']:.3f} / {b['p99']:.3f} |")
     print(f"| peak RSS MiB | {r['peak_rss_mb']:.0f} |")
     for name_, ok, measured in targets(r):
         print(f"target {name_}: {'met' if ok else 'MISSED'} ({measured})")

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import hashlib
 import itertools
+import math
 import os
 import threading
+from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
@@ -74,32 +76,29 @@ class HashingEmbedder:
             return out
         rows: list[int] = []
         hashes: list[int] = []
-        weights: list[float] = []
+        vals: list[float] = []
         bw = self._bigram_weight
+        log = math.log
         for row, text in enumerate(texts):
             if not isinstance(text, str):
                 raise InvalidInput(f"texts[{row}] is {type(text).__name__}, not str")
             toks = tokenize(text) or [_EMPTY_TOKEN]
-            for tok in toks:
+            # Each distinct feature once, with a dampened term frequency (1 + log tf), before
+            # features that collide are folded into the same column. Unigrams and bigrams
+            # never share a feature string (a bigram has a space, a token never does).
+            for feature, tf in Counter(toks).items():
                 rows.append(row)
-                hashes.append(self._hash(tok))
-                weights.append(1.0)
-            for a, b in itertools.pairwise(toks):
+                hashes.append(self._hash(feature))
+                vals.append(1.0 + log(tf))
+            for feature, tf in Counter(a + " " + b for a, b in itertools.pairwise(toks)).items():
                 rows.append(row)
-                hashes.append(self._hash(a + " " + b))
-                weights.append(bw)
-        h = np.array(hashes, dtype=np.uint64)
-        r = np.array(rows, dtype=np.int64)
-        w = np.array(weights, dtype=np.float32)
-        # Count each distinct (row, feature) once so tf can be dampened before folding
-        # features that collide into the same column.
-        keys = np.stack([r.astype(np.uint64), h], axis=1)
-        uniq, first_idx, tf = np.unique(keys, axis=0, return_index=True, return_counts=True)
-        feat_h = uniq[:, 1]
+                hashes.append(self._hash(feature))
+                vals.append(bw * (1.0 + log(tf)))
+        feat_h = np.array(hashes, dtype=np.uint64)
         cols = (feat_h % np.uint64(self.dim)).astype(np.int64)
         signs = np.where((feat_h >> np.uint64(63)) & np.uint64(1), -1.0, 1.0).astype(np.float32)
-        vals = signs * (1.0 + np.log(tf.astype(np.float32))) * w[first_idx]
-        np.add.at(out, (uniq[:, 0].astype(np.int64), cols), vals)
+        np.add.at(out, (np.array(rows, dtype=np.int64), cols),
+                  signs * np.array(vals, dtype=np.float32))
         norms = np.linalg.norm(out, axis=1, keepdims=True)
         # A row can cancel to zero only by an astronomically unlikely collision pattern;
         # fall back to the empty-text vector so every row stays a unit vector.

@@ -428,7 +428,8 @@ class GatewayService:
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """Embed ``texts``: an ``(n, dim)`` float32 array of unit rows, in order.
 
-        Cached texts are served from the LRU; the rest join the next coalesced batch.
+        Cached texts are served from the LRU; for a provider embedder the rest join the
+        next coalesced batch, an in-process embedder is called at once.
         Raises :class:`ProviderUnavailable` when a provider embedder's breaker is open,
         :class:`GatewayError` when retries are exhausted (no offline fallback exists for
         embeddings: vectors from another model would not be comparable).
@@ -445,7 +446,12 @@ class GatewayService:
         missing = list(dict.fromkeys(t for t, r in zip(texts, rows) if r is None))
         self._acct.record_embed_request(len(texts), sum(r is not None for r in rows))
         if missing:
-            mat = self._batcher.submit(missing) if self._batcher else self._embed_direct(missing)
+            # Coalescing saves round trips to a provider; an in-process embedder gains
+            # nothing from waiting for company, so it is called at once.
+            if self._batcher is not None and not self._local_embedder:
+                mat = self._batcher.submit(missing)
+            else:
+                mat = self._embed_direct(missing)
             fresh = dict(zip(missing, mat))
             for i, t in enumerate(texts):
                 if rows[i] is None:

@@ -115,8 +115,8 @@ class _Segment:
     """Mutable segment state; never leaves the core (views and records are copies)."""
 
     __slots__ = (
-        "created", "embedding", "embs", "heat", "keywords", "kw_counts", "l_interaction",
-        "last_access", "n_visit", "number", "pages", "summary", "summary_kw",
+        "created", "emb_sum", "embedding", "embs", "heat", "keywords", "kw_counts",
+        "l_interaction", "last_access", "n_visit", "number", "pages", "summary", "summary_kw",
     )
 
     def __init__(self, number: int, now: float) -> None:
@@ -128,6 +128,10 @@ class _Segment:
         self.summary_kw: frozenset[str] = frozenset()
         self.keywords: frozenset[str] = frozenset()
         self.embedding: npt.NDArray[np.float32] = np.zeros(0, dtype=np.float32)
+        # Running sum of the page embeddings, kept so e_s costs O(dim) per insert and
+        # removal. (A core restored from a snapshot sums the remaining pages afresh, so its
+        # e_s can differ from the live one in the last bits of float64 rounding.)
+        self.emb_sum: npt.NDArray[np.float64] | None = None
         self.n_visit = 0
         self.l_interaction = 0
         self.last_access = now
@@ -140,21 +144,36 @@ class _Segment:
 
     def refresh(self) -> None:
         """Recompute e_s and K_s from the current pages and summary."""
-        mean = np.mean(np.stack(self.embs).astype(np.float64), axis=0)
-        norm = float(np.linalg.norm(mean))
-        self.embedding = (mean / norm if norm > 0 else mean).astype(np.float32)
+        total = self.emb_sum
+        if total is None:
+            total = self._resum()
+        norm = math.sqrt(float(np.dot(total, total)))
+        self.embedding = (total / norm if norm > 0 else total).astype(np.float32)
         # Ties broken alphabetically so K_s does not depend on insertion order of equals.
         top = sorted(self.kw_counts.items(), key=lambda kv: (-kv[1], kv[0]))
         self.keywords = self.summary_kw | frozenset(k for k, _ in top[:SEGMENT_KEYWORD_LIMIT])
 
+    def _resum(self) -> npt.NDArray[np.float64]:
+        total = np.zeros(len(self.embs[0]) if self.embs else 0, dtype=np.float64)
+        for emb in self.embs:
+            total += emb
+        self.emb_sum = total
+        return total
+
     def add(self, page: Page, emb: npt.NDArray[np.float32]) -> None:
         self.pages.append(page)
         self.embs.append(emb)
+        if self.emb_sum is None:
+            self._resum()
+        else:
+            self.emb_sum += emb
         self.kw_counts.update(page.keywords)
 
     def pop_oldest(self) -> tuple[Page, npt.NDArray[np.float32]]:
         page = self.pages.pop(0)
         emb = self.embs.pop(0)
+        if self.emb_sum is not None:
+            self.emb_sum -= emb
         self.kw_counts.subtract(page.keywords)
         for k in page.keywords:
             if self.kw_counts[k] <= 0:
@@ -240,11 +259,13 @@ class MTMCore:
             raise InvalidInput(f"{what} must be a numeric vector") from None
         if arr.shape != (self._dim,):
             raise InvalidInput(f"{what} must have {self._dim} values, got shape {arr.shape}")
-        if not np.all(np.isfinite(arr)):
+        # One dot product checks finiteness (any NaN or inf makes it non-finite; float64
+        # so huge finite values cannot overflow) and gives the norm.
+        sq = float(np.dot(arr.astype(np.float64), arr.astype(np.float64)))
+        if not math.isfinite(sq):
             raise InvalidInput(f"{what} must be finite")
-        norm = float(np.linalg.norm(arr.astype(np.float64)))
-        if norm > 0:
-            arr = (arr / norm).astype(np.float32)
+        if sq > 0 and abs(sq - 1.0) > 1e-6:
+            arr = (arr / math.sqrt(sq)).astype(np.float32)
         arr.flags.writeable = False
         return arr
 
@@ -441,7 +462,9 @@ class MTMCore:
         i = _index_of(seg.pages, seq)
         page = seg.pages[i]
         del seg.pages[i]
-        del seg.embs[i]
+        emb = seg.embs.pop(i)
+        if seg.emb_sum is not None:
+            seg.emb_sum -= emb
         seg.kw_counts.subtract(page.keywords)
         seg.kw_counts = +seg.kw_counts
         self._page_index.remove(seq)
