@@ -97,9 +97,10 @@ class HashingEmbedder:
         feat_h = np.array(hashes, dtype=np.uint64)
         cols = (feat_h % np.uint64(self.dim)).astype(np.int64)
         signs = np.where((feat_h >> np.uint64(63)) & np.uint64(1), -1.0, 1.0).astype(np.float32)
-        np.add.at(out, (np.array(rows, dtype=np.int64), cols),
-                  signs * np.array(vals, dtype=np.float32))
-        norms = np.linalg.norm(out, axis=1, keepdims=True)
+        flat = np.array(rows, dtype=np.int64) * self.dim + cols
+        out = np.bincount(flat, weights=signs * np.array(vals, dtype=np.float64),
+                          minlength=n * self.dim).astype(np.float32).reshape(n, self.dim)
+        norms = np.sqrt(np.einsum("ij,ij->i", out, out))[:, None]
         # A row can cancel to zero only by an astronomically unlikely collision pattern;
         # fall back to the empty-text vector so every row stays a unit vector.
         zero = norms[:, 0] == 0

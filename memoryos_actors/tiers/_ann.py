@@ -16,6 +16,9 @@ import numpy.typing as npt
 __all__ = ["AnnIndex"]
 
 _INITIAL_CAPACITY = 64
+_BUILD_AT = 64
+"""The hnswlib graph is built once more vectors than this are stored; below it every
+search is exhaustive anyway (see :meth:`AnnIndex.candidates`), so inserts skip the graph."""
 _EF_CONSTRUCTION = 100
 _M = 16
 _MIN_EF = 100
@@ -65,8 +68,13 @@ class AnnIndex:
 
     def upsert(self, label: int, vector: npt.NDArray[np.float32]) -> None:
         """Add ``label`` or replace its vector."""
-        index = self._ensure_index()
         row = np.asarray(vector, dtype=np.float32).reshape(1, self._dim)
+        if self._index is None:
+            self._vectors[label] = row[0].copy()
+            if len(self._vectors) > _BUILD_AT:
+                self._build()
+            return
+        index = self._index
         if label in self._vectors:
             index.add_items(row, [label], num_threads=1)
         else:
@@ -78,6 +86,13 @@ class AnnIndex:
                     index.resize_index(index.get_max_elements() * 2)
                 index.add_items(row, [label], num_threads=1)
         self._vectors[label] = row[0].copy()
+
+    def _build(self) -> None:
+        """Build the graph from the stored vectors, in label order (deterministic)."""
+        index = self._ensure_index()
+        labels = sorted(self._vectors)
+        index.resize_index(max(_INITIAL_CAPACITY, 2 * len(labels)))
+        index.add_items(np.stack([self._vectors[x] for x in labels]), labels, num_threads=1)
 
     def remove(self, label: int) -> None:
         """Forget ``label`` (no error if absent)."""
