@@ -49,17 +49,8 @@ with MemoryOS.open(sys.argv[1], cfg) as mem:
 
 
 def expected_pages(mem: Any, user: str) -> list[str]:
-    """Every page id of ``user`` across STM, MTM and archive, in turn order."""
-    state = mem.user_state(user)
-    ids = [p["page_id"] for p in state["stm"]["stm"]["pages"]]
-    for seg in state["mtm"]["segments"]:
-        ids.extend(p["page_id"] for p in seg["pages"])
-    for rec in mem.archive(user):
-        if rec["t"] == "segment":
-            ids.extend(p["page_id"] for p in rec["segment"]["pages"])
-        elif rec["t"] == "page":
-            ids.append(rec["page"]["page_id"])
-    return ids
+    """Every page id of ``user`` across STM, MTM and archive."""
+    return list(mem.stored_page_ids(user))
 
 
 def trial(data_dir: Path, rng: random.Random, max_delay_s: float = 1.0) -> dict[str, Any]:

@@ -98,9 +98,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     server = None
     if args.llm_latency_ms:
         sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "gateway"))
-        from fakeserver import FakeLLMServer  # type: ignore[import-not-found]
+        from fakeserver import FakeOpenAIServer  # type: ignore[import-not-found]
 
-        server = FakeLLMServer(latency_s=args.llm_latency_ms / 1000.0)
+        server = FakeOpenAIServer(latency=args.llm_latency_ms / 1000.0)
         server.start()
         overrides.update(
             llm_backend="litellm",

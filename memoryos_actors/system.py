@@ -785,6 +785,20 @@ class MemoryOS:
 
         return self._call(uid, run)
 
+    def stored_page_ids(self, user_id: str) -> list[str]:
+        """Every page id stored for ``user_id``: STM, then MTM, then the archive.
+
+        An audit helper: each acknowledged turn appears exactly once (after :meth:`flush`;
+        before it, a page may still be on its way from STM to MTM and not be listed).
+        """
+        ids = self.user_state(user_id).page_ids()
+        for rec in self.archive(user_id):
+            if rec.get("t") == "segment":
+                ids.extend(str(p["page_id"]) for p in rec["segment"]["pages"])
+            elif rec.get("t") == "page":
+                ids.append(str(rec["page"]["page_id"]))
+        return ids
+
     def stats(self, user_id: str | None = None) -> dict[str, Any]:
         """Counters of the whole system, or of one user when ``user_id`` is given."""
         if user_id is not None:

@@ -80,10 +80,4 @@ def turn_text(user: str, i: int) -> tuple[str, str]:
 
 def all_page_ids(mem: MemoryOS, user: str) -> list[str]:
     """Every page id held for ``user`` in STM, MTM and the archive (with repeats)."""
-    ids = mem.user_state(user).page_ids()
-    for rec in mem.archive(user):
-        if rec["t"] == "segment":
-            ids.extend(p["page_id"] for p in rec["segment"]["pages"])
-        elif rec["t"] == "page":
-            ids.append(rec["page"]["page_id"])
-    return ids
+    return mem.stored_page_ids(user)
