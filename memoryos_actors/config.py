@@ -58,7 +58,7 @@ FINGERPRINT_FIELDS: tuple[str, ...] = (
     "fscore_threshold",
     "kb_capacity",
     "agent_traits_capacity",
-    "shared_agent_persona",
+    "chain_affinity",
 )
 
 
@@ -94,7 +94,6 @@ class MemoryConfig:
     kb_top_k: int = _f(10, "knowledge-base facts retrieved")
     agent_traits_top_k: int = _f(10, "agent traits retrieved")
     retrieval_mode: RetrievalMode = _f("hybrid", '"paper" (two-stage only) or "hybrid"')
-    shared_agent_persona: bool = _f(False, "one agent persona for all users of an assistant")
     summary_debounce_seconds: float = _f(1.0, "segment summary refresh debounce, seconds")
     embedder: EmbedderName = _f("hashing", '"hashing", "litellm" or "sentence-transformers"')
     embedding_dim: int = _f(512, "hashing embedder dimension")

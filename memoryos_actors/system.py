@@ -247,6 +247,7 @@ class MemoryOS:
         self._gateway = GatewayClient(
             self.gateway_service, self.registry, workers, config.max_inflight_total
         )
+        self.gateway_service.on_redo = self._gateway.deliver_redo
         self._retrieval_names = tuple(f"retrieval/{i}" for i in range(config.gateway_workers * 2))
         self._rr = 0
         self._root = self._start_tree(workers)
@@ -325,7 +326,8 @@ class MemoryOS:
                 kind=ChildKind.SUPERVISOR,
                 name="retrieval",
             ),
-            ChildSpec(id="heat-ticker", start=functools.partial(HeatTicker.start, reg),
+            ChildSpec(id="heat-ticker",
+                      start=functools.partial(HeatTicker.start, reg, self._gateway),
                       name="heat-ticker"),
             ChildSpec(id="janitor", start=functools.partial(_Janitor.start, self._sweep_idle),
                       name="janitor"),

@@ -9,8 +9,10 @@ thread-safe services, so actors may share them without sharing memory contents.
 from __future__ import annotations
 
 import itertools
+import json
 import threading
 import time
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -27,6 +29,9 @@ if TYPE_CHECKING:
     from ..store.userstore import UserStore
 
 __all__ = ["Backlog", "GatewayClient", "UserEnv", "actor_names"]
+
+#: Degraded jobs whose askers are remembered for redo (the oldest are forgotten first).
+_DEGRADED_MEMORY = 4096
 
 
 class Backlog:
@@ -133,6 +138,37 @@ class GatewayClient:
                          for name in worker_names}
         self._rr = itertools.count()
         self.submitted = 0
+        # Degraded answers the gateway will redo when the provider is back: who asked.
+        self._degraded: OrderedDict[str, tuple[str, str]] = OrderedDict()
+        self._degraded_lock = threading.Lock()
+
+    @staticmethod
+    def _redo_key(kind: str, payload: Any, user_id: str | None) -> str:
+        return json.dumps([kind, payload, user_id], sort_keys=True, default=str)
+
+    def remember_degraded(self, job: Any) -> None:
+        """Note who asked for a job answered in degraded mode, for :meth:`deliver_redo`."""
+        key = self._redo_key(job.kind, job.payload, job.user_id)
+        with self._degraded_lock:
+            self._degraded[key] = (job.reply_to, job.tag)
+            self._degraded.move_to_end(key)
+            while len(self._degraded) > _DEGRADED_MEMORY:
+                self._degraded.popitem(last=False)
+
+    def deliver_redo(self, kind: str, payload: Any, user_id: str | None, data: Any) -> None:
+        """The gateway's ``on_redo`` hook: tell the fresh answer to whoever asked."""
+        from .protocol import CompletionDone
+
+        with self._degraded_lock:
+            target = self._degraded.pop(self._redo_key(kind, payload, user_id), None)
+        if target is None:
+            return  # asked so long ago that we forgot, or not by an actor
+        ref = self.registry.lookup(target[0])
+        if ref is not None:
+            try:
+                ref.tell(CompletionDone(kind, target[1], data, degraded=False))
+            except Exception:  # the asker stopped meanwhile
+                pass
 
     def embed(self, texts: list[str]) -> np.ndarray:
         """Embed a batch of texts: ``(n, dim)`` float32, rows L2-normalised."""

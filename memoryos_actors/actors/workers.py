@@ -42,6 +42,9 @@ __all__ = ["GatewayWorker", "HeatTicker", "RetrievalWorker"]
 
 log = structlog.get_logger("memoryos.workers")
 
+#: Degraded requests redone per heat tick.
+_REDO_PER_TICK = 100
+
 #: How long a retrieval waits for a user's tier actor that is being restarted (seconds).
 _RESTART_WAIT_S = 2.0
 
@@ -75,6 +78,8 @@ class GatewayWorker(SupervisedActor):
             finally:
                 self.client.release(self.name)
             self.done += 1
+            if result.degraded:
+                self.client.remember_degraded(message)
             target = self.registry.lookup(message.reply_to)
             reply = CompletionDone(message.kind, message.tag, result.data, result.degraded)
             if target is None:
@@ -154,16 +159,24 @@ class RetrievalWorker(SupervisedActor):
 
 
 class HeatTicker(SupervisedActor):
-    """Tells every live MTM actor to recompute heat; driven by a ``send_interval`` timer."""
+    """Tells every live MTM actor to recompute heat; driven by a ``send_interval`` timer.
 
-    def __init__(self, registry: Registry) -> None:
+    Each tick also asks the gateway to redo work it answered in degraded mode while the
+    provider was down (at most ``_REDO_PER_TICK`` requests; nothing happens while the
+    provider's breaker is still open). Fresh answers go to the actors that asked.
+    """
+
+    def __init__(self, registry: Registry, client: GatewayClient | None = None) -> None:
         super().__init__()
         self.registry = registry
+        self.client = client
         self.ticks = 0
 
     def on_receive(self, message: object) -> object:
         if isinstance(message, HeatTick):
             self.ticks += 1
+            if self.client is not None and self.client.service.pending_count():
+                self.client.service.redo_pending(limit=_REDO_PER_TICK)
             for name in self.registry.names():
                 if name.startswith("user:") and name.endswith("/mtm"):
                     ref = self.registry.lookup(name)

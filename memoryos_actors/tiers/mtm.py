@@ -71,7 +71,7 @@ __all__ = [
 ]
 
 SEGMENT_KEYWORD_LIMIT = 24
-"""Most frequent page keywords kept in a segment's keyword set K_s (plus summary keywords).
+"""Most frequent page keywords kept in a segment's keyword set K_s.
 
 A plain union would grow with every page and make Jaccard against a single page's dozen
 keywords tend to 0, so large segments could never be joined again."""
@@ -151,7 +151,9 @@ class _Segment:
         self.embedding = (total / norm if norm > 0 else total).astype(np.float32)
         # Ties broken alphabetically so K_s does not depend on insertion order of equals.
         top = sorted(self.kw_counts.items(), key=lambda kv: (-kv[1], kv[0]))
-        self.keywords = self.summary_kw | frozenset(k for k, _ in top[:SEGMENT_KEYWORD_LIMIT])
+        # Summary keywords are kept apart: summaries arrive after a debounce measured in wall
+        # time, and letting them move K_s would make placement depend on scheduling.
+        self.keywords = frozenset(k for k, _ in top[:SEGMENT_KEYWORD_LIMIT])
 
     def _resum(self) -> npt.NDArray[np.float64]:
         total = np.zeros(len(self.embs[0]) if self.embs else 0, dtype=np.float64)
@@ -426,7 +428,7 @@ class MTMCore:
         return MTMEffects(evicted_segments=evicted, promoted=promoted)
 
     def set_summary(self, segment_id: str, summary: str, keywords: Iterable[str] = ()) -> bool:
-        """Store an LLM summary and its keywords for a segment; its K_s now includes them.
+        """Store an LLM summary and its keywords for a segment (K_s stays the page keywords).
 
         Returns False (and changes nothing) if the segment is gone (evicted meanwhile).
         """

@@ -102,7 +102,7 @@ def test_env_values_are_parsed_by_field_type() -> None:
         "MEMORYOS_STM_CAPACITY": "9",
         "MEMORYOS_FSCORE_THRESHOLD": " 0.75 ",
         "MEMORYOS_ARCHIVE_ENABLED": "No",
-        "MEMORYOS_SHARED_AGENT_PERSONA": "1",
+        "MEMORYOS_CHAIN_AFFINITY": "1",
         "MEMORYOS_RETRIEVAL_MODE": "paper",
         "MEMORYOS_LLM_TOKENS_PER_MINUTE": "1000",
         "PATH": "/bin",
@@ -110,7 +110,7 @@ def test_env_values_are_parsed_by_field_type() -> None:
     }
     c = from_env(env)
     assert c.stm_capacity == 9 and c.fscore_threshold == 0.75
-    assert c.archive_enabled is False and c.shared_agent_persona is True
+    assert c.archive_enabled is False and c.chain_affinity is True
     assert c.retrieval_mode == "paper" and c.llm_tokens_per_minute == 1000
 
 

@@ -127,12 +127,13 @@ def test_insert_rejects_bad_embeddings_and_other_users() -> None:
         mtm.insert(other, e(0))
 
 
-def test_set_summary_adds_summary_keywords_and_reports_missing_segments() -> None:
+def test_set_summary_keeps_placement_keywords_and_reports_missing_segments() -> None:
     mtm = _core()
     mtm.insert(_page(1, {"a"}), e(0))
     assert mtm.set_summary("s1", "About A", ["Alpha"]) is True
     seg = mtm.segments()[0]
-    assert seg.summary == "About A" and seg.keywords == frozenset({"a", "alpha"})
+    # K_s stays the page keywords: a summary arriving late must not change placement.
+    assert seg.summary == "About A" and seg.keywords == frozenset({"a"})
     assert mtm.set_summary("s99", "x", []) is False
 
 
