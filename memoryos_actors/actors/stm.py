@@ -229,6 +229,10 @@ class STMActor(SupervisedActor):
         if page is None:
             return
         env = self.env
+        if env.registry.lookup(env.stm_name) is not self.actor_ref:
+            # Not registered yet (we are still starting): the answer would find no one.
+            self._arm_retry()
+            return
         slot = env.gateway.try_reserve()
         if slot is None:
             self._arm_retry()
