@@ -95,6 +95,7 @@ class MemoryConfig:
     agent_traits_top_k: int = _f(10, "agent traits retrieved")
     retrieval_mode: RetrievalMode = _f("hybrid", '"paper" (two-stage only) or "hybrid"')
     summary_debounce_seconds: float = _f(1.0, "segment summary refresh debounce, seconds")
+    summary_every_pages: int = _f(4, "new pages in a segment before its summary is refreshed")
     embedder: EmbedderName = _f("hashing", '"hashing", "litellm" or "sentence-transformers"')
     embedding_dim: int = _f(512, "hashing embedder dimension")
     embedding_model: str | None = _f(None, "model name/path for litellm or sentence-transformers")
@@ -139,7 +140,7 @@ class MemoryConfig:
             "top_k_pages", "kb_capacity", "agent_traits_capacity", "embedding_dim",
             "llm_max_concurrency", "breaker_failure_threshold", "gateway_workers",
             "snapshot_every_turns", "max_text_bytes", "max_active_users",
-            "max_inflight_per_user", "max_inflight_total",
+            "max_inflight_per_user", "max_inflight_total", "summary_every_pages",
         )
         for name in positive_int:
             if getattr(self, name) < 1:

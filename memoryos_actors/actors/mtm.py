@@ -72,6 +72,8 @@ class MTMActor(SupervisedActor):
         self.dim = env.gateway.service.embedder_info()[1]
         self.core = MTMCore(env.config, self.dim, env.clock)
         self.summary_timers: dict[str, TimerRef] = {}
+        #: Pages each segment gathered since its summary was last asked for.
+        self.unsummarised: dict[str, int] = {}
         #: Last archive record this MTM's state reflects (snapshots store it).
         self.archive_seq = 0
         #: Page seqs archived after the snapshot recovery started from: never re-inserted.
@@ -148,9 +150,10 @@ class MTMActor(SupervisedActor):
             self._request_summary(message.segment_id)
             return None
         if isinstance(message, FlushSummaries):
-            for seg_id, timer in list(self.summary_timers.items()):
+            for timer in self.summary_timers.values():
                 timer.cancel()
-                del self.summary_timers[seg_id]
+            self.summary_timers.clear()
+            for seg_id in list(self.unsummarised):
                 self._request_summary(seg_id)
             return None
         if isinstance(message, HeatTick):
@@ -206,24 +209,32 @@ class MTMActor(SupervisedActor):
             if archive is not None and fresh:
                 if len(fresh) != len(segment.pages):
                     segment = dataclasses.replace(segment, pages=fresh)
-                archive.append({"t": "segment", "keywords": sorted(segment.keywords),
-                                "segment": segment.to_dict()})
+                self.archive_seq = max(self.archive_seq, archive.append(
+                    {"t": "segment", "keywords": sorted(segment.keywords),
+                     "segment": segment.to_dict()}))
             log.debug("mtm.evicted", user=env.user_id, segment=segment.segment_id)
         for page in effects.evicted_pages:
             self.counters["evicted_pages"] += 1
             if archive is not None and page.page_id not in self.archived_before_start:
-                archive.append({"t": "page", "keywords": sorted(page.keywords),
-                                "page": page.to_dict()})
+                self.archive_seq = max(self.archive_seq, archive.append(
+                    {"t": "page", "keywords": sorted(page.keywords), "page": page.to_dict()}))
         for segment in effects.promoted:
             self.counters["promoted"] += 1
             self._request_persona(segment)
+        for segment in effects.evicted_segments:
+            self.unsummarised.pop(segment.segment_id, None)
+        # A summary is asked for once a segment has gathered `summary_every_pages` new
+        # pages, then debounced: few LLM calls per stored turn, summaries never far behind.
         for seg_id in effects.summary_due:
-            if seg_id not in self.summary_timers:
+            n = self.unsummarised.get(seg_id, 0) + 1
+            self.unsummarised[seg_id] = n
+            if n >= env.config.summary_every_pages and seg_id not in self.summary_timers:
                 self.summary_timers[seg_id] = send_after(
                     self.actor_ref, env.config.summary_debounce_seconds, RefreshSummary(seg_id)
                 )
 
     def _request_summary(self, segment_id: str) -> None:
+        self.unsummarised.pop(segment_id, None)
         pages = self.core.segment_pages(segment_id)
         if not pages:
             return  # evicted meanwhile

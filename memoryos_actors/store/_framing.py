@@ -427,16 +427,22 @@ class RecordLog:
             self._check_usable()
             seq = self._last_seq + 1
             frame = encode_frame(seq, payload)
+            # Write at the accounted end with pwrite, never at "the file position": if the
+            # writing thread is interrupted (an actor killed mid-message) after the bytes
+            # land but before the two lines below, the next append simply overwrites that
+            # unacknowledged frame, and the file stays a sequence of whole frames.
+            fd = self._file.fileno()
             try:
                 view = memoryview(frame)
+                at = self._end
                 while view:
-                    written = self._file.write(view)
+                    written = os.pwrite(fd, view, at)
                     view = view[written:]
+                    at += written
             except OSError as exc:
                 # Cut a partial frame off so the file stays a sequence of whole frames.
                 try:
                     self._file.truncate(self._end)
-                    self._file.seek(self._end)
                 except OSError:
                     self._sync_error = exc
                 raise StorageError(f"{self.path}: append failed: {exc}") from exc
