@@ -775,6 +775,9 @@ class MemoryOS:
         uid = _check_user_id(user_id)
         if query is not None:
             _check_text(query, "query", self.config.max_text_bytes)
+        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int)
+                                  or limit < 0):
+            raise InvalidInput(f"limit must be None or an int >= 0, got {limit!r}")
 
         def run(entry: _UserEntry) -> list[dict[str, Any]]:
             assert entry.store is not None
