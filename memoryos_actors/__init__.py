@@ -30,6 +30,7 @@ _EXPORTS: dict[str, str] = {
     "AgentProfile": "memoryos_actors.messages",
     "TraitLevel": "memoryos_actors.messages",
     "MemoryOSError": "memoryos_actors.errors",
+    "ActorCrashed": "memoryos_actors.errors",
     "InvalidInput": "memoryos_actors.errors",
     "ConfigError": "memoryos_actors.errors",
     "UnknownUser": "memoryos_actors.errors",
@@ -49,6 +50,7 @@ if TYPE_CHECKING:
     from .clock import Clock, ManualClock, SystemClock
     from .config import MemoryConfig
     from .errors import (
+        ActorCrashed,
         ConfigError,
         CorruptDataError,
         DataDirLocked,

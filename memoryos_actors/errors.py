@@ -8,6 +8,7 @@ else that escapes an actor is a bug: the actor crashes and its supervisor restar
 from __future__ import annotations
 
 __all__ = [
+    "ActorCrashed",
     "ConfigError",
     "CorruptDataError",
     "DataDirLocked",
@@ -44,6 +45,14 @@ class UnknownUser(MemoryOSError, KeyError):
 
 class Overloaded(MemoryOSError):
     """Too much work is in flight; the call waited its timeout and gave up."""
+
+
+class ActorCrashed(MemoryOSError):
+    """The actor handling the call crashed (its supervisor restarts it); the call failed.
+
+    ``add_turn`` never raises this for a crash it can recover from: it asks the restarted
+    STM again with the same turn key, which stores the turn once or reports it stored.
+    """
 
 
 class SystemClosed(MemoryOSError):

@@ -1005,7 +1005,8 @@ class AddTurn(_Record):
     """Request: store one dialogue turn for ``user_id``.
 
     ``timestamp`` is the turn's time in seconds since the epoch. At least one of ``query``
-    and ``response`` must contain non-blank text.
+    and ``response`` must contain non-blank text. ``turn_key`` makes the request
+    idempotent: STM answers a repeated key with the page it already stored.
     """
 
     user_id: str
@@ -1013,12 +1014,14 @@ class AddTurn(_Record):
     query: str
     response: str
     timestamp: float
+    turn_key: str = ""
 
     def __post_init__(self) -> None:
         _text(self, "user_id", nonempty=True)
         _text(self, "assistant_id", nonempty=True)
         _text(self, "query")
         _text(self, "response")
+        _text(self, "turn_key")
         if not self.query.strip() and not self.response.strip():
             raise InvalidInput("AddTurn needs a non-blank query or response")
         _timestamp(self, "timestamp")

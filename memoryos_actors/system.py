@@ -26,6 +26,7 @@ import math
 import os
 import threading
 import time
+import uuid
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -48,6 +49,7 @@ from .actors.workers import GatewayWorker, HeatTicker, RetrievalWorker
 from .clock import Clock, SystemClock
 from .config import MemoryConfig
 from .errors import (
+    ActorCrashed,
     InvalidInput,
     MemoryOSError,
     Overloaded,
@@ -80,6 +82,9 @@ __all__ = ["AsyncMemoryOS", "ForgetReport", "MemoryOS", "UserState"]
 log = structlog.get_logger("memoryos.system")
 
 T = TypeVar("T")
+
+#: Times add_turn asks again, with the same turn key, after the STM actor crashed.
+_ADD_TURN_ATTEMPTS = 3
 
 #: Seconds a single actor request may take before the facade gives up on it.
 _ASK_TIMEOUT_S = 120.0
@@ -573,6 +578,15 @@ class MemoryOS:
                 if time.monotonic() > deadline:
                     raise MemoryOSError(f"actor {name!r} is not running") from None
                 time.sleep(0.002)
+            except MemoryOSError:
+                raise
+            except pykka.Timeout:
+                raise Overloaded(f"actor {name!r} did not answer within {timeout} s") from None
+            except Exception as exc:
+                # The actor crashed handling the message; its supervisor restarts it.
+                raise ActorCrashed(
+                    f"actor {name!r} crashed while handling {type(message).__name__}: {exc!r}"
+                ) from exc
 
     def _call(self, user_id: str, fn: Callable[[_UserEntry], T]) -> T:
         if not self._total.acquire(timeout=self.config.overload_timeout_seconds):
@@ -610,6 +624,7 @@ class MemoryOS:
             query=_check_text(query, "query", limit, allow_empty=True),
             response=_check_text(response, "response", limit, allow_empty=True),
             timestamp=self.clock.now() if timestamp is None else _check_timestamp(timestamp),
+            turn_key=uuid.uuid4().hex,
         )
         if not msg.query and not msg.response:
             raise InvalidInput("a turn needs a query or a response")
@@ -621,7 +636,15 @@ class MemoryOS:
             assert entry.env is not None
             entry.env.insert_backlog.wait_below_limit(timeout)
             self._gateway.wait_capacity(timeout)
-            return self._ask(actor_names(uid)[0], msg)
+            for attempt in range(_ADD_TURN_ATTEMPTS):
+                try:
+                    return self._ask(actor_names(uid)[0], msg)
+                except ActorCrashed:
+                    # The restarted STM recovers from the WAL and knows the turn key if the
+                    # turn was written: asking again stores it exactly once either way.
+                    if attempt == _ADD_TURN_ATTEMPTS - 1:
+                        raise
+            raise AssertionError("unreachable")
 
         page_id = self._call(uid, run)
         self._counters["turns"] += 1

@@ -18,7 +18,7 @@ it holds are always the last ``stm_capacity`` turns and replay is exact.
 from __future__ import annotations
 
 import dataclasses
-from collections import deque
+from collections import OrderedDict, deque
 
 import structlog
 
@@ -44,13 +44,16 @@ __all__ = ["STMActor", "meta_record", "turn_record"]
 
 log = structlog.get_logger("memoryos.stm")
 
+#: Turn keys remembered for idempotent retries.
+_RECENT_KEYS = 4096
+
 #: How long to wait before trying again to reach a restarting MTM or a full gateway (s).
 _RETRY_S = 0.02
 
 
-def turn_record(page: Page) -> dict[str, object]:
+def turn_record(page: Page, turn_key: str = "") -> dict[str, object]:
     """The WAL record of one turn (short keys: it is written once per turn)."""
-    return {
+    rec: dict[str, object] = {
         "t": "turn",
         "seq": page.seq,
         "a": page.assistant_id,
@@ -58,6 +61,9 @@ def turn_record(page: Page) -> dict[str, object]:
         "r": page.response,
         "ts": page.timestamp,
     }
+    if turn_key:
+        rec["k"] = turn_key
+    return rec
 
 
 def meta_record(page: Page) -> dict[str, object]:
@@ -107,6 +113,9 @@ class STMActor(SupervisedActor):
         #: The latest page whose meta is known (the "previous page" of the next job).
         self.meta_prev: Page | None = None
         self.retry_armed = False
+        #: Turn keys of recent turns -> their page ids, so a repeated AddTurn (a caller
+        #: retrying after this actor crashed) is answered instead of stored twice.
+        self.recent_keys: OrderedDict[str, str] = OrderedDict()
         # A job may fail to come back (a worker crash loses its mailbox): ask again after
         # the longest time a healthy call can take.
         cfg = env.config
@@ -123,6 +132,8 @@ class STMActor(SupervisedActor):
         replayed = 0
         for _lsn, rec in recovered.records:
             kind = rec.get("t")
+            if kind == "turn" and rec.get("k"):
+                self._remember_key(str(rec["k"]), f"p{int(rec['seq'])}")
             if kind == "turn" and int(rec["seq"]) > self.seq:
                 self.core.push(persist.page_from_record(self.env.user_id, rec))
                 self.seq = int(rec["seq"])
@@ -177,7 +188,14 @@ class STMActor(SupervisedActor):
         waiting = sum(1 for p in self.core.pages() if not p.chain_id)
         return waiting + len(self.outbox)
 
+    def _remember_key(self, key: str, page_id: str) -> None:
+        self.recent_keys[key] = page_id
+        while len(self.recent_keys) > _RECENT_KEYS:
+            self.recent_keys.popitem(last=False)
+
     def _add_turn(self, msg: AddTurn) -> str:
+        if msg.turn_key and msg.turn_key in self.recent_keys:
+            return self.recent_keys[msg.turn_key]  # stored before a crash: answer, don't redo
         env = self.env
         # The caller already waited for room in the background queues (never wait here:
         # this actor is the one that drains them). Count this page as pending placement.
@@ -193,11 +211,13 @@ class STMActor(SupervisedActor):
             timestamp=msg.timestamp,
         )
         try:
-            env.store.wal.append(turn_record(page))
+            env.store.wal.append(turn_record(page, msg.turn_key))
         except BaseException:
             env.insert_backlog.release()
             raise
         self.seq = seq
+        if msg.turn_key:
+            self._remember_key(msg.turn_key, page.page_id)
         evicted = self.core.push(page)
         if evicted is not None:
             self.outbox.append((evicted, page.timestamp))

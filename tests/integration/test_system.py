@@ -29,7 +29,7 @@ from sysutil import SMALL, all_page_ids, turn_text
 
 def test_public_api_exports_exactly_these_names() -> None:
     assert memoryos_actors.__all__ == sorted([
-        "AgentProfile", "AsyncMemoryOS", "Clock", "ConfigError", "ContextItem",
+        "ActorCrashed", "AgentProfile", "AsyncMemoryOS", "Clock", "ConfigError", "ContextItem",
         "CorruptDataError", "DataDirLocked", "EmbedderMismatch", "ForgetReport", "GatewayError",
         "InvalidInput", "ManualClock", "MemoryConfig", "MemoryContext", "MemoryOS",
         "MemoryOSError", "Overloaded", "Page", "ProviderUnavailable", "StorageError",
@@ -244,3 +244,18 @@ def test_async_api_serves_concurrent_users_without_blocking_the_loop(tmp_path: P
     results, ticks = asyncio.run(run())
     assert results == ["p1"] * 100
     assert ticks > 0  # the loop kept running while the calls were in flight
+
+
+def test_a_repeated_turn_key_is_answered_not_stored_twice_even_after_a_restart(open_mem) -> None:
+    from memoryos_actors.messages import AddTurn
+
+    mem = open_mem()
+    stm = actor_names("idem")[0]
+    mem.add_turn("idem", "warm up", "ok")  # activates the user
+    msg = AddTurn("idem", "default", "hello once", "hi", 1_700_000_100.0, turn_key="key-1")
+    first = mem._ask(stm, msg)
+    assert mem._ask(stm, msg) == first
+    supervisor.kill(mem.registry.require(stm), "test: crash after the write")
+    assert mem._ask(stm, msg) == first  # the restarted STM learnt the key from the WAL
+    mem.flush()
+    assert sorted(mem.stored_page_ids("idem")) == ["p1", "p2"]
