@@ -20,16 +20,16 @@ import pykka
 from memoryos_actors import MemoryConfig, MemoryOS
 
 #: Small tiers, so that a few hundred turns exercise eviction, archive and snapshots.
-SMALL: dict[str, Any] = dict(
-    mtm_capacity=6,
-    segment_max_pages=4,
-    heat_tick_seconds=3600.0,
-    summary_debounce_seconds=0.01,
-    snapshot_every_turns=40,
-    fsync="never",
-    log_level="critical",
-    gateway_workers=1,
-)
+SMALL: dict[str, Any] = {
+    "mtm_capacity": 6,
+    "segment_max_pages": 4,
+    "heat_tick_seconds": 3600.0,
+    "summary_debounce_seconds": 0.01,
+    "snapshot_every_turns": 40,
+    "fsync": "never",
+    "log_level": "critical",
+    "gateway_workers": 1,
+}
 
 
 def small_config(**changes: Any) -> MemoryConfig:

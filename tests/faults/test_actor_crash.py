@@ -7,9 +7,9 @@ import random
 import threading
 from pathlib import Path
 
-import supervisor
 from faultutil import check_ledger, small_config, turn_query, wait_restarted
 
+import supervisor
 from memoryos_actors import ManualClock, MemoryOS, MemoryOSError
 from memoryos_actors.actors.base import actor_names
 
@@ -35,7 +35,7 @@ def test_tier_actors_killed_under_concurrent_load_lose_no_acknowledged_turn(
                 q = turn_query(user, n)
                 try:
                     acked[user][mem.add_turn(user, q, f"reply {n}")] = q
-                except Exception as exc:  # in flight during a kill: not acknowledged
+                except Exception as exc:  # noqa: BLE001 - in flight during a kill: not acknowledged
                     failures.append(exc)
 
         def killer() -> None:
@@ -56,7 +56,7 @@ def test_tier_actors_killed_under_concurrent_load_lose_no_acknowledged_turn(
             t.join()
         done.set()
         k.join()
-        mem.flush()
+        mem.flush(timeout=20.0)  # a liveness guard: settling takes well under a second
         problems = [p for u in users for p in check_ledger(mem, u, acked[u])]
         assert problems == []
         # Every call that failed did so with a typed error, not a raw actor exception.

@@ -128,9 +128,9 @@ def test_unknown_messages_crash_only_the_actor_which_restarts_with_data_intact(
                  *(n for n in mem.registry.names() if n.startswith(("gateway/", "retrieval/")))]
         for name in names:
             # A sibling's restart (rest_for_one) may have this name unregistered briefly.
-            wait_for(lambda: mem.registry.lookup(name) is not None, f"{name} registered")
+            wait_for(lambda n=name: mem.registry.lookup(n) is not None, f"{name} registered")
             ref = mem.registry.require(name)
-            with pytest.raises(Exception) as info:  # noqa: PT011 - any error reaches the asker
+            with pytest.raises(Exception) as info:
                 ref.ask(object(), timeout=30)
             assert not isinstance(info.value, pykka.Timeout), name
             ref = wait_restarted(mem, name, ref)

@@ -22,6 +22,8 @@ from memoryos_actors import MemoryOS
 USERS = ("kill-a", "kill-b", "kill-c")
 TRIALS = 20
 MAX_DELAY_S = 0.4
+#: Background work for a few hundred turns settles far sooner; this only stops a hang.
+FLUSH_GUARD_S = 20.0
 
 # Kept tiny so most of each trial's time is spent storing turns, not starting up.
 _CHILD = r"""
@@ -95,7 +97,7 @@ def test_sigkill_at_random_moments_never_loses_or_duplicates_an_acknowledged_tur
                 profile_k[parts[1]] = int(parts[2])
         with MemoryOS.open(data_dir, small_config(fsync="always",
                                                   snapshot_every_turns=15)) as mem:
-            mem.flush()
+            mem.flush(timeout=FLUSH_GUARD_S)
             problems = []
             for user in USERS:
                 if not acked[user] and user not in mem.users():

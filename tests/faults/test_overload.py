@@ -44,8 +44,8 @@ def test_flooding_one_user_from_many_threads_yields_overloaded_and_bounded_infli
         def watch() -> None:
             while not stop.is_set():
                 st = mem.stats()
-                for key in peaks:
-                    peaks[key] = max(peaks[key], st[key])
+                for key, peak in list(peaks.items()):
+                    peaks[key] = max(peak, st[key])
 
         watcher = threading.Thread(target=watch)
         watcher.start()
