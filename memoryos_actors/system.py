@@ -40,7 +40,7 @@ import supervisor
 from supervisor import ChildKind, ChildSpec, Registry, Restart, Strategy, Supervisor
 
 from .actors import persist
-from .actors.base import Backlog, GatewayClient, UserEnv, actor_names
+from .actors.base import Backlog, GatewayClient, Metrics, UserEnv, actor_names
 from .actors.lpm import LPMActor
 from .actors.mtm import MTMActor
 from .actors.protocol import FlushSummaries, GetState, HeatTick, Inspect, Ping, Snapshot
@@ -247,6 +247,9 @@ class MemoryOS:
                           "passivations": 0}
         self._activation_ms: list[float] = []
         self.registry = Registry()
+        self.metrics = Metrics()
+        for name in ("evicted_segments", "evicted_pages", "promoted_segments"):
+            self.metrics.inc(name, 0)  # reported from the start, not only once non-zero
         self.gateway_service = GatewayService(config)
         workers = tuple(f"gateway/{i}" for i in range(config.gateway_workers))
         self._gateway = GatewayClient(
@@ -433,6 +436,7 @@ class MemoryOS:
             clock=self.clock,
             insert_backlog=Backlog(max(64, cfg.max_inflight_per_user * 4),
                                    f"user {entry.user_id!r} MTM backlog"),
+            metrics=self.metrics,
         )
         entry.env = env
         stm_n, mtm_n, lpm_n = actor_names(entry.user_id)
@@ -646,7 +650,9 @@ class MemoryOS:
                         raise
             raise AssertionError("unreachable")
 
+        started = time.perf_counter()
         page_id = self._call(uid, run)
+        self.metrics.observe("add_turn_ms", (time.perf_counter() - started) * 1000.0)
         self._counters["turns"] += 1
         return page_id
 
@@ -674,7 +680,9 @@ class MemoryOS:
             self._rr = (self._rr + 1) % len(self._retrieval_names)
             return self._ask(self._retrieval_names[self._rr], msg)
 
+        started = time.perf_counter()
         ctx = self._call(uid, run)
+        self.metrics.observe("retrieve_ms", (time.perf_counter() - started) * 1000.0)
         self._counters["retrievals"] += 1
         return ctx
 
@@ -857,6 +865,11 @@ class MemoryOS:
             "active_users": active,
             "inflight": inflight,
             "gateway_backlog": self._gateway.pending,
+            "placement_backlog": sum(
+                e.env.insert_backlog.pending for e in list(self._users.values())
+                if e.env is not None
+            ),
+            **self.metrics.snapshot(),
             "activation_ms_p50": pct(0.5),
             "activation_ms_p99": pct(0.99),
             "user_group_restarts": restarts,

@@ -12,7 +12,7 @@ import itertools
 import json
 import threading
 import time
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from ..gateway.service import GatewayService
     from ..store.userstore import UserStore
 
-__all__ = ["Backlog", "GatewayClient", "UserEnv", "actor_names"]
+__all__ = ["Backlog", "GatewayClient", "Metrics", "UserEnv", "actor_names"]
 
 #: Degraded jobs whose askers are remembered for redo (the oldest are forgotten first).
 _DEGRADED_MEMORY = 4096
@@ -105,6 +105,44 @@ class Backlog:
     def pending(self) -> int:
         """Items reserved and not yet released."""
         return self._count
+
+
+class Metrics:
+    """Counters and latency samples shared by the actors and the facade (thread-safe).
+
+    Counters survive actor restarts (they live outside the actors). Each latency series
+    keeps its last ``window`` samples, for percentiles in :meth:`snapshot`.
+    """
+
+    def __init__(self, window: int = 4096) -> None:
+        self._lock = threading.Lock()
+        self._counters: dict[str, int] = {}
+        self._samples: dict[str, deque[float]] = {}
+        self._window = window
+
+    def inc(self, name: str, n: int = 1) -> None:
+        """Add ``n`` to counter ``name``."""
+        with self._lock:
+            self._counters[name] = self._counters.get(name, 0) + n
+
+    def observe(self, name: str, value: float) -> None:
+        """Record one sample of series ``name`` (milliseconds by convention: ``*_ms``)."""
+        with self._lock:
+            series = self._samples.get(name)
+            if series is None:
+                series = self._samples[name] = deque(maxlen=self._window)
+            series.append(value)
+
+    def snapshot(self) -> dict[str, Any]:
+        """Counters, plus ``<series>_p50`` / ``_p95`` / ``_p99`` of each latency series."""
+        with self._lock:
+            out: dict[str, Any] = dict(self._counters)
+            samples = {k: sorted(v) for k, v in self._samples.items()}
+        for name, values in samples.items():
+            if values:
+                for p in (50, 95, 99):
+                    out[f"{name}_p{p}"] = values[min(len(values) - 1, len(values) * p // 100)]
+        return out
 
 
 def actor_names(user_id: str) -> tuple[str, str, str]:
@@ -236,6 +274,7 @@ class UserEnv:
     registry: Registry
     clock: Clock
     insert_backlog: Backlog = field(compare=False)
+    metrics: Metrics = field(default_factory=Metrics, compare=False)
 
     @property
     def stm_name(self) -> str:

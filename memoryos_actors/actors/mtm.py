@@ -199,8 +199,10 @@ class MTMActor(SupervisedActor):
     def _apply(self, effects: Any) -> None:
         env = self.env
         archive = env.store.archive
+        metrics = env.metrics
         for segment in effects.evicted_segments:
             self.counters["evicted_segments"] += 1
+            metrics.inc("evicted_segments")
             timer = self.summary_timers.pop(segment.segment_id, None)
             if timer is not None:
                 timer.cancel()
@@ -215,11 +217,13 @@ class MTMActor(SupervisedActor):
             log.debug("mtm.evicted", user=env.user_id, segment=segment.segment_id)
         for page in effects.evicted_pages:
             self.counters["evicted_pages"] += 1
+            metrics.inc("evicted_pages")
             if archive is not None and page.page_id not in self.archived_before_start:
                 self.archive_seq = max(self.archive_seq, archive.append(
                     {"t": "page", "keywords": sorted(page.keywords), "page": page.to_dict()}))
         for segment in effects.promoted:
             self.counters["promoted"] += 1
+            metrics.inc("promoted_segments")
             self._request_persona(segment)
         for segment in effects.evicted_segments:
             self.unsummarised.pop(segment.segment_id, None)

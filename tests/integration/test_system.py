@@ -139,6 +139,21 @@ def test_killed_tier_actors_lose_no_acknowledged_turn(open_mem) -> None:
     assert set(ids) == set(acked)
 
 
+def test_stats_count_turns_evictions_promotions_and_latency(open_mem) -> None:
+    mem = open_mem()
+    for i in range(1, 301):
+        mem.add_turn("m", *turn_text("m", i))
+    for _ in range(3):
+        mem.retrieve("m", "orchestra symphony")
+    mem.flush()
+    st = mem.stats()
+    assert st["turns"] == 300 and st["retrievals"] == 3
+    assert st["evicted_segments"] + st["evicted_pages"] > 0  # a 12-segment MTM overflowed
+    assert st["add_turn_ms_p50"] > 0 and st["retrieve_ms_p99"] >= st["retrieve_ms_p50"] > 0
+    assert st["gateway_backlog"] == 0 and st["placement_backlog"] == 0
+    assert st["gateway"]["calls"] > 0
+
+
 def test_profiles_reach_retrieval(open_mem) -> None:
     mem = open_mem()
     mem.set_user_profile("q", UserProfile(name="Quinn", birth_year=1990))
@@ -188,20 +203,21 @@ def test_closed_system_refuses_calls(tmp_path: Path) -> None:
         mem.add_turn("u", "q", "r")
 
 
-def test_many_users_from_many_threads_each_keep_their_own_history(open_mem) -> None:
-    mem = open_mem(MemoryConfig(**{**SMALL, "max_active_users": 40}))
-    users = [f"user-{n}" for n in range(60)]
+def test_two_hundred_users_from_sixteen_threads_each_keep_their_own_history(open_mem) -> None:
+    # Fewer live groups than users, so passivation and reactivation happen under load.
+    mem = open_mem(MemoryConfig(**{**SMALL, "max_active_users": 120}))
+    users = [f"user-{n}" for n in range(200)]
     errors: list[BaseException] = []
 
     def work(chunk: list[str]) -> None:
         try:
-            for i in range(1, 16):
+            for i in range(1, 11):
                 for u in chunk:
                     mem.add_turn(u, *turn_text(u, i))
         except BaseException as exc:  # pragma: no cover - reported below
             errors.append(exc)
 
-    threads = [threading.Thread(target=work, args=(users[i::8],)) for i in range(8)]
+    threads = [threading.Thread(target=work, args=(users[i::16],)) for i in range(16)]
     for t in threads:
         t.start()
     for t in threads:
@@ -209,9 +225,10 @@ def test_many_users_from_many_threads_each_keep_their_own_history(open_mem) -> N
     assert errors == []
     mem.flush()
     assert sorted(mem.users()) == sorted(users)
-    for u in users[:10]:
+    assert mem.stats()["passivations"] > 0
+    for u in users[::10]:
         ids = all_page_ids(mem, u)
-        assert sorted(ids) == sorted(f"p{i}" for i in range(1, 16))
+        assert sorted(ids) == sorted(f"p{i}" for i in range(1, 11))
         ctx = mem.retrieve(u, "mountain boots")
         assert all(u in item.text for item in (*ctx.stm, *ctx.mtm))
 
