@@ -1080,6 +1080,28 @@ class AsyncMemoryOS:
         """See :meth:`MemoryOS.forget_user`."""
         return await self._run(self.sync.forget_user, user_id)
 
+    async def user_state(self, user_id: str) -> UserState:
+        """See :meth:`MemoryOS.user_state`."""
+        return await self._run(self.sync.user_state, user_id)
+
+    async def archive(
+        self, user_id: str, query: str | None = None, limit: int | None = None
+    ) -> list[dict[str, Any]]:
+        """See :meth:`MemoryOS.archive`."""
+        return await self._run(self.sync.archive, user_id, query, limit)
+
+    async def stored_page_ids(self, user_id: str) -> list[str]:
+        """See :meth:`MemoryOS.stored_page_ids`."""
+        return await self._run(self.sync.stored_page_ids, user_id)
+
+    async def passivate(self, user_id: str) -> bool:
+        """See :meth:`MemoryOS.passivate`."""
+        return await self._run(self.sync.passivate, user_id)
+
+    async def active_users(self) -> list[str]:
+        """See :meth:`MemoryOS.active_users`."""
+        return await self._run(self.sync.active_users)
+
     async def close(self) -> None:
         """See :meth:`MemoryOS.close`."""
         loop = asyncio.get_running_loop()

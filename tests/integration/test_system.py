@@ -276,3 +276,10 @@ def test_a_repeated_turn_key_is_answered_not_stored_twice_even_after_a_restart(o
     assert mem._ask(stm, msg) == first  # the restarted STM learnt the key from the WAL
     mem.flush()
     assert sorted(mem.stored_page_ids("idem")) == ["p1", "p2"]
+
+
+def test_async_facade_offers_every_public_method_of_the_sync_one() -> None:
+    public = {n for n in dir(MemoryOS) if not n.startswith("_")} - {"open", "tree"}
+    missing = sorted(n for n in public if not asyncio.iscoroutinefunction(
+        getattr(AsyncMemoryOS, n, None)))
+    assert missing == []
