@@ -59,6 +59,7 @@ FINGERPRINT_FIELDS: tuple[str, ...] = (
     "kb_capacity",
     "agent_traits_capacity",
     "chain_affinity",
+    "shared_agent_persona",
 )
 
 
@@ -94,6 +95,9 @@ class MemoryConfig:
     kb_top_k: int = _f(10, "knowledge-base facts retrieved")
     agent_traits_top_k: int = _f(10, "agent traits retrieved")
     retrieval_mode: RetrievalMode = _f("hybrid", '"paper" (two-stage only) or "hybrid"')
+    shared_agent_persona: bool = _f(
+        False, "one agent persona per assistant, shared by all its users (else per user)"
+    )
     summary_debounce_seconds: float = _f(1.0, "segment summary refresh debounce, seconds")
     summary_every_pages: int = _f(4, "new pages in a segment before its summary is refreshed")
     embedder: EmbedderName = _f("hashing", '"hashing", "litellm" or "sentence-transformers"')

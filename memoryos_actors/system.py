@@ -40,7 +40,15 @@ import supervisor
 from supervisor import ChildKind, ChildSpec, Registry, Restart, Strategy, Supervisor
 
 from .actors import persist
-from .actors.base import Backlog, GatewayClient, Metrics, UserEnv, actor_names
+from .actors.base import (
+    ASSISTANT_PREFIX,
+    Backlog,
+    GatewayClient,
+    Metrics,
+    UserEnv,
+    actor_names,
+    persona_owner,
+)
 from .actors.lpm import LPMActor
 from .actors.mtm import MTMActor
 from .actors.protocol import FlushSummaries, GetState, HeatTick, Inspect, Ping, Snapshot
@@ -186,6 +194,8 @@ def _check_user_id(user_id: object) -> str:
     uid = _check_text(user_id, "user_id", 1024)
     if uid.strip() != uid or not uid.strip():
         raise InvalidInput("user_id must not be blank or have leading/trailing white space")
+    if uid.startswith(ASSISTANT_PREFIX):
+        raise InvalidInput(f"user ids starting with {ASSISTANT_PREFIX!r} are reserved")
     return uid
 
 
@@ -492,7 +502,8 @@ class MemoryOS:
                         return
                     victim = next(
                         (e for e in self._users.values()
-                         if e.state == "active" and e.inflight == 0 and e is not me),
+                         if e.state == "active" and e.inflight == 0 and e is not me
+                         and not e.user_id.startswith(ASSISTANT_PREFIX)),
                         None,
                     )
                     if victim is not None:
@@ -536,7 +547,8 @@ class MemoryOS:
             if self._closed:
                 return 0
             for entry in self._users.values():
-                if entry.state == "active" and entry.inflight == 0 and entry.last_used < cutoff:
+                if (entry.state == "active" and entry.inflight == 0 and entry.last_used < cutoff
+                        and not entry.user_id.startswith(ASSISTANT_PREFIX)):
                     entry.state = "passivating"
                     victims.append(entry)
         for entry in victims:
@@ -606,6 +618,20 @@ class MemoryOS:
         finally:
             self._total.release()
 
+    def _load_shared_persona(self, assistant_id: str) -> None:
+        """With ``shared_agent_persona``, make sure the assistant's persona group is live.
+
+        Such groups are pinned: never passivated while the system runs, since every user
+        of the assistant reads and feeds them.
+        """
+        if self.config.shared_agent_persona:
+            owner = ASSISTANT_PREFIX + assistant_id
+            with self._dir_lock:
+                entry = self._users.get(owner)
+                if entry is not None and entry.state == "active":
+                    return
+            self._call(owner, lambda e: None)
+
     def add_turn(
         self,
         user_id: str,
@@ -650,6 +676,7 @@ class MemoryOS:
                         raise
             raise AssertionError("unreachable")
 
+        self._load_shared_persona(msg.assistant_id)
         started = time.perf_counter()
         page_id = self._call(uid, run)
         self.metrics.observe("add_turn_ms", (time.perf_counter() - started) * 1000.0)
@@ -680,6 +707,7 @@ class MemoryOS:
             self._rr = (self._rr + 1) % len(self._retrieval_names)
             return self._ask(self._retrieval_names[self._rr], msg)
 
+        self._load_shared_persona(msg.assistant_id)
         started = time.perf_counter()
         ctx = self._call(uid, run)
         self.metrics.observe("retrieve_ms", (time.perf_counter() - started) * 1000.0)
@@ -712,8 +740,10 @@ class MemoryOS:
         if not isinstance(profile, AgentProfile):
             raise InvalidInput(f"profile must be an AgentProfile, got {type(profile).__name__}")
         aid = _check_text(assistant_id, "assistant_id", 1024)
+        owner = persona_owner(uid, aid, self.config.shared_agent_persona)
         self._call(
-            uid, lambda e: self._ask(actor_names(uid)[2], SetAgentProfile(uid, aid, profile))
+            owner,
+            lambda e: self._ask(actor_names(owner)[2], SetAgentProfile(owner, aid, profile)),
         )
 
     # -- background work -------------------------------------------------------------------
@@ -754,8 +784,11 @@ class MemoryOS:
     # -- inspection ------------------------------------------------------------------------
 
     def users(self) -> list[str]:
-        """Every user with data in this data directory (active or not), sorted."""
-        return sorted(list_users(self.data_dir))
+        """Every user with data in this data directory (active or not), sorted.
+
+        Shared assistant personas (``shared_agent_persona``) are not users and not listed.
+        """
+        return sorted(u for u in list_users(self.data_dir) if not u.startswith(ASSISTANT_PREFIX))
 
     def tree(self) -> str:
         """The supervision tree as text, with each child's status and restart count."""

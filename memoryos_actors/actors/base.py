@@ -28,7 +28,15 @@ if TYPE_CHECKING:
     from ..gateway.service import GatewayService
     from ..store.userstore import UserStore
 
-__all__ = ["Backlog", "GatewayClient", "Metrics", "UserEnv", "actor_names"]
+__all__ = [
+    "ASSISTANT_PREFIX",
+    "Backlog",
+    "GatewayClient",
+    "Metrics",
+    "UserEnv",
+    "actor_names",
+    "persona_owner",
+]
 
 #: Degraded jobs whose askers are remembered for redo (the oldest are forgotten first).
 _DEGRADED_MEMORY = 4096
@@ -143,6 +151,16 @@ class Metrics:
                 for p in (50, 95, 99):
                     out[f"{name}_p{p}"] = values[min(len(values) - 1, len(values) * p // 100)]
         return out
+
+
+#: User ids with this prefix are reserved: the shared persona of an assistant lives in the
+#: LPM of the pseudo-user ``ASSISTANT_PREFIX + assistant_id`` (``shared_agent_persona``).
+ASSISTANT_PREFIX = "@assistant:"
+
+
+def persona_owner(user_id: str, assistant_id: str, shared: bool) -> str:
+    """Whose LPM holds the persona of ``assistant_id`` as ``user_id`` sees it."""
+    return ASSISTANT_PREFIX + assistant_id if shared else user_id
 
 
 def actor_names(user_id: str) -> tuple[str, str, str]:

@@ -18,8 +18,16 @@ from ..errors import MemoryOSError
 from ..messages import AgentProfile, PersonaUpdate, SetAgentProfile, SetUserProfile, TraitLevel, UserProfile
 from ..tiers.lpm import LPMCore
 from . import persist
-from .base import UserEnv
-from .protocol import CompletionDone, GetState, Inspect, LPMSearch, Ping, emb_from_bytes
+from .base import UserEnv, actor_names, persona_owner
+from .protocol import (
+    ApplyPersona,
+    CompletionDone,
+    GetState,
+    Inspect,
+    LPMSearch,
+    Ping,
+    emb_from_bytes,
+)
 
 __all__ = ["LPMActor"]
 
@@ -66,6 +74,19 @@ class LPMActor(SupervisedActor):
         if isinstance(message, CompletionDone):
             self._persona_done(message)
             return None
+        if isinstance(message, ApplyPersona):
+            # Another user's promotion taught the shared persona of an assistant something.
+            update = message.update
+            self._log_and_apply({
+                "t": "persona",
+                "assistant": update.assistant_id,
+                "segment": update.source_segment or "",
+                "traits": [],
+                "facts": [],
+                "agent_traits": list(update.agent_traits),
+                "degraded": False,
+            })
+            return None
         if isinstance(message, SetUserProfile):
             return self._log_and_apply({"t": "user_profile", "profile": message.profile.to_dict()})
         if isinstance(message, SetAgentProfile):
@@ -111,6 +132,21 @@ class LPMActor(SupervisedActor):
             "agent_traits": [str(a) for a in data.get("agent_traits", ())],
             "degraded": bool(done.degraded),
         }
+        env = self.env
+        if env.config.shared_agent_persona and record["agent_traits"]:
+            owner = persona_owner(env.user_id, str(record["assistant"]), True)
+            shared = env.registry.lookup(actor_names(owner)[2])
+            if shared is not None:
+                shared.tell(ApplyPersona(PersonaUpdate(
+                    user_id=owner,
+                    assistant_id=str(record["assistant"]),
+                    agent_traits=tuple(record["agent_traits"]),
+                    source_segment=f"{env.user_id}/{segment_id}",
+                )))
+                record["agent_traits"] = []
+            else:
+                log.warning("lpm.shared_persona_unavailable", user=env.user_id,
+                            assistant=record["assistant"])
         if not (record["traits"] or record["facts"] or record["agent_traits"]):
             return
         self._log_and_apply(record)

@@ -17,6 +17,7 @@ import numpy as np
 from ..messages import Page, PersonaUpdate
 
 __all__ = [
+    "ApplyPersona",
     "CompletionDone",
     "CompletionJob",
     "FlushSummaries",
@@ -140,7 +141,7 @@ class LPMSearch:
 
 @dataclass(frozen=True, slots=True)
 class ApplyPersona:
-    """MTM promotion result (via the gateway) -> LPM."""
+    """A user's LPM -> the shared persona's LPM: agent traits learnt from a promotion."""
 
     update: PersonaUpdate
 

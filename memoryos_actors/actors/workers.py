@@ -8,6 +8,7 @@ actor to recompute heat.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -19,7 +20,7 @@ from ..errors import MemoryOSError, UnknownUser
 from ..messages import Retrieve
 from ..text import keywords
 from ..tiers.context import build_context
-from .base import GatewayClient, actor_names
+from .base import GatewayClient, actor_names, persona_owner
 from .protocol import (
     CompletionDone,
     CompletionJob,
@@ -147,6 +148,8 @@ class RetrievalWorker(SupervisedActor):
         stm_pages = f_stm.get(timeout=30)
         mtm_hits = f_mtm.get(timeout=30)
         lpm_view = f_lpm.get(timeout=30)
+        if cfg.shared_agent_persona:
+            lpm_view = self._with_shared_persona(msg, q_bytes, lpm_view)
         return build_context(
             user_id=msg.user_id,
             assistant_id=msg.assistant_id,
@@ -155,6 +158,21 @@ class RetrievalWorker(SupervisedActor):
             mtm_hits=mtm_hits,
             lpm_view=lpm_view,
             elapsed_ms=(time.perf_counter() - started) * 1000.0,
+        )
+
+
+    def _with_shared_persona(self, msg: Retrieve, q_bytes: bytes, own: Any) -> Any:
+        """Replace the agent part of a user's LPM view with the assistant's shared one."""
+        owner = persona_owner(msg.user_id, msg.assistant_id, True)
+        ref = self.registry.lookup(actor_names(owner)[2])
+        if ref is None:
+            return own  # the shared persona is not loaded: answer with what the user has
+        shared = ref.ask(
+            LPMSearch(msg.assistant_id, q_bytes, 0, self.config.agent_traits_top_k),
+            timeout=30,
+        )
+        return dataclasses.replace(
+            own, agent_profile=shared.agent_profile, agent_traits=shared.agent_traits
         )
 
 

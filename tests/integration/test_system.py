@@ -283,3 +283,31 @@ def test_async_facade_offers_every_public_method_of_the_sync_one() -> None:
     missing = sorted(n for n in public if not asyncio.iscoroutinefunction(
         getattr(AsyncMemoryOS, n, None)))
     assert missing == []
+
+
+def test_agent_persona_is_per_user_unless_configured_as_shared(open_mem) -> None:
+    from memoryos_actors.actors.protocol import CompletionDone
+
+    own = open_mem(sub="own")
+    own.set_agent_profile("ann", AgentProfile(role="coach", character="strict"))
+    assert own.retrieve("ann", "hello").agent_profile.role == "coach"
+    assert own.retrieve("ben", "hello").agent_profile.role == ""
+
+    shared = open_mem(MemoryConfig(**{**SMALL, "shared_agent_persona": True}), sub="shared")
+    shared.set_agent_profile("ann", AgentProfile(role="coach", character="strict"))
+    assert shared.retrieve("ben", "hello").agent_profile.role == "coach"
+    # Agent traits learnt from one user's promoted segment reach every user of the assistant.
+    shared.add_turn("ann", "hi", "hello")  # activates ann's group
+    lpm = shared.registry.require(actor_names("ann")[2])
+    lpm.tell(CompletionDone("persona_update", "s1|default",
+                            {"traits": [], "facts": ["User owns a red bicycle."],
+                             "agent_traits": ["The assistant speaks in short sentences."]},
+                            degraded=False))
+    shared.flush()
+    ben = shared.retrieve("ben", "short sentences")
+    assert [t.text for t in ben.agent_traits] == ["The assistant speaks in short sentences."]
+    assert ben.kb == ()  # the user fact stays with ann
+    assert [k.text for k in shared.retrieve("ann", "bicycle").kb] == ["User owns a red bicycle."]
+    assert "@assistant:default" not in shared.users()
+    with pytest.raises(InvalidInput, match="reserved"):
+        shared.add_turn("@assistant:default", "q", "r")
