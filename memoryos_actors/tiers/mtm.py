@@ -674,6 +674,8 @@ class MTMCore:
             "max_seq": self._max_seq,
             "next_segment": self._next_segment,
             "chains": [[c, sid] for c, sid in self._chains.items()],
+            "page_graph": self._page_index.graph_bytes(),
+            "segment_graph": self._seg_index.graph_bytes(),
             "segments": [
                 {
                     "number": seg.number,
@@ -695,7 +697,8 @@ class MTMCore:
     def from_state(
         cls, state: Mapping[str, Any], config: MemoryConfig, dim: int | None, clock: Clock
     ) -> MTMCore:
-        """Rebuild a core from :meth:`to_state` output; the hnswlib indexes are rebuilt.
+        """Rebuild a core from :meth:`to_state` output; saved hnswlib graphs are loaded
+        (or built from the stored embeddings when the state has none).
 
         Arguments after ``state`` mirror the constructor; ``dim`` None accepts the stored
         dimension.
@@ -717,6 +720,8 @@ class MTMCore:
             core._max_seq = int(state["max_seq"])
             core._next_segment = int(state["next_segment"])
             core._chains = {str(c): str(sid) for c, sid in state.get("chains", ())}
+            page_vecs: dict[int, npt.NDArray[np.float32]] = {}
+            seg_vecs: dict[int, npt.NDArray[np.float32]] = {}
             for s in state["segments"]:
                 pages = [Page.from_dict(p) for p in s["pages"]]
                 embs = np.frombuffer(s["embeddings"], dtype="<f4").reshape(len(pages), stored_dim)
@@ -726,7 +731,7 @@ class MTMCore:
                     e.flags.writeable = False
                     seg.add(page, e)
                     core._page_segment[page.seq] = seg.segment_id
-                    core._page_index.upsert(page.seq, e)
+                    page_vecs[page.seq] = e
                     core._lex.add(page.seq, page_terms(page))
                 seg.summary = s["summary"]
                 seg.summary_kw = normalize_keywords(s["summary_keywords"])
@@ -736,8 +741,11 @@ class MTMCore:
                 seg.heat = float(s["heat"])
                 seg.refresh()
                 core._segments[seg.segment_id] = seg
-                core._seg_index.upsert(seg.number, seg.embedding)
-        except (KeyError, TypeError, ValueError) as exc:
+                seg_vecs[seg.number] = seg.embedding
+            # Saved hnswlib graphs load far faster than they build; older states have none.
+            core._page_index.restore(page_vecs, state.get("page_graph"))
+            core._seg_index.restore(seg_vecs, state.get("segment_graph"))
+        except (KeyError, TypeError, ValueError, RuntimeError) as exc:
             if isinstance(exc, InvalidInput):
                 raise
             raise InvalidInput(f"malformed MTM state: {exc!r}") from None

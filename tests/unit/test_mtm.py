@@ -443,3 +443,23 @@ def test_random_operations_keep_capacities_and_every_page(cap, max_pages, theta,
         assert len(mtm) <= cap
         assert all(len(s.page_ids) <= max_pages for s in mtm.segments())
     _assert_every_page_once(STMCore(1), mtm, archived, seq)
+
+
+def test_restored_core_loads_saved_graphs_and_searches_like_the_live_one() -> None:
+    rng = np.random.default_rng(5)
+    dim = 16
+    cfg = MemoryConfig(fscore_threshold=1.99)  # every page opens its own segment
+    live = MTMCore(cfg, dim, ManualClock(0.0))
+    for i in range(1, 151):  # more than the graph threshold, fewer than mtm_capacity
+        v = rng.normal(size=dim)
+        live.insert(Page.create("u", i, f"q{i}", f"r{i}", float(i)), v / np.linalg.norm(v),
+                    now=float(i))
+    state = live.to_state()
+    assert state["page_graph"] and state["segment_graph"]
+    restored = MTMCore.from_state(state, cfg, dim, ManualClock(0.0))
+    for _ in range(10):
+        q = rng.normal(size=dim)
+        q /= np.linalg.norm(q)
+        a = live.search(q, (), top_m=5, top_k=10, now=500.0, mode="paper")
+        b = restored.search(q, (), top_m=5, top_k=10, now=500.0, mode="paper")
+        assert [h.page.page_id for h in a.pages] == [h.page.page_id for h in b.pages]
