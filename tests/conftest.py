@@ -12,6 +12,11 @@ import pykka
 import pytest
 import structlog
 
+# litellm fetches its price map from the internet when imported, unless told not to; test
+# modules import it at collection time (importorskip), before the gateway's lazy import
+# could set this. No test may touch the network.
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
 # Configure structlog once for the whole run, before any MemoryOS.open() would: every level
 # passes (so tests that capture log events see them, whatever ran before), and whatever is
 # not captured goes nowhere instead of flooding the test output.
