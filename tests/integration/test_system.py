@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import math
 import threading
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -234,16 +236,18 @@ def test_two_hundred_users_from_sixteen_threads_each_keep_their_own_history(open
 
 
 def test_async_api_serves_concurrent_users_without_blocking_the_loop(tmp_path: Path) -> None:
-    async def run() -> tuple[list[str], float]:
+    # The loop lag is measured here but only its sanity is asserted (timing belongs in
+    # bench/async_lag.py, which reports it); what must hold is that the loop kept running.
+    async def run() -> tuple[list[str], list[float]]:
         mem = await AsyncMemoryOS.open(tmp_path, MemoryConfig(**SMALL))
-        ticks = 0
+        lags: list[float] = []
         stop = asyncio.Event()
 
         async def heartbeat() -> None:
-            nonlocal ticks
             while not stop.is_set():
-                ticks += 1
+                t0 = time.perf_counter()
                 await asyncio.sleep(0.001)
+                lags.append(time.perf_counter() - t0 - 0.001)
 
         hb = asyncio.create_task(heartbeat())
         try:
@@ -256,11 +260,11 @@ def test_async_api_serves_concurrent_users_without_blocking_the_loop(tmp_path: P
             stop.set()
             await hb
             await mem.close()
-        return results, ticks
+        return results, lags
 
-    results, ticks = asyncio.run(run())
+    results, lags = asyncio.run(run())
     assert results == ["p1"] * 100
-    assert ticks > 0  # the loop kept running while the calls were in flight
+    assert lags and all(math.isfinite(lag) and lag > -0.001 for lag in lags)
 
 
 def test_a_repeated_turn_key_is_answered_not_stored_twice_even_after_a_restart(open_mem) -> None:
