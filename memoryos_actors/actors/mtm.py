@@ -92,9 +92,17 @@ class MTMActor(SupervisedActor):
             self.core = MTMCore.from_state(mtm_state, env.config, self.dim, env.clock)
             snap_seq = int(recovered.state["seq"])
             self.archive_seq = int(mtm_state.get("archive_seq", 0))
-        # Evictions after the snapshot are in the archive: apply them again, so no page is
-        # both archived and in MTM, and never insert those pages again.
-        for seq, rec in env.store.archive.iter(after_seq=self.archive_seq):
+        # One pass over the archive. Evictions after the snapshot are applied again, so no
+        # page is both archived and in MTM, and those pages are never inserted again; and
+        # every page id it holds is remembered, so a WAL replay that evicts a page again
+        # does not archive it twice (pages archived from now on are new by definition).
+        snapshot_archive_seq = self.archive_seq
+        already: set[str] = set()
+        archive = env.store.archive
+        for seq, rec in (archive.iter() if archive is not None else ()):
+            already.update(_archived_page_ids(rec))
+            if seq <= snapshot_archive_seq:
+                continue
             self.archive_seq = seq
             if rec.get("t") == "segment":
                 seg = rec["segment"]
@@ -103,17 +111,9 @@ class MTMActor(SupervisedActor):
             elif rec.get("t") == "page":
                 self.core.discard_page(int(rec["page"]["seq"]))
                 self.archived.add(int(rec["page"]["seq"]))
+        self.archived_before_start: frozenset[str] = frozenset(already)
         # Whatever was queued for the previous incarnation is gone; the WAL has it all.
         env.insert_backlog.reset()
-        # The previous incarnation may have archived pages after the snapshot was taken;
-        # replaying the WAL evicts them again. Remember what the archive already holds so
-        # that no page is archived twice (pages archived from now on are new by definition).
-        archive = env.store.archive
-        self.archived_before_start: frozenset[str] = frozenset(
-            pid
-            for _seq, rec in (archive.iter() if archive is not None else ())
-            for pid in _archived_page_ids(rec)
-        )
         last = persist.last_turn_seq(recovered.records, snap_seq)
         self._catch_up(last - env.config.stm_capacity)
 
@@ -179,10 +179,9 @@ class MTMActor(SupervisedActor):
         if upto_seq <= self.core.max_seq:
             return
         cap = self.env.config.stm_capacity
-        times = persist.turn_times(self.env.store, self.core.max_seq)
-        for page in persist.wal_pages(self.env.store, self.core.max_seq, upto_seq):
+        for page, when in persist.wal_pages(self.env.store, self.core.max_seq, upto_seq, cap):
             if page.seq not in self.archived:
-                self._place(page, times.get(page.seq + cap, page.timestamp))
+                self._place(page, when)
 
     def _insert(self, page: Page, now: float) -> None:
         if page.seq <= self.core.max_seq or page.seq in self.archived:

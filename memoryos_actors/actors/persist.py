@@ -29,7 +29,6 @@ __all__ = [
     "recover",
     "save_snapshot",
     "page_from_record",
-    "turn_times",
     "wal_pages",
 ]
 
@@ -77,18 +76,25 @@ def page_from_record(user_id: str, rec: dict[str, Any]) -> Page:
     )
 
 
-def wal_pages(store: UserStore, after_seq: int, upto_seq: int) -> list[Page]:
-    """Pages of the WAL turns with ``after_seq < seq <= upto_seq``, with their meta data
-    when the WAL has it, in turn order."""
+def wal_pages(
+    store: UserStore, after_seq: int, upto_seq: int, stm_capacity: int
+) -> list[tuple[Page, float]]:
+    """Pages of the WAL turns with ``after_seq < seq <= upto_seq``, in turn order, each
+    with its meta data when the WAL has it and with its MTM insert time: the time of the
+    turn ``stm_capacity`` later, which pushed it out of STM (its own time if that turn is
+    not in the WAL). One read of the WAL."""
     turns: dict[int, dict[str, Any]] = {}
     metas: dict[int, dict[str, Any]] = {}
+    times: dict[int, float] = {}
     for _lsn, rec in store.wal.read():
         kind = rec.get("t")
         if kind in _PAGE_RECORDS:
             seq = int(rec["seq"])
+            if kind == "turn" and after_seq < seq:
+                times[seq] = float(rec["ts"])
             if after_seq < seq <= upto_seq:
                 (turns if kind == "turn" else metas)[seq] = rec
-    pages = []
+    out = []
     for seq in sorted(turns):
         page = page_from_record(store.user_id, turns[seq])
         meta = metas.get(seq)
@@ -99,17 +105,8 @@ def wal_pages(store: UserStore, after_seq: int, upto_seq: int) -> list[Page]:
                 chain_id=str(meta["ch"]),
                 keywords=frozenset(str(k) for k in meta["k"]),
             )
-        pages.append(page)
-    return pages
-
-
-def turn_times(store: UserStore, after_seq: int) -> dict[int, float]:
-    """Timestamps of the WAL turns with ``seq > after_seq``, by seq."""
-    return {
-        int(rec["seq"]): float(rec["ts"])
-        for _lsn, rec in store.wal.read()
-        if rec.get("t") == "turn" and int(rec["seq"]) > after_seq
-    }
+        out.append((page, times.get(seq + stm_capacity, page.timestamp)))
+    return out
 
 
 def last_turn_seq(records: tuple[tuple[int, dict[str, Any]], ...], snapshot_seq: int) -> int:
