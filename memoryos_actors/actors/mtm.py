@@ -52,12 +52,12 @@ def page_text(page: Page) -> str:
     return f"{page.query}\n{page.response}"
 
 
-def _archived_page_ids(rec: dict[str, Any]) -> list[str]:
-    """Ids of the pages an archive record holds."""
+def _archived_page_seqs(rec: dict[str, Any]) -> list[int]:
+    """Turn seqs of the pages an archive record holds."""
     if rec.get("t") == "segment":
-        return [str(p["page_id"]) for p in rec["segment"]["pages"]]
+        return [int(p["seq"]) for p in rec["segment"]["pages"]]
     if rec.get("t") == "page":
-        return [str(rec["page"]["page_id"])]
+        return [int(rec["page"]["seq"])]
     return []
 
 
@@ -76,9 +76,9 @@ class MTMActor(SupervisedActor):
         self.unsummarised: dict[str, int] = {}
         #: Last archive record this MTM's state reflects (snapshots store it).
         self.archive_seq = 0
-        #: Page seqs archived after the snapshot recovery started from: never re-inserted.
+        #: Seqs of the pages the archive held when this incarnation started: never inserted
+        #: or archived again (pages archived from then on are new by definition).
         self.archived: set[int] = set()
-        self.archived_before_start: frozenset[str] = frozenset()
         self.counters = {"inserted": 0, "evicted_segments": 0, "evicted_pages": 0, "promoted": 0}
 
     # -- lifecycle -----------------------------------------------------------------------
@@ -97,21 +97,16 @@ class MTMActor(SupervisedActor):
         # every page id it holds is remembered, so a WAL replay that evicts a page again
         # does not archive it twice (pages archived from now on are new by definition).
         snapshot_archive_seq = self.archive_seq
-        already: set[str] = set()
         archive = env.store.archive
         for seq, rec in (archive.iter() if archive is not None else ()):
-            already.update(_archived_page_ids(rec))
+            self.archived.update(_archived_page_seqs(rec))
             if seq <= snapshot_archive_seq:
                 continue
             self.archive_seq = seq
             if rec.get("t") == "segment":
-                seg = rec["segment"]
-                self.core.discard_segment(str(seg["segment_id"]))
-                self.archived.update(int(p["seq"]) for p in seg["pages"])
+                self.core.discard_segment(str(rec["segment"]["segment_id"]))
             elif rec.get("t") == "page":
                 self.core.discard_page(int(rec["page"]["seq"]))
-                self.archived.add(int(rec["page"]["seq"]))
-        self.archived_before_start: frozenset[str] = frozenset(already)
         # Whatever was queued for the previous incarnation is gone; the WAL has it all.
         env.insert_backlog.reset()
         last = persist.last_turn_seq(recovered.records, snap_seq)
@@ -206,7 +201,7 @@ class MTMActor(SupervisedActor):
             if timer is not None:
                 timer.cancel()
             fresh = tuple(p for p in segment.pages
-                          if p.page_id not in self.archived_before_start)
+                          if p.seq not in self.archived)
             if archive is not None and fresh:
                 if len(fresh) != len(segment.pages):
                     segment = dataclasses.replace(segment, pages=fresh)
@@ -217,7 +212,7 @@ class MTMActor(SupervisedActor):
         for page in effects.evicted_pages:
             self.counters["evicted_pages"] += 1
             metrics.inc("evicted_pages")
-            if archive is not None and page.page_id not in self.archived_before_start:
+            if archive is not None and page.seq not in self.archived:
                 self.archive_seq = max(self.archive_seq, archive.append(
                     {"t": "page", "keywords": sorted(page.keywords), "page": page.to_dict()}))
         for segment in effects.promoted:
