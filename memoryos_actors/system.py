@@ -21,13 +21,13 @@ latency. Every call is bounded: at most ``max_inflight_per_user`` calls per user
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import functools
 import math
 import os
 import threading
 import time
 import uuid
-from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,6 +45,7 @@ from .actors.base import (
     Backlog,
     GatewayClient,
     Metrics,
+    Preload,
     UserEnv,
     actor_names,
     persona_owner,
@@ -56,6 +57,7 @@ from .actors.stm import STMActor
 from .actors.workers import GatewayWorker, HeatTicker, RetrievalWorker
 from .clock import Clock, SystemClock
 from .config import MemoryConfig
+from .directory import Phase, UserDirectory, UserEntry
 from .errors import (
     ActorCrashed,
     InvalidInput,
@@ -141,6 +143,10 @@ class ForgetReport:
     user_id: str
     removed_files: tuple[str, ...]
     was_active: bool
+    #: Gateway entries removed: ``gateway_cache`` (cached answers and embeddings),
+    #: ``redo_queue`` (degraded requests waiting to be redone) and ``degraded_records``
+    #: (who asked for those).
+    purged: dict[str, int] = dataclasses.field(default_factory=dict)
 
 
 class _Sweep:
@@ -160,18 +166,23 @@ class _Janitor(supervisor.SupervisedActor):
         raise TypeError(f"janitor got an unknown message: {type(message).__name__}")
 
 
-class _UserEntry:
-    """Activation state of one user in the directory (guarded by the directory's lock)."""
+class _StartOnce:
+    """A child start function that adopts an already running group the first time.
 
-    __slots__ = ("env", "inflight", "last_used", "state", "store", "user_id")
+    The user's group is started in the activating caller's thread (so its recovery does
+    not hold up the ``users`` supervisor); the supervisor's first call returns it, and any
+    later call (a restart after the group itself failed) starts a fresh one.
+    """
 
-    def __init__(self, user_id: str) -> None:
-        self.user_id = user_id
-        self.state = "activating"  # -> "active" -> "passivating" -> removed
-        self.inflight = 0
-        self.last_used = time.monotonic()
-        self.store: UserStore | None = None
-        self.env: UserEnv | None = None
+    def __init__(self, ref: pykka.ActorRef[Any], start: Callable[[], pykka.ActorRef[Any]]) -> None:
+        self._ref: pykka.ActorRef[Any] | None = ref
+        self._start = start
+        self._lock = threading.Lock()
+
+    def __call__(self) -> pykka.ActorRef[Any]:
+        with self._lock:
+            ref, self._ref = self._ref, None
+        return ref if ref is not None else self._start()
 
 
 def _check_text(value: object, what: str, limit: int, *, allow_empty: bool = False) -> str:
@@ -250,15 +261,17 @@ class MemoryOS:
         self.clock = clock
         self._lock = _lock
         self._closed = False
-        self._dir_lock = threading.Condition(threading.Lock())
-        self._users: OrderedDict[str, _UserEntry] = OrderedDict()
+        self._dir = UserDirectory(config.max_inflight_per_user,
+                                  is_pinned=lambda u: u.startswith(ASSISTANT_PREFIX))
+        self._stats_lock = threading.Lock()
         self._total = threading.BoundedSemaphore(config.max_inflight_total)
         self._counters = {"turns": 0, "retrievals": 0, "chats": 0, "activations": 0,
                           "passivations": 0}
         self._activation_ms: list[float] = []
         self.registry = Registry()
         self.metrics = Metrics()
-        for name in ("evicted_segments", "evicted_pages", "promoted_segments"):
+        for name in ("evicted_segments", "evicted_pages", "promoted_segments",
+                     "stale_replies_dropped"):
             self.metrics.inc(name, 0)  # reported from the start, not only once non-zero
         self.gateway_service = GatewayService(config)
         workers = tuple(f"gateway/{i}" for i in range(config.gateway_workers))
@@ -375,65 +388,50 @@ class MemoryOS:
 
     # -- user directory --------------------------------------------------------------------
 
-    def _enter(self, user_id: str) -> _UserEntry:
+    def _enter(self, user_id: str) -> UserEntry:
         """Count a call in flight for ``user_id``, activating the user's group if needed."""
-        cfg = self.config
-        deadline = time.monotonic() + cfg.overload_timeout_seconds
-        activate = False
-        with self._dir_lock:
-            while True:
-                if self._closed:
-                    raise SystemClosed("the memory system is closed")
-                entry = self._users.get(user_id)
-                if entry is None:
-                    entry = _UserEntry(user_id)
-                    entry.inflight = 1
-                    self._users[user_id] = entry
-                    activate = True
-                    break
-                if entry.state == "active" and entry.inflight < cfg.max_inflight_per_user:
-                    entry.inflight += 1
-                    entry.last_used = time.monotonic()
-                    self._users.move_to_end(user_id)
-                    return entry
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    if entry.state == "active":
-                        raise Overloaded(
-                            f"user {user_id!r} has {entry.inflight} calls in flight "
-                            f"(max_inflight_per_user={cfg.max_inflight_per_user})"
-                        )
-                    raise Overloaded(f"user {user_id!r} is still {entry.state}")
-                self._dir_lock.wait(remaining)
+        deadline = time.monotonic() + self.config.overload_timeout_seconds
+        entry, must_activate = self._dir.enter(user_id, deadline)
+        if not must_activate:
+            return entry
         try:
-            self._activate(entry)
+            self._activate(entry, deadline)
         except BaseException:
-            with self._dir_lock:
-                self._users.pop(user_id, None)
-                self._dir_lock.notify_all()
-            if entry.store is not None:
-                entry.store.close()
+            store, entry.store = entry.store, None
+            try:
+                if store is not None:
+                    store.close()
+            finally:
+                self._dir.activation_failed(entry)
             raise
         return entry
 
-    def _leave(self, entry: _UserEntry) -> None:
-        with self._dir_lock:
-            entry.inflight -= 1
-            entry.last_used = time.monotonic()
-            self._dir_lock.notify_all()
+    def _leave(self, entry: UserEntry) -> None:
+        self._dir.leave(entry)
 
-    def _activate(self, entry: _UserEntry) -> None:
-        started = time.perf_counter()
-        self._make_room(entry)
+    def _new_store(self, user_id: str) -> UserStore:
         cfg = self.config
-        store = UserStore(
+        return UserStore(
             self.data_dir,
-            entry.user_id,
+            user_id,
             fsync=cfg.fsync,
             fsync_interval=cfg.fsync_interval_seconds,
             archive=cfg.archive_enabled,
             config_fingerprint=cfg.fingerprint(),
         )
+
+    def _activate(self, entry: UserEntry, deadline: float) -> None:
+        """Load the user's state once and start its group (the entry is ``ACTIVATING``).
+
+        The snapshot and the WAL tail are read once, here, in the caller's thread, and handed
+        to the three tier actors; the user's group supervisor is started here too, so its
+        tiers recover in their own threads. The ``users`` supervisor only adopts the
+        running group: activations of different users proceed in parallel.
+        """
+        started = time.perf_counter()
+        self._make_room(entry, deadline)
+        cfg = self.config
+        store = self._new_store(entry.user_id)
         entry.store = store
         name, dim = self.gateway_service.embedder_info()
         store.check_embedder(name, dim, cfg.fingerprint())
@@ -447,6 +445,8 @@ class MemoryOS:
             insert_backlog=Backlog(max(64, cfg.max_inflight_per_user * 4),
                                    f"user {entry.user_id!r} MTM backlog"),
             metrics=self.metrics,
+            epoch=entry.epoch,
+            preload=Preload(persist.recover(store)),
         )
         entry.env = env
         stm_n, mtm_n, lpm_n = actor_names(entry.user_id)
@@ -455,125 +455,144 @@ class MemoryOS:
             ChildSpec(id="mtm", start=functools.partial(MTMActor.start, env), name=mtm_n),
             ChildSpec(id="lpm", start=functools.partial(LPMActor.start, env), name=lpm_n),
         ]
+        start_group = functools.partial(
+            Supervisor.start,
+            children,
+            strategy=Strategy.REST_FOR_ONE,
+            registry=self.registry,
+            max_restarts=3,
+            max_seconds=5.0,
+        )
+        try:
+            group = start_group()
+        except supervisor.SupervisorError as exc:
+            # A tier that cannot load the user's files fails in on_start; the supervisor
+            # wraps that error. Callers get the typed error that names the file.
+            raise _typed_cause(exc) from None
         spec = ChildSpec(
             id=f"user:{entry.user_id}",
-            start=functools.partial(
-                Supervisor.start,
-                children,
-                strategy=Strategy.REST_FOR_ONE,
-                registry=self.registry,
-                max_restarts=3,
-                max_seconds=5.0,
-            ),
+            start=_StartOnce(group, start_group),
             kind=ChildKind.SUPERVISOR,
             restart=Restart.PERMANENT,
         )
         try:
             supervisor.start_child(self._users_sup, spec)
-        except supervisor.SupervisorError as exc:
-            # A tier that cannot load the user's files fails in on_start; the supervisor
-            # wraps that error. Callers get the typed error that names the file.
-            raise _typed_cause(exc) from None
+        except BaseException as exc:
+            supervisor.stop(group, timeout=_ASK_TIMEOUT_S)
+            if isinstance(exc, supervisor.SupervisorError):
+                raise _typed_cause(exc) from None
+            raise
         # Wait until STM has recovered: its first answer comes after on_start.
         self._ask(stm_n, Ping())
         elapsed = (time.perf_counter() - started) * 1000.0
-        with self._dir_lock:
-            entry.state = "active"
+        with self._stats_lock:
             self._counters["activations"] += 1
             self._activation_ms.append(elapsed)
             if len(self._activation_ms) > 10000:
                 del self._activation_ms[:5000]
-            self._dir_lock.notify_all()
-        log.debug("user.activated", user=entry.user_id, ms=round(elapsed, 3))
+        self._dir.activated(entry)
+        log.debug("user.activated", user=entry.user_id, epoch=entry.epoch, ms=round(elapsed, 3))
 
-    def _make_room(self, me: _UserEntry) -> None:
+    def _make_room(self, me: UserEntry, deadline: float) -> None:
         """Passivate least-recently-used idle users until a group slot is free for ``me``.
 
         Every entry other than ``me`` holds (or is about to hold, or is releasing) a live
         group, so they all count against ``max_active_users``. If every one of them is
-        busy, wait for one to go idle, up to ``overload_timeout_seconds``.
+        busy, wait for one to go idle, until ``deadline``.
         """
         cap = self.config.max_active_users
-        deadline = time.monotonic() + self.config.overload_timeout_seconds
         while True:
-            with self._dir_lock:
-                while True:
-                    if len(self._users) - 1 < cap:
-                        return
-                    victim = next(
-                        (e for e in self._users.values()
-                         if e.state == "active" and e.inflight == 0 and e is not me
-                         and not e.user_id.startswith(ASSISTANT_PREFIX)),
-                        None,
-                    )
-                    if victim is not None:
-                        victim.state = "passivating"
-                        break
-                    remaining = deadline - time.monotonic()
-                    if remaining <= 0:
-                        raise Overloaded(
-                            f"{cap} users are active and busy (max_active_users={cap})"
-                        )
-                    self._dir_lock.wait(remaining)
+            victim = self._dir.wait_for_room(me, cap, deadline)
+            if victim is None:
+                return
             self._passivate(victim)
 
-    def _passivate(self, entry: _UserEntry) -> None:
-        """Snapshot and stop a user's group (the entry is already marked passivating)."""
+    def _stop_group(self, entry: UserEntry, *, snapshot: bool) -> None:
+        """Stop the user's actors (after a snapshot if asked) and close its store.
+
+        Never raises: a failure is logged and the group is stopped anyway, so the user's
+        next call starts from the files (the WAL has every acknowledged turn).
+        """
+        if snapshot:
+            try:
+                stm = self.registry.lookup(actor_names(entry.user_id)[0])
+                if stm is not None:
+                    self._drain_user(entry.user_id)
+                    stm.ask(Snapshot(), timeout=_ASK_TIMEOUT_S)
+            except Exception as exc:  # the snapshot is an optimisation; the WAL has everything
+                log.warning("user.passivate_snapshot_failed", user=entry.user_id,
+                            error=repr(exc))
         try:
-            stm = self.registry.lookup(actor_names(entry.user_id)[0])
-            if stm is not None:
-                self._drain_user(entry.user_id)
-                stm.ask(Snapshot(), timeout=_ASK_TIMEOUT_S)
-        except Exception as exc:  # the snapshot is an optimisation; the WAL has everything
-            log.warning("user.passivate_snapshot_failed", user=entry.user_id, error=repr(exc))
-        try:
-            supervisor.terminate_child(self._users_sup, f"user:{entry.user_id}")
+            supervisor.terminate_child(self._users_sup, f"user:{entry.user_id}",
+                                       timeout=_ASK_TIMEOUT_S)
+        except supervisor.SupervisorError:
+            pass  # the group was never adopted or already gone
         except Exception as exc:
             log.warning("user.passivate_stop_failed", user=entry.user_id, error=repr(exc))
-        if entry.store is not None:
-            entry.store.close()
-        with self._dir_lock:
-            if self._users.get(entry.user_id) is entry:
-                del self._users[entry.user_id]
-            self._counters["passivations"] += 1
-            self._dir_lock.notify_all()
+        store, entry.store = entry.store, None
+        if store is not None:
+            try:
+                store.close()
+            except Exception as exc:
+                log.warning("user.store_close_failed", user=entry.user_id, error=repr(exc))
+
+    def _passivate(self, entry: UserEntry) -> None:
+        """Snapshot and stop a user's group (the entry is already ``DRAINING``)."""
+        try:
+            self._stop_group(entry, snapshot=True)
+        finally:
+            with self._stats_lock:
+                self._counters["passivations"] += 1
+            self._dir.finish(entry, Phase.PASSIVE)
         log.debug("user.passivated", user=entry.user_id)
 
     def _sweep_idle(self) -> int:
-        """Passivate users idle for longer than ``idle_timeout_seconds``; return how many."""
+        """Passivate users idle for longer than ``idle_timeout_seconds``; return how many.
+
+        One user at a time: each is picked (and marked ``DRAINING``) only when the previous
+        one is passive, so a sweep never holds back users it has not reached yet.
+        """
         cutoff = time.monotonic() - self.config.idle_timeout_seconds
-        victims = []
-        with self._dir_lock:
-            if self._closed:
-                return 0
-            for entry in self._users.values():
-                if (entry.state == "active" and entry.inflight == 0 and entry.last_used < cutoff
-                        and not entry.user_id.startswith(ASSISTANT_PREFIX)):
-                    entry.state = "passivating"
-                    victims.append(entry)
-        for entry in victims:
+        done = 0
+        while not self._dir.closed:
+            entry = self._dir.pick_idle(idle_before=cutoff)
+            if entry is None:
+                break
             self._passivate(entry)
-        return len(victims)
+            done += 1
+        return done
 
     def passivate(self, user_id: str) -> bool:
-        """Snapshot and stop ``user_id``'s actors now; False if the user was not active."""
+        """Snapshot and stop ``user_id``'s actors now; False if the user was not active.
+
+        Waits for a transition in progress and for the user's calls in flight (new calls
+        wait meanwhile), at most ``overload_timeout_seconds``; then raises ``Overloaded``
+        and the user stays active.
+        """
         user_id = _check_user_id(user_id)
-        with self._dir_lock:
-            while True:
-                entry = self._users.get(user_id)
-                if entry is None:
-                    return False
-                if entry.state == "active" and entry.inflight == 0:
-                    entry.state = "passivating"
-                    break
-                self._dir_lock.wait(0.05)
+        deadline = time.monotonic() + self.config.overload_timeout_seconds
+        entry = self._dir.claim_active(user_id, Phase.DRAINING, deadline)
+        if entry is None:
+            return False
         self._passivate(entry)
         return True
 
     def active_users(self) -> list[str]:
         """Users whose actor groups are live now, least recently used first."""
-        with self._dir_lock:
-            return [u for u, e in self._users.items() if e.state == "active"]
+        return self._dir.active()
+
+    def user_epoch(self, user_id: str) -> int:
+        """The incarnation epoch of ``user_id``'s live actors (0 when it is not live).
+
+        Each activation gets a new epoch, unique in the process; replies addressed to
+        another epoch are dropped (counted as ``stale_replies_dropped`` in :meth:`stats`).
+        """
+        entry = self._dir.get(_check_user_id(user_id))
+        return entry.epoch if entry is not None else 0
+
+    def user_phase(self, user_id: str) -> Phase:
+        """Where ``user_id`` is in its lifecycle now (see :class:`~memoryos_actors.directory.Phase`)."""
+        return self._dir.phase(_check_user_id(user_id))
 
     # -- calls -----------------------------------------------------------------------------
 
@@ -604,7 +623,7 @@ class MemoryOS:
                     f"actor {name!r} crashed while handling {type(message).__name__}: {exc!r}"
                 ) from exc
 
-    def _call(self, user_id: str, fn: Callable[[_UserEntry], T]) -> T:
+    def _call(self, user_id: str, fn: Callable[[UserEntry], T]) -> T:
         if not self._total.acquire(timeout=self.config.overload_timeout_seconds):
             raise Overloaded(
                 f"{self.config.max_inflight_total} calls in flight (max_inflight_total)"
@@ -626,10 +645,8 @@ class MemoryOS:
         """
         if self.config.shared_agent_persona:
             owner = ASSISTANT_PREFIX + assistant_id
-            with self._dir_lock:
-                entry = self._users.get(owner)
-                if entry is not None and entry.state == "active":
-                    return
+            if self._dir.phase(owner) is Phase.ACTIVE:
+                return
             self._call(owner, lambda e: None)
 
     def add_turn(
@@ -639,14 +656,23 @@ class MemoryOS:
         response: str,
         timestamp: float | None = None,
         assistant_id: str = "default",
+        turn_key: str | None = None,
     ) -> str:
         """Store one turn (the user's ``query`` and the assistant's ``response``).
 
         Returns the new page's id once the turn is in the user's write-ahead log (on disk
         per the ``fsync`` policy). Chain meta data, segment placement, eviction and promotion
         happen afterwards in the background; :meth:`flush` waits for them.
+
+        ``turn_key`` is an optional idempotency key chosen by the caller (at most 200
+        characters, unique per turn of this user): calling again with the same key (after
+        ``Overloaded``, a timeout or a crash, when it is unknown whether the turn was
+        stored) stores the turn at most once and returns the same page id. Keys are
+        remembered for the user's last 1,024 turns, across passivation and restarts.
         """
         uid = _check_user_id(user_id)
+        if turn_key is not None:
+            _check_text(turn_key, "turn_key", 200)
         limit = self.config.max_text_bytes
         msg = AddTurn(
             user_id=uid,
@@ -654,11 +680,12 @@ class MemoryOS:
             query=_check_text(query, "query", limit, allow_empty=True),
             response=_check_text(response, "response", limit, allow_empty=True),
             timestamp=self.clock.now() if timestamp is None else _check_timestamp(timestamp),
-            turn_key=uuid.uuid4().hex,
+            # Caller keys and generated ones never collide: generated ones start with "~".
+            turn_key=("u:" + turn_key) if turn_key is not None else "~" + uuid.uuid4().hex,
         )
         if not msg.query and not msg.response:
             raise InvalidInput("a turn needs a query or a response")
-        def run(entry: _UserEntry) -> str:
+        def run(entry: UserEntry) -> str:
             # Backpressure happens here, in the caller's thread: wait for room in the
             # user's placement queue and the gateway before the turn is written, so a
             # flood gets Overloaded and a retry never duplicates a stored turn.
@@ -703,7 +730,7 @@ class MemoryOS:
             timestamp=self.clock.now() if timestamp is None else _check_timestamp(timestamp),
         )
 
-        def run(_entry: _UserEntry) -> MemoryContext:
+        def run(_entry: UserEntry) -> MemoryContext:
             self._rr = (self._rr + 1) % len(self._retrieval_names)
             return self._ask(self._retrieval_names[self._rr], msg)
 
@@ -753,7 +780,7 @@ class MemoryOS:
         stm_n, mtm_n, lpm_n = actor_names(user_id)
         pending = int(self._ask(stm_n, Ping()))
         self._ask(mtm_n, FlushSummaries())
-        self._ask(mtm_n, Ping())
+        pending += int(self._ask(mtm_n, Ping()))  # gateway jobs MTM holds back
         self._ask(lpm_n, Ping())
         return pending
 
@@ -800,7 +827,7 @@ class MemoryOS:
         if uid not in self.active_users() and not user_exists(self.data_dir, uid):
             raise UnknownUser(f"no data for user {uid!r}")
 
-        def run(_e: _UserEntry) -> UserState:
+        def run(_e: UserEntry) -> UserState:
             stm_n, mtm_n, lpm_n = actor_names(uid)
             seq, pages = self._ask(stm_n, Inspect())
             segments = self._ask(mtm_n, Inspect())
@@ -820,7 +847,7 @@ class MemoryOS:
         return self._call(uid, run)
 
     def _raw_state(self, uid: str) -> dict[str, Any]:
-        def run(_e: _UserEntry) -> dict[str, Any]:
+        def run(_e: UserEntry) -> dict[str, Any]:
             stm_n, mtm_n, lpm_n = actor_names(uid)
             stm = self._ask(stm_n, GetState())
             return {"seq": stm["seq"], "stm": stm["stm"], "mtm": self._ask(mtm_n, GetState()),
@@ -843,7 +870,7 @@ class MemoryOS:
                                   or limit < 0):
             raise InvalidInput(f"limit must be None or an int >= 0, got {limit!r}")
 
-        def run(entry: _UserEntry) -> list[dict[str, Any]]:
+        def run(entry: UserEntry) -> list[dict[str, Any]]:
             assert entry.store is not None
             archive = entry.store.archive
             if query is None:
@@ -889,9 +916,9 @@ class MemoryOS:
         def pct(p: float) -> float:
             return acts[min(len(acts) - 1, int(p * len(acts)))] if acts else 0.0
 
-        with self._dir_lock:
-            active = sum(1 for e in self._users.values() if e.state == "active")
-            inflight = sum(e.inflight for e in self._users.values())
+        entries = self._dir.entries()
+        active = sum(1 for e in entries if e.phase is Phase.ACTIVE)
+        inflight = sum(e.inflight for e in entries)
         restarts = sum(c.restarts for c in supervisor.which_children(self._users_sup))
         return {
             **self._counters,
@@ -899,8 +926,7 @@ class MemoryOS:
             "inflight": inflight,
             "gateway_backlog": self._gateway.pending,
             "placement_backlog": sum(
-                e.env.insert_backlog.pending for e in list(self._users.values())
-                if e.env is not None
+                e.env.insert_backlog.pending for e in entries if e.env is not None
             ),
             **self.metrics.snapshot(),
             "activation_ms_p50": pct(0.5),
@@ -913,15 +939,35 @@ class MemoryOS:
     # -- data lifecycle --------------------------------------------------------------------
 
     def export_user(self, user_id: str, path: str | os.PathLike[str]) -> Path:
-        """Write everything stored for ``user_id`` to a portable file (``.json`` or msgpack)."""
+        """Write everything stored for ``user_id`` to a portable file (``.json`` or msgpack).
+
+        One operation on the user: while it runs the user is ``EXPORTING`` (its other calls
+        wait, and it cannot be passivated or forgotten), so the hot tiers and the archive
+        are read at one consistent cut.
+        """
         uid = _check_user_id(user_id)
         out = _check_path(path, "path")
         self.flush()
-        state = self._raw_state(uid)
-        store_archive = []
-        entry = self._users.get(uid)
-        if entry is not None and entry.store is not None and entry.store.archive is not None:
+        deadline = time.monotonic() + self.config.overload_timeout_seconds
+        while True:
+            self._call(uid, lambda _e: None)  # make sure the user is live
+            entry = self._dir.claim_active(uid, Phase.EXPORTING, deadline)
+            if entry is not None:
+                break
+            if time.monotonic() > deadline:
+                raise Overloaded(f"user {uid!r} was passivated again and again; export gave up")
+        try:
+            stm_n, mtm_n, lpm_n = actor_names(uid)
+            self._drain_user(uid)
+            stm = self._ask(stm_n, GetState())
+            state = {"seq": stm["seq"], "stm": stm["stm"], "mtm": self._ask(mtm_n, GetState()),
+                     "lpm": self._ask(lpm_n, GetState())}
+            assert entry.store is not None
+            # Evictions between the MTM state and this read are re-applied on import (the
+            # MTM state says which archive record it reflects), so the cut is consistent.
             store_archive = [rec for _seq, rec in entry.store.archive.iter()]
+        finally:
+            self._dir.finish(entry, Phase.ACTIVE)
         payload = {
             "format": _EXPORT_FORMAT,
             "version": _EXPORT_VERSION,
@@ -937,7 +983,9 @@ class MemoryOS:
     def import_user(self, path: str | os.PathLike[str], user_id: str | None = None) -> str:
         """Load a file written by :meth:`export_user`; returns the user id it was stored as.
 
-        Refuses to overwrite a user that already has data (forget it first).
+        Refuses to overwrite a user that already has data (forget it first). One operation
+        on the user: its calls wait until the import is done; a failed import leaves no
+        files behind.
         """
         payload = read_export(_check_path(path, "path"))
         if payload.get("format") != _EXPORT_FORMAT:
@@ -952,73 +1000,102 @@ class MemoryOS:
                 f"{path}: written with embedder {payload.get('embedder')}, this system uses "
                 f"{[name, dim]}; run `memoryos reembed` on the export's data"
             )
-        # Only this user's directory decides: another user's damaged files must not block it.
-        if user_exists(self.data_dir, uid) or uid in self.active_users():
+        deadline = time.monotonic() + self.config.overload_timeout_seconds
+        entry = self._dir.claim_passive(uid, Phase.IMPORTING, deadline)
+        if entry is None:
             raise InvalidInput(f"user {uid!r} already has data; forget_user first")
-        cfg = self.config
-        store = UserStore(self.data_dir, uid, fsync=cfg.fsync,
-                          fsync_interval=cfg.fsync_interval_seconds, archive=cfg.archive_enabled)
         try:
-            store.check_embedder(name, dim, cfg.fingerprint())
-            persist.import_state(store, payload["state"])
-            if store.archive is not None:
-                for rec in payload.get("archive", ()):
-                    store.archive.append(rec)
+            # Only this user's directory decides: another user's damaged files must not
+            # block it.
+            if user_exists(self.data_dir, uid):
+                raise InvalidInput(f"user {uid!r} already has data; forget_user first")
+            cfg = self.config
+            try:
+                store = UserStore(self.data_dir, uid, fsync=cfg.fsync,
+                                  fsync_interval=cfg.fsync_interval_seconds,
+                                  archive=cfg.archive_enabled)
+                try:
+                    store.check_embedder(name, dim, cfg.fingerprint())
+                    persist.import_state(store, payload["state"])
+                    if store.archive is not None:
+                        for rec in payload.get("archive", ()):
+                            store.archive.append(rec)
+                finally:
+                    store.close()
+            except BaseException:
+                UserStore.remove(self.data_dir, uid)  # a half-imported user is no user
+                raise
         finally:
-            store.close()
+            self._dir.finish(entry, Phase.PASSIVE)
         return uid
 
     def forget_user(self, user_id: str) -> ForgetReport:
-        """Delete every file of ``user_id``; report what was removed. Other users are untouched."""
+        """Delete every file of ``user_id`` and every trace of it in the gateway (cached
+        answers and embeddings, queued redo work, degraded replies waiting for a redo);
+        report what was removed. Other users are untouched.
+
+        One operation on the user: new calls wait (then see an empty user); calls in flight
+        are waited for, at most ``overload_timeout_seconds``, then ``Overloaded`` is raised
+        and nothing is removed. Late replies addressed to the forgotten incarnation are
+        dropped (each activation has its own epoch).
+        """
         uid = _check_user_id(user_id)
-        was_active = False
-        with self._dir_lock:
-            while True:
-                entry = self._users.get(uid)
-                if entry is None:
-                    break
-                if entry.state == "active" and entry.inflight == 0:
-                    entry.state = "passivating"
-                    was_active = True
-                    break
-                self._dir_lock.wait(0.05)
-        if was_active and entry is not None:
-            try:
-                supervisor.terminate_child(self._users_sup, f"user:{uid}")
-            finally:
-                if entry.store is not None:
-                    entry.store.close()
-                with self._dir_lock:
-                    self._users.pop(uid, None)
-                    self._dir_lock.notify_all()
-        removed = UserStore.remove(self.data_dir, uid)
-        return ForgetReport(uid, tuple(removed), was_active)
+        deadline = time.monotonic() + self.config.overload_timeout_seconds
+        while True:
+            entry = self._dir.claim_active(uid, Phase.FORGETTING, deadline)
+            was_active = entry is not None
+            if entry is None:
+                entry = self._dir.claim_passive(uid, Phase.FORGETTING, deadline)
+            if entry is not None:
+                break
+        try:
+            if was_active:
+                self._stop_group(entry, snapshot=False)
+            removed = UserStore.remove(self.data_dir, uid)
+            # Jobs told to the gateway before the group stopped finish first (a mailbox
+            # barrier), so none of them caches this user's text after the purge.
+            for name in self._gateway.worker_names:
+                try:
+                    self._ask(name, Ping())
+                except MemoryOSError as exc:
+                    log.warning("forget.gateway_barrier_failed", worker=name, error=repr(exc))
+            purged = self.gateway_service.purge_user(uid)
+            purged["degraded_records"] = self._gateway.purge_user(uid)
+        finally:
+            self._dir.finish(entry, Phase.PASSIVE)
+        return ForgetReport(uid, tuple(removed), was_active, purged)
 
     # -- shutdown --------------------------------------------------------------------------
 
     def close(self, timeout: float = 60.0) -> None:
         """Snapshot every active user, stop the tree and release the data directory."""
-        with self._dir_lock:
+        with self._stats_lock:
             if self._closed:
                 return
-            active = [e for e in self._users.values() if e.state == "active"]
+            self._closed = True
+        deadline = time.monotonic() + timeout
         try:
+            self._dir.close()  # no new call or lifecycle operation from now on
+            if not self._dir.wait_settled(deadline):
+                log.warning("close.transitions_pending")
             try:
-                self.flush(timeout=timeout)
+                self.flush(timeout=max(0.001, deadline - time.monotonic()))
             except MemoryOSError as exc:
                 log.warning("close.flush_failed", error=repr(exc))
-            for entry in active:
-                with self._dir_lock:
-                    entry.state = "passivating"
-                self._passivate(entry)
+            for uid in self._dir.active():
+                try:
+                    entry = self._dir.claim_active(
+                        uid, Phase.DRAINING, max(deadline, time.monotonic() + 1.0))
+                except Overloaded as exc:
+                    log.warning("close.user_busy", user=uid, error=repr(exc))
+                    continue
+                if entry is not None:
+                    self._passivate(entry)
         finally:
-            with self._dir_lock:
-                self._closed = True
-                self._dir_lock.notify_all()
             self._ticker_timer.cancel()
             self._sweep_timer.cancel()
             supervisor.stop(self._root, timeout=timeout)
-            for entry in list(self._users.values()):
+            for entry in self._dir.entries():
                 if entry.store is not None:
                     entry.store.close()
             self.gateway_service.close()
@@ -1066,10 +1143,11 @@ class AsyncMemoryOS:
         await self.close()
 
     async def add_turn(self, user_id: str, query: str, response: str,
-                       timestamp: float | None = None, assistant_id: str = "default") -> str:
+                       timestamp: float | None = None, assistant_id: str = "default",
+                       turn_key: str | None = None) -> str:
         """See :meth:`MemoryOS.add_turn`."""
         return await self._run(self.sync.add_turn, user_id, query, response, timestamp,
-                               assistant_id)
+                               assistant_id, turn_key)
 
     async def retrieve(self, user_id: str, query: str, assistant_id: str = "default",
                        timestamp: float | None = None) -> MemoryContext:
@@ -1130,6 +1208,14 @@ class AsyncMemoryOS:
     async def passivate(self, user_id: str) -> bool:
         """See :meth:`MemoryOS.passivate`."""
         return await self._run(self.sync.passivate, user_id)
+
+    async def user_epoch(self, user_id: str) -> int:
+        """See :meth:`MemoryOS.user_epoch`."""
+        return await self._run(self.sync.user_epoch, user_id)
+
+    async def user_phase(self, user_id: str) -> Phase:
+        """See :meth:`MemoryOS.user_phase`."""
+        return await self._run(self.sync.user_phase, user_id)
 
     async def active_users(self) -> list[str]:
         """See :meth:`MemoryOS.active_users`."""

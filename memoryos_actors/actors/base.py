@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..errors import Overloaded
+from .persist import recover
 
 if TYPE_CHECKING:
     from supervisor import Registry
@@ -26,13 +27,14 @@ if TYPE_CHECKING:
     from ..clock import Clock
     from ..config import MemoryConfig
     from ..gateway.service import GatewayService
-    from ..store.userstore import UserStore
+    from ..store.userstore import Recovered, UserStore
 
 __all__ = [
     "ASSISTANT_PREFIX",
     "Backlog",
     "GatewayClient",
     "Metrics",
+    "Preload",
     "UserEnv",
     "actor_names",
     "persona_owner",
@@ -194,8 +196,9 @@ class GatewayClient:
                          for name in worker_names}
         self._rr = itertools.count()
         self.submitted = 0
-        # Degraded answers the gateway will redo when the provider is back: who asked.
-        self._degraded: OrderedDict[str, tuple[str, str]] = OrderedDict()
+        # Degraded answers the gateway will redo when the provider is back: who asked
+        # (registry name, tag, epoch, user id).
+        self._degraded: OrderedDict[str, tuple[str, str, int, str]] = OrderedDict()
         self._degraded_lock = threading.Lock()
 
     @staticmethod
@@ -206,7 +209,7 @@ class GatewayClient:
         """Note who asked for a job answered in degraded mode, for :meth:`deliver_redo`."""
         key = self._redo_key(job.kind, job.payload, job.user_id)
         with self._degraded_lock:
-            self._degraded[key] = (job.reply_to, job.tag)
+            self._degraded[key] = (job.reply_to, job.tag, job.epoch, job.user_id)
             self._degraded.move_to_end(key)
             while len(self._degraded) > _DEGRADED_MEMORY:
                 self._degraded.popitem(last=False)
@@ -222,17 +225,25 @@ class GatewayClient:
         ref = self.registry.lookup(target[0])
         if ref is not None:
             try:
-                ref.tell(CompletionDone(kind, target[1], data, degraded=False))
+                ref.tell(CompletionDone(kind, target[1], data, degraded=False, epoch=target[2]))
             except Exception:  # the asker stopped meanwhile
                 pass
 
-    def embed(self, texts: list[str]) -> np.ndarray:
-        """Embed a batch of texts: ``(n, dim)`` float32, rows L2-normalised."""
-        return self.service.embed(texts)
+    def purge_user(self, user_id: str) -> int:
+        """Forget every degraded job ``user_id`` asked for; return how many were held."""
+        with self._degraded_lock:
+            keys = [k for k, v in self._degraded.items() if v[3] == user_id]
+            for k in keys:
+                del self._degraded[k]
+        return len(keys)
 
-    def embed_one(self, text: str) -> np.ndarray:
-        """Embed one text: a ``(dim,)`` float32 unit vector."""
-        return self.service.embed([text])[0]
+    def embed(self, texts: list[str], user_id: str | None = None) -> np.ndarray:
+        """Embed a batch of texts for ``user_id``: ``(n, dim)`` float32, rows L2-normalised."""
+        return self.service.embed(texts, user_id=user_id)
+
+    def embed_one(self, text: str, user_id: str | None = None) -> np.ndarray:
+        """Embed one text for ``user_id``: a ``(dim,)`` float32 unit vector."""
+        return self.service.embed([text], user_id=user_id)[0]
 
     @property
     def pending(self) -> int:
@@ -281,6 +292,27 @@ class GatewayClient:
         return False
 
 
+class Preload:
+    """A user's state as loaded once at activation, handed to each tier's first start.
+
+    Each tier takes it at most once; the three share one read-only :class:`Recovered`
+    (tiers build their own state from it and never change it).
+    """
+
+    def __init__(self, recovered: Recovered) -> None:
+        self._recovered = recovered
+        self._taken: set[str] = set()
+        self._lock = threading.Lock()
+
+    def take(self, tier: str) -> Recovered | None:
+        """The loaded state the first time ``tier`` asks, then None."""
+        with self._lock:
+            if tier in self._taken:
+                return None
+            self._taken.add(tier)
+            return self._recovered
+
+
 @dataclass(frozen=True)
 class UserEnv:
     """Handles one user's actors share. Immutable; every field is a thread-safe service."""
@@ -293,6 +325,23 @@ class UserEnv:
     clock: Clock
     insert_backlog: Backlog = field(compare=False)
     metrics: Metrics = field(default_factory=Metrics, compare=False)
+    #: The incarnation of the user these actors belong to (see ``CompletionJob.epoch``).
+    epoch: int = 0
+    #: The state loaded once at activation, for the tiers' first start.
+    preload: Preload | None = field(default=None, compare=False)
+
+    def recovered(self, tier: str) -> Recovered:
+        """The user's state on disk for ``tier``'s start: the one loaded at activation the
+        first time, read again from the store on a restart (the files have moved on)."""
+        found = self.preload.take(tier) if self.preload is not None else None
+        return found if found is not None else recover(self.store)
+
+    def stale(self, epoch: int) -> bool:
+        """Whether a reply carrying ``epoch`` belongs to another incarnation (and counts it)."""
+        if epoch == self.epoch:
+            return False
+        self.metrics.inc("stale_replies_dropped")
+        return True
 
     @property
     def stm_name(self) -> str:

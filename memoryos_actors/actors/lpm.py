@@ -17,7 +17,6 @@ from supervisor import SupervisedActor
 from ..errors import MemoryOSError
 from ..messages import AgentProfile, PersonaUpdate, SetAgentProfile, SetUserProfile, TraitLevel, UserProfile
 from ..tiers.lpm import LPMCore
-from . import persist
 from .base import UserEnv, actor_names, persona_owner
 from .protocol import (
     ApplyPersona,
@@ -45,16 +44,18 @@ class LPMActor(SupervisedActor):
     def __init__(self, env: UserEnv) -> None:
         super().__init__()
         self.env = env
-        self.core = LPMCore(env.config)
+        # The injected clock stamps new facts and traits (never the wall clock: a replay
+        # must give the same state, and tests drive time).
+        self.core = LPMCore(env.config, clock=env.clock)
         self.lsn = 0
         self.updates = 0
 
     def on_start(self) -> None:
         env = self.env
-        recovered = persist.recover(env.store)
+        recovered = env.recovered("lpm")
         if recovered.state is not None:
             lpm_state = recovered.state["lpm"]
-            self.core = LPMCore.from_state(lpm_state, env.config)
+            self.core = LPMCore.from_state(lpm_state, env.config, clock=env.clock)
             self.lsn = int(lpm_state.get("lsn", 0))
         for lsn, rec in recovered.records:
             if lsn > self.lsn and rec.get("t") in _LPM_RECORDS:
@@ -72,7 +73,8 @@ class LPMActor(SupervisedActor):
                 assistant_id=message.assistant_id,
             )
         if isinstance(message, CompletionDone):
-            self._persona_done(message)
+            if not self.env.stale(message.epoch):
+                self._persona_done(message)
             return None
         if isinstance(message, ApplyPersona):
             # Another user's promotion taught the shared persona of an assistant something.
@@ -85,6 +87,7 @@ class LPMActor(SupervisedActor):
                 "facts": [],
                 "agent_traits": list(update.agent_traits),
                 "degraded": False,
+                "ts": self.env.clock.now(),
             })
             return None
         if isinstance(message, SetUserProfile):
@@ -118,6 +121,7 @@ class LPMActor(SupervisedActor):
     # -- work ----------------------------------------------------------------------------
 
     def _persona_done(self, done: CompletionDone) -> None:
+        env = self.env
         segment_id, _, assistant_id = done.tag.partition("|")
         data = done.data
         record = {
@@ -131,8 +135,8 @@ class LPMActor(SupervisedActor):
             "facts": [str(f) for f in data.get("facts", ())],
             "agent_traits": [str(a) for a in data.get("agent_traits", ())],
             "degraded": bool(done.degraded),
+            "ts": env.clock.now(),
         }
-        env = self.env
         if env.config.shared_agent_persona and record["agent_traits"]:
             owner = persona_owner(env.user_id, str(record["assistant"]), True)
             shared = env.registry.lookup(actor_names(owner)[2])
@@ -185,6 +189,12 @@ class LPMActor(SupervisedActor):
             agent_traits=tuple(rec["agent_traits"]),
             source_segment=str(rec["segment"]),
         )
-        facts_emb = env.gateway.embed(list(update.facts)) if update.facts else None
-        agent_emb = env.gateway.embed(list(update.agent_traits)) if update.agent_traits else None
-        self.core.apply(update, facts_emb, agent_emb)
+        uid = env.user_id
+        facts_emb = env.gateway.embed(list(update.facts), uid) if update.facts else None
+        agent_emb = (env.gateway.embed(list(update.agent_traits), uid)
+                     if update.agent_traits else None)
+        # Entries are stamped with the time the update was logged, so a WAL replay gives
+        # them the same times (records written before "ts" existed: the clock now).
+        ts = rec.get("ts")
+        self.core.apply(update, facts_emb, agent_emb,
+                        now=float(ts) if isinstance(ts, (int, float)) else None)

@@ -15,6 +15,7 @@ WAL before the new page is placed.
 from __future__ import annotations
 
 import dataclasses
+from collections import deque
 from typing import Any
 
 import structlog
@@ -43,6 +44,15 @@ from .protocol import (
 __all__ = ["MTMActor", "page_text"]
 
 log = structlog.get_logger("memoryos.mtm")
+
+#: How long to wait before offering held-back gateway jobs again (seconds).
+_RETRY_S = 0.05
+
+
+class _Retry:
+    """Timer message: offer the held-back gateway jobs again. Private."""
+
+    __slots__ = ()
 
 
 def page_text(page: Page) -> str:
@@ -80,12 +90,16 @@ class MTMActor(SupervisedActor):
         #: or archived again (pages archived from then on are new by definition).
         self.archived: set[int] = set()
         self.counters = {"inserted": 0, "evicted_segments": 0, "evicted_pages": 0, "promoted": 0}
+        #: Gateway jobs (summaries, persona updates) not yet accepted by a worker, oldest
+        #: first: this actor never waits for the gateway, it offers them again later.
+        self.outgoing: deque[CompletionJob] = deque()
+        self.retry_timer: TimerRef | None = None
 
     # -- lifecycle -----------------------------------------------------------------------
 
     def on_start(self) -> None:
         env = self.env
-        recovered = persist.recover(env.store)
+        recovered = env.recovered("mtm")
         snap_seq = 0
         if recovered.state is not None:
             mtm_state = recovered.state["mtm"]
@@ -110,11 +124,13 @@ class MTMActor(SupervisedActor):
         # Whatever was queued for the previous incarnation is gone; the WAL has it all.
         env.insert_backlog.reset()
         last = persist.last_turn_seq(recovered.records, snap_seq)
-        self._catch_up(last - env.config.stm_capacity)
+        self._catch_up(last - env.config.stm_capacity, recovered.records)
 
     def on_stop(self) -> None:
         for timer in self.summary_timers.values():
             timer.cancel()
+        if self.retry_timer is not None:
+            self.retry_timer.cancel()
 
     # -- messages ------------------------------------------------------------------------
 
@@ -133,6 +149,8 @@ class MTMActor(SupervisedActor):
                 message.mode,
             )
         if isinstance(message, CompletionDone):
+            if self.env.stale(message.epoch):
+                return None
             data = message.data
             self.core.set_summary(
                 message.tag,
@@ -159,13 +177,18 @@ class MTMActor(SupervisedActor):
         if isinstance(message, Inspect):
             records = (self.core.segment(v.segment_id) for v in self.core.segments())
             return tuple(r for r in records if r is not None)
+        if isinstance(message, _Retry):
+            self.retry_timer = None
+            self._send_outgoing()
+            return None
         if isinstance(message, Ping):
-            return self.core.max_seq
+            self._send_outgoing()
+            return len(self.outgoing)
         raise TypeError(f"MTM actor got an unknown message: {type(message).__name__}")
 
     # -- work ----------------------------------------------------------------------------
 
-    def _catch_up(self, upto_seq: int) -> None:
+    def _catch_up(self, upto_seq: int, records: Any = None) -> None:
         """Insert from the WAL every page with ``max_seq < seq <= upto_seq``.
 
         Each page is inserted at the time of the turn ``stm_capacity`` later (the one that
@@ -174,7 +197,9 @@ class MTMActor(SupervisedActor):
         if upto_seq <= self.core.max_seq:
             return
         cap = self.env.config.stm_capacity
-        for page, when in persist.wal_pages(self.env.store, self.core.max_seq, upto_seq, cap):
+        pages = persist.wal_pages(self.env.store, self.core.max_seq, upto_seq, cap,
+                                  records=records)
+        for page, when in pages:
             if page.seq not in self.archived:
                 self._place(page, when)
 
@@ -186,7 +211,7 @@ class MTMActor(SupervisedActor):
         self._place(page, now)
 
     def _place(self, page: Page, now: float) -> None:
-        embedding = self.env.gateway.embed_one(page_text(page))
+        embedding = self.env.gateway.embed_one(page_text(page), user_id=self.env.user_id)
         self._apply(self.core.insert(page, embedding, now=now))
         self.counters["inserted"] += 1
 
@@ -237,30 +262,45 @@ class MTMActor(SupervisedActor):
         if not pages:
             return  # evicted meanwhile
         env = self.env
-        slot = env.gateway.reserve(env.config.overload_timeout_seconds)
-        env.gateway.submit(
-            CompletionJob(
-                kind="segment_summary",
-                payload={"pages": [{"query": p.query, "response": p.response} for p in pages]},
-                user_id=env.user_id,
-                reply_to=env.mtm_name,
-                tag=segment_id,
-            ),
-            slot,
-        )
+        self._submit(CompletionJob(
+            kind="segment_summary",
+            payload={"pages": [{"query": p.query, "response": p.response} for p in pages]},
+            user_id=env.user_id,
+            reply_to=env.mtm_name,
+            tag=segment_id,
+            epoch=env.epoch,
+        ))
 
     def _request_persona(self, segment: Any) -> None:
         env = self.env
-        slot = env.gateway.reserve(env.config.overload_timeout_seconds)
         pages = [{"query": p.query, "response": p.response} for p in segment.pages]
         assistant = segment.pages[-1].assistant_id if segment.pages else "default"
-        env.gateway.submit(
-            CompletionJob(
-                kind="persona_update",
-                payload={"pages": pages},
-                user_id=env.user_id,
-                reply_to=env.lpm_name,
-                tag=f"{segment.segment_id}|{assistant}",
-            ),
-            slot,
-        )
+        self._submit(CompletionJob(
+            kind="persona_update",
+            payload={"pages": pages},
+            user_id=env.user_id,
+            reply_to=env.lpm_name,
+            tag=f"{segment.segment_id}|{assistant}",
+            epoch=env.epoch,
+        ))
+
+    def _submit(self, job: CompletionJob) -> None:
+        self.outgoing.append(job)
+        self._send_outgoing()
+
+    def _send_outgoing(self) -> None:
+        """Hand held-back jobs to the gateway in order, as long as a worker has room and
+        the asker is registered (a reply to a starting actor would find no one); whatever
+        is left is offered again after ``_RETRY_S``. Never waits."""
+        gateway = self.env.gateway
+        registry = self.env.registry
+        while self.outgoing:
+            job = self.outgoing[0]
+            if registry.lookup(job.reply_to) is None:
+                break
+            slot = gateway.try_reserve()
+            if slot is None or not gateway.submit(job, slot):
+                break
+            self.outgoing.popleft()
+        if self.outgoing and self.retry_timer is None and self.actor_ref is not None:
+            self.retry_timer = send_after(self.actor_ref, _RETRY_S, _Retry())

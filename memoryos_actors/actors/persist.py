@@ -15,6 +15,7 @@ for STM and MTM, by LSN for LPM), so records a snapshot already covers are skipp
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from ..messages import Page
@@ -77,16 +78,29 @@ def page_from_record(user_id: str, rec: dict[str, Any]) -> Page:
 
 
 def wal_pages(
-    store: UserStore, after_seq: int, upto_seq: int, stm_capacity: int
+    store: UserStore, after_seq: int, upto_seq: int, stm_capacity: int,
+    records: Iterable[tuple[int, dict[str, Any]]] | None = None,
 ) -> list[tuple[Page, float]]:
     """Pages of the WAL turns with ``after_seq < seq <= upto_seq``, in turn order, each
     with its meta data when the WAL has it and with its MTM insert time: the time of the
     turn ``stm_capacity`` later, which pushed it out of STM (its own time if that turn is
-    not in the WAL). One read of the WAL."""
+    not in the WAL). One read of the WAL; none when ``records`` (the WAL tail loaded at
+    activation) already holds every turn asked for."""
+    if records is not None:
+        pages = _wal_pages(store.user_id, records, after_seq, upto_seq, stm_capacity)
+        if len(pages) == max(0, upto_seq - after_seq):
+            return pages
+    return _wal_pages(store.user_id, store.wal.read(), after_seq, upto_seq, stm_capacity)
+
+
+def _wal_pages(
+    user_id: str, records: Iterable[tuple[int, dict[str, Any]]], after_seq: int,
+    upto_seq: int, stm_capacity: int,
+) -> list[tuple[Page, float]]:
     turns: dict[int, dict[str, Any]] = {}
     metas: dict[int, dict[str, Any]] = {}
     times: dict[int, float] = {}
-    for _lsn, rec in store.wal.read():
+    for _lsn, rec in records:
         kind = rec.get("t")
         if kind in _PAGE_RECORDS:
             seq = int(rec["seq"])
@@ -96,7 +110,7 @@ def wal_pages(
                 (turns if kind == "turn" else metas)[seq] = rec
     out = []
     for seq in sorted(turns):
-        page = page_from_record(store.user_id, turns[seq])
+        page = page_from_record(user_id, turns[seq])
         meta = metas.get(seq)
         if meta is not None:
             page = dataclasses.replace(

@@ -75,7 +75,10 @@ class CompletionJob:
     """Anyone -> gateway worker: run a structured completion, reply to a registry name.
 
     ``reply_to`` is a stable registry name, never a ref, so a reply reaches the current
-    incarnation of the asker even if it restarted meanwhile. ``tag`` is echoed back.
+    incarnation of the asker even if it restarted meanwhile. ``tag`` and ``epoch`` are
+    echoed back: ``epoch`` is the asker's user incarnation (one per activation), so an
+    answer that arrives after the user was passivated or forgotten and activated again is
+    recognised as stale and dropped (tags restart from the same values).
     """
 
     kind: str
@@ -83,6 +86,7 @@ class CompletionJob:
     user_id: str
     reply_to: str
     tag: str
+    epoch: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,6 +97,7 @@ class CompletionDone:
     tag: str
     data: Any
     degraded: bool
+    epoch: int = 0
 
 
 @dataclass(frozen=True, slots=True)

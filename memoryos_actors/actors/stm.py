@@ -22,7 +22,7 @@ from collections import OrderedDict, deque
 
 import structlog
 
-from supervisor import SupervisedActor, send_after
+from supervisor import SupervisedActor, TimerRef, send_after
 
 from ..errors import MemoryOSError
 from ..messages import AddTurn, Page
@@ -44,8 +44,9 @@ __all__ = ["STMActor", "meta_record", "turn_record"]
 
 log = structlog.get_logger("memoryos.stm")
 
-#: Turn keys remembered for idempotent retries.
+#: Turn keys remembered for idempotent retries (in memory, and in each snapshot).
 _RECENT_KEYS = 4096
+_SNAPSHOT_KEYS = 1024
 
 #: How long to wait before trying again to reach a restarting MTM or a full gateway (s).
 _RETRY_S = 0.02
@@ -110,6 +111,8 @@ class STMActor(SupervisedActor):
         #: The page whose meta job is at the gateway, and the attempt number.
         self.meta_inflight: str | None = None
         self.meta_attempt = 0
+        #: The timeout timer of the meta job in flight (cancelled when its answer comes).
+        self.meta_timer: TimerRef | None = None
         #: The latest page whose meta is known (the "previous page" of the next job).
         self.meta_prev: Page | None = None
         self.retry_armed = False
@@ -124,10 +127,12 @@ class STMActor(SupervisedActor):
     # -- lifecycle -----------------------------------------------------------------------
 
     def on_start(self) -> None:
-        recovered = persist.recover(self.env.store)
+        recovered = self.env.recovered("stm")
         if recovered.state is not None:
             self.core = STMCore.from_state(recovered.state["stm"])
             self.seq = int(recovered.state["seq"])
+            for key, page_id in recovered.state.get("turn_keys", ()):
+                self._remember_key(str(key), str(page_id))
         metas: dict[int, dict[str, object]] = {}
         replayed = 0
         for _lsn, rec in recovered.records:
@@ -160,7 +165,8 @@ class STMActor(SupervisedActor):
         if isinstance(message, STMPages):
             return tuple(self.core.pages())
         if isinstance(message, CompletionDone):
-            self._meta_done(message)
+            if not self.env.stale(message.epoch):
+                self._meta_done(message)
             return None
         if isinstance(message, _Retry):
             self.retry_armed = False
@@ -170,6 +176,7 @@ class STMActor(SupervisedActor):
             if self.meta_inflight == message.page_id and self.meta_attempt == message.attempt:
                 log.warning("stm.meta_timeout", user=self.env.user_id, page=message.page_id)
                 self.meta_inflight = None
+                self.meta_timer = None
                 self._pump()
             return None
         if isinstance(message, GetState):
@@ -266,14 +273,19 @@ class STMActor(SupervisedActor):
             ),
             "previous_meta_chain": prev.meta_chain if prev is not None else "",
         }
-        job = CompletionJob("page_meta", payload, env.user_id, env.stm_name, page.page_id)
+        job = CompletionJob("page_meta", payload, env.user_id, env.stm_name, page.page_id,
+                            env.epoch)
         if not env.gateway.submit(job, slot):
             self._arm_retry()
             return
         self.meta_inflight = page.page_id
         self.meta_attempt += 1
-        send_after(self.actor_ref, self.meta_timeout_s,
-                   _MetaTimeout(page.page_id, self.meta_attempt))
+        self.meta_timer = send_after(self.actor_ref, self.meta_timeout_s,
+                                     _MetaTimeout(page.page_id, self.meta_attempt))
+
+    def on_stop(self) -> None:
+        if self.meta_timer is not None:
+            self.meta_timer.cancel()
 
     def _arm_retry(self) -> None:
         if not self.retry_armed:
@@ -282,7 +294,13 @@ class STMActor(SupervisedActor):
 
     def _meta_done(self, done: CompletionDone) -> None:
         if done.tag != self.meta_inflight:
-            return  # a late answer to a job that timed out and was asked again
+            waiting = self._next_without_meta() if self.meta_inflight is None else None
+            if waiting is None or waiting.page_id != done.tag:
+                self._late_meta(done)
+                return
+        if self.meta_timer is not None:
+            self.meta_timer.cancel()
+            self.meta_timer = None
         self.meta_inflight = None
         seq = int(done.tag[1:])
         prev = self.meta_prev if self.meta_prev is not None and \
@@ -310,6 +328,40 @@ class STMActor(SupervisedActor):
         self.env.store.wal.append(meta_record(page))
         self.meta_prev = page
         self._pump()
+
+    def _late_meta(self, done: CompletionDone) -> None:
+        """An answer for a page whose meta is already known: a redo of a degraded answer
+        (the provider is back), or a duplicate of a job that timed out and was asked again.
+
+        A fresh (non-degraded) answer replaces the page's chain summary and keywords while
+        STM still holds the page (its chain stays: later pages were chained to it); once
+        the page has gone to MTM the answer is counted as unused.
+        """
+        metrics = self.env.metrics
+        if done.degraded:
+            metrics.inc("late_meta_ignored")
+            return
+        data = done.data
+        meta_chain = str(data.get("meta_chain", ""))
+        kws = frozenset(str(k).lower() for k in data.get("keywords", ()) if str(k))
+        page = self.core.get(done.tag)
+        if page is not None and page.chain_id:
+            self.core.set_meta(done.tag, meta_chain, page.chain_id, kws)
+            page = self.core.get(done.tag)
+        else:
+            page = None
+            for i, (queued, when) in enumerate(self.outbox):
+                if queued.page_id == done.tag and queued.chain_id:
+                    page = dataclasses.replace(queued, meta_chain=meta_chain, keywords=kws)
+                    self.outbox[i] = (page, when)
+                    break
+        if page is None:
+            metrics.inc("late_meta_unused")
+            return
+        self.env.store.wal.append(meta_record(page))  # replay keeps the last meta of a seq
+        if self.meta_prev is not None and self.meta_prev.page_id == page.page_id:
+            self.meta_prev = page
+        metrics.inc("late_meta_applied")
 
     def _drain_outbox(self) -> None:
         while self.outbox and self.outbox[0][0].chain_id:
@@ -350,6 +402,9 @@ class STMActor(SupervisedActor):
             "stm": self.core.to_state(),
             "mtm": mtm_state,
             "lpm": lpm_state,
+            # Caller-supplied turn keys must outlive the WAL records that carried them.
+            "turn_keys": [[k, v] for k, v in
+                          list(self.recent_keys.items())[-_SNAPSHOT_KEYS:]],
         }
         oldest_needed = min(
             [p.seq for p, _ in self.outbox] + [p.seq for p in self.core.pages()] + [self.seq + 1]

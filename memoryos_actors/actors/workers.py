@@ -82,7 +82,8 @@ class GatewayWorker(SupervisedActor):
             if result.degraded:
                 self.client.remember_degraded(message)
             target = self.registry.lookup(message.reply_to)
-            reply = CompletionDone(message.kind, message.tag, result.data, result.degraded)
+            reply = CompletionDone(message.kind, message.tag, result.data, result.degraded,
+                                   message.epoch)
             if target is None:
                 return None
             try:
@@ -131,7 +132,7 @@ class RetrievalWorker(SupervisedActor):
         cfg = self.config
         stm_name, mtm_name, lpm_name = actor_names(msg.user_id)
         stm, mtm, lpm = (self._ref(n, msg.user_id) for n in (stm_name, mtm_name, lpm_name))
-        query_emb = self.gateway.embed_one(msg.query)
+        query_emb = self.gateway.embed_one(msg.query, user_id=msg.user_id)
         q_bytes = emb_to_bytes(query_emb)
         query_kw = keywords(msg.query)
         now = msg.timestamp

@@ -26,7 +26,9 @@ def content_key(*parts: Any) -> str:
 class LRUCache(Generic[V]):
     """At most ``maxsize`` entries; the least recently used one is dropped first.
 
-    ``maxsize`` 0 disables caching (every lookup misses). Counts hits and misses.
+    ``maxsize`` 0 disables caching (every lookup misses). Counts hits and misses. An entry
+    may name the owners whose content it holds (user ids), so that
+    :meth:`purge_owner` can drop everything derived from one user's text.
     """
 
     def __init__(self, maxsize: int) -> None:
@@ -34,6 +36,8 @@ class LRUCache(Generic[V]):
             raise ValueError("cache size must be >= 0")
         self.maxsize = maxsize
         self._data: OrderedDict[str, V] = OrderedDict()
+        self._owners: dict[str, set[str]] = {}  # owner -> keys
+        self._key_owners: dict[str, set[str]] = {}  # key -> owners
         self._lock = threading.Lock()
         self.hits = 0
         self.misses = 0
@@ -49,15 +53,46 @@ class LRUCache(Generic[V]):
             self.hits += 1
             return value
 
-    def put(self, key: str, value: V) -> None:
-        """Store ``value`` under ``key``, evicting the least recently used beyond maxsize."""
+    def put(self, key: str, value: V, owner: str | None = None) -> None:
+        """Store ``value`` under ``key`` (derived from ``owner``'s content, if given),
+        evicting the least recently used beyond maxsize."""
         if self.maxsize == 0:
             return
         with self._lock:
             self._data[key] = value
             self._data.move_to_end(key)
+            if owner is not None:
+                self._owners.setdefault(owner, set()).add(key)
+                self._key_owners.setdefault(key, set()).add(owner)
             while len(self._data) > self.maxsize:
-                self._data.popitem(last=False)
+                old, _ = self._data.popitem(last=False)
+                self._unlink(old)
+
+    def note_owner(self, key: str, owner: str) -> None:
+        """Record that a cached entry (a hit) also holds ``owner``'s content."""
+        with self._lock:
+            if key in self._data:
+                self._owners.setdefault(owner, set()).add(key)
+                self._key_owners.setdefault(key, set()).add(owner)
+
+    def purge_owner(self, owner: str) -> int:
+        """Drop every entry recorded for ``owner``; return how many were dropped."""
+        with self._lock:
+            keys = self._owners.pop(owner, set())
+            n = 0
+            for key in keys:
+                if self._data.pop(key, None) is not None:
+                    n += 1
+                self._unlink(key)
+            return n
+
+    def _unlink(self, key: str) -> None:
+        for owner in self._key_owners.pop(key, ()):
+            keys = self._owners.get(owner)
+            if keys is not None:
+                keys.discard(key)
+                if not keys:
+                    del self._owners[owner]
 
     def __len__(self) -> int:
         with self._lock:
@@ -67,6 +102,8 @@ class LRUCache(Generic[V]):
         """Drop every entry (counters are kept)."""
         with self._lock:
             self._data.clear()
+            self._owners.clear()
+            self._key_owners.clear()
 
     def stats(self) -> dict[str, int]:
         """``{"hits", "misses", "size", "maxsize"}``."""

@@ -273,6 +273,8 @@ class GatewayService:
         key = content_key("complete", primary.name, kind, PROMPTS[kind].version, payload)
         cached = self._completions.get(key)
         if cached is not None:
+            if user_id is not None:
+                self._completions.note_owner(key, user_id)
             self._acct.record_cache_hit(kind, user_id)
             return Completion(copy.deepcopy(cached), False, primary.name)
         t0 = time.perf_counter()
@@ -309,7 +311,7 @@ class GatewayService:
             degraded=degraded,
         )
         if not degraded:  # a degraded answer must not hide the real one once it is back
-            self._completions.put(key, copy.deepcopy(result.data))
+            self._completions.put(key, copy.deepcopy(result.data), owner=user_id)
         return Completion(result.data, degraded, backend)
 
     def _provider_call(
@@ -378,6 +380,19 @@ class GatewayService:
                 self._pending_dropped += 1
             self._pending.append((kind, copy.deepcopy(payload), user_id))
 
+    def purge_user(self, user_id: str) -> dict[str, int]:
+        """Drop what the gateway holds of ``user_id``'s content: cached completions and
+        embeddings made for that user, and its queued redo requests.
+
+        Returns the counts removed: ``{"gateway_cache": n, "redo_queue": n}``.
+        """
+        cached = self._completions.purge_owner(user_id) + self._embeddings.purge_owner(user_id)
+        with self._pending_lock:
+            kept = deque(item for item in self._pending if item[2] != user_id)
+            redo = len(self._pending) - len(kept)
+            self._pending = kept
+        return {"gateway_cache": cached, "redo_queue": redo}
+
     def pending_count(self) -> int:
         """Degraded requests waiting to be redone."""
         with self._pending_lock:
@@ -425,8 +440,8 @@ class GatewayService:
 
     # ------------------------------------------------------------------- embeddings
 
-    def embed(self, texts: Sequence[str]) -> np.ndarray:
-        """Embed ``texts``: an ``(n, dim)`` float32 array of unit rows, in order.
+    def embed(self, texts: Sequence[str], *, user_id: str | None = None) -> np.ndarray:
+        """Embed ``texts`` (for ``user_id``): an ``(n, dim)`` float32 array of unit rows.
 
         Cached texts are served from the LRU; for a provider embedder the rest join the
         next coalesced batch, an in-process embedder is called at once.
@@ -443,6 +458,10 @@ class GatewayService:
         name = self._embedder.name
         keys = [content_key("embed", name, t) for t in texts]
         rows: list[np.ndarray | None] = [self._embeddings.get(k) for k in keys]
+        if user_id is not None:
+            for k, r in zip(keys, rows):
+                if r is not None:
+                    self._embeddings.note_owner(k, user_id)
         missing = list(dict.fromkeys(t for t, r in zip(texts, rows) if r is None))
         self._acct.record_embed_request(len(texts), sum(r is not None for r in rows))
         if missing:
@@ -456,7 +475,7 @@ class GatewayService:
             for i, t in enumerate(texts):
                 if rows[i] is None:
                     rows[i] = fresh[t]
-                    self._embeddings.put(keys[i], fresh[t])
+                    self._embeddings.put(keys[i], fresh[t], owner=user_id)
         return np.stack(rows).astype(np.float32, copy=False)  # type: ignore[arg-type]
 
     def _embed_direct(self, texts: list[str]) -> np.ndarray:

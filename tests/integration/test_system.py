@@ -306,7 +306,7 @@ def test_agent_persona_is_per_user_unless_configured_as_shared(open_mem) -> None
     lpm.tell(CompletionDone("persona_update", "s1|default",
                             {"traits": [], "facts": ["User owns a red bicycle."],
                              "agent_traits": ["The assistant speaks in short sentences."]},
-                            degraded=False))
+                            degraded=False, epoch=shared.user_epoch("ann")))
     shared.flush()
     ben = shared.retrieve("ben", "short sentences")
     assert [t.text for t in ben.agent_traits] == ["The assistant speaks in short sentences."]

@@ -1,0 +1,346 @@
+"""The user directory: which users are live, and the state machine of each one.
+
+Every operation that touches a user's files goes through the directory, so that no file of
+a user is ever touched by two incarnations (or by a lifecycle operation and an incarnation)
+at once. A user is in one :class:`Phase` at a time::
+
+    PASSIVE ──enter──► ACTIVATING ──ok──► ACTIVE ──passivate/idle/LRU──► DRAINING ──► PASSIVE
+       │                   └──failed──► PASSIVE      │  ▲
+       │                                              │  └── EXPORTING (one consistent cut)
+       ├──import_user──► IMPORTING ──► PASSIVE        └──forget_user──► FORGETTING ──► PASSIVE
+       └──forget_user──► FORGETTING ──► PASSIVE (no files left)
+
+``PASSIVE`` is not stored: a user without an entry is passive (its files, if any, are
+closed). Calls (``add_turn``, ``retrieve``...) run only in ``ACTIVE``; a call that arrives
+during a transition waits for it, at most until its deadline, and then raises
+:class:`~memoryos_actors.errors.Overloaded`. A transition out of ``ACTIVE`` first blocks new
+calls, then waits (bounded) for the calls in flight; if they do not finish in time the user
+goes back to ``ACTIVE`` and the operation raises ``Overloaded``. Whatever happens while a
+transition runs, it ends in a state from which the next call recovers: the entry is
+removed (``PASSIVE``) or put back to ``ACTIVE``.
+
+Each activation gets an *incarnation epoch*, unique in the process: replies addressed to an
+older incarnation of the same user (late LLM answers after a passivation or a
+``forget_user``) carry an old epoch and are dropped by the actors.
+
+The directory holds no actor and does no I/O: the memory system does the work of each
+transition (see :mod:`memoryos_actors.system`) while the directory keeps the bookkeeping
+consistent. That keeps this module testable without threads of its own.
+"""
+
+from __future__ import annotations
+
+import enum
+import itertools
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING
+
+from .errors import MemoryOSError, Overloaded, SystemClosed
+
+if TYPE_CHECKING:
+    from .actors.base import UserEnv
+    from .store.userstore import UserStore
+
+__all__ = ["Phase", "TRANSITIONS", "TransitionError", "UserDirectory", "UserEntry", "check_transition"]
+
+
+class Phase(enum.Enum):
+    """Where a user is in its lifecycle (see the module docstring)."""
+
+    PASSIVE = "passive"
+    ACTIVATING = "activating"
+    ACTIVE = "active"
+    DRAINING = "draining"
+    EXPORTING = "exporting"
+    FORGETTING = "forgetting"
+    IMPORTING = "importing"
+
+
+#: Every allowed transition. ``PASSIVE`` as a target means "the entry is removed".
+TRANSITIONS: dict[Phase, frozenset[Phase]] = {
+    Phase.PASSIVE: frozenset({Phase.ACTIVATING, Phase.FORGETTING, Phase.IMPORTING}),
+    Phase.ACTIVATING: frozenset({Phase.ACTIVE, Phase.PASSIVE}),
+    Phase.ACTIVE: frozenset({Phase.DRAINING, Phase.EXPORTING, Phase.FORGETTING}),
+    Phase.DRAINING: frozenset({Phase.PASSIVE}),
+    Phase.EXPORTING: frozenset({Phase.ACTIVE}),
+    # A forget that could not stop the calls in flight in time gives the user back.
+    Phase.FORGETTING: frozenset({Phase.PASSIVE, Phase.ACTIVE}),
+    Phase.IMPORTING: frozenset({Phase.PASSIVE}),
+}
+
+#: Phases that end by waiting for the calls in flight to finish.
+_EXCLUSIVE = frozenset({Phase.DRAINING, Phase.EXPORTING, Phase.FORGETTING})
+
+
+class TransitionError(MemoryOSError):
+    """An illegal lifecycle transition was attempted (a bug in the caller, not bad input)."""
+
+
+def check_transition(old: Phase, new: Phase) -> None:
+    """Raise :class:`TransitionError` unless ``old -> new`` is in :data:`TRANSITIONS`."""
+    if new not in TRANSITIONS[old]:
+        raise TransitionError(f"illegal user lifecycle transition {old.value} -> {new.value}")
+
+
+_epochs = itertools.count(1)
+
+
+class UserEntry:
+    """One user's live record in the directory. Fields change only under the directory's
+    lock; ``store`` and ``env`` are set by the activation and read by calls once ``ACTIVE``.
+    """
+
+    __slots__ = ("env", "epoch", "inflight", "last_used", "phase", "store", "user_id")
+
+    def __init__(self, user_id: str, phase: Phase) -> None:
+        self.user_id = user_id
+        self.phase = phase
+        self.epoch = 0
+        self.inflight = 0
+        self.last_used = time.monotonic()
+        self.store: UserStore | None = None
+        self.env: UserEnv | None = None
+
+    def __repr__(self) -> str:
+        return (f"UserEntry({self.user_id!r}, {self.phase.value}, epoch={self.epoch}, "
+                f"inflight={self.inflight})")
+
+
+class UserDirectory:
+    """The live users of one memory system and their phases (thread-safe).
+
+    Args:
+        max_inflight_per_user: calls admitted at once for one user.
+        is_pinned: users never chosen for idle or LRU passivation (shared personas).
+    """
+
+    def __init__(self, max_inflight_per_user: int,
+                 is_pinned: Callable[[str], bool] = lambda _u: False) -> None:
+        self.max_inflight_per_user = max_inflight_per_user
+        self._is_pinned = is_pinned
+        self._cond = threading.Condition(threading.Lock())
+        self._entries: OrderedDict[str, UserEntry] = OrderedDict()
+        self.closed = False
+        #: How many transitions of each kind completed (for stats and tests).
+        self.counts = {p.value: 0 for p in Phase}
+
+    # -- reading ------------------------------------------------------------------------
+
+    def phase(self, user_id: str) -> Phase:
+        """The user's phase now (``PASSIVE`` when it has no entry)."""
+        with self._cond:
+            entry = self._entries.get(user_id)
+            return Phase.PASSIVE if entry is None else entry.phase
+
+    def get(self, user_id: str) -> UserEntry | None:
+        """The user's entry, or None if passive."""
+        with self._cond:
+            return self._entries.get(user_id)
+
+    def entries(self) -> list[UserEntry]:
+        """Every entry, least recently used first (a copy)."""
+        with self._cond:
+            return list(self._entries.values())
+
+    def active(self) -> list[str]:
+        """Users in ``ACTIVE``, least recently used first."""
+        with self._cond:
+            return [u for u, e in self._entries.items() if e.phase is Phase.ACTIVE]
+
+    def __len__(self) -> int:
+        with self._cond:
+            return len(self._entries)
+
+    def __iter__(self) -> Iterator[UserEntry]:
+        return iter(self.entries())
+
+    # -- calls --------------------------------------------------------------------------
+
+    def enter(self, user_id: str, deadline: float) -> tuple[UserEntry, bool]:
+        """Admit one call for ``user_id``; returns ``(entry, must_activate)``.
+
+        When ``must_activate`` is true the caller created the entry in ``ACTIVATING`` and
+        must call :meth:`activated` or :meth:`activation_failed`. Waits (until ``deadline``,
+        a ``time.monotonic()`` value) while the user is in a transition or has
+        ``max_inflight_per_user`` calls in flight; then raises ``Overloaded``.
+        """
+        with self._cond:
+            while True:
+                if self.closed:
+                    raise SystemClosed("the memory system is closed")
+                entry = self._entries.get(user_id)
+                if entry is None:
+                    entry = UserEntry(user_id, Phase.ACTIVATING)
+                    entry.epoch = next(_epochs)
+                    entry.inflight = 1
+                    self._entries[user_id] = entry
+                    return entry, True
+                if entry.phase is Phase.ACTIVE and entry.inflight < self.max_inflight_per_user:
+                    entry.inflight += 1
+                    entry.last_used = time.monotonic()
+                    self._entries.move_to_end(user_id)
+                    return entry, False
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    if entry.phase is Phase.ACTIVE:
+                        raise Overloaded(
+                            f"user {user_id!r} has {entry.inflight} calls in flight "
+                            f"(max_inflight_per_user={self.max_inflight_per_user})"
+                        )
+                    raise Overloaded(f"user {user_id!r} is still {entry.phase.value}")
+                self._cond.wait(remaining)
+
+    def leave(self, entry: UserEntry) -> None:
+        """A call admitted by :meth:`enter` is over."""
+        with self._cond:
+            entry.inflight -= 1
+            entry.last_used = time.monotonic()
+            self._cond.notify_all()
+
+    def activated(self, entry: UserEntry) -> None:
+        """The user's actors are up: ``ACTIVATING -> ACTIVE``."""
+        self._move(entry, Phase.ACTIVE)
+
+    def activation_failed(self, entry: UserEntry) -> None:
+        """The activation failed and was cleaned up: ``ACTIVATING -> PASSIVE``."""
+        self._move(entry, Phase.PASSIVE)
+
+    # -- lifecycle operations -----------------------------------------------------------
+
+    def claim_passive(self, user_id: str, phase: Phase, deadline: float) -> UserEntry | None:
+        """Start ``phase`` (``FORGETTING`` or ``IMPORTING``) on a passive user.
+
+        Waits for a transition in progress to end. Returns the new entry, or None when the
+        user is live (``ACTIVE``) so the caller should use :meth:`claim_active` instead.
+        """
+        with self._cond:
+            while True:
+                if self.closed:
+                    raise SystemClosed("the memory system is closed")
+                entry = self._entries.get(user_id)
+                if entry is None:
+                    check_transition(Phase.PASSIVE, phase)
+                    entry = UserEntry(user_id, phase)
+                    self._entries[user_id] = entry
+                    return entry
+                if entry.phase is Phase.ACTIVE:
+                    return None
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise Overloaded(f"user {user_id!r} is still {entry.phase.value}")
+                self._cond.wait(remaining)
+
+    def claim_active(self, user_id: str, phase: Phase, deadline: float,
+                     *, only_idle: bool = False) -> UserEntry | None:
+        """Start ``phase`` (``DRAINING``, ``EXPORTING`` or ``FORGETTING``) on a live user.
+
+        New calls are held back at once; the calls already in flight are waited for until
+        ``deadline``. If they are still running then, the user goes back to ``ACTIVE`` and
+        ``Overloaded`` is raised. Returns None when the user is passive (after waiting for a
+        transition in progress), or, with ``only_idle``, when it has calls in flight.
+        """
+        with self._cond:
+            while True:
+                if self.closed and phase is not Phase.DRAINING:
+                    raise SystemClosed("the memory system is closed")
+                entry = self._entries.get(user_id)
+                if entry is None:
+                    return None
+                if entry.phase is Phase.ACTIVE:
+                    if only_idle and entry.inflight:
+                        return None
+                    break
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise Overloaded(f"user {user_id!r} is still {entry.phase.value}")
+                self._cond.wait(remaining)
+            check_transition(entry.phase, phase)
+            entry.phase = phase
+            self._cond.notify_all()
+            while entry.inflight > 0:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    entry.phase = Phase.ACTIVE
+                    self._cond.notify_all()
+                    raise Overloaded(
+                        f"user {user_id!r} still has {entry.inflight} calls in flight; "
+                        f"{phase.value} gave up"
+                    )
+                self._cond.wait(remaining)
+            return entry
+
+    def pick_idle(self, *, idle_before: float | None = None,
+                  exclude: UserEntry | None = None) -> UserEntry | None:
+        """Move one idle ``ACTIVE`` user to ``DRAINING`` and return it (or None).
+
+        Idle means no call in flight and, with ``idle_before`` (a ``time.monotonic()``
+        value), last used before it. The least recently used one is picked; pinned users
+        and ``exclude`` never are.
+        """
+        with self._cond:
+            for entry in self._entries.values():
+                if (entry.phase is Phase.ACTIVE and entry.inflight == 0 and entry is not exclude
+                        and (idle_before is None or entry.last_used < idle_before)
+                        and not self._is_pinned(entry.user_id)):
+                    entry.phase = Phase.DRAINING
+                    self._cond.notify_all()
+                    return entry
+            return None
+
+    def finish(self, entry: UserEntry, phase: Phase) -> None:
+        """End the transition ``entry`` is in, moving it to ``phase`` (``PASSIVE``: removed)."""
+        self._move(entry, phase)
+
+    def wait_for_room(self, me: UserEntry, cap: int, deadline: float) -> UserEntry | None:
+        """With more than ``cap`` live entries (``me`` aside), pick an idle one to drain.
+
+        Returns None when there is room; otherwise a user moved to ``DRAINING`` that the
+        caller must passivate (then call again). Waits until ``deadline`` for some user to
+        go idle, then raises ``Overloaded``.
+        """
+        with self._cond:
+            while True:
+                if len(self._entries) - 1 < cap:
+                    return None
+                for entry in self._entries.values():
+                    if (entry.phase is Phase.ACTIVE and entry.inflight == 0 and entry is not me
+                            and not self._is_pinned(entry.user_id)):
+                        entry.phase = Phase.DRAINING
+                        self._cond.notify_all()
+                        return entry
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise Overloaded(f"{cap} users are active and busy (max_active_users={cap})")
+                self._cond.wait(remaining)
+
+    def close(self) -> list[UserEntry]:
+        """Refuse new calls and operations; return the entries still live (a copy)."""
+        with self._cond:
+            self.closed = True
+            self._cond.notify_all()
+            return list(self._entries.values())
+
+    def wait_settled(self, deadline: float) -> bool:
+        """Wait until no entry is in a transition (or ``deadline``); True if settled."""
+        with self._cond:
+            while any(e.phase not in (Phase.ACTIVE,) for e in self._entries.values()):
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return False
+                self._cond.wait(remaining)
+            return True
+
+    # -- internals ----------------------------------------------------------------------
+
+    def _move(self, entry: UserEntry, phase: Phase) -> None:
+        with self._cond:
+            check_transition(entry.phase, phase)
+            self.counts[phase.value] += 1
+            if phase is Phase.PASSIVE:
+                if self._entries.get(entry.user_id) is entry:
+                    del self._entries[entry.user_id]
+            entry.phase = phase
+            self._cond.notify_all()
