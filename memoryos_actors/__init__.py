@@ -19,6 +19,7 @@ _EXPORTS: dict[str, str] = {
     "MemoryOS": "memoryos_actors.system",
     "AsyncMemoryOS": "memoryos_actors.system",
     "ForgetReport": "memoryos_actors.system",
+    "UserPhase": "memoryos_actors.directory",
     "MemoryConfig": "memoryos_actors.config",
     "Clock": "memoryos_actors.clock",
     "ManualClock": "memoryos_actors.clock",
@@ -65,6 +66,7 @@ if TYPE_CHECKING:
         UnknownUser,
     )
     from .messages import AgentProfile, ContextItem, MemoryContext, Page, TraitLevel, UserProfile
+    from .directory import UserPhase
     from .system import AsyncMemoryOS, ForgetReport, MemoryOS
 
 

@@ -2,7 +2,7 @@
 
 Every operation that touches a user's files goes through the directory, so that no file of
 a user is ever touched by two incarnations (or by a lifecycle operation and an incarnation)
-at once. A user is in one :class:`Phase` at a time::
+at once. A user is in one :class:`UserPhase` at a time::
 
     PASSIVE ──enter──► ACTIVATING ──ok──► ACTIVE ──passivate/idle/LRU──► DRAINING ──► PASSIVE
        │                   └──failed──► PASSIVE      │  ▲
@@ -44,10 +44,10 @@ if TYPE_CHECKING:
     from .actors.base import UserEnv
     from .store.userstore import UserStore
 
-__all__ = ["Phase", "TRANSITIONS", "TransitionError", "UserDirectory", "UserEntry", "check_transition"]
+__all__ = ["UserPhase", "TRANSITIONS", "TransitionError", "UserDirectory", "UserEntry", "check_transition"]
 
 
-class Phase(enum.Enum):
+class UserPhase(enum.Enum):
     """Where a user is in its lifecycle (see the module docstring)."""
 
     PASSIVE = "passive"
@@ -60,26 +60,26 @@ class Phase(enum.Enum):
 
 
 #: Every allowed transition. ``PASSIVE`` as a target means "the entry is removed".
-TRANSITIONS: dict[Phase, frozenset[Phase]] = {
-    Phase.PASSIVE: frozenset({Phase.ACTIVATING, Phase.FORGETTING, Phase.IMPORTING}),
-    Phase.ACTIVATING: frozenset({Phase.ACTIVE, Phase.PASSIVE}),
-    Phase.ACTIVE: frozenset({Phase.DRAINING, Phase.EXPORTING, Phase.FORGETTING}),
-    Phase.DRAINING: frozenset({Phase.PASSIVE}),
-    Phase.EXPORTING: frozenset({Phase.ACTIVE}),
+TRANSITIONS: dict[UserPhase, frozenset[UserPhase]] = {
+    UserPhase.PASSIVE: frozenset({UserPhase.ACTIVATING, UserPhase.FORGETTING, UserPhase.IMPORTING}),
+    UserPhase.ACTIVATING: frozenset({UserPhase.ACTIVE, UserPhase.PASSIVE}),
+    UserPhase.ACTIVE: frozenset({UserPhase.DRAINING, UserPhase.EXPORTING, UserPhase.FORGETTING}),
+    UserPhase.DRAINING: frozenset({UserPhase.PASSIVE}),
+    UserPhase.EXPORTING: frozenset({UserPhase.ACTIVE}),
     # A forget that could not stop the calls in flight in time gives the user back.
-    Phase.FORGETTING: frozenset({Phase.PASSIVE, Phase.ACTIVE}),
-    Phase.IMPORTING: frozenset({Phase.PASSIVE}),
+    UserPhase.FORGETTING: frozenset({UserPhase.PASSIVE, UserPhase.ACTIVE}),
+    UserPhase.IMPORTING: frozenset({UserPhase.PASSIVE}),
 }
 
 #: Phases that end by waiting for the calls in flight to finish.
-_EXCLUSIVE = frozenset({Phase.DRAINING, Phase.EXPORTING, Phase.FORGETTING})
+_EXCLUSIVE = frozenset({UserPhase.DRAINING, UserPhase.EXPORTING, UserPhase.FORGETTING})
 
 
 class TransitionError(MemoryOSError):
     """An illegal lifecycle transition was attempted (a bug in the caller, not bad input)."""
 
 
-def check_transition(old: Phase, new: Phase) -> None:
+def check_transition(old: UserPhase, new: UserPhase) -> None:
     """Raise :class:`TransitionError` unless ``old -> new`` is in :data:`TRANSITIONS`."""
     if new not in TRANSITIONS[old]:
         raise TransitionError(f"illegal user lifecycle transition {old.value} -> {new.value}")
@@ -93,14 +93,16 @@ class UserEntry:
     lock; ``store`` and ``env`` are set by the activation and read by calls once ``ACTIVE``.
     """
 
-    __slots__ = ("env", "epoch", "inflight", "last_used", "phase", "store", "user_id")
+    __slots__ = ("env", "epoch", "inflight", "last_used", "phase", "slot", "store", "user_id")
 
-    def __init__(self, user_id: str, phase: Phase) -> None:
+    def __init__(self, user_id: str, phase: UserPhase) -> None:
         self.user_id = user_id
         self.phase = phase
         self.epoch = 0
         self.inflight = 0
         self.last_used = time.monotonic()
+        #: Whether the entry holds one of the ``max_active_users`` group slots.
+        self.slot = False
         self.store: UserStore | None = None
         self.env: UserEnv | None = None
 
@@ -125,15 +127,15 @@ class UserDirectory:
         self._entries: OrderedDict[str, UserEntry] = OrderedDict()
         self.closed = False
         #: How many transitions of each kind completed (for stats and tests).
-        self.counts = {p.value: 0 for p in Phase}
+        self.counts = {p.value: 0 for p in UserPhase}
 
     # -- reading ------------------------------------------------------------------------
 
-    def phase(self, user_id: str) -> Phase:
+    def phase(self, user_id: str) -> UserPhase:
         """The user's phase now (``PASSIVE`` when it has no entry)."""
         with self._cond:
             entry = self._entries.get(user_id)
-            return Phase.PASSIVE if entry is None else entry.phase
+            return UserPhase.PASSIVE if entry is None else entry.phase
 
     def get(self, user_id: str) -> UserEntry | None:
         """The user's entry, or None if passive."""
@@ -148,7 +150,7 @@ class UserDirectory:
     def active(self) -> list[str]:
         """Users in ``ACTIVE``, least recently used first."""
         with self._cond:
-            return [u for u, e in self._entries.items() if e.phase is Phase.ACTIVE]
+            return [u for u, e in self._entries.items() if e.phase is UserPhase.ACTIVE]
 
     def __len__(self) -> int:
         with self._cond:
@@ -173,19 +175,19 @@ class UserDirectory:
                     raise SystemClosed("the memory system is closed")
                 entry = self._entries.get(user_id)
                 if entry is None:
-                    entry = UserEntry(user_id, Phase.ACTIVATING)
+                    entry = UserEntry(user_id, UserPhase.ACTIVATING)
                     entry.epoch = next(_epochs)
                     entry.inflight = 1
                     self._entries[user_id] = entry
                     return entry, True
-                if entry.phase is Phase.ACTIVE and entry.inflight < self.max_inflight_per_user:
+                if entry.phase is UserPhase.ACTIVE and entry.inflight < self.max_inflight_per_user:
                     entry.inflight += 1
                     entry.last_used = time.monotonic()
                     self._entries.move_to_end(user_id)
                     return entry, False
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
-                    if entry.phase is Phase.ACTIVE:
+                    if entry.phase is UserPhase.ACTIVE:
                         raise Overloaded(
                             f"user {user_id!r} has {entry.inflight} calls in flight "
                             f"(max_inflight_per_user={self.max_inflight_per_user})"
@@ -202,15 +204,15 @@ class UserDirectory:
 
     def activated(self, entry: UserEntry) -> None:
         """The user's actors are up: ``ACTIVATING -> ACTIVE``."""
-        self._move(entry, Phase.ACTIVE)
+        self._move(entry, UserPhase.ACTIVE)
 
     def activation_failed(self, entry: UserEntry) -> None:
         """The activation failed and was cleaned up: ``ACTIVATING -> PASSIVE``."""
-        self._move(entry, Phase.PASSIVE)
+        self._move(entry, UserPhase.PASSIVE)
 
     # -- lifecycle operations -----------------------------------------------------------
 
-    def claim_passive(self, user_id: str, phase: Phase, deadline: float) -> UserEntry | None:
+    def claim_passive(self, user_id: str, phase: UserPhase, deadline: float) -> UserEntry | None:
         """Start ``phase`` (``FORGETTING`` or ``IMPORTING``) on a passive user.
 
         Waits for a transition in progress to end. Returns the new entry, or None when the
@@ -222,18 +224,18 @@ class UserDirectory:
                     raise SystemClosed("the memory system is closed")
                 entry = self._entries.get(user_id)
                 if entry is None:
-                    check_transition(Phase.PASSIVE, phase)
+                    check_transition(UserPhase.PASSIVE, phase)
                     entry = UserEntry(user_id, phase)
                     self._entries[user_id] = entry
                     return entry
-                if entry.phase is Phase.ACTIVE:
+                if entry.phase is UserPhase.ACTIVE:
                     return None
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     raise Overloaded(f"user {user_id!r} is still {entry.phase.value}")
                 self._cond.wait(remaining)
 
-    def claim_active(self, user_id: str, phase: Phase, deadline: float,
+    def claim_active(self, user_id: str, phase: UserPhase, deadline: float,
                      *, only_idle: bool = False) -> UserEntry | None:
         """Start ``phase`` (``DRAINING``, ``EXPORTING`` or ``FORGETTING``) on a live user.
 
@@ -244,12 +246,12 @@ class UserDirectory:
         """
         with self._cond:
             while True:
-                if self.closed and phase is not Phase.DRAINING:
+                if self.closed and phase is not UserPhase.DRAINING:
                     raise SystemClosed("the memory system is closed")
                 entry = self._entries.get(user_id)
                 if entry is None:
                     return None
-                if entry.phase is Phase.ACTIVE:
+                if entry.phase is UserPhase.ACTIVE:
                     if only_idle and entry.inflight:
                         return None
                     break
@@ -263,7 +265,7 @@ class UserDirectory:
             while entry.inflight > 0:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
-                    entry.phase = Phase.ACTIVE
+                    entry.phase = UserPhase.ACTIVE
                     self._cond.notify_all()
                     raise Overloaded(
                         f"user {user_id!r} still has {entry.inflight} calls in flight; "
@@ -282,33 +284,38 @@ class UserDirectory:
         """
         with self._cond:
             for entry in self._entries.values():
-                if (entry.phase is Phase.ACTIVE and entry.inflight == 0 and entry is not exclude
+                if (entry.phase is UserPhase.ACTIVE and entry.inflight == 0 and entry is not exclude
                         and (idle_before is None or entry.last_used < idle_before)
                         and not self._is_pinned(entry.user_id)):
-                    entry.phase = Phase.DRAINING
+                    entry.phase = UserPhase.DRAINING
                     self._cond.notify_all()
                     return entry
             return None
 
-    def finish(self, entry: UserEntry, phase: Phase) -> None:
+    def finish(self, entry: UserEntry, phase: UserPhase) -> None:
         """End the transition ``entry`` is in, moving it to ``phase`` (``PASSIVE``: removed)."""
         self._move(entry, phase)
 
     def wait_for_room(self, me: UserEntry, cap: int, deadline: float) -> UserEntry | None:
-        """With more than ``cap`` live entries (``me`` aside), pick an idle one to drain.
+        """Take one of the ``cap`` group slots for ``me``, or pick an idle user to drain.
 
-        Returns None when there is room; otherwise a user moved to ``DRAINING`` that the
-        caller must passivate (then call again). Waits until ``deadline`` for some user to
-        go idle, then raises ``Overloaded``.
+        Returns None once ``me`` holds a slot; otherwise a user moved to ``DRAINING`` that
+        the caller must passivate (then call again). Only entries that hold a slot (a live
+        group, or an activation past this point) count, so activations waiting here never
+        wait for each other. Waits until ``deadline`` for some user to go idle, then raises
+        ``Overloaded``.
         """
         with self._cond:
             while True:
-                if len(self._entries) - 1 < cap:
+                if me.slot:
+                    return None
+                if sum(1 for e in self._entries.values() if e.slot) < cap:
+                    me.slot = True
                     return None
                 for entry in self._entries.values():
-                    if (entry.phase is Phase.ACTIVE and entry.inflight == 0 and entry is not me
+                    if (entry.phase is UserPhase.ACTIVE and entry.inflight == 0 and entry is not me
                             and not self._is_pinned(entry.user_id)):
-                        entry.phase = Phase.DRAINING
+                        entry.phase = UserPhase.DRAINING
                         self._cond.notify_all()
                         return entry
                 remaining = deadline - time.monotonic()
@@ -326,7 +333,7 @@ class UserDirectory:
     def wait_settled(self, deadline: float) -> bool:
         """Wait until no entry is in a transition (or ``deadline``); True if settled."""
         with self._cond:
-            while any(e.phase not in (Phase.ACTIVE,) for e in self._entries.values()):
+            while any(e.phase not in (UserPhase.ACTIVE,) for e in self._entries.values()):
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     return False
@@ -335,11 +342,11 @@ class UserDirectory:
 
     # -- internals ----------------------------------------------------------------------
 
-    def _move(self, entry: UserEntry, phase: Phase) -> None:
+    def _move(self, entry: UserEntry, phase: UserPhase) -> None:
         with self._cond:
             check_transition(entry.phase, phase)
             self.counts[phase.value] += 1
-            if phase is Phase.PASSIVE:
+            if phase is UserPhase.PASSIVE:
                 if self._entries.get(entry.user_id) is entry:
                     del self._entries[entry.user_id]
             entry.phase = phase

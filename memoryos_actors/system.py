@@ -57,7 +57,7 @@ from .actors.stm import STMActor
 from .actors.workers import GatewayWorker, HeatTicker, RetrievalWorker
 from .clock import Clock, SystemClock
 from .config import MemoryConfig
-from .directory import Phase, UserDirectory, UserEntry
+from .directory import UserPhase, UserDirectory, UserEntry
 from .errors import (
     ActorCrashed,
     InvalidInput,
@@ -543,7 +543,7 @@ class MemoryOS:
         finally:
             with self._stats_lock:
                 self._counters["passivations"] += 1
-            self._dir.finish(entry, Phase.PASSIVE)
+            self._dir.finish(entry, UserPhase.PASSIVE)
         log.debug("user.passivated", user=entry.user_id)
 
     def _sweep_idle(self) -> int:
@@ -571,7 +571,7 @@ class MemoryOS:
         """
         user_id = _check_user_id(user_id)
         deadline = time.monotonic() + self.config.overload_timeout_seconds
-        entry = self._dir.claim_active(user_id, Phase.DRAINING, deadline)
+        entry = self._dir.claim_active(user_id, UserPhase.DRAINING, deadline)
         if entry is None:
             return False
         self._passivate(entry)
@@ -590,8 +590,8 @@ class MemoryOS:
         entry = self._dir.get(_check_user_id(user_id))
         return entry.epoch if entry is not None else 0
 
-    def user_phase(self, user_id: str) -> Phase:
-        """Where ``user_id`` is in its lifecycle now (see :class:`~memoryos_actors.directory.Phase`)."""
+    def user_phase(self, user_id: str) -> UserPhase:
+        """Where ``user_id`` is in its lifecycle now (see :class:`~memoryos_actors.directory.UserPhase`)."""
         return self._dir.phase(_check_user_id(user_id))
 
     # -- calls -----------------------------------------------------------------------------
@@ -645,7 +645,7 @@ class MemoryOS:
         """
         if self.config.shared_agent_persona:
             owner = ASSISTANT_PREFIX + assistant_id
-            if self._dir.phase(owner) is Phase.ACTIVE:
+            if self._dir.phase(owner) is UserPhase.ACTIVE:
                 return
             self._call(owner, lambda e: None)
 
@@ -917,7 +917,7 @@ class MemoryOS:
             return acts[min(len(acts) - 1, int(p * len(acts)))] if acts else 0.0
 
         entries = self._dir.entries()
-        active = sum(1 for e in entries if e.phase is Phase.ACTIVE)
+        active = sum(1 for e in entries if e.phase is UserPhase.ACTIVE)
         inflight = sum(e.inflight for e in entries)
         restarts = sum(c.restarts for c in supervisor.which_children(self._users_sup))
         return {
@@ -951,7 +951,7 @@ class MemoryOS:
         deadline = time.monotonic() + self.config.overload_timeout_seconds
         while True:
             self._call(uid, lambda _e: None)  # make sure the user is live
-            entry = self._dir.claim_active(uid, Phase.EXPORTING, deadline)
+            entry = self._dir.claim_active(uid, UserPhase.EXPORTING, deadline)
             if entry is not None:
                 break
             if time.monotonic() > deadline:
@@ -967,7 +967,7 @@ class MemoryOS:
             # MTM state says which archive record it reflects), so the cut is consistent.
             store_archive = [rec for _seq, rec in entry.store.archive.iter()]
         finally:
-            self._dir.finish(entry, Phase.ACTIVE)
+            self._dir.finish(entry, UserPhase.ACTIVE)
         payload = {
             "format": _EXPORT_FORMAT,
             "version": _EXPORT_VERSION,
@@ -1001,7 +1001,7 @@ class MemoryOS:
                 f"{[name, dim]}; run `memoryos reembed` on the export's data"
             )
         deadline = time.monotonic() + self.config.overload_timeout_seconds
-        entry = self._dir.claim_passive(uid, Phase.IMPORTING, deadline)
+        entry = self._dir.claim_passive(uid, UserPhase.IMPORTING, deadline)
         if entry is None:
             raise InvalidInput(f"user {uid!r} already has data; forget_user first")
         try:
@@ -1016,17 +1016,20 @@ class MemoryOS:
                                   archive=cfg.archive_enabled)
                 try:
                     store.check_embedder(name, dim, cfg.fingerprint())
-                    persist.import_state(store, payload["state"])
+                    # Stored as another id: the pages and the persona name their new owner.
+                    source = str(payload.get("user_id", uid))
+                    persist.import_state(store, persist.rebind_user(payload["state"], source,
+                                                                    uid))
                     if store.archive is not None:
                         for rec in payload.get("archive", ()):
-                            store.archive.append(rec)
+                            store.archive.append(persist.rebind_user(rec, source, uid))
                 finally:
                     store.close()
             except BaseException:
                 UserStore.remove(self.data_dir, uid)  # a half-imported user is no user
                 raise
         finally:
-            self._dir.finish(entry, Phase.PASSIVE)
+            self._dir.finish(entry, UserPhase.PASSIVE)
         return uid
 
     def forget_user(self, user_id: str) -> ForgetReport:
@@ -1042,10 +1045,10 @@ class MemoryOS:
         uid = _check_user_id(user_id)
         deadline = time.monotonic() + self.config.overload_timeout_seconds
         while True:
-            entry = self._dir.claim_active(uid, Phase.FORGETTING, deadline)
+            entry = self._dir.claim_active(uid, UserPhase.FORGETTING, deadline)
             was_active = entry is not None
             if entry is None:
-                entry = self._dir.claim_passive(uid, Phase.FORGETTING, deadline)
+                entry = self._dir.claim_passive(uid, UserPhase.FORGETTING, deadline)
             if entry is not None:
                 break
         try:
@@ -1062,7 +1065,7 @@ class MemoryOS:
             purged = self.gateway_service.purge_user(uid)
             purged["degraded_records"] = self._gateway.purge_user(uid)
         finally:
-            self._dir.finish(entry, Phase.PASSIVE)
+            self._dir.finish(entry, UserPhase.PASSIVE)
         return ForgetReport(uid, tuple(removed), was_active, purged)
 
     # -- shutdown --------------------------------------------------------------------------
@@ -1085,7 +1088,7 @@ class MemoryOS:
             for uid in self._dir.active():
                 try:
                     entry = self._dir.claim_active(
-                        uid, Phase.DRAINING, max(deadline, time.monotonic() + 1.0))
+                        uid, UserPhase.DRAINING, max(deadline, time.monotonic() + 1.0))
                 except Overloaded as exc:
                     log.warning("close.user_busy", user=uid, error=repr(exc))
                     continue
@@ -1213,7 +1216,7 @@ class AsyncMemoryOS:
         """See :meth:`MemoryOS.user_epoch`."""
         return await self._run(self.sync.user_epoch, user_id)
 
-    async def user_phase(self, user_id: str) -> Phase:
+    async def user_phase(self, user_id: str) -> UserPhase:
         """See :meth:`MemoryOS.user_phase`."""
         return await self._run(self.sync.user_phase, user_id)
 

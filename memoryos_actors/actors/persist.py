@@ -30,6 +30,7 @@ __all__ = [
     "recover",
     "save_snapshot",
     "page_from_record",
+    "rebind_user",
     "wal_pages",
 ]
 
@@ -130,6 +131,17 @@ def last_turn_seq(records: tuple[tuple[int, dict[str, Any]], ...], snapshot_seq:
         if rec.get("t") == "turn":
             last = max(last, int(rec["seq"]))
     return last
+
+
+def rebind_user(obj: Any, old: str, new: str) -> Any:
+    """A copy of ``obj`` (an export's state or archive record) in which every
+    ``"user_id": old`` entry says ``new``: pages and the persona name their owner."""
+    if isinstance(obj, dict):
+        return {k: (new if k == "user_id" and v == old else rebind_user(v, old, new))
+                for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [rebind_user(v, old, new) for v in obj]
+    return obj
 
 
 def import_state(store: UserStore, state: dict[str, Any]) -> None:

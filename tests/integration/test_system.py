@@ -35,7 +35,7 @@ def test_public_api_exports_exactly_these_names() -> None:
         "CorruptDataError", "DataDirLocked", "EmbedderMismatch", "ForgetReport", "GatewayError",
         "InvalidInput", "ManualClock", "MemoryConfig", "MemoryContext", "MemoryOS",
         "MemoryOSError", "Overloaded", "Page", "ProviderUnavailable", "StorageError",
-        "SystemClock", "SystemClosed", "TraitLevel", "UnknownUser", "UserProfile",
+        "SystemClock", "SystemClosed", "TraitLevel", "UnknownUser", "UserPhase", "UserProfile",
     ])
     for name in memoryos_actors.__all__:
         assert getattr(memoryos_actors, name) is not None

@@ -1,0 +1,290 @@
+"""The user lifecycle under load: races against forget/import/export/passivate/janitor,
+stale replies of forgotten incarnations, the gateway purge, idempotent turn keys, and the
+failure paths of passivation."""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from sysutil import SMALL
+
+import supervisor
+from memoryos_actors import ManualClock, MemoryConfig, MemoryOS, Overloaded, UserPhase
+from memoryos_actors.actors.base import actor_names
+from memoryos_actors.actors.protocol import CompletionDone, CompletionJob
+from memoryos_actors.store.userstore import UserStore
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+
+from lifecycle_bench import run_trial, stored_keys  # noqa: E402
+
+
+@pytest.mark.parametrize("seed", [11, 12, 13, 14])
+def test_writers_racing_forget_import_export_passivate_and_janitor_keep_the_ledger(
+    tmp_path: Path, seed: int
+) -> None:
+    result = run_trial(tmp_path, seed, writers=3, turns=30, ops=10)
+    assert result.problems == []
+    assert result.acked > 0
+    assert sum(result.ops.values()) > 0
+
+
+def test_a_reply_for_a_forgotten_incarnation_never_reaches_the_new_one(open_mem) -> None:
+    mem = open_mem()
+    mem.add_turn("u", "old secret about my bank", "noted")
+    mem.flush()
+    old_epoch = mem.user_epoch("u")
+    mem.forget_user("u")
+    mem.add_turn("u", "a fresh start", "welcome")  # page p1 again, new incarnation
+    mem.flush()
+    assert mem.user_epoch("u") != old_epoch
+    before = mem.user_state("u").stm[0]
+    stm = mem.registry.require(actor_names("u")[0])
+    stale = {"continues": False, "meta_chain": "old secret about my bank",
+             "keywords": ["bank", "secret"]}
+    stm.tell(CompletionDone("page_meta", "p1", stale, degraded=False, epoch=old_epoch))
+    mtm = mem.registry.require(actor_names("u")[1])
+    mtm.tell(CompletionDone("segment_summary", "s1", {"summary": "old secret", "keywords": []},
+                            degraded=False, epoch=old_epoch))
+    mem.flush()
+    after = mem.user_state("u").stm[0]
+    assert after == before
+    assert "secret" not in after.meta_chain
+    assert mem.stats()["stale_replies_dropped"] >= 2
+
+
+def test_forget_purges_the_users_gateway_cache_redo_queue_and_degraded_records(open_mem) -> None:
+    mem = open_mem()
+    for i in range(12):
+        mem.add_turn("gone", f"my diary entry number {i}", "ok")
+        mem.add_turn("kept", f"another user's entry {i}", "ok")
+    mem.flush()
+    # A degraded job "gone" asked for, waiting for a redo.
+    job = CompletionJob("page_meta", {"page": {"query": "q", "response": "r"},
+                                      "previous_page": None, "previous_meta_chain": ""},
+                        "gone", actor_names("gone")[0], "p99", mem.user_epoch("gone"))
+    mem._gateway.remember_degraded(job)  # noqa: SLF001 - the redo bookkeeping under test
+    mem.gateway_service._enqueue_redo("page_meta", job.payload, "gone")  # noqa: SLF001
+    report = mem.forget_user("gone")
+    assert report.purged["gateway_cache"] > 0
+    assert report.purged["redo_queue"] == 1
+    assert report.purged["degraded_records"] == 1
+    assert mem.gateway_service.pending_count() == 0
+    assert mem.gateway_service.purge_user("gone") == {"gateway_cache": 0, "redo_queue": 0}
+    # The other user's entries stay.
+    assert mem.gateway_service.purge_user("kept")["gateway_cache"] > 0
+
+
+def test_a_retried_add_turn_with_the_same_turn_key_is_stored_once(open_mem) -> None:
+    mem = open_mem()
+    first = mem.add_turn("k", "question k=one", "answer", turn_key="one")
+    again = mem.add_turn("k", "question k=one", "answer", turn_key="one")
+    assert again == first
+    mem.passivate("k")  # the key survives a snapshot and a new incarnation
+    assert mem.add_turn("k", "question k=one", "answer", turn_key="one") == first
+    other = mem.add_turn("k", "question k=two", "answer", turn_key="two")
+    assert other != first
+    mem.flush()
+    assert sorted(stored_keys(mem, "k")) == ["one", "two"]
+
+
+def test_turn_keys_survive_a_reopen_after_a_snapshot(tmp_path: Path) -> None:
+    cfg = MemoryConfig(**{**SMALL, "snapshot_every_turns": 3})
+    with MemoryOS.open(tmp_path, cfg, clock=ManualClock(1.7e9)) as mem:
+        page = mem.add_turn("r", "question k=a", "answer", turn_key="a")
+        for i in range(8):  # several snapshots, so the WAL record of "a" is gone
+            mem.add_turn("r", f"filler {i}", "ok")
+    with MemoryOS.open(tmp_path, cfg, clock=ManualClock(1.7e9)) as mem:
+        assert mem.add_turn("r", "question k=a", "answer", turn_key="a") == page
+        mem.flush()
+        assert stored_keys(mem, "r").count("a") == 1
+
+
+def test_passivate_waits_for_calls_in_flight_and_gives_up_with_overloaded(open_mem) -> None:
+    mem = open_mem(MemoryConfig(**{**SMALL, "overload_timeout_seconds": 0.3}))
+    mem.add_turn("busy", "hello", "hi")
+    release = threading.Event()
+    entered = threading.Event()
+
+    def hold(_entry: object) -> None:
+        entered.set()
+        release.wait(10)
+
+    holder = threading.Thread(target=mem._call, args=("busy", hold))  # noqa: SLF001
+    holder.start()
+    try:
+        assert entered.wait(10)
+        with pytest.raises(Overloaded, match="in flight"):
+            mem.passivate("busy")
+        assert mem.user_phase("busy") is UserPhase.ACTIVE  # given back, not stuck
+        with pytest.raises(Overloaded):
+            mem.forget_user("busy")
+        assert mem.user_phase("busy") is UserPhase.ACTIVE
+    finally:
+        release.set()
+        holder.join()
+    assert mem.passivate("busy") is True
+    assert mem.user_phase("busy") is UserPhase.PASSIVE
+
+
+def test_calls_arriving_during_a_passivation_wait_and_then_reactivate(open_mem) -> None:
+    mem = open_mem()
+    mem.add_turn("w", "first", "ok")
+    results: list[str] = []
+    started = threading.Event()
+
+    def writer() -> None:
+        started.set()
+        for i in range(20):
+            results.append(mem.add_turn("w", f"turn {i}", "ok"))
+
+    t = threading.Thread(target=writer)
+    t.start()
+    started.wait(10)
+    for _ in range(5):
+        try:
+            mem.passivate("w")
+        except Overloaded:
+            pass
+    t.join()
+    assert len(results) == 20
+    mem.flush()
+    assert len(mem.stored_page_ids("w")) == 21
+
+
+def test_a_failed_store_close_during_passivation_leaves_the_user_usable(
+    open_mem, monkeypatch
+) -> None:
+    mem = open_mem()
+    mem.add_turn("f", "before", "ok")
+    entry = mem._dir.get("f")  # noqa: SLF001 - inject the fault into this incarnation's store
+    assert entry is not None and entry.store is not None
+    store = entry.store
+    real_close = store.close
+
+    def failing_close() -> None:
+        real_close()
+        raise OSError("disk went away")
+
+    monkeypatch.setattr(store, "close", failing_close)
+    assert mem.passivate("f") is True
+    assert mem.user_phase("f") is UserPhase.PASSIVE
+    assert mem.add_turn("f", "after", "ok") == "p2"
+    mem.flush()
+    assert mem.stored_page_ids("f") == ["p1", "p2"]
+
+
+def test_export_is_one_cut_even_while_the_janitor_passivates(open_mem, tmp_path: Path) -> None:
+    mem = open_mem(MemoryConfig(**{**SMALL, "idle_timeout_seconds": 0.01}))
+    for i in range(60):
+        mem.add_turn("e", f"turn {i} about topic {i % 7}", "ok")
+    mem.flush()
+    archived = len(mem.archive("e"))
+    assert archived > 0
+    for n in range(5):  # the janitor passivates "e" between and during exports
+        out = mem.export_user("e", tmp_path / f"e{n}.json")
+        from memoryos_actors.store.export import read_export
+
+        payload = read_export(out)
+        assert len(payload["archive"]) == archived
+        assert payload["state"]["seq"] == 60
+        time.sleep(0.03)
+
+
+def test_import_and_forget_of_the_same_user_serialise(open_mem, tmp_path: Path) -> None:
+    mem = open_mem()
+    for i in range(10):
+        mem.add_turn("src", f"turn {i}", "ok")
+    out = mem.export_user("src", tmp_path / "src.json")
+    errors: list[BaseException] = []
+
+    def churn() -> None:
+        for _ in range(5):
+            try:
+                mem.forget_user("dst")
+                mem.import_user(out, "dst")
+            except Exception as exc:  # noqa: BLE001 - collected and checked below
+                errors.append(exc)
+
+    threads = [threading.Thread(target=churn) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    # Concurrent imports of the same id: the loser is told the user has data.
+    assert all("already has data" in str(e) for e in errors), errors
+    assert sorted(mem.stored_page_ids("dst")) == sorted(mem.stored_page_ids("src"))
+
+
+def test_every_stm_meta_timer_is_cancelled_when_its_meta_arrives(open_mem) -> None:
+    mem = open_mem()
+    mem.add_turn("t", "warm up", "ok")
+    mem.flush()
+    before = supervisor.active_timer_count()
+    for i in range(100):
+        mem.add_turn("t", f"turn {i}", "ok")
+    mem.flush()
+    # One timer per page was left armed for 125 s before; now none outlives its answer.
+    assert supervisor.active_timer_count() <= before + 2
+
+
+def test_lpm_stamps_facts_with_the_injected_clock(open_mem) -> None:
+    clock = ManualClock(1_000_000.0)
+    mem = open_mem(clock=clock)
+    mem.add_turn("c", "hi", "hello")
+    lpm = mem.registry.require(actor_names("c")[2])
+    lpm.tell(CompletionDone("persona_update", "s1|default",
+                            {"traits": [], "facts": ["User keeps bees."], "agent_traits": []},
+                            degraded=False, epoch=mem.user_epoch("c")))
+    mem.flush()
+    kb = mem.user_state("c").kb
+    assert [k.text for k in kb] == ["User keeps bees."]
+    assert kb[0].timestamp == 1_000_000.0
+    clock.advance(500.0)
+    mem.passivate("c")  # the WAL replay gives the fact the same time
+    assert mem.user_state("c").kb[0].timestamp == 1_000_000.0
+
+
+def test_a_user_store_is_never_opened_twice_at_once(open_mem, monkeypatch) -> None:
+    opened: dict[str, int] = {}
+    peak: dict[str, int] = {}
+    lock = threading.Lock()
+    real_init, real_close = UserStore.__init__, UserStore.close
+
+    def counting_init(self: UserStore, *a: object, **kw: object) -> None:
+        real_init(self, *a, **kw)
+        with lock:
+            opened[self.user_id] = opened.get(self.user_id, 0) + 1
+            peak[self.user_id] = max(peak.get(self.user_id, 0), opened[self.user_id])
+
+    def counting_close(self: UserStore) -> None:
+        was_open = not self._closed  # noqa: SLF001
+        real_close(self)
+        if was_open:
+            with lock:
+                opened[self.user_id] -= 1
+
+    monkeypatch.setattr(UserStore, "__init__", counting_init)
+    monkeypatch.setattr(UserStore, "close", counting_close)
+    mem = open_mem(MemoryConfig(**{**SMALL, "max_active_users": 1,
+                                   "idle_timeout_seconds": 0.01}))
+
+    def work(u: str) -> None:
+        for i in range(15):
+            try:
+                mem.add_turn(u, f"turn {i}", "ok")
+                if i % 5 == 4:
+                    mem.passivate(u)
+            except Overloaded:
+                pass
+
+    threads = [threading.Thread(target=work, args=(u,)) for u in ("x", "y", "x", "y")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert peak and max(peak.values()) == 1
