@@ -44,7 +44,14 @@ if TYPE_CHECKING:
     from .actors.base import UserEnv
     from .store.userstore import UserStore
 
-__all__ = ["UserPhase", "TRANSITIONS", "TransitionError", "UserDirectory", "UserEntry", "check_transition"]
+__all__ = [
+    "TRANSITIONS",
+    "TransitionError",
+    "UserDirectory",
+    "UserEntry",
+    "UserPhase",
+    "check_transition",
+]
 
 
 class UserPhase(enum.Enum):

@@ -57,14 +57,13 @@ from .actors.stm import STMActor
 from .actors.workers import GatewayWorker, HeatTicker, RetrievalWorker
 from .clock import Clock, SystemClock
 from .config import MemoryConfig
-from .directory import UserPhase, UserDirectory, UserEntry
+from .directory import UserDirectory, UserEntry, UserPhase
 from .errors import (
     ActorCrashed,
     InvalidInput,
     MemoryOSError,
     Overloaded,
     StorageError,
-    SystemClosed,
     UnknownUser,
 )
 from .gateway.service import GatewayService
@@ -591,7 +590,7 @@ class MemoryOS:
         return entry.epoch if entry is not None else 0
 
     def user_phase(self, user_id: str) -> UserPhase:
-        """Where ``user_id`` is in its lifecycle now (see :class:`~memoryos_actors.directory.UserPhase`)."""
+        """Where ``user_id`` is in its lifecycle now (see :class:`UserPhase`)."""
         return self._dir.phase(_check_user_id(user_id))
 
     # -- calls -----------------------------------------------------------------------------
