@@ -481,8 +481,12 @@ class MemoryOS:
             if isinstance(exc, supervisor.SupervisorError):
                 raise _typed_cause(exc) from None
             raise
-        # Wait until STM has recovered: its first answer comes after on_start.
-        self._ask(stm_n, Ping())
+        try:
+            # Wait until STM is up: its first answer comes after on_start.
+            self._ask(stm_n, Ping())
+        except BaseException:
+            self._stop_group(entry, snapshot=False)  # never leave an adopted group behind
+            raise
         elapsed = (time.perf_counter() - started) * 1000.0
         with self._stats_lock:
             self._counters["activations"] += 1
@@ -1050,6 +1054,8 @@ class MemoryOS:
                 entry = self._dir.claim_passive(uid, UserPhase.FORGETTING, deadline)
             if entry is not None:
                 break
+            if time.monotonic() > deadline:
+                raise Overloaded(f"user {uid!r} kept changing state; forget_user gave up")
         try:
             if was_active:
                 self._stop_group(entry, snapshot=False)
