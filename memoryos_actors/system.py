@@ -526,8 +526,12 @@ class MemoryOS:
                 log.warning("user.passivate_snapshot_failed", user=entry.user_id,
                             error=repr(exc))
         try:
-            supervisor.terminate_child(self._users_sup, f"user:{entry.user_id}",
-                                       timeout=_ASK_TIMEOUT_S)
+            # Taken back from the users supervisor and stopped here, in the caller's
+            # thread: groups of different users stop in parallel.
+            group = supervisor.detach_child(self._users_sup, f"user:{entry.user_id}",
+                                            timeout=_ASK_TIMEOUT_S)
+            if group is not None:
+                supervisor.stop(group, timeout=_ASK_TIMEOUT_S)
         except supervisor.SupervisorError:
             pass  # the group was never adopted or already gone
         except Exception as exc:

@@ -22,6 +22,7 @@ from ._registry import Registry
 from ._spec import Backoff, ChildInfo, ChildKind, ChildSpec, ChildStatus, Restart, Strategy
 from ._supervisor import (
     Supervisor,
+    detach_child,
     format_tree,
     restart_child,
     start_child,
@@ -55,6 +56,7 @@ __all__ = [
     "TimerRef",
     "active_timer_count",
     "demonitor",
+    "detach_child",
     "exit_reason",
     "format_tree",
     "kill",

@@ -76,6 +76,11 @@ class _RestartChild:
 
 
 @dataclass(frozen=True, slots=True)
+class _DetachChild:
+    child_id: str
+
+
+@dataclass(frozen=True, slots=True)
 class _Describe:
     pass
 
@@ -291,6 +296,8 @@ class Supervisor(SupervisedActor):
             return None
         if isinstance(message, _RestartChild):
             return self._restart_child(message.child_id)
+        if isinstance(message, _DetachChild):
+            return self._detach_child(message.child_id)
         return super().on_receive(message)
 
     # ---------------------------------------------------------- starting
@@ -517,6 +524,20 @@ class Supervisor(SupervisedActor):
         if self._dynamic or child.spec.restart is Restart.TEMPORARY:
             self._remove(child)
 
+    def _detach_child(self, child_id: str) -> ActorRef[Any] | None:
+        child = self._by_id.get(child_id)
+        if child is None:
+            msg = f"{self.name} has no child {child_id!r}"
+            raise SupervisorError(msg)
+        ref = child.ref
+        if ref is not None:
+            self._by_urn.pop(ref.actor_urn, None)  # its exit is no longer ours to handle
+        child.ref = None
+        child.status = "stopped"
+        self._remove(child)
+        _log.info("child_detached", supervisor=self.name, child=child_id)
+        return ref
+
     def _restart_child(self, child_id: str) -> ActorRef[Any]:
         child = self._by_id.get(child_id)
         if child is None:
@@ -566,6 +587,24 @@ def terminate_child(sup_ref: ActorRef[Any], child_id: str, *, timeout: float | N
         SupervisorError: no such child.
     """
     sup_ref.ask(_TerminateChild(child_id), block=True, timeout=timeout)
+
+
+def detach_child(
+    sup_ref: ActorRef[Any], child_id: str, *, timeout: float | None = None
+) -> ActorRef[Any] | None:
+    """Remove a child from the supervisor without stopping it; return its running ref.
+
+    The supervisor forgets the child at once (its spec too, as :func:`terminate_child` does
+    in a dynamic supervisor) and neither restarts nor stops it any more: the caller owns
+    it and must stop it (e.g. with :func:`stop`), in its own thread, so that slow stops
+    never hold up the supervisor. Returns None if the child was not running (restarting
+    or stopped).
+
+    Raises:
+        SupervisorError: no such child.
+    """
+    ref: ActorRef[Any] | None = sup_ref.ask(_DetachChild(child_id), block=True, timeout=timeout)
+    return ref
 
 
 def restart_child(

@@ -156,3 +156,18 @@ def test_registering_a_name_held_by_a_live_actor_is_refused() -> None:
         sv.stop(b, timeout=5)
     registry.register("x", b)  # a dead holder is replaced
     assert registry.lookup("x") is b and len(registry) == 1 and "x" in registry
+
+
+def test_a_detached_child_keeps_running_is_not_restarted_and_is_the_callers_to_stop() -> None:
+    sup = sv.DynamicSupervisor.start(max_children=1, name="detach")
+    ann = sv.start_child(sup, worker_spec("ann"))
+    ref = sv.detach_child(sup, "ann")
+    assert ref is ann and ann.is_alive()
+    assert sv.which_children(sup) == []
+    sv.start_child(sup, worker_spec("bob"))  # the slot is free at once
+    sv.stop(ann, timeout=10)  # an exit the supervisor no longer handles: no restart
+    assert [c.id for c in sv.which_children(sup)] == ["bob"]
+    assert [c.restarts for c in sv.which_children(sup)] == [0]
+    with pytest.raises(sv.SupervisorError, match="no child 'ann'"):
+        sv.detach_child(sup, "ann")
+    sv.stop(sup, timeout=10)

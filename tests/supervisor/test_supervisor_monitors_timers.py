@@ -118,7 +118,7 @@ def test_public_api_exports_exactly_the_documented_names() -> None:
             "DynamicSupervisor", "ExitCallback", "ExitKind", "ExitReason", "Killed",
             "MaxChildrenError", "MonitorRef", "Registry", "Restart",
             "RestartIntensityExceeded", "Strategy", "SupervisedActor", "Supervisor",
-            "SupervisorError", "TimerRef", "active_timer_count", "demonitor", "exit_reason",
+            "SupervisorError", "TimerRef", "active_timer_count", "demonitor", "detach_child", "exit_reason",
             "format_tree", "kill", "monitor", "restart_child", "send_after", "send_interval",
             "start_child", "stop", "terminate_child", "wait_exit", "which_children",
         ]
