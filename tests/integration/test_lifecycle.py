@@ -288,3 +288,49 @@ def test_a_user_store_is_never_opened_twice_at_once(open_mem, monkeypatch) -> No
     for t in threads:
         t.join()
     assert peak and max(peak.values()) == 1
+
+
+def test_mtm_holds_gateway_jobs_while_the_gateway_is_full_and_sends_them_later(open_mem) -> None:
+    from memoryos_actors.actors.protocol import Ping, RefreshSummary
+
+    mem = open_mem()
+    for i in range(30):
+        mem.add_turn("m", f"turn {i} about gardening and roses {i % 3}", "ok")
+    mem.flush()
+    segments = [s.segment_id for s in mem.user_state("m").segments]
+    assert segments
+    gateway = mem._gateway  # noqa: SLF001 - fill every worker's backlog by hand
+    slots = []
+    while (slot := gateway.try_reserve()) is not None:
+        slots.append(slot)
+    mtm = mem.registry.require(actor_names("m")[1])
+    try:
+        for seg in segments:
+            mtm.tell(RefreshSummary(seg))
+        # No room at the gateway: the actor still answers at once (it used to block up to
+        # overload_timeout_seconds per job, then drop it) and holds the jobs.
+        assert mtm.ask(Ping(), timeout=30) == len(segments)
+    finally:
+        for slot in slots:
+            gateway.release(slot)
+    submitted = gateway.submitted
+    mem.flush()  # the held jobs go out once there is room; flush waits for them
+    assert mtm.ask(Ping(), timeout=30) == 0
+    assert gateway.submitted - submitted >= len(segments)
+
+
+def test_a_redone_page_meta_replaces_the_degraded_one_while_stm_holds_the_page(open_mem) -> None:
+    mem = open_mem()
+    mem.add_turn("d", "I repaired the bicycle chain", "great")
+    mem.flush()
+    stm = mem.registry.require(actor_names("d")[0])
+    fresh = {"continues": False, "meta_chain": "User fixed a bike chain.",
+             "keywords": ["bicycle", "chain", "repair"]}
+    stm.tell(CompletionDone("page_meta", "p1", fresh, degraded=False, epoch=mem.user_epoch("d")))
+    mem.flush()
+    page = mem.user_state("d").stm[0]
+    assert page.meta_chain == "User fixed a bike chain."
+    assert page.keywords == frozenset({"bicycle", "chain", "repair"})
+    assert mem.stats()["late_meta_applied"] == 1
+    mem.passivate("d")  # the replaced meta is durable
+    assert mem.user_state("d").stm[0].meta_chain == "User fixed a bike chain."
