@@ -330,6 +330,20 @@ class UserDirectory:
                     raise Overloaded(f"{cap} users are active and busy (max_active_users={cap})")
                 self._cond.wait(remaining)
 
+    def pick_above(self, limit: int) -> UserEntry | None:
+        """With more than ``limit`` group slots held, move the least recently used idle user
+        to ``DRAINING`` and return it (None otherwise, or when every such user is busy)."""
+        with self._cond:
+            if self.closed or sum(1 for e in self._entries.values() if e.slot) <= limit:
+                return None
+            for entry in self._entries.values():
+                if (entry.phase is UserPhase.ACTIVE and entry.inflight == 0
+                        and not self._is_pinned(entry.user_id)):
+                    entry.phase = UserPhase.DRAINING
+                    self._cond.notify_all()
+                    return entry
+            return None
+
     def close(self) -> list[UserEntry]:
         """Refuse new calls and operations; return the entries still live (a copy)."""
         with self._cond:

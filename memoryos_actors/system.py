@@ -29,6 +29,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -94,6 +95,9 @@ T = TypeVar("T")
 
 #: Times add_turn asks again, with the same turn key, after the STM actor crashed.
 _ADD_TURN_ATTEMPTS = 3
+
+#: Background passivations at once (see ``MemoryOS._keep_headroom``).
+_BG_PASSIVATIONS = 2
 
 #: Seconds a single actor request may take before the facade gives up on it.
 _ASK_TIMEOUT_S = 120.0
@@ -263,6 +267,11 @@ class MemoryOS:
         self._dir = UserDirectory(config.max_inflight_per_user,
                                   is_pinned=lambda u: u.startswith(ASSISTANT_PREFIX))
         self._stats_lock = threading.Lock()
+        # Passivates least recently used idle users in the background once the live groups
+        # come within `headroom` of max_active_users, so activations rarely wait for one.
+        self._passivator = ThreadPoolExecutor(_BG_PASSIVATIONS,
+                                              thread_name_prefix="memoryos-passivate")
+        self._bg_passivating = 0
         self._total = threading.BoundedSemaphore(config.max_inflight_total)
         self._counters = {"turns": 0, "retrievals": 0, "chats": 0, "activations": 0,
                           "passivations": 0}
@@ -507,8 +516,35 @@ class MemoryOS:
         while True:
             victim = self._dir.wait_for_room(me, cap, deadline)
             if victim is None:
-                return
+                break
             self._passivate(victim)
+        self._keep_headroom()
+
+    def _keep_headroom(self) -> None:
+        """Start passivating the least recently used idle user in the background when the
+        live groups are within ``max_active_users // 20`` (at least 1) of the cap."""
+        cap = self.config.max_active_users
+        with self._stats_lock:
+            if self._bg_passivating >= _BG_PASSIVATIONS:
+                return
+            self._bg_passivating += 1
+        victim = self._dir.pick_above(cap - max(1, cap // 20))
+        if victim is None:
+            with self._stats_lock:
+                self._bg_passivating -= 1
+            return
+
+        def run() -> None:
+            try:
+                self._passivate(victim)
+            finally:
+                with self._stats_lock:
+                    self._bg_passivating -= 1
+
+        try:
+            self._passivator.submit(run)
+        except RuntimeError:  # shutting down: do it here
+            run()
 
     def _stop_group(self, entry: UserEntry, *, snapshot: bool) -> None:
         """Stop the user's actors (after a snapshot if asked) and close its store.
@@ -1106,6 +1142,7 @@ class MemoryOS:
         finally:
             self._ticker_timer.cancel()
             self._sweep_timer.cancel()
+            self._passivator.shutdown(wait=True)
             supervisor.stop(self._root, timeout=timeout)
             for entry in self._dir.entries():
                 if entry.store is not None:
