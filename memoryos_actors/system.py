@@ -659,7 +659,12 @@ class MemoryOS:
             except MemoryOSError:
                 raise
             except pykka.Timeout:
-                raise Overloaded(f"actor {name!r} did not answer within {timeout} s") from None
+                # The request may still run: a caller retrying add_turn should pass the
+                # same turn_key so the turn is stored once.
+                raise Overloaded(
+                    f"actor {name!r} did not answer within {timeout} s; the request may "
+                    "still complete (retry add_turn with the same turn_key)"
+                ) from None
             except Exception as exc:
                 # The actor crashed handling the message; its supervisor restarts it.
                 raise ActorCrashed(
