@@ -894,15 +894,6 @@ class MemoryOS:
 
         return self._call(uid, run)
 
-    def _raw_state(self, uid: str) -> dict[str, Any]:
-        def run(_e: UserEntry) -> dict[str, Any]:
-            stm_n, mtm_n, lpm_n = actor_names(uid)
-            stm = self._ask(stm_n, GetState())
-            return {"seq": stm["seq"], "stm": stm["stm"], "mtm": self._ask(mtm_n, GetState()),
-                    "lpm": self._ask(lpm_n, GetState())}
-
-        return self._call(uid, run)
-
     def archive(
         self, user_id: str, query: str | None = None, limit: int | None = None
     ) -> list[dict[str, Any]]:
