@@ -16,6 +16,13 @@ import structlog
 # modules import it at collection time (importorskip), before the gateway's lazy import
 # could set this. No test may touch the network.
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+# litellm hands the logging of each successful call to a process-wide thread pool that
+# starts a new worker whenever none is idle (up to 100) and never stops one: two calls in a
+# row while the first one's logging still runs (a loaded machine) leave one thread more
+# than the test found, and the leak check below fails the test at teardown. Pinned to one
+# worker, started by the session warm-up in tests/gateway/conftest.py, the pool holds the
+# same thread count in every test however slow logging is. Read when litellm is imported.
+os.environ["LOGGING_EXECUTOR_MAX_THREADS"] = "1"
 
 # Configure structlog once for the whole run, before any MemoryOS.open() would: every level
 # passes (so tests that capture log events see them, whatever ran before), and whatever is

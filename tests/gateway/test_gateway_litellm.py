@@ -98,6 +98,29 @@ def test_malformed_answers_are_retried_then_fall_back_never_returned_raw(
     assert server.chat_requests == 2
 
 
+def test_calls_made_while_litellm_is_still_logging_start_no_thread(
+    llm_service: Make, server: FakeOpenAIServer
+) -> None:
+    # litellm logs each successful call on its own pool, which starts a worker whenever none
+    # is idle; tests pin it to one worker (tests/conftest.py) so the leak check cannot trip
+    # on a slow logger. Hold that worker busy, as a loaded machine would, and call again.
+    from litellm.litellm_core_utils.thread_pool_executor import executor
+
+    svc = llm_service()
+    release = threading.Event()
+    busy = executor.submit(release.wait, 30)
+    try:
+        before = threading.active_count()
+        for i in range(3):
+            assert not svc.complete("chat_reply", chat_payload(i)).degraded
+        assert threading.active_count() == before
+    finally:
+        release.set()
+        busy.result(30)
+        executor.submit(int).result(30)  # one worker, FIFO: the calls' logging has run
+    assert server.chat_requests == 3
+
+
 def test_error_text_from_the_provider_never_reaches_results_or_stats(
     llm_service: Make, server: FakeOpenAIServer
 ) -> None:
