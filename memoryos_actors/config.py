@@ -95,6 +95,9 @@ class MemoryConfig:
     kb_top_k: int = _f(10, "knowledge-base facts retrieved")
     agent_traits_top_k: int = _f(10, "agent traits retrieved")
     retrieval_mode: RetrievalMode = _f("hybrid", '"paper" (two-stage only) or "hybrid"')
+    cold_tier: bool = _f(
+        True, 'hybrid retrieval also searches the archive (the cold tier); "paper" never does'
+    )
     shared_agent_persona: bool = _f(
         False, "one agent persona per assistant, shared by all its users (else per user)"
     )

@@ -78,10 +78,10 @@ def build_context(
                 continue
             seen.add(hit.page.page_id)
             mtm_items.append(ContextItem(
-                "mtm", "page", hit.page.page_id, hit.page.text(), hit.score,
+                hit.tier, "page", hit.page.page_id, hit.page.text(), hit.score,
                 segment_id=hit.segment_id, timestamp=hit.page.timestamp, why=hit.why,
             ))
-        used = {item.segment_id for item in mtm_items}
+        used = {item.segment_id for item in mtm_items if item.tier == "mtm"}
         for seg_hit in mtm_hits.segments:
             seg = seg_hit.segment
             if seg.segment_id in used or seg.summary.strip():

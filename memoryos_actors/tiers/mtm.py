@@ -32,8 +32,8 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Iterable, Mapping
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
@@ -53,7 +53,10 @@ from memoryos_actors.messages import (
 )
 from memoryos_actors.scoring import f_score, heat, jaccard
 from memoryos_actors.tiers._ann import AnnIndex
-from memoryos_actors.tiers._lex import LexIndex, stem, terms
+from memoryos_actors.tiers._lex import CorpusStats, LexIndex, bm25_score, stem, terms
+
+if TYPE_CHECKING:
+    from memoryos_actors.store.cold import ColdCandidates, ColdItem
 
 __all__ = [
     "CANDIDATE_FACTOR",
@@ -225,6 +228,7 @@ class MTMCore:
         self._next_segment = 1
         self._max_seq = 0
         self._user_id: str | None = None
+        self._evicted_embs: dict[int, npt.NDArray[np.float32]] = {}
 
     # ------------------------------------------------------------------ properties
 
@@ -306,7 +310,8 @@ class MTMCore:
     def _drop_segment(self, seg: _Segment) -> None:
         del self._segments[seg.segment_id]
         self._seg_index.remove(seg.number)
-        for page in seg.pages:
+        for page, emb in zip(seg.pages, seg.embs, strict=True):
+            self._evicted_embs[page.seq] = emb
             self._page_index.remove(page.seq)
             self._lex.remove(page.seq)
             self._page_segment.pop(page.seq, None)
@@ -402,7 +407,8 @@ class MTMCore:
         self._page_index.upsert(page.seq, emb)
         pushed_out: list[Page] = []
         while len(seg.pages) > self._config.segment_max_pages:
-            old, _ = seg.pop_oldest()
+            old, old_emb = seg.pop_oldest()
+            self._evicted_embs[old.seq] = old_emb
             self._page_index.remove(old.seq)
             self._lex.remove(old.seq)
             del self._page_segment[old.seq]
@@ -452,7 +458,18 @@ class MTMCore:
         if seg is None:
             return False
         self._drop_segment(seg)
+        for page in seg.pages:
+            self._evicted_embs.pop(page.seq, None)
         return True
+
+    def take_evicted_embeddings(self) -> dict[int, npt.NDArray[np.float32]]:
+        """Embeddings of the pages evicted since the last call, by seq (for the archive).
+
+        Pages removed by :meth:`discard_segment` / :meth:`discard_page` are not included
+        (they were archived before).
+        """
+        out, self._evicted_embs = self._evicted_embs, {}
+        return out
 
     def discard_page(self, seq: int) -> bool:
         """Remove one page without effects (it is archived already); see
@@ -489,6 +506,8 @@ class MTMCore:
         top_k: int | None = None,
         now: float | None = None,
         mode: str | None = None,
+        cold: ColdCandidates | None = None,
+        cold_pages: Callable[[Iterable[int]], Mapping[int, ColdItem]] | None = None,
     ) -> MTMHits:
         """Find the pages most relevant to a query; mark the segments used as visited.
 
@@ -522,6 +541,13 @@ class MTMCore:
             top_k: pages returned (default ``config.top_k_pages``).
             now: time of the search, seconds (default: the clock).
             mode: ``"paper"`` or ``"hybrid"`` (default ``config.retrieval_mode``).
+            cold: hybrid mode only: lexical candidates from the cold tier (archived pages)
+                with its corpus statistics. They are scored with the hot pages under the
+                same formula (BM25 over the union of both corpora; no segment term, their
+                segment is gone) and returned with ``tier="archive"``. Ignored in
+                ``"paper"`` mode, which never reads the cold tier.
+            cold_pages: hybrid mode only: looks up archived pages by turn seq, so the turn
+                next to a candidate is scored even when it left MTM.
 
         Returns:
             Visited segments (best F_score first) and pages (best score first).
@@ -542,7 +568,7 @@ class MTMCore:
         if mode == "paper":
             visited, hits = self._search_paper(q, ranked, top_k)
         else:
-            visited, hits = self._search_hybrid(q, kw, ranked, top_k)
+            visited, hits = self._search_hybrid(q, kw, ranked, top_k, cold, cold_pages)
 
         seg_hits: list[SegmentHit] = []
         for f, seg in sorted(visited, key=lambda fs: (-fs[0], fs[1].number)):
@@ -579,6 +605,8 @@ class MTMCore:
         kw: frozenset[str],
         ranked: list[tuple[float, _Segment]],
         top_k: int,
+        cold: ColdCandidates | None = None,
+        cold_pages: Callable[[Iterable[int]], Mapping[int, ColdItem]] | None = None,
     ) -> tuple[list[tuple[float, _Segment]], list[PageHit]]:
         if top_k <= 0:
             return [], []
@@ -590,32 +618,68 @@ class MTMCore:
         flat = self._page_index.candidates(q, max(CANDIDATE_FACTOR * top_k, MIN_CANDIDATES))
         for seq in flat:
             source.setdefault(seq, set()).add("dense")
-        bm25 = self._lex.scores(stem(k) for k in kw)
+        qt = [stem(k) for k in kw]
+        # One BM25 over hot and cold pages: idf and average length of the union.
+        extra = None
+        if cold is not None:
+            extra = CorpusStats(cold.n_docs, cold.total_len, dict(cold.df))
+        bm25 = self._lex.scores(qt, extra)
         for seq in sorted(bm25, key=lambda x: (-bm25[x], -x))[:LEXICAL_CANDIDATES]:
             source.setdefault(seq, set()).add("bm25")
+        archived: dict[int, ColdItem] = {}
+        if cold is not None:
+            n_all = len(self._lex) + cold.n_docs
+            avg = (self._lex.total_len + cold.total_len) / n_all if n_all else 1.0
+            df = {t: self._lex.df(t) + cold.df_of(t) for t in set(qt)}
+            for item in cold.items:
+                if item.seq is None or item.seq in self._page_segment:
+                    continue
+                archived[item.seq] = item
+                bm25[item.seq] = bm25_score(item.terms, qt, n_all, avg, df)
+                source.setdefault(item.seq, set()).add("archive-bm25")
         if HYBRID_NEIGHBOR_WEIGHT > 0:
             # Score the turn before and after each candidate too: an answer often sits
             # next to the turn that shares the question's words.
-            for seq in list(source):
-                for n in (seq - 1, seq + 1):
-                    if n in self._page_segment and n not in source:
-                        source[n] = {"neighbour"}
+            wanted = {n for seq in source for n in (seq - 1, seq + 1)} - source.keys()
+            hot_n = {n for n in wanted if n in self._page_segment}
+            cold_n = wanted - hot_n
+            if cold_pages is not None and cold_n:
+                for n, item in cold_pages(cold_n).items():
+                    if n not in self._page_segment:
+                        archived[n] = item
+                        hot_n.add(n)
+            for n in hot_n:
+                source[n] = {"neighbour"}
+        hot_seqs = sorted(s for s in source if s in self._page_segment)
+        cos_of: dict[int, float] = dict(zip(hot_seqs, (float(c) for c in
+                                                       self._page_cos(q, hot_seqs)),
+                                            strict=True))
+        qd = q.astype(np.float64)
+        for seq, item in archived.items():
+            emb = item.embedding
+            cos_of[seq] = (float(np.clip(emb.astype(np.float64) @ qd, -1.0, 1.0))
+                           if emb is not None and emb.shape == qd.shape else 0.0)
         seqs = sorted(source)
-        cos = self._page_cos(q, seqs)
         best_bm25 = max((bm25.get(x, 0.0) for x in seqs), default=0.0) or 1.0
         parts: dict[int, tuple[float, float, float, float, float]] = {}
-        for i, seq in enumerate(seqs):
-            sid = self._page_segment[seq]
-            seg = self._segments[sid]
-            if sid not in seg_f:
-                seg_f[sid] = self._f(seg, q, kw)
-            page = seg.pages[_index_of(seg.pages, seq)]
+        for seq in seqs:
+            if seq in archived:
+                # The segment is gone: no segment F_score term for an archived page.
+                f = 0.0
+                page_kw = archived[seq].keywords
+            else:
+                sid = self._page_segment[seq]
+                seg = self._segments[sid]
+                if sid not in seg_f:
+                    seg_f[sid] = self._f(seg, q, kw)
+                f = seg_f[sid]
+                page_kw = seg.pages[_index_of(seg.pages, seq)].keywords
             lex = bm25.get(seq, 0.0) / best_bm25
-            j = jaccard(kw, page.keywords)
-            c = float(cos[i])
+            j = jaccard(kw, page_kw)
+            c = cos_of[seq]
             base = (HYBRID_LEXICAL_WEIGHT * lex + HYBRID_DENSE_WEIGHT * c
-                    + HYBRID_KEYWORD_WEIGHT * j + HYBRID_SEGMENT_WEIGHT * seg_f[sid])
-            parts[seq] = (base, lex, c, j, seg_f[sid])
+                    + HYBRID_KEYWORD_WEIGHT * j + HYBRID_SEGMENT_WEIGHT * f)
+            parts[seq] = (base, lex, c, j, f)
         scored: list[tuple[float, int, float, float, float, float, float]] = []
         for seq, (base, lex, c, j, f) in parts.items():
             near = max(parts[n][0] if n in parts else 0.0 for n in (seq - 1, seq + 1))
@@ -625,12 +689,20 @@ class MTMCore:
         hits: list[PageHit] = []
         visited: dict[str, tuple[float, _Segment]] = {}
         for score, seq, lex, c, j, f, near in scored[:top_k]:
+            terms_ = (f"{HYBRID_LEXICAL_WEIGHT:g}*bm25={lex:.2f} + {HYBRID_DENSE_WEIGHT:g}*cos={c:.2f}"
+                      f" + {HYBRID_KEYWORD_WEIGHT:g}*kw={j:.2f}")
+            via = "+".join(sorted(source[seq]))
+            if seq in archived:
+                item = archived[seq]
+                sid = item.segment_id or "archive"
+                why = (f"archive (archive record {item.archive_seq}, was in segment {sid}) via "
+                       f"{via}: {terms_} + {HYBRID_NEIGHBOR_WEIGHT:g}*neighbour={near:.2f}")
+                hits.append(PageHit(Page.from_dict(item.record), sid, score, why, "archive"))
+                continue
             sid = self._page_segment[seq]
             seg = self._segments[sid]
             page = seg.pages[_index_of(seg.pages, seq)]
-            why = (f"hybrid via {'+'.join(sorted(source[seq]))}: "
-                   f"{HYBRID_LEXICAL_WEIGHT:g}*bm25={lex:.2f} + {HYBRID_DENSE_WEIGHT:g}*cos={c:.2f}"
-                   f" + {HYBRID_KEYWORD_WEIGHT:g}*kw={j:.2f}"
+            why = (f"hybrid via {via}: {terms_}"
                    f" + {HYBRID_SEGMENT_WEIGHT:g}*segment {sid} F={f:.2f}"
                    f" + {HYBRID_NEIGHBOR_WEIGHT:g}*neighbour={near:.2f}")
             hits.append(PageHit(page, sid, score, why))
