@@ -16,6 +16,7 @@ from supervisor import SupervisedActor
 
 from ..errors import MemoryOSError
 from ..messages import AgentProfile, PersonaUpdate, SetAgentProfile, SetUserProfile, TraitLevel, UserProfile
+from ..store.cold import emb_to_f16
 from ..tiers.lpm import LPMCore
 from . import persist
 from .base import UserEnv, actor_names, persona_owner
@@ -187,4 +188,26 @@ class LPMActor(SupervisedActor):
         )
         facts_emb = env.gateway.embed(list(update.facts)) if update.facts else None
         agent_emb = env.gateway.embed(list(update.agent_traits)) if update.agent_traits else None
-        self.core.apply(update, facts_emb, agent_emb)
+        effects = self.core.apply(update, facts_emb, agent_emb)
+        self._archive_evicted(effects, update.assistant_id)
+
+    def _archive_evicted(self, effects: Any, assistant_id: str) -> None:
+        """Facts and agent traits pushed out of their FIFOs go to the archive (the cold tier).
+
+        A WAL replay evicts the same entries again; an entry the cold index already holds
+        is not archived twice.
+        """
+        embs = self.core.take_evicted_embeddings()
+        store = self.env.store
+        if not store.archive_enabled:
+            return
+        for kind, entries in (("fact", effects.facts_evicted),
+                              ("agent_trait", effects.agent_traits_evicted)):
+            for entry in entries:
+                owner = assistant_id if kind == "agent_trait" else ""
+                if store.cold.contains(f"{kind}:{owner}:{entry.entry_id}"):
+                    continue
+                rec: dict[str, Any] = {"t": kind, "entry": entry.to_dict(), "assistant": owner}
+                if entry.entry_id in embs:
+                    rec["emb"] = emb_to_f16(embs[entry.entry_id])
+                store.archive_append(rec)
