@@ -177,6 +177,7 @@ class MTMActor(SupervisedActor):
             message.mode,
             cold=cold,
             cold_pages=cold_pages,
+            query_text=message.query_text,
         )
 
     def _catch_up(self, upto_seq: int) -> None:

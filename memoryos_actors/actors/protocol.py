@@ -127,6 +127,7 @@ class MTMSearch:
     top_k: int
     now: float
     mode: str
+    query_text: str = ""
 
 
 @dataclass(frozen=True, slots=True)

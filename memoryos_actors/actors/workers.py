@@ -138,7 +138,7 @@ class RetrievalWorker(SupervisedActor):
         f_stm = stm.ask(STMPages(), block=False)
         f_mtm = mtm.ask(
             MTMSearch(q_bytes, query_kw, cfg.top_m_segments, cfg.top_k_pages, now,
-                      cfg.retrieval_mode),
+                      cfg.retrieval_mode, msg.query),
             block=False,
         )
         f_lpm = lpm.ask(

@@ -54,6 +54,7 @@ from memoryos_actors.messages import (
 from memoryos_actors.scoring import f_score, heat, jaccard
 from memoryos_actors.tiers._ann import AnnIndex
 from memoryos_actors.tiers._lex import CorpusStats, LexIndex, bm25_score, stem, terms
+from memoryos_actors.tiers.temporal import asks_about_past, supersedes, time_window
 
 if TYPE_CHECKING:
     from memoryos_actors.store.cold import ColdCandidates, ColdItem
@@ -66,6 +67,8 @@ __all__ = [
     "HYBRID_NEIGHBOR_WEIGHT",
     "HYBRID_SEGMENT_WEIGHT",
     "LEXICAL_CANDIDATES",
+    "SUPERSEDE_MARGIN",
+    "TIME_WINDOW_WEIGHT",
     "MIN_CANDIDATES",
     "SEGMENT_KEYWORD_LIMIT",
     "MTMCore",
@@ -99,6 +102,12 @@ HYBRID_SEGMENT_WEIGHT = 0.05
 
 HYBRID_NEIGHBOR_WEIGHT = 0.7
 """Hybrid mode: weight of the best base score of the turn just before or after."""
+
+TIME_WINDOW_WEIGHT = 0.3
+"""Hybrid mode: bonus of a page written in the time window the query names."""
+
+SUPERSEDE_MARGIN = 1e-3
+"""Hybrid mode: how far above a superseded page the newer page that changes it is put."""
 
 LEXICAL_CANDIDATES = 200
 """Hybrid mode: pages with the best BM25 scores added to the candidate pool."""
@@ -508,6 +517,7 @@ class MTMCore:
         mode: str | None = None,
         cold: ColdCandidates | None = None,
         cold_pages: Callable[[Iterable[int]], Mapping[int, ColdItem]] | None = None,
+        query_text: str = "",
     ) -> MTMHits:
         """Find the pages most relevant to a query; mark the segments used as visited.
 
@@ -548,6 +558,12 @@ class MTMCore:
                 ``"paper"`` mode, which never reads the cold tier.
             cold_pages: hybrid mode only: looks up archived pages by turn seq, so the turn
                 next to a candidate is scored even when it left MTM.
+            query_text: hybrid mode only: the query as asked, for time-aware ranking. A
+                time the query names (:func:`~memoryos_actors.tiers.temporal.time_window`,
+                relative to ``now``) adds :data:`TIME_WINDOW_WEIGHT` to pages written in
+                that window; and, unless the query asks about the past, a newer page that
+                states a change of what an older candidate said
+                (:func:`~memoryos_actors.tiers.temporal.supersedes`) is ranked just above it.
 
         Returns:
             Visited segments (best F_score first) and pages (best score first).
@@ -568,7 +584,8 @@ class MTMCore:
         if mode == "paper":
             visited, hits = self._search_paper(q, ranked, top_k)
         else:
-            visited, hits = self._search_hybrid(q, kw, ranked, top_k, cold, cold_pages)
+            visited, hits = self._search_hybrid(q, kw, ranked, top_k, cold, cold_pages,
+                                                query_text, t)
 
         seg_hits: list[SegmentHit] = []
         for f, seg in sorted(visited, key=lambda fs: (-fs[0], fs[1].number)):
@@ -607,6 +624,8 @@ class MTMCore:
         top_k: int,
         cold: ColdCandidates | None = None,
         cold_pages: Callable[[Iterable[int]], Mapping[int, ColdItem]] | None = None,
+        query_text: str = "",
+        now: float | None = None,
     ) -> tuple[list[tuple[float, _Segment]], list[PageHit]]:
         if top_k <= 0:
             return [], []
@@ -680,17 +699,25 @@ class MTMCore:
             base = (HYBRID_LEXICAL_WEIGHT * lex + HYBRID_DENSE_WEIGHT * c
                     + HYBRID_KEYWORD_WEIGHT * j + HYBRID_SEGMENT_WEIGHT * f)
             parts[seq] = (base, lex, c, j, f)
+        window = time_window(query_text, now) if query_text and now is not None else None
         scored: list[tuple[float, int, float, float, float, float, float]] = []
+        notes: dict[int, str] = {}
         for seq, (base, lex, c, j, f) in parts.items():
             near = max(parts[n][0] if n in parts else 0.0 for n in (seq - 1, seq + 1))
             score = base + HYBRID_NEIGHBOR_WEIGHT * near
+            if window is not None and window[0] <= self._cand_page(seq, archived).timestamp \
+                    < window[1]:
+                score += TIME_WINDOW_WEIGHT
+                notes[seq] = f" + {TIME_WINDOW_WEIGHT:g} in the time window the query names"
             scored.append((score, seq, lex, c, j, f, near))
         scored.sort(key=lambda s: (-s[0], -s[1]))
+        if query_text and not asks_about_past(query_text):
+            scored = self._supersede(scored, qt, archived, notes, top_k)
         hits: list[PageHit] = []
         visited: dict[str, tuple[float, _Segment]] = {}
         for score, seq, lex, c, j, f, near in scored[:top_k]:
             terms_ = (f"{HYBRID_LEXICAL_WEIGHT:g}*bm25={lex:.2f} + {HYBRID_DENSE_WEIGHT:g}*cos={c:.2f}"
-                      f" + {HYBRID_KEYWORD_WEIGHT:g}*kw={j:.2f}")
+                      f" + {HYBRID_KEYWORD_WEIGHT:g}*kw={j:.2f}{notes.get(seq, '')}")
             via = "+".join(sorted(source[seq]))
             if seq in archived:
                 item = archived[seq]
@@ -708,6 +735,48 @@ class MTMCore:
             hits.append(PageHit(page, sid, score, why))
             visited.setdefault(sid, (f, seg))
         return list(visited.values()), hits
+
+    def _cand_page(self, seq: int, archived: Mapping[int, ColdItem]) -> Page:
+        item = archived.get(seq)
+        if item is not None:
+            return Page.from_dict(item.record)
+        seg = self._segments[self._page_segment[seq]]
+        return seg.pages[_index_of(seg.pages, seq)]
+
+    def _supersede(
+        self,
+        scored: list[tuple[float, int, float, float, float, float, float]],
+        qt: list[str],
+        archived: Mapping[int, ColdItem],
+        notes: dict[int, str],
+        top_k: int,
+    ) -> list[tuple[float, int, float, float, float, float, float]]:
+        """Rank a newer page that states a change right above the older page it supersedes.
+
+        Only the best ``2·top_k`` candidates are compared (pairs: O(top_k²)).
+        """
+        head = scored[: 2 * top_k]
+        info = []
+        for entry in head:
+            page = self._cand_page(entry[1], archived)
+            info.append((page, terms(f"{page.query} {page.response}")))
+        changed = False
+        for i, (old_page, old_terms) in enumerate(info):
+            for k, (new_page, new_terms) in enumerate(info):
+                if k == i or head[k][0] > head[i][0]:
+                    continue
+                if supersedes(new_terms, new_page.timestamp,
+                              f"{new_page.query} {new_page.response}",
+                              old_terms, old_page.timestamp, qt):
+                    lifted = head[i][0] + SUPERSEDE_MARGIN
+                    head[k] = (lifted, *head[k][1:])
+                    notes[head[k][1]] = (notes.get(head[k][1], "")
+                                         + f"; supersedes {old_page.page_id} (newer, states a "
+                                         f"change), ranked above it")
+                    changed = True
+        if not changed:
+            return scored
+        return sorted(head, key=lambda s: (-s[0], -s[1])) + scored[2 * top_k:]
 
     # ------------------------------------------------------------------ inspection
 

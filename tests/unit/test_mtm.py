@@ -535,3 +535,57 @@ def test_evicted_pages_hand_their_embeddings_to_the_archive() -> None:
     embs = mtm.take_evicted_embeddings()
     assert list(embs) == [1] and np.allclose(embs[1], e(0))
     assert mtm.take_evicted_embeddings() == {}
+
+
+# ----------------------------------------------------------------- time-aware ranking
+
+
+def _says(seq: int, text: str, t: float) -> Page:
+    return Page.create("u", seq, text, "I see.", t)
+
+
+def test_a_newer_statement_of_a_change_ranks_above_the_one_it_supersedes() -> None:
+    mtm = _core()
+    mtm.insert(_says(1, "I live in Paris near the old canal", 1000.0), e(0))
+    mtm.insert(_says(2, "The weather was grey all week", 2000.0), e(1))
+    mtm.insert(_says(3, "I moved, now I live in Berlin", 3000.0), e(2))
+    query = "where do I live"
+    hits = mtm.search(e(0), frozenset({"live"}), mode="hybrid", query_text=query, now=4000.0)
+    ids = [h.page.page_id for h in hits.pages]
+    assert ids.index("p3") < ids.index("p1")
+    assert "supersedes p1" in hits.pages[ids.index("p3")].why
+
+
+def test_a_question_about_the_past_keeps_the_older_statement_first() -> None:
+    mtm = _core()
+    mtm.insert(_says(1, "I live in Paris near the old canal", 1000.0), e(0))
+    mtm.insert(_says(3, "I moved, now I live in Berlin", 3000.0), e(2))
+    hits = mtm.search(e(0), frozenset({"live"}), mode="hybrid",
+                      query_text="where did I live before", now=4000.0)
+    assert hits.pages[0].page.page_id == "p1"
+    assert all("supersedes" not in h.why for h in hits.pages)
+
+
+def test_a_newer_page_without_a_change_cue_supersedes_nothing() -> None:
+    mtm = _core()
+    mtm.insert(_says(1, "I live in Paris near the old canal", 1000.0), e(0))
+    mtm.insert(_says(3, "I live a quiet life", 3000.0), e(2))
+    hits = mtm.search(e(0), frozenset({"live"}), mode="hybrid", query_text="where do I live",
+                      now=4000.0)
+    assert hits.pages[0].page.page_id == "p1"
+
+
+def test_pages_in_the_time_window_a_query_names_rank_first() -> None:
+    day = 86_400.0
+    now = 100 * day
+    mtm = _core()
+    mtm.insert(_says(1, "We went hiking in the hills", now - 60 * day), e(0))
+    mtm.insert(_says(2, "We went hiking by the lake", now - 1 * day), e(0))
+    mtm.insert(_says(3, "We went hiking on the coast", now - 30 * day), e(0))
+    hits = mtm.search(e(0), frozenset({"hiking"}), mode="hybrid",
+                      query_text="where did we go hiking yesterday", now=now)
+    assert hits.pages[0].page.page_id == "p2"
+    assert "time window" in hits.pages[0].why
+    month = mtm.search(e(0), frozenset({"hiking"}), mode="hybrid",
+                       query_text="where did we go hiking a month ago", now=now)
+    assert month.pages[0].page.page_id == "p3"
