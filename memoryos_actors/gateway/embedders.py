@@ -312,7 +312,9 @@ class SentenceTransformerEmbedder:
         except TypeError:  # older sentence-transformers without local_files_only
             kwargs.pop("local_files_only", None)
             self._model = SentenceTransformer(model, **kwargs)
-        dim = self._model.get_sentence_embedding_dimension()
+        get_dim = getattr(self._model, "get_embedding_dimension", None) or getattr(
+            self._model, "get_sentence_embedding_dimension")
+        dim = get_dim()
         if dim is None:
             dim = int(self._model.encode(["dimension probe"]).shape[1])
         self.dim = int(dim)

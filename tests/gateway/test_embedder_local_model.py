@@ -97,11 +97,19 @@ def test_config_rejects_a_digest_that_is_not_64_hex_digits() -> None:
 
 
 def test_a_tiny_local_model_loads_and_embeds_after_its_digest_is_checked(
-    tmp_path: Path,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    st = pytest.importorskip("sentence_transformers")
+    pytest.importorskip("sentence_transformers")
     transformers = pytest.importorskip("transformers")
     pytest.importorskip("torch")
+    import importlib
+
+    import tqdm
+
+    st_models = importlib.import_module("sentence_transformers.models")
+    st_core = importlib.import_module("sentence_transformers")
+    # tqdm's monitor thread outlives the loading progress bar: keep the leak check honest.
+    monkeypatch.setattr(tqdm.tqdm, "monitor_interval", 0)
     src = tmp_path / "build"
     src.mkdir()
     vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "quokka", "ridge", "violin"]
@@ -113,10 +121,10 @@ def test_a_tiny_local_model_loads_and_embeds_after_its_digest_is_checked(
     bert = transformers.BertModel(config)
     bert.save_pretrained(src / "hf", safe_serialization=True)
     tokenizer.save_pretrained(src / "hf")
-    word = st.models.Transformer(str(src / "hf"), max_seq_length=16)
-    pool = st.models.Pooling(word.get_word_embedding_dimension())
+    word = st_models.Transformer(str(src / "hf"), max_seq_length=16)
+    pool = st_models.Pooling(word.get_word_embedding_dimension())
     model_dir = tmp_path / "tiny-st"
-    st.SentenceTransformer(modules=[word, pool]).save(str(model_dir))
+    st_core.SentenceTransformer(modules=[word, pool]).save(str(model_dir))
     digest = file_sha256(model_dir / "model.safetensors")
     embedder = SentenceTransformerEmbedder(str(model_dir), device="cpu", expected_sha256=digest)
     assert embedder.sha256 == digest and embedder.dim == 16
