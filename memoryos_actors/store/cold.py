@@ -85,7 +85,18 @@ class ColdItem:
     keywords: frozenset[str]
     terms: tuple[str, ...]
     embedding: npt.NDArray[np.float32] | None
-    record: dict[str, Any]
+    raw_record: dict[str, Any] | bytes
+
+    @property
+    def record(self) -> dict[str, Any]:
+        """The page or KB-entry dict as archived."""
+        raw = self.raw_record
+        if isinstance(raw, bytes):
+            import msgpack
+
+            decoded: dict[str, Any] = msgpack.unpackb(raw, raw=False, strict_map_key=False)
+            return decoded
+        return raw
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,7 +161,7 @@ def record_items(seq: int, record: dict[str, Any]) -> Iterator[ColdItem]:
                 keywords=frozenset(str(k) for k in page.get("keywords") or ()),
                 terms=tuple(terms(text)),
                 embedding=_emb_from(embs.get(pseq, embs.get(str(pseq)))),
-                record=page,
+                raw_record=page,
             )
     elif kind == "page":
         page = record.get("page") or {}
@@ -162,7 +173,7 @@ def record_items(seq: int, record: dict[str, Any]) -> Iterator[ColdItem]:
             segment_id=str(sid) if sid else None, timestamp=float(page.get("timestamp", 0.0)),
             archive_seq=seq, text=text,
             keywords=frozenset(str(k) for k in page.get("keywords") or ()),
-            terms=tuple(terms(text)), embedding=_emb_from(record.get("emb")), record=page,
+            terms=tuple(terms(text)), embedding=_emb_from(record.get("emb")), raw_record=page,
         )
     elif kind in ("fact", "agent_trait"):
         entry = record.get("entry") or {}
@@ -173,8 +184,8 @@ def record_items(seq: int, record: dict[str, Any]) -> Iterator[ColdItem]:
             kind=kind, seq=None, segment_id=str(src) if src else None,
             timestamp=float(entry.get("timestamp", 0.0)), archive_seq=seq, text=text,
             keywords=frozenset(), terms=tuple(terms(text)),
-            embedding=_emb_from(record.get("emb")), record={**entry, "assistant":
-                                                             record.get("assistant", "")},
+            embedding=_emb_from(record.get("emb")),
+            raw_record={**entry, "assistant": record.get("assistant", "")},
         )
 
 
@@ -472,8 +483,6 @@ class ColdIndex:
 
 
 def _row_item(r: tuple[Any, ...]) -> ColdItem:
-    import msgpack
-
     item_id, kind, seq, sid, ts, aseq, text, kws, terms_, emb, rec = r
     return ColdItem(
         item_id=item_id, kind=kind, seq=None if seq is None else int(seq), segment_id=sid,
@@ -481,7 +490,7 @@ def _row_item(r: tuple[Any, ...]) -> ColdItem:
         keywords=frozenset(kws.split()) if kws else frozenset(),
         terms=tuple(terms_.split()) if terms_ else (),
         embedding=None if emb is None else np.frombuffer(emb, dtype="<f2").astype(np.float32),
-        record=msgpack.unpackb(rec, raw=False, strict_map_key=False),
+        raw_record=bytes(rec),
     )
 
 

@@ -646,6 +646,9 @@ class MTMCore:
         for seq in sorted(bm25, key=lambda x: (-bm25[x], -x))[:LEXICAL_CANDIDATES]:
             source.setdefault(seq, set()).add("bm25")
         archived: dict[int, ColdItem] = {}
+        n_all = len(self._lex)
+        avg = 1.0
+        df: dict[str, int] = {}
         if cold is not None:
             n_all = len(self._lex) + cold.n_docs
             avg = (self._lex.total_len + cold.total_len) / n_all if n_all else 1.0
@@ -659,46 +662,29 @@ class MTMCore:
         if HYBRID_NEIGHBOR_WEIGHT > 0:
             # Score the turn before and after each candidate too: an answer often sits
             # next to the turn that shares the question's words.
-            wanted = {n for seq in source for n in (seq - 1, seq + 1)} - source.keys()
-            hot_n = {n for n in wanted if n in self._page_segment}
-            cold_n = wanted - hot_n
-            if cold_pages is not None and cold_n:
-                for n, item in cold_pages(cold_n).items():
-                    if n not in self._page_segment:
-                        archived[n] = item
-                        hot_n.add(n)
-            for n in hot_n:
-                source[n] = {"neighbour"}
-        hot_seqs = sorted(s for s in source if s in self._page_segment)
-        cos_of: dict[int, float] = dict(zip(hot_seqs, (float(c) for c in
-                                                       self._page_cos(q, hot_seqs)),
-                                            strict=True))
-        qd = q.astype(np.float64)
-        for seq, item in archived.items():
-            emb = item.embedding
-            cos_of[seq] = (float(np.clip(emb.astype(np.float64) @ qd, -1.0, 1.0))
-                           if emb is not None and emb.shape == qd.shape else 0.0)
-        seqs = sorted(source)
-        best_bm25 = max((bm25.get(x, 0.0) for x in seqs), default=0.0) or 1.0
+            for seq in list(source):
+                for n in (seq - 1, seq + 1):
+                    if n in self._page_segment and n not in source:
+                        source[n] = {"neighbour"}
+        best_bm25 = max((bm25.get(x, 0.0) for x in source), default=0.0) or 1.0
         parts: dict[int, tuple[float, float, float, float, float]] = {}
-        for seq in seqs:
-            if seq in archived:
-                # The segment is gone: no segment F_score term for an archived page.
-                f = 0.0
-                page_kw = archived[seq].keywords
-            else:
-                sid = self._page_segment[seq]
-                seg = self._segments[sid]
-                if sid not in seg_f:
-                    seg_f[sid] = self._f(seg, q, kw)
-                f = seg_f[sid]
-                page_kw = seg.pages[_index_of(seg.pages, seq)].keywords
-            lex = bm25.get(seq, 0.0) / best_bm25
-            j = jaccard(kw, page_kw)
-            c = cos_of[seq]
-            base = (HYBRID_LEXICAL_WEIGHT * lex + HYBRID_DENSE_WEIGHT * c
-                    + HYBRID_KEYWORD_WEIGHT * j + HYBRID_SEGMENT_WEIGHT * f)
-            parts[seq] = (base, lex, c, j, f)
+        self._score_parts(parts, sorted(source), q, kw, bm25, best_bm25, seg_f, archived)
+        if HYBRID_NEIGHBOR_WEIGHT > 0 and cold_pages is not None:
+            # Archived neighbours: fetched only around the strongest candidates (a
+            # neighbour matters when it, or the page beside it, can reach the top_k).
+            pool = sorted(parts, key=lambda x: -parts[x][0])[:max(5 * top_k, 50)]
+            wanted = {n for seq in pool for n in (seq - 1, seq + 1)
+                      if n > 0 and n not in parts and n not in self._page_segment}
+            fetched = cold_pages(wanted) if wanted else {}
+            fresh = []
+            for n, item in fetched.items():
+                if n in self._page_segment or n in parts:
+                    continue
+                archived[n] = item
+                bm25[n] = bm25_score(item.terms, qt, n_all, avg, df) if cold is not None else 0.0
+                source[n] = {"neighbour"}
+                fresh.append(n)
+            self._score_parts(parts, sorted(fresh), q, kw, bm25, best_bm25, seg_f, archived)
         window = time_window(query_text, now) if query_text and now is not None else None
         scored: list[tuple[float, int, float, float, float, float, float]] = []
         notes: dict[int, str] = {}
@@ -735,6 +721,49 @@ class MTMCore:
             hits.append(PageHit(page, sid, score, why))
             visited.setdefault(sid, (f, seg))
         return list(visited.values()), hits
+
+    def _score_parts(
+        self,
+        parts: dict[int, tuple[float, float, float, float, float]],
+        seqs: list[int],
+        q: npt.NDArray[np.float32],
+        kw: frozenset[str],
+        bm25: Mapping[int, float],
+        best_bm25: float,
+        seg_f: dict[str, float],
+        archived: Mapping[int, ColdItem],
+    ) -> None:
+        """Base score ``(base, lex, cos, kw, F)`` of each of ``seqs`` into ``parts``."""
+        hot = [x for x in seqs if x not in archived]
+        cos_of: dict[int, float] = dict(zip(hot, (float(c) for c in self._page_cos(q, hot)),
+                                            strict=True))
+        cold = [x for x in seqs if x in archived]
+        if cold:
+            mat = np.zeros((len(cold), self._dim), dtype=np.float32)
+            for i, x in enumerate(cold):
+                emb = archived[x].embedding
+                if emb is not None and emb.shape == (self._dim,):
+                    mat[i] = emb
+            cos = np.clip(mat.astype(np.float64) @ q.astype(np.float64), -1.0, 1.0)
+            cos_of.update(zip(cold, (float(c) for c in cos), strict=True))
+        for seq in seqs:
+            if seq in archived:
+                # The segment is gone: no segment F_score term for an archived page.
+                f = 0.0
+                page_kw = archived[seq].keywords
+            else:
+                sid = self._page_segment[seq]
+                seg = self._segments[sid]
+                if sid not in seg_f:
+                    seg_f[sid] = self._f(seg, q, kw)
+                f = seg_f[sid]
+                page_kw = seg.pages[_index_of(seg.pages, seq)].keywords
+            lex = min(bm25.get(seq, 0.0) / best_bm25, 1.0)
+            j = jaccard(kw, page_kw)
+            c = cos_of[seq]
+            base = (HYBRID_LEXICAL_WEIGHT * lex + HYBRID_DENSE_WEIGHT * c
+                    + HYBRID_KEYWORD_WEIGHT * j + HYBRID_SEGMENT_WEIGHT * f)
+            parts[seq] = (base, lex, c, j, f)
 
     def _cand_page(self, seq: int, archived: Mapping[int, ColdItem]) -> Page:
         item = archived.get(seq)
