@@ -474,6 +474,9 @@ class _MemoryOSSystem:
                 for key, value in dataclasses.asdict(self._config).items()
                 if isinstance(value, (str, int, float, bool, type(None)))
             }
+            if config.get("embedding_model"):
+                # A local directory: record its name only, never this machine's path.
+                config["embedding_model"] = Path(str(config["embedding_model"])).name
         else:  # pragma: no cover - MemoryConfig is documented as a dataclass
             config = {"repr": repr(self._config)}
         out: dict[str, Any] = {
@@ -990,6 +993,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     targets = check_targets(results)
     shown_argv = list(sys.argv[1:] if argv is None else argv)
+    for i, arg in enumerate(shown_argv[:-1]):
+        if arg == "--model-dir":  # this machine's path stays out of the results
+            shown_argv[i + 1] = f"<dir>/{Path(shown_argv[i + 1]).name}"
     report = {
         "benchmark": "locomo-retrieval-recall",
         "date": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),

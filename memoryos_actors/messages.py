@@ -730,14 +730,20 @@ class MTMEffects(_Record):
 @_record
 @dataclass(frozen=True, slots=True)
 class FactHit(_Record):
-    """A knowledge-base fact or agent trait retrieved by cosine similarity."""
+    """A knowledge-base fact or agent trait retrieved by cosine similarity.
+
+    ``tier`` is ``"lpm"``, or ``"archive"`` for an entry found in the cold tier (it was
+    pushed out of its FIFO earlier).
+    """
 
     entry: KBEntry
     score: float
+    tier: str = "lpm"
 
     def __post_init__(self) -> None:
         _instance(self, "entry", KBEntry)
         _number(self, "score")
+        _choice(self, "tier", ("lpm", "archive"))
 
 
 @_record

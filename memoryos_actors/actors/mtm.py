@@ -166,8 +166,13 @@ class MTMActor(SupervisedActor):
         if message.mode == "hybrid" and self.env.config.cold_tier:
             # The cold tier: archived pages, scored with MTM's under one formula.
             qt = [stem(k) for k in message.query_keywords]
-            cold = store.cold.search(qt, LEXICAL_CANDIDATES)
-            cold_pages = store.cold.pages_by_seq
+            try:
+                cold = store.cold.search(qt, LEXICAL_CANDIDATES)
+                cold_pages = store.cold.pages_by_seq
+            except MemoryOSError as exc:
+                # The cold index is derived data: answer from the hot tiers rather than fail.
+                log.warning("mtm.cold_search_failed", user=self.env.user_id, error=str(exc))
+                cold = cold_pages = None
         return self.core.search(
             emb_from_bytes(message.query_embedding),
             message.query_keywords,

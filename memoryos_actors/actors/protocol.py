@@ -138,6 +138,8 @@ class LPMSearch:
     query_embedding: bytes
     top_k_kb: int
     top_k_agent: int
+    #: Stemmed query terms: when given, archived facts and agent traits are searched too.
+    query_terms: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

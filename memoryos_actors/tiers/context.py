@@ -23,11 +23,18 @@ __all__ = ["build_context"]
 
 def _fact_items(hits: Iterable[FactHit], kind: str) -> tuple[ContextItem, ...]:
     return tuple(
-        ContextItem("lpm", kind, h.entry.entry_id, h.entry.text, h.score,
-                    segment_id=h.entry.source_segment, timestamp=h.entry.timestamp,
-                    why=f"{kind.replace('_', ' ')} cos={h.score:.2f}")
+        ContextItem(h.tier, kind, h.entry.entry_id, h.entry.text, h.score,
+                    segment_id=_segment_or_none(h.entry.source_segment),
+                    timestamp=h.entry.timestamp,
+                    why=f"{kind.replace('_', ' ')} cos={h.score:.2f}"
+                    + (" (archive: pushed out of the FIFO earlier)" if h.tier == "archive"
+                       else ""))
         for h in hits
     )
+
+
+def _segment_or_none(value: str | None) -> str | None:
+    return value if value else None
 
 
 def build_context(

@@ -171,3 +171,18 @@ def test_kb_facts_pushed_out_of_the_fifo_are_archived_once(open_mem) -> None:
     assert again == ids
 
 
+def test_kb_facts_pushed_out_of_the_fifo_are_retrieved_from_the_archive(open_mem) -> None:
+    mem: MemoryOS = open_mem(MemoryConfig(**{**SMALL, "kb_capacity": 2}))
+    for i in range(1, TURNS + 1):
+        q, r = turn_text(USER, i)
+        mem.add_turn(USER, f"I love gadget number {i}. {q}", r)
+    mem.flush()
+    fact = next(r for r in mem.archive(USER) if r.get("t") == "fact")
+    ctx = mem.retrieve(USER, fact["entry"]["text"])
+    archived = [item for item in ctx.kb if item.tier == "archive"]
+    assert fact["entry"]["entry_id"] in [item.item_id for item in archived]
+    assert all("archive" in item.why for item in archived)
+    assert {item.entry_id for item in mem.user_state(USER).kb}.isdisjoint(
+        item.item_id for item in archived)
+
+
