@@ -157,7 +157,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.one is not None:
         print(json.dumps(run_one(args.one, args.queries, args.warmup, args.seed)))
         return 0
-    runs = []
+    runs: list[dict[str, Any]] = []
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+
+    def write() -> None:
+        result = {
+            "benchmark": "cold-tier-scale",
+            "command": " ".join(["python", "bench/cold_bench.py", *(argv or sys.argv[1:])]),
+            "machine": {"python": platform.python_version(), "platform": platform.platform(),
+                        "cpu_count": os.cpu_count(),
+                        "load_average_at_end": os.getloadavg()},
+            "runs": runs,
+        }
+        (out / "cold_scale.json").write_text(json.dumps(result, indent=2) + "\n")
+
     for n in (int(x) for x in args.pages.split(",") if x.strip()):
         # One process per size: RSS and peak RSS are that size's alone.
         proc = subprocess.run(
@@ -172,16 +186,7 @@ def main(argv: Sequence[str] | None = None) -> int:
               f"RSS {run['rss_mb_after_queries']:.0f} MiB (peak {run['peak_rss_mb']:.0f}); "
               f"hot {run['hot_pages']} archived {run['archived_pages']}; "
               f"ingest {run['ingest_pages_per_second']:.0f} pages/s", flush=True)
-    result = {
-        "benchmark": "cold-tier-scale",
-        "command": " ".join(["python", "bench/cold_bench.py", *(argv or sys.argv[1:])]),
-        "machine": {"python": platform.python_version(), "platform": platform.platform(),
-                    "cpu_count": os.cpu_count()},
-        "runs": runs,
-    }
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "cold_scale.json").write_text(json.dumps(result, indent=2) + "\n")
+        write()  # after each size: a long run that is stopped keeps what it measured
     return 0
 
 

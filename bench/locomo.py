@@ -876,8 +876,10 @@ def _embedder_setup(
         embedder: Embedder = shared["e"]
         return embedder
 
+    # A model embedder is much slower than hashing: writers wait for MTM instead of
+    # failing with Overloaded after the default 5 s (this changes no result, only waiting).
     config = {"embedder": "sentence-transformers", "embedding_model": str(model_dir),
-              "embedding_sha256": MINILM_L6_V2_SHA256}
+              "embedding_sha256": MINILM_L6_V2_SHA256, "overload_timeout_seconds": 3600.0}
     return config, factory, {"name": "sentence-transformers/all-MiniLM-L6-v2",
                              "model_dir": Path(model_dir).name,
                              "model_safetensors_sha256": MINILM_L6_V2_SHA256}
