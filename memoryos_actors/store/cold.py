@@ -272,20 +272,28 @@ class ColdIndex:
 
     def _load_meta(self, db: sqlite3.Connection, fresh: bool) -> None:
         if fresh:
-            db.executescript(_SCHEMA)
+            # Schema and meta in one transaction: a kill in between leaves no half-made file.
+            db.execute("BEGIN")
+            for statement in _SCHEMA.split(";"):
+                if statement.strip():
+                    db.execute(statement)
             db.executemany(
                 "INSERT OR REPLACE INTO meta VALUES (?, ?)",
                 [("format", _FORMAT), ("user_id", self.user_id), ("archive_seq", 0),
                  ("n_docs", 0), ("total_len", 0)],
             )
+            db.execute("COMMIT")
         meta = dict(db.execute("SELECT key, value FROM meta").fetchall())
         if meta.get("format") != _FORMAT:
             raise _Damaged(f"format {meta.get('format')!r}, expected {_FORMAT}")
         if meta.get("user_id") != self.user_id:
             raise _Damaged(f"belongs to user {meta.get('user_id')!r}")
-        self._indexed = int(meta["archive_seq"])
-        self._n_docs = int(meta["n_docs"])
-        self._total_len = int(meta["total_len"])
+        try:
+            self._indexed = int(meta["archive_seq"])
+            self._n_docs = int(meta["n_docs"])
+            self._total_len = int(meta["total_len"])
+        except (KeyError, TypeError, ValueError) as exc:
+            raise _Damaged(f"meta incomplete: {exc!r}") from None
         last = self._archive_last()
         if self._indexed > last:
             raise _Damaged(f"indexed archive seq {self._indexed} beyond archive end {last}")

@@ -209,3 +209,18 @@ def test_bm25_over_hot_plus_cold_equals_bm25_over_one_corpus(
     assert set(got) == set(expected)
     for key, value in expected.items():
         assert math.isclose(got[key], value, rel_tol=1e-9, abs_tol=1e-12)
+
+
+def test_a_cold_index_with_incomplete_meta_is_rebuilt(tmp_path: Path) -> None:
+    import sqlite3
+
+    with _open(tmp_path) as store:
+        _fill(store)
+        path = store.dir / COLD_FILE
+    db = sqlite3.connect(str(path))
+    db.execute("DELETE FROM meta WHERE key = 'n_docs'")  # as a kill mid-creation could leave it
+    db.commit()
+    db.close()
+    with _open(tmp_path) as store:
+        assert store.cold.item_ids() == {"p1", "p2", "p3"}
+        assert store.cold.rebuilds == 1
