@@ -103,11 +103,32 @@ __all__ = [
 KS: tuple[int, ...] = (5, 10, 20)
 """Cut-offs (pages) at which recall is measured."""
 
-ALL_SYSTEMS: tuple[str, ...] = ("memoryos-hybrid", "memoryos-paper", "bm25", "flat")
-"""Every system the harness knows, in report order."""
+ALL_SYSTEMS: tuple[str, ...] = (
+    "memoryos-hybrid", "memoryos-hybrid-hot-only", "memoryos-hybrid-no-eviction",
+    "memoryos-paper", "bm25", "flat",
+)
+"""Every system the harness knows, in report order.
 
-DEFAULT_SYSTEMS: tuple[str, ...] = ALL_SYSTEMS
-"""Systems run when ``--systems`` is not given."""
+``memoryos-hybrid-hot-only`` is hybrid retrieval with the cold tier switched off
+(``cold_tier=False``: only STM and MTM are searched, as before the cold tier existed);
+``memoryos-hybrid-no-eviction`` is hybrid retrieval with MTM made large enough that nothing
+is ever evicted (``mtm_capacity`` and ``segment_max_pages`` = 10**6), the reference the
+long-history mode compares the cold tier against."""
+
+DEFAULT_SYSTEMS: tuple[str, ...] = ("memoryos-hybrid", "memoryos-paper", "bm25", "flat")
+"""Systems run when ``--systems`` is not given (per-conversation mode)."""
+
+LONG_HISTORY_SYSTEMS: tuple[str, ...] = ALL_SYSTEMS
+"""Systems run when ``--systems`` is not given in ``--long-history`` mode."""
+
+LONG_HISTORY_USER = "long-history"
+"""The one user (and sample id) of the long-history mode."""
+
+NO_EVICTION = 10**6
+"""``mtm_capacity`` and ``segment_max_pages`` of ``memoryos-hybrid-no-eviction``."""
+
+ENV_MODEL_DIR = "MEMORYOS_MINILM_DIR"
+"""Environment variable naming the local MiniLM model directory (``--model-dir``)."""
 
 ENV_DATA_PATH = "MEMORYOS_LOCOMO_PATH"
 """Environment variable naming the LoCoMo JSON file (used when ``--data`` is not given)."""
@@ -359,9 +380,24 @@ class _FlatSystem:
 
 
 class _MemoryOSSystem:
-    """The real system through its public API, one user per conversation."""
+    """The real system through its public API, one user per conversation.
 
-    def __init__(self, mode: Literal["paper", "hybrid"], data_dir: Path, top_k_pages: int) -> None:
+    ``extra`` holds further ``MemoryConfig`` fields (the variants and the embedder). With
+    ``track_hot``, the pages in the hot tiers (STM and MTM) are read after ingest, and for
+    each question the share of its evidence pages that are *not* there (archived: only the
+    cold tier can find them) is recorded.
+    """
+
+    def __init__(
+        self,
+        mode: Literal["paper", "hybrid"],
+        data_dir: Path,
+        top_k_pages: int,
+        *,
+        name: str | None = None,
+        extra: Mapping[str, Any] | None = None,
+        track_hot: bool = False,
+    ) -> None:
         try:
             from memoryos_actors import MemoryConfig, MemoryOS
         except ImportError as exc:
@@ -369,8 +405,15 @@ class _MemoryOSSystem:
                 f"memoryos-{mode} needs memoryos_actors.MemoryOS and MemoryConfig, which "
                 f"could not be imported ({exc}); run with --systems bm25,flat meanwhile"
             ) from exc
-        self.name = f"memoryos-{mode}"
-        self._config = MemoryConfig(top_k_pages=top_k_pages, retrieval_mode=mode)
+        self.name = name or f"memoryos-{mode}"
+        self._config = MemoryConfig(top_k_pages=top_k_pages, retrieval_mode=mode,
+                                    **dict(extra or {}))
+        self._track_hot = track_hot
+        self._hot: dict[str, set[str]] = {}
+        self._evidence_pages = 0
+        self._evidence_pages_cold = 0
+        self._questions_all_cold = 0
+        self._questions = 0
         data_dir.mkdir(parents=True, exist_ok=True)
         self._stack = ExitStack()
         self._mem = self._stack.enter_context(MemoryOS.open(data_dir, config=self._config))
@@ -390,8 +433,25 @@ class _MemoryOSSystem:
             on_page()
         # Ingest is only over when the asynchronous work (meta chains, MTM) is done.
         self._mem.flush()
+        if self._track_hot:
+            state = self._mem.user_state(conversation.sample_id)
+            self._hot[conversation.sample_id] = {str(pid) for pid in state.page_ids()}
+
+    def _count_cold_evidence(self, conversation: Conversation, question: Question) -> None:
+        mapping = self._page_index[conversation.sample_id]
+        by_index = {index: page_id for page_id, index in mapping.items()}
+        wanted = set(question.evidence)
+        pages = {p.index for p in conversation.pages if wanted & set(p.dia_ids)}
+        hot = self._hot[conversation.sample_id]
+        cold = [i for i in pages if by_index.get(i) not in hot]
+        self._questions += 1
+        self._evidence_pages += len(pages)
+        self._evidence_pages_cold += len(cold)
+        self._questions_all_cold += 1 if pages and len(cold) == len(pages) else 0
 
     def rank(self, conversation: Conversation, question: Question) -> list[int]:
+        if self._track_hot:
+            self._count_cold_evidence(conversation, question)
         kwargs: dict[str, Any] = {}
         if self._time_kwarg is not None:
             kwargs[self._time_kwarg] = conversation.question_timestamp
@@ -414,13 +474,28 @@ class _MemoryOSSystem:
                 for key, value in dataclasses.asdict(self._config).items()
                 if isinstance(value, (str, int, float, bool, type(None)))
             }
+            if config.get("embedding_model"):
+                # A local directory: record its name only, never this machine's path.
+                config["embedding_model"] = Path(str(config["embedding_model"])).name
         else:  # pragma: no cover - MemoryConfig is documented as a dataclass
             config = {"repr": repr(self._config)}
-        return {
+        out: dict[str, Any] = {
             "config": config,
             "question_time_passed_as": self._time_kwarg,
             "foreign_page_ids": self.foreign_page_ids,
         }
+        if self._track_hot:
+            out["evidence_out_of_hot_tiers"] = {
+                "evidence_pages": self._evidence_pages,
+                "archived_evidence_pages": self._evidence_pages_cold,
+                "share_of_evidence_pages_archived": (
+                    self._evidence_pages_cold / self._evidence_pages
+                    if self._evidence_pages else None),
+                "questions_with_all_evidence_archived": self._questions_all_cold,
+                "questions": self._questions,
+                "hot_pages_after_ingest": {k: len(v) for k, v in self._hot.items()},
+            }
+        return out
 
     def close(self) -> None:
         self._stack.close()
@@ -431,16 +506,74 @@ def _make_system(
     work_dir: Path,
     embedder_factory: Callable[[], Embedder],
     top_k_pages: int,
+    memory_config: Mapping[str, Any] | None = None,
+    track_hot: bool = False,
 ) -> RecallSystem:
+    extra = dict(memory_config or {})
     if name == "bm25":
         return _BM25System()
     if name == "flat":
         return _FlatSystem(embedder_factory())
     if name == "memoryos-hybrid":
-        return _MemoryOSSystem("hybrid", work_dir / name, top_k_pages)
+        return _MemoryOSSystem("hybrid", work_dir / name, top_k_pages, extra=extra,
+                               track_hot=track_hot)
+    if name == "memoryos-hybrid-hot-only":
+        return _MemoryOSSystem("hybrid", work_dir / name, top_k_pages, name=name,
+                               extra={**extra, "cold_tier": False}, track_hot=track_hot)
+    if name == "memoryos-hybrid-no-eviction":
+        return _MemoryOSSystem(
+            "hybrid", work_dir / name, top_k_pages, name=name,
+            extra={**extra, "mtm_capacity": NO_EVICTION, "segment_max_pages": NO_EVICTION},
+            track_hot=track_hot)
     if name == "memoryos-paper":
-        return _MemoryOSSystem("paper", work_dir / name, top_k_pages)
+        return _MemoryOSSystem("paper", work_dir / name, top_k_pages, extra=extra,
+                               track_hot=track_hot)
     raise BenchError(f"unknown system {name!r}; choose from {', '.join(ALL_SYSTEMS)}")
+
+
+def long_history(conversations: Sequence[Conversation]) -> Conversation:
+    """All ``conversations`` as ONE user's history, pages in time order of their sessions.
+
+    Pages keep their timestamps (session start + 30 s per turn); pages of different
+    conversations are interleaved by time (ties: conversation order, then page order) and
+    renumbered. Dia ids are made unique by prefixing the sample id (``"conv-26:D1:3"``), in
+    pages and in every question's evidence. Every question of every conversation is asked
+    against the whole history, :data:`QUESTION_DELAY_SECONDS` after its last page.
+    """
+    if not conversations:
+        raise BenchError("long-history mode needs at least one conversation")
+    tagged = sorted(
+        ((page.timestamp, ci, page.index, conv.sample_id, page)
+         for ci, conv in enumerate(conversations) for page in conv.pages),
+        key=lambda t: t[:3],
+    )
+    pages = tuple(
+        dataclasses.replace(page, index=i, dia_ids=tuple(f"{sid}:{d}" for d in page.dia_ids))
+        for i, (_, _, _, sid, page) in enumerate(tagged)
+    )
+    questions = tuple(
+        dataclasses.replace(q, evidence=tuple(f"{conv.sample_id}:{d}" for d in q.evidence))
+        for conv in conversations for q in conv.questions
+    )
+    evidence: dict[str, Any] = {}
+    for conv in conversations:
+        for key, value in conv.evidence.items():
+            if isinstance(value, int):
+                evidence[key] = evidence.get(key, 0) + value
+            elif isinstance(value, (list, tuple)):
+                evidence.setdefault(key, []).extend(f"{conv.sample_id}:{v}" for v in value)
+    return Conversation(
+        sample_id=LONG_HISTORY_USER,
+        speaker_a="+".join(c.speaker_a for c in conversations),
+        speaker_b="+".join(c.speaker_b for c in conversations),
+        sessions=sum(c.sessions for c in conversations),
+        turns=sum(c.turns for c in conversations),
+        pages=pages,
+        questions=questions,
+        questions_total=sum(c.questions_total for c in conversations),
+        question_timestamp=(pages[-1].timestamp if pages else 0.0) + QUESTION_DELAY_SECONDS,
+        evidence=evidence,
+    )
 
 
 # --------------------------------------------------------------------------------------
@@ -502,6 +635,8 @@ def run_benchmark(
     embedder_factory: Callable[[], Embedder] | None = None,
     ks: Sequence[int] = KS,
     show_progress: bool = True,
+    memory_config: Mapping[str, Any] | None = None,
+    track_hot: bool = False,
 ) -> dict[str, Any]:
     """Run every system in ``systems`` over ``conversations`` and return per-system results.
 
@@ -509,7 +644,9 @@ def run_benchmark(
     next conversation; memoryos systems keep every conversation as its own user in one data
     directory under ``work_dir``. Timings are wall-clock seconds (ingest includes the
     final ``flush``; query is per question). ``embedder_factory`` builds the ``flat``
-    baseline's embedder (default :func:`make_embedder`).
+    baseline's embedder (default :func:`make_embedder`). ``memory_config`` adds
+    ``MemoryConfig`` fields to every memoryos system (e.g. the embedder); ``track_hot``
+    records for memoryos systems the share of evidence pages out of the hot tiers.
 
     Raises:
         BenchError: a system is unknown or cannot be built.
@@ -542,7 +679,7 @@ def run_benchmark(
     with progress:
         for name in systems:
             task = progress.add_task(name, total=steps)
-            system = _make_system(name, work_dir, factory, max(ks))
+            system = _make_system(name, work_dir, factory, max(ks), memory_config, track_hot)
             # One system at a time: close it (stopping its actors) before the next starts.
             try:
                 results[name] = _run_system(
@@ -714,6 +851,40 @@ def plot_any10(results: Mapping[str, Any], path: Path) -> bool:
     return True
 
 
+def _embedder_setup(
+    args: argparse.Namespace,
+) -> tuple[dict[str, Any], Callable[[], Embedder] | None, dict[str, Any]]:
+    """MemoryConfig fields, the flat baseline's embedder factory and a description."""
+    if args.embedder == "hashing":
+        return {}, None, {"name": f"hashing-v1-{FLAT_EMBEDDING_DIM}"}
+    model_dir = args.model_dir or os.environ.get(ENV_MODEL_DIR)
+    if not model_dir:
+        raise BenchError(f"--embedder minilm needs --model-dir or ${ENV_MODEL_DIR}")
+    try:
+        from memoryos_actors.gateway.embedders import (
+            MINILM_L6_V2_SHA256,
+            SentenceTransformerEmbedder,
+        )
+    except ImportError as exc:  # pragma: no cover - part of the package
+        raise BenchError(f"cannot import the sentence-transformers embedder: {exc}") from exc
+    shared: dict[str, Any] = {}
+
+    def factory() -> Embedder:
+        if "e" not in shared:
+            shared["e"] = SentenceTransformerEmbedder(
+                model_dir, expected_sha256=MINILM_L6_V2_SHA256)
+        embedder: Embedder = shared["e"]
+        return embedder
+
+    # A model embedder is much slower than hashing: writers wait for MTM instead of
+    # failing with Overloaded after the default 5 s (this changes no result, only waiting).
+    config = {"embedder": "sentence-transformers", "embedding_model": str(model_dir),
+              "embedding_sha256": MINILM_L6_V2_SHA256, "overload_timeout_seconds": 3600.0}
+    return config, factory, {"name": "sentence-transformers/all-MiniLM-L6-v2",
+                             "model_dir": Path(model_dir).name,
+                             "model_safetensors_sha256": MINILM_L6_V2_SHA256}
+
+
 def _machine_info() -> dict[str, Any]:
     info: dict[str, Any] = {
         "python": platform.python_version(),
@@ -769,6 +940,25 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         default=None,
         help="output directory (default: bench/results beside this file)",
     )
+    parser.add_argument(
+        "--long-history",
+        action="store_true",
+        help="all conversations as ONE user's history in time order, every question asked "
+        "against it (results: locomo_long*.json)",
+    )
+    parser.add_argument(
+        "--embedder",
+        choices=("hashing", "minilm"),
+        default="hashing",
+        help="embedder of the memoryos systems and the flat baseline (default: hashing); "
+        "minilm needs --model-dir and the 'st' extra",
+    )
+    parser.add_argument(
+        "--model-dir",
+        default=None,
+        help=f"local sentence-transformers model directory for --embedder minilm (default: "
+        f"${ENV_MODEL_DIR}); its model.safetensors is checked against the known sha256",
+    )
     parser.add_argument("--no-plot", action="store_true", help="do not draw the PNG chart")
     parser.add_argument(
         "--no-progress", action="store_true", help="no progress bar (for logs and CI)"
@@ -779,6 +969,8 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> int:
     """Command-line entry point; returns the process exit code (0 ok, 2 cannot run)."""
     args = _parse_args(argv)
+    if args.long_history and args.systems == ",".join(DEFAULT_SYSTEMS):
+        args.systems = ",".join(LONG_HISTORY_SYSTEMS)
     systems = [name.strip() for name in args.systems.split(",") if name.strip()]
     out_dir = Path(args.out) if args.out else Path(__file__).resolve().parent / "results"
     data_path = resolve_data_path(args.data)
@@ -786,18 +978,26 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not systems:
             raise BenchError("--systems named no system")
         conversations = load_locomo(data_path, args.limit_conversations)
+        memory_config, factory, embedder_info = _embedder_setup(args)
+        asked = [long_history(conversations)] if args.long_history else conversations
         with tempfile.TemporaryDirectory(prefix="locomo-bench-") as work_dir:
             results = run_benchmark(
-                conversations,
+                asked,
                 systems,
                 work_dir=Path(work_dir),
                 show_progress=not args.no_progress,
+                embedder_factory=factory,
+                memory_config=memory_config,
+                track_hot=args.long_history,
             )
     except BenchError as exc:
         print(f"locomo bench: {exc}", file=sys.stderr)
         return 2
     targets = check_targets(results)
     shown_argv = list(sys.argv[1:] if argv is None else argv)
+    for i, arg in enumerate(shown_argv[:-1]):
+        if arg == "--model-dir":  # this machine's path stays out of the results
+            shown_argv[i + 1] = f"<dir>/{Path(shown_argv[i + 1]).name}"
     report = {
         "benchmark": "locomo-retrieval-recall",
         "date": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
@@ -819,12 +1019,21 @@ def main(argv: Sequence[str] | None = None) -> int:
             "question_delay_seconds": QUESTION_DELAY_SECONDS,
             "memoryos": "one run with top_k_pages = max(k), ranking = ctx.page_ids() "
             "truncated at k; user_id = sample_id",
+            "mode": "long-history: all conversations as one user, pages in time order, "
+            "every question asked after the last page" if args.long_history
+            else "per-conversation: one user per conversation",
+            "embedder": embedder_info,
+            "hybrid_weights_note": "the hybrid scorer's weights were chosen on LoCoMo "
+            "(per-conversation mode); numbers on LoCoMo are therefore optimistic",
         },
         "systems": results,
         "targets": targets,
     }
     out_dir.mkdir(parents=True, exist_ok=True)
-    json_path = out_dir / "locomo.json"
+    stem_name = "locomo_long" if args.long_history else "locomo"
+    if args.embedder != "hashing":
+        stem_name += f"_{args.embedder}"
+    json_path = out_dir / f"{stem_name}.json"
     json_path.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
     print(markdown_tables(results))
     print()
@@ -832,7 +1041,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"- {check['status']}: {check['target']} ({check['detail']})")
     print(f"\nresults: {json_path}")
     if not args.no_plot:
-        png_path = out_dir / "locomo_any10.png"
+        png_path = out_dir / f"{stem_name}_any10.png"
         if plot_any10(results, png_path):
             print(f"chart: {png_path}")
         else:

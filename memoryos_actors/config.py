@@ -95,6 +95,9 @@ class MemoryConfig:
     kb_top_k: int = _f(10, "knowledge-base facts retrieved")
     agent_traits_top_k: int = _f(10, "agent traits retrieved")
     retrieval_mode: RetrievalMode = _f("hybrid", '"paper" (two-stage only) or "hybrid"')
+    cold_tier: bool = _f(
+        True, 'hybrid retrieval also searches the archive (the cold tier); "paper" never does'
+    )
     shared_agent_persona: bool = _f(
         False, "one agent persona per assistant, shared by all its users (else per user)"
     )
@@ -103,6 +106,9 @@ class MemoryConfig:
     embedder: EmbedderName = _f("hashing", '"hashing", "litellm" or "sentence-transformers"')
     embedding_dim: int = _f(512, "hashing embedder dimension")
     embedding_model: str | None = _f(None, "model name/path for litellm or sentence-transformers")
+    embedding_sha256: str | None = _f(
+        None, "sentence-transformers: expected sha256 of the model directory's model.safetensors"
+    )
     llm_backend: LLMBackendName = _f("offline", '"offline" or "litellm"')
     llm_model: str | None = _f(None, "litellm model name")
     llm_base_url: str | None = _f(None, "litellm base URL")
@@ -186,6 +192,11 @@ class MemoryConfig:
             value = getattr(self, name)
             if value is not None and not value.strip():
                 raise ConfigError(f"{name} must be a non-empty string or None")
+        digest = self.embedding_sha256
+        if digest is not None and not (
+            len(digest) == 64 and all(c in "0123456789abcdef" for c in digest.lower())
+        ):
+            raise ConfigError(f"embedding_sha256 must be 64 hex digits or None, got {digest!r}")
 
     # ----------------------------------------------------------------- construction
 

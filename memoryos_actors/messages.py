@@ -60,7 +60,7 @@ __all__ = [
 DEFAULT_ASSISTANT = "default"
 """The assistant id used when a caller does not name one."""
 
-TIERS: tuple[str, ...] = ("stm", "mtm", "lpm")
+TIERS: tuple[str, ...] = ("stm", "mtm", "lpm", "archive")
 """Memory tiers a :class:`ContextItem` can come from."""
 
 TRAIT_CATEGORIES: tuple[str, ...] = (
@@ -73,7 +73,7 @@ TRAIT_CATEGORIES: tuple[str, ...] = (
 TRAIT_LEVELS: tuple[str, ...] = ("low", "medium", "high")
 """Levels a user trait can take; ``None`` means not yet observed."""
 
-Tier = Literal["stm", "mtm", "lpm"]
+Tier = Literal["stm", "mtm", "lpm", "archive"]
 RetrievalMode = Literal["paper", "hybrid"]
 
 # ---------------------------------------------------------------------------- validation
@@ -653,21 +653,25 @@ class PageHit(_Record):
 
     Attributes:
         page: the page.
-        segment_id: the segment holding it.
+        segment_id: the segment holding it (for an archived page: the segment it was
+            evicted from, or ``"archive"`` when unknown).
         score: retrieval score (mode-dependent; higher is better).
         why: how the score was made, e.g. ``"segment s3 F=0.71; page cos=0.52"``.
+        tier: ``"mtm"``, or ``"archive"`` for a page found in the cold tier.
     """
 
     page: Page
     segment_id: str
     score: float
     why: str = ""
+    tier: str = "mtm"
 
     def __post_init__(self) -> None:
         _instance(self, "page", Page)
         _text(self, "segment_id", nonempty=True)
         _number(self, "score")
         _text(self, "why")
+        _choice(self, "tier", ("mtm", "archive"))
 
 
 @_record
@@ -726,14 +730,20 @@ class MTMEffects(_Record):
 @_record
 @dataclass(frozen=True, slots=True)
 class FactHit(_Record):
-    """A knowledge-base fact or agent trait retrieved by cosine similarity."""
+    """A knowledge-base fact or agent trait retrieved by cosine similarity.
+
+    ``tier`` is ``"lpm"``, or ``"archive"`` for an entry found in the cold tier (it was
+    pushed out of its FIFO earlier).
+    """
 
     entry: KBEntry
     score: float
+    tier: str = "lpm"
 
     def __post_init__(self) -> None:
         _instance(self, "entry", KBEntry)
         _number(self, "score")
+        _choice(self, "tier", ("lpm", "archive"))
 
 
 @_record
@@ -813,7 +823,8 @@ class ContextItem(_Record):
     """One piece of retrieved memory with its provenance.
 
     Attributes:
-        tier: ``"stm"``, ``"mtm"`` or ``"lpm"``.
+        tier: ``"stm"``, ``"mtm"``, ``"lpm"``, or ``"archive"`` (the cold tier: items that
+            left the hot tiers and were found again in the per-user archive).
         kind: ``"page"``, ``"segment"``, ``"fact"`` or ``"agent_trait"``.
         item_id: page id, segment id or KB entry id.
         text: the content as prompt text.
@@ -852,7 +863,8 @@ class MemoryContext(_Record):
         user_id, assistant_id: whose memory.
         query: the query retrieved for.
         stm: recent pages, oldest first (kind ``"page"``).
-        mtm: relevant past pages, best first (kind ``"page"``).
+        mtm: relevant past pages, best first (kind ``"page"``): MTM pages and archived
+            pages (``tier="archive"``) ranked together under one scorer.
         segments: the segments those pages came from, best first (kind ``"segment"``).
         lpm_profile: the user's static profile.
         traits: user traits that have a level.

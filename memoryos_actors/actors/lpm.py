@@ -8,14 +8,26 @@ section plus those WAL records with a higher LSN.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
+import numpy as np
 import structlog
 
 from supervisor import SupervisedActor
 
 from ..errors import MemoryOSError
-from ..messages import AgentProfile, PersonaUpdate, SetAgentProfile, SetUserProfile, TraitLevel, UserProfile
+from ..messages import (
+    AgentProfile,
+    FactHit,
+    KBEntry,
+    PersonaUpdate,
+    SetAgentProfile,
+    SetUserProfile,
+    TraitLevel,
+    UserProfile,
+)
+from ..store.cold import emb_to_f16
 from ..tiers.lpm import LPMCore
 from .base import UserEnv, actor_names, persona_owner
 from .protocol import (
@@ -66,12 +78,12 @@ class LPMActor(SupervisedActor):
 
     def on_receive(self, message: object) -> object:
         if isinstance(message, LPMSearch):
-            return self.core.search(
-                emb_from_bytes(message.query_embedding),
-                message.top_k_kb,
-                message.top_k_agent,
-                assistant_id=message.assistant_id,
-            )
+            q = emb_from_bytes(message.query_embedding)
+            view = self.core.search(q, message.top_k_kb, message.top_k_agent,
+                                    assistant_id=message.assistant_id)
+            if message.query_terms:
+                view = self._with_archived(view, q, message)
+            return view
         if isinstance(message, CompletionDone):
             if not self.env.stale(message.epoch):
                 self._persona_done(message)
@@ -196,5 +208,61 @@ class LPMActor(SupervisedActor):
         # Entries are stamped with the time the update was logged, so a WAL replay gives
         # them the same times (records written before "ts" existed: the clock now).
         ts = rec.get("ts")
-        self.core.apply(update, facts_emb, agent_emb,
-                        now=float(ts) if isinstance(ts, (int, float)) else None)
+        effects = self.core.apply(update, facts_emb, agent_emb,
+                                  now=float(ts) if isinstance(ts, (int, float)) else None)
+        self._archive_evicted(effects, update.assistant_id)
+
+    def _with_archived(self, view: Any, q: Any, message: LPMSearch) -> Any:
+        """Merge archived facts / agent traits into the view, ranked by the same cosine."""
+        try:
+            found = self.env.store.cold.search(
+                message.query_terms, 4 * max(message.top_k_kb, message.top_k_agent, 1),
+                kinds=("fact", "agent_trait"))
+        except MemoryOSError as exc:
+            log.warning("lpm.cold_search_failed", user=self.env.user_id, error=str(exc))
+            return view
+        if not found.items:
+            return view
+        extra: dict[str, list[FactHit]] = {"fact": [], "agent_trait": []}
+        qv = np.asarray(q, dtype=np.float64)
+        for item in found.items:
+            if item.kind == "agent_trait" and item.record.get("assistant") != message.assistant_id:
+                continue
+            emb = item.embedding
+            cos = (float(np.clip(emb.astype(np.float64) @ qv, -1.0, 1.0))
+                   if emb is not None and emb.shape == qv.shape else 0.0)
+            rec = {k: v for k, v in item.record.items() if k != "assistant"}
+            extra[item.kind].append(FactHit(KBEntry.from_dict(rec), cos, "archive"))
+
+        def merge(hot: tuple[FactHit, ...], cold: list[FactHit], k: int) -> tuple[FactHit, ...]:
+            seen = {h.entry.entry_id for h in hot}
+            pool = list(hot) + [h for h in cold if h.entry.entry_id not in seen]
+            pool.sort(key=lambda h: (-h.score, -h.entry.timestamp))
+            return tuple(pool[:k])
+
+        return dataclasses.replace(
+            view,
+            kb=merge(view.kb, extra["fact"], message.top_k_kb),
+            agent_traits=merge(view.agent_traits, extra["agent_trait"], message.top_k_agent),
+        )
+
+    def _archive_evicted(self, effects: Any, assistant_id: str) -> None:
+        """Facts and agent traits pushed out of their FIFOs go to the archive (the cold tier).
+
+        A WAL replay evicts the same entries again; an entry the cold index already holds
+        is not archived twice.
+        """
+        embs = self.core.take_evicted_embeddings()
+        store = self.env.store
+        if not store.archive_enabled:
+            return
+        for kind, entries in (("fact", effects.facts_evicted),
+                              ("agent_trait", effects.agent_traits_evicted)):
+            for entry in entries:
+                owner = assistant_id if kind == "agent_trait" else ""
+                if store.cold.contains(f"{kind}:{owner}:{entry.entry_id}"):
+                    continue
+                rec: dict[str, Any] = {"t": kind, "entry": entry.to_dict(), "assistant": owner}
+                if entry.entry_id in embs:
+                    rec["emb"] = emb_to_f16(embs[entry.entry_id])
+                store.archive_append(rec)

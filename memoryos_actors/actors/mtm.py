@@ -24,7 +24,9 @@ from supervisor import SupervisedActor, TimerRef, send_after
 
 from ..errors import MemoryOSError
 from ..messages import Page
-from ..tiers.mtm import MTMCore
+from ..store.cold import emb_to_f16
+from ..tiers._lex import stem
+from ..tiers.mtm import LEXICAL_CANDIDATES, MTMCore
 from . import persist
 from .base import UserEnv
 from .protocol import (
@@ -140,14 +142,7 @@ class MTMActor(SupervisedActor):
             self._insert(message.page, message.now)
             return None
         if isinstance(message, MTMSearch):
-            return self.core.search(
-                emb_from_bytes(message.query_embedding),
-                message.query_keywords,
-                message.top_m,
-                message.top_k,
-                message.now,
-                message.mode,
-            )
+            return self._search(message)
         if isinstance(message, CompletionDone):
             if self.env.stale(message.epoch):
                 return None
@@ -188,6 +183,31 @@ class MTMActor(SupervisedActor):
 
     # -- work ----------------------------------------------------------------------------
 
+    def _search(self, message: MTMSearch) -> Any:
+        cold = cold_pages = None
+        store = self.env.store
+        if message.mode == "hybrid" and self.env.config.cold_tier:
+            # The cold tier: archived pages, scored with MTM's under one formula.
+            qt = [stem(k) for k in message.query_keywords]
+            try:
+                cold = store.cold.search(qt, LEXICAL_CANDIDATES)
+                cold_pages = store.cold.pages_by_seq
+            except MemoryOSError as exc:
+                # The cold index is derived data: answer from the hot tiers rather than fail.
+                log.warning("mtm.cold_search_failed", user=self.env.user_id, error=str(exc))
+                cold = cold_pages = None
+        return self.core.search(
+            emb_from_bytes(message.query_embedding),
+            message.query_keywords,
+            message.top_m,
+            message.top_k,
+            message.now,
+            message.mode,
+            cold=cold,
+            cold_pages=cold_pages,
+            query_text=message.query_text,
+        )
+
     def _catch_up(self, upto_seq: int, records: Any = None) -> None:
         """Insert from the WAL every page with ``max_seq < seq <= upto_seq``.
 
@@ -217,8 +237,10 @@ class MTMActor(SupervisedActor):
 
     def _apply(self, effects: Any) -> None:
         env = self.env
-        archive = env.store.archive
+        store = env.store
+        archive = store.archive
         metrics = env.metrics
+        embs = self.core.take_evicted_embeddings()
         for segment in effects.evicted_segments:
             self.counters["evicted_segments"] += 1
             metrics.inc("evicted_segments")
@@ -230,16 +252,23 @@ class MTMActor(SupervisedActor):
             if archive is not None and fresh:
                 if len(fresh) != len(segment.pages):
                     segment = dataclasses.replace(segment, pages=fresh)
-                self.archive_seq = max(self.archive_seq, archive.append(
+                self.archive_seq = max(self.archive_seq, store.archive_append(
                     {"t": "segment", "keywords": sorted(segment.keywords),
-                     "segment": segment.to_dict()}))
+                     "segment": segment.to_dict(),
+                     "embs": {str(p.seq): emb_to_f16(embs[p.seq])
+                              for p in fresh if p.seq in embs}}))
             log.debug("mtm.evicted", user=env.user_id, segment=segment.segment_id)
         for page in effects.evicted_pages:
             self.counters["evicted_pages"] += 1
             metrics.inc("evicted_pages")
             if archive is not None and page.seq not in self.archived:
-                self.archive_seq = max(self.archive_seq, archive.append(
-                    {"t": "page", "keywords": sorted(page.keywords), "page": page.to_dict()}))
+                rec: dict[str, Any] = {"t": "page", "keywords": sorted(page.keywords),
+                                       "page": page.to_dict()}
+                if effects.segment_id:
+                    rec["segment_id"] = effects.segment_id
+                if page.seq in embs:
+                    rec["emb"] = emb_to_f16(embs[page.seq])
+                self.archive_seq = max(self.archive_seq, store.archive_append(rec))
         for segment in effects.promoted:
             self.counters["promoted"] += 1
             metrics.inc("promoted_segments")

@@ -132,6 +132,7 @@ class MTMSearch:
     top_k: int
     now: float
     mode: str
+    query_text: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,6 +143,8 @@ class LPMSearch:
     query_embedding: bytes
     top_k_kb: int
     top_k_agent: int
+    #: Stemmed query terms: when given, archived facts and agent traits are searched too.
+    query_terms: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

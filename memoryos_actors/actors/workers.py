@@ -19,6 +19,7 @@ from supervisor import SupervisedActor
 from ..errors import MemoryOSError, UnknownUser
 from ..messages import Retrieve
 from ..text import keywords
+from ..tiers._lex import stem
 from ..tiers.context import build_context
 from .base import GatewayClient, actor_names, persona_owner
 from .protocol import (
@@ -139,11 +140,15 @@ class RetrievalWorker(SupervisedActor):
         f_stm = stm.ask(STMPages(), block=False)
         f_mtm = mtm.ask(
             MTMSearch(q_bytes, query_kw, cfg.top_m_segments, cfg.top_k_pages, now,
-                      cfg.retrieval_mode),
+                      cfg.retrieval_mode, msg.query),
             block=False,
         )
+        cold_terms: tuple[str, ...] = ()
+        if cfg.retrieval_mode == "hybrid" and cfg.cold_tier:
+            cold_terms = tuple(sorted({stem(k) for k in query_kw}))
         f_lpm = lpm.ask(
-            LPMSearch(msg.assistant_id, q_bytes, cfg.kb_top_k, cfg.agent_traits_top_k),
+            LPMSearch(msg.assistant_id, q_bytes, cfg.kb_top_k, cfg.agent_traits_top_k,
+                      cold_terms),
             block=False,
         )
         stm_pages = f_stm.get(timeout=30)

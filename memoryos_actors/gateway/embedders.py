@@ -24,11 +24,71 @@ from memoryos_actors.gateway.base import Embedder, ProviderCallError, cfg
 from memoryos_actors.text import tokenize
 
 __all__ = [
+    "KNOWN_MODEL_SHA256",
+    "MINILM_L6_V2_SHA256",
     "HashingEmbedder",
     "LiteLLMEmbedder",
+    "ModelIntegrityError",
     "SentenceTransformerEmbedder",
+    "file_sha256",
     "make_embedder",
+    "verify_model_dir",
 ]
+
+MINILM_L6_V2_SHA256 = "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db"
+"""sha256 of ``model.safetensors`` of the official sentence-transformers/all-MiniLM-L6-v2."""
+
+KNOWN_MODEL_SHA256: dict[str, str] = {"all-MiniLM-L6-v2": MINILM_L6_V2_SHA256}
+"""Expected ``model.safetensors`` digests of models known by directory name."""
+
+_WEIGHTS_FILE = "model.safetensors"
+
+
+class ModelIntegrityError(ConfigError):
+    """A local model's weights are missing or do not match the expected sha256."""
+
+
+def file_sha256(path: str | os.PathLike[str], chunk: int = 1 << 20) -> str:
+    """Hex sha256 of a file, read in ``chunk``-byte pieces."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(chunk):
+            h.update(block)
+    return h.hexdigest()
+
+
+def verify_model_dir(model_dir: str | os.PathLike[str], expected_sha256: str | None = None
+                     ) -> str | None:
+    """Check a local model directory before anything loads it.
+
+    The expected digest is ``expected_sha256``, else the one :data:`KNOWN_MODEL_SHA256`
+    lists for the directory's name. When there is one, ``model.safetensors`` must exist and
+    match it; returns the verified digest (``None`` when nothing was known to check).
+
+    Raises:
+        ModelIntegrityError: the directory or its weights are missing, or the digest differs.
+    """
+    path = os.fspath(model_dir)
+    if not os.path.isdir(path):
+        raise ModelIntegrityError(f"embedding_model {path!r} is not a directory")
+    expected = expected_sha256
+    if expected is None:
+        expected = KNOWN_MODEL_SHA256.get(os.path.basename(path.rstrip(os.sep)))
+    if expected is None:
+        return None
+    weights = os.path.join(path, _WEIGHTS_FILE)
+    if not os.path.isfile(weights):
+        raise ModelIntegrityError(
+            f"{weights}: missing; a sha256 is expected for this model, so only a "
+            f"{_WEIGHTS_FILE} file is loaded"
+        )
+    actual = file_sha256(weights)
+    if actual != expected.lower():
+        raise ModelIntegrityError(
+            f"{weights}: sha256 {actual} does not match the expected {expected.lower()}; "
+            "refusing to load these weights"
+        )
+    return actual
 
 # Stands in for a text with no tokens, so even "" gets a deterministic unit vector.
 _EMPTY_TOKEN = "\x00empty"
@@ -222,13 +282,21 @@ def _get(obj: Any, key: str) -> Any:
 class SentenceTransformerEmbedder:
     """A local sentence-transformers model (install the ``st`` extra).
 
-    ``model`` is a local path or a model name already in the local cache; nothing is
-    downloaded by this class itself. ``device`` is passed through (e.g. ``"cpu"``).
+    ``model`` is a local model directory (or a model name already in the local cache);
+    nothing is downloaded. A directory's ``model.safetensors`` is checked with
+    :func:`verify_model_dir` before it is loaded (against ``expected_sha256``, or the
+    known digest of a model of that directory name) and a mismatch raises
+    :class:`ModelIntegrityError`. ``device`` is passed through (e.g. ``"cpu"``).
     """
 
-    def __init__(self, model: str, *, device: str | None = None) -> None:
+    def __init__(
+        self, model: str, *, device: str | None = None, expected_sha256: str | None = None
+    ) -> None:
         if not model:
             raise ConfigError("embedding_model must be set for sentence-transformers")
+        self.sha256: str | None = None
+        if os.path.isdir(model) or expected_sha256 is not None:
+            self.sha256 = verify_model_dir(model, expected_sha256)
         try:
             from sentence_transformers import SentenceTransformer  # type: ignore[import-not-found]
         except ImportError as exc:
@@ -236,8 +304,17 @@ class SentenceTransformerEmbedder:
                 "embedder='sentence-transformers' needs the 'st' extra "
                 "(pip install memoryos-actors[st])"
             ) from exc
-        self._model = SentenceTransformer(model, device=device)
-        dim = self._model.get_sentence_embedding_dimension()
+        kwargs: dict[str, Any] = {"device": device}
+        if os.path.isdir(model):
+            kwargs["local_files_only"] = True
+        try:
+            self._model = SentenceTransformer(model, **kwargs)
+        except TypeError:  # older sentence-transformers without local_files_only
+            kwargs.pop("local_files_only", None)
+            self._model = SentenceTransformer(model, **kwargs)
+        get_dim = getattr(self._model, "get_embedding_dimension", None) or getattr(
+            self._model, "get_sentence_embedding_dimension")
+        dim = get_dim()
         if dim is None:
             dim = int(self._model.encode(["dimension probe"]).shape[1])
         self.dim = int(dim)
@@ -266,6 +343,9 @@ def make_embedder(config: Any) -> Embedder:
             timeout=float(cfg(config, "llm_timeout_seconds", 30.0)),
         )
     if kind == "sentence-transformers":
-        return SentenceTransformerEmbedder(cfg(config, "embedding_model", None) or "")
+        return SentenceTransformerEmbedder(
+            cfg(config, "embedding_model", None) or "",
+            expected_sha256=cfg(config, "embedding_sha256", None),
+        )
     raise ConfigError(f"embedder must be hashing, litellm or sentence-transformers, got {kind!r}")
 

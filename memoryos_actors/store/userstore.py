@@ -6,6 +6,8 @@ Layout of a user directory (the name comes from :func:`~memoryos_actors.store.pa
     wal.log         write-ahead log (see :mod:`~memoryos_actors.store.wal`)
     snapshots/      snapshot generations (see :mod:`~memoryos_actors.store.snapshot`)
     archive.log     evicted segments and pages (see :mod:`~memoryos_actors.store.archive`)
+    cold.db         the cold index over the archive, derived and rebuildable
+                    (see :mod:`~memoryos_actors.store.cold`)
 
 Recovery (:meth:`UserStore.load`) is "newest readable snapshot, then every WAL record after
 it". :meth:`UserStore.checkpoint` writes a snapshot and drops WAL records only up to the
@@ -35,6 +37,7 @@ from memoryos_actors.errors import (
 )
 from memoryos_actors.store._framing import NewerFormatError, fsync_dir, log
 from memoryos_actors.store.archive import Archive
+from memoryos_actors.store.cold import COLD_FILE, ColdIndex
 from memoryos_actors.store.export import write_export
 from memoryos_actors.store.paths import user_dir_name, user_id_from_dir_name, validate_user_id
 from memoryos_actors.store.snapshot import SCHEMA_VERSION, read_latest_snapshot, write_snapshot
@@ -266,6 +269,8 @@ class UserStore:
         except BaseException:
             self.wal.close()
             raise
+        #: The cold index over the archive; opened on first use, closed with the store.
+        self.cold = ColdIndex(self.dir / COLD_FILE, self.archive, user_id)
         self._snapshot_lsn: int | None = None
         self._closed = False
 
@@ -356,8 +361,18 @@ class UserStore:
         return self.wal.append(record)
 
     def archive_append(self, record: dict[str, Any]) -> int:
-        """Archive ``record`` (an evicted segment or page); 0 when the archive is disabled."""
-        return self.archive.append(record)
+        """Archive ``record`` and index it in the cold tier; 0 when the archive is disabled.
+
+        The archive append is the durable part; the cold index is derived, so if indexing
+        fails the record is indexed from the archive later (on the next open or search).
+        """
+        seq = self.archive.append(record)
+        if seq:
+            try:
+                self.cold.add(seq, record)
+            except StorageError as exc:
+                log.warning("cold_index_add_failed", user_id=self.user_id, error=str(exc))
+        return seq
 
     def load(self, *, schema_version: int = SCHEMA_VERSION) -> Recovered:
         """Read the newest readable snapshot and the WAL records after it.
@@ -461,7 +476,10 @@ class UserStore:
         try:
             self.wal.close()
         finally:
-            self.archive.close()
+            try:
+                self.cold.close()
+            finally:
+                self.archive.close()
 
     def forget(self) -> list[str]:
         """Close the store and delete every file of this user; return the removed paths.

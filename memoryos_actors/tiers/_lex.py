@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 
 from ..text import STOPWORDS, tokenize
 
-__all__ = ["BM25_B", "BM25_K1", "LexIndex", "stem", "terms"]
+__all__ = ["BM25_B", "BM25_K1", "CorpusStats", "LexIndex", "bm25_score", "stem", "terms"]
 
 BM25_K1 = 1.2
 """BM25 term-frequency saturation."""
@@ -54,6 +55,34 @@ def stem(word: str) -> str:
 def terms(text: str) -> list[str]:
     """Index terms of ``text``: tokens minus stop words and one-letter tokens, stemmed."""
     return [stem(t) for t in tokenize(text) if t not in STOPWORDS and len(t) > 1]
+
+
+@dataclass(frozen=True, slots=True)
+class CorpusStats:
+    """Size, total length and per-term document frequencies of a corpus (for BM25)."""
+
+    n_docs: int
+    total_len: int
+    df: Mapping[str, int]
+
+
+def bm25_score(
+    doc_terms: Iterable[str], query_terms: Iterable[str], n_docs: int, avg_len: float,
+    df: Mapping[str, int],
+) -> float:
+    """BM25 of one document given corpus statistics (same formula as :class:`LexIndex`)."""
+    counts = Counter(doc_terms)
+    length = sum(counts.values())
+    score = 0.0
+    for term in set(query_terms):
+        tf = counts.get(term, 0)
+        if not tf:
+            continue
+        d = max(df.get(term, 1), 1)
+        idf = math.log(1.0 + (n_docs - d + 0.5) / (d + 0.5))
+        norm = tf + BM25_K1 * (1.0 - BM25_B + BM25_B * length / (avg_len or 1.0))
+        score += idf * tf * (BM25_K1 + 1.0) / norm
+    return score
 
 
 class LexIndex:
@@ -97,18 +126,34 @@ class LexIndex:
             if not posting:
                 del self._postings[term]
 
-    def scores(self, query_terms: Iterable[str]) -> dict[int, float]:
-        """BM25 score of every document sharing a term with the query (others score 0)."""
-        n_docs = len(self._doc_len)
-        if n_docs == 0:
+    @property
+    def total_len(self) -> int:
+        """Sum of the indexed documents' lengths (terms)."""
+        return self._total_len
+
+    def df(self, term: str) -> int:
+        """Number of indexed documents containing ``term``."""
+        return len(self._postings.get(term, ()))
+
+    def scores(
+        self, query_terms: Iterable[str], extra: CorpusStats | None = None
+    ) -> dict[int, float]:
+        """BM25 score of every document sharing a term with the query (others score 0).
+
+        With ``extra`` (documents held elsewhere, e.g. the cold tier), idf and the average
+        length are those of the union of both corpora, so scores from both sides compare.
+        """
+        n_docs = len(self._doc_len) + (extra.n_docs if extra else 0)
+        if not self._doc_len:
             return {}
-        avg = self._total_len / n_docs if self._total_len else 1.0
+        total = self._total_len + (extra.total_len if extra else 0)
+        avg = total / n_docs if total else 1.0
         out: dict[int, float] = {}
         for term in set(query_terms):
             posting = self._postings.get(term)
             if not posting:
                 continue
-            df = len(posting)
+            df = len(posting) + (extra.df.get(term, 0) if extra else 0)
             idf = math.log(1.0 + (n_docs - df + 0.5) / (df + 0.5))
             for key, tf in posting.items():
                 norm = tf + BM25_K1 * (1.0 - BM25_B + BM25_B * self._doc_len[key] / avg)

@@ -23,11 +23,18 @@ __all__ = ["build_context"]
 
 def _fact_items(hits: Iterable[FactHit], kind: str) -> tuple[ContextItem, ...]:
     return tuple(
-        ContextItem("lpm", kind, h.entry.entry_id, h.entry.text, h.score,
-                    segment_id=h.entry.source_segment, timestamp=h.entry.timestamp,
-                    why=f"{kind.replace('_', ' ')} cos={h.score:.2f}")
+        ContextItem(h.tier, kind, h.entry.entry_id, h.entry.text, h.score,
+                    segment_id=_segment_or_none(h.entry.source_segment),
+                    timestamp=h.entry.timestamp,
+                    why=f"{kind.replace('_', ' ')} cos={h.score:.2f}"
+                    + (" (archive: pushed out of the FIFO earlier)" if h.tier == "archive"
+                       else ""))
         for h in hits
     )
+
+
+def _segment_or_none(value: str | None) -> str | None:
+    return value if value else None
 
 
 def build_context(
@@ -78,10 +85,10 @@ def build_context(
                 continue
             seen.add(hit.page.page_id)
             mtm_items.append(ContextItem(
-                "mtm", "page", hit.page.page_id, hit.page.text(), hit.score,
+                hit.tier, "page", hit.page.page_id, hit.page.text(), hit.score,
                 segment_id=hit.segment_id, timestamp=hit.page.timestamp, why=hit.why,
             ))
-        used = {item.segment_id for item in mtm_items}
+        used = {item.segment_id for item in mtm_items if item.tier == "mtm"}
         for seg_hit in mtm_hits.segments:
             seg = seg_hit.segment
             if seg.segment_id in used or seg.summary.strip():

@@ -57,13 +57,14 @@ class _Fifo:
     def keys(self) -> set[str]:
         return {_dedup_key(e.text) for e in self.entries}
 
-    def push(self, entry: KBEntry, emb: npt.NDArray[np.float32]) -> list[KBEntry]:
+    def push(
+        self, entry: KBEntry, emb: npt.NDArray[np.float32]
+    ) -> list[tuple[KBEntry, npt.NDArray[np.float32]]]:
         self.entries.append(entry)
         self.embs.append(emb)
         evicted = []
         while len(self.entries) > self.capacity:
-            evicted.append(self.entries.popleft())
-            self.embs.popleft()
+            evicted.append((self.entries.popleft(), self.embs.popleft()))
         return evicted
 
     def search(self, q: npt.NDArray[np.float32], k: int) -> tuple[FactHit, ...]:
@@ -131,6 +132,7 @@ class LPMCore:
         self._kb = _Fifo(config.kb_capacity)
         self._personas: dict[str, _Persona] = {}
         self._next_fact = 1
+        self._evicted_embs: dict[str, npt.NDArray[np.float32]] = {}
         self._next_agent_trait = 1
 
     # ------------------------------------------------------------------ profile
@@ -227,6 +229,12 @@ class LPMCore:
             rows.append(r)
         return rows
 
+    def take_evicted_embeddings(self) -> dict[str, npt.NDArray[np.float32]]:
+        """Embeddings of the facts and agent traits pushed out of their FIFOs since the last
+        call, by entry id (the archive keeps them for the cold tier)."""
+        out, self._evicted_embs = self._evicted_embs, {}
+        return out
+
     def apply(
         self,
         update: PersonaUpdate,
@@ -305,7 +313,9 @@ class LPMCore:
             entry = KBEntry(f"f{self._next_fact}", text.strip(), t, update.source_segment)
             self._next_fact += 1
             facts_added.append(entry)
-            facts_evicted.extend(self._kb.push(entry, emb))
+            for old, old_emb in self._kb.push(entry, emb):
+                facts_evicted.append(old)
+                self._evicted_embs[old.entry_id] = old_emb
 
         agent_added: list[KBEntry] = []
         agent_evicted: list[KBEntry] = []
@@ -319,7 +329,9 @@ class LPMCore:
             entry = KBEntry(f"a{self._next_agent_trait}", text.strip(), t, update.source_segment)
             self._next_agent_trait += 1
             agent_added.append(entry)
-            agent_evicted.extend(persona.traits.push(entry, emb))
+            for old, old_emb in persona.traits.push(entry, emb):
+                agent_evicted.append(old)
+                self._evicted_embs[old.entry_id] = old_emb
 
         return LPMEffects(
             facts_added=tuple(facts_added),

@@ -32,8 +32,8 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Iterable, Mapping
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
@@ -53,7 +53,11 @@ from memoryos_actors.messages import (
 )
 from memoryos_actors.scoring import f_score, heat, jaccard
 from memoryos_actors.tiers._ann import AnnIndex
-from memoryos_actors.tiers._lex import LexIndex, stem, terms
+from memoryos_actors.tiers._lex import CorpusStats, LexIndex, bm25_score, stem, terms
+from memoryos_actors.tiers.temporal import asks_about_past, supersedes, time_window
+
+if TYPE_CHECKING:
+    from memoryos_actors.store.cold import ColdCandidates, ColdItem
 
 __all__ = [
     "CANDIDATE_FACTOR",
@@ -63,6 +67,8 @@ __all__ = [
     "HYBRID_NEIGHBOR_WEIGHT",
     "HYBRID_SEGMENT_WEIGHT",
     "LEXICAL_CANDIDATES",
+    "SUPERSEDE_MARGIN",
+    "TIME_WINDOW_WEIGHT",
     "MIN_CANDIDATES",
     "SEGMENT_KEYWORD_LIMIT",
     "MTMCore",
@@ -96,6 +102,12 @@ HYBRID_SEGMENT_WEIGHT = 0.05
 
 HYBRID_NEIGHBOR_WEIGHT = 0.7
 """Hybrid mode: weight of the best base score of the turn just before or after."""
+
+TIME_WINDOW_WEIGHT = 0.3
+"""Hybrid mode: bonus of a page written in the time window the query names."""
+
+SUPERSEDE_MARGIN = 1e-3
+"""Hybrid mode: how far above a superseded page the newer page that changes it is put."""
 
 LEXICAL_CANDIDATES = 200
 """Hybrid mode: pages with the best BM25 scores added to the candidate pool."""
@@ -225,6 +237,7 @@ class MTMCore:
         self._next_segment = 1
         self._max_seq = 0
         self._user_id: str | None = None
+        self._evicted_embs: dict[int, npt.NDArray[np.float32]] = {}
 
     # ------------------------------------------------------------------ properties
 
@@ -306,7 +319,8 @@ class MTMCore:
     def _drop_segment(self, seg: _Segment) -> None:
         del self._segments[seg.segment_id]
         self._seg_index.remove(seg.number)
-        for page in seg.pages:
+        for page, emb in zip(seg.pages, seg.embs, strict=True):
+            self._evicted_embs[page.seq] = emb
             self._page_index.remove(page.seq)
             self._lex.remove(page.seq)
             self._page_segment.pop(page.seq, None)
@@ -402,7 +416,8 @@ class MTMCore:
         self._page_index.upsert(page.seq, emb)
         pushed_out: list[Page] = []
         while len(seg.pages) > self._config.segment_max_pages:
-            old, _ = seg.pop_oldest()
+            old, old_emb = seg.pop_oldest()
+            self._evicted_embs[old.seq] = old_emb
             self._page_index.remove(old.seq)
             self._lex.remove(old.seq)
             del self._page_segment[old.seq]
@@ -452,7 +467,18 @@ class MTMCore:
         if seg is None:
             return False
         self._drop_segment(seg)
+        for page in seg.pages:
+            self._evicted_embs.pop(page.seq, None)
         return True
+
+    def take_evicted_embeddings(self) -> dict[int, npt.NDArray[np.float32]]:
+        """Embeddings of the pages evicted since the last call, by seq (for the archive).
+
+        Pages removed by :meth:`discard_segment` / :meth:`discard_page` are not included
+        (they were archived before).
+        """
+        out, self._evicted_embs = self._evicted_embs, {}
+        return out
 
     def discard_page(self, seq: int) -> bool:
         """Remove one page without effects (it is archived already); see
@@ -489,6 +515,9 @@ class MTMCore:
         top_k: int | None = None,
         now: float | None = None,
         mode: str | None = None,
+        cold: ColdCandidates | None = None,
+        cold_pages: Callable[[Iterable[int]], Mapping[int, ColdItem]] | None = None,
+        query_text: str = "",
     ) -> MTMHits:
         """Find the pages most relevant to a query; mark the segments used as visited.
 
@@ -522,6 +551,19 @@ class MTMCore:
             top_k: pages returned (default ``config.top_k_pages``).
             now: time of the search, seconds (default: the clock).
             mode: ``"paper"`` or ``"hybrid"`` (default ``config.retrieval_mode``).
+            cold: hybrid mode only: lexical candidates from the cold tier (archived pages)
+                with its corpus statistics. They are scored with the hot pages under the
+                same formula (BM25 over the union of both corpora; no segment term, their
+                segment is gone) and returned with ``tier="archive"``. Ignored in
+                ``"paper"`` mode, which never reads the cold tier.
+            cold_pages: hybrid mode only: looks up archived pages by turn seq, so the turn
+                next to a candidate is scored even when it left MTM.
+            query_text: hybrid mode only: the query as asked, for time-aware ranking. A
+                time the query names (:func:`~memoryos_actors.tiers.temporal.time_window`,
+                relative to ``now``) adds :data:`TIME_WINDOW_WEIGHT` to pages written in
+                that window; and, unless the query asks about the past, a newer page that
+                states a change of what an older candidate said
+                (:func:`~memoryos_actors.tiers.temporal.supersedes`) is ranked just above it.
 
         Returns:
             Visited segments (best F_score first) and pages (best score first).
@@ -542,7 +584,8 @@ class MTMCore:
         if mode == "paper":
             visited, hits = self._search_paper(q, ranked, top_k)
         else:
-            visited, hits = self._search_hybrid(q, kw, ranked, top_k)
+            visited, hits = self._search_hybrid(q, kw, ranked, top_k, cold, cold_pages,
+                                                query_text, t)
 
         seg_hits: list[SegmentHit] = []
         for f, seg in sorted(visited, key=lambda fs: (-fs[0], fs[1].number)):
@@ -579,6 +622,10 @@ class MTMCore:
         kw: frozenset[str],
         ranked: list[tuple[float, _Segment]],
         top_k: int,
+        cold: ColdCandidates | None = None,
+        cold_pages: Callable[[Iterable[int]], Mapping[int, ColdItem]] | None = None,
+        query_text: str = "",
+        now: float | None = None,
     ) -> tuple[list[tuple[float, _Segment]], list[PageHit]]:
         if top_k <= 0:
             return [], []
@@ -590,9 +637,28 @@ class MTMCore:
         flat = self._page_index.candidates(q, max(CANDIDATE_FACTOR * top_k, MIN_CANDIDATES))
         for seq in flat:
             source.setdefault(seq, set()).add("dense")
-        bm25 = self._lex.scores(stem(k) for k in kw)
+        qt = [stem(k) for k in kw]
+        # One BM25 over hot and cold pages: idf and average length of the union.
+        extra = None
+        if cold is not None:
+            extra = CorpusStats(cold.n_docs, cold.total_len, dict(cold.df))
+        bm25 = self._lex.scores(qt, extra)
         for seq in sorted(bm25, key=lambda x: (-bm25[x], -x))[:LEXICAL_CANDIDATES]:
             source.setdefault(seq, set()).add("bm25")
+        archived: dict[int, ColdItem] = {}
+        n_all = len(self._lex)
+        avg = 1.0
+        df: dict[str, int] = {}
+        if cold is not None:
+            n_all = len(self._lex) + cold.n_docs
+            avg = (self._lex.total_len + cold.total_len) / n_all if n_all else 1.0
+            df = {t: self._lex.df(t) + cold.df_of(t) for t in set(qt)}
+            for item in cold.items:
+                if item.seq is None or item.seq in self._page_segment:
+                    continue
+                archived[item.seq] = item
+                bm25[item.seq] = bm25_score(item.terms, qt, n_all, avg, df)
+                source.setdefault(item.seq, set()).add("archive-bm25")
         if HYBRID_NEIGHBOR_WEIGHT > 0:
             # Score the turn before and after each candidate too: an answer often sits
             # next to the turn that shares the question's words.
@@ -600,42 +666,146 @@ class MTMCore:
                 for n in (seq - 1, seq + 1):
                     if n in self._page_segment and n not in source:
                         source[n] = {"neighbour"}
-        seqs = sorted(source)
-        cos = self._page_cos(q, seqs)
-        best_bm25 = max((bm25.get(x, 0.0) for x in seqs), default=0.0) or 1.0
+        best_bm25 = max((bm25.get(x, 0.0) for x in source), default=0.0) or 1.0
         parts: dict[int, tuple[float, float, float, float, float]] = {}
-        for i, seq in enumerate(seqs):
-            sid = self._page_segment[seq]
-            seg = self._segments[sid]
-            if sid not in seg_f:
-                seg_f[sid] = self._f(seg, q, kw)
-            page = seg.pages[_index_of(seg.pages, seq)]
-            lex = bm25.get(seq, 0.0) / best_bm25
-            j = jaccard(kw, page.keywords)
-            c = float(cos[i])
-            base = (HYBRID_LEXICAL_WEIGHT * lex + HYBRID_DENSE_WEIGHT * c
-                    + HYBRID_KEYWORD_WEIGHT * j + HYBRID_SEGMENT_WEIGHT * seg_f[sid])
-            parts[seq] = (base, lex, c, j, seg_f[sid])
+        self._score_parts(parts, sorted(source), q, kw, bm25, best_bm25, seg_f, archived)
+        if HYBRID_NEIGHBOR_WEIGHT > 0 and cold_pages is not None:
+            # Archived neighbours: fetched only around the strongest candidates (a
+            # neighbour matters when it, or the page beside it, can reach the top_k).
+            pool = sorted(parts, key=lambda x: -parts[x][0])[:max(5 * top_k, 50)]
+            wanted = {n for seq in pool for n in (seq - 1, seq + 1)
+                      if n > 0 and n not in parts and n not in self._page_segment}
+            fetched = cold_pages(wanted) if wanted else {}
+            fresh = []
+            for n, item in fetched.items():
+                if n in self._page_segment or n in parts:
+                    continue
+                archived[n] = item
+                bm25[n] = bm25_score(item.terms, qt, n_all, avg, df) if cold is not None else 0.0
+                source[n] = {"neighbour"}
+                fresh.append(n)
+            self._score_parts(parts, sorted(fresh), q, kw, bm25, best_bm25, seg_f, archived)
+        window = time_window(query_text, now) if query_text and now is not None else None
         scored: list[tuple[float, int, float, float, float, float, float]] = []
+        notes: dict[int, str] = {}
         for seq, (base, lex, c, j, f) in parts.items():
             near = max(parts[n][0] if n in parts else 0.0 for n in (seq - 1, seq + 1))
             score = base + HYBRID_NEIGHBOR_WEIGHT * near
+            if window is not None and window[0] <= self._cand_page(seq, archived).timestamp \
+                    < window[1]:
+                score += TIME_WINDOW_WEIGHT
+                notes[seq] = f" + {TIME_WINDOW_WEIGHT:g} in the time window the query names"
             scored.append((score, seq, lex, c, j, f, near))
         scored.sort(key=lambda s: (-s[0], -s[1]))
+        if query_text and not asks_about_past(query_text):
+            scored = self._supersede(scored, qt, archived, notes, top_k)
         hits: list[PageHit] = []
         visited: dict[str, tuple[float, _Segment]] = {}
         for score, seq, lex, c, j, f, near in scored[:top_k]:
+            terms_ = (f"{HYBRID_LEXICAL_WEIGHT:g}*bm25={lex:.2f} + {HYBRID_DENSE_WEIGHT:g}*cos={c:.2f}"
+                      f" + {HYBRID_KEYWORD_WEIGHT:g}*kw={j:.2f}{notes.get(seq, '')}")
+            via = "+".join(sorted(source[seq]))
+            if seq in archived:
+                item = archived[seq]
+                sid = item.segment_id or "archive"
+                why = (f"archive (archive record {item.archive_seq}, was in segment {sid}) via "
+                       f"{via}: {terms_} + {HYBRID_NEIGHBOR_WEIGHT:g}*neighbour={near:.2f}")
+                hits.append(PageHit(Page.from_dict(item.record), sid, score, why, "archive"))
+                continue
             sid = self._page_segment[seq]
             seg = self._segments[sid]
             page = seg.pages[_index_of(seg.pages, seq)]
-            why = (f"hybrid via {'+'.join(sorted(source[seq]))}: "
-                   f"{HYBRID_LEXICAL_WEIGHT:g}*bm25={lex:.2f} + {HYBRID_DENSE_WEIGHT:g}*cos={c:.2f}"
-                   f" + {HYBRID_KEYWORD_WEIGHT:g}*kw={j:.2f}"
+            why = (f"hybrid via {via}: {terms_}"
                    f" + {HYBRID_SEGMENT_WEIGHT:g}*segment {sid} F={f:.2f}"
                    f" + {HYBRID_NEIGHBOR_WEIGHT:g}*neighbour={near:.2f}")
             hits.append(PageHit(page, sid, score, why))
             visited.setdefault(sid, (f, seg))
         return list(visited.values()), hits
+
+    def _score_parts(
+        self,
+        parts: dict[int, tuple[float, float, float, float, float]],
+        seqs: list[int],
+        q: npt.NDArray[np.float32],
+        kw: frozenset[str],
+        bm25: Mapping[int, float],
+        best_bm25: float,
+        seg_f: dict[str, float],
+        archived: Mapping[int, ColdItem],
+    ) -> None:
+        """Base score ``(base, lex, cos, kw, F)`` of each of ``seqs`` into ``parts``."""
+        hot = [x for x in seqs if x not in archived]
+        cos_of: dict[int, float] = dict(zip(hot, (float(c) for c in self._page_cos(q, hot)),
+                                            strict=True))
+        cold = [x for x in seqs if x in archived]
+        if cold:
+            mat = np.zeros((len(cold), self._dim), dtype=np.float32)
+            for i, x in enumerate(cold):
+                emb = archived[x].embedding
+                if emb is not None and emb.shape == (self._dim,):
+                    mat[i] = emb
+            cos = np.clip(mat.astype(np.float64) @ q.astype(np.float64), -1.0, 1.0)
+            cos_of.update(zip(cold, (float(c) for c in cos), strict=True))
+        for seq in seqs:
+            if seq in archived:
+                # The segment is gone: no segment F_score term for an archived page.
+                f = 0.0
+                page_kw = archived[seq].keywords
+            else:
+                sid = self._page_segment[seq]
+                seg = self._segments[sid]
+                if sid not in seg_f:
+                    seg_f[sid] = self._f(seg, q, kw)
+                f = seg_f[sid]
+                page_kw = seg.pages[_index_of(seg.pages, seq)].keywords
+            lex = min(bm25.get(seq, 0.0) / best_bm25, 1.0)
+            j = jaccard(kw, page_kw)
+            c = cos_of[seq]
+            base = (HYBRID_LEXICAL_WEIGHT * lex + HYBRID_DENSE_WEIGHT * c
+                    + HYBRID_KEYWORD_WEIGHT * j + HYBRID_SEGMENT_WEIGHT * f)
+            parts[seq] = (base, lex, c, j, f)
+
+    def _cand_page(self, seq: int, archived: Mapping[int, ColdItem]) -> Page:
+        item = archived.get(seq)
+        if item is not None:
+            return Page.from_dict(item.record)
+        seg = self._segments[self._page_segment[seq]]
+        return seg.pages[_index_of(seg.pages, seq)]
+
+    def _supersede(
+        self,
+        scored: list[tuple[float, int, float, float, float, float, float]],
+        qt: list[str],
+        archived: Mapping[int, ColdItem],
+        notes: dict[int, str],
+        top_k: int,
+    ) -> list[tuple[float, int, float, float, float, float, float]]:
+        """Rank a newer page that states a change right above the older page it supersedes.
+
+        Only the best ``2·top_k`` candidates are compared (pairs: O(top_k²)).
+        """
+        head = scored[: 2 * top_k]
+        info = []
+        for entry in head:
+            page = self._cand_page(entry[1], archived)
+            info.append((page, terms(f"{page.query} {page.response}")))
+        changed = False
+        for i, (old_page, old_terms) in enumerate(info):
+            for k, (new_page, new_terms) in enumerate(info):
+                if k == i or head[k][0] > head[i][0]:
+                    continue
+                if supersedes(new_terms, new_page.timestamp,
+                              f"{new_page.query} {new_page.response}",
+                              old_terms, old_page.timestamp, qt):
+                    lifted = head[i][0] + SUPERSEDE_MARGIN
+                    head[k] = (lifted, *head[k][1:])
+                    notes[head[k][1]] = (notes.get(head[k][1], "")
+                                         + f"; supersedes {old_page.page_id} (newer, states a "
+                                         f"change), ranked above it")
+                    changed = True
+        if not changed:
+            return scored
+        return sorted(head, key=lambda s: (-s[0], -s[1])) + scored[2 * top_k:]
 
     # ------------------------------------------------------------------ inspection
 

@@ -463,3 +463,129 @@ def test_restored_core_loads_saved_graphs_and_searches_like_the_live_one() -> No
         a = live.search(q, (), top_m=5, top_k=10, now=500.0, mode="paper")
         b = restored.search(q, (), top_m=5, top_k=10, now=500.0, mode="paper")
         assert [h.page.page_id for h in a.pages] == [h.page.page_id for h in b.pages]
+
+
+# ----------------------------------------------------------------- cold tier
+
+
+def _cold_item(seq: int, text: str, emb: np.ndarray | None, sid: str = "s9"):
+    from memoryos_actors.store.cold import ColdItem
+    from memoryos_actors.tiers._lex import terms
+
+    page = Page.create("u", seq, text, "ok", 500.0 + seq)
+    return ColdItem(f"p{seq}", "page", seq, sid, page.timestamp, 7, text, frozenset(),
+                    tuple(terms(f"{text} ok")), emb, page.to_dict())
+
+
+def _cold(items, hot_docs: int = 0):
+    from memoryos_actors.store.cold import ColdCandidates
+
+    df: Counter[str] = Counter()
+    for it in items:
+        df.update(set(it.terms))
+    return ColdCandidates(tuple(items), len(items), sum(len(i.terms) for i in items),
+                          tuple(df.items()))
+
+
+def test_archived_candidates_are_ranked_with_hot_pages_and_marked_archive() -> None:
+    mtm = _core()
+    for seq in range(20, 25):
+        mtm.insert(Page.create("u", seq, f"ordinary chatter {seq}", "ok", float(seq)), e(seq % DIM))
+    cold = _cold([_cold_item(3, "my quokka is named zanzibar", e(0))])
+    hits = mtm.search(e(0), frozenset({"quokka", "named"}), mode="hybrid", cold=cold)
+    top = hits.pages[0]
+    assert (top.page.page_id, top.tier, top.segment_id) == ("p3", "archive", "s9")
+    assert "archive record 7" in top.why
+    assert all(h.tier == "mtm" for h in hits.pages[1:])
+    # Archived pages are not MTM's: no segment is visited for them.
+    assert all(s.segment.segment_id != "s9" for s in hits.segments)
+
+
+def test_the_turn_next_to_a_hot_hit_is_fetched_from_the_archive() -> None:
+    mtm = _core()
+    mtm.insert(Page.create("u", 5, "what is the quokka called", "guess", 5.0), e(1))
+    asked: list[set[int]] = []
+
+    def lookup(seqs):
+        asked.append(set(seqs))
+        return {4: _cold_item(4, "it is zanzibar", e(2))} if 4 in seqs else {}
+
+    hits = mtm.search(e(1), frozenset({"quokka"}), mode="hybrid", cold=_cold([]),
+                      cold_pages=lookup)
+    assert {4, 6} <= asked[0]
+    assert [(h.page.page_id, h.tier) for h in hits.pages] == [("p5", "mtm"), ("p4", "archive")]
+
+
+def test_paper_mode_ignores_the_cold_tier() -> None:
+    mtm = _core()
+    mtm.insert(_page(20), e(1))
+
+    def lookup(seqs):
+        raise AssertionError("paper mode must not read the cold tier")
+
+    cold = _cold([_cold_item(3, "my quokka is named zanzibar", e(0))])
+    hits = mtm.search(e(0), frozenset({"quokka"}), mode="paper", cold=cold, cold_pages=lookup)
+    assert [h.tier for h in hits.pages] == ["mtm"]
+
+
+def test_evicted_pages_hand_their_embeddings_to_the_archive() -> None:
+    mtm = _core(segment_max_pages=2, fscore_threshold=0.5)
+    effects = [mtm.insert(_page(i, {"a", "b"}), e(0)) for i in range(1, 4)]
+    assert [p.seq for p in effects[-1].evicted_pages] == [1]
+    embs = mtm.take_evicted_embeddings()
+    assert list(embs) == [1] and np.allclose(embs[1], e(0))
+    assert mtm.take_evicted_embeddings() == {}
+
+
+# ----------------------------------------------------------------- time-aware ranking
+
+
+def _says(seq: int, text: str, t: float) -> Page:
+    return Page.create("u", seq, text, "I see.", t)
+
+
+def test_a_newer_statement_of_a_change_ranks_above_the_one_it_supersedes() -> None:
+    mtm = _core()
+    mtm.insert(_says(1, "I live in Paris near the old canal", 1000.0), e(0))
+    mtm.insert(_says(2, "The weather was grey all week", 2000.0), e(1))
+    mtm.insert(_says(3, "I moved, now I live in Berlin", 3000.0), e(2))
+    query = "where do I live"
+    hits = mtm.search(e(0), frozenset({"live"}), mode="hybrid", query_text=query, now=4000.0)
+    ids = [h.page.page_id for h in hits.pages]
+    assert ids.index("p3") < ids.index("p1")
+    assert "supersedes p1" in hits.pages[ids.index("p3")].why
+
+
+def test_a_question_about_the_past_keeps_the_older_statement_first() -> None:
+    mtm = _core()
+    mtm.insert(_says(1, "I live in Paris near the old canal", 1000.0), e(0))
+    mtm.insert(_says(3, "I moved, now I live in Berlin", 3000.0), e(2))
+    hits = mtm.search(e(0), frozenset({"live"}), mode="hybrid",
+                      query_text="where did I live before", now=4000.0)
+    assert hits.pages[0].page.page_id == "p1"
+    assert all("supersedes" not in h.why for h in hits.pages)
+
+
+def test_a_newer_page_without_a_change_cue_supersedes_nothing() -> None:
+    mtm = _core()
+    mtm.insert(_says(1, "I live in Paris near the old canal", 1000.0), e(0))
+    mtm.insert(_says(3, "I live a quiet life", 3000.0), e(2))
+    hits = mtm.search(e(0), frozenset({"live"}), mode="hybrid", query_text="where do I live",
+                      now=4000.0)
+    assert hits.pages[0].page.page_id == "p1"
+
+
+def test_pages_in_the_time_window_a_query_names_rank_first() -> None:
+    day = 86_400.0
+    now = 100 * day
+    mtm = _core()
+    mtm.insert(_says(1, "We went hiking in the hills", now - 60 * day), e(0))
+    mtm.insert(_says(2, "We went hiking by the lake", now - 1 * day), e(0))
+    mtm.insert(_says(3, "We went hiking on the coast", now - 30 * day), e(0))
+    hits = mtm.search(e(0), frozenset({"hiking"}), mode="hybrid",
+                      query_text="where did we go hiking yesterday", now=now)
+    assert hits.pages[0].page.page_id == "p2"
+    assert "time window" in hits.pages[0].why
+    month = mtm.search(e(0), frozenset({"hiking"}), mode="hybrid",
+                       query_text="where did we go hiking a month ago", now=now)
+    assert month.pages[0].page.page_id == "p3"

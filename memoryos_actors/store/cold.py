@@ -1,0 +1,507 @@
+"""The cold tier's index: what left the hot tiers, searchable, derived from the archive.
+
+The archive (:mod:`~memoryos_actors.store.archive`) stays the source of truth. This module
+keeps beside it, in ``cold.db`` (SQLite, standard library), one row per archived *item*:
+
+* every page of an evicted segment and every page pushed out of a full segment
+  (``kind="page"``, ``item_id`` = page id), with its segment, time, keywords and embedding;
+* every KB fact and agent trait pushed out of LPM's FIFOs (``kind="fact"`` /
+  ``"agent_trait"``).
+
+Lexical side: an FTS5 table over each item's index terms (the same stemmed terms the hot
+tier's BM25 uses, :func:`~memoryos_actors.tiers._lex.terms`) finds candidates; a ``df`` table
+and the document count and total length let the caller score them with one BM25 over hot
+and cold documents together. Vector side: each row keeps its embedding as float16 bytes
+(half the size; cosine changes by < 1e-3 on unit vectors), read only for the candidates the
+lexical side found and their neighbouring turns. There is no vector index over the cold
+tier: an ANN graph must live in memory whole and grows with history, a memory-mapped matrix
+scan costs O(history) per query; both break "an active user's cold index costs bounded
+memory, independent of history". SQLite's page cache is bounded (``CACHE_KIB``) and a
+passive user's index is closed.
+
+Recovery: the database records the last archive sequence number it indexed. When it is
+opened it indexes whatever the archive holds beyond that (a crash between an archive
+append and the index update, an import that appended records); when the file is missing,
+unreadable, of another format or another user's, it is deleted and rebuilt from the
+archive. Any SQLite error while in use marks it damaged and triggers the same rebuild.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import sqlite3
+import threading
+from collections import Counter
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from memoryos_actors.errors import StorageError
+from memoryos_actors.store._framing import log
+
+__all__ = [
+    "CACHE_KIB",
+    "COLD_FILE",
+    "ColdCandidates",
+    "ColdIndex",
+    "ColdItem",
+    "bm25_idf",
+    "emb_to_f16",
+    "record_items",
+]
+
+COLD_FILE = "cold.db"
+"""File name of a user's cold index inside the user directory."""
+
+CACHE_KIB = 2048
+"""SQLite page cache per open cold index, KiB (bounds the index's memory)."""
+
+_FORMAT = 1
+
+
+@dataclass(frozen=True, slots=True)
+class ColdItem:
+    """One archived item as the cold index holds it.
+
+    ``seq`` is the page's turn seq (``None`` for facts and traits), ``timestamp`` seconds
+    since the epoch, ``archive_seq`` the archive record it came from, ``terms`` its index
+    terms (with repeats), ``embedding`` a float32 unit vector or ``None`` when the archive
+    record carried none, ``record`` the page or KB-entry dict as archived.
+    """
+
+    item_id: str
+    kind: str
+    seq: int | None
+    segment_id: str | None
+    timestamp: float
+    archive_seq: int
+    text: str
+    keywords: frozenset[str]
+    terms: tuple[str, ...]
+    embedding: npt.NDArray[np.float32] | None
+    raw_record: dict[str, Any] | bytes
+
+    @property
+    def record(self) -> dict[str, Any]:
+        """The page or KB-entry dict as archived."""
+        raw = self.raw_record
+        if isinstance(raw, bytes):
+            import msgpack
+
+            decoded: dict[str, Any] = msgpack.unpackb(raw, raw=False, strict_map_key=False)
+            return decoded
+        return raw
+
+
+@dataclass(frozen=True, slots=True)
+class ColdCandidates:
+    """Lexical candidates from the cold tier plus the statistics to score them with BM25.
+
+    ``n_docs`` and ``total_len`` cover every item indexed; ``df`` maps each query term to
+    the number of cold items containing it. ``items`` are best first by FTS5's own rank.
+    """
+
+    items: tuple[ColdItem, ...] = ()
+    n_docs: int = 0
+    total_len: int = 0
+    df: tuple[tuple[str, int], ...] = ()
+
+    def df_of(self, term: str) -> int:
+        """Cold document frequency of ``term`` (0 when it is not a query term)."""
+        for t, n in self.df:
+            if t == term:
+                return n
+        return 0
+
+
+def _page_text(page: dict[str, Any]) -> str:
+    return f"{page.get('query', '')} {page.get('response', '')}"
+
+
+def _emb_from(raw: Any) -> npt.NDArray[np.float32] | None:
+    if not isinstance(raw, (bytes, bytearray)) or not raw or len(raw) % 2:
+        return None
+    return np.frombuffer(bytes(raw), dtype="<f2").astype(np.float32)
+
+
+def emb_to_f16(emb: npt.ArrayLike) -> bytes:
+    """An embedding as the little-endian float16 bytes archive records carry."""
+    return np.asarray(emb, dtype=np.float32).astype("<f2").tobytes()
+
+
+def record_items(seq: int, record: dict[str, Any]) -> Iterator[ColdItem]:
+    """The items an archive record holds (nothing for record kinds the cold tier ignores).
+
+    Record shapes (written by the MTM and LPM actors): ``{"t": "segment", "segment": {...,
+    "pages": [...]}, "embs": {page seq: f16 bytes}}``, ``{"t": "page", "page": {...},
+    "segment_id": ..., "emb": f16 bytes}``, ``{"t": "fact" | "agent_trait", "entry": {...},
+    "assistant": ..., "emb": f16 bytes}``. Older records without embeddings are indexed
+    lexically only.
+    """
+    from memoryos_actors.tiers._lex import terms
+
+    kind = record.get("t")
+    if kind == "segment":
+        seg = record.get("segment") or {}
+        sid = str(seg.get("segment_id") or "") or None
+        embs = record.get("embs") or {}
+        for page in seg.get("pages") or ():
+            pseq = int(page["seq"])
+            text = _page_text(page)
+            yield ColdItem(
+                item_id=str(page.get("page_id") or f"p{pseq}"), kind="page", seq=pseq,
+                segment_id=sid, timestamp=float(page.get("timestamp", 0.0)),
+                archive_seq=seq, text=text,
+                keywords=frozenset(str(k) for k in page.get("keywords") or ()),
+                terms=tuple(terms(text)),
+                embedding=_emb_from(embs.get(pseq, embs.get(str(pseq)))),
+                raw_record=page,
+            )
+    elif kind == "page":
+        page = record.get("page") or {}
+        pseq = int(page["seq"])
+        text = _page_text(page)
+        sid = record.get("segment_id")
+        yield ColdItem(
+            item_id=str(page.get("page_id") or f"p{pseq}"), kind="page", seq=pseq,
+            segment_id=str(sid) if sid else None, timestamp=float(page.get("timestamp", 0.0)),
+            archive_seq=seq, text=text,
+            keywords=frozenset(str(k) for k in page.get("keywords") or ()),
+            terms=tuple(terms(text)), embedding=_emb_from(record.get("emb")), raw_record=page,
+        )
+    elif kind in ("fact", "agent_trait"):
+        entry = record.get("entry") or {}
+        text = str(entry.get("text", ""))
+        src = entry.get("source_segment")
+        yield ColdItem(
+            item_id=f"{kind}:{record.get('assistant', '')}:{entry.get('entry_id', seq)}",
+            kind=kind, seq=None, segment_id=str(src) if src else None,
+            timestamp=float(entry.get("timestamp", 0.0)), archive_seq=seq, text=text,
+            keywords=frozenset(), terms=tuple(terms(text)),
+            embedding=_emb_from(record.get("emb")),
+            raw_record={**entry, "assistant": record.get("assistant", "")},
+        )
+
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS items (
+    id INTEGER PRIMARY KEY,
+    item_id TEXT NOT NULL UNIQUE,
+    kind TEXT NOT NULL,
+    seq INTEGER,
+    segment_id TEXT,
+    ts REAL NOT NULL,
+    archive_seq INTEGER NOT NULL,
+    text TEXT NOT NULL,
+    keywords TEXT NOT NULL,
+    terms TEXT NOT NULL,
+    emb BLOB,
+    record BLOB NOT NULL
+);
+CREATE INDEX IF NOT EXISTS items_seq ON items(seq);
+CREATE TABLE IF NOT EXISTS df (term TEXT PRIMARY KEY, n INTEGER NOT NULL) WITHOUT ROWID;
+CREATE VIRTUAL TABLE IF NOT EXISTS fts USING fts5(
+    terms, content='', tokenize='unicode61 remove_diacritics 0'
+);
+"""
+
+_COLUMNS = "item_id, kind, seq, segment_id, ts, archive_seq, text, keywords, terms, emb, record"
+
+
+class _Damaged(Exception):
+    pass
+
+
+class ColdIndex:
+    """The cold index of one user at ``path``, kept in step with ``archive``; thread-safe.
+
+    Nothing is opened until first use (:meth:`add`, :meth:`search`, ...), so a user whose
+    hot tiers never evicted anything has no index file. ``user_id`` is recorded in the file
+    and checked on open (a file of another user is rebuilt).
+    """
+
+    def __init__(self, path: str | os.PathLike[str], archive: Any, user_id: str) -> None:
+        self.path = Path(path)
+        self.archive = archive
+        self.user_id = user_id
+        self._db: sqlite3.Connection | None = None
+        self._lock = threading.RLock()
+        self._indexed = 0
+        self._n_docs = 0
+        self._total_len = 0
+        self.rebuilds = 0
+
+    # -- opening, rebuilding -------------------------------------------------------------
+
+    def _connect(self) -> sqlite3.Connection:
+        db = sqlite3.connect(str(self.path), check_same_thread=False, isolation_level=None)
+        db.execute(f"PRAGMA cache_size=-{CACHE_KIB}")
+        # Derived data: losing the last transactions in a machine crash only means
+        # re-indexing the archive's tail on the next open.
+        db.execute("PRAGMA synchronous=OFF")
+        return db
+
+    def _open(self) -> sqlite3.Connection:
+        if self._db is not None:
+            return self._db
+        fresh = not self.path.exists()
+        try:
+            db = self._connect()
+            try:
+                self._load_meta(db, fresh)
+            except BaseException:
+                db.close()
+                raise
+        except (sqlite3.DatabaseError, _Damaged) as exc:
+            if not fresh:
+                log.warning("cold_index_rebuilt", path=str(self.path), reason=str(exc))
+            self._delete_files()
+            self.rebuilds += 0 if fresh else 1
+            db = self._connect()
+            self._load_meta(db, True)
+        self._db = db
+        self._catch_up()
+        return db
+
+    def _load_meta(self, db: sqlite3.Connection, fresh: bool) -> None:
+        if fresh:
+            # Schema and meta in one transaction: a kill in between leaves no half-made file.
+            db.execute("BEGIN")
+            for statement in _SCHEMA.split(";"):
+                if statement.strip():
+                    db.execute(statement)
+            db.executemany(
+                "INSERT OR REPLACE INTO meta VALUES (?, ?)",
+                [("format", _FORMAT), ("user_id", self.user_id), ("archive_seq", 0),
+                 ("n_docs", 0), ("total_len", 0)],
+            )
+            db.execute("COMMIT")
+        meta = dict(db.execute("SELECT key, value FROM meta").fetchall())
+        if meta.get("format") != _FORMAT:
+            raise _Damaged(f"format {meta.get('format')!r}, expected {_FORMAT}")
+        if meta.get("user_id") != self.user_id:
+            raise _Damaged(f"belongs to user {meta.get('user_id')!r}")
+        try:
+            self._indexed = int(meta["archive_seq"])
+            self._n_docs = int(meta["n_docs"])
+            self._total_len = int(meta["total_len"])
+        except (KeyError, TypeError, ValueError) as exc:
+            raise _Damaged(f"meta incomplete: {exc!r}") from None
+        last = self._archive_last()
+        if self._indexed > last:
+            raise _Damaged(f"indexed archive seq {self._indexed} beyond archive end {last}")
+
+    def _archive_last(self) -> int:
+        log_ = getattr(self.archive, "_log", None)
+        return int(log_.last_seq) if log_ is not None else 0
+
+    def _delete_files(self) -> None:
+        for suffix in ("", "-wal", "-shm", "-journal"):
+            with contextlib.suppress(FileNotFoundError):
+                Path(str(self.path) + suffix).unlink()
+
+    def _catch_up(self) -> None:
+        if self._archive_last() <= self._indexed:
+            return
+        batch: list[tuple[int, dict[str, Any]]] = []
+        for seq, rec in self.archive.iter(after_seq=self._indexed):
+            batch.append((seq, rec))
+            if len(batch) >= 512:
+                self._add_batch(batch)
+                batch = []
+        if batch:
+            self._add_batch(batch)
+
+    def _guard(self, fn: Any, *args: Any) -> Any:
+        """Run ``fn`` on the open database; rebuild from the archive once if it is damaged."""
+        with self._lock:
+            try:
+                self._open()
+                return fn(*args)
+            except sqlite3.DatabaseError as exc:
+                log.warning("cold_index_rebuilt", path=str(self.path), reason=str(exc))
+                self._drop_connection()
+                self._delete_files()
+                self.rebuilds += 1
+                try:
+                    self._open()
+                    return fn(*args)
+                except sqlite3.DatabaseError as exc2:
+                    raise StorageError(f"{self.path}: cold index unusable: {exc2}") from exc2
+
+    def _drop_connection(self) -> None:
+        if self._db is not None:
+            with contextlib.suppress(sqlite3.Error):
+                self._db.close()
+            self._db = None
+
+    def rebuild(self) -> int:
+        """Delete the index and build it again from the archive; return the items indexed."""
+        with self._lock:
+            self._drop_connection()
+            self._delete_files()
+            self.rebuilds += 1
+            self._open()
+            return self._n_docs
+
+    # -- writing -------------------------------------------------------------------------
+
+    def add(self, seq: int, record: dict[str, Any]) -> None:
+        """Index archive record ``seq`` (call after appending it; older seqs are ignored)."""
+        self._guard(self._add_batch, [(seq, record)])
+
+    def _add_batch(self, batch: list[tuple[int, dict[str, Any]]]) -> None:
+        import msgpack
+
+        db = self._db
+        assert db is not None
+        fresh = [(s, r) for s, r in batch if s > self._indexed]
+        if not fresh:
+            return
+        # The archive may be ahead of the index (a record appended while it was closed):
+        # index the gap first so archive order is kept.
+        if fresh[0][0] > self._indexed + 1 and self._archive_last() >= fresh[0][0]:
+            gap = [(s, r) for s, r in self.archive.iter(after_seq=self._indexed)
+                   if s < fresh[0][0]]
+            fresh = gap + fresh
+        n_docs, total_len = self._n_docs, self._total_len
+        df: Counter[str] = Counter()
+        db.execute("BEGIN")
+        try:
+            for seq, rec in fresh:
+                for item in record_items(seq, rec):
+                    emb = None if item.embedding is None else item.embedding.astype("<f2").tobytes()
+                    cur = db.execute(
+                        f"INSERT OR IGNORE INTO items ({_COLUMNS}) VALUES "
+                        "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                        (item.item_id, item.kind, item.seq, item.segment_id, item.timestamp,
+                         item.archive_seq, item.text, " ".join(sorted(item.keywords)),
+                         " ".join(item.terms), emb,
+                         msgpack.packb(item.record, use_bin_type=True)),
+                    )
+                    if cur.rowcount != 1:
+                        continue  # already indexed (an item archived twice)
+                    db.execute("INSERT INTO fts (rowid, terms) VALUES (?, ?)",
+                               (cur.lastrowid, " ".join(item.terms)))
+                    n_docs += 1
+                    total_len += len(item.terms)
+                    df.update(set(item.terms))
+            db.executemany(
+                "INSERT INTO df VALUES (?, ?) ON CONFLICT(term) DO UPDATE SET n = n + excluded.n",
+                df.items(),
+            )
+            last = fresh[-1][0]
+            db.executemany("UPDATE meta SET value = ? WHERE key = ?",
+                           [(last, "archive_seq"), (n_docs, "n_docs"),
+                            (total_len, "total_len")])
+            db.execute("COMMIT")
+        except BaseException:
+            with contextlib.suppress(sqlite3.Error):
+                db.execute("ROLLBACK")
+            raise
+        self._indexed, self._n_docs, self._total_len = last, n_docs, total_len
+
+    # -- reading -------------------------------------------------------------------------
+
+    def __len__(self) -> int:
+        """Items indexed (opens the index)."""
+        return int(self._guard(lambda: self._n_docs))
+
+    @property
+    def is_open(self) -> bool:
+        """Whether the database is open (a passive user's index is not)."""
+        return self._db is not None
+
+    def search(self, query_terms: Iterable[str], limit: int = 200,
+               kinds: tuple[str, ...] = ("page",)) -> ColdCandidates:
+        """The ``limit`` items of ``kinds`` that FTS5 ranks best for ``query_terms``.
+
+        An empty archive answers without creating an index file.
+        """
+        qt = sorted({t for t in query_terms if t})
+        if not qt or limit <= 0 or (self._db is None and self._archive_last() == 0):
+            return ColdCandidates(n_docs=self._n_docs, total_len=self._total_len)
+        return self._guard(self._search, qt, limit, kinds)
+
+    def _search(self, qt: list[str], limit: int, kinds: tuple[str, ...]) -> ColdCandidates:
+        self._catch_up()
+        db = self._db
+        assert db is not None
+        match = " OR ".join('"' + t.replace('"', '""') + '"' for t in qt)
+        marks = ",".join("?" for _ in kinds)
+        rows = db.execute(
+            f"SELECT {_COLUMNS} FROM items JOIN "
+            "(SELECT rowid, rank FROM fts WHERE fts MATCH ? ORDER BY rank LIMIT ?) AS hit "
+            f"ON items.id = hit.rowid WHERE items.kind IN ({marks}) ORDER BY hit.rank",
+            (match, limit * (1 if kinds == ("page",) else 2), *kinds),
+        ).fetchall()
+        df_rows = db.execute(
+            f"SELECT term, n FROM df WHERE term IN ({','.join('?' for _ in qt)})", qt
+        ).fetchall()
+        return ColdCandidates(
+            items=tuple(_row_item(r) for r in rows[:limit]),
+            n_docs=self._n_docs, total_len=self._total_len,
+            df=tuple((str(t), int(n)) for t, n in df_rows),
+        )
+
+    def pages_by_seq(self, seqs: Iterable[int]) -> dict[int, ColdItem]:
+        """The archived pages among turn ``seqs``, by seq (used for neighbouring turns)."""
+        wanted = sorted({int(s) for s in seqs})
+        if not wanted or (self._db is None and self._archive_last() == 0):
+            return {}
+        return self._guard(self._pages_by_seq, wanted)
+
+    def _pages_by_seq(self, wanted: list[int]) -> dict[int, ColdItem]:
+        db = self._db
+        assert db is not None
+        out: dict[int, ColdItem] = {}
+        for i in range(0, len(wanted), 500):
+            chunk = wanted[i:i + 500]
+            rows = db.execute(
+                f"SELECT {_COLUMNS} FROM items WHERE kind = 'page' AND seq IN "
+                f"({','.join('?' for _ in chunk)})", chunk,
+            ).fetchall()
+            for r in rows:
+                item = _row_item(r)
+                out[int(item.seq)] = item  # type: ignore[arg-type]
+        return out
+
+    def item_ids(self) -> set[str]:
+        """Ids of every indexed item (for tests and inspection; O(items))."""
+        return self._guard(lambda: {r[0] for r in self._db.execute("SELECT item_id FROM items")})
+
+    def contains(self, item_id: str) -> bool:
+        """Whether ``item_id`` is indexed."""
+        if self._db is None and self._archive_last() == 0:
+            return False
+        return bool(self._guard(lambda: self._db.execute(
+            "SELECT 1 FROM items WHERE item_id = ?", (item_id,)).fetchone()))
+
+    def close(self) -> None:
+        """Close the database (the file stays); idempotent."""
+        with self._lock:
+            self._drop_connection()
+
+
+def _row_item(r: tuple[Any, ...]) -> ColdItem:
+    item_id, kind, seq, sid, ts, aseq, text, kws, terms_, emb, rec = r
+    return ColdItem(
+        item_id=item_id, kind=kind, seq=None if seq is None else int(seq), segment_id=sid,
+        timestamp=float(ts), archive_seq=int(aseq), text=text,
+        keywords=frozenset(kws.split()) if kws else frozenset(),
+        terms=tuple(terms_.split()) if terms_ else (),
+        embedding=None if emb is None else np.frombuffer(emb, dtype="<f2").astype(np.float32),
+        raw_record=bytes(rec),
+    )
+
+
+def bm25_idf(n_docs: int, df: int) -> float:
+    """Okapi BM25 idf with the +1 inside the log (never negative)."""
+    return math.log(1.0 + (n_docs - df + 0.5) / (df + 0.5))

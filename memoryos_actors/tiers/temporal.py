@@ -1,0 +1,139 @@
+"""Time-aware ranking helpers: time windows named in a query, and superseded statements.
+
+Pure functions (no clock, no I/O) used by hybrid retrieval:
+
+* :func:`time_window` reads a time reference in a query ("yesterday", "last week",
+  "3 months ago", "in May 2023", "in 2022") as a ``[start, end)`` window of epoch seconds,
+  relative to the time of the question. Pages written inside the window get a bonus.
+* :func:`supersedes` decides whether a newer page states a change of something an older
+  page stated ("I moved to Berlin" after "I live in Paris"): both must match the same query
+  terms, and the newer one must carry a change cue. The newer page is then ranked above the
+  older one, unless the query asks about the past ("where did I live before?").
+"""
+
+from __future__ import annotations
+
+import calendar
+import datetime as _dt
+import re
+from collections.abc import Iterable
+
+from memoryos_actors.text import tokenize
+
+__all__ = [
+    "CHANGE_CUES",
+    "PAST_CUES",
+    "asks_about_past",
+    "has_change_cue",
+    "supersedes",
+    "time_window",
+]
+
+_DAY = 86_400.0
+
+CHANGE_CUES: frozenset[str] = frozenset({
+    "moved", "move", "moving", "relocated", "now", "new", "newly", "changed", "switched",
+    "started", "starting", "joined", "became", "anymore", "longer", "quit", "left",
+    "promoted", "hired", "married", "divorced", "engaged", "renamed", "instead", "currently",
+})
+"""Words that mark a statement as a change of an earlier state."""
+
+PAST_CUES: frozenset[str] = frozenset({
+    "before", "previous", "previously", "used", "former", "formerly", "originally", "old",
+    "first", "earlier", "past", "was", "were", "did",
+})
+"""Words that make a query ask about an earlier state, so nothing is superseded."""
+
+_MONTHS = {name.lower(): i for i, name in enumerate(calendar.month_name) if name}
+_MONTHS.update({name.lower(): i for i, name in enumerate(calendar.month_abbr) if name})
+_UNITS = {"day": 1.0, "days": 1.0, "week": 7.0, "weeks": 7.0, "month": 30.0, "months": 30.0,
+          "year": 365.0, "years": 365.0}
+_NUMBERS = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6,
+            "seven": 7, "eight": 8, "nine": 9, "ten": 10, "few": 3, "couple": 2}
+_AGO = re.compile(r"\b(\d+|a|an|one|two|three|four|five|six|seven|eight|nine|ten|few|couple)"
+                  r"(?: of)? (day|days|week|weeks|month|months|year|years) ago\b")
+_LAST = re.compile(r"\b(?:last|past|previous) (day|week|weekend|month|year)\b")
+_MONTH_YEAR = re.compile(r"\b(" + "|".join(sorted(_MONTHS, key=len, reverse=True))
+                         + r")\.?,? (\d{4})\b")
+_YEAR = re.compile(r"\b(?:in|during|of) (\d{4})\b")
+
+
+def _month_window(year: int, month: int) -> tuple[float, float]:
+    start = _dt.datetime(year, month, 1, tzinfo=_dt.UTC)
+    end = _dt.datetime(year + (month == 12), month % 12 + 1, 1, tzinfo=_dt.UTC)
+    return start.timestamp(), end.timestamp()
+
+
+def time_window(query: str, now: float) -> tuple[float, float] | None:
+    """The ``[start, end)`` window (epoch seconds, UTC) a query's time reference names.
+
+    ``now`` is when the question is asked (seconds). Recognised, first match wins:
+    "N units ago" (a window of one unit around that point, units day/week/month/year, with
+    month = 30 days and year = 365 days), "yesterday", "today", "last/past week|month|year"
+    (the span up to now), "<Month> <year>" and "in <year>" (calendar periods). Returns
+    ``None`` when the query names no time.
+    """
+    q = query.lower()
+    m = _AGO.search(q)
+    if m:
+        n = int(m.group(1)) if m.group(1).isdigit() else _NUMBERS[m.group(1)]
+        unit = _UNITS[m.group(2)] * _DAY
+        centre = now - n * unit
+        return centre - unit / 2 - _DAY, centre + unit / 2 + _DAY
+    words = set(tokenize(q))
+    if "yesterday" in words:
+        return now - 2 * _DAY, now
+    if "today" in words or "tonight" in words:
+        return now - _DAY, now + 1.0
+    m = _LAST.search(q)
+    if m:
+        span = {"day": 1.0, "week": 7.0, "weekend": 7.0, "month": 31.0, "year": 366.0}[m.group(1)]
+        return now - span * _DAY, now + 1.0
+    m = _MONTH_YEAR.search(q)
+    if m:
+        year = int(m.group(2))
+        if 1900 <= year <= 2200:
+            return _month_window(year, _MONTHS[m.group(1)])
+    m = _YEAR.search(q)
+    if m:
+        year = int(m.group(1))
+        if 1900 <= year <= 2200:
+            start = _dt.datetime(year, 1, 1, tzinfo=_dt.UTC).timestamp()
+            end = _dt.datetime(year + 1, 1, 1, tzinfo=_dt.UTC).timestamp()
+            return start, end
+    return None
+
+
+def asks_about_past(query: str) -> bool:
+    """Whether the query asks about an earlier state ("where did I live before?")."""
+    return not PAST_CUES.isdisjoint(tokenize(query.lower()))
+
+
+def has_change_cue(text: str) -> bool:
+    """Whether a statement reads as a change ("I moved to Berlin", "my new job")."""
+    return not CHANGE_CUES.isdisjoint(tokenize(text.lower()))
+
+
+def supersedes(
+    newer_terms: Iterable[str],
+    newer_time: float,
+    newer_text: str,
+    older_terms: Iterable[str],
+    older_time: float,
+    query_terms: Iterable[str],
+) -> bool:
+    """Whether the newer page states a change of what the older page stated.
+
+    True when the newer page is strictly later, matches every query term the older one
+    matches (at least one), and carries a change cue (:data:`CHANGE_CUES`). Terms are the
+    stemmed index terms of :func:`~memoryos_actors.tiers._lex.terms`.
+    """
+    if newer_time <= older_time:
+        return False
+    q = set(query_terms)
+    old_hit = q.intersection(older_terms)
+    if not old_hit:
+        return False
+    if not old_hit <= q.intersection(newer_terms):
+        return False
+    return has_change_cue(newer_text)
