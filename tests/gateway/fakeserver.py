@@ -170,6 +170,8 @@ class _Server(ThreadingHTTPServer):
     # Non-daemon handler threads are tracked, so server_close() joins them: nothing leaks.
     daemon_threads = False
     block_on_close = True
+    # Benches open 100+ connections at once; the default listen backlog (5) would reset them.
+    request_queue_size = 512
     state: _State
     embed_dim: int
     default_action: Action
