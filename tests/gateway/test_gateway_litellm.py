@@ -90,7 +90,7 @@ def test_fenced_and_sloppy_json_is_repaired(llm_service: Make, server: FakeOpenA
 def test_malformed_answers_are_retried_then_fall_back_never_returned_raw(
     llm_service: Make, server: FakeOpenAIServer
 ) -> None:
-    svc = llm_service(llm_max_retries=1)
+    svc = llm_service(llm_validation_retries=1)
     server.script_chat(Action(content='{"reply": 42}'), Action(content="I cannot comply."))
     c = svc.complete("chat_reply", chat_payload(1))
     assert c.degraded and c.backend == OFFLINE
