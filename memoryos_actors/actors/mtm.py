@@ -148,9 +148,10 @@ class MTMActor(SupervisedActor):
             for timer in self.summary_timers.values():
                 timer.cancel()
             self.summary_timers.clear()
-            for seg_id in list(self.unsummarised):
+            owed = list(self.unsummarised)
+            for seg_id in owed:
                 self._request_summary(seg_id)
-            return None
+            return len(owed)
         if isinstance(message, HeatTick):
             self._apply(self.core.tick(self.env.clock.now()))
             return None
