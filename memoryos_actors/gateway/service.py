@@ -321,6 +321,8 @@ class GatewayService:
                 api_base=cfg(config, "llm_base_url", None),
                 api_key_env=cfg(config, "llm_api_key_env", None),
                 timeout=float(cfg(config, "llm_timeout_seconds", 30.0)),
+                client=str(cfg(config, "llm_client", "auto")),
+                json_mode=str(cfg(config, "llm_json_mode", "auto")),
             )
         raise ConfigError(f"llm_backend must be 'offline' or 'litellm', got {kind!r}")
 

@@ -69,6 +69,10 @@ class _State:
     embed_requests: int = 0
     embed_batch_sizes: list[int] = field(default_factory=list)
     kinds: list[str] = field(default_factory=list)
+    #: Every chat request body, in arrival order (prompts, response_format, ...).
+    bodies: list[dict[str, Any]] = field(default_factory=list)
+    #: When True, a chat request asking for ``response_format`` gets a 400 naming it.
+    reject_json_mode: bool = False
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
@@ -85,6 +89,12 @@ class _Handler(BaseHTTPRequestHandler):
         if self.path.rstrip("/").endswith("/chat/completions"):
             with st.lock:
                 st.chat_requests += 1
+                st.bodies.append(body)
+                if st.reject_json_mode and "response_format" in body:
+                    action = Action(status=400)
+                    self._send(400, {"error": {"message": "response_format is not supported",
+                                               "type": "invalid_request_error"}})
+                    return
                 action = st.chat.popleft() if st.chat else self.server.default_action
             self._act(action, lambda: self._chat_body(body, action))
         elif self.path.rstrip("/").endswith("/embeddings"):
