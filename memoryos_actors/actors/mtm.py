@@ -79,6 +79,9 @@ class MTMActor(SupervisedActor):
         #: Seqs of the pages the archive held when this incarnation started: never inserted
         #: or archived again (pages archived from then on are new by definition).
         self.archived: set[int] = set()
+        #: Promoted segments whose persona update is not asked for yet, oldest first.
+        self.persona_queue: list[Any] = []
+        self.persona_armed = False
         self.counters = {"inserted": 0, "evicted_segments": 0, "evicted_pages": 0, "promoted": 0}
 
     # -- lifecycle -----------------------------------------------------------------------
@@ -139,6 +142,16 @@ class MTMActor(SupervisedActor):
                 str(data.get("summary", "")),
                 frozenset(str(k) for k in data.get("keywords", ())),
             )
+            return None
+        if isinstance(message, _AskPersona):
+            self.persona_armed = False
+            queued, self.persona_queue = self.persona_queue, []
+            by_assistant: dict[str, list[Any]] = {}
+            for segment in queued:
+                aid = segment.pages[-1].assistant_id if segment.pages else "default"
+                by_assistant.setdefault(aid, []).append(segment)
+            for segments in by_assistant.values():
+                self._request_persona(segments)
             return None
         if isinstance(message, RefreshSummary):
             self.summary_timers.pop(message.segment_id, None)
@@ -219,7 +232,12 @@ class MTMActor(SupervisedActor):
         for segment in effects.promoted:
             self.counters["promoted"] += 1
             metrics.inc("promoted_segments")
-            self._request_persona(segment)
+            self.persona_queue.append(segment)
+        if self.persona_queue and not self.persona_armed:
+            # Ask once the messages already in the mailbox are handled: promotions from a
+            # burst of inserts share one persona_update call.
+            self.persona_armed = True
+            self.actor_ref.tell(_AskPersona())
         for segment in effects.evicted_segments:
             self.unsummarised.pop(segment.segment_id, None)
         # A summary is asked for once a segment has gathered `summary_every_pages` new
@@ -250,18 +268,30 @@ class MTMActor(SupervisedActor):
             slot,
         )
 
-    def _request_persona(self, segment: Any) -> None:
+    def _request_persona(self, segments: list[Any]) -> None:
+        """One persona_update call for promoted segments of one assistant, in order.
+
+        The answer goes to LPM tagged ``"<segment ids joined by +>|<assistant>"``.
+        """
         env = self.env
         slot = env.gateway.reserve(env.config.overload_timeout_seconds)
-        pages = [{"query": p.query, "response": p.response} for p in segment.pages]
-        assistant = segment.pages[-1].assistant_id if segment.pages else "default"
+        pages = [{"query": p.query, "response": p.response}
+                 for segment in segments for p in segment.pages]
+        last = segments[-1]
+        assistant = last.pages[-1].assistant_id if last.pages else "default"
         env.gateway.submit(
             CompletionJob(
                 kind="persona_update",
                 payload={"pages": pages},
                 user_id=env.user_id,
                 reply_to=env.lpm_name,
-                tag=f"{segment.segment_id}|{assistant}",
+                tag=f"{'+'.join(s.segment_id for s in segments)}|{assistant}",
             ),
             slot,
         )
+
+
+class _AskPersona:
+    """Self-message: ask for the persona updates of the segments promoted so far. Private."""
+
+    __slots__ = ()

@@ -46,7 +46,13 @@ from memoryos_actors.gateway.base import BackendResult, Completion, Embedder, Pr
 from memoryos_actors.gateway.cache import LRUCache, content_key
 from memoryos_actors.gateway.embedders import HashingEmbedder, make_embedder
 from memoryos_actors.gateway.offline import OfflineBackend
-from memoryos_actors.gateway.prompts import PROMPTS, validate_payload
+from memoryos_actors.gateway.prompts import (
+    PROMPTS,
+    MalformedOutput,
+    check_answer,
+    validate_output,
+    validate_payload,
+)
 from memoryos_actors.gateway.resilience import (
     AsyncConcurrencyLimiter,
     CircuitBreaker,
@@ -486,13 +492,15 @@ class GatewayService:
             elif hasattr(backend, "call"):
                 result = await self._in_thread(backend.call, kind, payload)
             else:  # a plain LLMBackend: validate its answer ourselves
-                from memoryos_actors.gateway.prompts import MalformedOutput, validate_output
-
                 answer = await self._in_thread(backend.complete, kind, payload)
                 try:
                     result = BackendResult(validate_output(kind, answer))
                 except MalformedOutput as exc:
                     raise ProviderCallError(str(exc), category="malformed") from None
+        try:
+            check_answer(kind, payload, result.data)
+        except MalformedOutput as exc:
+            raise ProviderCallError(str(exc), category="malformed") from None
         self._rate.settle(estimate, result.prompt_tokens + result.completion_tokens)
         return result
 
