@@ -221,6 +221,7 @@ class LiteLLMBackend:
         self._json_ok: bool | None = {"on": True, "off": False}.get(json_mode)
         self._session: Any = None
         self._price: tuple[float, float] | None = None
+        self._price_lookup: Any = None
 
     @property
     def client_path(self) -> str:
@@ -373,21 +374,34 @@ class LiteLLMBackend:
         prompt_tokens = int(usage.get("prompt_tokens") or 0)
         completion_tokens = int(usage.get("completion_tokens") or 0)
         if self._price is None:
-            self._price = await asyncio.get_running_loop().run_in_executor(None, self._lookup_price)
+            if self._price_lookup is None:  # one lookup, shared by concurrent first calls
+                self._price_lookup = asyncio.get_running_loop().run_in_executor(
+                    None, self._lookup_price)
+            self._price = await self._price_lookup
         cost = prompt_tokens * self._price[0] + completion_tokens * self._price[1]
         return BackendResult(data, prompt_tokens, completion_tokens, cost)
 
     def _lookup_price(self) -> tuple[float, float]:
-        """USD per prompt and per completion token from litellm's bundled price map."""
+        """USD per prompt and per completion token, from litellm's bundled price map.
+
+        The map is read as the JSON file litellm ships (tens of milliseconds), not by
+        importing litellm (seconds): the plain HTTP path never imports litellm.
+        """
+        import importlib.util
+
         try:
-            litellm = import_litellm()
-            entry = litellm.model_cost.get(self.model) or litellm.model_cost.get(
-                self.model.split("/", 1)[-1]
-            ) or {}
+            spec = importlib.util.find_spec("litellm")
+            if spec is None or spec.origin is None:
+                return (0.0, 0.0)
+            path = os.path.join(os.path.dirname(spec.origin),
+                                "model_prices_and_context_window_backup.json")
+            with open(path, encoding="utf-8") as fh:
+                prices = json.load(fh)
+            entry = prices.get(self.model) or prices.get(self.model.split("/", 1)[-1]) or {}
             return (float(entry.get("input_cost_per_token") or 0.0),
                     float(entry.get("output_cost_per_token") or 0.0))
-        except Exception:  # noqa: BLE001 - litellm missing or no price: cost unknown (0)
-            return (0.0, 0.0)
+        except (OSError, ValueError, TypeError, AttributeError):
+            return (0.0, 0.0)  # no price map or no price: cost unknown (0)
 
     async def aclose(self) -> None:
         """Close the HTTP connection pool (called by the gateway when it closes)."""
