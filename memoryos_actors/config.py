@@ -102,6 +102,9 @@ class MemoryConfig:
     )
     summary_debounce_seconds: float = _f(1.0, "segment summary refresh debounce, seconds")
     summary_every_pages: int = _f(4, "new pages in a segment before its summary is refreshed")
+    persona_debounce_seconds: float = _f(
+        5.0, "promoted segments gathered into one persona update for, seconds"
+    )
     embedder: EmbedderName = _f("hashing", '"hashing", "litellm" or "sentence-transformers"')
     embedding_dim: int = _f(512, "hashing embedder dimension")
     embedding_model: str | None = _f(None, "model name/path for litellm or sentence-transformers")
@@ -191,6 +194,7 @@ class MemoryConfig:
         non_negative_float = (
             "heat_alpha", "heat_beta", "heat_gamma", "promotion_threshold",
             "summary_debounce_seconds", "embed_coalesce_ms", "overload_timeout_seconds",
+            "persona_debounce_seconds",
         )
         for name in non_negative_float:
             if getattr(self, name) < 0:

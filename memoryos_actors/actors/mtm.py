@@ -81,7 +81,9 @@ class MTMActor(SupervisedActor):
         self.archived: set[int] = set()
         #: Promoted segments whose persona update is not asked for yet, oldest first.
         self.persona_queue: list[Any] = []
-        self.persona_armed = False
+        #: Identity of the pending _AskPersona (None: none pending), and its timer.
+        self.persona_armed: object | None = None
+        self.persona_timer: TimerRef | None = None
         self.counters = {"inserted": 0, "evicted_segments": 0, "evicted_pages": 0, "promoted": 0}
 
     # -- lifecycle -----------------------------------------------------------------------
@@ -118,6 +120,8 @@ class MTMActor(SupervisedActor):
     def on_stop(self) -> None:
         for timer in self.summary_timers.values():
             timer.cancel()
+        if self.persona_timer is not None:
+            self.persona_timer.cancel()
 
     # -- messages ------------------------------------------------------------------------
 
@@ -144,14 +148,8 @@ class MTMActor(SupervisedActor):
             )
             return None
         if isinstance(message, _AskPersona):
-            self.persona_armed = False
-            queued, self.persona_queue = self.persona_queue, []
-            by_assistant: dict[str, list[Any]] = {}
-            for segment in queued:
-                aid = segment.pages[-1].assistant_id if segment.pages else "default"
-                by_assistant.setdefault(aid, []).append(segment)
-            for segments in by_assistant.values():
-                self._request_persona(segments)
+            if message.armed is self.persona_armed:
+                self._ask_persona()
             return None
         if isinstance(message, RefreshSummary):
             self.summary_timers.pop(message.segment_id, None)
@@ -164,7 +162,7 @@ class MTMActor(SupervisedActor):
             owed = list(self.unsummarised)
             for seg_id in owed:
                 self._request_summary(seg_id)
-            return len(owed)
+            return len(owed) + self._ask_persona()
         if isinstance(message, HeatTick):
             self._apply(self.core.tick(self.env.clock.now()))
             return None
@@ -233,11 +231,16 @@ class MTMActor(SupervisedActor):
             self.counters["promoted"] += 1
             metrics.inc("promoted_segments")
             self.persona_queue.append(segment)
-        if self.persona_queue and not self.persona_armed:
-            # Ask once the messages already in the mailbox are handled: promotions from a
-            # burst of inserts share one persona_update call.
-            self.persona_armed = True
-            self.actor_ref.tell(_AskPersona())
+        if self.persona_queue and self.persona_armed is None:
+            # Ask after persona_debounce_seconds (at once when 0, i.e. once the messages
+            # already in the mailbox are handled): segments promoted meanwhile share one
+            # persona_update call. flush() asks at once.
+            token = self.persona_armed = object()
+            delay = env.config.persona_debounce_seconds
+            if delay > 0:
+                self.persona_timer = send_after(self.actor_ref, delay, _AskPersona(token))
+            else:
+                self.actor_ref.tell(_AskPersona(token))
         for segment in effects.evicted_segments:
             self.unsummarised.pop(segment.segment_id, None)
         # A summary is asked for once a segment has gathered `summary_every_pages` new
@@ -268,6 +271,21 @@ class MTMActor(SupervisedActor):
             slot,
         )
 
+    def _ask_persona(self) -> int:
+        """Ask for the persona updates of every queued promoted segment; returns the calls."""
+        self.persona_armed = None
+        if self.persona_timer is not None:
+            self.persona_timer.cancel()
+            self.persona_timer = None
+        queued, self.persona_queue = self.persona_queue, []
+        by_assistant: dict[str, list[Any]] = {}
+        for segment in queued:
+            aid = segment.pages[-1].assistant_id if segment.pages else "default"
+            by_assistant.setdefault(aid, []).append(segment)
+        for segments in by_assistant.values():
+            self._request_persona(segments)
+        return len(by_assistant)
+
     def _request_persona(self, segments: list[Any]) -> None:
         """One persona_update call for promoted segments of one assistant, in order.
 
@@ -292,6 +310,12 @@ class MTMActor(SupervisedActor):
 
 
 class _AskPersona:
-    """Self-message: ask for the persona updates of the segments promoted so far. Private."""
+    """Self-message: ask for the persona updates of the segments promoted so far. Private.
 
-    __slots__ = ()
+    ``armed`` identifies the request; one that flush() already served is ignored.
+    """
+
+    __slots__ = ("armed",)
+
+    def __init__(self, armed: object) -> None:
+        self.armed = armed
