@@ -1038,7 +1038,7 @@ def _bench_dir() -> Path:
 
 _BENCHES = {"throughput": "throughput", "locomo": "locomo", "scale": "scale_bench",
             "crash": "crash_bench", "supervisor": "supervisor_bench", "gateway": "gateway_bench",
-            "store": "store_bench"}
+            "store": "store_bench", "provider": "provider_bench", "client-cpu": "client_cpu"}
 
 
 def _bench(args: argparse.Namespace) -> int:
