@@ -130,9 +130,10 @@ def run_workload(cfg: Any, users: int, turns: int, threads: int, pace_s: float) 
         "llm_calls_per_turn_by_kind": {k: round(v / n, 3) for k, v in sorted(by_kind.items())},
         "degraded": g1["degraded"] - g0["degraded"],
         "errors": g1["errors"] - g0["errors"],
-        "invalid_answers": g1["invalid_answers"] - g0["invalid_answers"],
+        # .get: the same script also measures older checkouts without these figures.
+        "invalid_answers": g1.get("invalid_answers", 0) - g0.get("invalid_answers", 0),
         "in_flight_peak": g1["concurrency"]["peak"],
-        "jobs_peak": g1["concurrency"]["jobs_peak"],
+        "jobs_peak": g1["concurrency"].get("jobs_peak"),
         "provider_latency_p50_ms": g1["latency"]["p50_ms"],
         "cpu_s": round(cpu, 3),
         "cpu_ms_per_turn": round(1000 * cpu / n, 3),

@@ -289,6 +289,7 @@ class GatewayService:
         self._loop_lock = threading.Lock()
         self._executor: concurrent.futures.ThreadPoolExecutor | None = None
         self._jobs = 0  # completions handed to the loop and not finished
+        self._futures: set[concurrent.futures.Future[Completion]] = set()
         self._jobs_peak = 0
         self._jobs_lock = threading.Lock()
         self._rate = RateLimiter(
@@ -350,7 +351,10 @@ class GatewayService:
         """
         if self._loop_thread is not None and self._loop_thread.thread is threading.current_thread():
             raise RuntimeError("complete() would block the gateway's own event loop")
-        return self.submit(kind, payload, user_id=user_id).result()
+        try:
+            return self.submit(kind, payload, user_id=user_id).result()
+        except concurrent.futures.CancelledError:
+            raise SystemClosed("the gateway closed before the call ended") from None
 
     def submit(
         self, kind: str, payload: dict[str, Any], *, user_id: str | None = None
@@ -381,14 +385,19 @@ class GatewayService:
         try:
             future = self._loop().run(self._complete_async(key, kind, payload, user_id))
         except BaseException:
-            self._job_done(None)
+            with self._jobs_lock:
+                self._jobs -= 1
             raise
+        with self._jobs_lock:
+            self._futures.add(future)
         future.add_done_callback(self._job_done)
         return future
 
-    def _job_done(self, _future: object) -> None:
+    def _job_done(self, future: Any) -> None:
         with self._jobs_lock:
-            self._jobs -= 1
+            if future in self._futures:
+                self._futures.discard(future)
+                self._jobs -= 1
 
     def _loop(self) -> _LoopThread:
         lt = self._loop_thread
@@ -735,6 +744,13 @@ class GatewayService:
         if lt is not None:
             aclose = getattr(self._primary, "aclose", None)
             lt.close(grace, aclose)
+            # A call scheduled while the loop was stopping never ran: cancel its future so
+            # nobody waits for it forever (its waiter gets SystemClosed or a cancellation).
+            with self._jobs_lock:
+                stranded = list(self._futures)
+            for future in stranded:
+                future.cancel()
+                self._job_done(future)
         if self._executor is not None:
             self._executor.shutdown(wait=True, cancel_futures=True)
         if self._batcher is not None:

@@ -113,3 +113,23 @@ def test_submit_after_close_is_refused(make_service: Make) -> None:
     svc.close()
     with pytest.raises(SystemClosed):
         svc.submit("chat_reply", chat_payload(2))
+
+
+def test_close_leaves_no_caller_waiting_for_a_call_that_cannot_end(
+    litellm_ready: None, make_service: Make
+) -> None:
+    import concurrent.futures
+
+    from gwhelpers import KEY_ENV, gateway_config
+
+    with FakeOpenAIServer(latency=2.0) as slow:
+        svc = make_service(gateway_config(
+            llm_backend="litellm", llm_model="openai/fake-model", llm_base_url=slow.base_url,
+            llm_api_key_env=KEY_ENV, llm_max_concurrency=2,
+        ))
+        futures = [svc.submit("chat_reply", chat_payload(i)) for i in range(6)]
+        svc.close(grace=0.1)
+        done, not_done = concurrent.futures.wait(futures, timeout=10)
+        assert not not_done
+        assert all(f.cancelled() for f in futures)
+        assert svc.stats()["concurrency"]["jobs"] == 0
