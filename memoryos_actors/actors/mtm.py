@@ -141,11 +141,19 @@ class MTMActor(SupervisedActor):
             )
         if isinstance(message, CompletionDone):
             data = message.data
+            segment_id = message.tag.partition("|")[0]
             self.core.set_summary(
-                message.tag,
+                segment_id,
                 str(data.get("summary", "")),
                 frozenset(str(k) for k in data.get("keywords", ())),
             )
+            if message.kind == "segment_persona":
+                # One call answered both: the persona part goes on to LPM as usual.
+                lpm = self.env.registry.lookup(self.env.lpm_name)
+                if lpm is not None:
+                    persona = {k: data.get(k, []) for k in ("traits", "facts", "agent_traits")}
+                    lpm.tell(CompletionDone("persona_update", message.tag, persona,
+                                            message.degraded))
             return None
         if isinstance(message, _AskPersona):
             if message.armed is self.persona_armed:
@@ -159,10 +167,11 @@ class MTMActor(SupervisedActor):
             for timer in self.summary_timers.values():
                 timer.cancel()
             self.summary_timers.clear()
+            asked = self._ask_persona()  # first: it may take a summary along
             owed = list(self.unsummarised)
             for seg_id in owed:
                 self._request_summary(seg_id)
-            return len(owed) + self._ask_persona()
+            return asked + len(owed)
         if isinstance(message, HeatTick):
             self._apply(self.core.tick(self.env.clock.now()))
             return None
@@ -278,13 +287,44 @@ class MTMActor(SupervisedActor):
             self.persona_timer.cancel()
             self.persona_timer = None
         queued, self.persona_queue = self.persona_queue, []
+        # A segment promoted twice while waiting is asked about once, with its latest pages.
+        latest = {segment.segment_id: segment for segment in queued}
         by_assistant: dict[str, list[Any]] = {}
-        for segment in queued:
+        for segment in latest.values():
             aid = segment.pages[-1].assistant_id if segment.pages else "default"
             by_assistant.setdefault(aid, []).append(segment)
         for segments in by_assistant.values():
-            self._request_persona(segments)
+            only = segments[0].segment_id if len(segments) == 1 else None
+            if only is not None and only in self.unsummarised and self.core.segment_pages(only):
+                self._request_segment_persona(only, segments[0])
+            else:
+                self._request_persona(segments)
         return len(by_assistant)
+
+    def _request_segment_persona(self, segment_id: str, promoted: Any) -> None:
+        """A promoted segment that also owes its summary: one call for both.
+
+        The answer comes back here (``segment_persona``); MTM stores the summary and tells
+        LPM the persona part, tagged like a ``persona_update``.
+        """
+        timer = self.summary_timers.pop(segment_id, None)
+        if timer is not None:
+            timer.cancel()
+        self.unsummarised.pop(segment_id, None)
+        env = self.env
+        pages = self.core.segment_pages(segment_id)
+        assistant = promoted.pages[-1].assistant_id if promoted.pages else "default"
+        slot = env.gateway.reserve(env.config.overload_timeout_seconds)
+        env.gateway.submit(
+            CompletionJob(
+                kind="segment_persona",
+                payload={"pages": [{"query": p.query, "response": p.response} for p in pages]},
+                user_id=env.user_id,
+                reply_to=env.mtm_name,
+                tag=f"{segment_id}|{assistant}",
+            ),
+            slot,
+        )
 
     def _request_persona(self, segments: list[Any]) -> None:
         """One persona_update call for promoted segments of one assistant, in order.

@@ -253,6 +253,9 @@ class OfflineBackend:
             "agent_traits": agent,
         }
 
+    def _segment_persona(self, payload: dict[str, Any]) -> dict[str, Any]:
+        return {**self._segment_summary(payload), **self._persona_update(payload)}
+
     def _chat_reply(self, payload: dict[str, Any]) -> dict[str, Any]:
         query = str(payload.get("query") or "")
         lines = [ln.strip(" -*\t") for ln in str(payload.get("context") or "").splitlines()]

@@ -20,6 +20,9 @@ Prompt kinds and their payloads (all strings are plain text):
     "facts": [str], "agent_traits": [str]}``; ``level`` is one of ``low``, ``medium``,
     ``high``. The prompt lists the 90 trait names by category (the model cannot use a
     name it never saw); names are normalised to the table's spelling.
+``segment_persona`` (version 1)
+    payload ``{"pages": [...]}`` -> the ``segment_summary`` and ``persona_update`` answers in
+    one object: a promoted segment that also owes its summary is asked once.
 ``chat_reply`` (version 1)
     payload ``{"context": str, "query": str}`` -> ``{"reply": str}``.
 
@@ -221,6 +224,10 @@ def _trait_guide() -> str:
     return _TRAIT_GUIDE
 
 
+def _validate_segment_persona(data: Any) -> dict[str, Any]:
+    return {**_validate_segment_summary(data), **_validate_persona_update(data)}
+
+
 def _validate_chat_reply(data: Any) -> dict[str, Any]:
     return {"reply": _str(_obj(data), "reply", allow_empty=False)}
 
@@ -285,6 +292,23 @@ PROMPTS: dict[str, PromptSpec] = {
         ),
         payload_keys=("pages",),
         validate=_validate_persona_update,
+        guide=_trait_guide,
+    ),
+    "segment_persona": PromptSpec(
+        kind="segment_persona",
+        version=1,
+        system=_SYSTEM,
+        shape=(
+            '{"summary": "a few sentences summarising the pages\' shared topic",'
+            ' "keywords": ["up to 12 lower-case topic keywords"],'
+            ' "traits": [{"name": "a trait name from the list above", "level":'
+            ' "low|medium|high", "evidence": "short quote from the user"}]  (only traits the'
+            ' pages show),'
+            ' "facts": ["stable facts the user stated about themselves, third person"],'
+            ' "agent_traits": ["what the assistant stated about itself"]}'
+        ),
+        payload_keys=("pages",),
+        validate=_validate_segment_persona,
         guide=_trait_guide,
     ),
     "chat_reply": PromptSpec(

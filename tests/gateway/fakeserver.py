@@ -75,6 +75,11 @@ def default_answer(kind: str, payload: dict[str, Any] | None = None) -> dict[str
             "agent_traits": ["provider agent trait"],
         },
         "chat_reply": {"reply": "provider reply"},
+        "segment_persona": {
+            "summary": "provider summary", "keywords": ["provider"],
+            "traits": [{"name": "music", "level": "high", "evidence": "provider"}],
+            "facts": ["provider fact"], "agent_traits": ["provider agent trait"],
+        },
     }.get(kind, {})
 
 

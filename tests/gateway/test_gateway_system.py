@@ -67,8 +67,8 @@ def test_persona_prompts_carry_the_trait_names_and_a_model_using_them_sets_user_
     open_mem: Callable[..., MemoryOS], server: FakeOpenAIServer
 ) -> None:
     def responder(kind: str, payload: dict[str, Any]) -> dict[str, Any] | None:
-        if kind == "persona_update":
-            return {"traits": [
+        if kind in ("persona_update", "segment_persona"):
+            return {"summary": "Comedy and puns.", "keywords": ["comedy"], "traits": [
                 {"name": "Sense of humor", "level": "high", "evidence": "I tell jokes"},
                 {"name": "not_a_trait_in_the_table", "level": "low", "evidence": "x"},
             ], "facts": ["User performs comedy at open mic nights."], "agent_traits": []}
@@ -79,7 +79,9 @@ def test_persona_prompts_carry_the_trait_names_and_a_model_using_them_sets_user_
     for q, r in TOPIC_TURNS * 2:
         mem.add_turn("joker", q, r)
     mem.flush()  # asks at once for the persona updates still gathering (debounce)
-    prompt = _requests(server, "persona_update")[0]["messages"][1]["content"]
+    asked = _requests(server, "persona_update") + _requests(server, "segment_persona")
+    assert asked
+    prompt = asked[0]["messages"][1]["content"]
     assert "sense_of_humor" in prompt and "content_interests" in prompt
     state = mem.user_state("joker")
     levels = {t.name: t.level for t in state.traits if t.level is not None}
@@ -177,3 +179,25 @@ def test_flush_while_pages_are_pending_does_not_multiply_segment_summaries(
     # At most the regular rule (one per summary_every_pages new pages of a segment) plus one
     # owed summary per segment when the flush ends.
     assert 0 < summaries <= math.ceil(placed / cfg.summary_every_pages) + segments
+
+
+def test_a_promoted_segment_that_owes_its_summary_gets_both_from_one_call(
+    open_mem: Callable[..., MemoryOS], server: FakeOpenAIServer
+) -> None:
+    def responder(kind: str, payload: dict[str, Any]) -> dict[str, Any] | None:
+        if kind == "segment_persona":
+            return {"summary": "ONE-CALL summary of the jokes", "keywords": ["jokes"],
+                    "traits": [{"name": "sense_of_humor", "level": "high", "evidence": "puns"}],
+                    "facts": [], "agent_traits": []}
+        return None
+
+    server.state.responder = responder
+    # Summaries only by flush (never by the page-count rule): the promoted segment owes one.
+    mem = open_mem(_config(server, promotion_threshold=2.0, summary_every_pages=1000))
+    for q, r in TOPIC_TURNS * 2:
+        mem.add_turn("one", q, r)
+    mem.flush()
+    assert _requests(server, "segment_persona"), server.state.kinds
+    state = mem.user_state("one")
+    assert "ONE-CALL summary of the jokes" in [seg.summary for seg in state.segments]
+    assert {t.name: t.level for t in state.traits if t.level}.get("sense_of_humor") == "high"

@@ -41,7 +41,7 @@ def test_split_sentences_keeps_punctuation_and_drops_blanks() -> None:
 
 def test_every_kind_has_a_versioned_template_that_shows_the_shape() -> None:
     assert set(KINDS) == {"page_meta", "page_meta_batch", "segment_summary", "persona_update",
-                          "chat_reply"}
+                          "segment_persona", "chat_reply"}
     for kind, spec in PROMPTS.items():
         assert spec.version >= 1
         msgs = render_messages(kind, {k: "x" for k in spec.payload_keys})
