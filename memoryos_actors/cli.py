@@ -1038,7 +1038,8 @@ def _bench_dir() -> Path:
 
 _BENCHES = {"throughput": "throughput", "locomo": "locomo", "scale": "scale_bench",
             "crash": "crash_bench", "supervisor": "supervisor_bench", "gateway": "gateway_bench",
-            "store": "store_bench", "lifecycle": "lifecycle_bench"}
+            "store": "store_bench", "lifecycle": "lifecycle_bench", "provider": "provider_bench",
+            "client-cpu": "client_cpu"}
 
 
 def _bench(args: argparse.Namespace) -> int:

@@ -41,6 +41,8 @@ ENV_PREFIX = "MEMORYOS_"
 RetrievalMode = Literal["paper", "hybrid"]
 EmbedderName = Literal["hashing", "litellm", "sentence-transformers"]
 LLMBackendName = Literal["offline", "litellm"]
+LLMClientName = Literal["auto", "http", "litellm"]
+JSONMode = Literal["auto", "on", "off"]
 FsyncMode = Literal["always", "interval", "never"]
 LogFormat = Literal["console", "json"]
 LogLevel = Literal["debug", "info", "warning", "error", "critical"]
@@ -103,6 +105,9 @@ class MemoryConfig:
     )
     summary_debounce_seconds: float = _f(1.0, "segment summary refresh debounce, seconds")
     summary_every_pages: int = _f(4, "new pages in a segment before its summary is refreshed")
+    persona_debounce_seconds: float = _f(
+        5.0, "promoted segments gathered into one persona update for, seconds"
+    )
     embedder: EmbedderName = _f("hashing", '"hashing", "litellm" or "sentence-transformers"')
     embedding_dim: int = _f(512, "hashing embedder dimension")
     embedding_model: str | None = _f(None, "model name/path for litellm or sentence-transformers")
@@ -115,14 +120,32 @@ class MemoryConfig:
     llm_api_key_env: str | None = _f(None, "name of the environment variable holding the API key")
     llm_timeout_seconds: float = _f(30.0, "per LLM call, seconds")
     llm_max_retries: int = _f(3, "retries per LLM call")
-    llm_max_concurrency: int = _f(4, "LLM calls in flight")
-    llm_requests_per_minute: int | None = _f(None, "token bucket; None = unlimited")
-    llm_tokens_per_minute: int | None = _f(None, "token bucket; None = unlimited")
+    llm_max_concurrency: int = _f(
+        16, "provider calls in flight at once (the provider's limit, not a thread count)"
+    )
+    llm_requests_per_minute: int | None = _f(None, "provider request limit; None = unlimited")
+    llm_tokens_per_minute: int | None = _f(None, "provider token limit; None = unlimited")
+    llm_client: LLMClientName = _f(
+        "auto",
+        '"auto" (plain HTTP for openai/ models, litellm otherwise), "http" or "litellm"',
+    )
+    llm_json_mode: JSONMode = _f(
+        "auto", '"auto" (ask for JSON when the provider supports it), "on" or "off"'
+    )
+    llm_validation_retries: int = _f(
+        2, "asks again after an answer that fails validation (not a provider outage)"
+    )
+    meta_batch_max_pages: int = _f(
+        8, "pages of one user whose chain meta may be asked for in one LLM call"
+    )
     breaker_failure_threshold: int = _f(5, "consecutive failures to open the circuit breaker")
     breaker_reset_seconds: float = _f(30.0, "circuit breaker open -> half-open, seconds")
     cache_size: int = _f(4096, "LRU cache entries")
     embed_coalesce_ms: float = _f(2.0, "window to batch embedding requests, milliseconds")
-    gateway_workers: int = _f(2, "gateway pool size")
+    gateway_workers: int = _f(
+        2, "gateway dispatcher actors (they hand jobs to the async core; not a call limit)"
+    )
+    retrieval_workers: int = _f(4, "retrieval actors (retrievals served in parallel)")
     fsync: FsyncMode = _f("interval", '"always", "interval" or "never"')
     fsync_interval_seconds: float = _f(0.1, "WAL flush period in interval mode, seconds")
     snapshot_every_turns: int = _f(500, "snapshot period per user, turns")
@@ -149,6 +172,7 @@ class MemoryConfig:
             "stm_capacity", "mtm_capacity", "segment_max_pages", "top_m_segments",
             "top_k_pages", "kb_capacity", "agent_traits_capacity", "embedding_dim",
             "llm_max_concurrency", "breaker_failure_threshold", "gateway_workers",
+            "retrieval_workers", "meta_batch_max_pages",
             "snapshot_every_turns", "max_text_bytes", "max_active_users",
             "max_inflight_per_user", "max_inflight_total", "summary_every_pages",
         )
@@ -156,7 +180,7 @@ class MemoryConfig:
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)!r}")
         non_negative_int = ("kb_top_k", "agent_traits_top_k", "llm_max_retries", "cache_size",
-                            "seed")
+                            "seed", "llm_validation_retries")
         for name in non_negative_int:
             if getattr(self, name) < 0:
                 raise ConfigError(f"{name} must be >= 0, got {getattr(self, name)!r}")
@@ -176,6 +200,7 @@ class MemoryConfig:
         non_negative_float = (
             "heat_alpha", "heat_beta", "heat_gamma", "promotion_threshold",
             "summary_debounce_seconds", "embed_coalesce_ms", "overload_timeout_seconds",
+            "persona_debounce_seconds",
         )
         for name in non_negative_float:
             if getattr(self, name) < 0:

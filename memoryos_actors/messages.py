@@ -872,6 +872,8 @@ class MemoryContext(_Record):
         agent_traits: relevant assistant traits, best first (kind ``"agent_trait"``).
         elapsed_ms: time retrieval took, milliseconds.
         agent_profile: the assistant's persona.
+        dialogue_chain: the running summary of the current dialogue chain (the meta chain
+            of the newest STM page that has one; ``""`` when none is known yet).
     """
 
     user_id: str
@@ -886,11 +888,13 @@ class MemoryContext(_Record):
     agent_traits: tuple[ContextItem, ...] = ()
     elapsed_ms: float = 0.0
     agent_profile: AgentProfile = AgentProfile()
+    dialogue_chain: str = ""
 
     def __post_init__(self) -> None:
         _text(self, "user_id", nonempty=True)
         _text(self, "assistant_id", nonempty=True)
         _text(self, "query")
+        _text(self, "dialogue_chain")
         for name in ("stm", "mtm", "segments", "kb", "agent_traits"):
             _tuple_of(self, name, ContextItem)
         _instance(self, "lpm_profile", UserProfile)
@@ -917,11 +921,14 @@ class MemoryContext(_Record):
     def render(self) -> str:
         """Prompt text in sections; empty sections are left out.
 
-        Sections, in order: recent dialogue (STM, oldest first), relevant past (MTM segments
-        with their summaries and pages), user profile and traits (only traits with a level),
-        known facts (KB), assistant persona (profile and agent traits).
+        Sections, in order: the current dialogue chain's summary, recent dialogue (STM,
+        oldest first), relevant past (MTM segments with their summaries and pages), user
+        profile and traits (only traits with a level), known facts (KB), assistant persona
+        (profile and agent traits).
         """
         sections: list[str] = []
+        if self.dialogue_chain.strip():
+            sections.append(f"## Current conversation thread (summary)\n{self.dialogue_chain.strip()}")
         if self.stm:
             lines = ["## Recent dialogue"]
             for item in self.stm:

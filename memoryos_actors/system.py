@@ -287,7 +287,7 @@ class MemoryOS:
             self.gateway_service, self.registry, workers, config.max_inflight_total
         )
         self.gateway_service.on_redo = self._gateway.deliver_redo
-        self._retrieval_names = tuple(f"retrieval/{i}" for i in range(config.gateway_workers * 2))
+        self._retrieval_names = tuple(f"retrieval/{i}" for i in range(config.retrieval_workers))
         self._rr = 0
         self._root = self._start_tree(workers)
         self._users_sup = self.registry.require("users")
@@ -823,11 +823,15 @@ class MemoryOS:
 
     # -- background work -------------------------------------------------------------------
 
-    def _drain_user(self, user_id: str) -> int:
-        """One barrier round over the user's tiers; returns the user's pending pages."""
+    def _drain_user(self, user_id: str, summaries: bool = True) -> int:
+        """One barrier round over the user's tiers; returns the user's pending pages.
+
+        With ``summaries``, MTM is first told to ask for every summary it still owes.
+        """
         stm_n, mtm_n, lpm_n = actor_names(user_id)
         pending = int(self._ask(stm_n, Ping()))
-        self._ask(mtm_n, FlushSummaries())
+        if summaries:
+            self._ask(mtm_n, FlushSummaries())
         pending += int(self._ask(mtm_n, Ping()))  # gateway jobs MTM holds back
         self._ask(lpm_n, Ping())
         return pending
@@ -835,26 +839,45 @@ class MemoryOS:
     def flush(self, timeout: float = 300.0) -> None:
         """Wait until background work (chains, placement, summaries, promotions) has settled.
 
-        Repeats mailbox barriers over every active user's tiers and the gateway workers
-        until a full round finds no page waiting and starts no new gateway work.
+        Repeats mailbox barriers over every active user's tiers until a round finds no page
+        waiting, no gateway job queued or in flight, and starts no new gateway work. Only
+        then are the segment summaries still owed (segments with new pages since their last
+        summary) asked for, once, and waited for: a flush during ingest waits for the work,
+        it does not add summary calls while pages are still arriving.
         """
         deadline = time.monotonic() + _check_timeout(timeout)
+        idle_wait = 0.002
         while True:
             before = self._gateway.submitted
             pending = 0
-            for user in self.active_users():
+            users = self.active_users()
+            for user in users:
                 try:
-                    pending += self._drain_user(user)
+                    pending += self._drain_user(user, summaries=False)
                 except MemoryOSError:
                     pass  # the user was passivated meanwhile: its work is in its snapshot
             for name in self._gateway.worker_names:
                 self._ask(name, Ping())
-            if pending == 0 and self._gateway.submitted == before:
-                return
+            settled = pending == 0 and self._gateway.pending == 0
+            if settled and self._gateway.submitted == before:
+                asked = 0
+                for user in users:
+                    try:
+                        asked += int(self._ask(actor_names(user)[1], FlushSummaries()) or 0)
+                    except MemoryOSError:
+                        pass
+                if asked == 0:
+                    return
+                continue
             if time.monotonic() > deadline:
                 raise Overloaded(f"background work did not settle within {timeout} s")
-            if pending and self._gateway.submitted == before:
-                time.sleep(0.005)  # waiting on a retry timer (a restarting MTM, a full pool)
+            if self._gateway.submitted == before:
+                # Waiting on the provider or on a retry timer: back off, barrier rounds
+                # over every user are not free.
+                time.sleep(idle_wait)
+                idle_wait = min(0.05, idle_wait * 2)
+            else:
+                idle_wait = 0.002
 
     # -- inspection ------------------------------------------------------------------------
 

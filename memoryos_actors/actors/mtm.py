@@ -91,6 +91,11 @@ class MTMActor(SupervisedActor):
         #: Seqs of the pages the archive held when this incarnation started: never inserted
         #: or archived again (pages archived from then on are new by definition).
         self.archived: set[int] = set()
+        #: Promoted segments whose persona update is not asked for yet, oldest first.
+        self.persona_queue: list[Any] = []
+        #: Identity of the pending _AskPersona (None: none pending), and its timer.
+        self.persona_armed: object | None = None
+        self.persona_timer: TimerRef | None = None
         self.counters = {"inserted": 0, "evicted_segments": 0, "evicted_pages": 0, "promoted": 0}
         #: Gateway jobs (summaries, persona updates) not yet accepted by a worker, oldest
         #: first: this actor never waits for the gateway, it offers them again later.
@@ -133,6 +138,8 @@ class MTMActor(SupervisedActor):
             timer.cancel()
         if self.retry_timer is not None:
             self.retry_timer.cancel()
+        if self.persona_timer is not None:
+            self.persona_timer.cancel()
 
     # -- messages ------------------------------------------------------------------------
 
@@ -147,11 +154,23 @@ class MTMActor(SupervisedActor):
             if self.env.stale(message.epoch):
                 return None
             data = message.data
+            segment_id = message.tag.partition("|")[0]
             self.core.set_summary(
-                message.tag,
+                segment_id,
                 str(data.get("summary", "")),
                 frozenset(str(k) for k in data.get("keywords", ())),
             )
+            if message.kind == "segment_persona":
+                # One call answered both: the persona part goes on to LPM as usual.
+                lpm = self.env.registry.lookup(self.env.lpm_name)
+                if lpm is not None:
+                    persona = {k: data.get(k, []) for k in ("traits", "facts", "agent_traits")}
+                    lpm.tell(CompletionDone("persona_update", message.tag, persona,
+                                            message.degraded, message.epoch))
+            return None
+        if isinstance(message, _AskPersona):
+            if message.armed is self.persona_armed:
+                self._ask_persona()
             return None
         if isinstance(message, RefreshSummary):
             self.summary_timers.pop(message.segment_id, None)
@@ -161,9 +180,11 @@ class MTMActor(SupervisedActor):
             for timer in self.summary_timers.values():
                 timer.cancel()
             self.summary_timers.clear()
-            for seg_id in list(self.unsummarised):
+            asked = self._ask_persona()  # first: it may take a summary along
+            owed = list(self.unsummarised)
+            for seg_id in owed:
                 self._request_summary(seg_id)
-            return None
+            return asked + len(owed)
         if isinstance(message, HeatTick):
             self._apply(self.core.tick(self.env.clock.now()))
             return None
@@ -272,7 +293,17 @@ class MTMActor(SupervisedActor):
         for segment in effects.promoted:
             self.counters["promoted"] += 1
             metrics.inc("promoted_segments")
-            self._request_persona(segment)
+            self.persona_queue.append(segment)
+        if self.persona_queue and self.persona_armed is None:
+            # Ask after persona_debounce_seconds (at once when 0, i.e. once the messages
+            # already in the mailbox are handled): segments promoted meanwhile share one
+            # persona_update call. flush() asks at once.
+            token = self.persona_armed = object()
+            delay = env.config.persona_debounce_seconds
+            if delay > 0:
+                self.persona_timer = send_after(self.actor_ref, delay, _AskPersona(token))
+            else:
+                self.actor_ref.tell(_AskPersona(token))
         for segment in effects.evicted_segments:
             self.unsummarised.pop(segment.segment_id, None)
         # A summary is asked for once a segment has gathered `summary_every_pages` new
@@ -300,16 +331,65 @@ class MTMActor(SupervisedActor):
             epoch=env.epoch,
         ))
 
-    def _request_persona(self, segment: Any) -> None:
+    def _ask_persona(self) -> int:
+        """Ask for the persona updates of every queued promoted segment; returns the calls."""
+        self.persona_armed = None
+        if self.persona_timer is not None:
+            self.persona_timer.cancel()
+            self.persona_timer = None
+        queued, self.persona_queue = self.persona_queue, []
+        # A segment promoted twice while waiting is asked about once, with its latest pages.
+        latest = {segment.segment_id: segment for segment in queued}
+        by_assistant: dict[str, list[Any]] = {}
+        for segment in latest.values():
+            aid = segment.pages[-1].assistant_id if segment.pages else "default"
+            by_assistant.setdefault(aid, []).append(segment)
+        for segments in by_assistant.values():
+            only = segments[0].segment_id if len(segments) == 1 else None
+            if only is not None and only in self.unsummarised and self.core.segment_pages(only):
+                self._request_segment_persona(only, segments[0])
+            else:
+                self._request_persona(segments)
+        return len(by_assistant)
+
+    def _request_segment_persona(self, segment_id: str, promoted: Any) -> None:
+        """A promoted segment that also owes its summary: one call for both.
+
+        The answer comes back here (``segment_persona``); MTM stores the summary and tells
+        LPM the persona part, tagged like a ``persona_update``.
+        """
+        timer = self.summary_timers.pop(segment_id, None)
+        if timer is not None:
+            timer.cancel()
+        self.unsummarised.pop(segment_id, None)
         env = self.env
-        pages = [{"query": p.query, "response": p.response} for p in segment.pages]
-        assistant = segment.pages[-1].assistant_id if segment.pages else "default"
+        pages = self.core.segment_pages(segment_id)
+        assistant = promoted.pages[-1].assistant_id if promoted.pages else "default"
+        self._submit(CompletionJob(
+            kind="segment_persona",
+            payload={"pages": [{"query": p.query, "response": p.response} for p in pages]},
+            user_id=env.user_id,
+            reply_to=env.mtm_name,
+            tag=f"{segment_id}|{assistant}",
+            epoch=env.epoch,
+        ))
+
+    def _request_persona(self, segments: list[Any]) -> None:
+        """One persona_update call for promoted segments of one assistant, in order.
+
+        The answer goes to LPM tagged ``"<segment ids joined by +>|<assistant>"``.
+        """
+        env = self.env
+        pages = [{"query": p.query, "response": p.response}
+                 for segment in segments for p in segment.pages]
+        last = segments[-1]
+        assistant = last.pages[-1].assistant_id if last.pages else "default"
         self._submit(CompletionJob(
             kind="persona_update",
             payload={"pages": pages},
             user_id=env.user_id,
             reply_to=env.lpm_name,
-            tag=f"{segment.segment_id}|{assistant}",
+            tag=f"{'+'.join(s.segment_id for s in segments)}|{assistant}",
             epoch=env.epoch,
         ))
 
@@ -333,3 +413,15 @@ class MTMActor(SupervisedActor):
             self.outgoing.popleft()
         if self.outgoing and self.retry_timer is None and self.actor_ref is not None:
             self.retry_timer = send_after(self.actor_ref, _RETRY_S, _Retry())
+
+
+class _AskPersona:
+    """Self-message: ask for the persona updates of the segments promoted so far. Private.
+
+    ``armed`` identifies the request; one that flush() already served is ignored.
+    """
+
+    __slots__ = ("armed",)
+
+    def __init__(self, armed: object) -> None:
+        self.armed = armed

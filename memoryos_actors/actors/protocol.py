@@ -109,7 +109,10 @@ class RefreshSummary:
 
 @dataclass(frozen=True, slots=True)
 class FlushSummaries:
-    """Anyone -> MTM: refresh every pending segment summary now (used by ``flush``)."""
+    """Anyone -> MTM: refresh every pending segment summary now (used by ``flush``).
+
+    Answered with the number of summaries asked for.
+    """
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,8 +2,9 @@
 
 ``AddTurn`` is answered as soon as the turn is in the user's write-ahead log and in the STM
 queue. The dialogue-chain meta data (does the page continue the previous page's topic, the
-chain's running summary, the page's keywords) is asked of the gateway afterwards, one page
-at a time in turn order, because each page's chain summary extends the previous one. Each
+chain's running summary, the page's keywords) is asked of the gateway afterwards, one job
+at a time in turn order, because each page's chain summary extends the previous one; when
+several pages are waiting, one job asks for all of them (``page_meta_batch``). Each
 answer is written to the WAL too, so recovery never asks the LLM again.
 
 A page pushed out of the STM queue waits in an outbox until its meta data is known, then
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections import OrderedDict, deque
+from typing import Any
 
 import structlog
 
@@ -108,7 +110,8 @@ class STMActor(SupervisedActor):
         #: Pages pushed out of STM, oldest first, waiting for their meta or for MTM, each
         #: with the time of the turn that pushed it out (MTM's insert time for it).
         self.outbox: deque[tuple[Page, float]] = deque()
-        #: The page whose meta job is at the gateway, and the attempt number.
+        #: The tag of the meta job at the gateway (its page ids joined by ","), and the
+        #: attempt number.
         self.meta_inflight: str | None = None
         self.meta_attempt = 0
         #: The timeout timer of the meta job in flight (cancelled when its answer comes).
@@ -238,22 +241,34 @@ class STMActor(SupervisedActor):
 
     # -- meta data and the outbox ----------------------------------------------------------
 
-    def _next_without_meta(self) -> Page | None:
-        for page, _now in self.outbox:
-            if not page.chain_id:
-                return page
-        for page in self.core.pages():
-            if not page.chain_id:
-                return page
-        return None
+    def _next_without_meta(self, limit: int = 1) -> list[Page]:
+        """Up to ``limit`` pages whose meta is not known, oldest first, consecutive seqs."""
+        out: list[Page] = []
+        for page in [p for p, _now in self.outbox] + list(self.core.pages()):
+            if page.chain_id:
+                if out:
+                    break  # only a run of consecutive turns can share one chain call
+                continue
+            if out and page.seq != out[-1].seq + 1:
+                break
+            out.append(page)
+            if len(out) >= limit:
+                break
+        return out
 
     def _pump(self) -> None:
-        """Forward what is ready to MTM, and keep one meta job in flight."""
+        """Forward what is ready to MTM, and keep one meta job in flight.
+
+        When several pages wait for their meta (the provider is slower than the turns
+        arrive), one ``page_meta_batch`` job asks for all of them, up to
+        ``meta_batch_max_pages``, in turn order; a single waiting page is one ``page_meta``
+        job, as at light load.
+        """
         self._drain_outbox()
         if self.meta_inflight is not None:
             return
-        page = self._next_without_meta()
-        if page is None:
+        pages = self._next_without_meta(self.env.config.meta_batch_max_pages)
+        if not pages:
             return
         env = self.env
         if env.registry.lookup(env.stm_name) is not self.actor_ref:
@@ -264,24 +279,29 @@ class STMActor(SupervisedActor):
         if slot is None:
             self._arm_retry()
             return
+        first = pages[0]
         prev = self.meta_prev if self.meta_prev is not None and \
-            self.meta_prev.seq == page.seq - 1 else None
-        payload = {
-            "page": {"query": page.query, "response": page.response},
+            self.meta_prev.seq == first.seq - 1 else None
+        context = {
             "previous_page": (
                 {"query": prev.query, "response": prev.response} if prev is not None else None
             ),
             "previous_meta_chain": prev.meta_chain if prev is not None else "",
         }
-        job = CompletionJob("page_meta", payload, env.user_id, env.stm_name, page.page_id,
-                            env.epoch)
+        texts = [{"query": p.query, "response": p.response} for p in pages]
+        if len(pages) == 1:
+            kind, payload = "page_meta", {"page": texts[0], **context}
+        else:
+            kind, payload = "page_meta_batch", {"pages": texts, **context}
+        tag = ",".join(p.page_id for p in pages)
+        job = CompletionJob(kind, payload, env.user_id, env.stm_name, tag, env.epoch)
         if not env.gateway.submit(job, slot):
             self._arm_retry()
             return
-        self.meta_inflight = page.page_id
+        self.meta_inflight = tag
         self.meta_attempt += 1
         self.meta_timer = send_after(self.actor_ref, self.meta_timeout_s,
-                                     _MetaTimeout(page.page_id, self.meta_attempt))
+                                     _MetaTimeout(tag, self.meta_attempt))
 
     def on_stop(self) -> None:
         if self.meta_timer is not None:
@@ -293,33 +313,50 @@ class STMActor(SupervisedActor):
             send_after(self.actor_ref, _RETRY_S, _Retry())
 
     def _meta_done(self, done: CompletionDone) -> None:
+        page_ids = done.tag.split(",")
+        if done.kind == "page_meta_batch":
+            answers = list(done.data.get("pages", ()))
+        else:
+            answers = [done.data]
         if done.tag != self.meta_inflight:
-            waiting = self._next_without_meta() if self.meta_inflight is None else None
-            if waiting is None or waiting.page_id != done.tag:
-                self._late_meta(done)
+            # Not the job in flight. If none is (it timed out and is not asked again yet)
+            # and this answer starts at the first page still waiting, it is as good as the
+            # one that would be asked for; otherwise it is late.
+            waiting = self._next_without_meta() if self.meta_inflight is None else []
+            if not waiting or waiting[0].page_id != page_ids[0]:
+                for page_id, data in zip(page_ids, answers):
+                    self._late_meta(page_id, data, done.degraded)
                 return
         if self.meta_timer is not None:
             self.meta_timer.cancel()
             self.meta_timer = None
         self.meta_inflight = None
-        seq = int(done.tag[1:])
+        # The gateway checked that a batch answer has one entry per page, in order.
+        for page_id, data in zip(page_ids, answers):
+            self._apply_meta(page_id, data)
+        self._pump()
+
+    def _apply_meta(self, page_id: str, data: dict[str, object]) -> None:
+        """Set one page's chain meta from its answer; the page's own WAL record follows."""
+        seq = int(page_id[1:])
         prev = self.meta_prev if self.meta_prev is not None and \
             self.meta_prev.seq == seq - 1 else None
-        data = done.data
         continues = bool(data.get("continues")) and prev is not None
-        chain_id = prev.chain_id if continues and prev is not None else done.tag
+        chain_id = prev.chain_id if continues and prev is not None else page_id
         meta = dict(
             meta_chain=str(data.get("meta_chain", "")),
             chain_id=chain_id,
-            keywords=frozenset(str(k).lower() for k in data.get("keywords", ()) if str(k)),
+            keywords=frozenset(
+                str(k).lower() for k in data.get("keywords", ()) if str(k)  # type: ignore[attr-defined]
+            ),
         )
-        page = self.core.get(done.tag)
+        page = self.core.get(page_id)
         if page is not None:
-            self.core.set_meta(done.tag, meta["meta_chain"], chain_id, meta["keywords"])
-            page = self.core.get(done.tag)
+            self.core.set_meta(page_id, meta["meta_chain"], chain_id, meta["keywords"])
+            page = self.core.get(page_id)
         else:
             for i, (queued, when) in enumerate(self.outbox):
-                if queued.page_id == done.tag:
+                if queued.page_id == page_id:
                     page = dataclasses.replace(queued, **meta)  # type: ignore[arg-type]
                     self.outbox[i] = (page, when)
                     break
@@ -327,9 +364,8 @@ class STMActor(SupervisedActor):
             return  # already handed to MTM without meta (MTM was catching up): nothing to do
         self.env.store.wal.append(meta_record(page))
         self.meta_prev = page
-        self._pump()
 
-    def _late_meta(self, done: CompletionDone) -> None:
+    def _late_meta(self, page_id: str, data: dict[str, Any], degraded: bool) -> None:
         """An answer for a page whose meta is already known: a redo of a degraded answer
         (the provider is back), or a duplicate of a job that timed out and was asked again.
 
@@ -338,20 +374,19 @@ class STMActor(SupervisedActor):
         the page has gone to MTM the answer is counted as unused.
         """
         metrics = self.env.metrics
-        if done.degraded:
+        if degraded:
             metrics.inc("late_meta_ignored")
             return
-        data = done.data
         meta_chain = str(data.get("meta_chain", ""))
         kws = frozenset(str(k).lower() for k in data.get("keywords", ()) if str(k))
-        page = self.core.get(done.tag)
+        page = self.core.get(page_id)
         if page is not None and page.chain_id:
-            self.core.set_meta(done.tag, meta_chain, page.chain_id, kws)
-            page = self.core.get(done.tag)
+            self.core.set_meta(page_id, meta_chain, page.chain_id, kws)
+            page = self.core.get(page_id)
         else:
             page = None
             for i, (queued, when) in enumerate(self.outbox):
-                if queued.page_id == done.tag and queued.chain_id:
+                if queued.page_id == page_id and queued.chain_id:
                     page = dataclasses.replace(queued, meta_chain=meta_chain, keywords=kws)
                     self.outbox[i] = (page, when)
                     break

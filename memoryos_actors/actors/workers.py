@@ -1,7 +1,7 @@
 """Shared actors of a memory system: gateway workers, retrieval workers, the heat ticker.
 
-These serve every user. They hold no user state: a gateway worker runs one completion at a
-time and tells the answer to the asker's registry name; a retrieval worker fans a query out
+These serve every user. They hold no user state: a gateway worker starts completions on
+the gateway's async core and tells each answer to the asker's registry name; a retrieval worker fans a query out
 to a user's three tiers in parallel and merges the answers; the ticker tells every live MTM
 actor to recompute heat.
 """
@@ -9,6 +9,7 @@ actor to recompute heat.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -52,11 +53,14 @@ _RESTART_WAIT_S = 2.0
 
 
 class GatewayWorker(SupervisedActor):
-    """Runs structured completions for the tiers, one at a time.
+    """Hands the tiers' completion jobs to the gateway's async core and routes the answers.
 
-    The gateway service does the retries, fallback and accounting; an error that still
-    escapes it is a bug and crashes this worker (the supervisor starts a fresh one). The
-    job's backlog slot is freed here when the job is done, delivered or not.
+    A worker never waits for the provider: it starts the job on the gateway service's event
+    loop and returns to its mailbox at once, so how many calls are in flight is bounded by
+    the provider settings (``llm_max_concurrency``, rate limits), not by the number of
+    workers. When the job ends, the answer is told to the asker's registry name (from the
+    loop's thread: a registry lookup and a ``tell``), with the job's ``tag`` unchanged, and
+    the job's backlog slot is freed, delivered or not.
     """
 
     def __init__(self, name: str, client: GatewayClient, registry: Registry) -> None:
@@ -74,27 +78,40 @@ class GatewayWorker(SupervisedActor):
     def on_receive(self, message: object) -> object:
         if isinstance(message, CompletionJob):
             try:
-                result = self.service.complete(
+                future = self.service.submit(
                     message.kind, message.payload, user_id=message.user_id
                 )
-            finally:
+            except BaseException:
                 self.client.release(self.name)
+                raise
             self.done += 1
-            if result.degraded:
-                self.client.remember_degraded(message)
-            target = self.registry.lookup(message.reply_to)
-            reply = CompletionDone(message.kind, message.tag, result.data, result.degraded,
-                                   message.epoch)
-            if target is None:
-                return None
-            try:
-                target.tell(reply)
-            except Exception:  # the asker stopped meanwhile; nobody is left to use it
-                pass
+            future.add_done_callback(functools.partial(self._deliver, message))
             return None
         if isinstance(message, Ping):
             return self.done
         raise TypeError(f"gateway worker got an unknown message: {type(message).__name__}")
+
+    def _deliver(self, job: CompletionJob, future: Any) -> None:
+        """Runs when a job's future is done (on the gateway loop's thread, or at once)."""
+        try:
+            if future.cancelled() or future.exception() is not None:
+                if not future.cancelled():
+                    log.error("gateway.job_failed", kind=job.kind, user=job.user_id,
+                              error=repr(future.exception()))
+                return  # the asker's timeout asks again
+            result = future.result()
+            if result.degraded:
+                self.client.remember_degraded(job)
+            target = self.registry.lookup(job.reply_to)
+            if target is None:
+                return
+            try:
+                target.tell(CompletionDone(job.kind, job.tag, result.data, result.degraded,
+                                           job.epoch))
+            except Exception:  # the asker stopped meanwhile; nobody is left to use it
+                pass
+        finally:
+            self.client.release(self.name)
 
 
 class RetrievalWorker(SupervisedActor):

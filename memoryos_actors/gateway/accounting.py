@@ -66,6 +66,7 @@ class UsageCounters:
 
     calls: int = 0
     errors: int = 0
+    invalid_answers: int = 0
     degraded: int = 0
     cache_hits: int = 0
     prompt_tokens: int = 0
@@ -78,6 +79,7 @@ class UsageCounters:
         return {
             "calls": self.calls,
             "errors": self.errors,
+            "invalid_answers": self.invalid_answers,
             "degraded": self.degraded,
             "cache_hits": self.cache_hits,
             "prompt_tokens": self.prompt_tokens,
@@ -147,6 +149,12 @@ class Accounting:
             for c in self._targets(kind, user_id):
                 c.errors += 1
 
+    def record_invalid(self, kind: str, user_id: str | None) -> None:
+        """Record one provider answer that failed validation (asked again, not an outage)."""
+        with self._lock:
+            for c in self._targets(kind, user_id):
+                c.invalid_answers += 1
+
     def record_retry(self) -> None:
         """Record one retry (a wait followed by another attempt)."""
         with self._lock:
@@ -183,6 +191,7 @@ class Accounting:
             return {
                 "calls": self._total.calls,
                 "errors": self._total.errors,
+                "invalid_answers": self._total.invalid_answers,
                 "degraded": self._total.degraded,
                 "cache_hits": self._total.cache_hits,
                 "retries": self.retries,

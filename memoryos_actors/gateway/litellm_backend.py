@@ -4,6 +4,17 @@ litellm is imported lazily, on the first call, never at ``import memoryos_actors
 importing it we set ``LITELLM_LOCAL_MODEL_COST_MAP=True`` (unless the user already chose)
 so litellm reads its bundled price map instead of fetching one over the network.
 
+Two client paths, both async (the gateway's event loop awaits them): for a model litellm
+addresses as ``openai/<name>`` at an explicit base URL (any OpenAI-compatible server) the
+request is one plain HTTP POST through aiohttp, which costs about a tenth of the client CPU
+of ``litellm.acompletion`` per call (``bench/client_cpu.py``); every other provider goes
+through ``litellm.acompletion``. ``llm_client`` forces one path.
+
+JSON mode (``response_format: {"type": "json_object"}``) is requested where the provider
+supports it: litellm says so for its path; on the HTTP path it is tried, and dropped for good
+if the server rejects it (HTTP 400 or 422 naming ``response_format``). The parse-repair-validate path stays
+the fallback for every answer.
+
 This module does one provider attempt per call; retries, the breaker and limits live in
 :mod:`memoryos_actors.gateway.service`. Every provider failure becomes a
 :class:`ProviderCallError` whose message names the failure class and status, never the
@@ -12,6 +23,8 @@ provider's body, so error text cannot leak into results or logs.
 
 from __future__ import annotations
 
+import asyncio
+import json
 import os
 import threading
 from datetime import UTC
@@ -48,6 +61,10 @@ _RETRYABLE_NAMES = frozenset(
         "InternalServerError",
         "BadGatewayError",
         "RateLimitError",
+        # aiohttp (the plain HTTP path)
+        "ClientConnectionError",
+        "ClientPayloadError",
+        "ServerTimeoutError",
     }
 )
 
@@ -130,7 +147,9 @@ def classify_error(exc: BaseException) -> ProviderCallError:
         category = "rate_limited"
     elif "Timeout" in name or isinstance(exc, TimeoutError):
         category = "timeout"
-    elif "Connection" in name or isinstance(exc, ConnectionError):
+    elif "Connection" in name or "ClientConnectionError" in mro_names or isinstance(
+        exc, ConnectionError
+    ):
         category = "connection"
     elif status is not None and status >= 500:
         category = "server_error"
@@ -146,13 +165,25 @@ def classify_error(exc: BaseException) -> ProviderCallError:
     )
 
 
+class _HTTPStatusError(Exception):
+    """An HTTP error answer on the plain HTTP path (classified like litellm's errors)."""
+
+    def __init__(self, status: int, headers: Any) -> None:
+        super().__init__(f"HTTP {status}")
+        self.status_code = status
+        self.headers = headers
+
+
 class LiteLLMBackend:
-    """Structured completions through ``litellm.completion``.
+    """Structured completions through ``litellm.acompletion`` or a plain HTTP POST.
 
     ``model`` is litellm's model name (``"openai/gpt-4o-mini"``, ``"ollama/llama3"``, ...),
     ``api_base`` an optional base URL, ``api_key_env`` the name of the environment variable
     holding the API key (read at each call, never stored), ``timeout`` seconds per call,
-    ``temperature`` passed through (0 keeps memory updates stable).
+    ``temperature`` passed through (0 keeps memory updates stable). ``client`` is
+    ``"auto"`` (plain HTTP for ``openai/`` models at an explicit ``api_base``, litellm
+    otherwise), ``"http"`` or ``"litellm"``; ``json_mode`` is ``"auto"``, ``"on"`` or
+    ``"off"`` (see the module docstring).
     """
 
     def __init__(
@@ -164,29 +195,61 @@ class LiteLLMBackend:
         timeout: float = 30.0,
         temperature: float = 0.0,
         max_output_tokens: int = 512,
+        client: str = "auto",
+        json_mode: str = "auto",
     ) -> None:
         if not model:
             raise ConfigError("llm_model must be set when llm_backend='litellm'")
+        if client not in ("auto", "http", "litellm"):
+            raise ConfigError(f"llm_client must be 'auto', 'http' or 'litellm', got {client!r}")
+        if json_mode not in ("auto", "on", "off"):
+            raise ConfigError(f"llm_json_mode must be 'auto', 'on' or 'off', got {json_mode!r}")
+        if client == "http" and not api_base:
+            raise ConfigError("llm_client='http' needs llm_base_url")
         self.model = model
         self.api_base = api_base
         self.api_key_env = api_key_env
         self.timeout = float(timeout)
         self.temperature = temperature
         self.max_output_tokens = max_output_tokens
+        self.json_mode = json_mode
+        self.use_http = client == "http" or (
+            client == "auto" and bool(api_base) and model.startswith("openai/")
+        )
         self.name = f"litellm:{model}"
+        #: Whether JSON mode is requested (None: not decided yet).
+        self._json_ok: bool | None = {"on": True, "off": False}.get(json_mode)
+        self._session: Any = None
+        self._price: tuple[float, float] | None = None
+        self._price_lookup: Any = None
+
+    @property
+    def client_path(self) -> str:
+        """``"http"`` or ``"litellm"``: which client this backend's calls go through."""
+        return "http" if self.use_http else "litellm"
 
     def estimate(self, kind: str, payload: dict[str, Any]) -> int:
         """Estimated tokens (prompt plus answer budget) of one call, for rate limiting."""
         msgs = render_messages(kind, payload)
         return sum(estimate_tokens(m["content"]) for m in msgs) + self.max_output_tokens // 4
 
-    def call(self, kind: str, payload: dict[str, Any]) -> BackendResult:
-        """One provider attempt: render, call, repair and validate the JSON answer.
+    def _api_key(self) -> str | None:
+        return os.environ.get(self.api_key_env, "") if self.api_key_env else None
 
-        Raises :class:`ProviderCallError` on any failure, including an answer that stays
-        malformed after repair (retryable: models often get it right the second time).
-        """
-        litellm = import_litellm()
+    # ---------------------------------------------------------------- validation
+
+    @staticmethod
+    def _validated(kind: str, text: str) -> dict[str, Any]:
+        try:
+            return validate_output(kind, parse_json_object(text))
+        except MalformedOutput as exc:
+            raise ProviderCallError(
+                f"answer was not valid {kind} JSON: {exc}", category="malformed"
+            ) from None
+
+    # ------------------------------------------------------------------ litellm
+
+    def _litellm_kwargs(self, litellm: ModuleType, kind: str, payload: dict[str, Any]) -> dict[str, Any]:
         kwargs: dict[str, Any] = {
             "model": self.model,
             "messages": render_messages(kind, payload),
@@ -198,21 +261,23 @@ class LiteLLMBackend:
         if self.api_base:
             kwargs["api_base"] = self.api_base
         if self.api_key_env:
-            kwargs["api_key"] = os.environ.get(self.api_key_env, "")
-        try:
-            resp = litellm.completion(**kwargs)
-        except Exception as exc:  # noqa: BLE001 - every provider error is classified
-            raise classify_error(exc) from None
+            kwargs["api_key"] = self._api_key()
+        if self._json_ok is None:
+            try:
+                params = litellm.get_supported_openai_params(model=self.model) or []
+            except Exception:  # noqa: BLE001 - an unknown model: assume no JSON mode
+                params = []
+            self._json_ok = "response_format" in params
+        if self._json_ok:
+            kwargs["response_format"] = {"type": "json_object"}
+        return kwargs
+
+    def _litellm_result(self, litellm: ModuleType, kind: str, resp: Any) -> BackendResult:
         try:
             text = resp.choices[0].message.content or ""
         except (AttributeError, IndexError, TypeError):
             raise ProviderCallError("answer had no message content", category="malformed") from None
-        try:
-            data = validate_output(kind, parse_json_object(text))
-        except MalformedOutput as exc:
-            raise ProviderCallError(
-                f"answer was not valid {kind} JSON: {exc}", category="malformed"
-            ) from None
+        data = self._validated(kind, text)
         usage = getattr(resp, "usage", None)
         prompt_tokens = int(getattr(usage, "prompt_tokens", 0) or 0)
         completion_tokens = int(getattr(usage, "completion_tokens", 0) or 0)
@@ -222,6 +287,124 @@ class LiteLLMBackend:
             cost = 0.0
         return BackendResult(data, prompt_tokens, completion_tokens, cost)
 
+    def call(self, kind: str, payload: dict[str, Any]) -> BackendResult:
+        """One blocking provider attempt through ``litellm.completion``.
+
+        Raises :class:`ProviderCallError` on any failure, including an answer that stays
+        malformed after repair (``category="malformed"``). The gateway uses :meth:`acall`.
+        """
+        litellm = import_litellm()
+        kwargs = self._litellm_kwargs(litellm, kind, payload)
+        try:
+            resp = litellm.completion(**kwargs)
+        except Exception as exc:  # noqa: BLE001 - every provider error is classified
+            raise classify_error(exc) from None
+        return self._litellm_result(litellm, kind, resp)
+
     def complete(self, kind: str, payload: dict[str, Any]) -> dict[str, Any]:
         """The :class:`LLMBackend` protocol: one attempt's validated answer."""
         return self.call(kind, payload).data
+
+    async def acall(self, kind: str, payload: dict[str, Any]) -> BackendResult:
+        """One provider attempt, awaited on the gateway's event loop (see :meth:`call`)."""
+        if self.use_http:
+            return await self._acall_http(kind, payload)
+        litellm = import_litellm()
+        kwargs = self._litellm_kwargs(litellm, kind, payload)
+        try:
+            resp = await litellm.acompletion(**kwargs)
+        except Exception as exc:  # noqa: BLE001 - every provider error is classified
+            raise classify_error(exc) from None
+        return self._litellm_result(litellm, kind, resp)
+
+    # --------------------------------------------------------------- plain HTTP
+
+    async def _post(self, body: dict[str, Any]) -> tuple[int, Any, bytes]:
+        import aiohttp
+
+        if self._session is None:
+            headers = {"Content-Type": "application/json"}
+            key = self._api_key()
+            if key:
+                headers["Authorization"] = f"Bearer {key}"
+            self._session = aiohttp.ClientSession(
+                headers=headers, timeout=aiohttp.ClientTimeout(total=self.timeout)
+            )
+        url = f"{(self.api_base or '').rstrip('/')}/chat/completions"
+        async with self._session.post(url, data=json.dumps(body)) as resp:
+            return resp.status, resp.headers, await resp.read()
+
+    async def _acall_http(self, kind: str, payload: dict[str, Any]) -> BackendResult:
+        model = self.model.split("/", 1)[1] if self.model.startswith("openai/") else self.model
+        body: dict[str, Any] = {
+            "model": model,
+            "messages": render_messages(kind, payload),
+            "temperature": self.temperature,
+            "max_tokens": self.max_output_tokens,
+        }
+        json_mode = self._json_ok is not False
+        if json_mode:
+            body["response_format"] = {"type": "json_object"}
+        try:
+            status, headers, raw = await self._post(body)
+            if (status in (400, 422) and json_mode and self.json_mode == "auto"
+                    and b"response_format" in raw):
+                # The server refuses JSON mode (its error names the field): stop asking
+                # for it, and ask again without. The body is read for that word only.
+                self._json_ok = False
+                body.pop("response_format")
+                status, headers, raw = await self._post(body)
+            elif status == 200 and json_mode:
+                self._json_ok = True
+        except Exception as exc:  # noqa: BLE001 - every transport error is classified
+            if isinstance(exc, asyncio.TimeoutError):
+                raise ProviderCallError(
+                    "provider call failed: timeout", category="timeout"
+                ) from None
+            raise classify_error(exc) from None
+        if status != 200:
+            raise classify_error(_HTTPStatusError(status, headers))
+        try:
+            answer = json.loads(raw)
+            text = answer["choices"][0]["message"]["content"] or ""
+        except (ValueError, KeyError, IndexError, TypeError):
+            raise ProviderCallError("answer had no message content", category="malformed") from None
+        data = self._validated(kind, text)
+        usage = answer.get("usage") or {}
+        prompt_tokens = int(usage.get("prompt_tokens") or 0)
+        completion_tokens = int(usage.get("completion_tokens") or 0)
+        if self._price is None:
+            if self._price_lookup is None:  # one lookup, shared by concurrent first calls
+                self._price_lookup = asyncio.get_running_loop().run_in_executor(
+                    None, self._lookup_price)
+            self._price = await self._price_lookup
+        cost = prompt_tokens * self._price[0] + completion_tokens * self._price[1]
+        return BackendResult(data, prompt_tokens, completion_tokens, cost)
+
+    def _lookup_price(self) -> tuple[float, float]:
+        """USD per prompt and per completion token, from litellm's bundled price map.
+
+        The map is read as the JSON file litellm ships (tens of milliseconds), not by
+        importing litellm (seconds): the plain HTTP path never imports litellm.
+        """
+        import importlib.util
+
+        try:
+            spec = importlib.util.find_spec("litellm")
+            if spec is None or spec.origin is None:
+                return (0.0, 0.0)
+            path = os.path.join(os.path.dirname(spec.origin),
+                                "model_prices_and_context_window_backup.json")
+            with open(path, encoding="utf-8") as fh:
+                prices = json.load(fh)
+            entry = prices.get(self.model) or prices.get(self.model.split("/", 1)[-1]) or {}
+            return (float(entry.get("input_cost_per_token") or 0.0),
+                    float(entry.get("output_cost_per_token") or 0.0))
+        except (OSError, ValueError, TypeError, AttributeError):
+            return (0.0, 0.0)  # no price map or no price: cost unknown (0)
+
+    async def aclose(self) -> None:
+        """Close the HTTP connection pool (called by the gateway when it closes)."""
+        if self._session is not None:
+            await self._session.close()
+            self._session = None

@@ -194,6 +194,18 @@ class OfflineBackend:
             chain = _snip(" ".join(sents), _CHAIN_MAX_CHARS)
         return {"continues": continues, "meta_chain": chain, "keywords": sorted(kws)}
 
+    def _page_meta_batch(self, payload: dict[str, Any]) -> dict[str, Any]:
+        prev = payload.get("previous_page")
+        chain = str(payload.get("previous_meta_chain") or "")
+        out = []
+        for page in payload.get("pages") or []:
+            meta = self._page_meta(
+                {"page": page, "previous_page": prev, "previous_meta_chain": chain}
+            )
+            out.append(meta)
+            prev, chain = page, meta["meta_chain"]
+        return {"pages": out}
+
     def _page_gist(self, query: str, response: str) -> str:
         parts = []
         if query.strip():
@@ -240,6 +252,9 @@ class OfflineBackend:
             "facts": facts,
             "agent_traits": agent,
         }
+
+    def _segment_persona(self, payload: dict[str, Any]) -> dict[str, Any]:
+        return {**self._segment_summary(payload), **self._persona_update(payload)}
 
     def _chat_reply(self, payload: dict[str, Any]) -> dict[str, Any]:
         query = str(payload.get("query") or "")

@@ -6,14 +6,23 @@ Prompt kinds and their payloads (all strings are plain text):
     payload ``{"page": {"query", "response"}, "previous_page": {"query", "response"} | None,
     "previous_meta_chain": str}`` -> ``{"continues": bool, "meta_chain": str,
     "keywords": [str]}``. One call does continuity, the dialogue-chain summary and keywords.
+``page_meta_batch`` (version 1)
+    payload ``{"pages": [{"query", "response"}, ...], "previous_page": {...} | None,
+    "previous_meta_chain": str}`` -> ``{"pages": [page_meta answer, ...]}``, one entry per
+    page in order (:func:`check_answer` checks the count): several consecutive pages of one
+    user in one call, each with its own chain summary extending the one before.
 ``segment_summary`` (version 1)
     payload ``{"pages": [{"query", "response"}, ...]}`` -> ``{"summary": str,
     "keywords": [str]}``.
-``persona_update`` (version 1)
+``persona_update`` (version 2)
     payload ``{"pages": [...], "current_traits": [{"name", "level"}, ...],
     "trait_names": [str] (optional)}`` -> ``{"traits": [{"name", "level", "evidence"}],
     "facts": [str], "agent_traits": [str]}``; ``level`` is one of ``low``, ``medium``,
-    ``high``.
+    ``high``. The prompt lists the 90 trait names by category (the model cannot use a
+    name it never saw); names are normalised to the table's spelling.
+``segment_persona`` (version 1)
+    payload ``{"pages": [...]}`` -> the ``segment_summary`` and ``persona_update`` answers in
+    one object: a promoted segment that also owes its summary is asked once.
 ``chat_reply`` (version 1)
     payload ``{"context": str, "query": str}`` -> ``{"reply": str}``.
 
@@ -36,9 +45,11 @@ __all__ = [
     "PROMPTS",
     "TRAIT_LEVELS",
     "MalformedOutput",
+    "check_answer",
     "PromptSpec",
     "parse_json_object",
     "render_messages",
+    "trait_key",
     "validate_output",
     "validate_payload",
 ]
@@ -69,11 +80,18 @@ class PromptSpec:
     shape: str
     payload_keys: tuple[str, ...]
     validate: Callable[[Any], dict[str, Any]]
+    guide: Callable[[], str] | None = None
 
     def render(self, payload: dict[str, Any]) -> list[dict[str, str]]:
-        """Chat messages (system + user) asking for this kind's JSON for ``payload``."""
+        """Chat messages (system + user) asking for this kind's JSON for ``payload``.
+
+        ``guide`` (when set) adds fixed reference text the model needs, such as the table
+        of trait names a persona update may use.
+        """
+        guide = f"{self.guide()}\n\n" if self.guide is not None else ""
         user = (
             f"Task: {self.kind} (prompt v{self.version}).\n"
+            f"{guide}"
             f"Input (JSON):\n{json.dumps(payload, ensure_ascii=False, sort_keys=True)}\n\n"
             f"Answer with ONE JSON object of exactly this shape and nothing else:\n{self.shape}"
         )
@@ -135,6 +153,14 @@ def _validate_page_meta(data: Any) -> dict[str, Any]:
     }
 
 
+def _validate_page_meta_batch(data: Any) -> dict[str, Any]:
+    d = _obj(data)
+    pages = d.get("pages")
+    if not isinstance(pages, list) or not pages:
+        raise MalformedOutput("field 'pages' must be a non-empty list")
+    return {"pages": [_validate_page_meta(p) for p in pages[:_MAX_ITEMS]]}
+
+
 def _validate_segment_summary(data: Any) -> dict[str, Any]:
     d = _obj(data)
     return {
@@ -159,7 +185,7 @@ def _validate_persona_update(data: Any) -> dict[str, Any]:
             raise MalformedOutput("trait 'evidence' must be a string")
         traits.append(
             {
-                "name": _str(t, "name", allow_empty=False),
+                "name": trait_key(_str(t, "name", allow_empty=False)),
                 "level": level,
                 "evidence": evidence.strip()[:_MAX_TEXT],
             }
@@ -169,6 +195,37 @@ def _validate_persona_update(data: Any) -> dict[str, Any]:
         "facts": _str_list(d, "facts", _MAX_ITEMS),
         "agent_traits": _str_list(d, "agent_traits", _MAX_ITEMS),
     }
+
+
+def trait_key(name: str) -> str:
+    """A trait name as the trait table spells it: lower case, words joined by ``_``.
+
+    Models write "Sense of humor" or "sense-of-humor" for ``sense_of_humor``.
+    """
+    return re.sub(r"[\s\-]+", "_", name.strip().lower())
+
+
+_TRAIT_GUIDE: str | None = None
+
+
+def _trait_guide() -> str:
+    """The 90 trait names the persona update may use, by category (built once)."""
+    global _TRAIT_GUIDE
+    if _TRAIT_GUIDE is None:
+        from memoryos_actors.tiers.traits import TRAITS
+
+        by_cat: dict[str, list[str]] = {}
+        for t in TRAITS:
+            by_cat.setdefault(t.category, []).append(t.name)
+        lines = ["Trait names you may use (a name from this list, exactly as written; "
+                 "traits with any other name are ignored), by category:"]
+        lines.extend(f"- {cat}: {', '.join(names)}" for cat, names in by_cat.items())
+        _TRAIT_GUIDE = "\n".join(lines)
+    return _TRAIT_GUIDE
+
+
+def _validate_segment_persona(data: Any) -> dict[str, Any]:
+    return {**_validate_segment_summary(data), **_validate_persona_update(data)}
 
 
 def _validate_chat_reply(data: Any) -> dict[str, Any]:
@@ -196,6 +253,21 @@ PROMPTS: dict[str, PromptSpec] = {
         payload_keys=("page", "previous_page", "previous_meta_chain"),
         validate=_validate_page_meta,
     ),
+    "page_meta_batch": PromptSpec(
+        kind="page_meta_batch",
+        version=1,
+        system=_SYSTEM,
+        shape=(
+            '{"pages": [one object per input page, in the same order: {"continues": true|false'
+            '  (does this page continue the topic of the page just before it; for the first'
+            ' page, previous_page),'
+            ' "meta_chain": "one-paragraph summary of the dialogue chain up to and including'
+            ' this page (extend the chain before it if continues, else summarise this page'
+            ' alone)", "keywords": ["up to 12 lower-case topic keywords of this page"]}]}'
+        ),
+        payload_keys=("pages", "previous_page", "previous_meta_chain"),
+        validate=_validate_page_meta_batch,
+    ),
     "segment_summary": PromptSpec(
         kind="segment_summary",
         version=1,
@@ -209,16 +281,35 @@ PROMPTS: dict[str, PromptSpec] = {
     ),
     "persona_update": PromptSpec(
         kind="persona_update",
-        version=1,
+        version=2,
         system=_SYSTEM,
         shape=(
-            '{"traits": [{"name": "a trait name from trait_names", "level": "low|medium|high",'
-            ' "evidence": "short quote"}],'
+            '{"traits": [{"name": "a trait name from the list above", "level":'
+            ' "low|medium|high", "evidence": "short quote from the user"}]  (only traits the'
+            ' pages show),'
             ' "facts": ["stable facts the user stated about themselves, third person"],'
             ' "agent_traits": ["what the assistant stated about itself"]}'
         ),
         payload_keys=("pages",),
         validate=_validate_persona_update,
+        guide=_trait_guide,
+    ),
+    "segment_persona": PromptSpec(
+        kind="segment_persona",
+        version=1,
+        system=_SYSTEM,
+        shape=(
+            '{"summary": "a few sentences summarising the pages\' shared topic",'
+            ' "keywords": ["up to 12 lower-case topic keywords"],'
+            ' "traits": [{"name": "a trait name from the list above", "level":'
+            ' "low|medium|high", "evidence": "short quote from the user"}]  (only traits the'
+            ' pages show),'
+            ' "facts": ["stable facts the user stated about themselves, third person"],'
+            ' "agent_traits": ["what the assistant stated about itself"]}'
+        ),
+        payload_keys=("pages",),
+        validate=_validate_segment_persona,
+        guide=_trait_guide,
     ),
     "chat_reply": PromptSpec(
         kind="chat_reply",
@@ -255,6 +346,15 @@ def validate_payload(kind: str, payload: Any) -> None:
         json.dumps(payload)
     except (TypeError, ValueError) as exc:
         raise InvalidInput(f"{kind} payload is not JSON-serialisable: {exc}") from None
+
+
+def check_answer(kind: str, payload: dict[str, Any], data: dict[str, Any]) -> None:
+    """Checks of a validated answer that need the request: a batch answer must hold one
+    entry per page asked about. Raises :class:`MalformedOutput`."""
+    if kind == "page_meta_batch":
+        want, got = len(payload.get("pages") or ()), len(data.get("pages") or ())
+        if want != got:
+            raise MalformedOutput(f"expected {want} page entries, got {got}")
 
 
 def render_messages(kind: str, payload: dict[str, Any]) -> list[dict[str, str]]:

@@ -7,6 +7,7 @@ comes from a seeded :class:`random.Random`.
 
 from __future__ import annotations
 
+import asyncio
 import enum
 import random
 import threading
@@ -21,6 +22,7 @@ __all__ = [
     "BreakerState",
     "CircuitBreaker",
     "ClockLike",
+    "AsyncConcurrencyLimiter",
     "ConcurrencyLimiter",
     "MonotonicClock",
     "RateLimiter",
@@ -230,6 +232,23 @@ class TokenBucket:
             self._sleep(wait)
             waited += wait
 
+    def reserve(self, n: float = 1.0) -> float:
+        """Take ``n`` tokens now and return the seconds the caller must wait before using them.
+
+        The non-blocking form of :meth:`acquire` for callers that wait on their own (an
+        event loop): the balance may go negative, so later callers queue behind this one in
+        arrival order and the long-run rate still holds.
+        """
+        need = min(float(n), self.capacity)
+        with self._lock:
+            self._refill()
+            wait = max(0.0, (need - self._tokens) / self.rate)
+            self._tokens -= float(n)
+            if wait > 0:
+                self.waits += 1
+                self.waited_seconds += wait
+            return wait
+
     def debit(self, n: float) -> None:
         """Charge ``n`` extra tokens without waiting (the balance may go negative)."""
         with self._lock:
@@ -265,6 +284,18 @@ class RateLimiter:
         if self.tokens is not None:
             waited += self.tokens.acquire(max(1, estimated_tokens))
         return waited
+
+    def reserve(self, estimated_tokens: int) -> float:
+        """Take one request slot and ``estimated_tokens`` now; return the seconds to wait.
+
+        See :meth:`TokenBucket.reserve`: for callers that wait without blocking a thread.
+        """
+        wait = 0.0
+        if self.requests is not None:
+            wait = max(wait, self.requests.reserve(1))
+        if self.tokens is not None:
+            wait = max(wait, self.tokens.reserve(max(1, estimated_tokens)))
+        return wait
 
     def settle(self, estimated_tokens: int, actual_tokens: int) -> None:
         """Correct the token bucket once the provider reports the real usage."""
@@ -303,4 +334,39 @@ class ConcurrencyLimiter:
     def __exit__(self, *exc: object) -> None:
         with self._lock:
             self.in_flight -= 1
+        self._sem.release()
+
+
+class AsyncConcurrencyLimiter:
+    """At most ``limit`` provider calls in flight on one event loop, with usage figures.
+
+    Used only from its event loop's thread (the asyncio semaphore is created lazily on that
+    loop). ``waiting`` counts calls queued for a slot: the gateway's backlog in front of the
+    provider, observable in ``stats()``.
+    """
+
+    def __init__(self, limit: int) -> None:
+        if limit < 1:
+            raise ValueError("concurrency limit must be >= 1")
+        self.limit = limit
+        self._sem: asyncio.Semaphore | None = None
+        self.in_flight = 0
+        self.peak = 0
+        self.waiting = 0
+
+    async def __aenter__(self) -> Self:
+        if self._sem is None:
+            self._sem = asyncio.Semaphore(self.limit)
+        self.waiting += 1
+        try:
+            await self._sem.acquire()
+        finally:
+            self.waiting -= 1
+        self.in_flight += 1
+        self.peak = max(self.peak, self.in_flight)
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.in_flight -= 1
+        assert self._sem is not None
         self._sem.release()

@@ -1,11 +1,17 @@
 """GatewayService: the one place where LLM and embedding calls happen.
 
-Thread-safe and synchronous; the gateway actor pool is a thin shell around one shared
-instance. What it adds on top of a backend:
+Thread-safe. Completions run on one asyncio event loop (a thread the service owns): a
+call waiting for the provider holds no thread, so how many calls are in flight is a
+setting about the provider (``llm_max_concurrency``, ``llm_requests_per_minute``,
+``llm_tokens_per_minute``), not a number of threads. :meth:`GatewayService.submit` hands
+a completion to that loop and returns a future at once; :meth:`GatewayService.complete`
+is the blocking form. What the service adds on top of a backend:
 
 * a content-hash LRU cache for completions and embeddings;
 * retries with exponential backoff and jitter (honouring ``Retry-After``), a circuit
-  breaker per operation, a concurrency cap and token-bucket rate limits;
+  breaker per operation, a cap on calls in flight and token-bucket rate limits;
+* answers that fail validation are asked again (``llm_validation_retries`` times), and
+  count as the provider being up, not as an outage, for the breaker;
 * fallback to the offline backend when the provider is down (the answer is marked
   ``degraded`` and the request queued for :meth:`GatewayService.redo_pending`);
 * coalescing of embedding requests from concurrent callers into one batch, by a single
@@ -15,6 +21,8 @@ instance. What it adds on top of a backend:
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import copy
 import random
 import threading
@@ -38,8 +46,15 @@ from memoryos_actors.gateway.base import BackendResult, Completion, Embedder, Pr
 from memoryos_actors.gateway.cache import LRUCache, content_key
 from memoryos_actors.gateway.embedders import HashingEmbedder, make_embedder
 from memoryos_actors.gateway.offline import OfflineBackend
-from memoryos_actors.gateway.prompts import PROMPTS, validate_payload
+from memoryos_actors.gateway.prompts import (
+    PROMPTS,
+    MalformedOutput,
+    check_answer,
+    validate_output,
+    validate_payload,
+)
 from memoryos_actors.gateway.resilience import (
+    AsyncConcurrencyLimiter,
     CircuitBreaker,
     ClockLike,
     ConcurrencyLimiter,
@@ -167,11 +182,65 @@ class _EmbedBatcher:
             self._thread.join(timeout)
 
 
+class _LoopThread:
+    """An asyncio event loop running on a thread of its own, until :meth:`close`."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self._ready = threading.Event()
+        self.thread = threading.Thread(target=self._run, name="memoryos-gateway-loop",
+                                       daemon=True)
+        self.thread.start()
+        self._ready.wait()
+
+    def _run(self) -> None:
+        asyncio.set_event_loop(self.loop)
+        self.loop.call_soon(self._ready.set)
+        self.loop.run_forever()
+
+    def run(self, coro: Any) -> concurrent.futures.Future[Any]:
+        """Schedule ``coro`` on the loop; the returned future is thread-safe."""
+        return asyncio.run_coroutine_threadsafe(coro, self.loop)
+
+    def close(self, grace: float, cleanup: Any = None) -> None:
+        """Let running tasks finish for up to ``grace`` seconds, cancel the rest, stop."""
+
+        async def shutdown() -> None:
+            me = asyncio.current_task()
+            tasks = [t for t in asyncio.all_tasks() if t is not me]
+            if tasks:
+                _done, pending = await asyncio.wait(tasks, timeout=grace)
+                for t in pending:
+                    t.cancel()
+                if pending:
+                    await asyncio.wait(pending, timeout=1.0)
+            if cleanup is not None:
+                try:
+                    await cleanup()
+                except Exception:  # noqa: BLE001 - closing connections is best effort
+                    pass
+            await self.loop.shutdown_default_executor()
+
+        if self.thread is threading.current_thread():
+            raise RuntimeError("the gateway loop cannot close itself")
+        try:
+            self.run(shutdown()).result(grace + 10.0)
+        except (concurrent.futures.TimeoutError, RuntimeError):
+            pass
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(5.0)
+        if not self.thread.is_alive():
+            self.loop.close()
+
+
 class GatewayService:
     """Structured completions and embeddings with caching, resilience and accounting.
 
     ``config`` is a :class:`~memoryos_actors.config.MemoryConfig` (or any object with its
-    field names; ``None`` means all defaults). The optional arguments exist for embedding
+    field names; ``None`` means all defaults). Completions run on the service's event loop
+    thread (started on first use, stopped by :meth:`close`); a backend with an async
+    ``acall(kind, payload)`` is awaited there, a synchronous one runs in a small thread
+    pool of ``llm_max_concurrency`` threads. The optional arguments exist for embedding
     and tests: ``backend`` / ``embedder`` replace the configured ones; ``clock`` (``now()``
     in seconds) drives the breaker and rate limits; ``sleep(seconds)`` is used for backoff
     and rate-limit waits; ``seed`` seeds the backoff jitter; ``retry_base_delay`` and
@@ -212,7 +281,17 @@ class GatewayService:
         reset = float(cfg(config, "breaker_reset_seconds", 30.0))
         self._breaker = CircuitBreaker(threshold, reset, self._clock)
         self._embed_breaker = CircuitBreaker(threshold, reset, self._clock)
-        self._limiter = ConcurrencyLimiter(int(cfg(config, "llm_max_concurrency", 4)))
+        concurrency = int(cfg(config, "llm_max_concurrency", 16))
+        self._limiter = AsyncConcurrencyLimiter(concurrency)
+        self._embed_limiter = ConcurrencyLimiter(concurrency)
+        self._validation_retries = int(cfg(config, "llm_validation_retries", 2))
+        self._loop_thread: _LoopThread | None = None
+        self._loop_lock = threading.Lock()
+        self._executor: concurrent.futures.ThreadPoolExecutor | None = None
+        self._jobs = 0  # completions handed to the loop and not finished
+        self._futures: set[concurrent.futures.Future[Completion]] = set()
+        self._jobs_peak = 0
+        self._jobs_lock = threading.Lock()
         self._rate = RateLimiter(
             cfg(config, "llm_requests_per_minute", None),
             cfg(config, "llm_tokens_per_minute", None),
@@ -249,6 +328,8 @@ class GatewayService:
                 api_base=cfg(config, "llm_base_url", None),
                 api_key_env=cfg(config, "llm_api_key_env", None),
                 timeout=float(cfg(config, "llm_timeout_seconds", 30.0)),
+                client=str(cfg(config, "llm_client", "auto")),
+                json_mode=str(cfg(config, "llm_json_mode", "auto")),
             )
         raise ConfigError(f"llm_backend must be 'offline' or 'litellm', got {kind!r}")
 
@@ -262,10 +343,31 @@ class GatewayService:
     def complete(self, kind: str, payload: dict[str, Any], *, user_id: str | None = None) -> Completion:
         """Answer prompt ``kind`` for ``payload`` with validated JSON of that kind's shape.
 
+        Blocks until the answer is there (see :meth:`submit` for the non-blocking form).
         Never raises for provider trouble: after retries (or with the breaker open) the
         offline backend answers, ``degraded=True``, and the request is queued for
         :meth:`redo_pending`. Raises :class:`InvalidInput` for an unknown kind or a bad
         payload and :class:`SystemClosed` after :meth:`close`.
+        """
+        if self._loop_thread is not None and self._loop_thread.thread is threading.current_thread():
+            raise RuntimeError("complete() would block the gateway's own event loop")
+        try:
+            return self.submit(kind, payload, user_id=user_id).result()
+        except concurrent.futures.CancelledError:
+            raise SystemClosed("the gateway closed before the call ended") from None
+
+    def submit(
+        self, kind: str, payload: dict[str, Any], *, user_id: str | None = None
+    ) -> concurrent.futures.Future[Completion]:
+        """Start a completion and return a future of its :class:`Completion` at once.
+
+        The call runs on the service's event loop, concurrently with every other one, up to
+        ``llm_max_concurrency`` in flight at the provider; the rest wait for a slot (their
+        number is ``stats()["concurrency"]["waiting"]``). A cached answer gives a future that
+        is already done. The future never fails for provider trouble (see :meth:`complete`);
+        it is cancelled when the service closes before the call ends. Raises
+        :class:`InvalidInput` for a bad kind or payload and :class:`SystemClosed` after
+        :meth:`close`, at once.
         """
         self._check_open()
         validate_payload(kind, payload)
@@ -276,18 +378,53 @@ class GatewayService:
             if user_id is not None:
                 self._completions.note_owner(key, user_id)
             self._acct.record_cache_hit(kind, user_id)
-            return Completion(copy.deepcopy(cached), False, primary.name)
+            done: concurrent.futures.Future[Completion] = concurrent.futures.Future()
+            done.set_result(Completion(copy.deepcopy(cached), False, primary.name))
+            return done
+        with self._jobs_lock:
+            self._jobs += 1
+            self._jobs_peak = max(self._jobs_peak, self._jobs)
+        try:
+            future = self._loop().run(self._complete_async(key, kind, payload, user_id))
+        except BaseException:
+            with self._jobs_lock:
+                self._jobs -= 1
+            raise
+        with self._jobs_lock:
+            self._futures.add(future)
+        future.add_done_callback(self._job_done)
+        return future
+
+    def _job_done(self, future: Any) -> None:
+        with self._jobs_lock:
+            if future in self._futures:
+                self._futures.discard(future)
+                self._jobs -= 1
+
+    def _loop(self) -> _LoopThread:
+        lt = self._loop_thread
+        if lt is None:
+            with self._loop_lock:
+                self._check_open()
+                if self._loop_thread is None:
+                    self._loop_thread = _LoopThread()
+                lt = self._loop_thread
+        return lt
+
+    async def _complete_async(
+        self, key: str, kind: str, payload: dict[str, Any], user_id: str | None
+    ) -> Completion:
         t0 = time.perf_counter()
         if self._primary is None:
             result = self._offline.call(kind, payload)
-            return self._finish(key, kind, user_id, result, primary.name, t0, degraded=False)
+            return self._finish(key, kind, user_id, result, self._offline.name, t0, degraded=False)
         try:
-            result = self._provider_call(kind, payload, user_id, self._policy)
+            result = await self._provider_call(kind, payload, user_id, self._policy)
         except (ProviderCallError, _BreakerOpen):
             result = self._offline.call(kind, payload)
             self._enqueue_redo(kind, payload, user_id)
             return self._finish(key, kind, user_id, result, self._offline.name, t0, degraded=True)
-        return self._finish(key, kind, user_id, result, primary.name, t0, degraded=False)
+        return self._finish(key, kind, user_id, result, self._primary.name, t0, degraded=False)
 
     def _finish(
         self,
@@ -314,51 +451,85 @@ class GatewayService:
             self._completions.put(key, copy.deepcopy(result.data), owner=user_id)
         return Completion(result.data, degraded, backend)
 
-    def _provider_call(
+    async def _provider_call(
         self, kind: str, payload: dict[str, Any], user_id: str | None, policy: RetryPolicy
     ) -> BackendResult:
-        """Call the primary backend with breaker, limits and retries; raise on failure."""
+        """Call the primary backend with breaker, limits and retries; raise on failure.
+
+        Transport failures (timeouts, 429, 5xx, resets) count against the breaker and are
+        retried with backoff (``policy``). An answer that fails validation shows that the
+        provider is up: it is asked again at once, up to ``llm_validation_retries`` times,
+        and never opens the breaker.
+        """
         backend = self._primary
         assert backend is not None
         if not self._breaker.allow():
             raise _BreakerOpen()
-        first = True
-
-        def before_attempt() -> None:
-            nonlocal first
-            if not first and not self._breaker.allow():
-                raise _BreakerOpen()
-            first = False
-
-        def attempt() -> BackendResult:
-            estimate = backend.estimate(kind, payload) if hasattr(backend, "estimate") else 1
-            self._rate.acquire(estimate)
-            with self._limiter:
-                if hasattr(backend, "call"):
-                    result = backend.call(kind, payload)
-                else:  # a plain LLMBackend: validate its answer ourselves
-                    from memoryos_actors.gateway.prompts import MalformedOutput, validate_output
-
-                    try:
-                        result = BackendResult(validate_output(kind, backend.complete(kind, payload)))
-                    except MalformedOutput as exc:
-                        raise ProviderCallError(str(exc), category="malformed") from None
-            self._rate.settle(estimate, result.prompt_tokens + result.completion_tokens)
+        rng = self._rng_locked()
+        attempt = 0
+        invalid = 0
+        while True:
+            try:
+                result = await self._attempt(backend, kind, payload)
+            except ProviderCallError as exc:
+                if exc.category == "malformed":
+                    self._breaker.record_success()  # it answered: the provider is up
+                    self._acct.record_invalid(kind, user_id)
+                    if invalid >= self._validation_retries:
+                        raise
+                    invalid += 1
+                else:
+                    self._breaker.record_failure()
+                    self._acct.record_error(kind, user_id)
+                    if not exc.retryable or attempt >= policy.max_retries:
+                        raise
+                    self._acct.record_retry()
+                    await self._async_sleep(policy.delay(attempt, rng, exc.retry_after))
+                    attempt += 1
+                if not self._breaker.allow():
+                    raise _BreakerOpen() from None
+                continue
             self._breaker.record_success()
             return result
 
-        def on_failure(exc: ProviderCallError) -> None:
-            self._breaker.record_failure()
-            self._acct.record_error(kind, user_id)
+    async def _attempt(self, backend: Any, kind: str, payload: dict[str, Any]) -> BackendResult:
+        estimate = backend.estimate(kind, payload) if hasattr(backend, "estimate") else 1
+        wait = self._rate.reserve(estimate)
+        if wait > 0:
+            await self._async_sleep(wait)
+        async with self._limiter:
+            if hasattr(backend, "acall"):
+                result = await backend.acall(kind, payload)
+            elif hasattr(backend, "call"):
+                result = await self._in_thread(backend.call, kind, payload)
+            else:  # a plain LLMBackend: validate its answer ourselves
+                answer = await self._in_thread(backend.complete, kind, payload)
+                try:
+                    result = BackendResult(validate_output(kind, answer))
+                except MalformedOutput as exc:
+                    raise ProviderCallError(str(exc), category="malformed") from None
+        try:
+            check_answer(kind, payload, result.data)
+        except MalformedOutput as exc:
+            raise ProviderCallError(str(exc), category="malformed") from None
+        self._rate.settle(estimate, result.prompt_tokens + result.completion_tokens)
+        return result
 
-        return call_with_retries(
-            attempt,
-            policy,
-            sleep=self._retry_sleep,
-            rng=self._rng_locked(),
-            before_attempt=before_attempt,
-            on_failure=on_failure,
-        )
+    async def _in_thread(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """Run a blocking backend call without blocking the loop."""
+        if self._executor is None:
+            self._executor = concurrent.futures.ThreadPoolExecutor(
+                max_workers=self._limiter.limit, thread_name_prefix="memoryos-llm"
+            )
+        return await asyncio.get_running_loop().run_in_executor(self._executor, fn, *args)
+
+    async def _async_sleep(self, seconds: float) -> None:
+        # An injected sleep (tests: a recorder that advances a manual clock) is called as
+        # is; the real one becomes an asyncio sleep, which holds no thread.
+        if self._sleep is time.sleep:
+            await asyncio.sleep(seconds)
+        else:
+            self._sleep(seconds)
 
     def _rng_locked(self) -> random.Random:
         # Jitter draws from a per-call generator seeded from the shared one, so concurrent
@@ -418,8 +589,10 @@ class GatewayService:
                 kind, payload, user_id = item
                 t0 = time.perf_counter()
                 try:
-                    result = self._provider_call(kind, payload, user_id, RetryPolicy(0))
-                except (ProviderCallError, _BreakerOpen):
+                    result = self._loop().run(
+                        self._provider_call(kind, payload, user_id, RetryPolicy(0))
+                    ).result()
+                except (ProviderCallError, _BreakerOpen, concurrent.futures.CancelledError):
                     break
                 with self._pending_lock:
                     if self._pending and self._pending[0] is item:
@@ -498,7 +671,7 @@ class GatewayService:
 
         def attempt() -> np.ndarray:
             self._rate.acquire(sum(len(t) // 4 + 1 for t in texts))
-            with self._limiter:
+            with self._embed_limiter:
                 mat = self._embedder.embed(texts)
             self._embed_breaker.record_success()
             return mat
@@ -538,6 +711,8 @@ class GatewayService:
         out = self._acct.snapshot()
         with self._pending_lock:
             pending, dropped, redone = len(self._pending), self._pending_dropped, self._redone
+        with self._jobs_lock:
+            jobs, jobs_peak = self._jobs, self._jobs_peak
         out.update(
             {
                 "backend": self.backend_name,
@@ -560,6 +735,9 @@ class GatewayService:
                     "limit": self._limiter.limit,
                     "in_flight": self._limiter.in_flight,
                     "peak": self._limiter.peak,
+                    "waiting": self._limiter.waiting,
+                    "jobs": jobs,
+                    "jobs_peak": jobs_peak,
                 },
                 "rate_limit": self._rate.stats(),
                 "closed": self._closed,
@@ -571,14 +749,29 @@ class GatewayService:
         if self._closed:
             raise SystemClosed("the gateway is closed")
 
-    def close(self) -> None:
-        """Stop accepting calls, finish queued embedding batches and stop the batcher thread.
+    def close(self, grace: float = 5.0) -> None:
+        """Stop accepting calls; let running completions end (up to ``grace`` seconds, then
+        they are cancelled); finish queued embedding batches; stop the service's threads.
 
         Idempotent. Queued redo requests are kept in memory only and are dropped.
         """
-        if self._closed:
-            return
-        self._closed = True
+        with self._loop_lock:
+            if self._closed:
+                return
+            self._closed = True
+            lt = self._loop_thread
+        if lt is not None:
+            aclose = getattr(self._primary, "aclose", None)
+            lt.close(grace, aclose)
+            # A call scheduled while the loop was stopping never ran: cancel its future so
+            # nobody waits for it forever (its waiter gets SystemClosed or a cancellation).
+            with self._jobs_lock:
+                stranded = list(self._futures)
+            for future in stranded:
+                future.cancel()
+                self._job_done(future)
+        if self._executor is not None:
+            self._executor.shutdown(wait=True, cancel_futures=True)
         if self._batcher is not None:
             self._batcher.close()
 

@@ -99,6 +99,7 @@ def build_context(
                 ))
 
     view = lpm_view if lpm_view is not None else LPMView()
+    chain = next((p.meta_chain for p in sorted(pages, key=lambda p: -p.seq) if p.meta_chain), "")
     return MemoryContext(
         user_id=user_id,
         assistant_id=assistant_id,
@@ -112,4 +113,5 @@ def build_context(
         agent_traits=_fact_items(view.agent_traits, "agent_trait"),
         elapsed_ms=elapsed_ms,
         agent_profile=view.agent_profile,
+        dialogue_chain=chain,
     )

@@ -17,6 +17,7 @@ import socket
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Self
@@ -40,17 +41,45 @@ class Action:
     reset: bool = False
 
 
-def default_answer(kind: str) -> dict[str, Any]:
-    """A valid answer of each prompt kind, recognisable as the provider's."""
+_INPUT_RE = re.compile(r"Input \(JSON\):\n(.*?)\n\nAnswer with ONE JSON object", re.DOTALL)
+
+
+def _payload_of(user_message: str) -> dict[str, Any]:
+    """The request payload the gateway's prompt carries (``{}`` if none is found)."""
+    m = _INPUT_RE.search(user_message)
+    try:
+        return json.loads(m.group(1)) if m else {}
+    except ValueError:
+        return {}
+
+
+def default_answer(kind: str, payload: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A valid answer of each prompt kind, recognisable as the provider's.
+
+    A ``page_meta_batch`` answer has one entry per page of ``payload``, each naming the
+    page's own query (``"provider chain: <query>"``).
+    """
+    if kind == "page_meta_batch":
+        pages = (payload or {}).get("pages") or []
+        return {"pages": [
+            {"continues": i > 0, "meta_chain": f"provider chain: {p.get('query', '')}",
+             "keywords": ["provider"]}
+            for i, p in enumerate(pages)
+        ]}
     return {
         "page_meta": {"continues": False, "meta_chain": "provider chain", "keywords": ["provider"]},
         "segment_summary": {"summary": "provider summary", "keywords": ["provider"]},
         "persona_update": {
-            "traits": [{"name": "interest in music", "level": "high", "evidence": "provider"}],
+            "traits": [{"name": "music", "level": "high", "evidence": "provider"}],
             "facts": ["provider fact"],
             "agent_traits": ["provider agent trait"],
         },
         "chat_reply": {"reply": "provider reply"},
+        "segment_persona": {
+            "summary": "provider summary", "keywords": ["provider"],
+            "traits": [{"name": "music", "level": "high", "evidence": "provider"}],
+            "facts": ["provider fact"], "agent_traits": ["provider agent trait"],
+        },
     }.get(kind, {})
 
 
@@ -69,6 +98,12 @@ class _State:
     embed_requests: int = 0
     embed_batch_sizes: list[int] = field(default_factory=list)
     kinds: list[str] = field(default_factory=list)
+    #: Every chat request body, in arrival order (prompts, response_format, ...).
+    bodies: list[dict[str, Any]] = field(default_factory=list)
+    #: ``responder(kind, payload)`` -> an answer dict, or None for the default answer.
+    responder: Callable[[str, dict[str, Any]], dict[str, Any] | None] | None = None
+    #: When True, a chat request asking for ``response_format`` gets a 400 naming it.
+    reject_json_mode: bool = False
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
@@ -85,6 +120,12 @@ class _Handler(BaseHTTPRequestHandler):
         if self.path.rstrip("/").endswith("/chat/completions"):
             with st.lock:
                 st.chat_requests += 1
+                st.bodies.append(body)
+                if st.reject_json_mode and "response_format" in body:
+                    action = Action(status=400)
+                    self._send(400, {"error": {"message": "response_format is not supported",
+                                               "type": "invalid_request_error"}})
+                    return
                 action = st.chat.popleft() if st.chat else self.server.default_action
             self._act(action, lambda: self._chat_body(body, action))
         elif self.path.rstrip("/").endswith("/embeddings"):
@@ -130,7 +171,14 @@ class _Handler(BaseHTTPRequestHandler):
         kind = m.group(1) if m else ""
         with self.server.state.lock:
             self.server.state.kinds.append(kind)
-        content = action.content if action.content is not None else json.dumps(default_answer(kind))
+            responder = self.server.state.responder
+        content = action.content
+        if content is None:
+            payload = _payload_of(user or "")
+            answer = responder(kind, payload) if responder is not None else None
+            if answer is None:
+                answer = default_answer(kind, payload)
+            content = json.dumps(answer)
         return {
             "id": "chatcmpl-fake",
             "object": "chat.completion",
@@ -170,6 +218,8 @@ class _Server(ThreadingHTTPServer):
     # Non-daemon handler threads are tracked, so server_close() joins them: nothing leaks.
     daemon_threads = False
     block_on_close = True
+    # Benches open 100+ connections at once; the default listen backlog (5) would reset them.
+    request_queue_size = 512
     state: _State
     embed_dim: int
     default_action: Action

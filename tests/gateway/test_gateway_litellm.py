@@ -90,7 +90,7 @@ def test_fenced_and_sloppy_json_is_repaired(llm_service: Make, server: FakeOpenA
 def test_malformed_answers_are_retried_then_fall_back_never_returned_raw(
     llm_service: Make, server: FakeOpenAIServer
 ) -> None:
-    svc = llm_service(llm_max_retries=1)
+    svc = llm_service(llm_validation_retries=1)
     server.script_chat(Action(content='{"reply": 42}'), Action(content="I cannot comply."))
     c = svc.complete("chat_reply", chat_payload(1))
     assert c.degraded and c.backend == OFFLINE
@@ -98,27 +98,40 @@ def test_malformed_answers_are_retried_then_fall_back_never_returned_raw(
     assert server.chat_requests == 2
 
 
+def logging_threads() -> int:
+    """Threads of litellm's logging pool (its workers are named after it)."""
+    return sum(1 for t in threading.enumerate() if t.name.startswith("litellm-logging"))
+
+
 def test_calls_made_while_litellm_is_still_logging_start_no_thread(
-    llm_service: Make, server: FakeOpenAIServer
+    litellm_ready: None, server: FakeOpenAIServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # litellm logs each successful call on its own pool, which starts a worker whenever none
-    # is idle; tests pin it to one worker (tests/conftest.py) so the leak check cannot trip
-    # on a slow logger. Hold that worker busy, as a loaded machine would, and call again.
+    # litellm's blocking API (used by the litellm embedder and LiteLLMBackend.call) logs each
+    # successful call on its own pool, which starts a worker whenever none is idle; tests pin
+    # it to one worker (tests/conftest.py) so the leak check cannot trip on a slow logger.
+    # Hold that worker busy, as a loaded machine would, and call again.
+    from gwhelpers import KEY_ENV
     from litellm.litellm_core_utils.thread_pool_executor import executor
 
-    svc = llm_service()
+    from memoryos_actors.gateway.litellm_backend import LiteLLMBackend
+
+    monkeypatch.setenv(KEY_ENV, "sk-test-dummy")
+    backend = LiteLLMBackend("openai/fake-model", api_base=server.base_url,
+                             api_key_env=KEY_ENV, client="litellm")
+    backend.call("chat_reply", chat_payload(99))  # the pool's one worker exists from here
+    executor.submit(int).result(30)
     release = threading.Event()
     busy = executor.submit(release.wait, 30)
     try:
-        before = threading.active_count()
+        before = logging_threads()
         for i in range(3):
-            assert not svc.complete("chat_reply", chat_payload(i)).degraded
-        assert threading.active_count() == before
+            backend.call("chat_reply", chat_payload(i))
+        assert logging_threads() == before == 1
     finally:
         release.set()
         busy.result(30)
         executor.submit(int).result(30)  # one worker, FIFO: the calls' logging has run
-    assert server.chat_requests == 3
+    assert server.chat_requests == 4
 
 
 def test_error_text_from_the_provider_never_reaches_results_or_stats(

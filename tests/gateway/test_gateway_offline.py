@@ -49,8 +49,9 @@ def test_traits_are_cued_by_keywords_and_negation_gives_low() -> None:
         },
     )
     levels = {t["name"]: t["level"] for t in out["traits"]}
-    assert levels == {"interest in music": "high", "interest in sports": "low"}
-    music = next(t for t in out["traits"] if t["name"] == "interest in music")
+    # Names come back in the trait table's spelling (lower case, words joined by "_").
+    assert levels == {"interest_in_music": "high", "interest_in_sports": "low"}
+    music = next(t for t in out["traits"] if t["name"] == "interest_in_music")
     assert "guitar" in music["evidence"]
 
 

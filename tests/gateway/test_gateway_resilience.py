@@ -6,6 +6,8 @@ import random
 import threading
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from gwhelpers import SleepRecorder
 
 from memoryos_actors.clock import ManualClock
@@ -194,3 +196,53 @@ def test_accounting_splits_usage_by_kind_and_user() -> None:
     assert snap["by_user"]["u1"]["cost_usd"] == pytest.approx(0.001)
     assert snap["by_user"]["u2"]["degraded"] == 1
     assert snap["embeddings"]["batch_size_mean"] == 4.0 and snap["embeddings"]["batch_size_max"] == 5
+
+
+@given(
+    capacity=st.integers(1, 50),
+    per_minute=st.integers(1, 6000),
+    sizes=st.lists(st.integers(1, 20), min_size=1, max_size=40),
+)
+def test_token_bucket_reservations_queue_in_arrival_order_and_keep_the_rate(
+    capacity: int, per_minute: int, sizes: list[int]
+) -> None:
+    clock = ManualClock()
+    bucket = TokenBucket(per_minute, capacity=capacity, clock=clock)
+    rate = per_minute / 60.0
+    taken = 0.0
+    last_wait = 0.0
+    for n in sizes:  # all reserved at the same instant
+        wait = bucket.reserve(n)
+        taken += n
+        # The caller may use its tokens once the refill has covered everything reserved so
+        # far beyond the burst (a request bigger than the burst waits for the burst only).
+        assert wait == pytest.approx(max(0.0, (taken - n + min(n, capacity) - capacity) / rate))
+        assert wait >= last_wait - 1e-9
+        last_wait = wait
+
+
+def test_async_limiter_reports_in_flight_peak_and_waiting() -> None:
+    import asyncio
+
+    from memoryos_actors.gateway.resilience import AsyncConcurrencyLimiter
+
+    lim = AsyncConcurrencyLimiter(2)
+    seen: list[tuple[int, int]] = []
+
+    async def one(gate: asyncio.Event) -> None:
+        async with lim:
+            seen.append((lim.in_flight, lim.waiting))
+            await gate.wait()
+
+    async def main() -> None:
+        gate = asyncio.Event()
+        tasks = [asyncio.create_task(one(gate)) for _ in range(5)]
+        for _ in range(5):
+            await asyncio.sleep(0)
+        assert lim.in_flight == 2 and lim.waiting == 3
+        gate.set()
+        await asyncio.gather(*tasks)
+
+    asyncio.run(main())
+    assert lim.peak == 2 and lim.in_flight == 0 and lim.waiting == 0
+    assert max(n for n, _ in seen) == 2

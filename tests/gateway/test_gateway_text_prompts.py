@@ -40,7 +40,8 @@ def test_split_sentences_keeps_punctuation_and_drops_blanks() -> None:
 
 
 def test_every_kind_has_a_versioned_template_that_shows_the_shape() -> None:
-    assert set(KINDS) == {"page_meta", "segment_summary", "persona_update", "chat_reply"}
+    assert set(KINDS) == {"page_meta", "page_meta_batch", "segment_summary", "persona_update",
+                          "segment_persona", "chat_reply"}
     for kind, spec in PROMPTS.items():
         assert spec.version >= 1
         msgs = render_messages(kind, {k: "x" for k in spec.payload_keys})
@@ -107,3 +108,37 @@ def test_bad_payloads_are_invalid_input() -> None:
         validate_payload("chat_reply", {"query": "q", "context": object()})
     validate_payload("page_meta", {"page": {}, "previous_meta_chain": ""})  # previous_page optional
     json.dumps(PROMPTS["page_meta"].shape)
+
+
+def test_the_persona_prompt_lists_every_trait_name_with_its_category() -> None:
+    from memoryos_actors.tiers.traits import TRAITS
+
+    text = render_messages("persona_update", {"pages": []})[1]["content"]
+    for t in TRAITS:
+        assert t.name in text
+    for category in {t.category for t in TRAITS}:
+        assert f"- {category}: " in text
+
+
+def test_trait_names_are_normalised_to_the_table_spelling() -> None:
+    out = validate_output("persona_update", {"traits": [
+        {"name": "Sense of Humor", "level": "HIGH", "evidence": "jokes"},
+        {"name": "food-and-cooking", "level": "low"},
+    ]})
+    assert [(t["name"], t["level"]) for t in out["traits"]] == [
+        ("sense_of_humor", "high"), ("food_and_cooking", "low")]
+
+
+def test_a_batch_answer_with_the_wrong_number_of_pages_is_malformed() -> None:
+    from memoryos_actors.gateway.prompts import check_answer
+
+    payload = {"pages": [{"query": "a", "response": "b"}] * 3, "previous_page": None,
+               "previous_meta_chain": ""}
+    one = {"continues": False, "meta_chain": "c", "keywords": []}
+    good = validate_output("page_meta_batch", {"pages": [one, one, one]})
+    check_answer("page_meta_batch", payload, good)
+    with pytest.raises(MalformedOutput):
+        check_answer("page_meta_batch", payload,
+                     validate_output("page_meta_batch", {"pages": [one, one]}))
+    with pytest.raises(MalformedOutput):
+        validate_output("page_meta_batch", {"pages": []})

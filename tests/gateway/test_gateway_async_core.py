@@ -1,0 +1,135 @@
+"""The async gateway core against the loopback fake provider: provider-bound concurrency,
+JSON mode on both client paths, validation retries that spare the breaker."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+pytest.importorskip("litellm")
+
+from fakeserver import Action, FakeOpenAIServer, default_answer
+from gwhelpers import chat_payload
+
+from memoryos_actors.errors import SystemClosed
+from memoryos_actors.gateway import GatewayService
+
+Make = Callable[..., GatewayService]
+
+
+@pytest.mark.parametrize("client", ["http", "litellm"])
+def test_both_client_paths_ask_for_json_mode_and_answer_from_the_provider(
+    llm_service: Make, server: FakeOpenAIServer, client: str
+) -> None:
+    svc = llm_service(llm_client=client)
+    c = svc.complete("segment_summary", {"pages": []})
+    assert c.data == default_answer("segment_summary") and not c.degraded
+    assert server.state.bodies[-1]["response_format"] == {"type": "json_object"}
+
+
+def test_json_mode_off_sends_no_response_format(
+    llm_service: Make, server: FakeOpenAIServer
+) -> None:
+    svc = llm_service(llm_json_mode="off")
+    assert not svc.complete("chat_reply", chat_payload(1)).degraded
+    assert "response_format" not in server.state.bodies[-1]
+
+
+def test_a_server_refusing_json_mode_is_asked_again_without_it_and_never_again(
+    llm_service: Make, server: FakeOpenAIServer
+) -> None:
+    server.state.reject_json_mode = True
+    svc = llm_service()
+    first = svc.complete("chat_reply", chat_payload(1))
+    second = svc.complete("chat_reply", chat_payload(2))
+    assert not first.degraded and not second.degraded
+    asked = ["response_format" in b for b in server.state.bodies]
+    assert asked == [True, False, False]
+    assert svc.stats()["errors"] == 0
+
+
+def test_a_schema_violating_answer_is_retried_without_opening_the_breaker(
+    llm_service: Make, server: FakeOpenAIServer
+) -> None:
+    # A breaker that opens on the first provider failure: invalid answers must not count.
+    svc = llm_service(breaker_failure_threshold=1, llm_validation_retries=2)
+    server.script_chat(Action(content='{"summary": ""}'), Action(content="no JSON here"))
+    c = svc.complete("segment_summary", {"pages": []})
+    assert c.data == default_answer("segment_summary") and not c.degraded
+    stats = svc.stats()
+    assert server.chat_requests == 3
+    assert stats["invalid_answers"] == 2 and stats["errors"] == 0
+    assert stats["breaker"]["completion"] == "closed"
+    assert stats["breaker"]["completion_times_opened"] == 0
+    assert stats["pending_redo"] == 0
+
+
+def test_answers_still_invalid_after_the_validation_retries_degrade_but_keep_the_breaker_closed(
+    llm_service: Make, server: FakeOpenAIServer
+) -> None:
+    svc = llm_service(breaker_failure_threshold=1, llm_validation_retries=1)
+    server.script_chat(*(Action(content="[]") for _ in range(4)))
+    first = svc.complete("chat_reply", chat_payload(1))
+    second = svc.complete("chat_reply", chat_payload(2))
+    assert first.degraded and second.degraded
+    assert server.chat_requests == 4  # the breaker never refused a call
+    assert svc.stats()["breaker"]["completion"] == "closed"
+
+
+def test_calls_in_flight_reach_the_provider_limit_and_no_more(
+    litellm_ready: None, make_service: Make
+) -> None:
+    from gwhelpers import KEY_ENV, gateway_config
+
+    with FakeOpenAIServer(latency=0.3) as slow:
+        svc = make_service(gateway_config(
+            llm_backend="litellm", llm_model="openai/fake-model", llm_base_url=slow.base_url,
+            llm_api_key_env=KEY_ENV, llm_max_concurrency=8,
+        ))
+        futures = [svc.submit("chat_reply", chat_payload(i)) for i in range(24)]
+        results = [f.result(30) for f in futures]
+        stats = svc.stats()
+    assert not any(r.degraded for r in results)
+    assert stats["concurrency"]["peak"] == 8
+    assert stats["concurrency"]["jobs_peak"] == 24
+    assert stats["concurrency"]["in_flight"] == 0 and stats["concurrency"]["jobs"] == 0
+    assert slow.chat_requests == 24
+
+
+def test_submit_returns_a_future_and_the_offline_default_answers_through_the_same_core(
+    make_service: Make,
+) -> None:
+    svc = make_service()
+    future = svc.submit("segment_summary", {"pages": [{"query": "I like tea.", "response": "ok"}]})
+    c = future.result(10)
+    assert not c.degraded and c.data["summary"]
+    assert svc.stats()["concurrency"]["jobs"] == 0
+
+
+def test_submit_after_close_is_refused(make_service: Make) -> None:
+    svc = make_service()
+    svc.complete("chat_reply", chat_payload(1))
+    svc.close()
+    with pytest.raises(SystemClosed):
+        svc.submit("chat_reply", chat_payload(2))
+
+
+def test_close_leaves_no_caller_waiting_for_a_call_that_cannot_end(
+    litellm_ready: None, make_service: Make
+) -> None:
+    import concurrent.futures
+
+    from gwhelpers import KEY_ENV, gateway_config
+
+    with FakeOpenAIServer(latency=2.0) as slow:
+        svc = make_service(gateway_config(
+            llm_backend="litellm", llm_model="openai/fake-model", llm_base_url=slow.base_url,
+            llm_api_key_env=KEY_ENV, llm_max_concurrency=2,
+        ))
+        futures = [svc.submit("chat_reply", chat_payload(i)) for i in range(6)]
+        svc.close(grace=0.1)
+        done, not_done = concurrent.futures.wait(futures, timeout=10)
+        assert not not_done
+        assert all(f.cancelled() for f in futures)
+        assert svc.stats()["concurrency"]["jobs"] == 0

@@ -1,0 +1,203 @@
+"""The memory system against the loopback fake provider: what real models are asked and
+what their answers do (persona traits, chain summaries in the reply prompt, batched chain
+meta, flush without extra summaries)."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("litellm")
+
+from fakeserver import FakeOpenAIServer
+from gwhelpers import KEY_ENV
+
+from memoryos_actors import MemoryOS
+from memoryos_actors.clock import ManualClock
+from memoryos_actors.config import MemoryConfig
+
+TOPIC_TURNS = [
+    ("I tell jokes at every family dinner and my friends laugh at my puns.", "Ha, nice."),
+    ("My favourite comedian does wordplay, I collect funny one-liners.", "Great hobby."),
+    ("Yesterday I made the whole office laugh with a pun about printers.", "Well done."),
+    ("I write short humorous stories for my blog every week.", "Sounds fun."),
+    ("My sister says I joke too much, but laughter keeps me going.", "Fair enough."),
+    ("I am preparing a comedy set for an open mic night.", "Good luck!"),
+    ("The open mic went well, people laughed at my puns.", "Congratulations."),
+]
+
+
+def _config(server: FakeOpenAIServer, **overrides: Any) -> MemoryConfig:
+    base: dict[str, Any] = dict(
+        llm_backend="litellm", llm_model="openai/fake-model", llm_base_url=server.base_url,
+        llm_api_key_env=KEY_ENV, llm_timeout_seconds=10.0, mtm_capacity=12,
+        segment_max_pages=6, heat_tick_seconds=3600.0, summary_debounce_seconds=0.01,
+        fsync="never", log_level="error",
+    )
+    base.update(overrides)
+    return MemoryConfig(**base)
+
+
+@pytest.fixture
+def open_mem(tmp_path: Path, litellm_ready: None) -> Iterator[Callable[..., MemoryOS]]:
+    opened: list[MemoryOS] = []
+
+    def _open(config: MemoryConfig, sub: str = "data") -> MemoryOS:
+        mem = MemoryOS.open(tmp_path / sub, config, clock=ManualClock(1_700_000_000.0))
+        opened.append(mem)
+        return mem
+
+    yield _open
+    for mem in opened:
+        mem.close()
+
+
+def _requests(server: FakeOpenAIServer, kind: str) -> list[dict[str, Any]]:
+    with server.state.lock:
+        bodies = list(server.state.bodies)
+    return [b for b in bodies if f"Task: {kind} " in b["messages"][1]["content"]]
+
+
+def test_persona_prompts_carry_the_trait_names_and_a_model_using_them_sets_user_traits(
+    open_mem: Callable[..., MemoryOS], server: FakeOpenAIServer
+) -> None:
+    def responder(kind: str, payload: dict[str, Any]) -> dict[str, Any] | None:
+        if kind in ("persona_update", "segment_persona"):
+            return {"summary": "Comedy and puns.", "keywords": ["comedy"], "traits": [
+                {"name": "Sense of humor", "level": "high", "evidence": "I tell jokes"},
+                {"name": "not_a_trait_in_the_table", "level": "low", "evidence": "x"},
+            ], "facts": ["User performs comedy at open mic nights."], "agent_traits": []}
+        return None
+
+    server.state.responder = responder
+    mem = open_mem(_config(server, promotion_threshold=2.0))
+    for q, r in TOPIC_TURNS * 2:
+        mem.add_turn("joker", q, r)
+    mem.flush()  # asks at once for the persona updates still gathering (debounce)
+    asked = _requests(server, "persona_update") + _requests(server, "segment_persona")
+    assert asked
+    prompt = asked[0]["messages"][1]["content"]
+    assert "sense_of_humor" in prompt and "content_interests" in prompt
+    state = mem.user_state("joker")
+    levels = {t.name: t.level for t in state.traits if t.level is not None}
+    assert levels.get("sense_of_humor") == "high"
+    assert "not_a_trait_in_the_table" not in levels
+    assert "User performs comedy at open mic nights." in [f.text for f in state.kb]
+
+
+def test_the_chain_summary_reaches_the_reply_prompt(
+    open_mem: Callable[..., MemoryOS], server: FakeOpenAIServer
+) -> None:
+    def responder(kind: str, payload: dict[str, Any]) -> dict[str, Any] | None:
+        if kind == "page_meta":
+            return {"continues": True, "keywords": ["comedy"],
+                    "meta_chain": f"CHAIN-SUMMARY after: {payload['page']['query'][:20]}"}
+        return None
+
+    server.state.responder = responder
+    mem = open_mem(_config(server))
+    for q, r in TOPIC_TURNS[:3]:
+        mem.add_turn("c", q, r)
+        mem.flush()  # one page at a time: each is its own page_meta call
+    mem.chat("c", "What did I do at the office?")
+    reply_prompt = _requests(server, "chat_reply")[-1]["messages"][1]["content"]
+    assert "Current conversation thread" in reply_prompt
+    assert "CHAIN-SUMMARY after: Yesterday I made th" in reply_prompt
+
+
+def test_batched_chain_meta_keeps_turn_order_and_each_pages_own_meta(
+    open_mem: Callable[..., MemoryOS], tmp_path: Path
+) -> None:
+    # A slow provider: turns arrive faster than chain meta, so pages queue up and are
+    # asked for together.
+    def responder(kind: str, payload: dict[str, Any]) -> dict[str, Any] | None:
+        if kind == "page_meta":  # batches get the fake's default: one chain per page
+            return {"continues": False, "keywords": ["provider"],
+                    "meta_chain": f"provider chain: {payload['page']['query']}"}
+        return None
+
+    with FakeOpenAIServer(latency=0.2) as slow:
+        slow.state.responder = responder
+        mem = open_mem(_config(slow, stm_capacity=7, meta_batch_max_pages=8,
+                                   mtm_capacity=200, segment_max_pages=64))
+        turns = [(f"Question number {i} about topic {i % 3}", f"Answer {i}") for i in range(30)]
+        for q, r in turns:
+            mem.add_turn("b", q, r)
+        mem.flush()
+        meta_calls = len(_requests(slow, "page_meta")) + len(_requests(slow, "page_meta_batch"))
+        batches = _requests(slow, "page_meta_batch")
+        pages = {p.seq: p for p in mem.user_state("b").stm}
+        for seg in mem.user_state("b").segments:
+            pages.update({p.seq: p for p in seg.pages})
+    assert batches, "no page_meta_batch call was made"
+    assert meta_calls < len(turns)
+    # Every page: its own turn text in order, and the chain summary of its own query.
+    assert sorted(pages) == list(range(1, len(turns) + 1))
+    for seq, page in pages.items():
+        q, _r = turns[seq - 1]
+        assert page.query == q
+        assert page.meta_chain.endswith(q), (seq, page.meta_chain)
+    # Within a batch the fake provider says pages after the first continue the chain.
+    asked = [json.loads(b["messages"][1]["content"].split("Input (JSON):\n", 1)[1]
+                        .split("\n\nAnswer with ONE", 1)[0]) for b in batches]
+    flat = [p["query"] for a in asked for p in a["pages"]]
+    assert flat == sorted(flat, key=lambda q: int(q.split()[2]))
+
+
+def test_one_page_waiting_is_one_page_meta_call_as_at_light_load(
+    open_mem: Callable[..., MemoryOS], server: FakeOpenAIServer
+) -> None:
+    mem = open_mem(_config(server))
+    for q, r in TOPIC_TURNS[:4]:
+        mem.add_turn("l", q, r)
+        mem.flush()
+    assert len(_requests(server, "page_meta")) == 4
+    assert _requests(server, "page_meta_batch") == []
+
+
+def test_flush_while_pages_are_pending_does_not_multiply_segment_summaries(
+    open_mem: Callable[..., MemoryOS]
+) -> None:
+    # One page's meta at a time from a slow provider: the flush below waits several
+    # seconds for 50+ pages to be placed, over hundreds of barrier rounds.
+    with FakeOpenAIServer(latency=0.05) as slow:
+        cfg = _config(slow, summary_debounce_seconds=0.5, summary_every_pages=4,
+                      mtm_capacity=200, segment_max_pages=64, meta_batch_max_pages=1)
+        mem = open_mem(cfg)
+        n = 60
+        for i in range(n):
+            mem.add_turn("f", f"Topic {i // 10}: line {i} about subject {i // 10}", f"Reply {i}")
+        mem.flush()
+        summaries = len(_requests(slow, "segment_summary"))
+        segments = len(mem.user_state("f").segments)
+        placed = n - cfg.stm_capacity
+    # At most the regular rule (one per summary_every_pages new pages of a segment) plus one
+    # owed summary per segment when the flush ends.
+    assert 0 < summaries <= math.ceil(placed / cfg.summary_every_pages) + segments
+
+
+def test_a_promoted_segment_that_owes_its_summary_gets_both_from_one_call(
+    open_mem: Callable[..., MemoryOS], server: FakeOpenAIServer
+) -> None:
+    def responder(kind: str, payload: dict[str, Any]) -> dict[str, Any] | None:
+        if kind == "segment_persona":
+            return {"summary": "ONE-CALL summary of the jokes", "keywords": ["jokes"],
+                    "traits": [{"name": "sense_of_humor", "level": "high", "evidence": "puns"}],
+                    "facts": [], "agent_traits": []}
+        return None
+
+    server.state.responder = responder
+    # Summaries only by flush (never by the page-count rule): the promoted segment owes one.
+    mem = open_mem(_config(server, promotion_threshold=2.0, summary_every_pages=1000))
+    for q, r in TOPIC_TURNS * 2:
+        mem.add_turn("one", q, r)
+    mem.flush()
+    assert _requests(server, "segment_persona"), server.state.kinds
+    state = mem.user_state("one")
+    assert "ONE-CALL summary of the jokes" in [seg.summary for seg in state.segments]
+    assert {t.name: t.level for t in state.traits if t.level}.get("sense_of_humor") == "high"
