@@ -950,7 +950,7 @@ class MemoryOS:
         if list(payload.get("embedder", [])) != [name, dim]:
             raise InvalidInput(
                 f"{path}: written with embedder {payload.get('embedder')}, this system uses "
-                f"{[name, dim]}; run `memoryos reembed` on the export's data"
+                f"{[name, dim]}; import it into a system configured with that embedder"
             )
         # Only this user's directory decides: another user's damaged files must not block it.
         if user_exists(self.data_dir, uid) or uid in self.active_users():

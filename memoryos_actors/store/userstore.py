@@ -330,8 +330,8 @@ class UserStore:
             raise EmbedderMismatch(
                 f"user {self.user_id!r}: stored memories were embedded with "
                 f"{meta.embedder_name!r} (dim {meta.embedder_dim}) but the configured embedder "
-                f"is {name!r} (dim {dim}); run `memoryos reembed` to re-embed the stored data "
-                "with the new embedder, or configure the original one"
+                f"is {name!r} (dim {dim}); configure the original embedder (stored "
+                "embeddings are not converted between embedders)"
             )
         changes: dict[str, Any] = {}
         if meta.embedder_name is None:

@@ -106,7 +106,7 @@ def test_the_embedder_is_recorded_and_a_different_one_is_refused(tmp_path: Path)
         store.check_embedder("hashing", 512)
     with UserStore(tmp_path, "alice") as store:
         store.check_embedder("hashing", 512)
-        with pytest.raises(EmbedderMismatch, match="memoryos reembed"):
+        with pytest.raises(EmbedderMismatch, match="configure the original embedder"):
             store.check_embedder("hashing", 256)
         with pytest.raises(EmbedderMismatch, match="litellm"):
             store.check_embedder("litellm", 512)
