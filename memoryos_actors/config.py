@@ -7,7 +7,9 @@ names the offending field). Sources, later ones winning: the defaults, a TOML fi
 
 Environment values are parsed by the field's type: booleans accept ``true/false/1/0/yes/no``
 (any case); optional fields take ``""`` or ``none`` for None. Unknown keys in a TOML file and
-unknown ``MEMORYOS_*`` variables are errors, so a typo never goes unnoticed.
+unknown ``MEMORYOS_*`` variables are errors, so a typo never goes unnoticed. The few
+``MEMORYOS_*`` variables that are not config fields are listed in :data:`OTHER_ENV_VARS`
+and skipped.
 """
 
 from __future__ import annotations
@@ -23,20 +25,35 @@ import typing
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any, Literal
 
 from memoryos_actors.errors import ConfigError
 
 __all__ = [
+    "DATA_DIR_ENV",
     "ENV_PREFIX",
     "FINGERPRINT_FIELDS",
     "MemoryConfig",
+    "OTHER_ENV_VARS",
     "from_env",
     "from_toml",
     "load",
 ]
 
 ENV_PREFIX = "MEMORYOS_"
+
+DATA_DIR_ENV = "MEMORYOS_DATA_DIR"
+"""Environment variable naming the ``memoryos`` command's data directory (after
+``--data-dir``, before ``./memoryos-data``). The library itself always takes the data
+directory as an argument of :meth:`MemoryOS.open`."""
+
+OTHER_ENV_VARS: Mapping[str, str] = MappingProxyType({
+    DATA_DIR_ENV: "data directory of the memoryos command",
+    "MEMORYOS_LOCOMO_PATH": "LoCoMo data file of the LoCoMo benchmark (bench/locomo.py)",
+})
+"""``MEMORYOS_*`` environment variables that are not config fields (name -> what it sets);
+:meth:`MemoryConfig.from_env` skips them instead of calling them unknown."""
 
 RetrievalMode = Literal["paper", "hybrid"]
 EmbedderName = Literal["hashing", "litellm", "sentence-transformers"]
@@ -237,13 +254,14 @@ class MemoryConfig:
     ) -> MemoryConfig:
         """Apply ``MEMORYOS_<FIELD>`` variables of ``environ`` (default ``os.environ``) to ``base``.
 
-        Any other variable starting with ``MEMORYOS_`` is a ConfigError naming it.
+        Any other variable starting with ``MEMORYOS_``, except those of
+        :data:`OTHER_ENV_VARS`, is a ConfigError naming it.
         """
         env = os.environ if environ is None else environ
         changes: dict[str, Any] = {}
         unknown: list[str] = []
         for key, raw in env.items():
-            if not key.startswith(ENV_PREFIX):
+            if not key.startswith(ENV_PREFIX) or key in OTHER_ENV_VARS:
                 continue
             name = key[len(ENV_PREFIX):].lower()
             if name not in _FIELD_NAMES:
