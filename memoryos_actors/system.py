@@ -868,6 +868,38 @@ class MemoryOS:
                 ids.append(str(rec["page"]["page_id"]))
         return ids
 
+    def kill_actor(self, user_id: str, tier: str, reason: str = "kill_actor",
+                   timeout: float = 10.0) -> bool:
+        """Fault injection: crash one of ``user_id``'s tier actors (``"stm"``, ``"mtm"`` or
+        ``"lpm"``) as an unexpected exception in it would, for drills and demos.
+
+        The user's group supervisor (``rest_for_one``) restarts it and the tiers started
+        after it; each rebuilds its state from its snapshot plus the WAL, so no acknowledged
+        turn is lost. Activates the user if needed. Returns True once a new actor is
+        registered under the same name, False if none appeared within ``timeout`` seconds.
+        The restart shows in :meth:`tree` (``restarts=N``).
+        """
+        uid = _check_user_id(user_id)
+        names = dict(zip(("stm", "mtm", "lpm"), actor_names(uid), strict=True))
+        if tier not in names:
+            raise InvalidInput(f"tier must be 'stm', 'mtm' or 'lpm', got {tier!r}")
+        if not isinstance(reason, str):
+            raise InvalidInput(f"reason must be a str, got {type(reason).__name__}")
+        wait_s = _check_timeout(timeout)
+        name = names[tier]
+
+        def run(_e: _UserEntry) -> bool:
+            old = self.registry.require(name)
+            supervisor.kill(old, reason)
+            deadline = time.monotonic() + wait_s
+            while time.monotonic() < deadline:
+                if self.registry.lookup(name) not in (None, old):
+                    return True
+                time.sleep(0.005)
+            return False
+
+        return self._call(uid, run)
+
     def stats(self, user_id: str | None = None) -> dict[str, Any]:
         """Counters of the whole system, or of one user when ``user_id`` is given."""
         if user_id is not None:
@@ -1126,6 +1158,11 @@ class AsyncMemoryOS:
     async def stored_page_ids(self, user_id: str) -> list[str]:
         """See :meth:`MemoryOS.stored_page_ids`."""
         return await self._run(self.sync.stored_page_ids, user_id)
+
+    async def kill_actor(self, user_id: str, tier: str, reason: str = "kill_actor",
+                         timeout: float = 10.0) -> bool:
+        """See :meth:`MemoryOS.kill_actor`."""
+        return await self._run(self.sync.kill_actor, user_id, tier, reason, timeout)
 
     async def passivate(self, user_id: str) -> bool:
         """See :meth:`MemoryOS.passivate`."""

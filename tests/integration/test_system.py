@@ -141,6 +141,23 @@ def test_killed_tier_actors_lose_no_acknowledged_turn(open_mem) -> None:
     assert set(ids) == set(acked)
 
 
+def test_kill_actor_crashes_a_tier_that_restarts_with_every_page(open_mem) -> None:
+    mem = open_mem()
+    for i in range(1, 41):
+        mem.add_turn("v", *turn_text("v", i))
+    mem.flush()
+    before = sorted(mem.stored_page_ids("v"))
+    assert mem.kill_actor("v", "mtm", "test: drill") is True
+    mem.flush()
+    assert sorted(mem.stored_page_ids("v")) == before
+    tree = mem.tree()
+    # rest_for_one: the LPM actor, started after MTM, restarts with it; STM does not.
+    for tier, restarts in (("stm", 0), ("mtm", 1), ("lpm", 1)):
+        assert f"{tier} [worker] running restarts={restarts} name=user:v/{tier}" in tree
+    with pytest.raises(InvalidInput, match="tier"):
+        mem.kill_actor("v", "gateway")
+
+
 def test_stats_count_turns_evictions_promotions_and_latency(open_mem) -> None:
     mem = open_mem()
     for i in range(1, 301):
