@@ -45,6 +45,7 @@ import msgpack
 import structlog
 
 from memoryos_actors.errors import ConfigError, CorruptDataError, InvalidInput, StorageError
+from memoryos_actors.store._files import atomic_write, fsync_dir, tmp_path
 
 __all__ = [
     "FSYNC_POLICIES",
@@ -52,7 +53,6 @@ __all__ = [
     "FsyncPolicy",
     "NewerFormatError",
     "RecordLog",
-    "fsync_dir",
     "pack_record",
     "unpack_record",
 ]
@@ -80,20 +80,6 @@ class NewerFormatError(CorruptDataError):
 
     It is never read silently: upgrade memoryos-actors, or restore a backup.
     """
-
-
-def fsync_dir(path: Path) -> None:
-    """Make a rename or unlink inside directory ``path`` durable (no-op where unsupported)."""
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:  # Windows cannot open directories; its renames are metadata-journaled
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
 
 
 def pack_record(record: dict[str, Any]) -> bytes:
@@ -237,16 +223,6 @@ def scan(path: Path, magic: bytes, version: int, kind: str) -> _Scan:
     return _Scan(base, seq, offset, size, reason, torn, later)
 
 
-def _atomic_create(path: Path, data: bytes) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    fsync_dir(path.parent)
-
-
 class _Flusher:
     """The one background thread that fsyncs dirty logs in ``interval`` mode.
 
@@ -354,12 +330,12 @@ class RecordLog:
     # -- opening and recovery -------------------------------------------------------------
 
     def _open(self) -> Any:
-        tmp = self.path.with_name(self.path.name + ".tmp")
+        tmp = tmp_path(self.path)
         if tmp.exists():  # an interrupted create or truncate; the real file is intact
             tmp.unlink()
         if not self.path.exists():
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            _atomic_create(self.path, encode_header(self.MAGIC, self.VERSION, 0))
+            atomic_write(self.path, encode_header(self.MAGIC, self.VERSION, 0), self.KIND)
         try:
             result = scan(self.path, self.MAGIC, self.VERSION, self.KIND)
         except OSError as exc:

@@ -247,11 +247,6 @@ class MTMCore:
         """Number of segments."""
         return len(self._segments)
 
-    @property
-    def page_count(self) -> int:
-        """Number of pages held across all segments."""
-        return len(self._page_segment)
-
     # ------------------------------------------------------------------ helpers
 
     def _embedding(self, value: npt.ArrayLike, what: str) -> npt.NDArray[np.float32]:
@@ -656,12 +651,6 @@ class MTMCore:
     def page_ids(self) -> tuple[str, ...]:
         """Ids of every page held, by seq."""
         return tuple(f"p{seq}" for seq in sorted(self._page_segment))
-
-    def segment_of(self, page_id: str) -> str | None:
-        """The segment holding ``page_id``, or None."""
-        if not page_id.startswith("p") or not page_id[1:].isdigit():
-            return None
-        return self._page_segment.get(int(page_id[1:]))
 
     # ------------------------------------------------------------------ persistence
 
