@@ -34,6 +34,7 @@ __all__ = [
     "DATA_DIR_ENV",
     "ENV_PREFIX",
     "FINGERPRINT_FIELDS",
+    "MTMRules",
     "MemoryConfig",
     "OTHER_ENV_VARS",
     "from_env",
@@ -77,7 +78,13 @@ FINGERPRINT_FIELDS: tuple[str, ...] = (
     "agent_traits_capacity",
     "chain_affinity",
     "shared_agent_persona",
+    "segment_keyword_limit",
+    "paper_exact",
 )
+
+# Fields added to FINGERPRINT_FIELDS later: they enter the fingerprint only when they differ
+# from their default, so data directories written before them keep their fingerprint.
+_FINGERPRINT_IF_CHANGED = frozenset({"segment_keyword_limit", "paper_exact"})
 
 
 def _f(default: Any, doc: str) -> Any:
@@ -99,11 +106,20 @@ class MemoryConfig:
     chain_affinity: bool = _f(
         True, "a page continuing a dialogue chain joins the chain's segment (if not full)"
     )
+    segment_keyword_limit: int = _f(
+        24, "most frequent page keywords kept in a segment's K_s; 0 = all (their union)"
+    )
     heat_alpha: float = _f(1.0, "α, heat weight of N_visit (retrievals)")
     heat_beta: float = _f(1.0, "β, heat weight of L_interaction (pages since promotion)")
     heat_gamma: float = _f(1.0, "γ, heat weight of recency")
     recency_mu: float = _f(1e7, "μ, recency decay constant, seconds")
     promotion_threshold: float = _f(5.0, "τ: promote a segment to LPM when heat > τ")
+    promotion_needs_new_page: bool = _f(
+        True, "promote only a segment that gathered a page since its last promotion"
+    )
+    promote_on_retrieval: bool = _f(
+        False, "check promotion after a retrieval raises heat too (else on insert and tick)"
+    )
     heat_tick_seconds: float = _f(60.0, "period of the heat tick, seconds")
     top_m_segments: int = _f(5, "retrieval stage 1: segments")
     top_k_pages: int = _f(10, "retrieval stage 2: pages")
@@ -112,6 +128,10 @@ class MemoryConfig:
     kb_top_k: int = _f(10, "knowledge-base facts retrieved")
     agent_traits_top_k: int = _f(10, "agent traits retrieved")
     retrieval_mode: RetrievalMode = _f("hybrid", '"paper" (two-stage only) or "hybrid"')
+    paper_exact: bool = _f(
+        False, 'with retrieval_mode "paper": exact F_score over all segments and every '
+        "extension off (see README)"
+    )
     shared_agent_persona: bool = _f(
         False, "one agent persona per assistant, shared by all its users (else per user)"
     )
@@ -167,7 +187,7 @@ class MemoryConfig:
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)!r}")
         non_negative_int = ("kb_top_k", "agent_traits_top_k", "llm_max_retries", "cache_size",
-                            "seed")
+                            "seed", "segment_keyword_limit")
         for name in non_negative_int:
             if getattr(self, name) < 0:
                 raise ConfigError(f"{name} must be >= 0, got {getattr(self, name)!r}")
@@ -195,6 +215,9 @@ class MemoryConfig:
         # either impossible or unconditional, which is never what was meant.
         if not -1.0 <= self.fscore_threshold <= 2.0:
             raise ConfigError(f"fscore_threshold must be in [-1, 2], got {self.fscore_threshold!r}")
+        if self.paper_exact and self.retrieval_mode != "paper":
+            raise ConfigError("paper_exact needs retrieval_mode='paper', "
+                              f"got {self.retrieval_mode!r}")
         if self.embedder in ("litellm", "sentence-transformers") and not self.embedding_model:
             raise ConfigError(f"embedding_model is required when embedder is {self.embedder!r}")
         if self.llm_backend == "litellm" and not self.llm_model:
@@ -290,9 +313,28 @@ class MemoryConfig:
 
     # ----------------------------------------------------------------- inspection
 
+    def mtm_rules(self) -> MTMRules:
+        """The MTM rules this config asks for: the extension settings, or the paper's rules
+        when :attr:`paper_exact` is set (which overrides them all)."""
+        if self.paper_exact:
+            return MTMRules(exact_segment_scoring=True, promote_on_retrieval=True,
+                            promotion_needs_new_page=False, chain_affinity=False,
+                            segment_max_pages=None, segment_keyword_limit=None)
+        return MTMRules(
+            exact_segment_scoring=False,
+            promote_on_retrieval=self.promote_on_retrieval,
+            promotion_needs_new_page=self.promotion_needs_new_page,
+            chain_affinity=self.chain_affinity,
+            segment_max_pages=self.segment_max_pages,
+            segment_keyword_limit=self.segment_keyword_limit or None,
+        )
+
     def fingerprint(self) -> str:
         """A short hex hash of :data:`FINGERPRINT_FIELDS`, the settings that shape stored data."""
-        payload = {name: getattr(self, name) for name in FINGERPRINT_FIELDS}
+        payload = {
+            name: getattr(self, name) for name in FINGERPRINT_FIELDS
+            if name not in _FINGERPRINT_IF_CHANGED or getattr(self, name) != _DEFAULTS[name]
+        }
         blob = json.dumps(payload, sort_keys=True, separators=(",", ":")).encode("utf-8")
         return hashlib.sha256(blob).hexdigest()[:16]
 
@@ -306,7 +348,31 @@ class MemoryConfig:
         return [(f.name, f.default, f.metadata["doc"]) for f in dataclasses.fields(cls)]
 
 
+@dataclass(frozen=True, slots=True)
+class MTMRules:
+    """How MTM places, scores and promotes, as resolved by :meth:`MemoryConfig.mtm_rules`.
+
+    Attributes:
+        exact_segment_scoring: F_score every segment; else, above 64 segments, only the
+            32 (or ``4·n``) nearest by cosine in the hnswlib index are scored.
+        promote_on_retrieval: check promotion right after a retrieval raised heat.
+        promotion_needs_new_page: promote only segments that gained a page since their
+            last promotion.
+        chain_affinity: a page continuing a dialogue chain joins the chain's segment.
+        segment_max_pages: pages a segment holds (older go to the archive); None: no bound.
+        segment_keyword_limit: most frequent page keywords in K_s; None: all (the union).
+    """
+
+    exact_segment_scoring: bool
+    promote_on_retrieval: bool
+    promotion_needs_new_page: bool
+    chain_affinity: bool
+    segment_max_pages: int | None
+    segment_keyword_limit: int | None
+
+
 _FIELD_NAMES: frozenset[str] = frozenset(f.name for f in dataclasses.fields(MemoryConfig))
+_DEFAULTS: dict[str, Any] = {f.name: f.default for f in dataclasses.fields(MemoryConfig)}
 _HINTS: dict[str, Any] = typing.get_type_hints(MemoryConfig)
 
 

@@ -124,7 +124,7 @@ class MTMActor(SupervisedActor):
             self._insert(message.page, message.now)
             return None
         if isinstance(message, MTMSearch):
-            return self.core.search(
+            hits = self.core.search(
                 emb_from_bytes(message.query_embedding),
                 message.query_keywords,
                 message.top_m,
@@ -132,6 +132,11 @@ class MTMActor(SupervisedActor):
                 message.now,
                 message.mode,
             )
+            if self.core.rules.promote_on_retrieval and hits.segments:
+                # The visits raised heat: check promotion now, as the paper does whenever
+                # heat changes, not only at the next insert or heat tick.
+                self._apply(self.core.tick(message.now))
+            return hits
         if isinstance(message, CompletionDone):
             data = message.data
             self.core.set_summary(

@@ -158,6 +158,32 @@ def test_kill_actor_crashes_a_tier_that_restarts_with_every_page(open_mem) -> No
         mem.kill_actor("v", "gateway")
 
 
+@pytest.mark.parametrize(
+    ("settings", "promoted_by_retrievals"),
+    [
+        ({}, False),
+        ({"promote_on_retrieval": True}, True),
+        ({"retrieval_mode": "paper", "paper_exact": True}, True),
+    ],
+)
+def test_promotion_after_retrievals_follows_promote_on_retrieval(
+    open_mem, settings: dict, promoted_by_retrievals: bool
+) -> None:
+    # One topic: its pages gather in few segments whose heat (pages + recency) stays below
+    # τ = 30 until retrievals add N_visit. No heat tick runs (SMALL: one per hour).
+    cfg = MemoryConfig(**{**SMALL, "segment_max_pages": 64, "promotion_threshold": 30.0,
+                          **settings})
+    mem = open_mem(cfg)
+    for i in range(20):
+        mem.add_turn("h", f"I love hiking mountain trails, day {i}", "Hiking is great.")
+    mem.flush()
+    assert mem.user_state("h").persona_updates == 0
+    for _ in range(40):
+        mem.retrieve("h", "hiking mountain trails")
+    mem.flush()
+    assert (mem.user_state("h").persona_updates > 0) is promoted_by_retrievals
+
+
 def test_stats_count_turns_evictions_promotions_and_latency(open_mem) -> None:
     mem = open_mem()
     for i in range(1, 301):
