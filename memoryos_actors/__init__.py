@@ -19,6 +19,7 @@ _EXPORTS: dict[str, str] = {
     "MemoryOS": "memoryos_actors.system",
     "AsyncMemoryOS": "memoryos_actors.system",
     "ForgetReport": "memoryos_actors.system",
+    "UserState": "memoryos_actors.system",
     "MemoryConfig": "memoryos_actors.config",
     "Clock": "memoryos_actors.clock",
     "ManualClock": "memoryos_actors.clock",
@@ -46,6 +47,15 @@ _EXPORTS: dict[str, str] = {
 
 __all__ = sorted(_EXPORTS)
 
+# The public methods of MemoryOS, which AsyncMemoryOS offers as coroutines (``open`` is a
+# classmethod of both). The README's API list and tests/docs/test_public_api.py check
+# against this one list: add a facade method here, to both facades and to the README.
+_FACADE_METHODS: tuple[str, ...] = (
+    "open", "add_turn", "retrieve", "chat", "set_user_profile", "set_agent_profile", "stats",
+    "users", "active_users", "user_state", "tree", "archive", "stored_page_ids", "flush",
+    "export_user", "import_user", "forget_user", "passivate", "kill_actor", "close",
+)
+
 if TYPE_CHECKING:
     from .clock import Clock, ManualClock, SystemClock
     from .config import MemoryConfig
@@ -65,7 +75,7 @@ if TYPE_CHECKING:
         UnknownUser,
     )
     from .messages import AgentProfile, ContextItem, MemoryContext, Page, TraitLevel, UserProfile
-    from .system import AsyncMemoryOS, ForgetReport, MemoryOS
+    from .system import AsyncMemoryOS, ForgetReport, MemoryOS, UserState
 
 
 def __getattr__(name: str) -> Any:

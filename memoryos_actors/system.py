@@ -1164,6 +1164,10 @@ class AsyncMemoryOS:
         """See :meth:`MemoryOS.kill_actor`."""
         return await self._run(self.sync.kill_actor, user_id, tier, reason, timeout)
 
+    async def tree(self) -> str:
+        """See :meth:`MemoryOS.tree`."""
+        return await self._run(self.sync.tree)
+
     async def passivate(self, user_id: str) -> bool:
         """See :meth:`MemoryOS.passivate`."""
         return await self._run(self.sync.passivate, user_id)
@@ -1172,8 +1176,8 @@ class AsyncMemoryOS:
         """See :meth:`MemoryOS.active_users`."""
         return await self._run(self.sync.active_users)
 
-    async def close(self) -> None:
+    async def close(self, timeout: float = 60.0) -> None:
         """See :meth:`MemoryOS.close`."""
         loop = asyncio.get_running_loop()
-        await loop.run_in_executor(None, self.sync.close)
+        await loop.run_in_executor(None, self.sync.close, timeout)
         self._pool.shutdown(wait=True)

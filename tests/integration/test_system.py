@@ -3,15 +3,12 @@
 from __future__ import annotations
 
 import asyncio
-import math
 import threading
-import time
 from collections import Counter
 from pathlib import Path
 
 import pytest
 
-import memoryos_actors
 import supervisor
 from memoryos_actors import (
     AgentProfile,
@@ -27,18 +24,6 @@ from memoryos_actors import (
 from memoryos_actors.actors.base import actor_names
 
 from sysutil import SMALL, all_page_ids, turn_text
-
-
-def test_public_api_exports_exactly_these_names() -> None:
-    assert memoryos_actors.__all__ == sorted([
-        "ActorCrashed", "AgentProfile", "AsyncMemoryOS", "Clock", "ConfigError", "ContextItem",
-        "CorruptDataError", "DataDirLocked", "EmbedderMismatch", "ForgetReport", "GatewayError",
-        "InvalidInput", "ManualClock", "MemoryConfig", "MemoryContext", "MemoryOS",
-        "MemoryOSError", "Overloaded", "Page", "ProviderUnavailable", "StorageError",
-        "SystemClock", "SystemClosed", "TraitLevel", "UnknownUser", "UserProfile",
-    ])
-    for name in memoryos_actors.__all__:
-        assert getattr(memoryos_actors, name) is not None
 
 
 def test_add_turn_returns_sequential_page_ids(open_mem) -> None:
@@ -342,13 +327,6 @@ def test_a_repeated_turn_key_is_answered_not_stored_twice_even_after_a_restart(o
     assert mem._ask(stm, msg) == first  # the restarted STM learnt the key from the WAL
     mem.flush()
     assert sorted(mem.stored_page_ids("idem")) == ["p1", "p2"]
-
-
-def test_async_facade_offers_every_public_method_of_the_sync_one() -> None:
-    public = {n for n in dir(MemoryOS) if not n.startswith("_")} - {"open", "tree"}
-    missing = sorted(n for n in public if not asyncio.iscoroutinefunction(
-        getattr(AsyncMemoryOS, n, None)))
-    assert missing == []
 
 
 def test_agent_persona_is_per_user_unless_configured_as_shared(open_mem) -> None:
