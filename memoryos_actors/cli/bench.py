@@ -22,7 +22,7 @@ __all__ = ["BENCHES", "find_bench_dir", "run_bench"]
 BENCHES: dict[str, str] = {
     "throughput": "throughput", "locomo": "locomo", "scale": "scale_bench",
     "crash": "crash_bench", "supervisor": "supervisor_bench", "gateway": "gateway_bench",
-    "store": "store_bench",
+    "store": "store_bench", "ann": "ann_bench",
 }
 """Benchmark name on the command line -> script in ``bench/`` (without ``.py``)."""
 
