@@ -97,15 +97,22 @@ def pack_record(record: dict[str, Any]) -> bytes:
     return payload
 
 
+def unpack_map(payload: bytes, what: str) -> dict[str, Any]:
+    """Decode a msgpack map (records, snapshots, exports); :class:`CorruptDataError` starting
+    with ``what`` (e.g. ``"<path>: snapshot payload"``) if it is not valid msgpack or not a map.
+    """
+    try:
+        value = msgpack.unpackb(payload, raw=False, strict_map_key=False)
+    except Exception as exc:  # noqa: BLE001 - msgpack raises several unrelated types
+        raise CorruptDataError(f"{what} is not valid msgpack ({exc})") from None
+    if not isinstance(value, dict):
+        raise CorruptDataError(f"{what} is a {type(value).__name__}, not a map")
+    return value
+
+
 def unpack_record(payload: bytes, path: Path, seq: int) -> dict[str, Any]:
     """Decode one record's payload; :class:`CorruptDataError` naming ``path`` if it is not a dict."""
-    try:
-        record = msgpack.unpackb(payload, raw=False, strict_map_key=False)
-    except Exception as exc:  # noqa: BLE001 - msgpack raises several unrelated types
-        raise CorruptDataError(f"{path}: record {seq} is not valid msgpack ({exc})") from None
-    if not isinstance(record, dict):
-        raise CorruptDataError(f"{path}: record {seq} is a {type(record).__name__}, not a map")
-    return record
+    return unpack_map(payload, f"{path}: record {seq}")
 
 
 def encode_header(magic: bytes, version: int, base_seq: int) -> bytes:

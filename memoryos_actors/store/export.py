@@ -27,7 +27,7 @@ import msgpack
 
 from memoryos_actors.errors import CorruptDataError, InvalidInput, StorageError
 from memoryos_actors.store._files import atomic_write
-from memoryos_actors.store._framing import NewerFormatError
+from memoryos_actors.store._framing import NewerFormatError, unpack_map
 
 __all__ = ["EXPORT_FORMAT_VERSION", "read_export", "write_export"]
 
@@ -153,10 +153,7 @@ def read_export(path: str | os.PathLike[str]) -> dict[str, Any]:
             raise CorruptDataError(f"{p}: export checksum mismatch")
         if version > EXPORT_FORMAT_VERSION:
             raise NewerFormatError(f"{p}: export version {version} is newer than this build reads")
-        try:
-            payload = msgpack.unpackb(body, raw=False, strict_map_key=False)
-        except Exception as exc:  # noqa: BLE001 - msgpack raises several unrelated types
-            raise CorruptDataError(f"{p}: export payload is not valid msgpack ({exc})") from None
+        payload = unpack_map(body, f"{p}: export payload")
     if not isinstance(payload, dict):
         raise CorruptDataError(f"{p}: export payload is not a map")
     return payload

@@ -29,7 +29,7 @@ import msgpack
 
 from memoryos_actors.errors import CorruptDataError, InvalidInput, StorageError
 from memoryos_actors.store._files import atomic_write, fsync_dir
-from memoryos_actors.store._framing import NewerFormatError, log
+from memoryos_actors.store._framing import NewerFormatError, log, unpack_map
 
 __all__ = [
     "FORMAT_VERSION",
@@ -177,12 +177,7 @@ def read_snapshot(
         )
     if fmt < 1 or schema < 1:
         raise CorruptDataError(f"{p}: invalid snapshot versions (format {fmt}, schema {schema})")
-    try:
-        state = msgpack.unpackb(payload, raw=False, strict_map_key=False)
-    except Exception as exc:  # noqa: BLE001 - msgpack raises several unrelated types
-        raise CorruptDataError(f"{p}: snapshot payload is not valid msgpack ({exc})") from None
-    if not isinstance(state, dict):
-        raise CorruptDataError(f"{p}: snapshot payload is a {type(state).__name__}, not a map")
+    state = unpack_map(payload, f"{p}: snapshot payload")
     return Snapshot(state, int(wal_lsn), int(schema), p, generation)
 
 
