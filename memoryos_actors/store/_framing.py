@@ -111,7 +111,7 @@ def unpack_map(payload: bytes, what: str) -> dict[str, Any]:
 
 
 def unpack_record(payload: bytes, path: Path, seq: int) -> dict[str, Any]:
-    """Decode one record's payload; :class:`CorruptDataError` naming ``path`` if it is not a dict."""
+    """Decode one record's payload (see :func:`unpack_map`)."""
     return unpack_map(payload, f"{path}: record {seq}")
 
 
