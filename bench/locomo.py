@@ -27,6 +27,8 @@ Systems, each fed the same pages:
   ``ctx.page_ids()`` (MTM pages best first, then STM pages). The system runs once with
   ``top_k_pages = max(k) = 20`` and the ranking is truncated at each k: stage 2 orders
   pages by score, so the first 10 of a top-20 answer are the top-10 answer.
+- ``memoryos-paper-exact`` (only when named in ``--systems``): "paper" with
+  ``paper_exact=True``, the paper's MTM rules without our extensions.
 - ``bm25``: Okapi BM25 (k1 = 1.2, b = 0.75) over the page texts.
 - ``flat``: exhaustive cosine search over page embeddings from the project's
   ``HashingEmbedder``.
@@ -103,10 +105,12 @@ __all__ = [
 KS: tuple[int, ...] = (5, 10, 20)
 """Cut-offs (pages) at which recall is measured."""
 
-ALL_SYSTEMS: tuple[str, ...] = ("memoryos-hybrid", "memoryos-paper", "bm25", "flat")
+ALL_SYSTEMS: tuple[str, ...] = (
+    "memoryos-hybrid", "memoryos-paper", "memoryos-paper-exact", "bm25", "flat",
+)
 """Every system the harness knows, in report order."""
 
-DEFAULT_SYSTEMS: tuple[str, ...] = ALL_SYSTEMS
+DEFAULT_SYSTEMS: tuple[str, ...] = ("memoryos-hybrid", "memoryos-paper", "bm25", "flat")
 """Systems run when ``--systems`` is not given."""
 
 ENV_DATA_PATH = "MEMORYOS_LOCOMO_PATH"
@@ -361,7 +365,8 @@ class _FlatSystem:
 class _MemoryOSSystem:
     """The real system through its public API, one user per conversation."""
 
-    def __init__(self, mode: Literal["paper", "hybrid"], data_dir: Path, top_k_pages: int) -> None:
+    def __init__(self, mode: Literal["paper", "hybrid"], data_dir: Path, top_k_pages: int,
+                 *, paper_exact: bool = False) -> None:
         try:
             from memoryos_actors import MemoryConfig, MemoryOS
         except ImportError as exc:
@@ -369,8 +374,9 @@ class _MemoryOSSystem:
                 f"memoryos-{mode} needs memoryos_actors.MemoryOS and MemoryConfig, which "
                 f"could not be imported ({exc}); run with --systems bm25,flat meanwhile"
             ) from exc
-        self.name = f"memoryos-{mode}"
-        self._config = MemoryConfig(top_k_pages=top_k_pages, retrieval_mode=mode)
+        self.name = f"memoryos-{mode}" + ("-exact" if paper_exact else "")
+        exact = {"paper_exact": True} if paper_exact else {}
+        self._config = MemoryConfig(top_k_pages=top_k_pages, retrieval_mode=mode, **exact)
         data_dir.mkdir(parents=True, exist_ok=True)
         self._stack = ExitStack()
         self._mem = self._stack.enter_context(MemoryOS.open(data_dir, config=self._config))
@@ -440,6 +446,8 @@ def _make_system(
         return _MemoryOSSystem("hybrid", work_dir / name, top_k_pages)
     if name == "memoryos-paper":
         return _MemoryOSSystem("paper", work_dir / name, top_k_pages)
+    if name == "memoryos-paper-exact":
+        return _MemoryOSSystem("paper", work_dir / name, top_k_pages, paper_exact=True)
     raise BenchError(f"unknown system {name!r}; choose from {', '.join(ALL_SYSTEMS)}")
 
 

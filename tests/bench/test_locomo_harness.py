@@ -511,6 +511,20 @@ def test_the_any10_chart_is_written_as_png(data_file: Path, tmp_path: Path) -> N
     assert (out / "locomo_any10.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+def test_memoryos_paper_exact_is_a_system_run_only_when_named(
+    data_file: Path, tmp_path: Path
+) -> None:
+    assert "memoryos-paper-exact" not in locomo.DEFAULT_SYSTEMS
+    conversations = locomo.load_locomo(data_file)
+    results = locomo.run_benchmark(
+        conversations, ["memoryos-paper-exact"], work_dir=tmp_path / "work", show_progress=False
+    )
+    exact = results["memoryos-paper-exact"]
+    assert exact["settings"]["config"]["paper_exact"] is True
+    assert exact["settings"]["config"]["retrieval_mode"] == "paper"
+    assert exact["overall"]["n"] == 5 and exact["settings"]["foreign_page_ids"] == 0
+
+
 def test_memoryos_runs_through_the_public_api_with_one_user_per_conversation(
     data_file: Path, tmp_path: Path
 ) -> None:
