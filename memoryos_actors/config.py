@@ -129,8 +129,8 @@ class MemoryConfig:
     agent_traits_top_k: int = _f(10, "agent traits retrieved")
     retrieval_mode: RetrievalMode = _f("hybrid", '"paper" (two-stage only) or "hybrid"')
     paper_exact: bool = _f(
-        False, 'with retrieval_mode "paper": exact F_score over all segments and every '
-        "extension off (see README)"
+        False, 'with retrieval_mode "paper": exact F_score over all segments, promotion '
+        "after retrievals, every extension off"
     )
     shared_agent_persona: bool = _f(
         False, "one agent persona per assistant, shared by all its users (else per user)"
