@@ -551,3 +551,27 @@ def test_without_promotion_needs_new_page_a_hot_read_segment_is_promoted_again()
     for _ in range(5):  # N_visit 5: heat 6 > τ with no new page
         mtm.search(e(0), {"a"}, mode="paper")
     assert [r.segment_id for r in mtm.tick().promoted] == ["s1"]
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 2**32 - 1), top_m=st.integers(1, 8))
+def test_paper_exact_top_m_segments_are_the_brute_force_f_score_top_m(seed, top_m) -> None:
+    # 80 one-page segments (more than the 64 below which search is exhaustive anyway) with
+    # random embeddings and keyword sets drawn from a small vocabulary, so keywords matter.
+    rng = np.random.default_rng(seed)
+    dim = 16
+    vocab = [f"k{i}" for i in range(12)]
+    mtm = _core(dim=dim, retrieval_mode="paper", paper_exact=True, fscore_threshold=2.0,
+                mtm_capacity=500, promotion_threshold=1e9)
+    segs = {}
+    for i in range(1, 81):
+        v = random_unit(rng, dim)
+        kw = frozenset(rng.choice(vocab, size=3, replace=False).tolist())
+        segs[mtm.insert(_page(i, kw), v).segment_id] = (v, kw)
+    q = random_unit(rng, dim)
+    q_kw = frozenset(rng.choice(vocab, size=3, replace=False).tolist())
+    scores = {sid: f_score(v, q, kw, q_kw) for sid, (v, kw) in segs.items()}
+    expected = sorted(scores, key=lambda s: (-scores[s], int(s[1:])))[:top_m]
+    hits = mtm.search(q, q_kw, top_m=top_m, top_k=1)
+    assert [h.segment.segment_id for h in hits.segments] == expected
+    assert [h.score for h in hits.segments] == pytest.approx([scores[s] for s in expected])
