@@ -27,6 +27,8 @@ Systems, each fed the same pages:
   ``ctx.page_ids()`` (MTM pages best first, then STM pages). The system runs once with
   ``top_k_pages = max(k) = 20`` and the ranking is truncated at each k: stage 2 orders
   pages by score, so the first 10 of a top-20 answer are the top-10 answer.
+- ``memoryos-paper-exact`` (only when named in ``--systems``): "paper" with
+  ``paper_exact=True``, the paper's MTM rules without our extensions.
 - ``bm25``: Okapi BM25 (k1 = 1.2, b = 0.75) over the page texts.
 - ``flat``: exhaustive cosine search over page embeddings from the project's
   ``HashingEmbedder``.
@@ -105,7 +107,7 @@ KS: tuple[int, ...] = (5, 10, 20)
 
 ALL_SYSTEMS: tuple[str, ...] = (
     "memoryos-hybrid", "memoryos-hybrid-hot-only", "memoryos-hybrid-no-eviction",
-    "memoryos-paper", "bm25", "flat",
+    "memoryos-paper", "memoryos-paper-exact", "bm25", "flat",
 )
 """Every system the harness knows, in report order.
 
@@ -113,7 +115,8 @@ ALL_SYSTEMS: tuple[str, ...] = (
 (``cold_tier=False``: only STM and MTM are searched, as before the cold tier existed);
 ``memoryos-hybrid-no-eviction`` is hybrid retrieval with MTM made large enough that nothing
 is ever evicted (``mtm_capacity`` and ``segment_max_pages`` = 10**6), the reference the
-long-history mode compares the cold tier against."""
+long-history mode compares the cold tier against; ``memoryos-paper-exact`` is the paper's
+retrieval with ``paper_exact=True`` (exact F_score over all segments, every extension off)."""
 
 DEFAULT_SYSTEMS: tuple[str, ...] = ("memoryos-hybrid", "memoryos-paper", "bm25", "flat")
 """Systems run when ``--systems`` is not given (per-conversation mode)."""
@@ -528,6 +531,9 @@ def _make_system(
     if name == "memoryos-paper":
         return _MemoryOSSystem("paper", work_dir / name, top_k_pages, extra=extra,
                                track_hot=track_hot)
+    if name == "memoryos-paper-exact":
+        return _MemoryOSSystem("paper", work_dir / name, top_k_pages, name=name,
+                               extra={**extra, "paper_exact": True}, track_hot=track_hot)
     raise BenchError(f"unknown system {name!r}; choose from {', '.join(ALL_SYSTEMS)}")
 
 

@@ -20,6 +20,7 @@ _EXPORTS: dict[str, str] = {
     "AsyncMemoryOS": "memoryos_actors.system",
     "ForgetReport": "memoryos_actors.system",
     "UserPhase": "memoryos_actors.directory",
+    "UserState": "memoryos_actors.system",
     "MemoryConfig": "memoryos_actors.config",
     "Clock": "memoryos_actors.clock",
     "ManualClock": "memoryos_actors.clock",
@@ -47,6 +48,16 @@ _EXPORTS: dict[str, str] = {
 
 __all__ = sorted(_EXPORTS)
 
+# The public methods of MemoryOS, which AsyncMemoryOS offers as coroutines (``open`` is a
+# classmethod of both). The README's API list and tests/docs/test_public_api.py check
+# against this one list: add a facade method here, to both facades and to the README.
+_FACADE_METHODS: tuple[str, ...] = (
+    "open", "add_turn", "retrieve", "chat", "set_user_profile", "set_agent_profile", "stats",
+    "users", "active_users", "user_state", "tree", "archive", "stored_page_ids", "flush",
+    "export_user", "import_user", "forget_user", "passivate", "user_phase", "user_epoch",
+    "kill_actor", "close",
+)
+
 if TYPE_CHECKING:
     from .clock import Clock, ManualClock, SystemClock
     from .config import MemoryConfig
@@ -67,7 +78,7 @@ if TYPE_CHECKING:
     )
     from .messages import AgentProfile, ContextItem, MemoryContext, Page, TraitLevel, UserProfile
     from .directory import UserPhase
-    from .system import AsyncMemoryOS, ForgetReport, MemoryOS
+    from .system import AsyncMemoryOS, ForgetReport, MemoryOS, UserState
 
 
 def __getattr__(name: str) -> Any:

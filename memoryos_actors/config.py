@@ -7,7 +7,9 @@ names the offending field). Sources, later ones winning: the defaults, a TOML fi
 
 Environment values are parsed by the field's type: booleans accept ``true/false/1/0/yes/no``
 (any case); optional fields take ``""`` or ``none`` for None. Unknown keys in a TOML file and
-unknown ``MEMORYOS_*`` variables are errors, so a typo never goes unnoticed.
+unknown ``MEMORYOS_*`` variables are errors, so a typo never goes unnoticed. The few
+``MEMORYOS_*`` variables that are not config fields are listed in :data:`OTHER_ENV_VARS`
+and skipped.
 """
 
 from __future__ import annotations
@@ -23,20 +25,36 @@ import typing
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any, Literal
 
 from memoryos_actors.errors import ConfigError
 
 __all__ = [
+    "DATA_DIR_ENV",
     "ENV_PREFIX",
     "FINGERPRINT_FIELDS",
+    "MTMRules",
     "MemoryConfig",
+    "OTHER_ENV_VARS",
     "from_env",
     "from_toml",
     "load",
 ]
 
 ENV_PREFIX = "MEMORYOS_"
+
+DATA_DIR_ENV = "MEMORYOS_DATA_DIR"
+"""Environment variable naming the ``memoryos`` command's data directory (after
+``--data-dir``, before ``./memoryos-data``). The library itself always takes the data
+directory as an argument of :meth:`MemoryOS.open`."""
+
+OTHER_ENV_VARS: Mapping[str, str] = MappingProxyType({
+    DATA_DIR_ENV: "data directory of the memoryos command",
+    "MEMORYOS_LOCOMO_PATH": "LoCoMo data file of the LoCoMo benchmark (bench/locomo.py)",
+})
+"""``MEMORYOS_*`` environment variables that are not config fields (name -> what it sets);
+:meth:`MemoryConfig.from_env` skips them instead of calling them unknown."""
 
 RetrievalMode = Literal["paper", "hybrid"]
 EmbedderName = Literal["hashing", "litellm", "sentence-transformers"]
@@ -62,7 +80,13 @@ FINGERPRINT_FIELDS: tuple[str, ...] = (
     "agent_traits_capacity",
     "chain_affinity",
     "shared_agent_persona",
+    "segment_keyword_limit",
+    "paper_exact",
 )
+
+# Fields added to FINGERPRINT_FIELDS later: they enter the fingerprint only when they differ
+# from their default, so data directories written before them keep their fingerprint.
+_FINGERPRINT_IF_CHANGED = frozenset({"segment_keyword_limit", "paper_exact"})
 
 
 def _f(default: Any, doc: str) -> Any:
@@ -84,11 +108,20 @@ class MemoryConfig:
     chain_affinity: bool = _f(
         True, "a page continuing a dialogue chain joins the chain's segment (if not full)"
     )
+    segment_keyword_limit: int = _f(
+        24, "most frequent page keywords kept in a segment's K_s; 0 = all (their union)"
+    )
     heat_alpha: float = _f(1.0, "α, heat weight of N_visit (retrievals)")
     heat_beta: float = _f(1.0, "β, heat weight of L_interaction (pages since promotion)")
     heat_gamma: float = _f(1.0, "γ, heat weight of recency")
     recency_mu: float = _f(1e7, "μ, recency decay constant, seconds")
     promotion_threshold: float = _f(5.0, "τ: promote a segment to LPM when heat > τ")
+    promotion_needs_new_page: bool = _f(
+        True, "promote only a segment that gathered a page since its last promotion"
+    )
+    promote_on_retrieval: bool = _f(
+        False, "check promotion after a retrieval raises heat too (else on insert and tick)"
+    )
     heat_tick_seconds: float = _f(60.0, "period of the heat tick, seconds")
     top_m_segments: int = _f(5, "retrieval stage 1: segments")
     top_k_pages: int = _f(10, "retrieval stage 2: pages")
@@ -99,6 +132,10 @@ class MemoryConfig:
     retrieval_mode: RetrievalMode = _f("hybrid", '"paper" (two-stage only) or "hybrid"')
     cold_tier: bool = _f(
         True, 'hybrid retrieval also searches the archive (the cold tier); "paper" never does'
+    )
+    paper_exact: bool = _f(
+        False, 'with retrieval_mode "paper": exact F_score over all segments, promotion '
+        "after retrievals, every extension off"
     )
     shared_agent_persona: bool = _f(
         False, "one agent persona per assistant, shared by all its users (else per user)"
@@ -180,7 +217,7 @@ class MemoryConfig:
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)!r}")
         non_negative_int = ("kb_top_k", "agent_traits_top_k", "llm_max_retries", "cache_size",
-                            "seed", "llm_validation_retries")
+                            "seed", "llm_validation_retries", "segment_keyword_limit")
         for name in non_negative_int:
             if getattr(self, name) < 0:
                 raise ConfigError(f"{name} must be >= 0, got {getattr(self, name)!r}")
@@ -209,6 +246,9 @@ class MemoryConfig:
         # either impossible or unconditional, which is never what was meant.
         if not -1.0 <= self.fscore_threshold <= 2.0:
             raise ConfigError(f"fscore_threshold must be in [-1, 2], got {self.fscore_threshold!r}")
+        if self.paper_exact and self.retrieval_mode != "paper":
+            raise ConfigError("paper_exact needs retrieval_mode='paper', "
+                              f"got {self.retrieval_mode!r}")
         if self.embedder in ("litellm", "sentence-transformers") and not self.embedding_model:
             raise ConfigError(f"embedding_model is required when embedder is {self.embedder!r}")
         if self.llm_backend == "litellm" and not self.llm_model:
@@ -273,13 +313,14 @@ class MemoryConfig:
     ) -> MemoryConfig:
         """Apply ``MEMORYOS_<FIELD>`` variables of ``environ`` (default ``os.environ``) to ``base``.
 
-        Any other variable starting with ``MEMORYOS_`` is a ConfigError naming it.
+        Any other variable starting with ``MEMORYOS_``, except those of
+        :data:`OTHER_ENV_VARS`, is a ConfigError naming it.
         """
         env = os.environ if environ is None else environ
         changes: dict[str, Any] = {}
         unknown: list[str] = []
         for key, raw in env.items():
-            if not key.startswith(ENV_PREFIX):
+            if not key.startswith(ENV_PREFIX) or key in OTHER_ENV_VARS:
                 continue
             name = key[len(ENV_PREFIX):].lower()
             if name not in _FIELD_NAMES:
@@ -308,9 +349,28 @@ class MemoryConfig:
 
     # ----------------------------------------------------------------- inspection
 
+    def mtm_rules(self) -> MTMRules:
+        """The MTM rules this config asks for: the extension settings, or the paper's rules
+        when :attr:`paper_exact` is set (which overrides them all)."""
+        if self.paper_exact:
+            return MTMRules(exact_segment_scoring=True, promote_on_retrieval=True,
+                            promotion_needs_new_page=False, chain_affinity=False,
+                            segment_max_pages=None, segment_keyword_limit=None)
+        return MTMRules(
+            exact_segment_scoring=False,
+            promote_on_retrieval=self.promote_on_retrieval,
+            promotion_needs_new_page=self.promotion_needs_new_page,
+            chain_affinity=self.chain_affinity,
+            segment_max_pages=self.segment_max_pages,
+            segment_keyword_limit=self.segment_keyword_limit or None,
+        )
+
     def fingerprint(self) -> str:
         """A short hex hash of :data:`FINGERPRINT_FIELDS`, the settings that shape stored data."""
-        payload = {name: getattr(self, name) for name in FINGERPRINT_FIELDS}
+        payload = {
+            name: getattr(self, name) for name in FINGERPRINT_FIELDS
+            if name not in _FINGERPRINT_IF_CHANGED or getattr(self, name) != _DEFAULTS[name]
+        }
         blob = json.dumps(payload, sort_keys=True, separators=(",", ":")).encode("utf-8")
         return hashlib.sha256(blob).hexdigest()[:16]
 
@@ -324,7 +384,31 @@ class MemoryConfig:
         return [(f.name, f.default, f.metadata["doc"]) for f in dataclasses.fields(cls)]
 
 
+@dataclass(frozen=True, slots=True)
+class MTMRules:
+    """How MTM places, scores and promotes, as resolved by :meth:`MemoryConfig.mtm_rules`.
+
+    Attributes:
+        exact_segment_scoring: F_score every segment; else, above 64 segments, only the
+            32 (or ``4·n``) nearest by cosine in the hnswlib index are scored.
+        promote_on_retrieval: check promotion right after a retrieval raised heat.
+        promotion_needs_new_page: promote only segments that gained a page since their
+            last promotion.
+        chain_affinity: a page continuing a dialogue chain joins the chain's segment.
+        segment_max_pages: pages a segment holds (older go to the archive); None: no bound.
+        segment_keyword_limit: most frequent page keywords in K_s; None: all (the union).
+    """
+
+    exact_segment_scoring: bool
+    promote_on_retrieval: bool
+    promotion_needs_new_page: bool
+    chain_affinity: bool
+    segment_max_pages: int | None
+    segment_keyword_limit: int | None
+
+
 _FIELD_NAMES: frozenset[str] = frozenset(f.name for f in dataclasses.fields(MemoryConfig))
+_DEFAULTS: dict[str, Any] = {f.name: f.default for f in dataclasses.fields(MemoryConfig)}
 _HINTS: dict[str, Any] = typing.get_type_hints(MemoryConfig)
 
 

@@ -957,6 +957,38 @@ class MemoryOS:
                 ids.append(str(rec["page"]["page_id"]))
         return ids
 
+    def kill_actor(self, user_id: str, tier: str, reason: str = "kill_actor",
+                   timeout: float = 10.0) -> bool:
+        """Fault injection: crash one of ``user_id``'s tier actors (``"stm"``, ``"mtm"`` or
+        ``"lpm"``) as an unexpected exception in it would, for drills and demos.
+
+        The user's group supervisor (``rest_for_one``) restarts it and the tiers started
+        after it; each rebuilds its state from its snapshot plus the WAL, so no acknowledged
+        turn is lost. Activates the user if needed. Returns True once a new actor is
+        registered under the same name, False if none appeared within ``timeout`` seconds.
+        The restart shows in :meth:`tree` (``restarts=N``).
+        """
+        uid = _check_user_id(user_id)
+        names = dict(zip(("stm", "mtm", "lpm"), actor_names(uid), strict=True))
+        if tier not in names:
+            raise InvalidInput(f"tier must be 'stm', 'mtm' or 'lpm', got {tier!r}")
+        if not isinstance(reason, str):
+            raise InvalidInput(f"reason must be a str, got {type(reason).__name__}")
+        wait_s = _check_timeout(timeout)
+        name = names[tier]
+
+        def run(_e: _UserEntry) -> bool:
+            old = self.registry.require(name)
+            supervisor.kill(old, reason)
+            deadline = time.monotonic() + wait_s
+            while time.monotonic() < deadline:
+                if self.registry.lookup(name) not in (None, old):
+                    return True
+                time.sleep(0.005)
+            return False
+
+        return self._call(uid, run)
+
     def stats(self, user_id: str | None = None) -> dict[str, Any]:
         """Counters of the whole system, or of one user when ``user_id`` is given."""
         if user_id is not None:
@@ -1060,7 +1092,7 @@ class MemoryOS:
         if list(payload.get("embedder", [])) != [name, dim]:
             raise InvalidInput(
                 f"{path}: written with embedder {payload.get('embedder')}, this system uses "
-                f"{[name, dim]}; run `memoryos reembed` on the export's data"
+                f"{[name, dim]}; import it into a system configured with that embedder"
             )
         deadline = time.monotonic() + self.config.overload_timeout_seconds
         entry = self._dir.claim_passive(uid, UserPhase.IMPORTING, deadline)
@@ -1273,6 +1305,15 @@ class AsyncMemoryOS:
         """See :meth:`MemoryOS.stored_page_ids`."""
         return await self._run(self.sync.stored_page_ids, user_id)
 
+    async def kill_actor(self, user_id: str, tier: str, reason: str = "kill_actor",
+                         timeout: float = 10.0) -> bool:
+        """See :meth:`MemoryOS.kill_actor`."""
+        return await self._run(self.sync.kill_actor, user_id, tier, reason, timeout)
+
+    async def tree(self) -> str:
+        """See :meth:`MemoryOS.tree`."""
+        return await self._run(self.sync.tree)
+
     async def passivate(self, user_id: str) -> bool:
         """See :meth:`MemoryOS.passivate`."""
         return await self._run(self.sync.passivate, user_id)
@@ -1289,8 +1330,8 @@ class AsyncMemoryOS:
         """See :meth:`MemoryOS.active_users`."""
         return await self._run(self.sync.active_users)
 
-    async def close(self) -> None:
+    async def close(self, timeout: float = 60.0) -> None:
         """See :meth:`MemoryOS.close`."""
         loop = asyncio.get_running_loop()
-        await loop.run_in_executor(None, self.sync.close)
+        await loop.run_in_executor(None, self.sync.close, timeout)
         self._pool.shutdown(wait=True)

@@ -149,7 +149,12 @@ class MTMActor(SupervisedActor):
             self._insert(message.page, message.now)
             return None
         if isinstance(message, MTMSearch):
-            return self._search(message)
+            hits = self._search(message)
+            if self.core.rules.promote_on_retrieval and hits.segments:
+                # The visits raised heat: check promotion now, as the paper does whenever
+                # heat changes, not only at the next insert or heat tick.
+                self._apply(self.core.tick(message.now))
+            return hits
         if isinstance(message, CompletionDone):
             if self.env.stale(message.epoch):
                 return None

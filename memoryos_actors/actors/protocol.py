@@ -52,7 +52,10 @@ class InsertPage:
     """STM -> MTM: a page left STM (FIFO overflow) and must join a segment.
 
     ``now`` is the time of the turn that pushed it out (seconds): MTM uses it as the time of
-    the insert, so replaying the WAL rebuilds exactly the same segments and heat.
+    the insert, so replaying the WAL places the pages in the same segments with the same
+    ``L_interaction``. Retrievals are not in the WAL: the ``N_visit`` counts and access
+    times gained since the last snapshot are lost in a crash, so recovered heat can be lower
+    than it was, and an eviction or promotion that heat decides can then differ.
     """
 
     page: Page

@@ -45,6 +45,7 @@ import msgpack
 import structlog
 
 from memoryos_actors.errors import ConfigError, CorruptDataError, InvalidInput, StorageError
+from memoryos_actors.store._files import atomic_write, fsync_dir, tmp_path
 
 __all__ = [
     "FSYNC_POLICIES",
@@ -52,7 +53,6 @@ __all__ = [
     "FsyncPolicy",
     "NewerFormatError",
     "RecordLog",
-    "fsync_dir",
     "pack_record",
     "unpack_record",
 ]
@@ -82,20 +82,6 @@ class NewerFormatError(CorruptDataError):
     """
 
 
-def fsync_dir(path: Path) -> None:
-    """Make a rename or unlink inside directory ``path`` durable (no-op where unsupported)."""
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:  # Windows cannot open directories; its renames are metadata-journaled
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
 def pack_record(record: dict[str, Any]) -> bytes:
     """Encode one record as msgpack; :class:`InvalidInput` if it is not a packable dict."""
     if not isinstance(record, dict):
@@ -111,15 +97,22 @@ def pack_record(record: dict[str, Any]) -> bytes:
     return payload
 
 
-def unpack_record(payload: bytes, path: Path, seq: int) -> dict[str, Any]:
-    """Decode one record's payload; :class:`CorruptDataError` naming ``path`` if it is not a dict."""
+def unpack_map(payload: bytes, what: str) -> dict[str, Any]:
+    """Decode a msgpack map (records, snapshots, exports); :class:`CorruptDataError` starting
+    with ``what`` (e.g. ``"<path>: snapshot payload"``) if it is not valid msgpack or not a map.
+    """
     try:
-        record = msgpack.unpackb(payload, raw=False, strict_map_key=False)
+        value = msgpack.unpackb(payload, raw=False, strict_map_key=False)
     except Exception as exc:  # noqa: BLE001 - msgpack raises several unrelated types
-        raise CorruptDataError(f"{path}: record {seq} is not valid msgpack ({exc})") from None
-    if not isinstance(record, dict):
-        raise CorruptDataError(f"{path}: record {seq} is a {type(record).__name__}, not a map")
-    return record
+        raise CorruptDataError(f"{what} is not valid msgpack ({exc})") from None
+    if not isinstance(value, dict):
+        raise CorruptDataError(f"{what} is a {type(value).__name__}, not a map")
+    return value
+
+
+def unpack_record(payload: bytes, path: Path, seq: int) -> dict[str, Any]:
+    """Decode one record's payload (see :func:`unpack_map`)."""
+    return unpack_map(payload, f"{path}: record {seq}")
 
 
 def encode_header(magic: bytes, version: int, base_seq: int) -> bytes:
@@ -237,16 +230,6 @@ def scan(path: Path, magic: bytes, version: int, kind: str) -> _Scan:
     return _Scan(base, seq, offset, size, reason, torn, later)
 
 
-def _atomic_create(path: Path, data: bytes) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    fsync_dir(path.parent)
-
-
 class _Flusher:
     """The one background thread that fsyncs dirty logs in ``interval`` mode.
 
@@ -354,12 +337,12 @@ class RecordLog:
     # -- opening and recovery -------------------------------------------------------------
 
     def _open(self) -> Any:
-        tmp = self.path.with_name(self.path.name + ".tmp")
+        tmp = tmp_path(self.path)
         if tmp.exists():  # an interrupted create or truncate; the real file is intact
             tmp.unlink()
         if not self.path.exists():
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            _atomic_create(self.path, encode_header(self.MAGIC, self.VERSION, 0))
+            atomic_write(self.path, encode_header(self.MAGIC, self.VERSION, 0), self.KIND)
         try:
             result = scan(self.path, self.MAGIC, self.VERSION, self.KIND)
         except OSError as exc:

@@ -20,7 +20,6 @@ from typing import Any, Self
 
 from memoryos_actors.errors import InvalidInput
 from memoryos_actors.store._framing import FsyncPolicy, RecordLog, pack_record
-from memoryos_actors.store.export import write_export
 
 __all__ = ["Archive", "ArchiveHit", "ArchiveLog"]
 
@@ -145,26 +144,6 @@ class Archive:
                 hits.append(ArchiveHit(seq, record, float(score)))
         hits.sort(key=lambda h: (-h.score, -h.seq))
         return hits[:limit]
-
-    def search_text(self, substring: str, limit: int = 10) -> list[ArchiveHit]:
-        """Records whose strings contain ``substring`` (case-insensitive), most occurrences first."""
-        if not isinstance(substring, str) or not substring:
-            raise InvalidInput("substring must be a non-empty str")
-        if limit < 0:
-            raise InvalidInput(f"limit must be >= 0, not {limit}")
-        needle = substring.lower()
-        hits: list[ArchiveHit] = []
-        for seq, record in self.iter():
-            count = sum(s.lower().count(needle) for s in _strings(record))
-            if count:
-                hits.append(ArchiveHit(seq, record, float(count)))
-        hits.sort(key=lambda h: (-h.score, -h.seq))
-        return hits[:limit]
-
-    def export(self, path: str | os.PathLike[str]) -> Path:
-        """Write every archived record to ``path`` (msgpack, or JSON if it ends in ``.json``)."""
-        records = [{"seq": seq, "record": record} for seq, record in self.iter()]
-        return write_export(path, {"kind": "archive", "records": records})
 
     def flush(self) -> None:
         """Make every archived record durable now (fsync)."""

@@ -26,7 +26,8 @@ from typing import Any
 import msgpack
 
 from memoryos_actors.errors import CorruptDataError, InvalidInput, StorageError
-from memoryos_actors.store._framing import NewerFormatError
+from memoryos_actors.store._files import atomic_write
+from memoryos_actors.store._framing import NewerFormatError, unpack_map
 
 __all__ = ["EXPORT_FORMAT_VERSION", "read_export", "write_export"]
 
@@ -83,20 +84,6 @@ def _from_json(value: Any, path: Path) -> Any:
     return value
 
 
-def _atomic_write(path: Path, data: bytes) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with open(tmp, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except OSError as exc:
-        tmp.unlink(missing_ok=True)
-        raise StorageError(f"{path}: writing export failed: {exc}") from exc
-
-
 def write_export(path: str | os.PathLike[str], payload: dict[str, Any]) -> Path:
     """Write ``payload`` to ``path`` (JSON if the name ends in ``.json``, else msgpack).
 
@@ -119,7 +106,11 @@ def write_export(path: str | os.PathLike[str], payload: dict[str, Any]) -> Path:
             raise InvalidInput(f"export payload cannot be encoded as msgpack: {exc}") from None
         head = _HEAD.pack(_MAGIC, EXPORT_FORMAT_VERSION, len(body))
         data = head + _CRC.pack(zlib.crc32(body, zlib.crc32(head))) + body
-    _atomic_write(p, data)
+    try:
+        p.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise StorageError(f"{p}: writing export failed: {exc}") from exc
+    atomic_write(p, data, "export")
     return p
 
 
@@ -162,10 +153,7 @@ def read_export(path: str | os.PathLike[str]) -> dict[str, Any]:
             raise CorruptDataError(f"{p}: export checksum mismatch")
         if version > EXPORT_FORMAT_VERSION:
             raise NewerFormatError(f"{p}: export version {version} is newer than this build reads")
-        try:
-            payload = msgpack.unpackb(body, raw=False, strict_map_key=False)
-        except Exception as exc:  # noqa: BLE001 - msgpack raises several unrelated types
-            raise CorruptDataError(f"{p}: export payload is not valid msgpack ({exc})") from None
+        payload = unpack_map(body, f"{p}: export payload")
     if not isinstance(payload, dict):
         raise CorruptDataError(f"{p}: export payload is not a map")
     return payload

@@ -28,7 +28,8 @@ from typing import Any
 import msgpack
 
 from memoryos_actors.errors import CorruptDataError, InvalidInput, StorageError
-from memoryos_actors.store._framing import NewerFormatError, fsync_dir, log
+from memoryos_actors.store._files import atomic_write, fsync_dir
+from memoryos_actors.store._framing import NewerFormatError, log, unpack_map
 
 __all__ = [
     "FORMAT_VERSION",
@@ -117,15 +118,7 @@ def write_snapshot(
         existing = list_snapshots(d)
         generation = existing[0][0] + 1 if existing else 1
         path = _generation_path(d, generation)
-        tmp = path.with_name(path.name + ".tmp")
-        with open(tmp, "wb") as f:
-            f.write(head)
-            f.write(_CRC.pack(crc))
-            f.write(payload)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-        fsync_dir(d)
+        atomic_write(path, b"".join((head, _CRC.pack(crc), payload)), "snapshot")
         for _gen, old in existing[_KEEP_GENERATIONS - 1 :]:
             old.unlink(missing_ok=True)
         if len(existing) >= _KEEP_GENERATIONS:
@@ -184,12 +177,7 @@ def read_snapshot(
         )
     if fmt < 1 or schema < 1:
         raise CorruptDataError(f"{p}: invalid snapshot versions (format {fmt}, schema {schema})")
-    try:
-        state = msgpack.unpackb(payload, raw=False, strict_map_key=False)
-    except Exception as exc:  # noqa: BLE001 - msgpack raises several unrelated types
-        raise CorruptDataError(f"{p}: snapshot payload is not valid msgpack ({exc})") from None
-    if not isinstance(state, dict):
-        raise CorruptDataError(f"{p}: snapshot payload is a {type(state).__name__}, not a map")
+    state = unpack_map(payload, f"{p}: snapshot payload")
     return Snapshot(state, int(wal_lsn), int(schema), p, generation)
 
 

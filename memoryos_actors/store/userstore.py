@@ -35,10 +35,10 @@ from memoryos_actors.errors import (
     StorageError,
     UnknownUser,
 )
-from memoryos_actors.store._framing import NewerFormatError, fsync_dir, log
+from memoryos_actors.store._files import atomic_write, fsync_dir
+from memoryos_actors.store._framing import NewerFormatError, log
 from memoryos_actors.store.archive import Archive
 from memoryos_actors.store.cold import COLD_FILE, ColdIndex
-from memoryos_actors.store.export import write_export
 from memoryos_actors.store.paths import user_dir_name, user_id_from_dir_name, validate_user_id
 from memoryos_actors.store.snapshot import SCHEMA_VERSION, read_latest_snapshot, write_snapshot
 from memoryos_actors.store.wal import WAL
@@ -164,18 +164,8 @@ def _read_meta(path: Path) -> UserMeta:
 
 
 def _write_meta(path: Path, meta: UserMeta) -> None:
-    tmp = path.with_name(path.name + ".tmp")
     data = json.dumps(meta.to_dict(), ensure_ascii=False, indent=1).encode("utf-8")
-    try:
-        with open(tmp, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except OSError as exc:
-        tmp.unlink(missing_ok=True)
-        raise StorageError(f"{path}: writing meta failed: {exc}") from exc
-    fsync_dir(path.parent)
+    atomic_write(path, data, "meta")
 
 
 def user_exists(root: str | os.PathLike[str], user_id: str) -> bool:
@@ -335,8 +325,8 @@ class UserStore:
             raise EmbedderMismatch(
                 f"user {self.user_id!r}: stored memories were embedded with "
                 f"{meta.embedder_name!r} (dim {meta.embedder_dim}) but the configured embedder "
-                f"is {name!r} (dim {dim}); run `memoryos reembed` to re-embed the stored data "
-                "with the new embedder, or configure the original one"
+                f"is {name!r} (dim {dim}); configure the original embedder (stored "
+                "embeddings are not converted between embedders)"
             )
         changes: dict[str, Any] = {}
         if meta.embedder_name is None:
@@ -355,10 +345,6 @@ class UserStore:
             _write_meta(self.dir / META_FILE, self.meta)
 
     # -- WAL, snapshots, archive ---------------------------------------------------------------
-
-    def append(self, record: dict[str, Any]) -> int:
-        """Append ``record`` to the user's WAL; return its LSN (see :meth:`WAL.append`)."""
-        return self.wal.append(record)
 
     def archive_append(self, record: dict[str, Any]) -> int:
         """Archive ``record`` and index it in the cold tier; 0 when the archive is disabled.
@@ -441,28 +427,6 @@ class UserStore:
 
     # -- lifecycle ---------------------------------------------------------------------------
 
-    def export_payload(self) -> dict[str, Any]:
-        """Everything stored for this user as one dict (meta, snapshot, WAL tail, archive)."""
-        recovered = self.load(schema_version=2**32 - 1)
-        return {
-            "kind": "user",
-            "user_id": self.user_id,
-            "meta": self.meta.to_dict(),
-            "snapshot": None
-            if recovered.state is None
-            else {
-                "state": recovered.state,
-                "wal_lsn": recovered.snapshot_lsn,
-                "schema_version": recovered.schema_version,
-            },
-            "wal": [[lsn, rec] for lsn, rec in recovered.records],
-            "archive": [[seq, rec] for seq, rec in self.archive.iter()],
-        }
-
-    def export(self, path: str | os.PathLike[str]) -> Path:
-        """Write :meth:`export_payload` to ``path`` (msgpack, or JSON if it ends in ``.json``)."""
-        return write_export(path, self.export_payload())
-
     def flush(self) -> None:
         """Fsync the WAL and the archive now, whatever the fsync policy."""
         self.wal.flush()
@@ -480,14 +444,6 @@ class UserStore:
                 self.cold.close()
             finally:
                 self.archive.close()
-
-    def forget(self) -> list[str]:
-        """Close the store and delete every file of this user; return the removed paths.
-
-        See :func:`remove_user`. The store cannot be used afterwards.
-        """
-        self.close()
-        return remove_user(self.root, self.user_id)
 
     @staticmethod
     def remove(root: str | os.PathLike[str], user_id: str) -> list[str]:

@@ -18,16 +18,16 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, BinaryIO
 
 from memoryos_actors.errors import StorageError
+from memoryos_actors.store._files import atomic_write
 from memoryos_actors.store._framing import (
     _FRAME,
     HEADER_SIZE,
     FsyncPolicy,
     RecordLog,
     encode_header,
-    fsync_dir,
     log,
     pack_record,
     read_frame,
@@ -93,25 +93,21 @@ class WAL(RecordLog):
             if keep_from <= self._base + 1:
                 return
             offset = self._offset_of(keep_from) if keep_from <= self._last_seq else self._end
-            tmp = self.path.with_name(self.path.name + ".tmp")
-            try:
-                with open(self.path, "rb") as src, open(tmp, "wb") as dst:
-                    dst.write(encode_header(self.MAGIC, self.VERSION, keep_from - 1))
+            end = self._end
+
+            def copy_tail(dst: BinaryIO) -> None:
+                dst.write(encode_header(self.MAGIC, self.VERSION, keep_from - 1))
+                with open(self.path, "rb") as src:
                     src.seek(offset)
-                    remaining = self._end - offset
+                    remaining = end - offset
                     while remaining > 0:
                         chunk = src.read(min(remaining, 1024 * 1024))
                         if not chunk:
-                            raise StorageError(f"{self.path}: file shrank during truncate")
+                            raise OSError("the file shrank during the truncate")
                         dst.write(chunk)
                         remaining -= len(chunk)
-                    dst.flush()
-                    os.fsync(dst.fileno())
-                os.replace(tmp, self.path)
-            except OSError as exc:
-                tmp.unlink(missing_ok=True)
-                raise StorageError(f"{self.path}: truncate failed: {exc}") from exc
-            fsync_dir(self.path.parent)
+
+            atomic_write(self.path, copy_tail, "truncated WAL")
             self._file.close()
             self._file = open(self.path, "r+b", buffering=0)  # noqa: SIM115 - until close()
             self._end = HEADER_SIZE + (self._end - offset)

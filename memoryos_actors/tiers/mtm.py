@@ -6,17 +6,18 @@ MemoryOS (Kang et al., 2025):
 * **Segmenting.** A page joins the segment with the highest
   ``F_score = cos(e_s, e_p) + Jaccard(K_s, K_p)`` if that score is strictly above θ
   (``fscore_threshold``); otherwise it opens a new segment. A segment's embedding ``e_s`` is
-  the L2-normalised mean of its pages' embeddings and its keyword set ``K_s`` is the summary
-  keywords plus the :data:`SEGMENT_KEYWORD_LIMIT` most frequent page keywords; both follow
+  the L2-normalised mean of its pages' embeddings and its keyword set ``K_s`` is the
+  ``segment_keyword_limit`` (24) most frequent page keywords (0: all of them); both follow
   the pages as they join and leave.
 * **Heat.** ``heat = α·N_visit + β·L_interaction + γ·exp(-Δt/μ)`` where ``N_visit`` counts
   retrievals, ``L_interaction`` counts pages gathered since creation or the last promotion,
   and ``Δt`` is the time since the last insert or retrieval. Heat is recomputed on every
   insert and :meth:`MTMCore.tick`.
-* **Promotion.** A segment whose heat is above τ (``promotion_threshold``) and that gathered
-  at least one page since its last promotion is handed to LPM (``MTMEffects.promoted``) and
-  its ``L_interaction`` reset to 0. The second condition stops a segment that is retrieved
-  often, but gets no new pages, from being promoted on every tick with nothing new to learn.
+* **Promotion.** A segment whose heat is above τ (``promotion_threshold``) and, with
+  ``promotion_needs_new_page`` (the default), that gathered at least one page since its last
+  promotion is handed to LPM (``MTMEffects.promoted``) and its ``L_interaction`` reset to 0.
+  The second condition stops a segment that is retrieved often, but gets no new pages, from
+  being promoted on every tick with nothing new to learn.
 * **Eviction.** While there are more than ``mtm_capacity`` segments, the coldest (lowest
   heat; then least recently accessed; then oldest) is removed and returned in
   ``MTMEffects.evicted_segments`` with its pages, for the archive. A segment holds at most
@@ -25,7 +26,15 @@ MemoryOS (Kang et al., 2025):
 
 Candidate segments and pages come from hnswlib indexes over segment and page embeddings;
 the top ``max(4·n, 32)`` candidates are rescored exactly, and small memories (fewer live
-vectors than that) are searched exhaustively, so results are exact at small sizes.
+vectors than that) are searched exhaustively, so results are exact at small sizes. The
+candidates are the nearest by cosine alone, so above 64 segments a segment whose F_score
+comes mostly from shared keywords can be missed; ``paper_exact`` scores every segment.
+
+Which of these rules apply comes from :meth:`MemoryConfig.mtm_rules`: ``paper_exact``
+turns every extension off (no chain affinity, unbounded segments, K_s the union of the page
+keywords, promotion without a new page, exact segment scoring). Promotion after a retrieval
+(``promote_on_retrieval``) is carried out by the MTM actor, which runs :meth:`MTMCore.tick`
+after the search.
 """
 
 from __future__ import annotations
@@ -39,7 +48,7 @@ import numpy as np
 import numpy.typing as npt
 
 from memoryos_actors.clock import Clock
-from memoryos_actors.config import MemoryConfig
+from memoryos_actors.config import MemoryConfig, MTMRules
 from memoryos_actors.errors import EmbedderMismatch, InvalidInput
 from memoryos_actors.messages import (
     MTMEffects,
@@ -77,7 +86,7 @@ __all__ = [
 ]
 
 SEGMENT_KEYWORD_LIMIT = 24
-"""Most frequent page keywords kept in a segment's keyword set K_s.
+"""Default ``segment_keyword_limit``: most frequent page keywords kept in a segment's K_s.
 
 A plain union would grow with every page and make Jaccard against a single page's dozen
 keywords tend to 0, so large segments could never be joined again."""
@@ -154,8 +163,9 @@ class _Segment:
     def segment_id(self) -> str:
         return f"s{self.number}"
 
-    def refresh(self) -> None:
-        """Recompute e_s and K_s from the current pages and summary."""
+    def refresh(self, keyword_limit: int | None) -> None:
+        """Recompute e_s and K_s from the current pages (K_s: the ``keyword_limit`` most
+        frequent page keywords, or all of them for None)."""
         total = self.emb_sum
         if total is None:
             total = self._resum()
@@ -165,7 +175,7 @@ class _Segment:
         top = sorted(self.kw_counts.items(), key=lambda kv: (-kv[1], kv[0]))
         # Summary keywords are kept apart: summaries arrive after a debounce measured in wall
         # time, and letting them move K_s would make placement depend on scheduling.
-        self.keywords = frozenset(k for k, _ in top[:SEGMENT_KEYWORD_LIMIT])
+        self.keywords = frozenset(k for k, _ in top[:keyword_limit])
 
     def _resum(self) -> npt.NDArray[np.float64]:
         total = np.zeros(len(self.embs[0]) if self.embs else 0, dtype=np.float64)
@@ -226,6 +236,7 @@ class MTMCore:
         if isinstance(dim, bool) or not isinstance(dim, int) or dim < 1:
             raise InvalidInput(f"dim must be an int >= 1, got {dim!r}")
         self._config = config
+        self._rules = config.mtm_rules()
         self._dim = dim
         self._clock = clock
         self._segments: dict[str, _Segment] = {}
@@ -252,6 +263,11 @@ class MTMCore:
         return self._max_seq
 
     @property
+    def rules(self) -> MTMRules:
+        """The MTM rules in force (see :meth:`MemoryConfig.mtm_rules`)."""
+        return self._rules
+
+    @property
     def user_id(self) -> str | None:
         """The user whose pages this core holds (None before the first insert)."""
         return self._user_id
@@ -259,11 +275,6 @@ class MTMCore:
     def __len__(self) -> int:
         """Number of segments."""
         return len(self._segments)
-
-    @property
-    def page_count(self) -> int:
-        """Number of pages held across all segments."""
-        return len(self._page_segment)
 
     # ------------------------------------------------------------------ helpers
 
@@ -302,11 +313,18 @@ class MTMCore:
     def _ranked_segments(
         self, emb: npt.NDArray[np.float32], kw: frozenset[str], n: int
     ) -> list[tuple[float, _Segment]]:
-        """The ``n`` best segments by exact F_score, best first (ties: older segment)."""
+        """The ``n`` best segments by exact F_score, best first (ties: older segment).
+
+        F_score is computed for the index's nearest candidates by cosine, or for every
+        segment under ``paper_exact``.
+        """
         if n <= 0 or not self._segments:
             return []
-        labels = self._seg_index.candidates(emb, max(CANDIDATE_FACTOR * n, MIN_CANDIDATES))
-        segs = [self._segments[f"s{lab}"] for lab in labels]
+        if self._rules.exact_segment_scoring:
+            segs = list(self._segments.values())
+        else:
+            labels = self._seg_index.candidates(emb, max(CANDIDATE_FACTOR * n, MIN_CANDIDATES))
+            segs = [self._segments[f"s{lab}"] for lab in labels]
         # Segment and query embeddings are unit length (or zero), so one matrix product
         # gives every cosine; this is scoring.f_score, batched.
         mat = np.stack([seg.embedding for seg in segs]).astype(np.float64)
@@ -331,7 +349,8 @@ class MTMCore:
         promoted: list[SegmentRecord] = []
         for seg in self._segments.values():
             seg.heat = self._heat(seg, now)
-            if seg.heat > self._config.promotion_threshold and seg.l_interaction > 0:
+            gathered = seg.l_interaction > 0 or not self._rules.promotion_needs_new_page
+            if seg.heat > self._config.promotion_threshold and gathered:
                 seg.l_interaction = 0
                 seg.heat = self._heat(seg, now)
                 promoted.append(seg.record(user))
@@ -351,11 +370,12 @@ class MTMCore:
         chain, as long as that segment is still in MTM and not full. Otherwise placement
         is the paper's F_score rule.
         """
-        if not (self._config.chain_affinity and page.chain_id):
+        if not (self._rules.chain_affinity and page.chain_id):
             return None
         sid = self._chains.get(page.chain_id)
         seg = self._segments.get(sid) if sid is not None else None
-        if seg is None or len(seg.pages) >= self._config.segment_max_pages:
+        max_pages = self._rules.segment_max_pages
+        if seg is None or (max_pages is not None and len(seg.pages) >= max_pages):
             return None
         return seg
 
@@ -415,14 +435,15 @@ class MTMCore:
         self._page_segment[page.seq] = seg.segment_id
         self._page_index.upsert(page.seq, emb)
         pushed_out: list[Page] = []
-        while len(seg.pages) > self._config.segment_max_pages:
+        max_pages = self._rules.segment_max_pages
+        while max_pages is not None and len(seg.pages) > max_pages:
             old, old_emb = seg.pop_oldest()
             self._evicted_embs[old.seq] = old_emb
             self._page_index.remove(old.seq)
             self._lex.remove(old.seq)
             del self._page_segment[old.seq]
             pushed_out.append(old)
-        seg.refresh()
+        seg.refresh(self._rules.segment_keyword_limit)
         self._seg_index.upsert(seg.number, seg.embedding)
 
         promoted, evicted = self._maintain(t)
@@ -454,7 +475,7 @@ class MTMCore:
             return False
         seg.summary = summary
         seg.summary_kw = normalize_keywords(keywords)
-        seg.refresh()
+        seg.refresh(self._rules.segment_keyword_limit)
         return True
 
     def discard_segment(self, segment_id: str) -> bool:
@@ -501,7 +522,7 @@ class MTMCore:
         if not seg.pages:
             self._drop_segment(seg)
         else:
-            seg.refresh()
+            seg.refresh(self._rules.segment_keyword_limit)
             self._seg_index.upsert(seg.number, seg.embedding)
         return True
 
@@ -542,7 +563,8 @@ class MTMCore:
           as visited.
 
         Visited segments get ``N_visit += 1`` and ``last_access = now``, and their heat is
-        recomputed (promotion waits for the next insert or tick).
+        recomputed. Promotion waits for the next insert or :meth:`tick`; with
+        ``rules.promote_on_retrieval`` the MTM actor ticks right after the search.
 
         Args:
             query_emb: query embedding (``dim`` values).
@@ -827,12 +849,6 @@ class MTMCore:
         """Ids of every page held, by seq."""
         return tuple(f"p{seq}" for seq in sorted(self._page_segment))
 
-    def segment_of(self, page_id: str) -> str | None:
-        """The segment holding ``page_id``, or None."""
-        if not page_id.startswith("p") or not page_id[1:].isdigit():
-            return None
-        return self._page_segment.get(int(page_id[1:]))
-
     # ------------------------------------------------------------------ persistence
 
     def to_state(self) -> dict[str, Any]:
@@ -909,7 +925,7 @@ class MTMCore:
                 seg.l_interaction = int(s["l_interaction"])
                 seg.last_access = float(s["last_access"])
                 seg.heat = float(s["heat"])
-                seg.refresh()
+                seg.refresh(core._rules.segment_keyword_limit)
                 core._segments[seg.segment_id] = seg
                 seg_vecs[seg.number] = seg.embedding
             # Saved hnswlib graphs load far faster than they build; older states have none.

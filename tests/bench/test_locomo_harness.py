@@ -3,16 +3,13 @@
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
 import importlib.util
 import itertools
 import json
 import sys
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, ClassVar, Self
 
-import numpy as np
 import pytest
 
 # ``bench`` is a top-level folder of the repository, not part of the installed package.
@@ -141,29 +138,8 @@ def data_file(tmp_path: Path) -> Path:
     return path
 
 
-class _TestHashingEmbedder:
-    """Test-only stand-in used when the project's HashingEmbedder cannot be imported."""
-
-    name = "test-hashing"
-
-    def __init__(self, dim: int = 64) -> None:
-        self.dim = dim
-
-    def embed(self, texts: Sequence[str]) -> np.ndarray:
-        out = np.zeros((len(texts), self.dim), dtype=np.float32)
-        for row, text in enumerate(texts):
-            for token in tokenize(text) or ["<empty>"]:
-                digest = hashlib.blake2b(token.encode(), digest_size=4).digest()
-                out[row, int.from_bytes(digest, "little") % self.dim] += 1.0
-        out /= np.linalg.norm(out, axis=1, keepdims=True)
-        return out
-
-
 def _embedder() -> Any:
-    try:
-        return locomo.make_embedder(dim=64)
-    except locomo.BenchError:
-        return _TestHashingEmbedder(64)
+    return locomo.make_embedder(dim=64)
 
 
 # ----------------------------------------------------------------------------- loading
@@ -436,7 +412,7 @@ def test_baseline_run_writes_results_json_and_prints_a_table(
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    embedder = _embedder()  # the project's, or the test stand-in while it is missing
+    embedder = _embedder()
     monkeypatch.setattr(locomo, "make_embedder", lambda dim=512: embedder)
     out = tmp_path / "results"
     code = locomo.main(
@@ -535,15 +511,20 @@ def test_the_any10_chart_is_written_as_png(data_file: Path, tmp_path: Path) -> N
     assert (out / "locomo_any10.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-def _memoryos_api_available() -> bool:
-    try:
-        from memoryos_actors import MemoryConfig, MemoryOS  # noqa: F401
-    except ImportError:
-        return False
-    return True
+def test_memoryos_paper_exact_is_a_system_run_only_when_named(
+    data_file: Path, tmp_path: Path
+) -> None:
+    assert "memoryos-paper-exact" not in locomo.DEFAULT_SYSTEMS
+    conversations = locomo.load_locomo(data_file)
+    results = locomo.run_benchmark(
+        conversations, ["memoryos-paper-exact"], work_dir=tmp_path / "work", show_progress=False
+    )
+    exact = results["memoryos-paper-exact"]
+    assert exact["settings"]["config"]["paper_exact"] is True
+    assert exact["settings"]["config"]["retrieval_mode"] == "paper"
+    assert exact["overall"]["n"] == 5 and exact["settings"]["foreign_page_ids"] == 0
 
 
-@pytest.mark.skipif(not _memoryos_api_available(), reason="MemoryOS facade not built yet")
 def test_memoryos_runs_through_the_public_api_with_one_user_per_conversation(
     data_file: Path, tmp_path: Path
 ) -> None:

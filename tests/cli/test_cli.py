@@ -13,14 +13,20 @@ from typing import Any
 import pytest
 
 from memoryos_actors.cli import render_prometheus
+from memoryos_actors.cli._common import UsageError
+from memoryos_actors.cli.bench import find_bench_dir
+from memoryos_actors.cli.demo import load_script
 
 _REPO = Path(__file__).resolve().parents[2]
 
 
 def _run(*args: str, data_dir: Path | None = None, stdin: str | None = None,
-         cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+         cwd: Path | None = None, env_data_dir: Path | None = None
+         ) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "COLUMNS": "100", "PYTHONPATH": str(_REPO)}
     env.pop("MEMORYOS_DATA_DIR", None)
+    if env_data_dir is not None:
+        env["MEMORYOS_DATA_DIR"] = str(env_data_dir)
     cmd = [sys.executable, "-m", "memoryos_actors"]
     if data_dir is not None:
         cmd += ["--data-dir", str(data_dir)]
@@ -204,7 +210,35 @@ def test_demo_shows_tiers_promotion_provenance_and_recovery_without_noise(
     assert rows and any(int(updates) > 0 and int(facts) > 0 for _, updates, facts in rows)
     assert re.search(r"│ mtm +│ p\d+@s\d+ ", out)  # a retrieved page names its segment
     assert re.search(r"mtm running restarts=1", out)
+    assert "MemoryOS.kill_actor" in out  # the demo crashes the actor through the facade
     assert max(len(line) for line in out.splitlines()) <= 100
+
+
+def test_the_shipped_demo_script_is_data_with_every_user_and_follow_up() -> None:
+    script = load_script()
+    assert [u.user_id for u in script.users] == ["alice", "bob", "chen"]
+    assert all(u.turns and u.follow_ups for u in script.users)
+    assert (script.crash_user, script.crash_tier) == ("alice", "mtm")
+
+
+def test_a_malformed_demo_script_is_refused_naming_the_problem(tmp_path: Path) -> None:
+    path = tmp_path / "script.json"
+    path.write_text(json.dumps({"users": {"ann": {"profile": {}, "turns": [{"query": 1}]}}}))
+    proc = _run("demo", "--script", str(path), data_dir=tmp_path / "demo")
+    assert proc.returncode == 2 and "users.ann.turns[0]" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_bench_runs_the_checkout_script_with_its_arguments() -> None:
+    out = _ok(_run("bench", "store", "--help"))
+    assert "usage:" in out and "store_bench" in out
+
+
+def test_bench_outside_a_checkout_says_to_run_it_from_one(tmp_path: Path) -> None:
+    (tmp_path / "bench").mkdir()  # a bench folder alone does not make a checkout
+    with pytest.raises(UsageError, match="source checkout"):
+        find_bench_dir([tmp_path])
+    assert find_bench_dir([tmp_path, _REPO]) == _REPO / "bench"
 
 
 def test_both_module_entry_points_print_help() -> None:
@@ -270,6 +304,24 @@ def test_a_malformed_file_is_refused_naming_file_and_line_and_stores_nothing(
     assert proc.returncode == 2
     assert where in proc.stderr and "Traceback" not in proc.stderr
     assert not data.exists()  # the whole file is checked before anything is stored
+
+
+def test_the_data_dir_comes_from_memoryos_data_dir_when_no_flag_is_given(
+    tmp_path: Path, turns_file: Path
+) -> None:
+    data = tmp_path / "from-env"
+    elsewhere = tmp_path / "cwd"
+    elsewhere.mkdir()
+    _ok(_run("ingest", str(turns_file), env_data_dir=data, cwd=elsewhere))
+    assert data.is_dir()
+    assert not (elsewhere / "memoryos-data").exists()
+    stats = json.loads(_ok(_run("stats", env_data_dir=data, cwd=elsewhere)))
+    assert stats["stored"]["turns"] == 3
+    # --data-dir wins over the environment.
+    other = tmp_path / "flag"
+    _ok(_run("chat", "--user", "cy", data_dir=other, env_data_dir=data, stdin="hi\n"))
+    assert json.loads(_ok(_run("stats", data_dir=other)))["stored"]["users"] == 1
+    assert json.loads(_ok(_run("stats", env_data_dir=data)))["stored"]["users"] == 2
 
 
 def test_unknown_user_and_missing_data_dir_are_clean_errors(tmp_path: Path) -> None:

@@ -42,15 +42,6 @@ def test_keyword_search_ranks_by_matches_and_includes_text_hits(tmp_path: Path) 
         assert len(arc.search(frozenset({"kyoto"}), limit=1)) == 1
 
 
-def test_substring_search_is_case_insensitive(tmp_path: Path) -> None:
-    with Archive(tmp_path / "archive.log") as arc:
-        for r in SEGMENTS:
-            arc.append(r)
-        assert [h.seq for h in arc.search_text("RAMEN")] == [2]
-        with pytest.raises(InvalidInput):
-            arc.search_text("")
-
-
 def test_a_disabled_archive_writes_nothing_but_reads_old_records(tmp_path: Path) -> None:
     path = tmp_path / "archive.log"
     with Archive(path, enabled=False) as arc:
@@ -61,15 +52,6 @@ def test_a_disabled_archive_writes_nothing_but_reads_old_records(tmp_path: Path)
     with Archive(path, enabled=False) as arc:
         arc.append(SEGMENTS[1])
         assert [r for _, r in arc.iter()] == [SEGMENTS[0]]
-
-
-def test_an_archive_exports_to_a_readable_file(tmp_path: Path) -> None:
-    with Archive(tmp_path / "archive.log") as arc:
-        for r in SEGMENTS:
-            arc.append(r)
-        arc.export(tmp_path / "out.json")
-    payload = read_export(tmp_path / "out.json")
-    assert [r["record"] for r in payload["records"]] == SEGMENTS
 
 
 def test_a_garbage_archive_raises_corrupt_data_naming_it(tmp_path: Path) -> None:

@@ -155,7 +155,8 @@ def test_forget_removes_the_cold_index_with_the_user(tmp_path: Path) -> None:
         _fill(store)
         store.cold.search(terms("quokka"), 10)
         path = store.dir / COLD_FILE
-        removed = store.forget()
+        root, user = store.root, store.user_id
+    removed = UserStore.remove(root, user)
     assert str(path) in removed
     assert not path.exists() and not path.parent.exists()
 

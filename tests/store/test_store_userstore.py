@@ -32,8 +32,8 @@ class FakeConfig:
 
 def test_appended_records_are_recovered_after_reopen(tmp_path: Path) -> None:
     with UserStore(tmp_path, "alice") as store:
-        store.append({"op": "add_turn", "q": "hi"})
-        store.append({"op": "add_turn", "q": "there"})
+        store.wal.append({"op": "add_turn", "q": "hi"})
+        store.wal.append({"op": "add_turn", "q": "there"})
     with UserStore(tmp_path, "alice") as store:
         rec = store.load()
     assert rec.state is None and rec.snapshot_lsn == 0
@@ -43,10 +43,10 @@ def test_appended_records_are_recovered_after_reopen(tmp_path: Path) -> None:
 
 def test_recovery_is_the_snapshot_plus_the_records_after_it(tmp_path: Path) -> None:
     with UserStore(tmp_path, "alice") as store:
-        store.append({"n": 1})
-        store.append({"n": 2})
+        store.wal.append({"n": 1})
+        store.wal.append({"n": 2})
         store.checkpoint({"sum": 3})
-        store.append({"n": 3})
+        store.wal.append({"n": 3})
     with UserStore(tmp_path, "alice") as store:
         rec = store.load()
     assert rec.state == {"sum": 3} and rec.snapshot_lsn == 2
@@ -56,9 +56,9 @@ def test_recovery_is_the_snapshot_plus_the_records_after_it(tmp_path: Path) -> N
 def test_a_damaged_newest_snapshot_loses_nothing_thanks_to_the_kept_wal(tmp_path: Path) -> None:
     with UserStore(tmp_path, "alice") as store:
         for gen in range(1, 4):
-            store.append({"n": gen})
+            store.wal.append({"n": gen})
             newest = store.checkpoint({"upto": gen})
-        store.append({"n": 4})
+        store.wal.append({"n": 4})
     newest.write_bytes(b"damaged")
     with UserStore(tmp_path, "alice") as store:
         rec = store.load()
@@ -70,7 +70,7 @@ def test_a_damaged_newest_snapshot_loses_nothing_thanks_to_the_kept_wal(tmp_path
 def test_missing_wal_records_between_snapshot_and_wal_raise(tmp_path: Path) -> None:
     with UserStore(tmp_path, "alice") as store:
         for gen in range(1, 4):
-            store.append({"n": gen})
+            store.wal.append({"n": gen})
             store.checkpoint({"upto": gen})
     for _, path in list_snapshots(user_path(tmp_path, "alice") / "snapshots"):
         path.unlink()
@@ -80,8 +80,8 @@ def test_missing_wal_records_between_snapshot_and_wal_raise(tmp_path: Path) -> N
 
 def test_a_snapshot_ahead_of_the_wal_moves_lsns_past_it(tmp_path: Path) -> None:
     with UserStore(tmp_path, "alice") as store:
-        store.append({"n": 1})
-        store.append({"n": 2})
+        store.wal.append({"n": 1})
+        store.wal.append({"n": 2})
         store.checkpoint({"upto": 2})
     wal = user_path(tmp_path, "alice") / "wal.log"
     data = wal.read_bytes()
@@ -89,7 +89,7 @@ def test_a_snapshot_ahead_of_the_wal_moves_lsns_past_it(tmp_path: Path) -> None:
     with UserStore(tmp_path, "alice") as store:
         rec = store.load()
         assert rec.snapshot_lsn == 2 and rec.records == ()
-        assert store.append({"n": 3}) == 3  # not an LSN the snapshot already covers
+        assert store.wal.append({"n": 3}) == 3  # not an LSN the snapshot already covers
     with UserStore(tmp_path, "alice") as store:
         assert store.load().records == ((3, {"n": 3}),)
 
@@ -106,7 +106,7 @@ def test_the_embedder_is_recorded_and_a_different_one_is_refused(tmp_path: Path)
         store.check_embedder("hashing", 512)
     with UserStore(tmp_path, "alice") as store:
         store.check_embedder("hashing", 512)
-        with pytest.raises(EmbedderMismatch, match="memoryos reembed"):
+        with pytest.raises(EmbedderMismatch, match="configure the original embedder"):
             store.check_embedder("hashing", 256)
         with pytest.raises(EmbedderMismatch, match="litellm"):
             store.check_embedder("litellm", 512)
@@ -137,15 +137,16 @@ def test_list_users_returns_original_ids_including_hashed_ones(tmp_path: Path) -
 
 def test_forget_removes_only_that_users_files_and_reports_them(tmp_path: Path) -> None:
     keep = UserStore(tmp_path, "bob")
-    keep.append({"n": 1})
+    keep.wal.append({"n": 1})
     keep.close()
     store = UserStore(tmp_path, "alice")
-    store.append({"n": 1})
-    store.archive_append({"kind": "segment"})
+    store.wal.append({"n": 1})
+    store.archive.append({"kind": "segment"})
     store.checkpoint({"x": 1})
     alice_dir = store.dir
     expected = {str(p) for p in alice_dir.rglob("*")} | {str(alice_dir)}
-    removed = store.forget()
+    store.close()
+    removed = UserStore.remove(tmp_path, "alice")
     assert set(removed) == expected
     assert not alice_dir.exists()
     assert not user_exists(tmp_path, "alice") and user_exists(tmp_path, "bob")
@@ -160,7 +161,8 @@ def test_forget_unlinks_symlinks_without_following_them(tmp_path: Path) -> None:
     (outside / "precious.txt").write_text("keep me")
     store = UserStore(tmp_path / "data", "alice")
     (store.dir / "link").symlink_to(outside, target_is_directory=True)
-    store.forget()
+    store.close()
+    UserStore.remove(tmp_path / "data", "alice")
     assert (outside / "precious.txt").read_text() == "keep me"
 
 
@@ -193,7 +195,7 @@ def test_a_directory_belonging_to_another_id_is_refused(tmp_path: Path) -> None:
 def test_missing_meta_of_a_hashed_dir_with_data_is_not_silently_recreated(tmp_path: Path) -> None:
     uid = "y" * 300
     with UserStore(tmp_path, uid) as store:
-        store.append({"n": 1})
+        store.wal.append({"n": 1})
     (user_path(tmp_path, uid) / "meta.json").unlink()
     with pytest.raises(CorruptDataError, match="wal.log"):
         UserStore(tmp_path, uid)
@@ -201,7 +203,7 @@ def test_missing_meta_of_a_hashed_dir_with_data_is_not_silently_recreated(tmp_pa
 
 def test_missing_meta_of_a_plain_dir_is_rebuilt_and_data_kept(tmp_path: Path) -> None:
     with UserStore(tmp_path, "alice") as store:
-        store.append({"n": 1})
+        store.wal.append({"n": 1})
     (user_path(tmp_path, "alice") / "meta.json").unlink()
     with UserStore(tmp_path, "alice") as store:
         assert store.load().records == ((1, {"n": 1}),)
@@ -214,22 +216,6 @@ def test_a_garbage_wal_in_a_user_dir_is_not_replaced_by_an_empty_one(tmp_path: P
     with pytest.raises(CorruptDataError, match="wal.log"):
         UserStore(tmp_path, "alice")
     assert wal.read_bytes() == b"garbage"
-
-
-def test_export_contains_everything_stored_for_the_user(tmp_path: Path) -> None:
-    from memoryos_actors.store import read_export
-
-    with UserStore(tmp_path, "alice") as store:
-        store.append({"n": 1})
-        store.checkpoint({"emb": b"\x00\x01"})
-        store.append({"n": 2})
-        store.archive_append({"kind": "segment", "summary": "old"})
-        store.export(tmp_path / "alice.json")
-    payload = read_export(tmp_path / "alice.json")
-    assert payload["user_id"] == "alice"
-    assert payload["snapshot"]["state"] == {"emb": b"\x00\x01"}
-    assert payload["wal"] == [[2, {"n": 2}]]
-    assert payload["archive"] == [[1, {"kind": "segment", "summary": "old"}]]
 
 
 def test_remove_deletes_a_damaged_user_that_cannot_be_opened(tmp_path: Path) -> None:

@@ -6,7 +6,9 @@ import math
 import pytest
 
 from memoryos_actors.config import (
+    DATA_DIR_ENV,
     FINGERPRINT_FIELDS,
+    OTHER_ENV_VARS,
     MemoryConfig,
     from_env,
     from_toml,
@@ -139,6 +141,13 @@ def test_bad_env_value_raises_config_error_naming_the_field(key: str, raw: str, 
 def test_unknown_memoryos_env_var_is_an_error_naming_it() -> None:
     with pytest.raises(ConfigError, match="MEMORYOS_STM_CAPACTY"):
         from_env({"MEMORYOS_STM_CAPACTY": "3"})
+
+
+def test_env_skips_the_memoryos_variables_that_are_not_config_fields() -> None:
+    env = {name: "/somewhere" for name in OTHER_ENV_VARS}
+    assert DATA_DIR_ENV in env
+    assert from_env({**env, "MEMORYOS_STM_CAPACITY": "3"}).stm_capacity == 3
+    assert from_env(env) == MemoryConfig()
 
 
 def test_toml_file_sets_fields_at_top_level_or_in_a_memoryos_table(tmp_path) -> None:

@@ -12,7 +12,7 @@ from strategies import basis_vector, random_unit
 
 from memoryos_actors.clock import ManualClock
 from memoryos_actors.config import MemoryConfig
-from memoryos_actors.errors import EmbedderMismatch, InvalidInput
+from memoryos_actors.errors import ConfigError, EmbedderMismatch, InvalidInput
 from memoryos_actors.messages import Page
 from memoryos_actors.scoring import f_score
 from memoryos_actors.tiers.mtm import MIN_CANDIDATES, MTMCore
@@ -589,3 +589,115 @@ def test_pages_in_the_time_window_a_query_names_rank_first() -> None:
     month = mtm.search(e(0), frozenset({"hiking"}), mode="hybrid",
                        query_text="where did we go hiking a month ago", now=now)
     assert month.pages[0].page.page_id == "p3"
+
+
+# ----------------------------------------------------------------- paper_exact
+
+
+def _keyword_only_target(**cfg) -> tuple[MTMCore, frozenset[str]]:
+    """100 segments at cos 0.3 to the query e0 with no shared keyword (F = 0.3), and one,
+    s1, orthogonal to e0 but with exactly the query's keywords (F = 0 + 1 = 1.0).
+
+    The hnswlib prefilter takes the 32 nearest segments by cosine: s1 is not among them.
+    """
+    dim = 64
+    rng = np.random.default_rng(7)
+    mtm = _core(dim=dim, fscore_threshold=0.6, **cfg)
+    target_kw = frozenset({"lighthouse", "keeper", "storm"})
+    mtm.insert(_page(1, target_kw), e(1, dim))
+    for i in range(100):
+        noise = rng.standard_normal(dim)
+        noise[:2] = 0.0  # orthogonal to e0 and e1
+        noise /= np.linalg.norm(noise)
+        v = 0.3 * e(0, dim) + math.sqrt(1 - 0.09) * noise
+        assert mtm.insert(_page(i + 2, {f"filler{i}"}), v).created
+    assert len(mtm) == 101
+    return mtm, target_kw
+
+
+def test_paper_exact_places_a_page_in_the_f1_segment_among_more_than_64_segments() -> None:
+    exact, kw = _keyword_only_target(retrieval_mode="paper", paper_exact=True)
+    query = e(0, 64)
+    assert f_score(e(1, 64), query, kw, kw) == pytest.approx(1.0)
+    effects = exact.insert(_page(200, kw), query)
+    assert not effects.created and effects.segment_id == "s1"
+    # The default's cosine prefilter never scores s1, so the same page opens a segment.
+    approx, _ = _keyword_only_target(retrieval_mode="paper")
+    assert approx.insert(_page(200, kw), query).created
+
+
+def test_paper_exact_top_5_segments_include_the_f1_segment_among_more_than_64() -> None:
+    exact, kw = _keyword_only_target(retrieval_mode="paper", paper_exact=True)
+    hits = exact.search(e(0, 64), kw, top_m=5, top_k=10)
+    assert hits.segments[0].segment.segment_id == "s1"
+    assert hits.segments[0].score == pytest.approx(1.0)
+    assert "p1" in [h.page.page_id for h in hits.pages]
+    approx, _ = _keyword_only_target(retrieval_mode="paper")
+    assert "s1" not in [h.segment.segment_id for h in approx.search(e(0, 64), kw, 5, 10).segments]
+
+
+def test_paper_exact_turns_every_extension_off_and_needs_paper_mode() -> None:
+    rules = MemoryConfig(retrieval_mode="paper", paper_exact=True).mtm_rules()
+    assert rules.exact_segment_scoring and rules.promote_on_retrieval
+    assert not rules.chain_affinity and not rules.promotion_needs_new_page
+    assert rules.segment_max_pages is None and rules.segment_keyword_limit is None
+    default = MemoryConfig().mtm_rules()
+    assert not default.exact_segment_scoring and not default.promote_on_retrieval
+    assert default.chain_affinity and default.promotion_needs_new_page
+    assert (default.segment_max_pages, default.segment_keyword_limit) == (64, 24)
+    with pytest.raises(ConfigError, match="paper_exact"):
+        MemoryConfig(paper_exact=True)
+
+
+def test_paper_exact_segments_are_unbounded() -> None:
+    mtm = _core(retrieval_mode="paper", paper_exact=True, segment_max_pages=2,
+                fscore_threshold=0.5)
+    for seq in range(1, 6):
+        assert mtm.insert(_page(seq, {"a"}), e(0)).evicted_pages == ()
+    assert mtm.segments()[0].page_ids == ("p1", "p2", "p3", "p4", "p5")
+
+
+def test_segment_keyword_limit_zero_keeps_the_union_of_page_keywords() -> None:
+    words = [frozenset({f"w{seq}a", f"w{seq}b", "shared"}) for seq in range(1, 21)]
+    capped = _core(fscore_threshold=-1.0, segment_keyword_limit=5)
+    union = _core(fscore_threshold=-1.0, segment_keyword_limit=0)
+    for seq, kw in enumerate(words, start=1):
+        capped.insert(_page(seq, kw), e(0))
+        union.insert(_page(seq, kw), e(0))
+    assert len(capped.segments()[0].keywords) == 5 and "shared" in capped.segments()[0].keywords
+    assert union.segments()[0].keywords == frozenset().union(*words)
+
+
+def test_without_promotion_needs_new_page_a_hot_read_segment_is_promoted_again() -> None:
+    clock = ManualClock(0.0)
+    mtm = _core(clock, fscore_threshold=0.5, promotion_threshold=2.5,
+                promotion_needs_new_page=False)
+    mtm.insert(_page(1, {"a"}), e(0))
+    assert mtm.insert(_page(2, {"a"}), e(0)).promoted
+    for _ in range(5):  # N_visit 5: heat 6 > τ with no new page
+        mtm.search(e(0), {"a"}, mode="paper")
+    assert [r.segment_id for r in mtm.tick().promoted] == ["s1"]
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 2**32 - 1), top_m=st.integers(1, 8))
+def test_paper_exact_top_m_segments_are_the_brute_force_f_score_top_m(seed, top_m) -> None:
+    # 80 one-page segments (more than the 64 below which search is exhaustive anyway) with
+    # random embeddings and keyword sets drawn from a small vocabulary, so keywords matter.
+    rng = np.random.default_rng(seed)
+    dim = 16
+    vocab = [f"k{i}" for i in range(12)]
+    mtm = _core(dim=dim, retrieval_mode="paper", paper_exact=True, fscore_threshold=2.0,
+                mtm_capacity=500, promotion_threshold=1e9)
+    segs = {}
+    for i in range(1, 81):
+        v = random_unit(rng, dim)
+        kw = frozenset(rng.choice(vocab, size=3, replace=False).tolist())
+        segs[mtm.insert(_page(i, kw), v).segment_id] = (v, kw)
+    q = random_unit(rng, dim)
+    q_kw = frozenset(rng.choice(vocab, size=3, replace=False).tolist())
+    scores = {sid: f_score(v, q, kw, q_kw) for sid, (v, kw) in segs.items()}
+    expected = sorted(scores, key=lambda s: (-scores[s], int(s[1:])))[:top_m]
+    hits = mtm.search(q, q_kw, top_m=top_m, top_k=1)
+    assert [h.segment.segment_id for h in hits.segments] == expected
+    assert [h.score for h in hits.segments] == pytest.approx([scores[s] for s in expected])

@@ -1,0 +1,116 @@
+"""The ``memoryos`` command (also ``python -m memoryos_actors``).
+
+``memoryos demo`` runs a scripted multi-user conversation offline; the other subcommands
+work on a data directory (``--data-dir``, or ``MEMORYOS_DATA_DIR``, default
+``./memoryos-data``): ``chat``, ``ingest``, ``inspect``, ``stats``, ``export``, ``import``,
+``forget``; ``bench`` runs a benchmark from the ``bench/`` folder of a source checkout.
+
+Exit codes: 0 success, 1 unexpected failure, 2 bad input (unknown user, malformed file,
+locked or missing data directory, invalid configuration), 130 interrupted.
+
+The package, one concept per module: ``app`` (this parser and the entry point),
+``commands`` (the data-directory commands), ``demo`` (plays ``demo_script.json``),
+``render`` (terminal output of tiers, retrievals and the tree), ``prometheus`` (text
+exposition of ``stats``) and ``bench`` (runs the checkout's benchmarks).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Callable, Sequence
+
+from ..config import DATA_DIR_ENV
+from . import commands
+from ._common import DEFAULT_DATA_DIR, UsageError, console, plain
+from .bench import BENCHES, run_bench
+from .demo import run_demo
+
+__all__ = ["main"]
+
+
+def _parser() -> argparse.ArgumentParser:
+    # --data-dir and --config work before or after the subcommand.
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--data-dir", default=argparse.SUPPRESS,
+                        help=f"data directory (default: ${DATA_DIR_ENV} or ./{DEFAULT_DATA_DIR}; "
+                        "demo: a temporary directory)")
+    common.add_argument("--config", default=argparse.SUPPRESS,
+                        help="TOML file with MemoryConfig fields")
+    p = argparse.ArgumentParser(prog="memoryos", parents=[common],
+                                description=(__doc__ or "").split("\n\n")[0])
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def add(name: str, help_text: str) -> argparse.ArgumentParser:
+        return sub.add_parser(name, help=help_text, description=help_text, parents=[common])
+
+    d = add("demo", "scripted multi-user conversation, offline")
+    d.add_argument("--script", help="a demo script JSON file (default: the one shipped)")
+    c = add("chat", "chat with memory; reads lines from stdin until EOF")
+    c.add_argument("--user", required=True)
+    c.add_argument("--assistant", default="default", help="assistant id (default: default)")
+    c.add_argument("--model", help="any litellm model name (default: the offline backend)")
+    c.add_argument("--base-url", help="OpenAI-compatible base URL for --model")
+    i = add("ingest", "ingest a LoCoMo JSON file or a JSONL file of turns")
+    i.add_argument("file")
+    i.add_argument("--format", choices=("auto", "locomo", "jsonl"), default="auto",
+                   help="file layout (default: by suffix or first character)")
+    i.add_argument("--limit", type=int,
+                   help="LoCoMo: first N conversations; JSONL: first N turns")
+    n = add("inspect", "show a user's tiers, segments by heat, traits, KB")
+    n.add_argument("user")
+    n.add_argument("--pages", action="store_true", help="list each segment's pages")
+    n.add_argument("--all", action="store_true", help="every segment, not the 10 hottest")
+    n.add_argument("--json", action="store_true", help="print the state as JSON")
+    s = add("stats", "counters as JSON or Prometheus text")
+    s.add_argument("--user", help="one user's counters")
+    s.add_argument("--prometheus", action="store_true", help="Prometheus text format")
+    e = add("export", "export a user to a file (.json, else msgpack)")
+    e.add_argument("user")
+    e.add_argument("file")
+    m = add("import", "import a user from an export file")
+    m.add_argument("file")
+    m.add_argument("--as", dest="as_user", help="store under this user id")
+    f = add("forget", "delete every file of a user")
+    f.add_argument("user")
+    b = add("bench", "run a benchmark from the bench/ folder of a source checkout")
+    b.add_argument("which", choices=sorted(BENCHES))
+    b.add_argument("rest", nargs=argparse.REMAINDER, help="arguments for the benchmark")
+    return p
+
+
+_COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
+    "demo": run_demo, "chat": commands.chat, "ingest": commands.ingest,
+    "inspect": commands.inspect, "stats": commands.stats, "export": commands.export,
+    "import": commands.import_, "forget": commands.forget, "bench": run_bench,
+}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the ``memoryos`` command with ``argv`` (default ``sys.argv[1:]``); return the
+    exit code (0 ok, 2 bad input or unknown user, 1 unexpected failure, 130 interrupted)."""
+    args = _parser().parse_args(argv)
+    for name in ("data_dir", "config"):
+        if not hasattr(args, name):
+            setattr(args, name, None)
+    from ..errors import MemoryOSError
+
+    err = console(stderr=True)
+    try:
+        return _COMMANDS[args.command](args)
+    except (MemoryOSError, UsageError) as exc:
+        kind = "" if isinstance(exc, UsageError) else f"{type(exc).__name__}: "
+        message = str(exc.args[0]) if exc.args else str(exc)
+        err.print(plain(f"memoryos: error: {kind}{message}"), soft_wrap=True)
+        return 2
+    except KeyboardInterrupt:
+        err.print("memoryos: interrupted")
+        return 130
+    except BrokenPipeError:
+        # Output piped into a pager or `head` that exited: not an error worth a traceback.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 1
+
+

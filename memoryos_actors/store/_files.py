@@ -1,0 +1,65 @@
+"""Durable file replacement: the one way the store writes a whole file.
+
+A crash at any point leaves either the old file or the complete new one, never a mix:
+the bytes go to ``<name>.tmp`` beside the target, are fsynced, renamed over the target,
+and the directory is fsynced so the rename itself survives a machine crash.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import BinaryIO
+
+from memoryos_actors.errors import StorageError
+
+__all__ = ["atomic_write", "fsync_dir", "tmp_path"]
+
+
+def fsync_dir(path: Path) -> None:
+    """Make a rename or unlink inside directory ``path`` durable (no-op where unsupported)."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:  # Windows cannot open directories; its renames are metadata-journaled
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def tmp_path(path: Path) -> Path:
+    """Where :func:`atomic_write` stages the new content of ``path`` (``<name>.tmp``)."""
+    return path.with_name(path.name + ".tmp")
+
+
+def atomic_write(path: Path, content: bytes | Callable[[BinaryIO], None], what: str) -> None:
+    """Replace ``path`` with ``content`` durably (temp file, fsync, rename, directory fsync).
+
+    Args:
+        path: the file to create or replace; its directory must exist.
+        content: the bytes, or a function that writes them to the open temp file (for
+            content streamed from another file).
+        what: what the file is, for the error message (``"snapshot"``, ``"meta"``).
+
+    Raises:
+        StorageError: the write, fsync or rename failed; the temp file is removed and
+            ``path`` is unchanged.
+    """
+    tmp = tmp_path(path)
+    try:
+        with open(tmp, "wb") as f:
+            if callable(content):
+                content(f)
+            else:
+                f.write(content)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise StorageError(f"{path}: writing {what} failed: {exc}") from exc
+    fsync_dir(path.parent)
