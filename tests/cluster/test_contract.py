@@ -217,3 +217,20 @@ def test_async_facade_serves_every_backend(backend, request, tmp_path: Path) -> 
             await mem.close()
 
     assert asyncio.run(run()) == ["p1"] * 20
+
+
+def test_the_sharded_facade_has_every_public_method_of_memoryos_with_its_signature() -> None:
+    import inspect
+
+    from memoryos_actors.cluster import ClusterMemoryOS
+
+    def params(fn) -> list[tuple[str, object, object]]:
+        sig = inspect.signature(fn)
+        return [(p.name, p.kind, p.default) for p in sig.parameters.values()]
+
+    public = sorted(n for n in dir(MemoryOS) if not n.startswith("_") and n != "open")
+    missing = [n for n in public if not hasattr(ClusterMemoryOS, n)]
+    assert missing == []
+    differ = [n for n in public
+              if params(getattr(MemoryOS, n)) != params(getattr(ClusterMemoryOS, n))]
+    assert differ == []
