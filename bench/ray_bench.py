@@ -38,7 +38,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.throughput import pct, turn  # noqa: E402
+from bench.throughput import pct, turn
 
 
 def _rss_mb(pid: int) -> float:

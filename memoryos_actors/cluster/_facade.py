@@ -29,7 +29,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import structlog
 
@@ -50,6 +50,9 @@ from memoryos_actors.store.lock import DataDirLock
 from ._backend import ShardDown, ShardHost, ShardInfo
 from ._placement import shard_dir, shard_of
 from ._shard import error_from_reply
+
+if TYPE_CHECKING:
+    from memoryos_actors.system import ForgetReport, UserState
 
 __all__ = ["ClusterMemoryOS", "ClusterSettings"]
 
@@ -283,7 +286,7 @@ class ClusterMemoryOS:
         """Users whose actor groups are live now, on any shard (shard by shard)."""
         return [u for part in self._call_all("active_users") for u in part]
 
-    def user_state(self, user_id: str) -> Any:
+    def user_state(self, user_id: str) -> UserState:
         """See :meth:`MemoryOS.user_state <memoryos_actors.MemoryOS.user_state>`."""
         return self._call_user(user_id, "user_state", retry=True)
 
@@ -390,7 +393,7 @@ class ClusterMemoryOS:
         return self._call(self.shard_for(uid), "import_bytes", src.read_bytes(), suffix,
                           user_id, retry=False)
 
-    def forget_user(self, user_id: str) -> Any:
+    def forget_user(self, user_id: str) -> ForgetReport:
         """See :meth:`MemoryOS.forget_user <memoryos_actors.MemoryOS.forget_user>`."""
         return self._call_user(user_id, "forget_user", retry=False)
 

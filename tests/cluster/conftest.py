@@ -14,10 +14,10 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integration"))
 
-from localhost import LocalCluster  # noqa: E402
-from sysutil import SMALL  # noqa: E402
+from localhost import LocalCluster
+from sysutil import SMALL
 
-from memoryos_actors import ManualClock, MemoryConfig, MemoryOS  # noqa: E402
+from memoryos_actors import ManualClock, MemoryConfig, MemoryOS
 
 #: Every backend the facade contract runs against: the in-process system, the sharded
 #: facade with shards in this process, and the sharded facade with shards as Ray actors.

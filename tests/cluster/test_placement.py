@@ -25,6 +25,7 @@ from memoryos_actors import (
 from memoryos_actors.cluster import read_layout, rebalance_shards, shard_dir, shard_of
 from memoryos_actors.cluster._placement import ShardLayout, jump_hash, write_layout
 
+
 @given(key=st.integers(min_value=0, max_value=2**64 - 1), n=st.integers(1, 500))
 def test_jump_hash_moves_a_key_only_to_the_new_bucket_when_one_is_added(key: int, n: int) -> None:
     before, after = jump_hash(key, n), jump_hash(key, n + 1)
