@@ -176,3 +176,26 @@ def test_rebalancing_a_data_directory_in_use_is_refused(tmp_path: Path) -> None:
         with pytest.raises(DataDirLocked):
             rebalance_shards(tmp_path, 3)
     assert read_layout(tmp_path) == ShardLayout(2)
+
+
+def test_importing_the_package_and_the_cluster_module_does_not_import_ray() -> None:
+    import subprocess
+    import sys
+
+    code = ("import sys, memoryos_actors, memoryos_actors.cluster as c; "
+            "c.shard_of('u', 3); c.RayCluster(shards=3); c.rebalance_shards; "
+            "print('ray' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True,
+                         text=True).stdout
+    assert out.strip() == "False"
+
+
+def test_a_bad_ray_cluster_setting_is_invalid_input(tmp_path: Path) -> None:
+    from memoryos_actors.cluster import RayCluster
+
+    for bad in ({"shards": 0}, {"max_restarts": -2}, {"max_concurrency": 0},
+                {"retry_seconds": 0}, {"num_cpus": -1}):
+        with pytest.raises(InvalidInput):
+            RayCluster(**bad)  # type: ignore[arg-type]
+    with pytest.raises(InvalidInput, match="RayCluster"):
+        MemoryOS.open(tmp_path, cluster="ray")  # type: ignore[call-overload]
