@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from sysutil import SMALL, turn_text
 
-from memoryos_actors import MemoryConfig, MemoryOS
+from memoryos_actors import ActorCrashed, MemoryConfig, MemoryOS
 
 pytest.importorskip("ray")
 
@@ -28,17 +28,23 @@ def _assert_exactly_the_acknowledged_turns(mem, acked: dict[str, list[str]]) -> 
         assert set(stored) == set(ids), user
 
 
+@pytest.mark.parametrize("retry_seconds", [60.0, 0.01],
+                         ids=["facade-resends", "caller-resends-with-turn-key"])
 def test_a_shard_killed_under_concurrent_load_loses_no_acknowledged_turn(
-    ray_cluster, tmp_path: Path
+    ray_cluster, tmp_path: Path, retry_seconds: float
 ) -> None:
+    # With a long retry budget the facade resends in-flight turns itself; with a tiny one
+    # they fail with ActorCrashed and the writer resends them with the same turn key.
     from memoryos_actors.cluster import RayCluster
 
     cfg = MemoryConfig(**{**SMALL, "fsync": "interval"})
-    mem = MemoryOS.open(tmp_path, cfg, cluster=RayCluster(shards=2))
+    mem = MemoryOS.open(tmp_path, cfg,
+                        cluster=RayCluster(shards=2, retry_seconds=retry_seconds))
     try:
         users = [f"user-{n}" for n in range(12)]
         victim = mem.shard_for(users[0])
         acked: dict[str, list[str]] = {u: [] for u in users}
+        crashed: list[str] = []
         errors: list[BaseException] = []
         turns_per_user = 30
 
@@ -46,8 +52,14 @@ def test_a_shard_killed_under_concurrent_load_loses_no_acknowledged_turn(
             try:
                 for i in range(1, turns_per_user + 1):
                     for u in chunk:
-                        acked[u].append(mem.add_turn(u, *turn_text(u, i)))
-            except BaseException as exc:  # pragma: no cover - reported below
+                        while True:
+                            try:
+                                acked[u].append(
+                                    mem.add_turn(u, *turn_text(u, i), turn_key=f"{u}/{i}"))
+                                break
+                            except ActorCrashed:
+                                crashed.append(u)
+            except BaseException as exc:  # noqa: BLE001 - reported below
                 errors.append(exc)
 
         writers = [threading.Thread(target=write, args=(users[k::4],)) for k in range(4)]
