@@ -179,6 +179,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     os.environ["RAY_TMPDIR"] = tmp
     import ray
 
+    load_before = os.getloadavg()
     t0 = time.perf_counter()
     ray.init(num_cpus=os.cpu_count() or 2, include_dashboard=False, log_to_driver=False)
     init_s = time.perf_counter() - t0
@@ -201,6 +202,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                                                            else argv),
         "users": args.users, "turns_per_user": args.turns, "threads": args.threads,
         "ray_init_s": init_s,
+        # The machine is shared: its 1-minute load average before and after the run.
+        "load_average_1min": {"before": load_before[0], "after": os.getloadavg()[0]},
         "runs": runs,
         "overhead": over,
         "recovery": rec,
