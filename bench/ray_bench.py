@@ -7,8 +7,9 @@ U users x T turns are stored from ``--threads`` writer threads through the publi
 ``add_turn`` p50/p95/p99, and each shard process's resident memory.
 
 Then, with one shard: the per-call overhead of the Ray path (a no-op call to the shard
-through the facade, and one user's sequential ``add_turn`` against the in-process system,
-measured in the same run), and the recovery time after a shard is SIGKILLed (from the
+through the facade: its latency and the CPU it costs in the facade's and the shard's
+process; and one user's sequential ``add_turn`` against the in-process system, measured
+in the same run), and the recovery time after a shard is SIGKILLed (from the
 kill until an ``add_turn`` for a user of that shard returns: Ray's restart, the shard
 reopening its data directory, and the user's recovery from snapshot + WAL).
 
@@ -50,6 +51,13 @@ def _rss_mb(pid: int) -> float:
     except OSError:
         pass
     return float("nan")
+
+
+def _cpu_s(pid: int) -> float:
+    """CPU seconds (user + system) process ``pid`` has used so far."""
+    with open(f"/proc/{pid}/stat") as fh:
+        fields = fh.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _config() -> Any:
@@ -124,11 +132,19 @@ def overhead(calls: int, root: Path) -> dict[str, Any]:
             out[f"{key}_add_turn_ms"] = {f"p{p}": pct(adds, p) * 1000.0 for p in (50, 99)}
             if shards:
                 pings = []
+                shard_pid = mem.shard_info()[0].pid
+                cpu0, shard0 = time.process_time(), _cpu_s(shard_pid)
                 for _ in range(calls):
                     t0 = time.perf_counter()
                     mem._call(0, "ping", retry=False)
                     pings.append(time.perf_counter() - t0)
+                cpu1, shard1 = time.process_time(), _cpu_s(shard_pid)
                 out["ray_noop_call_ms"] = {f"p{p}": pct(pings, p) * 1000.0 for p in (50, 99)}
+                # CPU a call costs, whatever the machine's load does to its wall time.
+                out["ray_noop_call_cpu_ms"] = {
+                    "facade_process": (cpu1 - cpu0) / calls * 1000.0,
+                    "shard_process": (shard1 - shard0) / calls * 1000.0,
+                }
         finally:
             mem.close()
     out["ray_minus_in_process_add_turn_p50_ms"] = (
@@ -221,6 +237,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     o = over
     print(f"\nno-op call through Ray p50/p99: {o['ray_noop_call_ms']['p50']:.2f} / "
           f"{o['ray_noop_call_ms']['p99']:.2f} ms")
+    c = o["ray_noop_call_cpu_ms"]
+    print(f"CPU per no-op call: facade process {c['facade_process']:.2f} ms, "
+          f"shard process {c['shard_process']:.2f} ms")
     print(f"sequential add_turn p50: in-process {o['in_process_add_turn_ms']['p50']:.2f} ms, "
           f"Ray {o['ray_add_turn_ms']['p50']:.2f} ms")
     s = rec["seconds"]
