@@ -1026,6 +1026,17 @@ def _forget(args: argparse.Namespace) -> int:
     return 0
 
 
+def _rebalance(args: argparse.Namespace) -> int:
+    from .cluster import rebalance_shards
+
+    report = rebalance_shards(_existing_data_dir(args), args.shards)
+    print(f"{report.shards_before} -> {report.shards_after} shards: moved "
+          f"{len(report.moved)} users, removed {len(report.removed_dirs)} empty shards")
+    for user, (src, dst) in sorted(report.moved.items()):
+        print(f"  {user}: {'unsharded' if src < 0 else f'shard {src}'} -> shard {dst}")
+    return 0
+
+
 # -- bench ---------------------------------------------------------------------------------
 
 
@@ -1038,7 +1049,7 @@ def _bench_dir() -> Path:
 
 _BENCHES = {"throughput": "throughput", "locomo": "locomo", "scale": "scale_bench",
             "crash": "crash_bench", "supervisor": "supervisor_bench", "gateway": "gateway_bench",
-            "store": "store_bench"}
+            "store": "store_bench", "ray": "ray_bench"}
 
 
 def _bench(args: argparse.Namespace) -> int:
@@ -1108,6 +1119,8 @@ def _parser() -> argparse.ArgumentParser:
     m.add_argument("--as", dest="as_user", help="store under this user id")
     f = add("forget", "delete every file of a user")
     f.add_argument("user")
+    r = add("rebalance", "change a sharded data directory's shard count (no facade open)")
+    r.add_argument("--shards", type=int, required=True, help="the new shard count")
     b = add("bench", "run a benchmark from the repository's bench/ folder")
     b.add_argument("which", choices=sorted(_BENCHES))
     b.add_argument("rest", nargs=argparse.REMAINDER, help="arguments for the benchmark")
@@ -1116,7 +1129,8 @@ def _parser() -> argparse.ArgumentParser:
 
 _COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "demo": _demo, "chat": _chat, "ingest": _ingest, "inspect": _inspect, "stats": _stats,
-    "export": _export, "import": _import, "forget": _forget, "bench": _bench,
+    "export": _export, "import": _import, "forget": _forget, "rebalance": _rebalance,
+    "bench": _bench,
 }
 
 

@@ -199,3 +199,18 @@ def test_a_bad_ray_cluster_setting_is_invalid_input(tmp_path: Path) -> None:
             RayCluster(**bad)  # type: ignore[arg-type]
     with pytest.raises(InvalidInput, match="RayCluster"):
         MemoryOS.open(tmp_path, cluster="ray")  # type: ignore[call-overload]
+
+
+def test_the_rebalance_command_moves_users_and_reports_them(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    users = [f"user-{i}" for i in range(10)]
+    before = _fill(tmp_path, 2, users, turns=3)
+    proc = subprocess.run([sys.executable, "-m", "memoryos_actors", "--data-dir", str(tmp_path),
+                           "rebalance", "--shards", "3"], capture_output=True, text=True,
+                          timeout=120, check=False)
+    assert proc.returncode == 0, proc.stderr
+    moved = [u for u in users if shard_of(u, 2) != shard_of(u, 3)]
+    assert f"2 -> 3 shards: moved {len(moved)} users" in proc.stdout
+    assert _stored(tmp_path, 3, users) == before
