@@ -148,7 +148,10 @@ class RayShardHost(ShardHost):
             raise
 
     def submit(self, shard: int, method: str, *args: Any) -> Any:
-        return getattr(self._actors[shard], method).remote(*args)
+        try:
+            return getattr(self._actors[shard], method).remote(*args)
+        except self._ray.exceptions.RayActorError as exc:
+            raise ShardDown(type(exc).__name__) from None
 
     def result(self, handle: Any, timeout: float) -> Any:
         exc_mod = self._ray.exceptions
