@@ -97,7 +97,8 @@ class ShardServer:
         try:
             import ray
 
-            if ray.is_initialized():
+            # Only inside a Ray actor: a driver (or a process without Ray) has no actor.
+            if ray.is_initialized() and ray.get_runtime_context().get_actor_id() is not None:
                 ctx = ray.get_runtime_context()
                 node_id = ctx.get_node_id()
                 restarted = bool(ctx.was_current_actor_reconstructed)
