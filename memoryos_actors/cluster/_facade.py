@@ -350,12 +350,25 @@ class ClusterMemoryOS:
         """Where each shard runs now (pid, node, data directory, incarnation)."""
         out = []
         for n in range(self.shards):
-            info = self._host.result(self._host.submit(n, "info"),
-                                     self._settings.call_timeout_seconds)
+            info = self._info(n)
             out.append(ShardInfo(n, int(info["pid"]), str(info["node_id"]),
                                  str(info["data_dir"]), float(info["started_at"]),
                                  int(bool(info["restarted"]))))
         return out
+
+    def _info(self, shard: int) -> dict[str, Any]:
+        """The shard's ``info()``, asked again while the engine restarts it."""
+        deadline = time.monotonic() + self._settings.retry_seconds
+        while True:
+            try:
+                return self._host.result(self._host.submit(shard, "info"),
+                                         self._settings.call_timeout_seconds)
+            except ShardDown as exc:
+                if time.monotonic() > deadline:
+                    raise ActorCrashed(f"shard {shard} is down ({exc})") from None
+                time.sleep(0.05)
+            except TimeoutError:
+                raise Overloaded(f"shard {shard} did not answer info") from None
 
     # -- data lifecycle --------------------------------------------------------------------
 

@@ -15,6 +15,7 @@ from localhost import LocalCluster
 from sysutil import SMALL, turn_text
 
 from memoryos_actors import ActorCrashed, ManualClock, MemoryConfig, MemoryOS
+from memoryos_actors.cluster._backend import ShardDown
 
 
 @pytest.fixture
@@ -95,3 +96,20 @@ def test_the_other_shards_users_are_served_while_one_shard_restarts(sharded) -> 
     mem.add_turn(b, "unaffected", "ok")
     assert host.restarts[mem.shard_for(b)] == 0
     assert mem.add_turn(a, "after the restart", "ok") == "p1"
+
+
+def test_shard_info_waits_for_a_restarting_shard(sharded) -> None:
+    mem, host = sharded
+
+    calls = {"n": 0}
+    real = host.result
+
+    def flaky(handle, timeout):
+        if handle[1] == "info" and calls["n"] == 0:
+            calls["n"] += 1
+            raise ShardDown("injected: restarting")
+        return real(handle, timeout)
+
+    host.result = flaky
+    infos = mem.shard_info()
+    assert [i.shard for i in infos] == [0, 1] and calls["n"] == 1
