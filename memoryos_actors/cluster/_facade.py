@@ -455,6 +455,9 @@ def open_cluster(
             "shared_agent_persona is not available with a cluster yet: each shard would hold "
             "its own copy of an assistant's persona"
         )
+    # Shard processes have their own working directory (and maybe another machine): give
+    # them absolute paths.
+    data_dir = data_dir.resolve()
     lock = DataDirLock(data_dir)
     host: ShardHost | None = None
     try:

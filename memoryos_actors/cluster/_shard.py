@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import time
 import uuid
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -101,7 +102,11 @@ class ShardServer:
             if ray.is_initialized() and ray.get_runtime_context().get_actor_id() is not None:
                 ctx = ray.get_runtime_context()
                 node_id = ctx.get_node_id()
-                restarted = bool(ctx.was_current_actor_reconstructed)
+                with warnings.catch_warnings():
+                    # The property is current API; Ray's implementation of it calls a
+                    # deprecated one of its own.
+                    warnings.simplefilter("ignore", DeprecationWarning)
+                    restarted = bool(ctx.was_current_actor_reconstructed)
         except ImportError:
             pass
         return {

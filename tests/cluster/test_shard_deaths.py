@@ -113,3 +113,10 @@ def test_shard_info_waits_for_a_restarting_shard(sharded) -> None:
     host.result = flaky
     infos = mem.shard_info()
     assert [i.shard for i in infos] == [0, 1] and calls["n"] == 1
+
+
+def test_a_relative_data_dir_reaches_the_shards_as_an_absolute_path(tmp_path, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    with MemoryOS.open("rel-data", MemoryConfig(**SMALL), cluster=LocalCluster(shards=2)) as mem:
+        assert all(Path(i.data_dir).is_absolute() for i in mem.shard_info())
+        assert mem.data_dir == tmp_path / "rel-data"
