@@ -153,10 +153,14 @@ def overhead(calls: int, root: Path) -> dict[str, Any]:
     return out
 
 
-def recovery(trials: int, turns_before: int, root: Path) -> dict[str, Any]:
-    """Seconds from SIGKILL of the shard until an add_turn for one of its users returns."""
+def recovery(trials: int, turns_before: int, root: Path, split: bool = False) -> dict[str, Any]:
+    """Seconds from SIGKILL of the shard until an add_turn for one of its users returns.
+
+    With ``split``, also the two parts: until the restarted shard answers, and the user's
+    first call after that.
+    """
     mem = _open(root / "recovery", 1)
-    times = []
+    times, restarts, user_recoveries = [], [], []
     try:
         for i in range(1, turns_before + 1):
             mem.add_turn("rec", *turn(2, i))
@@ -164,19 +168,58 @@ def recovery(trials: int, turns_before: int, root: Path) -> dict[str, Any]:
             pid = mem.shard_info()[0].pid
             t0 = time.perf_counter()
             os.kill(pid, signal.SIGKILL)
+            if split:
+                # Until the new process answers (Ray's restart and the shard reopening its
+                # directory), then the user's first call (recovery from snapshot + WAL).
+                while mem.shard_info()[0].pid == pid:
+                    time.sleep(0.01)
+                restarts.append(time.perf_counter() - t0)
+            t1 = time.perf_counter()
             mem.add_turn("rec", f"after kill {trial}", "ok")
+            if split:
+                user_recoveries.append(time.perf_counter() - t1)
             times.append(time.perf_counter() - t0)
         ids = mem.stored_page_ids("rec")
         expected = turns_before + trials
         intact = sorted(ids, key=lambda p: int(p[1:])) == [f"p{i}" for i in range(1, expected + 1)]
     finally:
         mem.close()
-    return {
+    out: dict[str, Any] = {
         "trials": trials,
         "user_turns_before_kill": turns_before,
         "seconds": {"p50": statistics.median(times), "max": max(times), "min": min(times)},
         "all_turns_stored_once": intact,
     }
+    if split:
+        out["shard_restart_seconds"] = {"p50": statistics.median(restarts),
+                                        "max": max(restarts)}
+        out["user_first_call_seconds"] = {"p50": statistics.median(user_recoveries),
+                                          "max": max(user_recoveries)}
+    return out
+
+
+def _write_recovery(args: argparse.Namespace, rec: dict[str, Any], init_s: float,
+                    load_before: tuple[float, float, float]) -> None:
+    import ray
+
+    result = {
+        "bench": "ray_recovery",
+        "date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
+        "machine": {"python": platform.python_version(), "cpus": os.cpu_count(),
+                    "platform": platform.platform(), "ray": ray.__version__},
+        "command": "python bench/ray_bench.py " + " ".join(sys.argv[1:]),
+        "ray_init_s": init_s,
+        "load_average_1min": {"before": load_before[0], "after": os.getloadavg()[0]},
+        "recovery": rec,
+    }
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "ray_recovery.json").write_text(json.dumps(result, indent=2) + "\n")
+    s, r, u = rec["seconds"], rec["shard_restart_seconds"], rec["user_first_call_seconds"]
+    print(f"kill -> next add_turn: p50 {s['p50']:.2f} s, max {s['max']:.2f} s; shard restart "
+          f"p50 {r['p50']:.2f} s, max {r['max']:.2f} s; user's first call p50 {u['p50']:.2f} s, "
+          f"max {u['max']:.2f} s ({rec['trials']} kills; all turns stored once: "
+          f"{rec['all_turns_stored_once']})")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -187,6 +230,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--shards", default="0,1,2,4", help="0 = in-process backend")
     p.add_argument("--overhead-calls", type=int, default=500)
     p.add_argument("--recovery-trials", type=int, default=5)
+    p.add_argument("--recovery-only", action="store_true",
+                   help="only the recovery trials, split into the shard's restart and the "
+                   "user's first call (writes ray_recovery.json)")
     p.add_argument("--out", default=str(Path(__file__).resolve().parent / "results"))
     args = p.parse_args(argv)
 
@@ -202,6 +248,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         root = Path(tmp) / "data"
         root.mkdir()
+        if args.recovery_only:
+            rec = recovery(args.recovery_trials, 200, root, split=True)
+            _write_recovery(args, rec, init_s, load_before)
+            return 0
         runs = [load(int(s), args.users, args.turns, args.threads, root)
                 for s in args.shards.split(",")]
         over = overhead(args.overhead_calls, root)
