@@ -214,3 +214,12 @@ def test_the_rebalance_command_moves_users_and_reports_them(tmp_path: Path) -> N
     moved = [u for u in users if shard_of(u, 2) != shard_of(u, 3)]
     assert f"2 -> 3 shards: moved {len(moved)} users" in proc.stdout
     assert _stored(tmp_path, 3, users) == before
+
+
+def test_the_cluster_module_exports_exactly_these_names() -> None:
+    import memoryos_actors.cluster as cluster
+
+    assert cluster.__all__ == ["ClusterMemoryOS", "RayCluster", "RebalanceReport", "ShardInfo",
+                               "read_layout", "rebalance_shards", "shard_dir", "shard_of"]
+    for name in cluster.__all__:
+        assert getattr(cluster, name) is not None
