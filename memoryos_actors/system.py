@@ -32,7 +32,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 import pykka
 import structlog
@@ -86,6 +86,9 @@ from .store.export import read_export, write_export
 from .store.lock import DataDirLock
 from .store.userstore import UserStore, list_users, user_exists
 from .text import keywords
+
+if TYPE_CHECKING:
+    from .cluster import ClusterMemoryOS, RayCluster
 
 __all__ = ["AsyncMemoryOS", "ForgetReport", "MemoryOS", "UserState"]
 
@@ -301,6 +304,16 @@ class MemoryOS:
 
     # -- construction ----------------------------------------------------------------------
 
+    @overload
+    @classmethod
+    def open(cls, data_dir: str | os.PathLike[str], config: MemoryConfig | None = None, *,
+             clock: Clock | None = None, cluster: None = None) -> MemoryOS: ...
+
+    @overload
+    @classmethod
+    def open(cls, data_dir: str | os.PathLike[str], config: MemoryConfig | None = None, *,
+             clock: Clock | None = None, cluster: RayCluster) -> ClusterMemoryOS: ...
+
     @classmethod
     def open(
         cls,
@@ -308,12 +321,17 @@ class MemoryOS:
         config: MemoryConfig | None = None,
         *,
         clock: Clock | None = None,
-    ) -> MemoryOS:
+        cluster: RayCluster | None = None,
+    ) -> MemoryOS | ClusterMemoryOS:
         """Start a memory system over ``data_dir`` (created if missing).
 
         Only one process may have a data directory open: a second one gets
         :class:`~memoryos_actors.errors.DataDirLocked`. ``clock`` defaults to the system
         clock; tests inject a :class:`~memoryos_actors.clock.ManualClock`.
+
+        With ``cluster`` (a :class:`~memoryos_actors.cluster.RayCluster`), users are spread
+        over shard processes and the result is a
+        :class:`~memoryos_actors.cluster.ClusterMemoryOS`, with the same methods and errors.
         """
         cfg = config if config is not None else MemoryConfig()
         if not isinstance(cfg, MemoryConfig):
@@ -324,6 +342,12 @@ class MemoryOS:
         except OSError as exc:
             raise StorageError(f"{path}: cannot create the data directory: {exc}") from exc
         configure_logging(cfg.log_level, cfg.log_format)
+        if cluster is not None:
+            if not callable(getattr(cluster, "open_facade", None)):
+                raise InvalidInput(f"cluster must be a RayCluster, got {type(cluster).__name__}")
+            return cluster.open_facade(path, cfg, clock if clock is not None else SystemClock())
+        if (path / "shards.json").exists():
+            raise InvalidInput(f"{path} is a sharded data directory: open it with cluster=")
         lock = DataDirLock(path)
         try:
             return cls(path, cfg, clock if clock is not None else SystemClock(), _lock=lock)
@@ -704,6 +728,7 @@ class MemoryOS:
         response: str,
         timestamp: float | None = None,
         assistant_id: str = "default",
+        *,
         turn_key: str | None = None,
     ) -> str:
         """Store one turn (the user's ``query`` and the assistant's ``response``).
@@ -1209,7 +1234,7 @@ class AsyncMemoryOS:
     (``asyncio.to_thread``-style, with its own executor sized by ``max_inflight_total``).
     """
 
-    def __init__(self, sync: MemoryOS) -> None:
+    def __init__(self, sync: MemoryOS | ClusterMemoryOS) -> None:
         from concurrent.futures import ThreadPoolExecutor
 
         self.sync = sync
@@ -1224,11 +1249,13 @@ class AsyncMemoryOS:
         config: MemoryConfig | None = None,
         *,
         clock: Clock | None = None,
+        cluster: RayCluster | None = None,
     ) -> AsyncMemoryOS:
         """Start a memory system (see :meth:`MemoryOS.open`) without blocking the loop."""
         loop = asyncio.get_running_loop()
         sync = await loop.run_in_executor(
-            None, functools.partial(MemoryOS.open, data_dir, config, clock=clock)
+            None, functools.partial(MemoryOS.open, data_dir, config, clock=clock,
+                                    cluster=cluster)
         )
         return cls(sync)
 
@@ -1244,10 +1271,10 @@ class AsyncMemoryOS:
 
     async def add_turn(self, user_id: str, query: str, response: str,
                        timestamp: float | None = None, assistant_id: str = "default",
-                       turn_key: str | None = None) -> str:
+                       *, turn_key: str | None = None) -> str:
         """See :meth:`MemoryOS.add_turn`."""
         return await self._run(self.sync.add_turn, user_id, query, response, timestamp,
-                               assistant_id, turn_key)
+                               assistant_id, turn_key=turn_key)
 
     async def retrieve(self, user_id: str, query: str, assistant_id: str = "default",
                        timestamp: float | None = None) -> MemoryContext:

@@ -58,3 +58,40 @@ def _no_leaked_actors_or_threads() -> Iterator[None]:
     assert now <= threads_before, (
         f"threads left running: {[t.name for t in threading.enumerate()]}"
     )
+
+
+@pytest.fixture(scope="session")
+def ray_cluster() -> Iterator[object]:
+    """One local Ray cluster for the whole test session (starting one takes seconds).
+
+    A ``ray.cluster_utils.Cluster`` with a head node, so fault tests can add and remove
+    nodes. Everything binds to 127.0.0.1 (``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0``, inherited
+    by every Ray process) and Ray's files go to a temporary directory deleted at the end.
+    Ray's token authentication stays at its default. Ray's own driver threads live as long
+    as the session: see ``tests/cluster/conftest.py`` for how the leak check treats them.
+    """
+    import shutil
+    import tempfile
+
+    saved = {k: os.environ.get(k) for k in ("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "RAY_TMPDIR")}
+    tmp = tempfile.mkdtemp(prefix="mos-ray-")  # short: Ray's socket paths have a length limit
+    # Before Ray is imported: it reads these when its modules load.
+    os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
+    os.environ["RAY_TMPDIR"] = tmp
+    ray = pytest.importorskip("ray")
+    from ray.cluster_utils import Cluster
+
+    cluster = Cluster(initialize_head=True,
+                      head_node_args={"num_cpus": 2, "include_dashboard": False})
+    try:
+        ray.init(address=cluster.address, log_to_driver=False)
+        yield cluster
+    finally:
+        ray.shutdown()
+        cluster.shutdown()
+        shutil.rmtree(tmp, ignore_errors=True)
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value

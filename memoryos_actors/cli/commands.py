@@ -257,3 +257,14 @@ def forget(args: argparse.Namespace) -> int:
     for path in report.removed_files:
         print(f"  {path}")
     return 0
+
+
+def rebalance(args: argparse.Namespace) -> int:
+    from ..cluster import rebalance_shards
+
+    report = rebalance_shards(existing_data_dir(args), args.shards)
+    print(f"{report.shards_before} -> {report.shards_after} shards: moved "
+          f"{len(report.moved)} users, removed {len(report.removed_dirs)} empty shards")
+    for user, (src, dst) in sorted(report.moved.items()):
+        print(f"  {user}: {'unsharded' if src < 0 else f'shard {src}'} -> shard {dst}")
+    return 0

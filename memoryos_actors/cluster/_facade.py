@@ -1,0 +1,501 @@
+"""The sharded facade: the :class:`~memoryos_actors.MemoryOS` API over shard processes.
+
+Every call for a user goes to the shard :func:`~memoryos_actors.cluster.shard_of` names;
+calls about every user (``users``, ``flush``, ``stats()``...) go to every shard at once and
+their answers are merged. Arguments, return types and typed errors are those of
+:class:`~memoryos_actors.MemoryOS`.
+
+Two supervision layers::
+
+    engine (Ray): restarts a dead shard process (max_restarts)
+    └── shard-N process: ShardServer -> MemoryOS over <data dir>/shard-N/
+        └── root supervisor (one_for_one) ... user:<id> (rest_for_one): stm, mtm, lpm
+
+When a shard process dies with calls in flight, the engine starts it again and the new
+process recovers each user from their WAL and snapshot on first use. Calls that are safe
+to repeat are sent again until the shard answers (up to ``retry_seconds``): reads,
+profile setters (they set a value), ``flush``, and ``add_turn``, which carries a turn key
+the shard's STM recognises, so a turn written just before the death is answered, not
+stored again. The other calls (``forget_user``, ``import_user``, ``passivate``) raise
+:class:`~memoryos_actors.errors.ActorCrashed`; they are safe to call again by hand.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import structlog
+
+from memoryos_actors.clock import Clock
+from memoryos_actors.config import MemoryConfig
+from memoryos_actors.directory import UserPhase
+from memoryos_actors.errors import (
+    ActorCrashed,
+    InvalidInput,
+    MemoryOSError,
+    Overloaded,
+    StorageError,
+    SystemClosed,
+)
+from memoryos_actors.messages import AgentProfile, MemoryContext, UserProfile
+from memoryos_actors.store.export import read_export
+from memoryos_actors.store.lock import DataDirLock
+
+from ._backend import ShardDown, ShardHost, ShardInfo
+from ._placement import shard_dir, shard_of
+from ._shard import error_from_reply
+
+if TYPE_CHECKING:
+    from memoryos_actors.system import ForgetReport, UserState
+
+__all__ = ["ClusterMemoryOS", "ClusterSettings"]
+
+log = structlog.get_logger("memoryos.cluster")
+
+#: Seconds the facade waits for a shard's answer before raising Overloaded.
+_CALL_TIMEOUT_S = 120.0
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterSettings:
+    """How the facade treats shard deaths (engine-independent part of a cluster's settings).
+
+    Attributes:
+        retry_seconds: how long a call that is safe to repeat keeps being sent to a dead
+            shard while its engine restarts it, seconds.
+        call_timeout_seconds: how long one call may wait for a shard's answer before
+            :class:`~memoryos_actors.errors.Overloaded`, seconds.
+    """
+
+    retry_seconds: float = 60.0
+    call_timeout_seconds: float = _CALL_TIMEOUT_S
+
+
+def _percentile(values: list[float], p: float) -> float:
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(p * len(ordered)))]
+
+
+class ClusterMemoryOS:
+    """A memory system whose users are spread over shard processes (synchronous API).
+
+    Built by :meth:`MemoryOS.open(..., cluster=...) <memoryos_actors.MemoryOS.open>`; the
+    methods, their arguments, return types and errors are those of
+    :class:`~memoryos_actors.MemoryOS`. Thread-safe. ``clock`` stamps turns and retrievals
+    given no timestamp (the shards' background timing uses their own system clock).
+    """
+
+    def __init__(
+        self,
+        data_dir: Path,
+        config: MemoryConfig,
+        clock: Clock,
+        host: ShardHost,
+        settings: ClusterSettings,
+        *,
+        _lock: DataDirLock,
+    ) -> None:
+        self.data_dir = data_dir
+        self.config = config
+        self.clock = clock
+        self.shards = host.shards
+        self._host = host
+        self._settings = settings
+        self._lock = _lock
+        self._closed = False
+        self._state_lock = threading.Lock()
+        self._inflight = 0
+        self._idle = threading.Condition(self._state_lock)
+        self._counters = {"turns": 0, "retrievals": 0, "chats": 0, "shard_retries": 0}
+        self._latency: dict[str, list[float]] = {"add_turn_ms": [], "retrieve_ms": []}
+
+    def __enter__(self) -> ClusterMemoryOS:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- routing ---------------------------------------------------------------------------
+
+    def shard_for(self, user_id: str) -> int:
+        """The shard number that holds ``user_id``."""
+        from memoryos_actors.system import _check_user_id
+
+        return shard_of(_check_user_id(user_id), self.shards)
+
+    def _begin(self) -> None:
+        with self._state_lock:
+            if self._closed:
+                raise SystemClosed("the memory system is closed")
+            self._inflight += 1
+
+    def _end(self) -> None:
+        with self._state_lock:
+            self._inflight -= 1
+            self._idle.notify_all()
+
+    def _unwrap(self, reply: Any) -> Any:
+        if reply[0] == "ok":
+            return reply[1]
+        raise error_from_reply(reply)
+
+    def _call(self, shard: int, method: str, *args: Any, retry: bool,
+              timeout: float | None = None, **kwargs: Any) -> Any:
+        """``method`` on shard ``shard``; sent again after a shard death when ``retry``."""
+        self._begin()
+        try:
+            wait = self._settings.call_timeout_seconds if timeout is None else timeout
+            deadline = time.monotonic() + self._settings.retry_seconds
+            pause = 0.01
+            while True:
+                try:
+                    handle = self._host.submit(shard, "call", method, args, kwargs)
+                    return self._unwrap(self._host.result(handle, wait))
+                except ShardDown as exc:
+                    if not retry or time.monotonic() > deadline:
+                        raise ActorCrashed(
+                            f"shard {shard} died during {method} ({exc}); "
+                            + ("it did not come back within "
+                               f"{self._settings.retry_seconds} s" if retry
+                               else "the call may or may not have taken effect")
+                        ) from None
+                    with self._state_lock:
+                        self._counters["shard_retries"] += 1
+                    time.sleep(pause)  # the engine is restarting the shard
+                    pause = min(pause * 2, 0.5)
+                except TimeoutError:
+                    raise Overloaded(
+                        f"shard {shard} did not answer {method} within {wait} s"
+                    ) from None
+        finally:
+            self._end()
+
+    def _call_user(self, user_id: str, method: str, *args: Any, retry: bool,
+                   **kwargs: Any) -> Any:
+        return self._call(self.shard_for(user_id), method, user_id, *args, retry=retry,
+                          **kwargs)
+
+    def _call_all(self, method: str, *args: Any, timeout: float | None = None) -> list[Any]:
+        """``method`` on every shard at once (each retried after a shard death)."""
+        results: list[Any] = [None] * self.shards
+        failures: list[BaseException] = []
+
+        def one(n: int) -> None:
+            try:
+                results[n] = self._call(n, method, *args, retry=True, timeout=timeout)
+            except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
+                failures.append(exc)
+
+        threads = [threading.Thread(target=one, args=(n,), name=f"memoryos-fanout-{n}")
+                   for n in range(1, self.shards)]
+        for t in threads:
+            t.start()
+        one(0)
+        for t in threads:
+            t.join()
+        if failures:
+            raise failures[0]
+        return results
+
+    def _observe(self, name: str, started: float) -> None:
+        with self._state_lock:
+            values = self._latency[name]
+            values.append((time.perf_counter() - started) * 1000.0)
+            if len(values) > 20000:
+                del values[:10000]
+
+    # -- the API of MemoryOS ---------------------------------------------------------------
+
+    def add_turn(
+        self,
+        user_id: str,
+        query: str,
+        response: str,
+        timestamp: float | None = None,
+        assistant_id: str = "default",
+        *,
+        turn_key: str | None = None,
+    ) -> str:
+        """See :meth:`MemoryOS.add_turn <memoryos_actors.MemoryOS.add_turn>`.
+
+        Without ``turn_key`` one is made here, before the first attempt, so that sending
+        the turn again after a shard death stores it once.
+        """
+        key = uuid.uuid4().hex if turn_key is None else turn_key
+        started = time.perf_counter()
+        page_id = self._call_user(
+            user_id, "add_turn", query, response,
+            self.clock.now() if timestamp is None else timestamp, assistant_id,
+            retry=True, turn_key=key,
+        )
+        self._observe("add_turn_ms", started)
+        with self._state_lock:
+            self._counters["turns"] += 1
+        return page_id
+
+    def retrieve(
+        self,
+        user_id: str,
+        query: str,
+        assistant_id: str = "default",
+        timestamp: float | None = None,
+    ) -> MemoryContext:
+        """See :meth:`MemoryOS.retrieve <memoryos_actors.MemoryOS.retrieve>`."""
+        started = time.perf_counter()
+        ctx = self._call_user(
+            user_id, "retrieve", query, assistant_id,
+            self.clock.now() if timestamp is None else timestamp, retry=True,
+        )
+        self._observe("retrieve_ms", started)
+        with self._state_lock:
+            self._counters["retrievals"] += 1
+        return ctx
+
+    def chat(self, user_id: str, query: str, assistant_id: str = "default") -> str:
+        """See :meth:`MemoryOS.chat <memoryos_actors.MemoryOS.chat>`."""
+        reply = self._call_user(user_id, "reply", query, assistant_id, retry=True)
+        self.add_turn(user_id, query, reply, assistant_id=assistant_id)
+        with self._state_lock:
+            self._counters["chats"] += 1
+        return str(reply)
+
+    def set_user_profile(self, user_id: str, profile: UserProfile) -> None:
+        """See :meth:`MemoryOS.set_user_profile <memoryos_actors.MemoryOS.set_user_profile>`."""
+        self._call_user(user_id, "set_user_profile", profile, retry=True)
+
+    def set_agent_profile(
+        self, user_id: str, profile: AgentProfile, assistant_id: str = "default"
+    ) -> None:
+        """See :meth:`MemoryOS.set_agent_profile
+        <memoryos_actors.MemoryOS.set_agent_profile>`."""
+        self._call_user(user_id, "set_agent_profile", profile, assistant_id, retry=True)
+
+    def users(self) -> list[str]:
+        """See :meth:`MemoryOS.users <memoryos_actors.MemoryOS.users>` (every shard's)."""
+        return sorted(u for part in self._call_all("users") for u in part)
+
+    def active_users(self) -> list[str]:
+        """Users whose actor groups are live now, on any shard (shard by shard)."""
+        return [u for part in self._call_all("active_users") for u in part]
+
+    def user_state(self, user_id: str) -> UserState:
+        """See :meth:`MemoryOS.user_state <memoryos_actors.MemoryOS.user_state>`."""
+        return self._call_user(user_id, "user_state", retry=True)
+
+    def archive(
+        self, user_id: str, query: str | None = None, limit: int | None = None
+    ) -> list[dict[str, Any]]:
+        """See :meth:`MemoryOS.archive <memoryos_actors.MemoryOS.archive>`."""
+        return self._call_user(user_id, "archive", query, limit, retry=True)
+
+    def stored_page_ids(self, user_id: str) -> list[str]:
+        """See :meth:`MemoryOS.stored_page_ids <memoryos_actors.MemoryOS.stored_page_ids>`."""
+        return self._call_user(user_id, "stored_page_ids", retry=True)
+
+    def passivate(self, user_id: str) -> bool:
+        """See :meth:`MemoryOS.passivate <memoryos_actors.MemoryOS.passivate>`."""
+        return self._call_user(user_id, "passivate", retry=False)
+
+    def user_phase(self, user_id: str) -> UserPhase:
+        """See :meth:`MemoryOS.user_phase <memoryos_actors.MemoryOS.user_phase>` (on the
+        user's shard)."""
+        return self._call_user(user_id, "user_phase", retry=True)
+
+    def user_epoch(self, user_id: str) -> int:
+        """See :meth:`MemoryOS.user_epoch <memoryos_actors.MemoryOS.user_epoch>`: epochs are
+        unique within the user's shard process (a restarted shard starts them again)."""
+        return self._call_user(user_id, "user_epoch", retry=True)
+
+    def kill_actor(self, user_id: str, tier: str, reason: str = "kill_actor",
+                   timeout: float = 10.0) -> bool:
+        """See :meth:`MemoryOS.kill_actor <memoryos_actors.MemoryOS.kill_actor>` (fault
+        injection inside the user's shard; the shard process itself stays up)."""
+        return self._call_user(user_id, "kill_actor", tier, reason, timeout, retry=False)
+
+    def flush(self, timeout: float = 300.0) -> None:
+        """See :meth:`MemoryOS.flush <memoryos_actors.MemoryOS.flush>` (every shard at once)."""
+        from memoryos_actors.system import _check_timeout
+
+        seconds = _check_timeout(timeout)
+        self._call_all("flush", seconds, timeout=seconds + 30.0)
+
+    def stats(self, user_id: str | None = None) -> dict[str, Any]:
+        """See :meth:`MemoryOS.stats <memoryos_actors.MemoryOS.stats>`.
+
+        For the whole system: the shards' integer counters added up, their latency
+        percentiles as the worst shard's, the facade's own ``add_turn_ms_*`` and
+        ``retrieve_ms_*`` (measured here, so they include the trip to the shard), and each
+        shard's full stats under ``"shards"``.
+        """
+        if user_id is not None:
+            return self._call_user(user_id, "stats", retry=True)
+        parts = self._call_all("stats", None)
+        merged: dict[str, Any] = {}
+        for part in parts:
+            for key, value in part.items():
+                if isinstance(value, bool) or not isinstance(value, (int, float)):
+                    continue
+                if isinstance(value, int) and isinstance(merged.get(key, 0), int):
+                    merged[key] = merged.get(key, 0) + value
+                else:
+                    merged[key] = max(float(merged.get(key, 0.0)), float(value))
+        with self._state_lock:
+            merged.update(self._counters)
+            for name, values in self._latency.items():
+                for label, p in (("p50", 0.5), ("p95", 0.95), ("p99", 0.99)):
+                    merged[f"{name}_{label}"] = _percentile(values, p)
+        merged["backend"] = type(self._host).__name__
+        merged["shard_count"] = self.shards
+        merged["shards"] = parts
+        return merged
+
+    def tree(self) -> str:
+        """Every shard's supervision tree, under a line naming the shard."""
+        parts = self._call_all("tree")
+        return "\n".join(f"shard {n}:\n{text}" for n, text in enumerate(parts))
+
+    def shard_info(self) -> list[ShardInfo]:
+        """Where each shard runs now (pid, node, data directory, incarnation)."""
+        out = []
+        for n in range(self.shards):
+            info = self._info(n)
+            out.append(ShardInfo(n, int(info["pid"]), str(info["node_id"]),
+                                 str(info["data_dir"]), float(info["started_at"]),
+                                 int(bool(info["restarted"]))))
+        return out
+
+    def _info(self, shard: int) -> dict[str, Any]:
+        """The shard's ``info()``, asked again while the engine restarts it."""
+        deadline = time.monotonic() + self._settings.retry_seconds
+        while True:
+            try:
+                return self._host.result(self._host.submit(shard, "info"),
+                                         self._settings.call_timeout_seconds)
+            except ShardDown as exc:
+                if time.monotonic() > deadline:
+                    raise ActorCrashed(f"shard {shard} is down ({exc})") from None
+                time.sleep(0.05)
+            except TimeoutError:
+                raise Overloaded(f"shard {shard} did not answer info") from None
+
+    # -- data lifecycle --------------------------------------------------------------------
+
+    def export_user(self, user_id: str, path: str | os.PathLike[str]) -> Path:
+        """See :meth:`MemoryOS.export_user <memoryos_actors.MemoryOS.export_user>`.
+
+        The shard sends the file's bytes; it is written here, on the facade's machine.
+        """
+        from memoryos_actors.system import _check_path
+
+        out = _check_path(path, "path")
+        suffix = ".json" if out.suffix.lower() == ".json" else ""
+        data = self._call_user(user_id, "export_bytes", suffix, retry=True)
+        tmp = out.with_name(f".{out.name}.{uuid.uuid4().hex}.tmp")
+        try:
+            tmp.write_bytes(data)
+            os.replace(tmp, out)
+        except OSError as exc:
+            tmp.unlink(missing_ok=True)
+            raise StorageError(f"{out}: cannot write the export: {exc}") from exc
+        return out
+
+    def import_user(self, path: str | os.PathLike[str], user_id: str | None = None) -> str:
+        """See :meth:`MemoryOS.import_user <memoryos_actors.MemoryOS.import_user>`.
+
+        The file is read here and its bytes sent to the user's shard.
+        """
+        from memoryos_actors.system import _check_path, _check_user_id
+
+        src = _check_path(path, "path")
+        payload = read_export(src)  # typed errors for a damaged file, before any routing
+        target = user_id if user_id is not None else payload.get("user_id")
+        uid = _check_user_id(target)
+        suffix = ".json" if src.suffix.lower() == ".json" else ""
+        return self._call(self.shard_for(uid), "import_bytes", src.read_bytes(), suffix,
+                          user_id, retry=False)
+
+    def forget_user(self, user_id: str) -> ForgetReport:
+        """See :meth:`MemoryOS.forget_user <memoryos_actors.MemoryOS.forget_user>`."""
+        return self._call_user(user_id, "forget_user", retry=False)
+
+    # -- shutdown --------------------------------------------------------------------------
+
+    def close(self, timeout: float = 60.0) -> None:
+        """Snapshot every active user on every shard, stop the shards, release the data
+        directory. Idempotent."""
+        with self._state_lock:
+            if self._closed:
+                return
+            deadline = time.monotonic() + timeout
+            while self._inflight and time.monotonic() < deadline:
+                self._idle.wait(0.05)
+        try:
+            try:
+                self._call_all("close", timeout=timeout)
+            except MemoryOSError as exc:
+                # A shard that cannot snapshot loses nothing: its WAL has every turn.
+                log.warning("close.shard_failed", error=repr(exc))
+        finally:
+            with self._state_lock:
+                self._closed = True
+            try:
+                self._host.close()
+            finally:
+                self._lock.release()
+
+
+def open_cluster(
+    data_dir: Path,
+    config: MemoryConfig,
+    clock: Clock,
+    shards: int,
+    settings: ClusterSettings,
+    make_host: Callable[[list[str]], ShardHost],
+) -> ClusterMemoryOS:
+    """Lock ``data_dir``, check its shard layout, start the shards, return the facade.
+
+    ``make_host`` gets the shards' data directories and starts one shard on each.
+    """
+    from ._placement import check_layout
+
+    if config.shared_agent_persona:
+        raise InvalidInput(
+            "shared_agent_persona is not available with a cluster yet: each shard would hold "
+            "its own copy of an assistant's persona"
+        )
+    # Shard processes have their own working directory (and maybe another machine): give
+    # them absolute paths.
+    data_dir = data_dir.resolve()
+    lock = DataDirLock(data_dir)
+    host: ShardHost | None = None
+    try:
+        check_layout(data_dir, shards)
+        dirs = []
+        for n in range(shards):
+            d = shard_dir(data_dir, n)
+            d.mkdir(exist_ok=True)
+            dirs.append(str(d))
+        host = make_host(dirs)
+        mem = ClusterMemoryOS(data_dir, config, clock, host, settings, _lock=lock)
+        for n in range(shards):
+            try:
+                info = host.result(host.submit(n, "info"), settings.call_timeout_seconds)
+            except (ShardDown, TimeoutError) as exc:
+                raise StorageError(f"shard {n} ({dirs[n]}) did not start: {exc}") from None
+            if info["open_error"] is not None:
+                raise error_from_reply(info["open_error"])
+        return mem
+    except BaseException:
+        if host is not None:
+            host.close()
+        lock.release()
+        raise

@@ -1,0 +1,182 @@
+"""Shards as Ray actors: one process per shard, restarted by Ray when it dies.
+
+``ray`` is imported only when a :class:`RayCluster` is opened; it is the ``ray`` extra
+(``pip install "memoryos-actors[ray]"``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from memoryos_actors.clock import Clock
+from memoryos_actors.config import MemoryConfig
+from memoryos_actors.errors import ActorCrashed, InvalidInput, MemoryOSError
+
+from ._backend import ShardDown, ShardHost
+from ._facade import ClusterMemoryOS, ClusterSettings, open_cluster
+from ._placement import MAX_SHARDS
+from ._shard import ShardServer
+
+__all__ = ["RayCluster", "RayShardHost"]
+
+
+def _import_ray() -> Any:
+    try:
+        import ray
+    except ImportError:
+        raise InvalidInput(
+            'RayCluster needs Ray: pip install "memoryos-actors[ray]"'
+        ) from None
+    return ray
+
+
+def _positive(value: object, what: str) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+        raise InvalidInput(f"{what} must be a positive number, got {value!r}")
+
+
+@dataclass(frozen=True)
+class RayCluster:
+    """Run the memory system as ``shards`` Ray actors (pass to ``MemoryOS.open(cluster=)``).
+
+    Each shard is one Ray actor, that is one process, running the in-process memory system
+    for the users :func:`~memoryos_actors.cluster.shard_of` places on it, over
+    ``<data_dir>/shard-NNNN/``. Every node that may host a shard must reach the data
+    directory at the same path (a shared file system), and so must the process that opens
+    the facade (it keeps the layout file and the lock there).
+
+    Attributes:
+        address: the Ray cluster to join (``"auto"``, ``"host:port"``, ``"ray://..."``).
+            ``None``: use the Ray this process is already connected to, else start a
+            local one (stopped again by ``close``).
+        shards: the number of shards (processes); fixed for a data directory until
+            :func:`~memoryos_actors.cluster.rebalance_shards` changes it.
+        namespace: the Ray namespace for :func:`ray.init` when this object starts or joins
+            Ray.
+        max_restarts: how often Ray restarts a shard that died (-1: always).
+        max_concurrency: calls one shard runs at once (threads of the Ray actor).
+        num_cpus: CPUs Ray reserves for each shard; ``None`` keeps Ray's default for
+            actors (none reserved while running, so more shards than CPUs still start).
+        scheduling_strategy: Ray's scheduling strategy for the shards; ``"SPREAD"`` puts
+            them on as many nodes as there are.
+        actor_options: more ``.options()`` for the shard actors, or a function of the shard
+            number returning them (to pin shards to nodes, say).
+        init_kwargs: more keyword arguments for :func:`ray.init`.
+        retry_seconds: how long a call that is safe to repeat is sent again while Ray
+            restarts a dead shard, seconds.
+        call_timeout_seconds: how long a call waits for its shard, seconds.
+        lock_wait_seconds: how long a restarted shard waits for the lock of its data
+            directory while the process it replaces is still exiting, seconds.
+    """
+
+    address: str | None = None
+    shards: int = 2
+    namespace: str | None = None
+    max_restarts: int = -1
+    max_concurrency: int = 32
+    num_cpus: float | None = None
+    scheduling_strategy: Any = "SPREAD"
+    actor_options: Mapping[str, Any] | Callable[[int], Mapping[str, Any]] | None = None
+    init_kwargs: Mapping[str, Any] = field(default_factory=dict)
+    retry_seconds: float = 60.0
+    call_timeout_seconds: float = 120.0
+    lock_wait_seconds: float = 30.0
+
+    def __post_init__(self) -> None:
+        if (isinstance(self.shards, bool) or not isinstance(self.shards, int)
+                or not 1 <= self.shards <= MAX_SHARDS):
+            raise InvalidInput(f"shards must be an int in [1, {MAX_SHARDS}], got {self.shards!r}")
+        if isinstance(self.max_restarts, bool) or not isinstance(self.max_restarts, int) or (
+                self.max_restarts < -1):
+            raise InvalidInput(f"max_restarts must be an int >= -1, got {self.max_restarts!r}")
+        if (isinstance(self.max_concurrency, bool) or not isinstance(self.max_concurrency, int)
+                or self.max_concurrency < 1):
+            raise InvalidInput(f"max_concurrency must be an int >= 1, got "
+                               f"{self.max_concurrency!r}")
+        for name in ("retry_seconds", "call_timeout_seconds", "lock_wait_seconds"):
+            _positive(getattr(self, name), name)
+        if self.num_cpus is not None and (isinstance(self.num_cpus, bool) or not isinstance(
+                self.num_cpus, (int, float)) or self.num_cpus < 0):
+            raise InvalidInput(f"num_cpus must be None or >= 0, got {self.num_cpus!r}")
+
+    def open_facade(self, data_dir: Path, config: MemoryConfig, clock: Clock) -> ClusterMemoryOS:
+        """Start the shards over ``data_dir`` and return the facade (used by
+        ``MemoryOS.open``)."""
+        settings = ClusterSettings(self.retry_seconds, self.call_timeout_seconds)
+        return open_cluster(data_dir, config, clock, self.shards, settings,
+                            lambda dirs: RayShardHost(self, dirs, config))
+
+
+class RayShardHost(ShardHost):
+    """Starts one Ray actor per shard and carries calls to them."""
+
+    def __init__(self, cluster: RayCluster, dirs: list[str], config: MemoryConfig) -> None:
+        ray = _import_ray()
+        self._ray = ray
+        self._started_ray = False
+        if not ray.is_initialized():
+            ray.init(address=cluster.address, namespace=cluster.namespace,
+                     **{"include_dashboard": False, **cluster.init_kwargs})
+            self._started_ray = True
+        self.shards = len(dirs)
+        remote = ray.remote(ShardServer)
+        self._actors: list[Any] = []
+        try:
+            for n, path in enumerate(dirs):
+                opts: dict[str, Any] = {
+                    "max_restarts": cluster.max_restarts,
+                    # Never let Ray repeat a call on its own: the facade decides what is
+                    # safe to send again (add_turn with its turn key, reads).
+                    "max_task_retries": 0,
+                    "max_concurrency": cluster.max_concurrency,
+                    "scheduling_strategy": cluster.scheduling_strategy,
+                }
+                if cluster.num_cpus is not None:
+                    opts["num_cpus"] = cluster.num_cpus
+                extra = cluster.actor_options
+                if callable(extra):
+                    extra = extra(n)
+                opts.update(extra or {})
+                self._actors.append(
+                    remote.options(**opts).remote(n, path, config, cluster.lock_wait_seconds)
+                )
+        except BaseException:
+            self.close()
+            raise
+
+    def submit(self, shard: int, method: str, *args: Any) -> Any:
+        try:
+            return getattr(self._actors[shard], method).remote(*args)
+        except self._ray.exceptions.RayActorError as exc:
+            raise ShardDown(type(exc).__name__) from None
+
+    def result(self, handle: Any, timeout: float) -> Any:
+        exc_mod = self._ray.exceptions
+        try:
+            return self._ray.get(handle, timeout=timeout)
+        except exc_mod.GetTimeoutError:
+            raise TimeoutError(f"no answer within {timeout} s") from None
+        except (exc_mod.RayActorError, exc_mod.WorkerCrashedError, exc_mod.ObjectLostError,
+                exc_mod.LocalRayletDiedError, exc_mod.NodeDiedError) as exc:
+            raise ShardDown(type(exc).__name__) from None
+        except exc_mod.RayTaskError as exc:
+            cause = getattr(exc, "cause", None)
+            if isinstance(cause, MemoryOSError):
+                raise cause from None
+            raise ActorCrashed(f"a shard failed unexpectedly: {cause!r}") from None
+
+    def close(self) -> None:
+        ray = self._ray
+        for actor in self._actors:
+            try:
+                ray.kill(actor, no_restart=True)
+            except Exception:  # noqa: BLE001 - already gone
+                pass
+        self._actors = []
+        if self._started_ray:
+            self._started_ray = False
+            ray.shutdown()
+

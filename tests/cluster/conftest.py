@@ -1,0 +1,93 @@
+"""Fixtures for the sharded backends: the facade over in-process shards and over Ray."""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pykka
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integration"))
+
+from localhost import LocalCluster
+from sysutil import SMALL
+
+from memoryos_actors import ManualClock, MemoryConfig, MemoryOS
+
+#: Every backend the facade contract runs against: the in-process system, the sharded
+#: facade with shards in this process, and the sharded facade with shards as Ray actors.
+BACKENDS = ["inprocess", "local-shards", "ray"]
+
+
+def make_cluster(backend: str, request: pytest.FixtureRequest, shards: int = 2) -> Any:
+    """The ``cluster=`` argument of ``MemoryOS.open`` for ``backend``."""
+    if backend == "inprocess":
+        return None
+    if backend == "local-shards":
+        return LocalCluster(shards=shards)
+    request.getfixturevalue("ray_cluster")
+    from memoryos_actors.cluster import RayCluster
+
+    return RayCluster(shards=shards, retry_seconds=60.0)
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+@pytest.fixture
+def open_mem(backend: str, request: pytest.FixtureRequest,
+             tmp_path: Path) -> Iterator[Callable[..., Any]]:
+    """Open memory systems on the test's backend; all closed at the end of the test."""
+    opened: list[Any] = []
+
+    def _open(config: MemoryConfig | None = None, sub: str = "data", **kw: Any) -> Any:
+        cfg = config if config is not None else MemoryConfig(**SMALL)
+        clock = kw.pop("clock", None) or ManualClock(1_700_000_000.0)
+        shards = kw.pop("shards", 2)
+        mem = MemoryOS.open(tmp_path / sub, cfg, clock=clock,
+                            cluster=make_cluster(backend, request, shards))
+        opened.append(mem)
+        return mem
+
+    yield _open
+    for mem in opened:
+        mem.close()
+
+
+#: Name prefixes of the threads Ray's driver library starts in this process when the
+#: session's cluster is first used; they live until the session ends.
+_RAY_DRIVER_THREADS = ("ray_", "PythonGCThread")
+
+
+def _our_threads() -> int:
+    return sum(1 for t in threading.enumerate() if not t.name.startswith(_RAY_DRIVER_THREADS))
+
+
+@pytest.fixture(autouse=True)
+def _no_leaked_actors_or_threads() -> Iterator[None]:
+    """The leak check of ``tests/conftest.py``, not counting Ray's driver threads.
+
+    The first test that uses Ray starts the session's cluster after the check's baseline
+    was taken, and Ray's driver threads stay for the session: they are Ray's, not a leak
+    of ours. Every other thread and every pykka actor is still counted.
+    """
+    actors_before = len(pykka.ActorRegistry.get_all())
+    threads_before = _our_threads()
+    yield
+    deadline = time.monotonic() + 5.0
+    while len(pykka.ActorRegistry.get_all()) > actors_before and time.monotonic() < deadline:
+        time.sleep(0.01)
+    leaked = pykka.ActorRegistry.get_all()
+    assert len(leaked) <= actors_before, f"actors left running: {leaked[:5]}"
+    while _our_threads() > threads_before and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert _our_threads() <= threads_before, (
+        f"threads left running: {[t.name for t in threading.enumerate()]}"
+    )

@@ -1,0 +1,236 @@
+"""The facade's contract, run against every backend (as pykka runs its suite per runtime).
+
+The same calls must give the same results, return types and typed errors whether the
+memory system runs in this process, as shards in this process, or as Ray shard processes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from conftest import make_cluster
+from sysutil import SMALL, turn_text
+
+from memoryos_actors import (
+    AgentProfile,
+    AsyncMemoryOS,
+    DataDirLocked,
+    ForgetReport,
+    InvalidInput,
+    ManualClock,
+    MemoryConfig,
+    MemoryContext,
+    MemoryOS,
+    SystemClosed,
+    UnknownUser,
+    UserProfile,
+)
+from memoryos_actors.cluster import shard_of
+
+
+def _users_on_two_shards() -> tuple[str, str]:
+    """Two user ids that a 2-shard cluster places on different shards."""
+    first = "ann"
+    other = next(f"ben{i}" for i in range(100) if shard_of(f"ben{i}", 2) != shard_of(first, 2))
+    return first, other
+
+
+def test_add_turn_returns_sequential_page_ids(open_mem) -> None:
+    mem = open_mem()
+    assert [mem.add_turn("u", *turn_text("u", i)) for i in range(1, 6)] == [
+        "p1", "p2", "p3", "p4", "p5"]
+
+
+def test_turns_are_kept_exactly_once_across_tiers_and_archive(open_mem) -> None:
+    mem = open_mem()
+    for i in range(1, 201):
+        mem.add_turn("solo", *turn_text("solo", i))
+    mem.flush()
+    ids = mem.stored_page_ids("solo")
+    assert [pid for pid, n in Counter(ids).items() if n > 1] == []
+    assert set(ids) == {f"p{i}" for i in range(1, 201)}
+    state = mem.user_state("solo")
+    assert state.turns == 200 and len(state.stm) == 7
+    assert len(state.segments) <= SMALL["mtm_capacity"]
+    assert mem.archive("solo"), "a 12-segment MTM must have evicted something by now"
+
+
+def test_retrieve_returns_a_memory_context_with_provenance(open_mem) -> None:
+    mem = open_mem()
+    for i in range(1, 50):
+        mem.add_turn("r", *turn_text("r", i))
+    mem.flush()
+    ctx = mem.retrieve("r", "when does the orchestra rehearse the symphony?")
+    assert isinstance(ctx, MemoryContext)
+    assert [item.item_id for item in ctx.stm] == [f"p{i}" for i in range(43, 50)]
+    assert ctx.mtm and ctx.mtm[0].item_id == "p15"
+    assert all(item.tier == "mtm" and item.why for item in ctx.mtm)
+
+
+def test_users_on_different_shards_never_see_each_others_turns(open_mem) -> None:
+    mem = open_mem()
+    ann, ben = _users_on_two_shards()
+    for i in range(1, 30):
+        mem.add_turn(ann, f"{ann} secret {i}: my locker code is {1000 + i}", "noted")
+        mem.add_turn(ben, f"{ben} note {i}: my locker code is {5000 + i}", "noted")
+    mem.flush()
+    for user, other in ((ann, ben), (ben, ann)):
+        text = mem.retrieve(user, "what is my locker code?").render()
+        assert user in text and other not in text
+    assert mem.users() == sorted([ann, ben])
+
+
+def test_hostile_input_gets_the_same_typed_errors(open_mem) -> None:
+    mem = open_mem()
+    for user, q, r in [("", "q", "r"), ("u", 5, "r"), ("u", "q\x00", "r"), ("u", "\ud800", "r"),
+                       ("u", "", ""), (None, "q", "r"), (" u", "q", "r")]:
+        with pytest.raises(InvalidInput):
+            mem.add_turn(user, q, r)
+    for ts in (float("nan"), -1.0, "yesterday"):
+        with pytest.raises(InvalidInput):
+            mem.add_turn("u", "q", "r", timestamp=ts)
+    for key in ("", 7, "k" * 300):
+        with pytest.raises(InvalidInput):
+            mem.add_turn("u", "q", "r", turn_key=key)
+    with pytest.raises(InvalidInput):
+        mem.set_user_profile("u", "not a profile")
+    with pytest.raises(UnknownUser):
+        mem.user_state("nobody")
+    assert mem.add_turn("u", "still fine", "yes") == "p1"
+
+
+def test_a_repeated_turn_key_is_answered_not_stored_twice(open_mem) -> None:
+    mem = open_mem()
+    first = mem.add_turn("idem", "hello once", "hi", turn_key="key-1")
+    assert mem.add_turn("idem", "hello once", "hi", turn_key="key-1") == first
+    assert mem.add_turn("idem", "another", "ok") == "p2"
+    mem.flush()
+    assert sorted(mem.stored_page_ids("idem")) == ["p1", "p2"]
+
+
+def test_profiles_reach_retrieval(open_mem) -> None:
+    mem = open_mem()
+    mem.set_user_profile("q", UserProfile(name="Quinn", birth_year=1990))
+    mem.set_agent_profile("q", AgentProfile(role="coach", character="direct"))
+    ctx = mem.retrieve("q", "hello")
+    assert ctx.lpm_profile.name == "Quinn" and ctx.agent_profile.role == "coach"
+
+
+def test_chat_answers_and_stores_the_turn(open_mem) -> None:
+    mem = open_mem()
+    mem.add_turn("c", "My dog is called Rufus.", "Nice name!")
+    reply = mem.chat("c", "What is my dog called?")
+    assert isinstance(reply, str) and reply
+    mem.flush()
+    assert mem.user_state("c").turns == 2
+
+
+def test_stats_count_turns_and_latency(open_mem) -> None:
+    mem = open_mem()
+    for i in range(1, 41):
+        mem.add_turn("m", *turn_text("m", i))
+    mem.retrieve("m", "orchestra")
+    mem.flush()
+    st = mem.stats()
+    assert st["turns"] == 40 and st["retrievals"] == 1
+    assert st["add_turn_ms_p99"] >= st["add_turn_ms_p50"] > 0
+    assert mem.stats("m")["turns"] == 40
+
+
+def test_export_import_and_forget_work_across_shards(open_mem, tmp_path: Path) -> None:
+    mem = open_mem()
+    ann, ben = _users_on_two_shards()
+    for i in range(1, 30):
+        mem.add_turn(ann, *turn_text(ann, i))
+        mem.add_turn(ben, *turn_text(ben, i))
+    mem.flush()
+    before = sorted(mem.stored_page_ids(ann))
+    out = mem.export_user(ann, tmp_path / "ann.json")
+    assert out.is_file()
+    report = mem.forget_user(ann)
+    assert isinstance(report, ForgetReport) and report.removed_files
+    assert mem.users() == [ben]
+    # Imported under a new id, which may live on the other shard.
+    assert mem.import_user(out, user_id=ben + "-copy") == ben + "-copy"
+    assert sorted(mem.stored_page_ids(ben + "-copy")) == before
+    assert sorted(mem.stored_page_ids(ben)) == sorted(f"p{i}" for i in range(1, 30))
+    with pytest.raises(InvalidInput):
+        mem.import_user(out, user_id=ben)  # already has data
+
+
+def test_passivated_users_come_back_with_their_turns(open_mem) -> None:
+    mem = open_mem()
+    for i in range(1, 20):
+        mem.add_turn("pv", *turn_text("pv", i))
+    mem.flush()
+    assert "pv" in mem.active_users()
+    assert mem.passivate("pv") is True
+    assert "pv" not in mem.active_users()
+    assert mem.user_state("pv").turns == 19
+
+
+def test_turns_survive_close_and_reopen(open_mem) -> None:
+    cfg = MemoryConfig(**{**SMALL, "fsync": "always"})
+    mem = open_mem(cfg, sub="reopen")
+    for i in range(1, 30):
+        mem.add_turn("p", *turn_text("p", i))
+    mem.close()
+    mem = open_mem(cfg, sub="reopen")
+    assert set(mem.stored_page_ids("p")) == {f"p{i}" for i in range(1, 30)}
+    assert mem.add_turn("p", "after reopen", "ok") == "p30"
+
+
+def test_second_open_of_the_same_data_dir_is_refused(open_mem, backend, request,
+                                                     tmp_path: Path) -> None:
+    open_mem(sub="locked")
+    with pytest.raises(DataDirLocked):
+        MemoryOS.open(tmp_path / "locked", MemoryConfig(**SMALL),
+                      cluster=make_cluster(backend, request))
+
+
+def test_closed_system_refuses_calls(open_mem) -> None:
+    mem = open_mem()
+    mem.add_turn("u", "q", "r")
+    mem.close()
+    with pytest.raises(SystemClosed):
+        mem.add_turn("u", "q", "r")
+    mem.close()  # idempotent
+
+
+def test_async_facade_serves_every_backend(backend, request, tmp_path: Path) -> None:
+    async def run() -> list[str]:
+        mem = await AsyncMemoryOS.open(tmp_path, MemoryConfig(**SMALL),
+                                       clock=ManualClock(1_700_000_000.0),
+                                       cluster=make_cluster(backend, request))
+        try:
+            ids = await asyncio.gather(*(mem.add_turn(f"a{n}", f"hello from {n}", "hi")
+                                         for n in range(20)))
+            again = await mem.add_turn("a3", "hello from 3", "hi", turn_key="k3")
+            assert again == "p2"
+            assert "hello from 7" in (await mem.retrieve("a7", "hello")).render()
+            assert len(await mem.users()) == 20
+            return list(ids)
+        finally:
+            await mem.close()
+
+    assert asyncio.run(run()) == ["p1"] * 20
+
+
+def test_the_sharded_facade_has_every_public_method_of_memoryos_with_its_signature() -> None:
+    import inspect
+
+    from memoryos_actors.cluster import ClusterMemoryOS
+
+    def params(fn) -> list[tuple[str, object, object]]:
+        sig = inspect.signature(fn)
+        return [(p.name, p.kind, p.default) for p in sig.parameters.values()]
+
+    public = sorted(n for n in dir(MemoryOS) if not n.startswith("_") and n != "open")
+    missing = [n for n in public if not hasattr(ClusterMemoryOS, n)]
+    assert missing == []
+    differ = [n for n in public
+              if params(getattr(MemoryOS, n)) != params(getattr(ClusterMemoryOS, n))]
+    assert differ == []
