@@ -639,12 +639,17 @@ class MemoryOS:
         response: str,
         timestamp: float | None = None,
         assistant_id: str = "default",
+        turn_key: str | None = None,
     ) -> str:
         """Store one turn (the user's ``query`` and the assistant's ``response``).
 
         Returns the new page's id once the turn is in the user's write-ahead log (on disk
         per the ``fsync`` policy). Chain meta data, segment placement, eviction and promotion
         happen afterwards in the background; :meth:`flush` waits for them.
+
+        ``turn_key`` (at most 256 bytes) names the turn for retries: a turn sent again with
+        the key of one of the user's recent turns is not stored twice, and the call returns
+        the page id stored the first time. Without it, every call stores a new turn.
         """
         uid = _check_user_id(user_id)
         limit = self.config.max_text_bytes
@@ -654,7 +659,8 @@ class MemoryOS:
             query=_check_text(query, "query", limit, allow_empty=True),
             response=_check_text(response, "response", limit, allow_empty=True),
             timestamp=self.clock.now() if timestamp is None else _check_timestamp(timestamp),
-            turn_key=uuid.uuid4().hex,
+            turn_key=uuid.uuid4().hex if turn_key is None
+            else _check_text(turn_key, "turn_key", 256),
         )
         if not msg.query and not msg.response:
             raise InvalidInput("a turn needs a query or a response")
@@ -1066,10 +1072,11 @@ class AsyncMemoryOS:
         await self.close()
 
     async def add_turn(self, user_id: str, query: str, response: str,
-                       timestamp: float | None = None, assistant_id: str = "default") -> str:
+                       timestamp: float | None = None, assistant_id: str = "default",
+                       turn_key: str | None = None) -> str:
         """See :meth:`MemoryOS.add_turn`."""
         return await self._run(self.sync.add_turn, user_id, query, response, timestamp,
-                               assistant_id)
+                               assistant_id, turn_key)
 
     async def retrieve(self, user_id: str, query: str, assistant_id: str = "default",
                        timestamp: float | None = None) -> MemoryContext:
