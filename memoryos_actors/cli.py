@@ -1111,6 +1111,9 @@ def _parser() -> argparse.ArgumentParser:
     b = add("bench", "run a benchmark from the repository's bench/ folder")
     b.add_argument("which", choices=sorted(_BENCHES))
     b.add_argument("rest", nargs=argparse.REMAINDER, help="arguments for the benchmark")
+    from .server.cli import add_parsers as add_server_parsers
+
+    add_server_parsers(add)  # serve, mcp, keys
     return p
 
 
@@ -1118,6 +1121,15 @@ _COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "demo": _demo, "chat": _chat, "ingest": _ingest, "inspect": _inspect, "stats": _stats,
     "export": _export, "import": _import, "forget": _forget, "bench": _bench,
 }
+
+
+def _server_command(args: argparse.Namespace) -> int:
+    from .server.cli import COMMANDS
+
+    return COMMANDS[args.command](args)
+
+
+_COMMANDS.update(dict.fromkeys(("serve", "mcp", "keys"), _server_command))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
