@@ -56,13 +56,15 @@ def serve(settings: ServerSettings) -> None:
     class _Server(uvicorn.Server):
         async def startup(self, sockets: list[socket.socket] | None = None) -> None:
             await super().startup(sockets=sockets)
-            if settings.ready_file is not None and not self.should_exit:
+            if self.should_exit:
+                return
+            if settings.ready_file is not None:
                 _write_ready(settings.ready_file, settings.host, port)
+            print(f"memoryos: serving http://{settings.host}:{port} (OpenAPI at /docs)",
+                  file=sys.stderr, flush=True)
 
     config = uvicorn.Config(app, lifespan="on", log_level="warning", access_log=False,
                             timeout_graceful_shutdown=10, server_header=False)
-    print(f"memoryos: serving http://{settings.host}:{port} (OpenAPI at /docs)",
-          file=sys.stderr, flush=True)
     try:
         _Server(config).run(sockets=[sock])
     finally:
