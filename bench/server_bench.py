@@ -157,6 +157,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--retrieves", type=int, default=10, help="retrievals per user")
     p.add_argument("--time-limit", type=float, default=120.0, help="per phase, seconds")
     p.add_argument("--out", default=str(Path(__file__).resolve().parent / "results"))
+    p.add_argument("--name", default="server", help="result file name (without .json)")
     args = p.parse_args(argv)
     local = in_process(args)
     remote = over_http(args)
@@ -171,7 +172,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     }
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "server.json").write_text(json.dumps(result, indent=2) + "\n")
+    (out / f"{args.name}.json").write_text(json.dumps(result, indent=2) + "\n")
     print(f"{'':12} {'call':9} {'calls':>6} {'req/s':>8} {'p50 ms':>8} {'p99 ms':>8}")
     for mode, res in (("in-process", local), ("http", remote)):
         for op in ("add_turn", "retrieve"):

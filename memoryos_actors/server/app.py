@@ -408,8 +408,9 @@ def create_app(settings: ServerSettings, *, keys: KeyStore | None = None,
         tenant = tenant_of(request)
         uid = internal_id(tenant, user_id)
         mem = state.memory()
-        exists = await asyncio.to_thread(user_exists, settings.data_dir, uid)
-        if not exists and uid not in await mem.active_users():
+        # One stat() of the user's directory: cheap enough for the event loop. A user being
+        # imported or created right now may be live before its directory shows.
+        if not user_exists(settings.data_dir, uid) and uid not in await mem.active_users():
             raise UnknownUser(f"no user {user_id!r}")
         return tenant, uid
 
