@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ..config import MemoryConfig
-from ..errors import InvalidInput
+from ..errors import InvalidInput, StorageError
 from ..system import AsyncMemoryOS
 from .app import ServerSettings, create_app
 from .keys import check_tenant
@@ -49,9 +49,18 @@ def serve(settings: ServerSettings) -> None:
     """Serve the HTTP API until SIGINT/SIGTERM, then close the memory system cleanly."""
     import uvicorn
 
+    from ..system import MemoryOS
+
     sock = _bind(settings.host, settings.port)
+    try:
+        # Opened here, not in the app's lifespan, so a locked or damaged data directory is
+        # the typed error the CLI reports (exit code 2), not a log line from uvicorn.
+        memory = MemoryOS.open(settings.data_dir, settings.config)
+    except BaseException:
+        sock.close()
+        raise
     port = sock.getsockname()[1]
-    app = create_app(settings)
+    app = create_app(settings, memory=memory)
 
     class _Server(uvicorn.Server):
         async def startup(self, sockets: list[socket.socket] | None = None) -> None:
@@ -65,10 +74,14 @@ def serve(settings: ServerSettings) -> None:
 
     config = uvicorn.Config(app, lifespan="on", log_level="warning", access_log=False,
                             timeout_graceful_shutdown=10, server_header=False)
+    server = _Server(config)
     try:
-        _Server(config).run(sockets=[sock])
+        server.run(sockets=[sock])
     finally:
         sock.close()
+        memory.close()
+    if not server.started:
+        raise StorageError("the server did not start; the error is logged above")
 
 
 def serve_mcp_stdio(data_dir: Path, config: MemoryConfig, tenant: str) -> None:

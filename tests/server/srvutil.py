@@ -56,7 +56,8 @@ class Server:
 
 def cli(*args: str, cwd: Path) -> str:
     """Run ``memoryos ARGS`` and return its stdout (fails the test on a non-zero exit)."""
-    done = subprocess.run([sys.executable, "-m", "memoryos_actors", *args], cwd=cwd,
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMORYOS_")}
+    done = subprocess.run([sys.executable, "-m", "memoryos_actors", *args], cwd=cwd, env=env,
                           capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode == 0, done.stderr
     return done.stdout
@@ -76,7 +77,10 @@ def start_server(root: Path, data_dir: Path, keys_file: Path, *extra: str) -> Se
         config.write_text(CONFIG_TOML, encoding="utf-8")
     ready = root / f"ready-{time.monotonic_ns()}.json"
     log = root / f"server-{time.monotonic_ns()}.log"
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    # The server's configuration is its TOML file: MEMORYOS_* variables other tests left in
+    # the environment would be read (and refused) as configuration.
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMORYOS_")}
+    env["PYTHONUNBUFFERED"] = "1"
     with log.open("wb") as out:
         proc = subprocess.Popen(
             [sys.executable, "-m", "memoryos_actors", "--data-dir", str(data_dir),

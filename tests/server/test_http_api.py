@@ -372,3 +372,18 @@ def test_restart_loses_no_acknowledged_turn(tmp_path: Path, sig: int) -> None:
         # uvicorn re-raises SIGTERM after its graceful shutdown: killed by it, no traceback
         assert server.stop() in (0, -signal.SIGTERM)
         assert "Traceback" not in server.log_text()
+
+
+def test_a_second_server_on_the_same_data_dir_exits_with_a_clear_error(
+    deployment: Deployment,
+) -> None:
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMORYOS_")}
+    done = subprocess.run(
+        [sys.executable, "-m", "memoryos_actors", "--data-dir", str(deployment.server.data_dir),
+         "serve", "--port", "0", "--keys-file", str(deployment.server.keys_file)],
+        capture_output=True, text=True, timeout=120, check=False, env=env)
+    assert done.returncode == 2 and "DataDirLocked" in done.stderr
