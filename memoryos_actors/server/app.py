@@ -42,6 +42,7 @@ from ..store.userstore import user_exists
 from ..system import AsyncMemoryOS, MemoryOS
 from . import models as m
 from .keys import KeyRecord, KeyStore
+from .listing import read_memories
 from .metrics import ServerMetrics
 from .ratelimit import RateLimiter
 from .tenancy import external_id, internal_id
@@ -466,9 +467,7 @@ def create_app(settings: ServerSettings, *, keys: KeyStore | None = None,
         """Every stored page (STM, MTM, archive) and segment with its id and location, the
         knowledge-base facts, the user traits and what is known about each assistant."""
         tenant, uid = await known(request, user_id)
-        mem = state.memory()
-        st = await mem.user_state(uid)
-        archived = await mem.archive(uid)
+        st, archived = await read_memories(state.memory(), uid)
         return _memories(tenant, user_id, st, archived)
 
     @v1.get("/users/{user_id}/profile", summary="Get the user's profile",

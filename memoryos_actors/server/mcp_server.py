@@ -23,6 +23,7 @@ from mcp_types import ToolAnnotations
 from ..errors import MemoryOSError, UnknownUser
 from ..store.userstore import user_exists
 from ..system import AsyncMemoryOS
+from .listing import read_memories
 from .tenancy import external_id, internal_id
 
 __all__ = ["build_mcp"]
@@ -134,14 +135,13 @@ def build_mcp(
         """Every stored turn of the user (page id, where it is: stm, mtm or archive; the
         query and response) and the facts learned about the user."""
         _t, uid = await existing(ctx, user_id)
-        mem = memory()
-        st = await mem.user_state(uid)
+        st, archived = await read_memories(memory(), uid)
         pages = [{"page_id": p.page_id, "location": "stm", "query": p.query,
                   "response": p.response} for p in st.stm]
         for seg in st.segments:
             pages.extend({"page_id": p.page_id, "location": "mtm", "query": p.query,
                           "response": p.response} for p in seg.pages)
-        for rec in await mem.archive(uid):
+        for rec in archived:
             found = rec["segment"]["pages"] if rec.get("t") == "segment" else (
                 [rec["page"]] if rec.get("t") == "page" else [])
             pages.extend({"page_id": str(p["page_id"]), "location": "archive",

@@ -97,3 +97,16 @@ def start_server(root: Path, data_dir: Path, keys_file: Path, *extra: str) -> Se
         time.sleep(0.05)
     info = json.loads(ready.read_text())
     return Server(proc, f"http://127.0.0.1:{info['port']}", data_dir, keys_file, log)
+
+
+def add_live_key(server: Server, root: Path, tenant: str) -> str:
+    """A new key for ``tenant``, returned once the running ``server`` accepts it (it
+    re-reads its key file at most once a second)."""
+    key = add_key(root, server.keys_file, tenant)
+    deadline = time.monotonic() + START_TIMEOUT_S
+    with server.client(key) as c:
+        while c.get("/v1/users").status_code != 200:
+            assert time.monotonic() < deadline, "the server never accepted the new key"
+            time.sleep(0.1)
+    return key
+

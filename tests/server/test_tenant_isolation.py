@@ -10,7 +10,7 @@ import pytest
 from conftest import Deployment
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from srvutil import add_key
+from srvutil import add_live_key
 
 user_ids = st.text(
     st.characters(blacklist_categories=("Cs", "Cc"), blacklist_characters="/"),
@@ -20,7 +20,7 @@ user_ids = st.text(
 
 @pytest.fixture(scope="module")
 def initech(deployment: Deployment) -> Iterator[str]:
-    yield add_key(deployment.root, deployment.server.keys_file, "initech")
+    yield add_live_key(deployment.server, deployment.root, "initech")
 
 
 @settings(max_examples=20, deadline=None,
