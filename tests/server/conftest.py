@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -15,19 +14,7 @@ pytest.importorskip("prometheus_client")
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from srvutil import Server, add_key, start_server  # noqa: E402
-
-
-@dataclass
-class Deployment:
-    """A server with keys for two tenants and a tightly limited key."""
-
-    server: Server
-    root: Path
-    acme: str
-    acme2: str
-    globex: str
-    limited: str
+from srvutil import Deployment, add_key, start_server  # noqa: E402
 
 
 @pytest.fixture(scope="module")

@@ -110,3 +110,15 @@ def add_live_key(server: Server, root: Path, tenant: str) -> str:
             time.sleep(0.1)
     return key
 
+
+@dataclass
+class Deployment:
+    """A server with keys for two tenants and a tightly limited key (see conftest)."""
+
+    server: Server
+    root: Path
+    acme: str
+    acme2: str
+    globex: str
+    limited: str
+

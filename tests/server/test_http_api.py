@@ -9,8 +9,7 @@ from urllib.parse import quote
 
 import httpx
 import pytest
-from conftest import Deployment
-from srvutil import add_key, add_live_key, start_server
+from srvutil import Deployment, add_key, add_live_key, start_server
 
 
 def _turn(c: httpx.Client, user: str, query: str, response: str = "noted",

@@ -10,8 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import Deployment
-from srvutil import CONFIG_TOML
+from srvutil import CONFIG_TOML, Deployment
 
 pytest.importorskip("mcp")
 

@@ -7,10 +7,9 @@ from collections.abc import Iterator
 from urllib.parse import quote
 
 import pytest
-from conftest import Deployment
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from srvutil import add_live_key
+from srvutil import Deployment, add_live_key
 
 user_ids = st.text(
     st.characters(blacklist_categories=("Cs", "Cc"), blacklist_characters="/"),
