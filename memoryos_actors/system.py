@@ -737,8 +737,8 @@ class MemoryOS:
         per the ``fsync`` policy). Chain meta data, segment placement, eviction and promotion
         happen afterwards in the background; :meth:`flush` waits for them.
 
-        ``turn_key`` is an optional idempotency key chosen by the caller (at most 200
-        characters, unique per turn of this user): calling again with the same key (after
+        ``turn_key`` is an optional idempotency key chosen by the caller (at most 200 bytes
+        of UTF-8, unique per turn of this user): calling again with the same key (after
         ``Overloaded``, a timeout or a crash, when it is unknown whether the turn was
         stored) stores the turn at most once and returns the same page id. Keys are
         remembered for the user's last 1,024 turns, across passivation and restarts.

@@ -79,6 +79,9 @@ def _parser() -> argparse.ArgumentParser:
     b = add("bench", "run a benchmark from the bench/ folder of a source checkout")
     b.add_argument("which", choices=sorted(BENCHES))
     b.add_argument("rest", nargs=argparse.REMAINDER, help="arguments for the benchmark")
+    from ..server.cli import add_parsers as add_server_parsers
+
+    add_server_parsers(add)  # serve, mcp, keys (their heavy imports wait for the command)
     return p
 
 
@@ -88,6 +91,15 @@ _COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "import": commands.import_, "forget": commands.forget, "rebalance": commands.rebalance,
     "bench": run_bench,
 }
+
+
+def _server_command(args: argparse.Namespace) -> int:
+    from ..server.cli import COMMANDS
+
+    return COMMANDS[args.command](args)
+
+
+_COMMANDS.update(dict.fromkeys(("serve", "mcp", "keys"), _server_command))
 
 
 def main(argv: Sequence[str] | None = None) -> int:

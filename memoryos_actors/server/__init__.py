@@ -1,0 +1,42 @@
+"""The network face of memoryos-actors: an HTTP JSON API and an MCP server.
+
+Install the extras (``pip install "memoryos-actors[server,mcp]"``) and run
+``memoryos serve`` (HTTP; ``--mcp`` adds MCP over streamable HTTP at ``/mcp``) or
+``memoryos mcp`` (MCP over stdio). Keys: ``memoryos keys add --tenant NAME``.
+
+Names are loaded on first use; ``import memoryos_actors`` never imports this package,
+and this package imports FastAPI, uvicorn, prometheus_client and mcp only when a name
+that needs them is used.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_EXPORTS: dict[str, str] = {
+    "ServerSettings": "memoryos_actors.server.app",
+    "create_app": "memoryos_actors.server.app",
+    "serve": "memoryos_actors.server.run",
+    "serve_mcp_stdio": "memoryos_actors.server.run",
+    "build_mcp": "memoryos_actors.server.mcp_server",
+    "KeyStore": "memoryos_actors.server.keys",
+    "KeyRecord": "memoryos_actors.server.keys",
+    "RateLimiter": "memoryos_actors.server.ratelimit",
+    "TokenBucket": "memoryos_actors.server.ratelimit",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'memoryos_actors.server' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_EXPORTS])

@@ -1,0 +1,637 @@
+"""The HTTP JSON API: a FastAPI app over :class:`~memoryos_actors.AsyncMemoryOS`.
+
+Every ``/v1`` route (and ``/mcp``) needs an API key (``Authorization: Bearer <key>`` or
+``X-API-Key: <key>``). A gate in front of the app checks, in this order, before anything
+reaches the memory system: the key (401), the key's request limit (429 with
+``Retry-After``), the body size (413) and its encoding (422). The tenant of the key decides
+whose users a request can name (see :mod:`.tenancy`): another tenant's user is simply not
+found (404). ``/healthz``, ``/readyz``, ``/metrics`` and the OpenAPI pages need no key.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import tempfile
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from fastapi import APIRouter, FastAPI, Request, Response, Security
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from fastapi.security import APIKeyHeader, HTTPBearer
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from ..config import MemoryConfig
+from ..errors import (
+    ActorCrashed,
+    GatewayError,
+    InvalidInput,
+    MemoryOSError,
+    Overloaded,
+    SystemClosed,
+    UnknownUser,
+)
+from ..messages import AgentProfile, ContextItem, MemoryContext, UserProfile
+from ..store.userstore import user_exists
+from ..system import AsyncMemoryOS, MemoryOS
+from . import models as m
+from .keys import KeyRecord, KeyStore
+from .listing import read_memories
+from .metrics import ServerMetrics
+from .ratelimit import RateLimiter
+from .tenancy import external_id, internal_id
+
+__all__ = ["ServerSettings", "create_app"]
+
+_PUBLIC = frozenset({"/healthz", "/readyz", "/metrics", "/docs", "/docs/oauth2-redirect",
+                     "/redoc", "/openapi.json"})
+_METHODS = frozenset({"GET", "POST", "PUT", "DELETE", "PATCH", "HEAD", "OPTIONS"})
+_KEY_SCOPE = "memoryos.key"
+ASGIApp = Callable[[dict[str, Any], Callable[[], Awaitable[dict[str, Any]]],
+                    Callable[[dict[str, Any]], Awaitable[None]]], Awaitable[None]]
+
+
+@dataclass(frozen=True, slots=True)
+class ServerSettings:
+    """How ``memoryos serve`` runs.
+
+    Attributes:
+        data_dir: the memory system's data directory.
+        keys_file: the API key file (see :mod:`.keys`).
+        config: the memory system's configuration.
+        host: address to listen on.
+        port: TCP port (0: any free port).
+        max_body_bytes: largest request body accepted, bytes (else 413).
+        rate_per_second: default sustained request limit per key, requests per second.
+        burst: default requests a key may send at once.
+        mcp: also serve MCP (streamable HTTP) at ``/mcp`` (needs the ``mcp`` extra).
+        ready_file: when set, ``{"host", "port", "pid"}`` is written there (JSON) once the
+            server accepts connections; for scripts and tests that start it on port 0.
+    """
+
+    data_dir: Path
+    keys_file: Path
+    config: MemoryConfig = field(default_factory=MemoryConfig)
+    host: str = "127.0.0.1"
+    port: int = 8080
+    max_body_bytes: int = 512 * 1024
+    rate_per_second: float = 50.0
+    burst: int = 100
+    mcp: bool = False
+    ready_file: Path | None = None
+
+
+# -- errors ------------------------------------------------------------------------------------
+
+
+def _error(status: int, kind: str, message: str, *, headers: dict[str, str] | None = None,
+           details: list[dict[str, Any]] | None = None) -> JSONResponse:
+    body: dict[str, Any] = {"type": kind, "message": message}
+    if details is not None:
+        body["details"] = details
+    return JSONResponse({"error": body}, status_code=status, headers=headers)
+
+
+_STATUS: tuple[tuple[type[MemoryOSError], int], ...] = (
+    (InvalidInput, 422),
+    (UnknownUser, 404),
+    (Overloaded, 503),
+    (SystemClosed, 503),
+    (ActorCrashed, 503),
+    (GatewayError, 502),
+)
+
+
+def _memory_error(_request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, MemoryOSError)
+    status = next((code for cls, code in _STATUS if isinstance(exc, cls)), 500)
+    headers = {"Retry-After": "1"} if status == 503 else None
+    message = str(exc.args[0]) if exc.args else str(exc)
+    return _error(status, type(exc).__name__, message, headers=headers)
+
+
+def _validation_error(_request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, RequestValidationError)
+    details = []
+    for err in exc.errors():
+        loc = ".".join(str(p) for p in err.get("loc", ()))
+        details.append({"loc": loc, "message": str(err.get("msg", ""))})
+    summary = "; ".join(f"{d['loc']}: {d['message']}" for d in details[:5]) or "invalid input"
+    return _error(422, "InvalidInput", summary, details=details)
+
+
+def _http_error(_request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, StarletteHTTPException)
+    kind = {404: "NotFound", 405: "MethodNotAllowed"}.get(exc.status_code, "HTTPError")
+    return _error(exc.status_code, kind, str(exc.detail), headers=exc.headers)
+
+
+_ERRORS: dict[int | str, dict[str, Any]] = {
+    401: {"model": m.ErrorBody, "description": "Missing or wrong API key."},
+    404: {"model": m.ErrorBody, "description": "No such user for this key's tenant."},
+    413: {"model": m.ErrorBody, "description": "Request body too large."},
+    415: {"model": m.ErrorBody, "description": "Body is not Content-Type: application/json."},
+    422: {"model": m.ErrorBody, "description": "Invalid input (the message says what)."},
+    429: {"model": m.ErrorBody, "description": "Request limit of the key reached; see "
+          "Retry-After (seconds)."},
+    503: {"model": m.ErrorBody, "description": "Overloaded or shutting down; see Retry-After."},
+}
+
+
+# -- the gate: auth, rate limit, body size, before the app --------------------------------------
+
+
+class _Gate:
+    """ASGI middleware that refuses requests before the app (and memory) sees them.
+
+    Also counts every answered request for ``/metrics`` by its route template.
+    """
+
+    def __init__(self, app: ASGIApp, *, keys: KeyStore, limiter: RateLimiter,
+                 metrics: ServerMetrics, max_body_bytes: int,
+                 mcp_app: ASGIApp | None = None) -> None:
+        self.app = app
+        self.keys = keys
+        self.limiter = limiter
+        self.metrics = metrics
+        self.max_body = max_body_bytes
+        self.mcp_app = mcp_app
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = time.perf_counter()
+        status = [500]
+
+        async def send_counted(message: dict[str, Any]) -> None:
+            if message["type"] == "http.response.start":
+                status[0] = int(message["status"])
+            await send(message)
+
+        path: str = scope.get("path", "")
+        is_mcp = path == "/mcp" or path.startswith("/mcp/")
+        try:
+            await self._handle(scope, receive, send_counted, path, is_mcp)
+        finally:
+            route = "/mcp" if is_mcp else getattr(scope.get("route"), "path", "unmatched")
+            method = scope.get("method", "")
+            self.metrics.observe(method if method in _METHODS else "other", route, status[0],
+                                 time.perf_counter() - started)
+
+    async def _handle(self, scope: dict[str, Any], receive: Any, send: Any, path: str,
+                      is_mcp: bool) -> None:
+        protected = is_mcp or path == "/v1" or path.startswith("/v1/")
+        if protected:
+            rec = self.keys.lookup(_presented_key(scope))
+            if rec is None:
+                self.metrics.rejected.labels("unauthorized").inc()
+                await _error(401, "Unauthorized", "a valid API key is required "
+                             "(Authorization: Bearer <key> or X-API-Key: <key>)",
+                             headers={"WWW-Authenticate": "Bearer"})(scope, receive, send)
+                return
+            wait = self.limiter.check(rec.key_id, time.monotonic(), rec.rate_per_second,
+                                      rec.burst)
+            if wait:
+                self.metrics.rejected.labels("rate_limited").inc()
+                await _error(429, "RateLimited", f"request limit of key {rec.key_id} reached; "
+                             f"retry after {wait} s", headers={"Retry-After": str(wait)}
+                             )(scope, receive, send)
+                return
+            scope[_KEY_SCOPE] = rec
+        if scope.get("method") in ("POST", "PUT", "PATCH", "DELETE"):
+            body = await self._read_body(scope, receive, send)
+            if body is None:
+                return
+            receive = _replay(body, receive)
+        target = self.mcp_app if is_mcp and self.mcp_app is not None else self.app
+        await target(scope, receive, send)
+
+    async def _read_body(self, scope: dict[str, Any], receive: Any, send: Any) -> bytes | None:
+        """The whole request body, or None after answering 413/422 itself."""
+        declared = _header(scope, b"content-length")
+        too_large = _error(413, "PayloadTooLarge",
+                           f"request body larger than {self.max_body} bytes")
+        if declared is not None:
+            try:
+                if int(declared) > self.max_body:
+                    self.metrics.rejected.labels("too_large").inc()
+                    await too_large(scope, receive, send)
+                    return None
+            except ValueError:
+                pass
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return None
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > self.max_body:
+                self.metrics.rejected.labels("too_large").inc()
+                await too_large(scope, receive, send)
+                return None
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                break
+        body = b"".join(chunks)
+        ctype = (_header(scope, b"content-type") or "").split(";", 1)[0].strip().lower()
+        if body and scope.get(_KEY_SCOPE) is not None and ctype != "application/json" and not (
+                scope.get("path", "").startswith("/mcp")):
+            await _error(415, "UnsupportedMediaType", "send the body as JSON with "
+                         "Content-Type: application/json")(scope, receive, send)
+            return None
+        try:
+            body.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            self.metrics.rejected.labels("bad_encoding").inc()
+            await _error(422, "InvalidInput", f"request body is not valid UTF-8 "
+                         f"(byte {exc.start})")(scope, receive, send)
+            return None
+        return body
+
+
+def _header(scope: dict[str, Any], name: bytes) -> str | None:
+    for key, value in scope.get("headers", ()):
+        if key.lower() == name:
+            return value.decode("latin-1")
+    return None
+
+
+def _presented_key(scope: dict[str, Any]) -> str | None:
+    auth = _header(scope, b"authorization")
+    if auth is not None and auth[:7].lower() == "bearer ":
+        return auth[7:].strip()
+    return _header(scope, b"x-api-key")
+
+
+def _replay(body: bytes, receive: Any) -> Any:
+    sent = False
+
+    async def replay() -> dict[str, Any]:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return replay
+
+
+# -- conversions ----------------------------------------------------------------------------
+
+
+def _item(it: ContextItem) -> m.ContextItemOut:
+    return m.ContextItemOut(tier=it.tier, kind=it.kind, item_id=it.item_id, text=it.text,
+                            score=it.score, segment_id=it.segment_id, timestamp=it.timestamp,
+                            why=it.why)
+
+
+def _profile_dict(profile: UserProfile | AgentProfile) -> dict[str, Any]:
+    d = profile.to_dict()
+    d["extras"] = {k: v for k, v in profile.extras}
+    return d
+
+
+def _context(ctx: MemoryContext, user: str, assistant: str, k: int) -> m.RetrieveResponse:
+    return m.RetrieveResponse(
+        user_id=user, assistant_id=assistant, query=ctx.query,
+        stm=[_item(i) for i in ctx.stm[-k:]], mtm=[_item(i) for i in ctx.mtm[:k]],
+        segments=[_item(i) for i in ctx.segments[:k]], kb=[_item(i) for i in ctx.kb[:k]],
+        agent_traits=[_item(i) for i in ctx.agent_traits[:k]],
+        traits=[m.TraitOut(name=t.name, category=t.category, level=t.level,
+                           evidence=t.evidence) for t in ctx.traits],
+        profile=_profile_dict(ctx.lpm_profile), agent_profile=_profile_dict(ctx.agent_profile),
+        rendered=ctx.render(), elapsed_ms=ctx.elapsed_ms,
+    )
+
+
+def _relabel(value: Any, internal: str, external: str) -> Any:
+    """``value`` with every ``user_id`` equal to ``internal`` replaced by ``external``."""
+    if isinstance(value, dict):
+        return {k: (external if k == "user_id" and v == internal else
+                    _relabel(v, internal, external)) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_relabel(v, internal, external) for v in value]
+    return value
+
+
+# -- the app ------------------------------------------------------------------------------------
+
+
+class _State:
+    """What the routes share: the memory system and the server's status."""
+
+    def __init__(self, settings: ServerSettings) -> None:
+        self.settings = settings
+        self.mem: AsyncMemoryOS | None = None
+        self.status = "starting"
+
+    def memory(self) -> AsyncMemoryOS:
+        if self.mem is None or self.status != "ok":
+            raise SystemClosed(f"the server is {self.status}")
+        return self.mem
+
+    def stats(self) -> dict[str, Any] | None:
+        mem = self.mem
+        if mem is None or self.status != "ok":
+            return None
+        try:
+            return mem.sync.stats()
+        except MemoryOSError:
+            return None
+
+
+def create_app(settings: ServerSettings, *, keys: KeyStore | None = None,
+               memory: MemoryOS | None = None) -> ASGIApp:
+    """The server as an ASGI app (run it with uvicorn; see :func:`.run.serve`).
+
+    The memory system is opened when the app starts (ASGI lifespan) and closed when it
+    stops, unless an open ``memory`` is given (then the caller closes it).
+    """
+    state = _State(settings)
+    keystore = keys if keys is not None else KeyStore(settings.keys_file)
+    metrics = ServerMetrics(state.stats)
+    mcp_server = None
+    if settings.mcp:
+        from .mcp_server import build_mcp
+
+        mcp_server = build_mcp(state.memory, _mcp_tenant)
+
+    @asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        async with AsyncExitStack() as stack:
+            if memory is None:
+                mem = await AsyncMemoryOS.open(settings.data_dir, settings.config)
+                stack.push_async_callback(mem.close)
+            else:
+                mem = AsyncMemoryOS(memory)
+                stack.push_async_callback(_close_pool, mem)
+            state.mem = mem
+            if mcp_server is not None:
+                await stack.enter_async_context(mcp_server.session_manager.run())
+            state.status = "ok"
+            try:
+                yield
+            finally:
+                state.status = "stopping"
+
+    app = FastAPI(
+        title="memoryos-actors",
+        version=_version(),
+        summary="Long-term memory for LLM agents and chat bots (MemoryOS tiers as actors).",
+        description=(__doc__ or "").split("\n\n", 1)[1] if __doc__ else None,
+        lifespan=lifespan,
+    )
+    app.add_exception_handler(MemoryOSError, _memory_error)
+    app.add_exception_handler(RequestValidationError, _validation_error)
+    app.add_exception_handler(StarletteHTTPException, _http_error)
+
+    bearer = HTTPBearer(auto_error=False, description="API key: Authorization: Bearer <key>")
+    header = APIKeyHeader(name="X-API-Key", auto_error=False, description="API key")
+    # The gate checks the key; these only document it on the OpenAPI page.
+    v1 = APIRouter(prefix="/v1", dependencies=[Security(bearer), Security(header)],
+                   responses=_ERRORS)
+
+    def tenant_of(request: Request) -> str:
+        rec: KeyRecord = request.scope[_KEY_SCOPE]
+        return rec.tenant
+
+    async def known(request: Request, user_id: str) -> tuple[str, str]:
+        """``(tenant, library user id)`` of an existing user of the key's tenant, else 404."""
+        tenant = tenant_of(request)
+        uid = internal_id(tenant, user_id)
+        mem = state.memory()
+        # One stat() of the user's directory: cheap enough for the event loop. A user being
+        # imported or created right now may be live before its directory shows.
+        if not user_exists(settings.data_dir, uid) and uid not in await mem.active_users():
+            raise UnknownUser(f"no user {user_id!r}")
+        return tenant, uid
+
+    @v1.get("/users", summary="List the tenant's users", response_model=m.UsersResponse,
+            tags=["users"])
+    async def list_users(request: Request) -> m.UsersResponse:
+        """Every user of this key's tenant that has stored data, sorted."""
+        tenant = tenant_of(request)
+        mem = state.memory()
+        ids = set(await mem.users()) | set(await mem.active_users())
+        found = (external_id(tenant, uid) for uid in ids)
+        return m.UsersResponse(users=sorted(u for u in found if u is not None))
+
+    @v1.post("/users/{user_id}/turns", status_code=201, summary="Add a turn",
+             response_model=m.AddTurnResponse, tags=["memory"])
+    async def add_turn(request: Request, user_id: str,
+                       body: m.AddTurnRequest) -> m.AddTurnResponse:
+        """Store one turn; answers once it is in the user's write-ahead log.
+
+        Creates the user on the first turn. Send ``turn_key`` to make a retry safe.
+        """
+        tenant = tenant_of(request)
+        page_id = await state.memory().add_turn(
+            internal_id(tenant, user_id), body.query, body.response, body.timestamp,
+            internal_id(tenant, body.assistant_id, "assistant_id"), turn_key=body.turn_key,
+        )
+        return m.AddTurnResponse(user_id=user_id, page_id=page_id)
+
+    @v1.post("/users/{user_id}/retrieve", summary="Retrieve memory for a query",
+             response_model=m.RetrieveResponse, tags=["memory"])
+    async def retrieve(request: Request, user_id: str,
+                       body: m.RetrieveRequest) -> m.RetrieveResponse:
+        """Pages, segments, facts and traits relevant to ``query``, with provenance and the
+        rendered prompt context. 404 if the user has no data."""
+        tenant, uid = await known(request, user_id)
+        ctx = await state.memory().retrieve(
+            uid, body.query, internal_id(tenant, body.assistant_id, "assistant_id"))
+        return _context(ctx, user_id, body.assistant_id, body.top_k)
+
+    @v1.post("/users/{user_id}/chat", summary="Answer from memory and store the turn",
+             response_model=m.ChatResponse, tags=["memory"])
+    async def chat(request: Request, user_id: str, body: m.ChatRequest) -> m.ChatResponse:
+        """Retrieve, generate a reply with the configured LLM, store the turn."""
+        tenant = tenant_of(request)
+        reply = await state.memory().chat(
+            internal_id(tenant, user_id), body.query,
+            internal_id(tenant, body.assistant_id, "assistant_id"))
+        return m.ChatResponse(user_id=user_id, reply=reply)
+
+    @v1.get("/users/{user_id}/memories", summary="List a user's memories",
+            response_model=m.MemoriesResponse, tags=["memory"])
+    async def memories(request: Request, user_id: str) -> m.MemoriesResponse:
+        """Every stored page (STM, MTM, archive) and segment with its id and location, the
+        knowledge-base facts, the user traits and what is known about each assistant."""
+        tenant, uid = await known(request, user_id)
+        st, archived = await read_memories(state.memory(), uid)
+        return _memories(tenant, user_id, st, archived)
+
+    @v1.get("/users/{user_id}/profile", summary="Get the user's profile",
+            response_model=m.UserProfileBody, tags=["profiles"])
+    async def get_profile(request: Request, user_id: str) -> m.UserProfileBody:
+        """The static profile set for the user."""
+        _tenant, uid = await known(request, user_id)
+        st = await state.memory().user_state(uid)
+        return m.UserProfileBody(**_profile_dict(st.profile))
+
+    @v1.put("/users/{user_id}/profile", summary="Set the user's profile",
+            response_model=m.UserProfileBody, tags=["profiles"])
+    async def put_profile(request: Request, user_id: str,
+                          body: m.UserProfileBody) -> m.UserProfileBody:
+        """Replace the user's static profile (durable on return). Creates the user."""
+        uid = internal_id(tenant_of(request), user_id)
+        profile = UserProfile(name=body.name, gender=body.gender, birth_year=body.birth_year,
+                              extras=tuple(sorted(body.extras.items())))
+        await state.memory().set_user_profile(uid, profile)
+        return body
+
+    @v1.get("/users/{user_id}/agents/{assistant_id}/profile",
+            summary="Get an assistant's persona for the user",
+            response_model=m.AgentProfileBody, tags=["profiles"])
+    async def get_agent_profile(request: Request, user_id: str,
+                                assistant_id: str) -> m.AgentProfileBody:
+        """The assistant's static persona as stored in this user's memory."""
+        tenant, uid = await known(request, user_id)
+        st = await state.memory().user_state(uid)
+        agent = st.agents.get(internal_id(tenant, assistant_id, "assistant_id"))
+        if agent is None:
+            return m.AgentProfileBody()
+        return m.AgentProfileBody(**_profile_dict(agent["profile"]))
+
+    @v1.put("/users/{user_id}/agents/{assistant_id}/profile",
+            summary="Set an assistant's persona for the user",
+            response_model=m.AgentProfileBody, tags=["profiles"])
+    async def put_agent_profile(request: Request, user_id: str, assistant_id: str,
+                                body: m.AgentProfileBody) -> m.AgentProfileBody:
+        """Replace the assistant's static persona (durable on return). Creates the user."""
+        tenant = tenant_of(request)
+        profile = AgentProfile(role=body.role, character=body.character,
+                               extras=tuple(sorted(body.extras.items())))
+        await state.memory().set_agent_profile(
+            internal_id(tenant, user_id), profile,
+            internal_id(tenant, assistant_id, "assistant_id"))
+        return body
+
+    @v1.get("/users/{user_id}/export", summary="Export everything stored for a user",
+            tags=["users"], response_model=dict[str, Any])
+    async def export(request: Request, user_id: str) -> dict[str, Any]:
+        """The user's portable export (the format of ``memoryos export``), as JSON."""
+        _tenant, uid = await known(request, user_id)
+        with tempfile.TemporaryDirectory(prefix="memoryos-export-") as tmp:
+            path = Path(tmp) / "export.json"
+            await state.memory().export_user(uid, path)
+            text = await asyncio.to_thread(path.read_text, encoding="utf-8")
+        return _relabel(json.loads(text), uid, user_id)
+
+    @v1.delete("/users/{user_id}", summary="Forget a user", response_model=m.ForgetResponse,
+               tags=["users"])
+    async def forget(request: Request, user_id: str) -> m.ForgetResponse:
+        """Delete every file of the user (other users are untouched); reports what went."""
+        _tenant, uid = await known(request, user_id)
+        report = await state.memory().forget_user(uid)
+        return m.ForgetResponse(user_id=user_id, removed_files=len(report.removed_files),
+                                was_active=report.was_active)
+
+    app.include_router(v1)
+
+    @app.get("/healthz", summary="Liveness", response_model=m.HealthResponse, tags=["ops"])
+    async def healthz() -> m.HealthResponse:
+        """200 while the process serves HTTP."""
+        return m.HealthResponse(status="ok")
+
+    @app.get("/readyz", summary="Readiness", response_model=m.HealthResponse, tags=["ops"],
+             responses={503: {"model": m.HealthResponse, "description": "Not ready."}})
+    async def readyz() -> Response:
+        """200 when the memory system is open and accepting calls, else 503."""
+        ready = state.status == "ok"
+        return JSONResponse({"status": state.status}, status_code=200 if ready else 503)
+
+    @app.get("/metrics", summary="Prometheus metrics", tags=["ops"],
+             response_class=Response,
+             responses={200: {"content": {CONTENT_TYPE_LATEST: {}},
+                              "description": "Prometheus text format."}})
+    async def prometheus() -> Response:
+        """HTTP traffic by route and status, and the memory system's counters."""
+        text = await asyncio.to_thread(generate_latest, metrics.registry)
+        return Response(text, media_type=CONTENT_TYPE_LATEST)
+
+    mcp_app = None
+    if mcp_server is not None:
+        mcp_app = mcp_server.streamable_http_app(
+            streamable_http_path="/mcp", host=settings.host,
+            max_request_body_size=settings.max_body_bytes)
+    return _Gate(app, keys=keystore, limiter=RateLimiter(settings.rate_per_second,
+                                                         settings.burst),
+                 metrics=metrics, max_body_bytes=settings.max_body_bytes, mcp_app=mcp_app)
+
+
+def _mcp_tenant(request: Any) -> str | None:
+    """The tenant of the key that the gate accepted for this MCP HTTP request."""
+    rec = getattr(request, "scope", {}).get(_KEY_SCOPE)
+    return rec.tenant if isinstance(rec, KeyRecord) else None
+
+
+async def _close_pool(mem: AsyncMemoryOS) -> None:
+    await asyncio.to_thread(mem._pool.shutdown, True)
+
+
+def _version() -> str:
+    from .. import __version__
+
+    return __version__
+
+
+def _memories(tenant: str, user_id: str, st: Any, archived: list[dict[str, Any]]
+              ) -> m.MemoriesResponse:
+    def aid(internal: str) -> str:
+        return external_id(tenant, internal) or internal
+
+    pages: list[m.PageOut] = []
+    segments: list[m.SegmentOut] = []
+
+    def page(p: Any, location: str, seg: str | None) -> m.PageOut:
+        get = p.get if isinstance(p, dict) else lambda k: getattr(p, k)
+        return m.PageOut(page_id=str(get("page_id")), location=location,  # type: ignore[arg-type]
+                         segment_id=seg, assistant_id=aid(str(get("assistant_id"))),
+                         timestamp=float(get("timestamp")), query=str(get("query")),
+                         response=str(get("response")))
+
+    for p in st.stm:
+        pages.append(page(p, "stm", None))
+    for seg in st.segments:
+        pages.extend(page(p, "mtm", seg.segment_id) for p in seg.pages)
+        segments.append(m.SegmentOut(segment_id=seg.segment_id, location="mtm", heat=seg.heat,
+                                     summary=seg.summary, keywords=sorted(seg.keywords),
+                                     page_ids=[p.page_id for p in seg.pages]))
+    for rec in archived:
+        if rec.get("t") == "segment":
+            seg = rec["segment"]
+            sid = str(seg["segment_id"])
+            pages.extend(page(p, "archive", sid) for p in seg["pages"])
+            segments.append(m.SegmentOut(segment_id=sid, location="archive",
+                                         heat=float(seg.get("heat", 0.0)),
+                                         summary=str(seg.get("summary", "")),
+                                         keywords=sorted(seg.get("keywords", ())),
+                                         page_ids=[str(p["page_id"]) for p in seg["pages"]]))
+        elif rec.get("t") == "page":
+            pages.append(page(rec["page"], "archive", rec.get("segment_id")))
+
+    def fact(e: Any) -> m.FactOut:
+        return m.FactOut(entry_id=e.entry_id, text=e.text, timestamp=e.timestamp,
+                         source_segment=e.source_segment)
+
+    return m.MemoriesResponse(
+        user_id=user_id, turns=st.turns, pages=pages, segments=segments,
+        kb=[fact(e) for e in st.kb],
+        traits=[m.TraitOut(name=t.name, category=t.category, level=t.level,
+                           evidence=t.evidence) for t in st.traits],
+        agents={aid(a): m.AgentMemory(profile=_profile_dict(v["profile"]),
+                                      traits=[fact(t) for t in v.get("traits", ())])
+                for a, v in st.agents.items()},
+    )
+
+

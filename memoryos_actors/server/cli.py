@@ -1,0 +1,128 @@
+"""The ``serve``, ``mcp`` and ``keys`` subcommands of ``memoryos``.
+
+Kept apart from the main command table: :func:`add_parsers` adds the subcommands and
+:data:`COMMANDS` maps them to functions; FastAPI, uvicorn and mcp are imported only when
+a command runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+from ..errors import InvalidInput
+
+__all__ = ["COMMANDS", "add_parsers"]
+
+_KEYS_FILE = "server-keys.json"
+
+
+def _data_dir(args: argparse.Namespace) -> Path:
+    return Path(args.data_dir or os.environ.get("MEMORYOS_DATA_DIR") or "memoryos-data")
+
+
+def _keys_file(args: argparse.Namespace) -> Path:
+    given = getattr(args, "keys_file", None) or os.environ.get("MEMORYOS_KEYS_FILE")
+    return Path(given) if given else _data_dir(args) / _KEYS_FILE
+
+
+def _need(extra: str, *modules: str) -> None:
+    import importlib.util
+
+    missing = [m for m in modules if importlib.util.find_spec(m) is None]
+    if missing:
+        raise InvalidInput(f"this command needs {', '.join(missing)}: "
+                           f"pip install \"memoryos-actors[{extra}]\"")
+
+
+def _serve(args: argparse.Namespace) -> int:
+    _need("server", "fastapi", "uvicorn", "prometheus_client")
+    if args.mcp:
+        _need("mcp", "mcp")
+    from ..config import MemoryConfig
+    from .app import ServerSettings
+    from .run import serve
+
+    keys = _keys_file(args)
+    if not keys.exists():
+        print(f"memoryos: warning: no key file at {keys}; every /v1 request gets 401 until "
+              "you run `memoryos keys add --tenant NAME`")
+    settings = ServerSettings(
+        data_dir=_data_dir(args), keys_file=keys, config=MemoryConfig.load(args.config),
+        host=args.host, port=args.port, max_body_bytes=args.max_body_bytes,
+        rate_per_second=args.rate, burst=args.burst, mcp=args.mcp,
+        ready_file=Path(args.ready_file) if args.ready_file else None,
+    )
+    serve(settings)
+    return 0
+
+
+def _mcp(args: argparse.Namespace) -> int:
+    _need("mcp", "mcp")
+    from ..config import MemoryConfig
+    from .run import serve_mcp_stdio
+
+    serve_mcp_stdio(_data_dir(args), MemoryConfig.load(args.config), args.tenant)
+    return 0
+
+
+def _keys(args: argparse.Namespace) -> int:
+    from .keys import KeyStore
+
+    store = KeyStore(_keys_file(args))
+    if args.action == "add":
+        if not args.tenant:
+            raise InvalidInput("keys add needs --tenant NAME")
+        key, rec = store.add(args.tenant, rate_per_second=args.rate, burst=args.burst,
+                             note=args.note or "")
+        print(key)
+        print(f"# key {rec.key_id} for tenant {rec.tenant!r} added to {store.path}; "
+              "it is shown only now (the file keeps its SHA-256)")
+    elif args.action == "revoke":
+        if not args.key_id:
+            raise InvalidInput("keys revoke needs a KEY_ID (see `memoryos keys list`)")
+        rec = store.revoke(args.key_id)
+        print(f"revoked key {rec.key_id} of tenant {rec.tenant!r}")
+    else:
+        for rec in store.records():
+            when = _dt.datetime.fromtimestamp(rec.created, _dt.UTC).strftime("%Y-%m-%d %H:%M")
+            limits = (f"{rec.rate_per_second or 'default'}/s burst {rec.burst or 'default'}")
+            print(f"{rec.key_id}  {rec.tenant:<20} {when}  {limits}  {rec.note}")
+    return 0
+
+
+def add_parsers(add: Callable[[str, str], argparse.ArgumentParser]) -> None:
+    """Add ``serve``, ``mcp`` and ``keys`` with ``add(name, help) -> parser``."""
+    s = add("serve", "serve the HTTP JSON API (extra: server; --mcp adds MCP at /mcp)")
+    s.add_argument("--host", default="127.0.0.1", help="address (default 127.0.0.1)")
+    s.add_argument("--port", type=int, default=8080, help="TCP port, 0 for any (default 8080)")
+    s.add_argument("--keys-file", help="API key file (default: $MEMORYOS_KEYS_FILE or "
+                   f"<data-dir>/{_KEYS_FILE})")
+    s.add_argument("--mcp", action="store_true", help="also serve MCP (streamable HTTP) "
+                   "at /mcp (extra: mcp)")
+    s.add_argument("--rate", type=float, default=50.0,
+                   help="default requests per second per key (default 50)")
+    s.add_argument("--burst", type=int, default=100,
+                   help="default requests a key may send at once (default 100)")
+    s.add_argument("--max-body-bytes", type=int, default=512 * 1024,
+                   help="largest request body, bytes (default 524288)")
+    s.add_argument("--ready-file", help="write {host, port, pid} as JSON here once serving")
+    m = add("mcp", "serve MCP over stdio for one tenant's users (extra: mcp)")
+    m.add_argument("--tenant", default="default", help="whose users (default: default)")
+    k = add("keys", "manage the API keys of `memoryos serve`")
+    k.add_argument("action", choices=("add", "list", "revoke"))
+    k.add_argument("key_id", nargs="?", help="revoke: the key id")
+    k.add_argument("--tenant", help="add: the tenant the key belongs to")
+    k.add_argument("--rate", type=float, help="add: requests per second for this key")
+    k.add_argument("--burst", type=int, help="add: burst for this key")
+    k.add_argument("--note", help="add: free text")
+    k.add_argument("--keys-file", help="key file (default: $MEMORYOS_KEYS_FILE or "
+                   f"<data-dir>/{_KEYS_FILE})")
+
+
+COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
+    "serve": _serve, "mcp": _mcp, "keys": _keys,
+}

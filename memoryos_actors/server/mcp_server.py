@@ -1,0 +1,162 @@
+"""The MCP server (official ``mcp`` SDK, 2.x ``MCPServer``): memory tools for agents.
+
+Tools: ``add_turn``, ``retrieve``, ``chat``, ``list_users``, ``list_memories`` and
+``forget_user``, each for the user named in the call. Over streamable HTTP (``/mcp`` on
+``memoryos serve --mcp``) the tenant is the API key's, checked by the server's gate
+before the SDK sees the request; over stdio (``memoryos mcp``) it is the ``--tenant``
+given on the command line, since whoever can start the process owns its data.
+
+Per-memory deletion is not offered yet: ``forget_user`` deletes all of a user's memory.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Awaitable, Callable
+from contextlib import AbstractAsyncContextManager
+from typing import Any, TypeVar
+
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp_types import ToolAnnotations
+
+from ..errors import MemoryOSError, UnknownUser
+from ..store.userstore import user_exists
+from ..system import AsyncMemoryOS
+from .listing import read_memories
+from .tenancy import external_id, internal_id
+
+__all__ = ["build_mcp"]
+
+T = TypeVar("T")
+
+_INSTRUCTIONS = (
+    "Long-term memory of users' conversations. Call add_turn after each exchange with a "
+    "user, retrieve before answering to get what you remembered about the user (recent "
+    "dialogue, relevant past turns, facts and traits), list_memories to show a user what "
+    "is stored, forget_user to delete everything about a user."
+)
+
+
+def _tool_errors(fn: Callable[..., Awaitable[T]]) -> Callable[..., Awaitable[T]]:
+    """Expected memory errors become tool errors the model can read."""
+
+    @functools.wraps(fn)
+    async def wrapper(*args: Any, **kwargs: Any) -> T:
+        try:
+            return await fn(*args, **kwargs)
+        except MemoryOSError as exc:
+            message = str(exc.args[0]) if exc.args else str(exc)
+            raise ToolError(f"{type(exc).__name__}: {message}") from None
+
+    return wrapper
+
+
+def build_mcp(
+    memory: Callable[[], AsyncMemoryOS],
+    tenant_of_request: Callable[[Any], str | None],
+    fixed_tenant: str | None = None,
+    lifespan: Callable[[Any], AbstractAsyncContextManager[Any]] | None = None,
+) -> MCPServer:
+    """An :class:`MCPServer` whose tools call ``memory()``.
+
+    The tenant of a call is ``tenant_of_request(http_request)`` on HTTP, else
+    ``fixed_tenant``; a call with neither is refused. ``lifespan`` runs around the
+    server (stdio: it opens and closes the memory system).
+    """
+    server = MCPServer("memoryos-actors", instructions=_INSTRUCTIONS, log_level="WARNING",
+                       lifespan=lifespan)
+
+    def tenant(ctx: Context) -> str:
+        request = ctx.request_context.request
+        found = tenant_of_request(request) if request is not None else fixed_tenant
+        if found is None:
+            raise ToolError("no tenant for this call (an API key is required over HTTP)")
+        return found
+
+    async def existing(ctx: Context, user_id: str) -> tuple[str, str]:
+        t = tenant(ctx)
+        uid = internal_id(t, user_id)
+        mem = memory()
+        if uid not in await mem.active_users() and not user_exists(mem.sync.data_dir, uid):
+            raise UnknownUser(f"no user {user_id!r}")
+        return t, uid
+
+    @server.tool(annotations=ToolAnnotations(idempotent_hint=False, destructive_hint=False))
+    @_tool_errors
+    async def add_turn(user_id: str, query: str, response: str, ctx: Context,
+                       assistant_id: str = "default", turn_key: str | None = None
+                       ) -> dict[str, str]:
+        """Store one exchange (the user's query and the assistant's response) in the user's
+        memory. Pass turn_key to make a retry store the turn only once."""
+        t = tenant(ctx)
+        page_id = await memory().add_turn(
+            internal_id(t, user_id), query, response, None,
+            internal_id(t, assistant_id, "assistant_id"), turn_key=turn_key)
+        return {"user_id": user_id, "page_id": page_id}
+
+    @server.tool(annotations=ToolAnnotations(read_only_hint=True))
+    @_tool_errors
+    async def retrieve(user_id: str, query: str, ctx: Context, assistant_id: str = "default",
+                       top_k: int = 10) -> dict[str, Any]:
+        """What the user's memory holds about query: the rendered context (recent dialogue,
+        relevant past turns, profile, facts, traits) and the ids of the pages it used."""
+        if not 1 <= top_k <= 100:
+            raise ToolError("top_k must be between 1 and 100")
+        t, uid = await existing(ctx, user_id)
+        ctx_ = await memory().retrieve(uid, query, internal_id(t, assistant_id,
+                                                               "assistant_id"))
+        return {"user_id": user_id, "context": ctx_.render(),
+                "page_ids": list(ctx_.page_ids()[:top_k]),
+                "facts": [i.text for i in ctx_.kb[:top_k]]}
+
+    @server.tool()
+    @_tool_errors
+    async def chat(user_id: str, query: str, ctx: Context,
+                   assistant_id: str = "default") -> dict[str, str]:
+        """Answer query from the user's memory with the server's LLM, and store the turn."""
+        t = tenant(ctx)
+        reply = await memory().chat(internal_id(t, user_id), query,
+                                    internal_id(t, assistant_id, "assistant_id"))
+        return {"user_id": user_id, "reply": reply}
+
+    @server.tool(annotations=ToolAnnotations(read_only_hint=True))
+    @_tool_errors
+    async def list_users(ctx: Context) -> list[str]:
+        """The users (of this tenant) that have stored memory."""
+        t = tenant(ctx)
+        mem = memory()
+        ids = set(await mem.users()) | set(await mem.active_users())
+        return sorted(u for u in (external_id(t, i) for i in ids) if u is not None)
+
+    @server.tool(annotations=ToolAnnotations(read_only_hint=True))
+    @_tool_errors
+    async def list_memories(user_id: str, ctx: Context) -> dict[str, Any]:
+        """Every stored turn of the user (page id, where it is: stm, mtm or archive; the
+        query and response) and the facts learned about the user."""
+        _t, uid = await existing(ctx, user_id)
+        st, archived = await read_memories(memory(), uid)
+        pages = [{"page_id": p.page_id, "location": "stm", "query": p.query,
+                  "response": p.response} for p in st.stm]
+        for seg in st.segments:
+            pages.extend({"page_id": p.page_id, "location": "mtm", "query": p.query,
+                          "response": p.response} for p in seg.pages)
+        for rec in archived:
+            found = rec["segment"]["pages"] if rec.get("t") == "segment" else (
+                [rec["page"]] if rec.get("t") == "page" else [])
+            pages.extend({"page_id": str(p["page_id"]), "location": "archive",
+                          "query": str(p["query"]), "response": str(p["response"])}
+                         for p in found)
+        return {"user_id": user_id, "turns": st.turns, "pages": pages,
+                "facts": [{"entry_id": e.entry_id, "text": e.text} for e in st.kb]}
+
+    @server.tool(annotations=ToolAnnotations(destructive_hint=True, idempotent_hint=True))
+    @_tool_errors
+    async def forget_user(user_id: str, ctx: Context) -> dict[str, Any]:
+        """Delete everything stored about the user (all tiers, archive, files). Other users
+        are untouched. Single memories cannot be deleted yet."""
+        _t, uid = await existing(ctx, user_id)
+        report = await memory().forget_user(uid)
+        return {"user_id": user_id, "removed_files": len(report.removed_files)}
+
+    return server

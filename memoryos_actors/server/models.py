@@ -1,0 +1,207 @@
+"""Request and response bodies of the HTTP API (pydantic models; they make the OpenAPI page)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = [
+    "AddTurnRequest", "AddTurnResponse", "AgentMemory", "AgentProfileBody", "ChatRequest",
+    "ChatResponse", "ContextItemOut", "ErrorBody", "ErrorDetail", "FactOut", "ForgetResponse",
+    "HealthResponse", "MemoriesResponse", "PageOut", "RetrieveRequest", "RetrieveResponse",
+    "SegmentOut", "TraitOut", "UserProfileBody", "UsersResponse",
+]
+
+#: Largest ``top_k`` a retrieve request may ask for, items per tier.
+MAX_TOP_K = 100
+
+
+class _In(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
+class AddTurnRequest(_In):
+    """One turn: what the user said and what the assistant answered."""
+
+    query: str = Field("", description="The user's message (UTF-8, at most max_text_bytes).")
+    response: str = Field("", description="The assistant's answer (UTF-8, at most "
+                          "max_text_bytes). A turn needs a query or a response.")
+    timestamp: float | None = Field(None, description="When the turn happened, seconds since "
+                                    "the epoch; default: now.")
+    assistant_id: str = Field("default", description="Which assistant answered.")
+    turn_key: str | None = Field(None, description="Idempotency key (at most 200 bytes of UTF-8): a "
+                                 "turn sent again with the key of one of the user's recent "
+                                 "turns is stored once; the reply names the first page.")
+
+
+class AddTurnResponse(BaseModel):
+    """The turn is in the user's write-ahead log."""
+
+    user_id: str
+    page_id: str = Field(description="Id of the stored page (p<seq>).")
+
+
+class RetrieveRequest(_In):
+    """What to look up in the user's memory."""
+
+    query: str = Field(description="The text to retrieve memory for.")
+    assistant_id: str = "default"
+    top_k: int = Field(10, ge=1, le=MAX_TOP_K, description="At most this many items per "
+                       f"section of the answer (1..{MAX_TOP_K}).")
+
+
+class ContextItemOut(BaseModel):
+    """One retrieved item with its provenance."""
+
+    tier: Literal["stm", "mtm", "lpm", "archive"]
+    kind: str = Field(description="page, segment, fact or agent_trait.")
+    item_id: str
+    text: str
+    score: float
+    segment_id: str | None = None
+    timestamp: float | None = Field(None, description="Seconds since the epoch.")
+    why: str = Field("", description="How the item was chosen.")
+
+
+class TraitOut(BaseModel):
+    """A user trait that has a level."""
+
+    name: str
+    category: str
+    level: str | None
+    evidence: str
+
+
+class RetrieveResponse(BaseModel):
+    """Everything retrieved for one query, and the same as prompt text."""
+
+    user_id: str
+    assistant_id: str
+    query: str
+    stm: list[ContextItemOut]
+    mtm: list[ContextItemOut]
+    segments: list[ContextItemOut]
+    kb: list[ContextItemOut]
+    agent_traits: list[ContextItemOut]
+    traits: list[TraitOut]
+    profile: dict[str, Any]
+    agent_profile: dict[str, Any]
+    rendered: str = Field(description="The context as prompt text, in sections.")
+    elapsed_ms: float = Field(description="Time retrieval took, milliseconds.")
+
+
+class ChatRequest(_In):
+    """A message to answer from memory."""
+
+    query: str
+    assistant_id: str = "default"
+
+
+class ChatResponse(BaseModel):
+    """The reply; the turn (query and reply) is stored."""
+
+    user_id: str
+    reply: str
+
+
+class UserProfileBody(_In):
+    """Static facts about the user."""
+
+    name: str | None = None
+    gender: str | None = None
+    birth_year: int | None = Field(None, ge=1, le=9999)
+    extras: dict[str, str] = Field(default_factory=dict)
+
+
+class AgentProfileBody(_In):
+    """The assistant's persona as this user sees it."""
+
+    role: str = ""
+    character: str = ""
+    extras: dict[str, str] = Field(default_factory=dict)
+
+
+class PageOut(BaseModel):
+    """A stored turn and where it is now."""
+
+    page_id: str
+    location: Literal["stm", "mtm", "archive"]
+    segment_id: str | None
+    assistant_id: str
+    timestamp: float
+    query: str
+    response: str
+
+
+class SegmentOut(BaseModel):
+    """A topic segment (in MTM or evicted to the archive)."""
+
+    segment_id: str
+    location: Literal["mtm", "archive"]
+    heat: float
+    summary: str
+    keywords: list[str]
+    page_ids: list[str]
+
+
+class FactOut(BaseModel):
+    """A fact in the user's knowledge base, or a trait of an assistant."""
+
+    entry_id: str
+    text: str
+    timestamp: float
+    source_segment: str | None = None
+
+
+class AgentMemory(BaseModel):
+    """What the user's memory holds about one assistant."""
+
+    profile: dict[str, Any]
+    traits: list[FactOut]
+
+
+class MemoriesResponse(BaseModel):
+    """Every memory of a user, with ids and provenance."""
+
+    user_id: str
+    turns: int = Field(description="Turns stored so far.")
+    pages: list[PageOut]
+    segments: list[SegmentOut]
+    kb: list[FactOut]
+    traits: list[TraitOut]
+    agents: dict[str, AgentMemory]
+
+
+class UsersResponse(BaseModel):
+    """The tenant's users with stored data."""
+
+    users: list[str]
+
+
+class ForgetResponse(BaseModel):
+    """What deleting a user removed."""
+
+    user_id: str
+    removed_files: int
+    was_active: bool
+
+
+class HealthResponse(BaseModel):
+    """Liveness or readiness."""
+
+    status: Literal["ok", "starting", "stopping"]
+
+
+class ErrorDetail(BaseModel):
+    """What went wrong."""
+
+    type: str = Field(description="Error class, e.g. InvalidInput, Unauthorized, RateLimited.")
+    message: str
+    details: list[dict[str, Any]] | None = None
+
+
+class ErrorBody(BaseModel):
+    """Body of every error response."""
+
+    error: ErrorDetail

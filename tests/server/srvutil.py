@@ -1,0 +1,124 @@
+"""Start the real ``memoryos serve`` in a subprocess on 127.0.0.1 and stop it again."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+
+#: Seconds a server may take to start or stop before the test fails.
+START_TIMEOUT_S = 60.0
+STOP_TIMEOUT_S = 30.0
+
+CONFIG_TOML = """\
+log_level = "error"
+summary_debounce_seconds = 0.01
+heat_tick_seconds = 3600.0
+"""
+
+
+@dataclass
+class Server:
+    """A running server process and how to reach it."""
+
+    proc: subprocess.Popen[bytes]
+    base_url: str
+    data_dir: Path
+    keys_file: Path
+    log: Path
+
+    def client(self, key: str | None = None, **kw: object) -> httpx.Client:
+        headers = {"Authorization": f"Bearer {key}"} if key else {}
+        return httpx.Client(base_url=self.base_url, headers=headers, timeout=60.0, **kw)
+
+    def stop(self, sig: int = signal.SIGTERM) -> int:
+        """Stop the process with ``sig``; return its exit code."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            try:
+                self.proc.wait(STOP_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(STOP_TIMEOUT_S)
+                raise AssertionError(f"server did not stop on {sig!r}: {self.log_text()}")
+        return self.proc.returncode
+
+    def log_text(self) -> str:
+        return self.log.read_text(errors="replace") if self.log.exists() else ""
+
+
+def cli(*args: str, cwd: Path) -> str:
+    """Run ``memoryos ARGS`` and return its stdout (fails the test on a non-zero exit)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMORYOS_")}
+    done = subprocess.run([sys.executable, "-m", "memoryos_actors", *args], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def add_key(root: Path, keys_file: Path, tenant: str, *extra: str) -> str:
+    """A new API key for ``tenant`` made with ``memoryos keys add``."""
+    out = cli("keys", "add", "--tenant", tenant, "--keys-file", str(keys_file), *extra,
+              cwd=root)
+    return out.splitlines()[0].strip()
+
+
+def start_server(root: Path, data_dir: Path, keys_file: Path, *extra: str) -> Server:
+    """Start ``memoryos serve`` on a free loopback port and wait until it is ready."""
+    config = root / "config.toml"
+    if not config.exists():
+        config.write_text(CONFIG_TOML, encoding="utf-8")
+    ready = root / f"ready-{time.monotonic_ns()}.json"
+    log = root / f"server-{time.monotonic_ns()}.log"
+    # The server's configuration is its TOML file: MEMORYOS_* variables other tests left in
+    # the environment would be read (and refused) as configuration.
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMORYOS_")}
+    env["PYTHONUNBUFFERED"] = "1"
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "memoryos_actors", "--data-dir", str(data_dir),
+             "--config", str(config), "serve", "--host", "127.0.0.1", "--port", "0",
+             "--keys-file", str(keys_file), "--ready-file", str(ready), *extra],
+            cwd=root, stdout=out, stderr=subprocess.STDOUT, env=env,
+        )
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while not ready.exists():
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()
+            proc.wait()
+            raise AssertionError(f"server did not start: {log.read_text(errors='replace')}")
+        time.sleep(0.05)
+    info = json.loads(ready.read_text())
+    return Server(proc, f"http://127.0.0.1:{info['port']}", data_dir, keys_file, log)
+
+
+def add_live_key(server: Server, root: Path, tenant: str) -> str:
+    """A new key for ``tenant``, returned once the running ``server`` accepts it (it
+    re-reads its key file at most once a second)."""
+    key = add_key(root, server.keys_file, tenant)
+    deadline = time.monotonic() + START_TIMEOUT_S
+    with server.client(key) as c:
+        while c.get("/v1/users").status_code != 200:
+            assert time.monotonic() < deadline, "the server never accepted the new key"
+            time.sleep(0.1)
+    return key
+
+
+@dataclass
+class Deployment:
+    """A server with keys for two tenants and a tightly limited key (see conftest)."""
+
+    server: Server
+    root: Path
+    acme: str
+    acme2: str
+    globex: str
+    limited: str
+

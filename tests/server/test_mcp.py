@@ -1,0 +1,125 @@
+"""The MCP server, driven by the official SDK's own client: over stdio (a subprocess) and
+over streamable HTTP (``/mcp`` on the real HTTP server, behind the API keys)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from srvutil import CONFIG_TOML, Deployment
+
+pytest.importorskip("mcp")
+
+from mcp import Client, StdioServerParameters  # noqa: E402
+
+TOOLS = {"add_turn", "retrieve", "chat", "list_users", "list_memories", "forget_user"}
+
+
+def _data(result: Any) -> Any:
+    assert not result.is_error, result.content
+    if result.structured_content is not None:
+        sc = result.structured_content
+        return sc.get("result", sc) if set(sc) == {"result"} else sc
+    return json.loads(result.content[0].text)
+
+
+def _error_text(result: Any) -> str:
+    assert result.is_error
+    return " ".join(getattr(c, "text", "") for c in result.content)
+
+
+async def _session(client: Client) -> None:
+    names = {t.name for t in (await client.list_tools()).tools}
+    assert TOOLS <= names
+    added = _data(await client.call_tool("add_turn", {
+        "user_id": "ann", "query": "My cat is called Miso", "response": "Cute name!",
+        "turn_key": "t-1"}))
+    assert added == {"user_id": "ann", "page_id": "p1"}
+    again = _data(await client.call_tool("add_turn", {
+        "user_id": "ann", "query": "My cat is called Miso", "response": "Cute name!",
+        "turn_key": "t-1"}))
+    assert again["page_id"] == "p1"
+    ctx = _data(await client.call_tool("retrieve", {"user_id": "ann",
+                                                    "query": "what is my cat called?"}))
+    assert "Miso" in ctx["context"] and ctx["page_ids"] == ["p1"]
+    reply = _data(await client.call_tool("chat", {"user_id": "ann", "query": "hello"}))
+    assert reply["reply"]
+    mems = _data(await client.call_tool("list_memories", {"user_id": "ann"}))
+    assert [p["page_id"] for p in mems["pages"]] == ["p1", "p2"] and mems["turns"] == 2
+    assert _data(await client.call_tool("list_users", {})) == ["ann"]
+    missing = await client.call_tool("retrieve", {"user_id": "nobody", "query": "x"})
+    assert "UnknownUser" in _error_text(missing)
+    bad = await client.call_tool("add_turn", {"user_id": "a/b", "query": "x", "response": "y"})
+    assert "InvalidInput" in _error_text(bad)
+    gone = _data(await client.call_tool("forget_user", {"user_id": "ann"}))
+    assert gone["removed_files"] > 0
+    assert _data(await client.call_tool("list_users", {})) == []
+
+
+def test_mcp_over_stdio_adds_retrieves_lists_and_forgets(tmp_path: Path) -> None:
+    config = tmp_path / "config.toml"
+    config.write_text(CONFIG_TOML)
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "memoryos_actors", "--data-dir", str(tmp_path / "data"), "--config",
+              str(config), "mcp", "--tenant", "acme"],
+        cwd=str(tmp_path),
+    )
+
+    async def main() -> None:
+        async with Client(params) as client:
+            await _session(client)
+
+    asyncio.run(main())
+    # The stdio server's users live in the tenant's id space, like the HTTP server's.
+    from memoryos_actors.store.userstore import list_users
+    assert list_users(tmp_path / "data") == []
+
+
+def _http_client(deployment: Deployment, key: str | None) -> Client:
+    import httpx2
+    from mcp.client.streamable_http import streamable_http_client
+
+    headers = {"Authorization": f"Bearer {key}"} if key else {}
+    http = httpx2.AsyncClient(headers=headers, timeout=60.0)
+    return Client(streamable_http_client(f"{deployment.server.base_url}/mcp", http_client=http))
+
+
+def test_mcp_over_http_serves_a_keys_tenant(deployment: Deployment) -> None:
+    async def main() -> None:
+        async with _http_client(deployment, deployment.globex) as client:
+            # globex's "ann" is not acme's "ann" (acme's may exist from other tests)
+            await _session(client)
+
+    asyncio.run(main())
+
+
+def test_mcp_over_http_never_shows_another_tenants_users(deployment: Deployment) -> None:
+    with deployment.server.client(deployment.acme) as c:
+        assert c.post("/v1/users/mcp-private/turns",
+                      json={"query": "acme secret plum", "response": "ok"}).status_code == 201
+
+    async def main() -> None:
+        async with _http_client(deployment, deployment.globex) as client:
+            users = _data(await client.call_tool("list_users", {}))
+            assert "mcp-private" not in users
+            for tool, args in (("retrieve", {"query": "secret"}), ("list_memories", {}),
+                               ("forget_user", {})):
+                r = await client.call_tool(tool, {"user_id": "mcp-private", **args})
+                assert "UnknownUser" in _error_text(r)
+
+    asyncio.run(main())
+    with deployment.server.client(deployment.acme) as c:
+        assert "plum" in c.get("/v1/users/mcp-private/memories").text
+
+
+def test_mcp_over_http_without_a_key_gets_401(deployment: Deployment) -> None:
+    import httpx
+
+    r = httpx.post(f"{deployment.server.base_url}/mcp", json={
+        "jsonrpc": "2.0", "id": 1, "method": "tools/list"})
+    assert r.status_code == 401
