@@ -874,6 +874,11 @@ class MemoryOS:
         idle_wait = 0.002
         while True:
             before = self._gateway.submitted
+            # Idle when the round starts: every answer of a finished job was told to its
+            # tier before this round's barriers, so they come after it in each mailbox.
+            # (Checked only at the end, a job that ends between a tier's barrier and the
+            # check would look settled while its answer still waits in that tier.)
+            idle_before = self._gateway.pending == 0
             pending = 0
             users = self.active_users()
             for user in users:
@@ -883,7 +888,7 @@ class MemoryOS:
                     pass  # the user was passivated meanwhile: its work is in its snapshot
             for name in self._gateway.worker_names:
                 self._ask(name, Ping())
-            settled = pending == 0 and self._gateway.pending == 0
+            settled = idle_before and pending == 0 and self._gateway.pending == 0
             if settled and self._gateway.submitted == before:
                 asked = 0
                 for user in users:
