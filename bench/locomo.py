@@ -537,6 +537,20 @@ def _make_system(
     raise BenchError(f"unknown system {name!r}; choose from {', '.join(ALL_SYSTEMS)}")
 
 
+def _parse_settings(items: Sequence[str]) -> dict[str, Any]:
+    """``["name=value", ...]`` (values as JSON, else as text) -> MemoryConfig fields."""
+    out: dict[str, Any] = {}
+    for item in items:
+        name, sep, raw = item.partition("=")
+        if not sep or not name:
+            raise BenchError(f"--set wants name=value, got {item!r}")
+        try:
+            out[name] = json.loads(raw)
+        except json.JSONDecodeError:
+            out[name] = raw
+    return out
+
+
 def long_history(conversations: Sequence[Conversation]) -> Conversation:
     """All ``conversations`` as ONE user's history, pages in time order of their sessions.
 
@@ -965,6 +979,10 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help=f"local sentence-transformers model directory for --embedder minilm (default: "
         f"${ENV_MODEL_DIR}); its model.safetensors is checked against the known sha256",
     )
+    parser.add_argument(
+        "--set", action="append", default=[], metavar="NAME=VALUE",
+        help="a MemoryConfig setting for the memoryos systems (repeatable; value as JSON)",
+    )
     parser.add_argument("--no-plot", action="store_true", help="do not draw the PNG chart")
     parser.add_argument(
         "--no-progress", action="store_true", help="no progress bar (for logs and CI)"
@@ -985,6 +1003,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise BenchError("--systems named no system")
         conversations = load_locomo(data_path, args.limit_conversations)
         memory_config, factory, embedder_info = _embedder_setup(args)
+        memory_config = {**dict(memory_config or {}), **_parse_settings(args.set)}
         asked = [long_history(conversations)] if args.long_history else conversations
         with tempfile.TemporaryDirectory(prefix="locomo-bench-") as work_dir:
             results = run_benchmark(

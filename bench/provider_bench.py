@@ -69,14 +69,31 @@ def dialogue(user: int, turns: int) -> list[tuple[str, str]]:
     return out[:turns]
 
 
-def make_config(base_url: str, provider_limit: int) -> Any:
+def make_config(base_url: str, provider_limit: int,
+                overrides: dict[str, Any] | None = None) -> Any:
+    """The bench's config: the fake provider, its in-flight limit, and ``overrides``."""
     from memoryos_actors.config import MemoryConfig
 
     os.environ.setdefault(KEY_ENV, "sk-fake-bench")
-    return MemoryConfig(
-        llm_backend="litellm", llm_model="openai/fake-model", llm_base_url=base_url,
-        llm_api_key_env=KEY_ENV, llm_max_concurrency=provider_limit, log_level="error",
-    )
+    return MemoryConfig(**{
+        "llm_backend": "litellm", "llm_model": "openai/fake-model", "llm_base_url": base_url,
+        "llm_api_key_env": KEY_ENV, "llm_max_concurrency": provider_limit,
+        "log_level": "error", **(overrides or {}),
+    })
+
+
+def parse_set(items: list[str]) -> dict[str, Any]:
+    """``["name=value", ...]`` (values as JSON, else as text) -> config overrides."""
+    out: dict[str, Any] = {}
+    for item in items:
+        name, sep, raw = item.partition("=")
+        if not sep or not name:
+            raise SystemExit(f"--set wants name=value, got {item!r}")
+        try:
+            out[name] = json.loads(raw)
+        except json.JSONDecodeError:
+            out[name] = raw
+    return out
 
 
 def run_workload(cfg: Any, users: int, turns: int, threads: int, pace_s: float) -> dict[str, Any]:
@@ -153,11 +170,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--paced-turns", type=int, default=30)
     p.add_argument("--workloads", default="load,paced")
     p.add_argument("--out", default=None)
+    p.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
+                   help="a MemoryConfig setting for this run (repeatable; value as JSON)")
     args = p.parse_args(argv)
+    overrides = parse_set(args.set)
     proc, base_url = start_server(args.latency_ms / 1000.0)
     results: dict[str, Any] = {}
     try:
-        cfg = make_config(base_url, args.provider_limit)
+        cfg = make_config(base_url, args.provider_limit, overrides)
         if "load" in args.workloads:
             results["load"] = run_workload(cfg, args.users, args.turns, args.threads, 0.0)
             print("load ", json.dumps(results["load"]), flush=True)
@@ -173,6 +193,7 @@ def main(argv: list[str] | None = None) -> int:
         "command": "python bench/provider_bench.py "
                    + " ".join(argv if argv is not None else sys.argv[1:]),
         "latency_ms": args.latency_ms, "provider_limit": args.provider_limit,
+        "settings": overrides,
         "cpu_count": os.cpu_count(), "results": results,
     }
     path = Path(args.out or _HERE / "results" / f"provider_{int(args.latency_ms)}ms.json")

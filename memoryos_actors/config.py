@@ -141,7 +141,7 @@ class MemoryConfig:
         False, "one agent persona per assistant, shared by all its users (else per user)"
     )
     summary_debounce_seconds: float = _f(1.0, "segment summary refresh debounce, seconds")
-    summary_every_pages: int = _f(4, "new pages in a segment before its summary is refreshed")
+    summary_every_pages: int = _f(6, "new pages in a segment before its summary is refreshed")
     persona_debounce_seconds: float = _f(
         5.0, "promoted segments gathered into one persona update for, seconds"
     )
