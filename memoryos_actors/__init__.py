@@ -10,17 +10,18 @@ an LLM client.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from ._lazy import lazy_getattr
 
 __version__ = "0.1.0"
 
 _EXPORTS: dict[str, str] = {
     "MemoryOS": "memoryos_actors.system",
-    "AsyncMemoryOS": "memoryos_actors.system",
-    "ForgetReport": "memoryos_actors.system",
+    "AsyncMemoryOS": "memoryos_actors.aio",
+    "ForgetReport": "memoryos_actors.reports",
     "UserPhase": "memoryos_actors.directory",
-    "UserState": "memoryos_actors.system",
+    "UserState": "memoryos_actors.reports",
     "MemoryConfig": "memoryos_actors.config",
     "Clock": "memoryos_actors.clock",
     "ManualClock": "memoryos_actors.clock",
@@ -59,8 +60,10 @@ _FACADE_METHODS: tuple[str, ...] = (
 )
 
 if TYPE_CHECKING:
+    from .aio import AsyncMemoryOS
     from .clock import Clock, ManualClock, SystemClock
     from .config import MemoryConfig
+    from .directory import UserPhase
     from .errors import (
         ActorCrashed,
         ConfigError,
@@ -77,17 +80,11 @@ if TYPE_CHECKING:
         UnknownUser,
     )
     from .messages import AgentProfile, ContextItem, MemoryContext, Page, TraitLevel, UserProfile
-    from .directory import UserPhase
-    from .system import AsyncMemoryOS, ForgetReport, MemoryOS, UserState
+    from .reports import ForgetReport, UserState
+    from .system import MemoryOS
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'memoryos_actors' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_getattr(__name__, _EXPORTS, globals())
 
 
 def __dir__() -> list[str]:

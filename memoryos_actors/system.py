@@ -1,4 +1,4 @@
-"""The memory system: the supervision tree, user activation, and the public facade.
+"""The memory system: the supervision tree and the public facade (:class:`MemoryOS`).
 
 ::
 
@@ -16,21 +16,24 @@ than ``max_active_users`` groups are live (least recently used first). Callers n
 latency. Every call is bounded: at most ``max_inflight_per_user`` calls per user and
 ``max_inflight_total`` overall are in flight; beyond that a call waits up to
 ``overload_timeout_seconds`` and then raises :class:`~memoryos_actors.errors.Overloaded`.
+
+The facade is built from one module per concept: this one starts the tree and serves
+turns, retrieval, profiles and ``flush``; :mod:`~memoryos_actors.activation` moves users
+between passive and active; :mod:`~memoryos_actors.inspection` holds the read-only views;
+:mod:`~memoryos_actors.portability` exports, imports and forgets users;
+:mod:`~memoryos_actors.validation` checks arguments; :mod:`~memoryos_actors.reports`
+holds the returned records; :mod:`~memoryos_actors.aio` is the asyncio facade.
 """
 
 from __future__ import annotations
 
-import asyncio
-import dataclasses
 import functools
-import math
 import os
 import threading
 import time
 import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
@@ -38,23 +41,16 @@ import pykka
 import structlog
 
 import supervisor
-from supervisor import ChildKind, ChildSpec, Registry, Restart, Strategy, Supervisor
+from supervisor import ChildKind, ChildSpec, Registry, Supervisor
 
-from .actors import persist
 from .actors.base import (
     ASSISTANT_PREFIX,
-    Backlog,
     GatewayClient,
     Metrics,
-    Preload,
-    UserEnv,
     actor_names,
     persona_owner,
 )
-from .actors.lpm import LPMActor
-from .actors.mtm import MTMActor
-from .actors.protocol import FlushSummaries, GetState, HeatTick, Inspect, Ping, Snapshot
-from .actors.stm import STMActor
+from .actors.protocol import FlushSummaries, HeatTick, Ping
 from .actors.workers import GatewayWorker, HeatTicker, RetrievalWorker
 from .clock import Clock, SystemClock
 from .config import MemoryConfig
@@ -65,30 +61,32 @@ from .errors import (
     MemoryOSError,
     Overloaded,
     StorageError,
-    UnknownUser,
 )
 from .gateway.service import GatewayService
 from .logs import configure_logging
 from .messages import (
     AddTurn,
     AgentProfile,
-    KBEntry,
     MemoryContext,
-    Page,
     Retrieve,
-    SegmentRecord,
     SetAgentProfile,
     SetUserProfile,
-    TraitLevel,
     UserProfile,
 )
-from .store.export import read_export, write_export
 from .store.lock import DataDirLock
-from .store.userstore import UserStore, list_users, user_exists
-from .text import keywords
 
 if TYPE_CHECKING:
     from .cluster import ClusterMemoryOS, RayCluster
+
+from .activation import _ASK_TIMEOUT_S, _BG_PASSIVATIONS, UserActivation
+from .inspection import Inspection
+from .portability import Portability
+from .reports import ForgetReport, UserState
+from .validation import check_path as _check_path
+from .validation import check_text as _check_text
+from .validation import check_timeout as _check_timeout
+from .validation import check_timestamp as _check_timestamp
+from .validation import check_user_id as _check_user_id
 
 __all__ = ["AsyncMemoryOS", "ForgetReport", "MemoryOS", "UserState"]
 
@@ -98,61 +96,6 @@ T = TypeVar("T")
 
 #: Times add_turn asks again, with the same turn key, after the STM actor crashed.
 _ADD_TURN_ATTEMPTS = 3
-
-#: Background passivations at once (see ``MemoryOS._keep_headroom``).
-_BG_PASSIVATIONS = 2
-
-#: Seconds a single actor request may take before the facade gives up on it.
-_ASK_TIMEOUT_S = 120.0
-_EXPORT_FORMAT = "memoryos-actors/user-export"
-_EXPORT_VERSION = 1
-
-
-@dataclass(frozen=True, slots=True)
-class UserState:
-    """A picture of one user's memory (see :meth:`MemoryOS.user_state`).
-
-    Attributes:
-        user_id: whose memory.
-        turns: turns stored so far.
-        stm: STM pages, oldest first.
-        segments: MTM segments with their pages, hottest first.
-        profile: the user's static profile.
-        traits: user traits that have a level.
-        kb: user facts (knowledge base), oldest first.
-        agents: per assistant id, its ``profile`` and agent ``traits``.
-        persona_updates: persona updates applied since the LPM actor started.
-    """
-
-    user_id: str
-    turns: int
-    stm: tuple[Page, ...]
-    segments: tuple[SegmentRecord, ...]
-    profile: UserProfile
-    traits: tuple[TraitLevel, ...]
-    kb: tuple[KBEntry, ...]
-    agents: dict[str, dict[str, Any]]
-    persona_updates: int
-
-    def page_ids(self) -> list[str]:
-        """Ids of every page held in STM and MTM (not the archive)."""
-        ids = [p.page_id for p in self.stm]
-        for seg in self.segments:
-            ids.extend(p.page_id for p in seg.pages)
-        return ids
-
-
-@dataclass(frozen=True, slots=True)
-class ForgetReport:
-    """What :meth:`MemoryOS.forget_user` removed."""
-
-    user_id: str
-    removed_files: tuple[str, ...]
-    was_active: bool
-    #: Gateway entries removed: ``gateway_cache`` (cached answers and embeddings),
-    #: ``redo_queue`` (degraded requests waiting to be redone) and ``degraded_records``
-    #: (who asked for those).
-    purged: dict[str, int] = dataclasses.field(default_factory=dict)
 
 
 class _Sweep:
@@ -172,86 +115,7 @@ class _Janitor(supervisor.SupervisedActor):
         raise TypeError(f"janitor got an unknown message: {type(message).__name__}")
 
 
-class _StartOnce:
-    """A child start function that adopts an already running group the first time.
-
-    The user's group is started in the activating caller's thread (so its recovery does
-    not hold up the ``users`` supervisor); the supervisor's first call returns it, and any
-    later call (a restart after the group itself failed) starts a fresh one.
-    """
-
-    def __init__(self, ref: pykka.ActorRef[Any], start: Callable[[], pykka.ActorRef[Any]]) -> None:
-        self._ref: pykka.ActorRef[Any] | None = ref
-        self._start = start
-        self._lock = threading.Lock()
-
-    def __call__(self) -> pykka.ActorRef[Any]:
-        with self._lock:
-            ref, self._ref = self._ref, None
-        return ref if ref is not None else self._start()
-
-
-def _check_text(value: object, what: str, limit: int, *, allow_empty: bool = False) -> str:
-    if not isinstance(value, str):
-        raise InvalidInput(f"{what} must be a str, got {type(value).__name__}")
-    if not value and not allow_empty:
-        raise InvalidInput(f"{what} must not be empty")
-    try:
-        size = len(value.encode("utf-8"))
-    except UnicodeEncodeError:
-        raise InvalidInput(f"{what} is not valid Unicode text (lone surrogate)") from None
-    if size > limit:
-        raise InvalidInput(f"{what} is {size} bytes; the limit is {limit} (max_text_bytes)")
-    if "\x00" in value:
-        raise InvalidInput(f"{what} contains a NUL character")
-    return value
-
-
-def _check_user_id(user_id: object) -> str:
-    uid = _check_text(user_id, "user_id", 1024)
-    if uid.strip() != uid or not uid.strip():
-        raise InvalidInput("user_id must not be blank or have leading/trailing white space")
-    if uid.startswith(ASSISTANT_PREFIX):
-        raise InvalidInput(f"user ids starting with {ASSISTANT_PREFIX!r} are reserved")
-    return uid
-
-
-def _check_timestamp(ts: object) -> float:
-    if isinstance(ts, bool) or not isinstance(ts, (int, float)):
-        raise InvalidInput(f"timestamp must be a number of seconds, got {type(ts).__name__}")
-    value = float(ts)
-    if not math.isfinite(value) or value < 0 or value > 32503680000.0:  # year 3000
-        raise InvalidInput(f"timestamp {ts!r} is not a plausible Unix time in seconds")
-    return value
-
-
-def _typed_cause(exc: BaseException) -> MemoryOSError:
-    """The first :class:`MemoryOSError` in ``exc``'s cause chain, else a ``StorageError``."""
-    seen: BaseException | None = exc
-    while seen is not None:
-        if isinstance(seen, MemoryOSError):
-            return seen
-        seen = seen.__cause__ or seen.__context__
-    return StorageError(f"starting the user's actors failed: {exc}")
-
-
-def _check_path(value: object, what: str) -> Path:
-    """``value`` as a :class:`Path` if it is a usable file-system path, else ``InvalidInput``."""
-    if not isinstance(value, (str, os.PathLike)):
-        raise InvalidInput(f"{what} must be a path, got {type(value).__name__}")
-    raw = os.fspath(value)
-    if not isinstance(raw, str):
-        raise InvalidInput(f"{what} must be a text path, got {type(raw).__name__}")
-    return Path(_check_text(raw, what, 4096))
-
-
-def _check_timeout(value: object) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
-        raise InvalidInput(f"timeout must be a positive number of seconds, got {value!r}")
-    return float(value)
-
-
-class MemoryOS:
+class MemoryOS(UserActivation, Inspection, Portability):
     """A running memory system over one data directory (synchronous API).
 
     Use :meth:`open` as a context manager. Every method is thread-safe; many threads may
@@ -417,249 +281,6 @@ class MemoryOS:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-    # -- user directory --------------------------------------------------------------------
-
-    def _enter(self, user_id: str) -> UserEntry:
-        """Count a call in flight for ``user_id``, activating the user's group if needed."""
-        deadline = time.monotonic() + self.config.overload_timeout_seconds
-        entry, must_activate = self._dir.enter(user_id, deadline)
-        if not must_activate:
-            return entry
-        try:
-            self._activate(entry, deadline)
-        except BaseException:
-            store, entry.store = entry.store, None
-            try:
-                if store is not None:
-                    store.close()
-            finally:
-                self._dir.activation_failed(entry)
-            raise
-        return entry
-
-    def _leave(self, entry: UserEntry) -> None:
-        self._dir.leave(entry)
-
-    def _new_store(self, user_id: str) -> UserStore:
-        cfg = self.config
-        return UserStore(
-            self.data_dir,
-            user_id,
-            fsync=cfg.fsync,
-            fsync_interval=cfg.fsync_interval_seconds,
-            archive=cfg.archive_enabled,
-            config_fingerprint=cfg.fingerprint(),
-        )
-
-    def _activate(self, entry: UserEntry, deadline: float) -> None:
-        """Load the user's state once and start its group (the entry is ``ACTIVATING``).
-
-        The snapshot and the WAL tail are read once, here, in the caller's thread, and handed
-        to the three tier actors; the user's group supervisor is started here too, so its
-        tiers recover in their own threads. The ``users`` supervisor only adopts the
-        running group: activations of different users proceed in parallel.
-        """
-        started = time.perf_counter()
-        self._make_room(entry, deadline)
-        cfg = self.config
-        store = self._new_store(entry.user_id)
-        entry.store = store
-        name, dim = self.gateway_service.embedder_info()
-        store.check_embedder(name, dim, cfg.fingerprint())
-        env = UserEnv(
-            user_id=entry.user_id,
-            config=cfg,
-            store=store,
-            gateway=self._gateway,
-            registry=self.registry,
-            clock=self.clock,
-            insert_backlog=Backlog(max(64, cfg.max_inflight_per_user * 4),
-                                   f"user {entry.user_id!r} MTM backlog"),
-            metrics=self.metrics,
-            epoch=entry.epoch,
-            preload=Preload(persist.recover(store)),
-        )
-        entry.env = env
-        stm_n, mtm_n, lpm_n = actor_names(entry.user_id)
-        children = [
-            ChildSpec(id="stm", start=functools.partial(STMActor.start, env), name=stm_n),
-            ChildSpec(id="mtm", start=functools.partial(MTMActor.start, env), name=mtm_n),
-            ChildSpec(id="lpm", start=functools.partial(LPMActor.start, env), name=lpm_n),
-        ]
-        start_group = functools.partial(
-            Supervisor.start,
-            children,
-            strategy=Strategy.REST_FOR_ONE,
-            registry=self.registry,
-            max_restarts=3,
-            max_seconds=5.0,
-        )
-        try:
-            group = start_group()
-        except supervisor.SupervisorError as exc:
-            # A tier that cannot load the user's files fails in on_start; the supervisor
-            # wraps that error. Callers get the typed error that names the file.
-            raise _typed_cause(exc) from None
-        spec = ChildSpec(
-            id=f"user:{entry.user_id}",
-            start=_StartOnce(group, start_group),
-            kind=ChildKind.SUPERVISOR,
-            restart=Restart.PERMANENT,
-        )
-        try:
-            supervisor.start_child(self._users_sup, spec)
-        except BaseException as exc:
-            supervisor.stop(group, timeout=_ASK_TIMEOUT_S)
-            if isinstance(exc, supervisor.SupervisorError):
-                raise _typed_cause(exc) from None
-            raise
-        try:
-            # Wait until STM is up: its first answer comes after on_start.
-            self._ask(stm_n, Ping())
-        except BaseException:
-            self._stop_group(entry, snapshot=False)  # never leave an adopted group behind
-            raise
-        elapsed = (time.perf_counter() - started) * 1000.0
-        with self._stats_lock:
-            self._counters["activations"] += 1
-            self._activation_ms.append(elapsed)
-            if len(self._activation_ms) > 10000:
-                del self._activation_ms[:5000]
-        self._dir.activated(entry)
-        log.debug("user.activated", user=entry.user_id, epoch=entry.epoch, ms=round(elapsed, 3))
-
-    def _make_room(self, me: UserEntry, deadline: float) -> None:
-        """Passivate least-recently-used idle users until a group slot is free for ``me``.
-
-        Every entry other than ``me`` holds (or is about to hold, or is releasing) a live
-        group, so they all count against ``max_active_users``. If every one of them is
-        busy, wait for one to go idle, until ``deadline``.
-        """
-        cap = self.config.max_active_users
-        while True:
-            victim = self._dir.wait_for_room(me, cap, deadline)
-            if victim is None:
-                break
-            self._passivate(victim)
-        self._keep_headroom()
-
-    def _keep_headroom(self) -> None:
-        """Start passivating the least recently used idle user in the background when the
-        live groups are within ``max_active_users // 20`` (at least 1) of the cap."""
-        cap = self.config.max_active_users
-        with self._stats_lock:
-            if self._bg_passivating >= _BG_PASSIVATIONS:
-                return
-            self._bg_passivating += 1
-        victim = self._dir.pick_above(cap - max(1, cap // 20))
-        if victim is None:
-            with self._stats_lock:
-                self._bg_passivating -= 1
-            return
-
-        def run() -> None:
-            try:
-                self._passivate(victim)
-            finally:
-                with self._stats_lock:
-                    self._bg_passivating -= 1
-
-        try:
-            self._passivator.submit(run)
-        except RuntimeError:  # shutting down: do it here
-            run()
-
-    def _stop_group(self, entry: UserEntry, *, snapshot: bool) -> None:
-        """Stop the user's actors (after a snapshot if asked) and close its store.
-
-        Never raises: a failure is logged and the group is stopped anyway, so the user's
-        next call starts from the files (the WAL has every acknowledged turn).
-        """
-        if snapshot:
-            try:
-                stm = self.registry.lookup(actor_names(entry.user_id)[0])
-                if stm is not None:
-                    self._drain_user(entry.user_id)
-                    stm.ask(Snapshot(), timeout=_ASK_TIMEOUT_S)
-            except Exception as exc:  # the snapshot is an optimisation; the WAL has everything
-                log.warning("user.passivate_snapshot_failed", user=entry.user_id,
-                            error=repr(exc))
-        try:
-            # Taken back from the users supervisor and stopped here, in the caller's
-            # thread: groups of different users stop in parallel.
-            group = supervisor.detach_child(self._users_sup, f"user:{entry.user_id}",
-                                            timeout=_ASK_TIMEOUT_S)
-            if group is not None:
-                supervisor.stop(group, timeout=_ASK_TIMEOUT_S)
-        except supervisor.SupervisorError:
-            pass  # the group was never adopted or already gone
-        except Exception as exc:
-            log.warning("user.passivate_stop_failed", user=entry.user_id, error=repr(exc))
-        store, entry.store = entry.store, None
-        if store is not None:
-            try:
-                store.close()
-            except Exception as exc:
-                log.warning("user.store_close_failed", user=entry.user_id, error=repr(exc))
-
-    def _passivate(self, entry: UserEntry) -> None:
-        """Snapshot and stop a user's group (the entry is already ``DRAINING``)."""
-        try:
-            self._stop_group(entry, snapshot=True)
-        finally:
-            with self._stats_lock:
-                self._counters["passivations"] += 1
-            self._dir.finish(entry, UserPhase.PASSIVE)
-        log.debug("user.passivated", user=entry.user_id)
-
-    def _sweep_idle(self) -> int:
-        """Passivate users idle for longer than ``idle_timeout_seconds``; return how many.
-
-        One user at a time: each is picked (and marked ``DRAINING``) only when the previous
-        one is passive, so a sweep never holds back users it has not reached yet.
-        """
-        cutoff = time.monotonic() - self.config.idle_timeout_seconds
-        done = 0
-        while not self._dir.closed:
-            entry = self._dir.pick_idle(idle_before=cutoff)
-            if entry is None:
-                break
-            self._passivate(entry)
-            done += 1
-        return done
-
-    def passivate(self, user_id: str) -> bool:
-        """Snapshot and stop ``user_id``'s actors now; False if the user was not active.
-
-        Waits for a transition in progress and for the user's calls in flight (new calls
-        wait meanwhile), at most ``overload_timeout_seconds``; then raises ``Overloaded``
-        and the user stays active.
-        """
-        user_id = _check_user_id(user_id)
-        deadline = time.monotonic() + self.config.overload_timeout_seconds
-        entry = self._dir.claim_active(user_id, UserPhase.DRAINING, deadline)
-        if entry is None:
-            return False
-        self._passivate(entry)
-        return True
-
-    def active_users(self) -> list[str]:
-        """Users whose actor groups are live now, least recently used first."""
-        return self._dir.active()
-
-    def user_epoch(self, user_id: str) -> int:
-        """The incarnation epoch of ``user_id``'s live actors (0 when it is not live).
-
-        Each activation gets a new epoch, unique in the process; replies addressed to
-        another epoch are dropped (counted as ``stale_replies_dropped`` in :meth:`stats`).
-        """
-        entry = self._dir.get(_check_user_id(user_id))
-        return entry.epoch if entry is not None else 0
-
-    def user_phase(self, user_id: str) -> UserPhase:
-        """Where ``user_id`` is in its lifecycle now (see :class:`UserPhase`)."""
-        return self._dir.phase(_check_user_id(user_id))
 
     # -- calls -----------------------------------------------------------------------------
 
@@ -909,291 +530,6 @@ class MemoryOS:
             else:
                 idle_wait = 0.002
 
-    # -- inspection ------------------------------------------------------------------------
-
-    def users(self) -> list[str]:
-        """Every user with data in this data directory (active or not), sorted.
-
-        Shared assistant personas (``shared_agent_persona``) are not users and not listed.
-        """
-        return sorted(u for u in list_users(self.data_dir) if not u.startswith(ASSISTANT_PREFIX))
-
-    def tree(self) -> str:
-        """The supervision tree as text, with each child's status and restart count."""
-        return supervisor.format_tree(self._root)
-
-    def user_state(self, user_id: str) -> UserState:
-        """A typed picture of the user's three tiers, for tools and tests."""
-        uid = _check_user_id(user_id)
-        if uid not in self.active_users() and not user_exists(self.data_dir, uid):
-            raise UnknownUser(f"no data for user {uid!r}")
-
-        def run(_e: UserEntry) -> UserState:
-            stm_n, mtm_n, lpm_n = actor_names(uid)
-            seq, pages = self._ask(stm_n, Inspect())
-            segments = self._ask(mtm_n, Inspect())
-            lpm = self._ask(lpm_n, Inspect())
-            return UserState(
-                user_id=uid,
-                turns=seq,
-                stm=pages,
-                segments=tuple(sorted(segments, key=lambda r: -r.heat)),
-                profile=lpm["profile"],
-                traits=lpm["traits"],
-                kb=lpm["kb"],
-                agents=lpm["agents"],
-                persona_updates=lpm["updates"],
-            )
-
-        return self._call(uid, run)
-
-    def archive(
-        self, user_id: str, query: str | None = None, limit: int | None = None
-    ) -> list[dict[str, Any]]:
-        """Segments and pages MTM evicted for ``user_id``, oldest first.
-
-        With ``query``, only records matching its keywords, best first (at most ``limit``,
-        default 10). Eviction is a tier decision, not data loss: everything is here.
-        """
-        uid = _check_user_id(user_id)
-        if query is not None:
-            _check_text(query, "query", self.config.max_text_bytes)
-        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int)
-                                  or limit < 0):
-            raise InvalidInput(f"limit must be None or an int >= 0, got {limit!r}")
-
-        def run(entry: UserEntry) -> list[dict[str, Any]]:
-            assert entry.store is not None
-            archive = entry.store.archive
-            if query is None:
-                records = [rec for _seq, rec in archive.iter()]
-                return records if limit is None else records[:limit]
-            hits = archive.search(keywords(query), limit=10 if limit is None else limit)
-            return [hit.record for hit in hits]
-
-        return self._call(uid, run)
-
-    def stored_page_ids(self, user_id: str) -> list[str]:
-        """Every page id stored for ``user_id``: STM, then MTM, then the archive.
-
-        An audit helper: each acknowledged turn appears exactly once (after :meth:`flush`;
-        before it, a page may still be on its way from STM to MTM and not be listed).
-        """
-        ids = self.user_state(user_id).page_ids()
-        for rec in self.archive(user_id):
-            if rec.get("t") == "segment":
-                ids.extend(str(p["page_id"]) for p in rec["segment"]["pages"])
-            elif rec.get("t") == "page":
-                ids.append(str(rec["page"]["page_id"]))
-        return ids
-
-    def kill_actor(self, user_id: str, tier: str, reason: str = "kill_actor",
-                   timeout: float = 10.0) -> bool:
-        """Fault injection: crash one of ``user_id``'s tier actors (``"stm"``, ``"mtm"`` or
-        ``"lpm"``) as an unexpected exception in it would, for drills and demos.
-
-        The user's group supervisor (``rest_for_one``) restarts it and the tiers started
-        after it; each rebuilds its state from its snapshot plus the WAL, so no acknowledged
-        turn is lost. Activates the user if needed. Returns True once a new actor is
-        registered under the same name, False if none appeared within ``timeout`` seconds.
-        The restart shows in :meth:`tree` (``restarts=N``).
-        """
-        uid = _check_user_id(user_id)
-        names = dict(zip(("stm", "mtm", "lpm"), actor_names(uid), strict=True))
-        if tier not in names:
-            raise InvalidInput(f"tier must be 'stm', 'mtm' or 'lpm', got {tier!r}")
-        if not isinstance(reason, str):
-            raise InvalidInput(f"reason must be a str, got {type(reason).__name__}")
-        wait_s = _check_timeout(timeout)
-        name = names[tier]
-
-        def run(_e: _UserEntry) -> bool:
-            old = self.registry.require(name)
-            supervisor.kill(old, reason)
-            deadline = time.monotonic() + wait_s
-            while time.monotonic() < deadline:
-                if self.registry.lookup(name) not in (None, old):
-                    return True
-                time.sleep(0.005)
-            return False
-
-        return self._call(uid, run)
-
-    def stats(self, user_id: str | None = None) -> dict[str, Any]:
-        """Counters of the whole system, or of one user when ``user_id`` is given."""
-        if user_id is not None:
-            st = self.user_state(user_id)
-            return {
-                "user_id": st.user_id,
-                "turns": st.turns,
-                "stm_pages": len(st.stm),
-                "mtm_segments": len(st.segments),
-                "mtm_pages": sum(len(seg.pages) for seg in st.segments),
-                "kb_facts": len(st.kb),
-                "traits_set": len(st.traits),
-                "persona_updates": st.persona_updates,
-                "archived_records": len(self.archive(user_id)),
-                "gateway": self.gateway_service.stats().get("by_user", {}).get(user_id, {}),
-            }
-        acts = sorted(self._activation_ms)
-
-        def pct(p: float) -> float:
-            return acts[min(len(acts) - 1, int(p * len(acts)))] if acts else 0.0
-
-        entries = self._dir.entries()
-        active = sum(1 for e in entries if e.phase is UserPhase.ACTIVE)
-        inflight = sum(e.inflight for e in entries)
-        restarts = sum(c.restarts for c in supervisor.which_children(self._users_sup))
-        return {
-            **self._counters,
-            "active_users": active,
-            "inflight": inflight,
-            "gateway_backlog": self._gateway.pending,
-            "placement_backlog": sum(
-                e.env.insert_backlog.pending for e in entries if e.env is not None
-            ),
-            **self.metrics.snapshot(),
-            "activation_ms_p50": pct(0.5),
-            "activation_ms_p99": pct(0.99),
-            "user_group_restarts": restarts,
-            "threads": threading.active_count(),
-            "gateway": self.gateway_service.stats(),
-        }
-
-    # -- data lifecycle --------------------------------------------------------------------
-
-    def export_user(self, user_id: str, path: str | os.PathLike[str]) -> Path:
-        """Write everything stored for ``user_id`` to a portable file (``.json`` or msgpack).
-
-        One operation on the user: while it runs the user is ``EXPORTING`` (its other calls
-        wait, and it cannot be passivated or forgotten), so the hot tiers and the archive
-        are read at one consistent cut.
-        """
-        uid = _check_user_id(user_id)
-        out = _check_path(path, "path")
-        self.flush()
-        deadline = time.monotonic() + self.config.overload_timeout_seconds
-        while True:
-            self._call(uid, lambda _e: None)  # make sure the user is live
-            entry = self._dir.claim_active(uid, UserPhase.EXPORTING, deadline)
-            if entry is not None:
-                break
-            if time.monotonic() > deadline:
-                raise Overloaded(f"user {uid!r} was passivated again and again; export gave up")
-        try:
-            stm_n, mtm_n, lpm_n = actor_names(uid)
-            self._drain_user(uid)
-            stm = self._ask(stm_n, GetState())
-            state = {"seq": stm["seq"], "stm": stm["stm"], "mtm": self._ask(mtm_n, GetState()),
-                     "lpm": self._ask(lpm_n, GetState())}
-            assert entry.store is not None
-            # Evictions between the MTM state and this read are re-applied on import (the
-            # MTM state says which archive record it reflects), so the cut is consistent.
-            store_archive = [rec for _seq, rec in entry.store.archive.iter()]
-        finally:
-            self._dir.finish(entry, UserPhase.ACTIVE)
-        payload = {
-            "format": _EXPORT_FORMAT,
-            "version": _EXPORT_VERSION,
-            "user_id": uid,
-            "config_fingerprint": self.config.fingerprint(),
-            "embedder": list(self.gateway_service.embedder_info()),
-            "state": state,
-            "archive": store_archive,
-        }
-        write_export(out, payload)
-        return out
-
-    def import_user(self, path: str | os.PathLike[str], user_id: str | None = None) -> str:
-        """Load a file written by :meth:`export_user`; returns the user id it was stored as.
-
-        Refuses to overwrite a user that already has data (forget it first). One operation
-        on the user: its calls wait until the import is done; a failed import leaves no
-        files behind.
-        """
-        payload = read_export(_check_path(path, "path"))
-        if payload.get("format") != _EXPORT_FORMAT:
-            raise InvalidInput(f"{path}: not a memoryos-actors user export")
-        if int(payload.get("version", 0)) > _EXPORT_VERSION:
-            raise InvalidInput(f"{path}: export version {payload.get('version')} is newer "
-                               f"than this library reads ({_EXPORT_VERSION})")
-        uid = _check_user_id(user_id if user_id is not None else payload["user_id"])
-        name, dim = self.gateway_service.embedder_info()
-        if list(payload.get("embedder", [])) != [name, dim]:
-            raise InvalidInput(
-                f"{path}: written with embedder {payload.get('embedder')}, this system uses "
-                f"{[name, dim]}; import it into a system configured with that embedder"
-            )
-        deadline = time.monotonic() + self.config.overload_timeout_seconds
-        entry = self._dir.claim_passive(uid, UserPhase.IMPORTING, deadline)
-        if entry is None:
-            raise InvalidInput(f"user {uid!r} already has data; forget_user first")
-        try:
-            # Only this user's directory decides: another user's damaged files must not
-            # block it.
-            if user_exists(self.data_dir, uid):
-                raise InvalidInput(f"user {uid!r} already has data; forget_user first")
-            cfg = self.config
-            try:
-                store = UserStore(self.data_dir, uid, fsync=cfg.fsync,
-                                  fsync_interval=cfg.fsync_interval_seconds,
-                                  archive=cfg.archive_enabled)
-                try:
-                    store.check_embedder(name, dim, cfg.fingerprint())
-                    # Stored as another id: the pages and the persona name their new owner.
-                    source = str(payload.get("user_id", uid))
-                    persist.import_state(store, persist.rebind_user(payload["state"], source,
-                                                                    uid))
-                    if store.archive is not None:
-                        for rec in payload.get("archive", ()):
-                            store.archive.append(persist.rebind_user(rec, source, uid))
-                finally:
-                    store.close()
-            except BaseException:
-                UserStore.remove(self.data_dir, uid)  # a half-imported user is no user
-                raise
-        finally:
-            self._dir.finish(entry, UserPhase.PASSIVE)
-        return uid
-
-    def forget_user(self, user_id: str) -> ForgetReport:
-        """Delete every file of ``user_id`` and every trace of it in the gateway (cached
-        answers and embeddings, queued redo work, degraded replies waiting for a redo);
-        report what was removed. Other users are untouched.
-
-        One operation on the user: new calls wait (then see an empty user); calls in flight
-        are waited for, at most ``overload_timeout_seconds``, then ``Overloaded`` is raised
-        and nothing is removed. Late replies addressed to the forgotten incarnation are
-        dropped (each activation has its own epoch).
-        """
-        uid = _check_user_id(user_id)
-        deadline = time.monotonic() + self.config.overload_timeout_seconds
-        while True:
-            entry = self._dir.claim_active(uid, UserPhase.FORGETTING, deadline)
-            was_active = entry is not None
-            if entry is None:
-                entry = self._dir.claim_passive(uid, UserPhase.FORGETTING, deadline)
-            if entry is not None:
-                break
-            if time.monotonic() > deadline:
-                raise Overloaded(f"user {uid!r} kept changing state; forget_user gave up")
-        try:
-            if was_active:
-                self._stop_group(entry, snapshot=False)
-            removed = UserStore.remove(self.data_dir, uid)
-            # Jobs told to the gateway before the group stopped finish first (a mailbox
-            # barrier), so none of them caches this user's text after the purge.
-            for name in self._gateway.worker_names:
-                try:
-                    self._ask(name, Ping())
-                except MemoryOSError as exc:
-                    log.warning("forget.gateway_barrier_failed", worker=name, error=repr(exc))
-            purged = self.gateway_service.purge_user(uid)
-            purged["degraded_records"] = self._gateway.purge_user(uid)
-        finally:
-            self._dir.finish(entry, UserPhase.PASSIVE)
-        return ForgetReport(uid, tuple(removed), was_active, purged)
-
     # -- shutdown --------------------------------------------------------------------------
 
     def close(self, timeout: float = 60.0) -> None:
@@ -1232,138 +568,5 @@ class MemoryOS:
             self._lock.release()
 
 
-class AsyncMemoryOS:
-    """The same API as :class:`MemoryOS`, as coroutines that never block the event loop.
-
-    Every call runs the synchronous method in a bounded thread pool
-    (``asyncio.to_thread``-style, with its own executor sized by ``max_inflight_total``).
-    """
-
-    def __init__(self, sync: MemoryOS | ClusterMemoryOS) -> None:
-        from concurrent.futures import ThreadPoolExecutor
-
-        self.sync = sync
-        self._pool = ThreadPoolExecutor(
-            max_workers=min(64, sync.config.max_inflight_total), thread_name_prefix="memoryos-aio"
-        )
-
-    @classmethod
-    async def open(
-        cls,
-        data_dir: str | os.PathLike[str],
-        config: MemoryConfig | None = None,
-        *,
-        clock: Clock | None = None,
-        cluster: RayCluster | None = None,
-    ) -> AsyncMemoryOS:
-        """Start a memory system (see :meth:`MemoryOS.open`) without blocking the loop."""
-        loop = asyncio.get_running_loop()
-        sync = await loop.run_in_executor(
-            None, functools.partial(MemoryOS.open, data_dir, config, clock=clock,
-                                    cluster=cluster)
-        )
-        return cls(sync)
-
-    async def _run(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._pool, functools.partial(fn, *args, **kwargs))
-
-    async def __aenter__(self) -> AsyncMemoryOS:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.close()
-
-    async def add_turn(self, user_id: str, query: str, response: str,
-                       timestamp: float | None = None, assistant_id: str = "default",
-                       *, turn_key: str | None = None) -> str:
-        """See :meth:`MemoryOS.add_turn`."""
-        return await self._run(self.sync.add_turn, user_id, query, response, timestamp,
-                               assistant_id, turn_key=turn_key)
-
-    async def retrieve(self, user_id: str, query: str, assistant_id: str = "default",
-                       timestamp: float | None = None) -> MemoryContext:
-        """See :meth:`MemoryOS.retrieve`."""
-        return await self._run(self.sync.retrieve, user_id, query, assistant_id, timestamp)
-
-    async def chat(self, user_id: str, query: str, assistant_id: str = "default") -> str:
-        """See :meth:`MemoryOS.chat`."""
-        return await self._run(self.sync.chat, user_id, query, assistant_id)
-
-    async def set_user_profile(self, user_id: str, profile: UserProfile) -> None:
-        """See :meth:`MemoryOS.set_user_profile`."""
-        await self._run(self.sync.set_user_profile, user_id, profile)
-
-    async def set_agent_profile(self, user_id: str, profile: AgentProfile,
-                                assistant_id: str = "default") -> None:
-        """See :meth:`MemoryOS.set_agent_profile`."""
-        await self._run(self.sync.set_agent_profile, user_id, profile, assistant_id)
-
-    async def stats(self, user_id: str | None = None) -> dict[str, Any]:
-        """See :meth:`MemoryOS.stats`."""
-        return await self._run(self.sync.stats, user_id)
-
-    async def users(self) -> list[str]:
-        """See :meth:`MemoryOS.users`."""
-        return await self._run(self.sync.users)
-
-    async def flush(self, timeout: float = 300.0) -> None:
-        """See :meth:`MemoryOS.flush`."""
-        await self._run(self.sync.flush, timeout)
-
-    async def export_user(self, user_id: str, path: str | os.PathLike[str]) -> Path:
-        """See :meth:`MemoryOS.export_user`."""
-        return await self._run(self.sync.export_user, user_id, path)
-
-    async def import_user(self, path: str | os.PathLike[str], user_id: str | None = None) -> str:
-        """See :meth:`MemoryOS.import_user`."""
-        return await self._run(self.sync.import_user, path, user_id)
-
-    async def forget_user(self, user_id: str) -> ForgetReport:
-        """See :meth:`MemoryOS.forget_user`."""
-        return await self._run(self.sync.forget_user, user_id)
-
-    async def user_state(self, user_id: str) -> UserState:
-        """See :meth:`MemoryOS.user_state`."""
-        return await self._run(self.sync.user_state, user_id)
-
-    async def archive(
-        self, user_id: str, query: str | None = None, limit: int | None = None
-    ) -> list[dict[str, Any]]:
-        """See :meth:`MemoryOS.archive`."""
-        return await self._run(self.sync.archive, user_id, query, limit)
-
-    async def stored_page_ids(self, user_id: str) -> list[str]:
-        """See :meth:`MemoryOS.stored_page_ids`."""
-        return await self._run(self.sync.stored_page_ids, user_id)
-
-    async def kill_actor(self, user_id: str, tier: str, reason: str = "kill_actor",
-                         timeout: float = 10.0) -> bool:
-        """See :meth:`MemoryOS.kill_actor`."""
-        return await self._run(self.sync.kill_actor, user_id, tier, reason, timeout)
-
-    async def tree(self) -> str:
-        """See :meth:`MemoryOS.tree`."""
-        return await self._run(self.sync.tree)
-
-    async def passivate(self, user_id: str) -> bool:
-        """See :meth:`MemoryOS.passivate`."""
-        return await self._run(self.sync.passivate, user_id)
-
-    async def user_epoch(self, user_id: str) -> int:
-        """See :meth:`MemoryOS.user_epoch`."""
-        return await self._run(self.sync.user_epoch, user_id)
-
-    async def user_phase(self, user_id: str) -> UserPhase:
-        """See :meth:`MemoryOS.user_phase`."""
-        return await self._run(self.sync.user_phase, user_id)
-
-    async def active_users(self) -> list[str]:
-        """See :meth:`MemoryOS.active_users`."""
-        return await self._run(self.sync.active_users)
-
-    async def close(self, timeout: float = 60.0) -> None:
-        """See :meth:`MemoryOS.close`."""
-        loop = asyncio.get_running_loop()
-        await loop.run_in_executor(None, self.sync.close, timeout)
-        self._pool.shutdown(wait=True)
+# The asyncio facade lives in aio.py; importable from here as before.
+from .aio import AsyncMemoryOS  # noqa: E402

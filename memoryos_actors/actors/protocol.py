@@ -27,7 +27,6 @@ __all__ = [
     "Inspect",
     "LPMSearch",
     "MTMSearch",
-    "PageMeta",
     "Ping",
     "RefreshSummary",
     "STMPages",
@@ -60,17 +59,6 @@ class InsertPage:
 
     page: Page
     now: float
-
-
-@dataclass(frozen=True, slots=True)
-class PageMeta:
-    """Gateway -> STM: the dialogue-chain result for one page."""
-
-    page_id: str
-    continues: bool
-    meta_chain: str
-    keywords: tuple[str, ...]
-    degraded: bool
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,8 +16,9 @@ use: importing this package does not import Ray.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from .._lazy import lazy_getattr
 
 _EXPORTS: dict[str, str] = {
     "ClusterMemoryOS": "memoryos_actors.cluster._facade",
@@ -39,13 +40,7 @@ if TYPE_CHECKING:
     from ._ray import RayCluster
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'memoryos_actors.cluster' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_getattr(__name__, _EXPORTS, globals())
 
 
 def __dir__() -> list[str]:

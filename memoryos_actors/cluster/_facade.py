@@ -128,7 +128,7 @@ class ClusterMemoryOS:
 
     def shard_for(self, user_id: str) -> int:
         """The shard number that holds ``user_id``."""
-        from memoryos_actors.system import _check_user_id
+        from memoryos_actors.validation import check_user_id as _check_user_id
 
         return shard_of(_check_user_id(user_id), self.shards)
 
@@ -323,7 +323,7 @@ class ClusterMemoryOS:
 
     def flush(self, timeout: float = 300.0) -> None:
         """See :meth:`MemoryOS.flush <memoryos_actors.MemoryOS.flush>` (every shard at once)."""
-        from memoryos_actors.system import _check_timeout
+        from memoryos_actors.validation import check_timeout as _check_timeout
 
         seconds = _check_timeout(timeout)
         self._call_all("flush", seconds, timeout=seconds + 30.0)
@@ -394,7 +394,7 @@ class ClusterMemoryOS:
 
         The shard sends the file's bytes; it is written here, on the facade's machine.
         """
-        from memoryos_actors.system import _check_path
+        from memoryos_actors.validation import check_path as _check_path
 
         out = _check_path(path, "path")
         suffix = ".json" if out.suffix.lower() == ".json" else ""
@@ -413,7 +413,8 @@ class ClusterMemoryOS:
 
         The file is read here and its bytes sent to the user's shard.
         """
-        from memoryos_actors.system import _check_path, _check_user_id
+        from memoryos_actors.validation import check_path as _check_path
+        from memoryos_actors.validation import check_user_id as _check_user_id
 
         src = _check_path(path, "path")
         payload = read_export(src)  # typed errors for a damaged file, before any routing

@@ -17,6 +17,12 @@ is the blocking form. What the service adds on top of a backend:
 * coalescing of embedding requests from concurrent callers into one batch, by a single
   batcher thread;
 * accounting, exposed by :meth:`GatewayService.stats` as a plain dict.
+
+Why this module is long (about 780 lines): the items above share one lock discipline and
+one event loop, and each call passes through all of them in order (cache, breaker, limits,
+retries, validation, fallback, accounting); the parts with a life of their own are already
+modules of their own (``cache.py``, ``resilience.py``, ``accounting.py``, ``prompts.py``,
+``offline.py``, ``litellm_backend.py``, ``embedders.py``).
 """
 
 from __future__ import annotations

@@ -1,7 +1,12 @@
 """MTM: the mid-term memory tier, pages grouped into topic segments.
 
 Pure state and transitions (no threads, no I/O, time from an injected clock), following
-MemoryOS (Kang et al., 2025):
+MemoryOS (Kang et al., 2025). Why this module is long (about 950 lines): ``MTMCore`` is one
+state machine whose invariants (a page in exactly one segment, the vector, BM25 and chain
+indexes in step with the segments, heat and eviction order) span placement, eviction,
+promotion and search; its pieces of pure maths already live apart (``scoring.py``,
+``tiers/_lex.py``, ``tiers/temporal.py``), and splitting the class would spread those
+invariants over modules.
 
 * **Segmenting.** A page joins the segment with the highest
   ``F_score = cos(e_s, e_p) + Jaccard(K_s, K_p)`` if that score is strictly above θ

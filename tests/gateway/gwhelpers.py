@@ -7,7 +7,9 @@ from typing import Any
 
 from memoryos_actors.clock import ManualClock
 
-KEY_ENV = "MEMORYOS_TEST_FAKE_KEY"
+# Not MEMORYOS_*: MemoryConfig.from_env (and so the CLI) rejects unknown MEMORYOS_ variables,
+# and the gateway tests leave this one set for the rest of the session.
+KEY_ENV = "FAKE_PROVIDER_TEST_KEY"
 
 
 def gateway_config(**overrides: Any) -> SimpleNamespace:

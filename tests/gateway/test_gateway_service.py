@@ -14,7 +14,6 @@ from gwhelpers import chat_payload, gateway_config
 
 from memoryos_actors.errors import InvalidInput, SystemClosed
 from memoryos_actors.gateway import GatewayService, HashingEmbedder
-from memoryos_actors.gateway.actor import Complete, Embed, GatewayPool
 
 MakeService = Callable[..., GatewayService]
 
@@ -144,38 +143,10 @@ def test_usage_is_accounted_per_kind_and_per_user(make_service: MakeService) -> 
 
 def test_importing_the_package_does_not_import_litellm() -> None:
     code = (
-        "import sys, memoryos_actors, memoryos_actors.gateway, memoryos_actors.gateway.actor;"
+        "import sys, memoryos_actors, memoryos_actors.gateway, memoryos_actors.gateway.service;"
         "print('litellm' in sys.modules)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
 
 
-def test_gateway_actor_pool_answers_completions_and_embeddings(make_service: MakeService) -> None:
-    svc = make_service()
-    pool = GatewayPool(svc, size=2)
-    try:
-        futures = [pool.complete("chat_reply", chat_payload(i), user_id="u") for i in range(4)]
-        replies = [f.get(timeout=10) for f in futures]
-        assert all(r.data["reply"] and not r.degraded for r in replies)
-        vecs = pool.embed(["hello there"]).get(timeout=10)
-        assert vecs.shape == (1, 64)
-        with pytest.raises(InvalidInput):
-            pool.refs[0].ask("not a message", timeout=10)
-        assert pool.refs[0].is_alive()  # an expected error is a reply, not a crash
-    finally:
-        pool.stop()
-
-
-def test_actor_messages_are_frozen_and_validated() -> None:
-    payload = {"context": "c", "query": "q"}
-    msg = Complete("chat_reply", payload, "u")
-    payload["query"] = "changed"
-    assert msg.payload["query"] == "q"  # the message owns a copy
-    with pytest.raises(AttributeError):
-        msg.kind = "page_meta"  # type: ignore[misc]
-    with pytest.raises(InvalidInput):
-        Complete("poem", {})
-    assert Embed(["a", "b"]).texts == ("a", "b")  # type: ignore[arg-type]
-    with pytest.raises(InvalidInput):
-        Embed("ab")  # type: ignore[arg-type]

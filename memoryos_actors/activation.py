@@ -1,0 +1,313 @@
+"""User activation and passivation: the part of :class:`~memoryos_actors.system.MemoryOS`
+that moves a user between passive (files only) and active (a live actor group), through
+the user directory (:mod:`memoryos_actors.directory`). A mixin: it uses the facade's
+attributes (``_dir``, ``config``, ``registry``, ``_users_sup``, ...).
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pykka
+import structlog
+
+import supervisor
+from supervisor import ChildKind, ChildSpec, Restart, Strategy, Supervisor
+
+from .actors import persist
+from .actors.base import (
+    Backlog,
+    Preload,
+    UserEnv,
+    actor_names,
+)
+from .actors.lpm import LPMActor
+from .actors.mtm import MTMActor
+from .actors.protocol import Ping, Snapshot
+from .actors.stm import STMActor
+from .directory import UserEntry, UserPhase
+from .store.userstore import UserStore
+from .validation import check_user_id as _check_user_id
+from .validation import typed_cause as _typed_cause
+
+log = structlog.get_logger("memoryos.system")
+
+
+__all__ = ["UserActivation"]
+
+
+#: Background passivations at once (see ``MemoryOS._keep_headroom``).
+_BG_PASSIVATIONS = 2
+
+#: Seconds a single actor request may take before the facade gives up on it.
+_ASK_TIMEOUT_S = 120.0
+
+
+class _StartOnce:
+    """A child start function that adopts an already running group the first time.
+
+    The user's group is started in the activating caller's thread (so its recovery does
+    not hold up the ``users`` supervisor); the supervisor's first call returns it, and any
+    later call (a restart after the group itself failed) starts a fresh one.
+    """
+
+    def __init__(self, ref: pykka.ActorRef[Any], start: Callable[[], pykka.ActorRef[Any]]) -> None:
+        self._ref: pykka.ActorRef[Any] | None = ref
+        self._start = start
+        self._lock = threading.Lock()
+
+    def __call__(self) -> pykka.ActorRef[Any]:
+        with self._lock:
+            ref, self._ref = self._ref, None
+        return ref if ref is not None else self._start()
+
+
+class UserActivation:
+    """Activation, passivation and the idle sweep of :class:`MemoryOS` (a mixin)."""
+
+    # -- user directory --------------------------------------------------------------------
+
+    def _enter(self, user_id: str) -> UserEntry:
+        """Count a call in flight for ``user_id``, activating the user's group if needed."""
+        deadline = time.monotonic() + self.config.overload_timeout_seconds
+        entry, must_activate = self._dir.enter(user_id, deadline)
+        if not must_activate:
+            return entry
+        try:
+            self._activate(entry, deadline)
+        except BaseException:
+            store, entry.store = entry.store, None
+            try:
+                if store is not None:
+                    store.close()
+            finally:
+                self._dir.activation_failed(entry)
+            raise
+        return entry
+
+    def _leave(self, entry: UserEntry) -> None:
+        self._dir.leave(entry)
+
+    def _new_store(self, user_id: str) -> UserStore:
+        cfg = self.config
+        return UserStore(
+            self.data_dir,
+            user_id,
+            fsync=cfg.fsync,
+            fsync_interval=cfg.fsync_interval_seconds,
+            archive=cfg.archive_enabled,
+            config_fingerprint=cfg.fingerprint(),
+        )
+
+    def _activate(self, entry: UserEntry, deadline: float) -> None:
+        """Load the user's state once and start its group (the entry is ``ACTIVATING``).
+
+        The snapshot and the WAL tail are read once, here, in the caller's thread, and handed
+        to the three tier actors; the user's group supervisor is started here too, so its
+        tiers recover in their own threads. The ``users`` supervisor only adopts the
+        running group: activations of different users proceed in parallel.
+        """
+        started = time.perf_counter()
+        self._make_room(entry, deadline)
+        cfg = self.config
+        store = self._new_store(entry.user_id)
+        entry.store = store
+        name, dim = self.gateway_service.embedder_info()
+        store.check_embedder(name, dim, cfg.fingerprint())
+        env = UserEnv(
+            user_id=entry.user_id,
+            config=cfg,
+            store=store,
+            gateway=self._gateway,
+            registry=self.registry,
+            clock=self.clock,
+            insert_backlog=Backlog(max(64, cfg.max_inflight_per_user * 4),
+                                   f"user {entry.user_id!r} MTM backlog"),
+            metrics=self.metrics,
+            epoch=entry.epoch,
+            preload=Preload(persist.recover(store)),
+        )
+        entry.env = env
+        stm_n, mtm_n, lpm_n = actor_names(entry.user_id)
+        children = [
+            ChildSpec(id="stm", start=functools.partial(STMActor.start, env), name=stm_n),
+            ChildSpec(id="mtm", start=functools.partial(MTMActor.start, env), name=mtm_n),
+            ChildSpec(id="lpm", start=functools.partial(LPMActor.start, env), name=lpm_n),
+        ]
+        start_group = functools.partial(
+            Supervisor.start,
+            children,
+            strategy=Strategy.REST_FOR_ONE,
+            registry=self.registry,
+            max_restarts=3,
+            max_seconds=5.0,
+        )
+        try:
+            group = start_group()
+        except supervisor.SupervisorError as exc:
+            # A tier that cannot load the user's files fails in on_start; the supervisor
+            # wraps that error. Callers get the typed error that names the file.
+            raise _typed_cause(exc) from None
+        spec = ChildSpec(
+            id=f"user:{entry.user_id}",
+            start=_StartOnce(group, start_group),
+            kind=ChildKind.SUPERVISOR,
+            restart=Restart.PERMANENT,
+        )
+        try:
+            supervisor.start_child(self._users_sup, spec)
+        except BaseException as exc:
+            supervisor.stop(group, timeout=_ASK_TIMEOUT_S)
+            if isinstance(exc, supervisor.SupervisorError):
+                raise _typed_cause(exc) from None
+            raise
+        try:
+            # Wait until STM is up: its first answer comes after on_start.
+            self._ask(stm_n, Ping())
+        except BaseException:
+            self._stop_group(entry, snapshot=False)  # never leave an adopted group behind
+            raise
+        elapsed = (time.perf_counter() - started) * 1000.0
+        with self._stats_lock:
+            self._counters["activations"] += 1
+            self._activation_ms.append(elapsed)
+            if len(self._activation_ms) > 10000:
+                del self._activation_ms[:5000]
+        self._dir.activated(entry)
+        log.debug("user.activated", user=entry.user_id, epoch=entry.epoch, ms=round(elapsed, 3))
+
+    def _make_room(self, me: UserEntry, deadline: float) -> None:
+        """Passivate least-recently-used idle users until a group slot is free for ``me``.
+
+        Every entry other than ``me`` holds (or is about to hold, or is releasing) a live
+        group, so they all count against ``max_active_users``. If every one of them is
+        busy, wait for one to go idle, until ``deadline``.
+        """
+        cap = self.config.max_active_users
+        while True:
+            victim = self._dir.wait_for_room(me, cap, deadline)
+            if victim is None:
+                break
+            self._passivate(victim)
+        self._keep_headroom()
+
+    def _keep_headroom(self) -> None:
+        """Start passivating the least recently used idle user in the background when the
+        live groups are within ``max_active_users // 20`` (at least 1) of the cap."""
+        cap = self.config.max_active_users
+        with self._stats_lock:
+            if self._bg_passivating >= _BG_PASSIVATIONS:
+                return
+            self._bg_passivating += 1
+        victim = self._dir.pick_above(cap - max(1, cap // 20))
+        if victim is None:
+            with self._stats_lock:
+                self._bg_passivating -= 1
+            return
+
+        def run() -> None:
+            try:
+                self._passivate(victim)
+            finally:
+                with self._stats_lock:
+                    self._bg_passivating -= 1
+
+        try:
+            self._passivator.submit(run)
+        except RuntimeError:  # shutting down: do it here
+            run()
+
+    def _stop_group(self, entry: UserEntry, *, snapshot: bool) -> None:
+        """Stop the user's actors (after a snapshot if asked) and close its store.
+
+        Never raises: a failure is logged and the group is stopped anyway, so the user's
+        next call starts from the files (the WAL has every acknowledged turn).
+        """
+        if snapshot:
+            try:
+                stm = self.registry.lookup(actor_names(entry.user_id)[0])
+                if stm is not None:
+                    self._drain_user(entry.user_id)
+                    stm.ask(Snapshot(), timeout=_ASK_TIMEOUT_S)
+            except Exception as exc:  # the snapshot is an optimisation; the WAL has everything
+                log.warning("user.passivate_snapshot_failed", user=entry.user_id,
+                            error=repr(exc))
+        try:
+            # Taken back from the users supervisor and stopped here, in the caller's
+            # thread: groups of different users stop in parallel.
+            group = supervisor.detach_child(self._users_sup, f"user:{entry.user_id}",
+                                            timeout=_ASK_TIMEOUT_S)
+            if group is not None:
+                supervisor.stop(group, timeout=_ASK_TIMEOUT_S)
+        except supervisor.SupervisorError:
+            pass  # the group was never adopted or already gone
+        except Exception as exc:
+            log.warning("user.passivate_stop_failed", user=entry.user_id, error=repr(exc))
+        store, entry.store = entry.store, None
+        if store is not None:
+            try:
+                store.close()
+            except Exception as exc:
+                log.warning("user.store_close_failed", user=entry.user_id, error=repr(exc))
+
+    def _passivate(self, entry: UserEntry) -> None:
+        """Snapshot and stop a user's group (the entry is already ``DRAINING``)."""
+        try:
+            self._stop_group(entry, snapshot=True)
+        finally:
+            with self._stats_lock:
+                self._counters["passivations"] += 1
+            self._dir.finish(entry, UserPhase.PASSIVE)
+        log.debug("user.passivated", user=entry.user_id)
+
+    def _sweep_idle(self) -> int:
+        """Passivate users idle for longer than ``idle_timeout_seconds``; return how many.
+
+        One user at a time: each is picked (and marked ``DRAINING``) only when the previous
+        one is passive, so a sweep never holds back users it has not reached yet.
+        """
+        cutoff = time.monotonic() - self.config.idle_timeout_seconds
+        done = 0
+        while not self._dir.closed:
+            entry = self._dir.pick_idle(idle_before=cutoff)
+            if entry is None:
+                break
+            self._passivate(entry)
+            done += 1
+        return done
+
+    def passivate(self, user_id: str) -> bool:
+        """Snapshot and stop ``user_id``'s actors now; False if the user was not active.
+
+        Waits for a transition in progress and for the user's calls in flight (new calls
+        wait meanwhile), at most ``overload_timeout_seconds``; then raises ``Overloaded``
+        and the user stays active.
+        """
+        user_id = _check_user_id(user_id)
+        deadline = time.monotonic() + self.config.overload_timeout_seconds
+        entry = self._dir.claim_active(user_id, UserPhase.DRAINING, deadline)
+        if entry is None:
+            return False
+        self._passivate(entry)
+        return True
+
+    def active_users(self) -> list[str]:
+        """Users whose actor groups are live now, least recently used first."""
+        return self._dir.active()
+
+    def user_epoch(self, user_id: str) -> int:
+        """The incarnation epoch of ``user_id``'s live actors (0 when it is not live).
+
+        Each activation gets a new epoch, unique in the process; replies addressed to
+        another epoch are dropped (counted as ``stale_replies_dropped`` in :meth:`stats`).
+        """
+        entry = self._dir.get(_check_user_id(user_id))
+        return entry.epoch if entry is not None else 0
+
+    def user_phase(self, user_id: str) -> UserPhase:
+        """Where ``user_id`` is in its lifecycle now (see :class:`UserPhase`)."""
+        return self._dir.phase(_check_user_id(user_id))

@@ -1,0 +1,165 @@
+"""The asyncio facade: :class:`AsyncMemoryOS`, the same methods as
+:class:`~memoryos_actors.system.MemoryOS` as coroutines, run on a thread pool so no
+call blocks the event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import os
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from .clock import Clock
+from .config import MemoryConfig
+from .directory import UserPhase
+from .messages import AgentProfile, MemoryContext, UserProfile
+from .reports import ForgetReport, UserState
+
+if TYPE_CHECKING:
+    from .cluster import ClusterMemoryOS, RayCluster
+    from .system import MemoryOS
+
+T = TypeVar("T")
+
+__all__ = ["AsyncMemoryOS"]
+
+
+class AsyncMemoryOS:
+    """The same API as :class:`MemoryOS`, as coroutines that never block the event loop.
+
+    Every call runs the synchronous method in a bounded thread pool
+    (``asyncio.to_thread``-style, with its own executor sized by ``max_inflight_total``).
+    """
+
+    def __init__(self, sync: MemoryOS | ClusterMemoryOS) -> None:
+        self.sync = sync
+        self._pool = ThreadPoolExecutor(
+            max_workers=min(64, sync.config.max_inflight_total), thread_name_prefix="memoryos-aio"
+        )
+
+    @classmethod
+    async def open(
+        cls,
+        data_dir: str | os.PathLike[str],
+        config: MemoryConfig | None = None,
+        *,
+        clock: Clock | None = None,
+        cluster: RayCluster | None = None,
+    ) -> AsyncMemoryOS:
+        """Start a memory system (see :meth:`MemoryOS.open`) without blocking the loop."""
+        from .system import MemoryOS  # system re-exports this class: import it late
+
+        loop = asyncio.get_running_loop()
+        sync = await loop.run_in_executor(
+            None, functools.partial(MemoryOS.open, data_dir, config, clock=clock,
+                                    cluster=cluster)
+        )
+        return cls(sync)
+
+    async def _run(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._pool, functools.partial(fn, *args, **kwargs))
+
+    async def __aenter__(self) -> AsyncMemoryOS:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def add_turn(self, user_id: str, query: str, response: str,
+                       timestamp: float | None = None, assistant_id: str = "default",
+                       *, turn_key: str | None = None) -> str:
+        """See :meth:`MemoryOS.add_turn`."""
+        return await self._run(self.sync.add_turn, user_id, query, response, timestamp,
+                               assistant_id, turn_key=turn_key)
+
+    async def retrieve(self, user_id: str, query: str, assistant_id: str = "default",
+                       timestamp: float | None = None) -> MemoryContext:
+        """See :meth:`MemoryOS.retrieve`."""
+        return await self._run(self.sync.retrieve, user_id, query, assistant_id, timestamp)
+
+    async def chat(self, user_id: str, query: str, assistant_id: str = "default") -> str:
+        """See :meth:`MemoryOS.chat`."""
+        return await self._run(self.sync.chat, user_id, query, assistant_id)
+
+    async def set_user_profile(self, user_id: str, profile: UserProfile) -> None:
+        """See :meth:`MemoryOS.set_user_profile`."""
+        await self._run(self.sync.set_user_profile, user_id, profile)
+
+    async def set_agent_profile(self, user_id: str, profile: AgentProfile,
+                                assistant_id: str = "default") -> None:
+        """See :meth:`MemoryOS.set_agent_profile`."""
+        await self._run(self.sync.set_agent_profile, user_id, profile, assistant_id)
+
+    async def stats(self, user_id: str | None = None) -> dict[str, Any]:
+        """See :meth:`MemoryOS.stats`."""
+        return await self._run(self.sync.stats, user_id)
+
+    async def users(self) -> list[str]:
+        """See :meth:`MemoryOS.users`."""
+        return await self._run(self.sync.users)
+
+    async def flush(self, timeout: float = 300.0) -> None:
+        """See :meth:`MemoryOS.flush`."""
+        await self._run(self.sync.flush, timeout)
+
+    async def export_user(self, user_id: str, path: str | os.PathLike[str]) -> Path:
+        """See :meth:`MemoryOS.export_user`."""
+        return await self._run(self.sync.export_user, user_id, path)
+
+    async def import_user(self, path: str | os.PathLike[str], user_id: str | None = None) -> str:
+        """See :meth:`MemoryOS.import_user`."""
+        return await self._run(self.sync.import_user, path, user_id)
+
+    async def forget_user(self, user_id: str) -> ForgetReport:
+        """See :meth:`MemoryOS.forget_user`."""
+        return await self._run(self.sync.forget_user, user_id)
+
+    async def user_state(self, user_id: str) -> UserState:
+        """See :meth:`MemoryOS.user_state`."""
+        return await self._run(self.sync.user_state, user_id)
+
+    async def archive(
+        self, user_id: str, query: str | None = None, limit: int | None = None
+    ) -> list[dict[str, Any]]:
+        """See :meth:`MemoryOS.archive`."""
+        return await self._run(self.sync.archive, user_id, query, limit)
+
+    async def stored_page_ids(self, user_id: str) -> list[str]:
+        """See :meth:`MemoryOS.stored_page_ids`."""
+        return await self._run(self.sync.stored_page_ids, user_id)
+
+    async def kill_actor(self, user_id: str, tier: str, reason: str = "kill_actor",
+                         timeout: float = 10.0) -> bool:
+        """See :meth:`MemoryOS.kill_actor`."""
+        return await self._run(self.sync.kill_actor, user_id, tier, reason, timeout)
+
+    async def tree(self) -> str:
+        """See :meth:`MemoryOS.tree`."""
+        return await self._run(self.sync.tree)
+
+    async def passivate(self, user_id: str) -> bool:
+        """See :meth:`MemoryOS.passivate`."""
+        return await self._run(self.sync.passivate, user_id)
+
+    async def user_epoch(self, user_id: str) -> int:
+        """See :meth:`MemoryOS.user_epoch`."""
+        return await self._run(self.sync.user_epoch, user_id)
+
+    async def user_phase(self, user_id: str) -> UserPhase:
+        """See :meth:`MemoryOS.user_phase`."""
+        return await self._run(self.sync.user_phase, user_id)
+
+    async def active_users(self) -> list[str]:
+        """See :meth:`MemoryOS.active_users`."""
+        return await self._run(self.sync.active_users)
+
+    async def close(self, timeout: float = 60.0) -> None:
+        """See :meth:`MemoryOS.close`."""
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(None, self.sync.close, timeout)
+        self._pool.shutdown(wait=True)

@@ -1,0 +1,186 @@
+"""Read-only views of a running system: users, the supervision tree, a user's tiers, the
+archive, stored page ids, counters, and fault injection for drills. A mixin of
+:class:`~memoryos_actors.system.MemoryOS`.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+import supervisor
+
+from .actors.base import (
+    ASSISTANT_PREFIX,
+    actor_names,
+)
+from .actors.protocol import Inspect
+from .directory import UserEntry, UserPhase
+from .errors import (
+    InvalidInput,
+    UnknownUser,
+)
+from .reports import UserState
+from .store.userstore import list_users, user_exists
+from .text import keywords
+from .validation import check_text as _check_text
+from .validation import check_timeout as _check_timeout
+from .validation import check_user_id as _check_user_id
+
+__all__ = ["Inspection"]
+
+
+class Inspection:
+    """Inspection calls of :class:`MemoryOS` (a mixin)."""
+
+    # -- inspection ------------------------------------------------------------------------
+
+    def users(self) -> list[str]:
+        """Every user with data in this data directory (active or not), sorted.
+
+        Shared assistant personas (``shared_agent_persona``) are not users and not listed.
+        """
+        return sorted(u for u in list_users(self.data_dir) if not u.startswith(ASSISTANT_PREFIX))
+
+    def tree(self) -> str:
+        """The supervision tree as text, with each child's status and restart count."""
+        return supervisor.format_tree(self._root)
+
+    def user_state(self, user_id: str) -> UserState:
+        """A typed picture of the user's three tiers, for tools and tests."""
+        uid = _check_user_id(user_id)
+        if uid not in self.active_users() and not user_exists(self.data_dir, uid):
+            raise UnknownUser(f"no data for user {uid!r}")
+
+        def run(_e: UserEntry) -> UserState:
+            stm_n, mtm_n, lpm_n = actor_names(uid)
+            seq, pages = self._ask(stm_n, Inspect())
+            segments = self._ask(mtm_n, Inspect())
+            lpm = self._ask(lpm_n, Inspect())
+            return UserState(
+                user_id=uid,
+                turns=seq,
+                stm=pages,
+                segments=tuple(sorted(segments, key=lambda r: -r.heat)),
+                profile=lpm["profile"],
+                traits=lpm["traits"],
+                kb=lpm["kb"],
+                agents=lpm["agents"],
+                persona_updates=lpm["updates"],
+            )
+
+        return self._call(uid, run)
+
+    def archive(
+        self, user_id: str, query: str | None = None, limit: int | None = None
+    ) -> list[dict[str, Any]]:
+        """Segments and pages MTM evicted for ``user_id``, oldest first.
+
+        With ``query``, only records matching its keywords, best first (at most ``limit``,
+        default 10). Eviction is a tier decision, not data loss: everything is here.
+        """
+        uid = _check_user_id(user_id)
+        if query is not None:
+            _check_text(query, "query", self.config.max_text_bytes)
+        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int)
+                                  or limit < 0):
+            raise InvalidInput(f"limit must be None or an int >= 0, got {limit!r}")
+
+        def run(entry: UserEntry) -> list[dict[str, Any]]:
+            assert entry.store is not None
+            archive = entry.store.archive
+            if query is None:
+                records = [rec for _seq, rec in archive.iter()]
+                return records if limit is None else records[:limit]
+            hits = archive.search(keywords(query), limit=10 if limit is None else limit)
+            return [hit.record for hit in hits]
+
+        return self._call(uid, run)
+
+    def stored_page_ids(self, user_id: str) -> list[str]:
+        """Every page id stored for ``user_id``: STM, then MTM, then the archive.
+
+        An audit helper: each acknowledged turn appears exactly once (after :meth:`flush`;
+        before it, a page may still be on its way from STM to MTM and not be listed).
+        """
+        ids = self.user_state(user_id).page_ids()
+        for rec in self.archive(user_id):
+            if rec.get("t") == "segment":
+                ids.extend(str(p["page_id"]) for p in rec["segment"]["pages"])
+            elif rec.get("t") == "page":
+                ids.append(str(rec["page"]["page_id"]))
+        return ids
+
+    def kill_actor(self, user_id: str, tier: str, reason: str = "kill_actor",
+                   timeout: float = 10.0) -> bool:
+        """Fault injection: crash one of ``user_id``'s tier actors (``"stm"``, ``"mtm"`` or
+        ``"lpm"``) as an unexpected exception in it would, for drills and demos.
+
+        The user's group supervisor (``rest_for_one``) restarts it and the tiers started
+        after it; each rebuilds its state from its snapshot plus the WAL, so no acknowledged
+        turn is lost. Activates the user if needed. Returns True once a new actor is
+        registered under the same name, False if none appeared within ``timeout`` seconds.
+        The restart shows in :meth:`tree` (``restarts=N``).
+        """
+        uid = _check_user_id(user_id)
+        names = dict(zip(("stm", "mtm", "lpm"), actor_names(uid), strict=True))
+        if tier not in names:
+            raise InvalidInput(f"tier must be 'stm', 'mtm' or 'lpm', got {tier!r}")
+        if not isinstance(reason, str):
+            raise InvalidInput(f"reason must be a str, got {type(reason).__name__}")
+        wait_s = _check_timeout(timeout)
+        name = names[tier]
+
+        def run(_e: UserEntry) -> bool:
+            old = self.registry.require(name)
+            supervisor.kill(old, reason)
+            deadline = time.monotonic() + wait_s
+            while time.monotonic() < deadline:
+                if self.registry.lookup(name) not in (None, old):
+                    return True
+                time.sleep(0.005)
+            return False
+
+        return self._call(uid, run)
+
+    def stats(self, user_id: str | None = None) -> dict[str, Any]:
+        """Counters of the whole system, or of one user when ``user_id`` is given."""
+        if user_id is not None:
+            st = self.user_state(user_id)
+            return {
+                "user_id": st.user_id,
+                "turns": st.turns,
+                "stm_pages": len(st.stm),
+                "mtm_segments": len(st.segments),
+                "mtm_pages": sum(len(seg.pages) for seg in st.segments),
+                "kb_facts": len(st.kb),
+                "traits_set": len(st.traits),
+                "persona_updates": st.persona_updates,
+                "archived_records": len(self.archive(user_id)),
+                "gateway": self.gateway_service.stats().get("by_user", {}).get(user_id, {}),
+            }
+        acts = sorted(self._activation_ms)
+
+        def pct(p: float) -> float:
+            return acts[min(len(acts) - 1, int(p * len(acts)))] if acts else 0.0
+
+        entries = self._dir.entries()
+        active = sum(1 for e in entries if e.phase is UserPhase.ACTIVE)
+        inflight = sum(e.inflight for e in entries)
+        restarts = sum(c.restarts for c in supervisor.which_children(self._users_sup))
+        return {
+            **self._counters,
+            "active_users": active,
+            "inflight": inflight,
+            "gateway_backlog": self._gateway.pending,
+            "placement_backlog": sum(
+                e.env.insert_backlog.pending for e in entries if e.env is not None
+            ),
+            **self.metrics.snapshot(),
+            "activation_ms_p50": pct(0.5),
+            "activation_ms_p99": pct(0.99),
+            "user_group_restarts": restarts,
+            "threads": threading.active_count(),
+            "gateway": self.gateway_service.stats(),
+        }

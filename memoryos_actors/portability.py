@@ -1,0 +1,176 @@
+"""Moving a user's memory in and out: export to a file, import from one, and forget (delete
+every trace). Each runs as one operation of the user directory. A mixin of
+:class:`~memoryos_actors.system.MemoryOS`.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import structlog
+
+from .actors import persist
+from .actors.base import (
+    actor_names,
+)
+from .actors.protocol import GetState, Ping
+from .directory import UserPhase
+from .errors import (
+    InvalidInput,
+    MemoryOSError,
+    Overloaded,
+)
+from .reports import ForgetReport
+from .store.export import read_export, write_export
+from .store.userstore import UserStore, user_exists
+from .validation import check_path as _check_path
+from .validation import check_user_id as _check_user_id
+
+log = structlog.get_logger("memoryos.system")
+
+
+__all__ = ["Portability"]
+
+
+_EXPORT_FORMAT = "memoryos-actors/user-export"
+_EXPORT_VERSION = 1
+
+
+class Portability:
+    """Export, import and forget of :class:`MemoryOS` (a mixin)."""
+
+    # -- data lifecycle --------------------------------------------------------------------
+
+    def export_user(self, user_id: str, path: str | os.PathLike[str]) -> Path:
+        """Write everything stored for ``user_id`` to a portable file (``.json`` or msgpack).
+
+        One operation on the user: while it runs the user is ``EXPORTING`` (its other calls
+        wait, and it cannot be passivated or forgotten), so the hot tiers and the archive
+        are read at one consistent cut.
+        """
+        uid = _check_user_id(user_id)
+        out = _check_path(path, "path")
+        self.flush()
+        deadline = time.monotonic() + self.config.overload_timeout_seconds
+        while True:
+            self._call(uid, lambda _e: None)  # make sure the user is live
+            entry = self._dir.claim_active(uid, UserPhase.EXPORTING, deadline)
+            if entry is not None:
+                break
+            if time.monotonic() > deadline:
+                raise Overloaded(f"user {uid!r} was passivated again and again; export gave up")
+        try:
+            stm_n, mtm_n, lpm_n = actor_names(uid)
+            self._drain_user(uid)
+            stm = self._ask(stm_n, GetState())
+            state = {"seq": stm["seq"], "stm": stm["stm"], "mtm": self._ask(mtm_n, GetState()),
+                     "lpm": self._ask(lpm_n, GetState())}
+            assert entry.store is not None
+            # Evictions between the MTM state and this read are re-applied on import (the
+            # MTM state says which archive record it reflects), so the cut is consistent.
+            store_archive = [rec for _seq, rec in entry.store.archive.iter()]
+        finally:
+            self._dir.finish(entry, UserPhase.ACTIVE)
+        payload = {
+            "format": _EXPORT_FORMAT,
+            "version": _EXPORT_VERSION,
+            "user_id": uid,
+            "config_fingerprint": self.config.fingerprint(),
+            "embedder": list(self.gateway_service.embedder_info()),
+            "state": state,
+            "archive": store_archive,
+        }
+        write_export(out, payload)
+        return out
+
+    def import_user(self, path: str | os.PathLike[str], user_id: str | None = None) -> str:
+        """Load a file written by :meth:`export_user`; returns the user id it was stored as.
+
+        Refuses to overwrite a user that already has data (forget it first). One operation
+        on the user: its calls wait until the import is done; a failed import leaves no
+        files behind.
+        """
+        payload = read_export(_check_path(path, "path"))
+        if payload.get("format") != _EXPORT_FORMAT:
+            raise InvalidInput(f"{path}: not a memoryos-actors user export")
+        if int(payload.get("version", 0)) > _EXPORT_VERSION:
+            raise InvalidInput(f"{path}: export version {payload.get('version')} is newer "
+                               f"than this library reads ({_EXPORT_VERSION})")
+        uid = _check_user_id(user_id if user_id is not None else payload["user_id"])
+        name, dim = self.gateway_service.embedder_info()
+        if list(payload.get("embedder", [])) != [name, dim]:
+            raise InvalidInput(
+                f"{path}: written with embedder {payload.get('embedder')}, this system uses "
+                f"{[name, dim]}; import it into a system configured with that embedder"
+            )
+        deadline = time.monotonic() + self.config.overload_timeout_seconds
+        entry = self._dir.claim_passive(uid, UserPhase.IMPORTING, deadline)
+        if entry is None:
+            raise InvalidInput(f"user {uid!r} already has data; forget_user first")
+        try:
+            # Only this user's directory decides: another user's damaged files must not
+            # block it.
+            if user_exists(self.data_dir, uid):
+                raise InvalidInput(f"user {uid!r} already has data; forget_user first")
+            cfg = self.config
+            try:
+                store = UserStore(self.data_dir, uid, fsync=cfg.fsync,
+                                  fsync_interval=cfg.fsync_interval_seconds,
+                                  archive=cfg.archive_enabled)
+                try:
+                    store.check_embedder(name, dim, cfg.fingerprint())
+                    # Stored as another id: the pages and the persona name their new owner.
+                    source = str(payload.get("user_id", uid))
+                    persist.import_state(store, persist.rebind_user(payload["state"], source,
+                                                                    uid))
+                    if store.archive is not None:
+                        for rec in payload.get("archive", ()):
+                            store.archive.append(persist.rebind_user(rec, source, uid))
+                finally:
+                    store.close()
+            except BaseException:
+                UserStore.remove(self.data_dir, uid)  # a half-imported user is no user
+                raise
+        finally:
+            self._dir.finish(entry, UserPhase.PASSIVE)
+        return uid
+
+    def forget_user(self, user_id: str) -> ForgetReport:
+        """Delete every file of ``user_id`` and every trace of it in the gateway (cached
+        answers and embeddings, queued redo work, degraded replies waiting for a redo);
+        report what was removed. Other users are untouched.
+
+        One operation on the user: new calls wait (then see an empty user); calls in flight
+        are waited for, at most ``overload_timeout_seconds``, then ``Overloaded`` is raised
+        and nothing is removed. Late replies addressed to the forgotten incarnation are
+        dropped (each activation has its own epoch).
+        """
+        uid = _check_user_id(user_id)
+        deadline = time.monotonic() + self.config.overload_timeout_seconds
+        while True:
+            entry = self._dir.claim_active(uid, UserPhase.FORGETTING, deadline)
+            was_active = entry is not None
+            if entry is None:
+                entry = self._dir.claim_passive(uid, UserPhase.FORGETTING, deadline)
+            if entry is not None:
+                break
+            if time.monotonic() > deadline:
+                raise Overloaded(f"user {uid!r} kept changing state; forget_user gave up")
+        try:
+            if was_active:
+                self._stop_group(entry, snapshot=False)
+            removed = UserStore.remove(self.data_dir, uid)
+            # Jobs told to the gateway before the group stopped finish first (a mailbox
+            # barrier), so none of them caches this user's text after the purge.
+            for name in self._gateway.worker_names:
+                try:
+                    self._ask(name, Ping())
+                except MemoryOSError as exc:
+                    log.warning("forget.gateway_barrier_failed", worker=name, error=repr(exc))
+            purged = self.gateway_service.purge_user(uid)
+            purged["degraded_records"] = self._gateway.purge_user(uid)
+        finally:
+            self._dir.finish(entry, UserPhase.PASSIVE)
+        return ForgetReport(uid, tuple(removed), was_active, purged)

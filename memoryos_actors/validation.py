@@ -1,0 +1,81 @@
+"""Argument checks shared by the facades (in-process, cluster, HTTP): each returns the
+checked value or raises :class:`~memoryos_actors.errors.InvalidInput`.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from pathlib import Path
+
+from .actors.base import (
+    ASSISTANT_PREFIX,
+)
+from .errors import (
+    InvalidInput,
+    MemoryOSError,
+    StorageError,
+)
+
+__all__ = ["check_path", "check_text", "check_timeout", "check_timestamp", "check_user_id",
+           "typed_cause"]
+
+
+def check_text(value: object, what: str, limit: int, *, allow_empty: bool = False) -> str:
+    if not isinstance(value, str):
+        raise InvalidInput(f"{what} must be a str, got {type(value).__name__}")
+    if not value and not allow_empty:
+        raise InvalidInput(f"{what} must not be empty")
+    try:
+        size = len(value.encode("utf-8"))
+    except UnicodeEncodeError:
+        raise InvalidInput(f"{what} is not valid Unicode text (lone surrogate)") from None
+    if size > limit:
+        raise InvalidInput(f"{what} is {size} bytes; the limit is {limit} (max_text_bytes)")
+    if "\x00" in value:
+        raise InvalidInput(f"{what} contains a NUL character")
+    return value
+
+
+def check_user_id(user_id: object) -> str:
+    uid = check_text(user_id, "user_id", 1024)
+    if uid.strip() != uid or not uid.strip():
+        raise InvalidInput("user_id must not be blank or have leading/trailing white space")
+    if uid.startswith(ASSISTANT_PREFIX):
+        raise InvalidInput(f"user ids starting with {ASSISTANT_PREFIX!r} are reserved")
+    return uid
+
+
+def check_timestamp(ts: object) -> float:
+    if isinstance(ts, bool) or not isinstance(ts, (int, float)):
+        raise InvalidInput(f"timestamp must be a number of seconds, got {type(ts).__name__}")
+    value = float(ts)
+    if not math.isfinite(value) or value < 0 or value > 32503680000.0:  # year 3000
+        raise InvalidInput(f"timestamp {ts!r} is not a plausible Unix time in seconds")
+    return value
+
+
+def typed_cause(exc: BaseException) -> MemoryOSError:
+    """The first :class:`MemoryOSError` in ``exc``'s cause chain, else a ``StorageError``."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, MemoryOSError):
+            return seen
+        seen = seen.__cause__ or seen.__context__
+    return StorageError(f"starting the user's actors failed: {exc}")
+
+
+def check_path(value: object, what: str) -> Path:
+    """``value`` as a :class:`Path` if it is a usable file-system path, else ``InvalidInput``."""
+    if not isinstance(value, (str, os.PathLike)):
+        raise InvalidInput(f"{what} must be a path, got {type(value).__name__}")
+    raw = os.fspath(value)
+    if not isinstance(raw, str):
+        raise InvalidInput(f"{what} must be a text path, got {type(raw).__name__}")
+    return Path(check_text(raw, what, 4096))
+
+
+def check_timeout(value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+        raise InvalidInput(f"timeout must be a positive number of seconds, got {value!r}")
+    return float(value)
