@@ -55,19 +55,19 @@ class Inspection:
 
         def run(_e: UserEntry) -> UserState:
             stm_n, mtm_n, lpm_n = actor_names(uid)
-            seq, pages = self._ask(stm_n, Inspect())
-            segments = self._ask(mtm_n, Inspect())
+            stm = self._ask(stm_n, Inspect())
+            mtm = self._ask(mtm_n, Inspect())
             lpm = self._ask(lpm_n, Inspect())
             return UserState(
                 user_id=uid,
-                turns=seq,
-                stm=pages,
-                segments=tuple(sorted(segments, key=lambda r: -r.heat)),
-                profile=lpm["profile"],
-                traits=lpm["traits"],
-                kb=lpm["kb"],
-                agents=lpm["agents"],
-                persona_updates=lpm["updates"],
+                turns=stm.turns,
+                stm=stm.pages,
+                segments=tuple(sorted(mtm.segments, key=lambda r: -r.heat)),
+                profile=lpm.profile,
+                traits=lpm.traits,
+                kb=lpm.kb,
+                agents=lpm.agents,
+                persona_updates=lpm.updates,
             )
 
         return self._call(uid, run)

@@ -64,9 +64,10 @@ class Portability:
         try:
             stm_n, mtm_n, lpm_n = actor_names(uid)
             self._drain_user(uid)
-            stm = self._ask(stm_n, GetState())
-            state = {"seq": stm["seq"], "stm": stm["stm"], "mtm": self._ask(mtm_n, GetState()),
-                     "lpm": self._ask(lpm_n, GetState())}
+            stm = self._ask(stm_n, GetState()).data
+            state = {"seq": stm["seq"], "stm": stm["stm"],
+                     "mtm": self._ask(mtm_n, GetState()).data,
+                     "lpm": self._ask(lpm_n, GetState()).data}
             assert entry.store is not None
             # Evictions between the MTM state and this read are re-applied on import (the
             # MTM state says which archive record it reflects), so the cut is consistent.

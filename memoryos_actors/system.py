@@ -50,7 +50,7 @@ from .actors.base import (
     actor_names,
     persona_owner,
 )
-from .actors.protocol import FlushSummaries, HeatTick, Ping
+from .actors.protocol import FlushSummaries, HeatTick, Pending, Ping
 from .actors.workers import GatewayWorker, HeatTicker, RetrievalWorker
 from .clock import Clock, SystemClock
 from .config import MemoryConfig
@@ -475,10 +475,10 @@ class MemoryOS(UserActivation, Inspection, Portability):
         With ``summaries``, MTM is first told to ask for every summary it still owes.
         """
         stm_n, mtm_n, lpm_n = actor_names(user_id)
-        pending = int(self._ask(stm_n, Ping()))
+        pending = int(self._ask(stm_n, Pending()))
         if summaries:
             self._ask(mtm_n, FlushSummaries())
-        pending += int(self._ask(mtm_n, Ping()))  # gateway jobs MTM holds back
+        pending += int(self._ask(mtm_n, Pending()))  # gateway jobs MTM holds back
         self._ask(lpm_n, Ping())
         return pending
 

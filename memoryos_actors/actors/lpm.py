@@ -34,6 +34,8 @@ from .protocol import (
     ApplyPersona,
     CompletionDone,
     GetState,
+    LPMPicture,
+    TierState,
     Inspect,
     LPMSearch,
     Ping,
@@ -113,21 +115,21 @@ class LPMActor(SupervisedActor):
                 }
             )
         if isinstance(message, GetState):
-            return {**self.core.to_state(), "lsn": self.lsn}
+            return TierState("lpm", {**self.core.to_state(), "lsn": self.lsn})
         if isinstance(message, Inspect):
             core = self.core
-            return {
-                "profile": core.user_profile(),
-                "traits": core.known_traits(),
-                "kb": core.kb(),
-                "agents": {
+            return LPMPicture(
+                profile=core.user_profile(),
+                traits=core.known_traits(),
+                kb=core.kb(),
+                agents={
                     aid: {"profile": core.agent_profile(aid), "traits": core.agent_traits(aid)}
                     for aid in core.assistants()
                 },
-                "updates": self.updates,
-            }
+                updates=self.updates,
+            )
         if isinstance(message, Ping):
-            return self.lsn
+            return None
         raise TypeError(f"LPM actor got an unknown message: {type(message).__name__}")
 
     # -- work ----------------------------------------------------------------------------

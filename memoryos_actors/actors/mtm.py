@@ -34,6 +34,9 @@ from .protocol import (
     CompletionJob,
     FlushSummaries,
     GetState,
+    MTMPicture,
+    Pending,
+    TierState,
     HeatTick,
     InsertPage,
     Inspect,
@@ -194,17 +197,19 @@ class MTMActor(SupervisedActor):
             self._apply(self.core.tick(self.env.clock.now()))
             return None
         if isinstance(message, GetState):
-            return {**self.core.to_state(), "archive_seq": self.archive_seq}
+            return TierState("mtm", {**self.core.to_state(), "archive_seq": self.archive_seq})
         if isinstance(message, Inspect):
             records = (self.core.segment(v.segment_id) for v in self.core.segments())
-            return tuple(r for r in records if r is not None)
+            return MTMPicture(tuple(r for r in records if r is not None))
         if isinstance(message, _Retry):
             self.retry_timer = None
             self._send_outgoing()
             return None
-        if isinstance(message, Ping):
+        if isinstance(message, Pending):
             self._send_outgoing()
             return len(self.outgoing)
+        if isinstance(message, Ping):
+            return None
         raise TypeError(f"MTM actor got an unknown message: {type(message).__name__}")
 
     # -- work ----------------------------------------------------------------------------

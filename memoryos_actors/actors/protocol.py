@@ -14,7 +14,15 @@ from typing import Any
 
 import numpy as np
 
-from ..messages import Page, PersonaUpdate
+from ..messages import (
+    AgentProfile,
+    KBEntry,
+    Page,
+    PersonaUpdate,
+    SegmentRecord,
+    TraitLevel,
+    UserProfile,
+)
 
 __all__ = [
     "ApplyPersona",
@@ -25,12 +33,17 @@ __all__ = [
     "HeatTick",
     "InsertPage",
     "Inspect",
+    "LPMPicture",
     "LPMSearch",
+    "MTMPicture",
     "MTMSearch",
+    "Pending",
     "Ping",
     "RefreshSummary",
     "STMPages",
+    "STMPicture",
     "Snapshot",
+    "TierState",
     "emb_from_bytes",
     "emb_to_bytes",
 ]
@@ -150,7 +163,15 @@ class ApplyPersona:
 
 @dataclass(frozen=True, slots=True)
 class GetState:
-    """Anyone -> tier: the tier's state as a msgpack-friendly dict (for snapshots)."""
+    """Anyone -> MTM or LPM: answered with a :class:`TierState` (for snapshots and exports)."""
+
+
+@dataclass(frozen=True, slots=True)
+class TierState:
+    """A tier's persistent state: ``data`` is msgpack-friendly (what a snapshot stores)."""
+
+    tier: str
+    data: dict[str, Any]
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,9 +181,50 @@ class Snapshot:
 
 @dataclass(frozen=True, slots=True)
 class Inspect:
-    """Anyone -> tier: a typed picture of the tier for tools (not for persistence)."""
+    """Anyone -> tier: a picture of the tier for tools (not for persistence). STM answers
+    an :class:`STMPicture`, MTM an :class:`MTMPicture`, LPM an :class:`LPMPicture`."""
+
+
+@dataclass(frozen=True, slots=True)
+class STMPicture:
+    """STM's answer to :class:`Inspect`: turns stored so far and the pages held, oldest first."""
+
+    turns: int
+    pages: tuple[Page, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class MTMPicture:
+    """MTM's answer to :class:`Inspect`: its segments with their pages."""
+
+    segments: tuple[SegmentRecord, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class LPMPicture:
+    """LPM's answer to :class:`Inspect`.
+
+    ``agents`` maps each assistant id to its ``profile`` (:class:`AgentProfile`) and agent
+    ``traits`` (a tuple of :class:`KBEntry`); ``updates`` counts the persona updates
+    applied since the actor started.
+    """
+
+    profile: UserProfile
+    traits: tuple[TraitLevel, ...]
+    kb: tuple[KBEntry, ...]
+    agents: dict[str, dict[str, AgentProfile | tuple[KBEntry, ...]]]
+    updates: int
+
+
+@dataclass(frozen=True, slots=True)
+class Pending:
+    """Facade -> STM or MTM: how many units of the user's background work the tier still
+    holds, as an ``int``: STM, pages whose chain meta is not known or that are not handed to
+    MTM yet; MTM, gateway jobs (summaries, persona updates) it holds back. ``flush`` waits
+    until both are 0."""
 
 
 @dataclass(frozen=True, slots=True)
 class Ping:
-    """Anyone -> actor: answered after every message sent before it (a mailbox barrier)."""
+    """Anyone -> actor: answered with ``None`` after every message sent before it (a
+    mailbox barrier, and nothing else)."""

@@ -37,9 +37,12 @@ from .protocol import (
     GetState,
     InsertPage,
     Inspect,
+    Pending,
     Ping,
     Snapshot,
     STMPages,
+    STMPicture,
+    TierState,
 )
 
 __all__ = ["STMActor", "meta_record", "turn_record"]
@@ -183,13 +186,15 @@ class STMActor(SupervisedActor):
                 self._pump()
             return None
         if isinstance(message, GetState):
-            return {"stm": self.core.to_state(), "seq": self.seq}
+            return TierState("stm", {"stm": self.core.to_state(), "seq": self.seq})
         if isinstance(message, Inspect):
-            return self.seq, tuple(self.core.pages())
+            return STMPicture(self.seq, tuple(self.core.pages()))
         if isinstance(message, Snapshot):
             return self._snapshot()
-        if isinstance(message, Ping):
+        if isinstance(message, Pending):
             return self.pending
+        if isinstance(message, Ping):
+            return None
         raise TypeError(f"STM actor got an unknown message: {type(message).__name__}")
 
     @property
@@ -430,8 +435,8 @@ class STMActor(SupervisedActor):
             return 0  # a sibling is restarting; the next trigger will snapshot
         f_mtm = mtm.ask(GetState(), block=False)
         f_lpm = lpm.ask(GetState(), block=False)
-        mtm_state = f_mtm.get(timeout=60)
-        lpm_state = f_lpm.get(timeout=60)
+        mtm_state = f_mtm.get(timeout=60).data
+        lpm_state = f_lpm.get(timeout=60).data
         state = {
             "seq": self.seq,
             "stm": self.core.to_state(),

@@ -88,7 +88,7 @@ class GatewayWorker(SupervisedActor):
             future.add_done_callback(functools.partial(self._deliver, message))
             return None
         if isinstance(message, Ping):
-            return self.done
+            return None
         raise TypeError(f"gateway worker got an unknown message: {type(message).__name__}")
 
     def _deliver(self, job: CompletionJob, future: Any) -> None:
@@ -228,5 +228,5 @@ class HeatTicker(SupervisedActor):
                             pass
             return None
         if isinstance(message, Ping):
-            return self.ticks
+            return None
         raise TypeError(f"heat ticker got an unknown message: {type(message).__name__}")

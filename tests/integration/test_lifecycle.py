@@ -291,7 +291,7 @@ def test_a_user_store_is_never_opened_twice_at_once(open_mem, monkeypatch) -> No
 
 
 def test_mtm_holds_gateway_jobs_while_the_gateway_is_full_and_sends_them_later(open_mem) -> None:
-    from memoryos_actors.actors.protocol import Ping, RefreshSummary
+    from memoryos_actors.actors.protocol import Pending, RefreshSummary
 
     mem = open_mem()
     for i in range(30):
@@ -309,13 +309,13 @@ def test_mtm_holds_gateway_jobs_while_the_gateway_is_full_and_sends_them_later(o
             mtm.tell(RefreshSummary(seg))
         # No room at the gateway: the actor still answers at once (it used to block up to
         # overload_timeout_seconds per job, then drop it) and holds the jobs.
-        assert mtm.ask(Ping(), timeout=30) == len(segments)
+        assert mtm.ask(Pending(), timeout=30) == len(segments)
     finally:
         for slot in slots:
             gateway.release(slot)
     submitted = gateway.submitted
     mem.flush()  # the held jobs go out once there is room; flush waits for them
-    assert mtm.ask(Ping(), timeout=30) == 0
+    assert mtm.ask(Pending(), timeout=30) == 0
     assert gateway.submitted - submitted >= len(segments)
 
 
