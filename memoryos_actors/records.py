@@ -24,6 +24,7 @@ from datetime import UTC, datetime
 from typing import Any, Literal, TypeVar
 
 from memoryos_actors.errors import InvalidInput
+from memoryos_actors.trait_table import TRAIT_CATEGORIES, category_of
 
 __all__ = ["AgentProfile", "DEFAULT_ASSISTANT", "KBEntry", "Page", "PersonaUpdate",
     "SegmentRecord", "SegmentView", "TIERS", "TRAIT_CATEGORIES", "TRAIT_LEVELS", "TraitLevel",
@@ -35,12 +36,6 @@ DEFAULT_ASSISTANT = "default"
 TIERS: tuple[str, ...] = ("stm", "mtm", "lpm", "archive")
 """Memory tiers a :class:`ContextItem` can come from."""
 
-TRAIT_CATEGORIES: tuple[str, ...] = (
-    "basic_needs_personality",
-    "ai_alignment",
-    "content_interests",
-)
-"""The paper's three user-trait categories (see :mod:`memoryos_actors.tiers.traits`)."""
 
 TRAIT_LEVELS: tuple[str, ...] = ("low", "medium", "high")
 """Levels a user trait can take; ``None`` means not yet observed."""
@@ -455,9 +450,6 @@ class TraitLevel(_Record):
         Raises:
             InvalidInput: ``name`` is not one of the 90 traits, or ``level`` is invalid.
         """
-        # Imported here: the trait table imports this module.
-        from memoryos_actors.tiers.traits import category_of
-
         category = category_of(name) if isinstance(name, str) else None
         if category is None:
             raise InvalidInput(f"TraitLevel.name {name!r} is not one of the 90 user traits")
