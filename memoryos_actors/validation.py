@@ -16,6 +16,7 @@ from .errors import (
     MemoryOSError,
     StorageError,
 )
+from .store.paths import validate_user_id
 
 __all__ = ["check_path", "check_text", "check_timeout", "check_timestamp", "check_user_id",
            "typed_cause"]
@@ -38,11 +39,15 @@ def check_text(value: object, what: str, limit: int, *, allow_empty: bool = Fals
 
 
 def check_user_id(user_id: object) -> str:
+    """A user id the API accepts: a storable id (:func:`~memoryos_actors.store.paths.
+    validate_user_id`, the one definition of those) of at most 1,024 UTF-8 bytes, with no
+    NUL, no leading or trailing white space, and not in the reserved assistant space."""
     uid = check_text(user_id, "user_id", 1024)
     if uid.strip() != uid or not uid.strip():
         raise InvalidInput("user_id must not be blank or have leading/trailing white space")
     if uid.startswith(ASSISTANT_PREFIX):
         raise InvalidInput(f"user ids starting with {ASSISTANT_PREFIX!r} are reserved")
+    validate_user_id(uid)
     return uid
 
 
