@@ -538,17 +538,16 @@ def _make_system(
 
 
 def _parse_settings(items: Sequence[str]) -> dict[str, Any]:
-    """``["name=value", ...]`` (values as JSON, else as text) -> MemoryConfig fields."""
-    out: dict[str, Any] = {}
-    for item in items:
-        name, sep, raw = item.partition("=")
-        if not sep or not name:
-            raise BenchError(f"--set wants name=value, got {item!r}")
-        try:
-            out[name] = json.loads(raw)
-        except json.JSONDecodeError:
-            out[name] = raw
-    return out
+    """``--set`` items -> MemoryConfig fields (see :func:`memoryos_actors.config.parse_settings`)."""
+    try:
+        from memoryos_actors.config import parse_settings
+        from memoryos_actors.errors import ConfigError
+    except ImportError as exc:
+        raise BenchError(f"--set needs memoryos_actors ({exc})") from exc
+    try:
+        return parse_settings(items)
+    except ConfigError as exc:
+        raise BenchError(str(exc)) from exc
 
 
 def long_history(conversations: Sequence[Conversation]) -> Conversation:
@@ -981,7 +980,7 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     parser.add_argument(
         "--set", action="append", default=[], metavar="NAME=VALUE",
-        help="a MemoryConfig setting for the memoryos systems (repeatable; value as JSON)",
+        help="a MemoryConfig setting for the memoryos systems (repeatable)",
     )
     parser.add_argument("--no-plot", action="store_true", help="do not draw the PNG chart")
     parser.add_argument(

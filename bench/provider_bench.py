@@ -82,20 +82,6 @@ def make_config(base_url: str, provider_limit: int,
     })
 
 
-def parse_set(items: list[str]) -> dict[str, Any]:
-    """``["name=value", ...]`` (values as JSON, else as text) -> config overrides."""
-    out: dict[str, Any] = {}
-    for item in items:
-        name, sep, raw = item.partition("=")
-        if not sep or not name:
-            raise SystemExit(f"--set wants name=value, got {item!r}")
-        try:
-            out[name] = json.loads(raw)
-        except json.JSONDecodeError:
-            out[name] = raw
-    return out
-
-
 def run_workload(cfg: Any, users: int, turns: int, threads: int, pace_s: float) -> dict[str, Any]:
     from memoryos_actors.system import MemoryOS
 
@@ -171,9 +157,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--workloads", default="load,paced")
     p.add_argument("--out", default=None)
     p.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
-                   help="a MemoryConfig setting for this run (repeatable; value as JSON)")
+                   help="a MemoryConfig setting for this run (repeatable)")
     args = p.parse_args(argv)
-    overrides = parse_set(args.set)
+    from memoryos_actors.config import parse_settings
+
+    overrides = parse_settings(args.set)
     proc, base_url = start_server(args.latency_ms / 1000.0)
     results: dict[str, Any] = {}
     try:

@@ -22,7 +22,7 @@ import os
 import tomllib
 import types
 import typing
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
@@ -40,6 +40,7 @@ __all__ = [
     "from_env",
     "from_toml",
     "load",
+    "parse_settings",
 ]
 
 ENV_PREFIX = "MEMORYOS_"
@@ -480,6 +481,25 @@ def _parse_env(name: str, raw: str, key: str) -> Any:
         except ValueError:
             raise ConfigError(f"{name} ({key}) must be a number, got {raw!r}") from None
     return raw if tp is str else text
+
+
+def parse_settings(items: Iterable[str]) -> dict[str, Any]:
+    """``["name=value", ...]`` (say, from a command line) -> :class:`MemoryConfig` fields.
+
+    Each value is parsed as its field's type, as for environment variables (``none`` is
+    None for optional fields). Raises :class:`ConfigError` for a malformed item, an unknown
+    field or a bad value; :class:`MemoryConfig` checks the ranges when it is built.
+    """
+    out: dict[str, Any] = {}
+    for item in items:
+        name, sep, raw = str(item).partition("=")
+        name = name.strip()
+        if not sep or not name:
+            raise ConfigError(f"a setting is NAME=VALUE, got {item!r}")
+        if name not in _HINTS:
+            raise ConfigError(f"unknown setting {name!r} (not a MemoryConfig field)")
+        out[name] = _parse_env(name, raw, f"{name}={raw}")
+    return out
 
 
 def from_toml(path: str | os.PathLike[str], base: MemoryConfig | None = None) -> MemoryConfig:

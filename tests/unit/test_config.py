@@ -197,3 +197,17 @@ def test_fingerprint_changes_only_with_fields_that_shape_stored_data() -> None:
 def test_to_dict_round_trips_through_the_constructor() -> None:
     c = MemoryConfig(stm_capacity=3, embedding_model="m", embedder="litellm")
     assert MemoryConfig(**c.to_dict()) == c
+
+
+def test_parse_settings_types_each_value_as_its_field_and_rejects_the_rest() -> None:
+    from memoryos_actors.config import parse_settings
+
+    got = parse_settings(["summary_every_pages=6", "cold_tier=false", "heat_alpha=0.5",
+                          "llm_requests_per_minute=none", "retrieval_mode=paper"])
+    assert got == {"summary_every_pages": 6, "cold_tier": False, "heat_alpha": 0.5,
+                   "llm_requests_per_minute": None, "retrieval_mode": "paper"}
+    assert MemoryConfig(**got).summary_every_pages == 6
+    for bad in (["no_such_field=1"], ["summary_every_pages"], ["=3"],
+                ["summary_every_pages=six"], ["cold_tier=maybe"]):
+        with pytest.raises(ConfigError):
+            parse_settings(bad)
