@@ -222,7 +222,6 @@ class MemoryOS(UserActivation, Inspection, Portability):
     def _start_tree(self, worker_names: tuple[str, ...]) -> pykka.ActorRef[Any]:
         cfg = self.config
         reg = self.registry
-        service = self.gateway_service
         gateway_children = [
             ChildSpec(id=name,
                       start=functools.partial(GatewayWorker.start, name, self._gateway, reg),

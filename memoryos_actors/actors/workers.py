@@ -39,7 +39,6 @@ if TYPE_CHECKING:
 
     from ..clock import Clock
     from ..config import MemoryConfig
-    from ..gateway.service import GatewayService
 
 __all__ = ["GatewayWorker", "HeatTicker", "RetrievalWorker"]
 
