@@ -505,7 +505,10 @@ class MemoryOS(UserActivation, Inspection, Portability):
                 try:
                     pending += self._drain_user(user, summaries=False)
                 except MemoryOSError:
-                    pass  # the user was passivated meanwhile: its work is in its snapshot
+                    # The user was passivated meanwhile: its pages are in its WAL and
+                    # snapshot. Summaries and persona updates MTM still owed are not kept
+                    # across passivation yet (a known gap), so flush cannot wait for them.
+                    pass
             for name in self._gateway.worker_names:
                 self._ask(name, Ping())
             settled = idle_before and pending == 0 and self._gateway.pending == 0
