@@ -231,7 +231,10 @@ class UserActivation:
             try:
                 stm = self.registry.lookup(actor_names(entry.user_id)[0])
                 if stm is not None:
-                    self._drain_user(entry.user_id)
+                    # Summaries and persona updates still owed are not asked for now: the
+                    # snapshot carries them (and the jobs at the gateway), and the user's
+                    # next activation asks for them.
+                    self._drain_user(entry.user_id, summaries=False)
                     stm.ask(Snapshot(), timeout=_ASK_TIMEOUT_S)
             except Exception as exc:  # the snapshot is an optimisation; the WAL has everything
                 log.warning("user.passivate_snapshot_failed", user=entry.user_id,

@@ -505,9 +505,9 @@ class MemoryOS(UserActivation, Inspection, Portability):
                 try:
                     pending += self._drain_user(user, summaries=False)
                 except MemoryOSError:
-                    # The user was passivated meanwhile: its pages are in its WAL and
-                    # snapshot. Summaries and persona updates MTM still owed are not kept
-                    # across passivation yet (a known gap), so flush cannot wait for them.
+                    # The user was passivated meanwhile: its pages are in its WAL, and the
+                    # summaries and persona updates its MTM still owed are in its snapshot,
+                    # asked for again when it is next activated.
                     pass
             for name in self._gateway.worker_names:
                 self._ask(name, Ping())

@@ -40,6 +40,7 @@ from .protocol import (
     LPMSearch,
     Ping,
     emb_from_bytes,
+    split_tag,
 )
 
 __all__ = ["LPMActor"]
@@ -136,7 +137,7 @@ class LPMActor(SupervisedActor):
 
     def _persona_done(self, done: CompletionDone) -> None:
         env = self.env
-        segment_id, _, assistant_id = done.tag.partition("|")
+        job_id, segment_id, assistant_id = split_tag(done.tag)
         data = done.data
         record = {
             "t": "persona",
@@ -167,6 +168,9 @@ class LPMActor(SupervisedActor):
                             assistant=record["assistant"])
         if not (record["traits"] or record["facts"] or record["agent_traits"]):
             return
+        if job_id:
+            # MTM's recovery reads it: this job's answer needs no asking again.
+            record["job"] = job_id
         self._log_and_apply(record)
         self.updates += 1
 

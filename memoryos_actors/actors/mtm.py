@@ -10,12 +10,22 @@ Recovery: the snapshot's MTM section, then every WAL turn that must have left ST
 (``seq <= last_seq - stm_capacity``) and is not in the snapshot. Inserts are idempotent by
 turn seq; a gap in the seqs of arriving pages (messages lost in a crash) is filled from the
 WAL before the new page is placed.
+
+Owed work outlives the actor: the snapshot's MTM section also holds the summaries owed, the
+promoted segments waiting for their persona update, and every gateway job asked for and not
+answered yet (``"work"``). Every job's answer comes back here, also a persona update's, which
+MTM hands on to LPM; a job carries an id (in its tag) that LPM writes into its WAL record, so
+recovery asks again exactly the jobs whose answer is neither in the snapshot nor in the WAL
+tail. (STM asks LPM for its state before MTM, which makes that check sound: an answer MTM
+has handed on after its state was taken is applied by LPM after LPM's state was taken.) A
+job unanswered after the LLM timeout with all its retries is asked again.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections import deque
+import secrets
+from collections import OrderedDict, deque
 from typing import Any
 
 import structlog
@@ -23,7 +33,7 @@ import structlog
 from supervisor import SupervisedActor, TimerRef, send_after
 
 from ..errors import MemoryOSError
-from ..messages import Page
+from ..messages import Page, SegmentRecord
 from ..store.cold import emb_to_f16
 from ..tiers._lex import stem
 from ..tiers.mtm import LEXICAL_CANDIDATES, MTMCore
@@ -44,6 +54,7 @@ from .protocol import (
     Ping,
     RefreshSummary,
     emb_from_bytes,
+    split_tag,
 )
 
 __all__ = ["MTMActor", "page_text"]
@@ -53,11 +64,33 @@ log = structlog.get_logger("memoryos.mtm")
 #: How long to wait before offering held-back gateway jobs again (seconds).
 _RETRY_S = 0.05
 
+#: Answered job ids remembered, so a second answer to one job (asked again after a
+#: timeout) is not applied twice.
+_ANSWERED_MEMORY = 512
+
+#: Job kinds whose answer carries a persona update for LPM.
+_PERSONA_KINDS = ("persona_update", "segment_persona")
+
 
 class _Retry:
     """Timer message: offer the held-back gateway jobs again. Private."""
 
     __slots__ = ()
+
+
+class _JobTimeout:
+    """Timer message: job ``job_id`` has had no answer for the LLM timeout. Private."""
+
+    __slots__ = ("job_id",)
+
+    def __init__(self, job_id: str) -> None:
+        self.job_id = job_id
+
+
+def applied_jobs(records: Any) -> set[str]:
+    """Ids of the jobs whose persona update is in ``records`` (a WAL tail)."""
+    return {str(rec["job"]) for _lsn, rec in records
+            if rec.get("t") == "persona" and rec.get("job")}
 
 
 def page_text(page: Page) -> str:
@@ -104,6 +137,16 @@ class MTMActor(SupervisedActor):
         #: first: this actor never waits for the gateway, it offers them again later.
         self.outgoing: deque[CompletionJob] = deque()
         self.retry_timer: TimerRef | None = None
+        #: Jobs asked for (held back or at the gateway) and not answered, by job id.
+        self.owed_jobs: dict[str, CompletionJob] = {}
+        self.job_timers: dict[str, TimerRef] = {}
+        #: Job ids answered lately, with whether that answer was degraded.
+        self.answered: OrderedDict[str, bool] = OrderedDict()
+        #: Job ids of this incarnation are "<token>.<n>": unique across restarts.
+        self.job_token = secrets.token_hex(4)
+        self.job_count = 0
+        cfg = env.config
+        self.job_timeout_s = cfg.llm_timeout_seconds * (cfg.llm_max_retries + 1) + 5.0
 
     # -- lifecycle -----------------------------------------------------------------------
 
@@ -120,6 +163,7 @@ class MTMActor(SupervisedActor):
         # page is both archived and in MTM, and those pages are never inserted again; and
         # every page id it holds is remembered, so a WAL replay that evicts a page again
         # does not archive it twice (pages archived from now on are new by definition).
+        work = recovered.state["mtm"].get("work") if recovered.state is not None else None
         snapshot_archive_seq = self.archive_seq
         archive = env.store.archive
         for seq, rec in (archive.iter() if archive is not None else ()):
@@ -135,9 +179,13 @@ class MTMActor(SupervisedActor):
         env.insert_backlog.reset()
         last = persist.last_turn_seq(recovered.records, snap_seq)
         self._catch_up(last - env.config.stm_capacity, recovered.records)
+        if work:
+            self._restore_work(work, recovered.records)
 
     def on_stop(self) -> None:
         for timer in self.summary_timers.values():
+            timer.cancel()
+        for timer in self.job_timers.values():
             timer.cancel()
         if self.retry_timer is not None:
             self.retry_timer.cancel()
@@ -159,22 +207,8 @@ class MTMActor(SupervisedActor):
                 self._apply(self.core.tick(message.now))
             return hits
         if isinstance(message, CompletionDone):
-            if self.env.stale(message.epoch):
-                return None
-            data = message.data
-            segment_id = message.tag.partition("|")[0]
-            self.core.set_summary(
-                segment_id,
-                str(data.get("summary", "")),
-                frozenset(str(k) for k in data.get("keywords", ())),
-            )
-            if message.kind == "segment_persona":
-                # One call answered both: the persona part goes on to LPM as usual.
-                lpm = self.env.registry.lookup(self.env.lpm_name)
-                if lpm is not None:
-                    persona = {k: data.get(k, []) for k in ("traits", "facts", "agent_traits")}
-                    lpm.tell(CompletionDone("persona_update", message.tag, persona,
-                                            message.degraded, message.epoch))
+            if not self.env.stale(message.epoch):
+                self._done(message)
             return None
         if isinstance(message, _AskPersona):
             if message.armed is self.persona_armed:
@@ -197,13 +231,17 @@ class MTMActor(SupervisedActor):
             self._apply(self.core.tick(self.env.clock.now()))
             return None
         if isinstance(message, GetState):
-            return TierState("mtm", {**self.core.to_state(), "archive_seq": self.archive_seq})
+            return TierState("mtm", {**self.core.to_state(), "archive_seq": self.archive_seq,
+                                     "work": self._work_state()})
         if isinstance(message, Inspect):
             records = (self.core.segment(v.segment_id) for v in self.core.segments())
             return MTMPicture(tuple(r for r in records if r is not None))
         if isinstance(message, _Retry):
             self.retry_timer = None
             self._send_outgoing()
+            return None
+        if isinstance(message, _JobTimeout):
+            self._job_timed_out(message.job_id)
             return None
         if isinstance(message, Pending):
             self._send_outgoing()
@@ -331,15 +369,9 @@ class MTMActor(SupervisedActor):
         pages = self.core.segment_pages(segment_id)
         if not pages:
             return  # evicted meanwhile
-        env = self.env
-        self._submit(CompletionJob(
-            kind="segment_summary",
-            payload={"pages": [{"query": p.query, "response": p.response} for p in pages]},
-            user_id=env.user_id,
-            reply_to=env.mtm_name,
-            tag=segment_id,
-            epoch=env.epoch,
-        ))
+        self._ask_job("segment_summary",
+                      {"pages": [{"query": p.query, "response": p.response} for p in pages]},
+                      segment_id)
 
     def _ask_persona(self) -> int:
         """Ask for the persona updates of every queued promoted segment; returns the calls."""
@@ -372,40 +404,138 @@ class MTMActor(SupervisedActor):
         if timer is not None:
             timer.cancel()
         self.unsummarised.pop(segment_id, None)
-        env = self.env
         pages = self.core.segment_pages(segment_id)
         assistant = promoted.pages[-1].assistant_id if promoted.pages else "default"
-        self._submit(CompletionJob(
-            kind="segment_persona",
-            payload={"pages": [{"query": p.query, "response": p.response} for p in pages]},
-            user_id=env.user_id,
-            reply_to=env.mtm_name,
-            tag=f"{segment_id}|{assistant}",
-            epoch=env.epoch,
-        ))
+        self._ask_job("segment_persona",
+                      {"pages": [{"query": p.query, "response": p.response} for p in pages]},
+                      f"{segment_id}|{assistant}")
 
     def _request_persona(self, segments: list[Any]) -> None:
         """One persona_update call for promoted segments of one assistant, in order.
 
-        The answer goes to LPM tagged ``"<segment ids joined by +>|<assistant>"``.
+        The answer comes back here and goes on to LPM, tagged
+        ``"<job>:<segment ids joined by +>|<assistant>"``.
         """
-        env = self.env
         pages = [{"query": p.query, "response": p.response}
                  for segment in segments for p in segment.pages]
         last = segments[-1]
         assistant = last.pages[-1].assistant_id if last.pages else "default"
-        self._submit(CompletionJob(
-            kind="persona_update",
-            payload={"pages": pages},
-            user_id=env.user_id,
-            reply_to=env.lpm_name,
-            tag=f"{'+'.join(s.segment_id for s in segments)}|{assistant}",
-            epoch=env.epoch,
-        ))
+        self._ask_job("persona_update", {"pages": pages},
+                      f"{'+'.join(s.segment_id for s in segments)}|{assistant}")
 
-    def _submit(self, job: CompletionJob) -> None:
+    # -- owed gateway jobs -----------------------------------------------------------------
+
+    def _ask_job(self, kind: str, payload: Any, body: str) -> None:
+        """Ask the gateway for a job whose answer comes back here, and owe it until then."""
+        self.job_count += 1
+        job_id = f"{self.job_token}.{self.job_count}"
+        env = self.env
+        self._submit(CompletionJob(kind=kind, payload=payload, user_id=env.user_id,
+                                   reply_to=env.mtm_name, tag=f"{job_id}:{body}",
+                                   epoch=env.epoch), job_id)
+
+    def _submit(self, job: CompletionJob, job_id: str) -> None:
+        self.owed_jobs[job_id] = job
+        self._arm_job_timer(job_id)
         self.outgoing.append(job)
         self._send_outgoing()
+
+    def _arm_job_timer(self, job_id: str) -> None:
+        old = self.job_timers.pop(job_id, None)
+        if old is not None:
+            old.cancel()
+        if self.actor_ref is not None:
+            self.job_timers[job_id] = send_after(self.actor_ref, self.job_timeout_s,
+                                                 _JobTimeout(job_id))
+
+    def _job_timed_out(self, job_id: str) -> None:
+        """No answer within the LLM timeout and its retries (a failed job is never
+        answered): ask again, unless the job is still held back here."""
+        self.job_timers.pop(job_id, None)
+        job = self.owed_jobs.get(job_id)
+        if job is None:
+            return
+        self.env.metrics.inc("mtm_jobs_asked_again")
+        log.warning("mtm.job_timeout", user=self.env.user_id, kind=job.kind, job=job_id)
+        if job not in self.outgoing:
+            self.outgoing.append(job)
+        self._arm_job_timer(job_id)
+        self._send_outgoing()
+
+    def _done(self, done: CompletionDone) -> None:
+        """An answer to one of this MTM's jobs: store the summary, hand a persona update
+        on to LPM. A job answered before is applied again only to replace a degraded
+        answer (the gateway redoes those when the provider is back)."""
+        job_id, body, assistant = split_tag(done.tag)
+        if job_id:
+            before = self.answered.get(job_id)
+            if before is False or (before is True and done.degraded):
+                return  # a second answer to a job already answered as well or better
+            self.answered[job_id] = bool(done.degraded)
+            self.answered.move_to_end(job_id)
+            while len(self.answered) > _ANSWERED_MEMORY:
+                self.answered.popitem(last=False)
+            self.owed_jobs.pop(job_id, None)
+            timer = self.job_timers.pop(job_id, None)
+            if timer is not None:
+                timer.cancel()
+        data = done.data
+        if done.kind in ("segment_summary", "segment_persona"):
+            self.core.set_summary(
+                body,
+                str(data.get("summary", "")),
+                frozenset(str(k) for k in data.get("keywords", ())),
+            )
+        if done.kind in _PERSONA_KINDS:
+            lpm = self.env.registry.lookup(self.env.lpm_name)
+            if lpm is not None:
+                persona = {k: data.get(k, []) for k in ("traits", "facts", "agent_traits")}
+                lpm.tell(CompletionDone("persona_update", done.tag, persona,
+                                        done.degraded, done.epoch))
+
+    def _work_state(self) -> dict[str, Any]:
+        """What this MTM owes, for the snapshot: summaries, promoted segments waiting for
+        their persona update, and jobs not answered yet (the held-back ones included)."""
+        return {
+            "unsummarised": dict(self.unsummarised),
+            "persona_queue": [segment.to_dict() for segment in self.persona_queue],
+            "jobs": [{"id": job_id, "kind": job.kind, "tag": job.tag,
+                      # A summary is asked again from the segment's pages of then.
+                      "payload": None if job.kind == "segment_summary" else job.payload}
+                     for job_id, job in self.owed_jobs.items()],
+        }
+
+    def _restore_work(self, work: dict[str, Any], records: Any) -> None:
+        """Take over the work a previous incarnation owed (see the module docstring)."""
+        every = self.env.config.summary_every_pages
+        for seg_id, n in dict(work.get("unsummarised", {})).items():
+            if self.core.segment_pages(str(seg_id)):
+                self.unsummarised[str(seg_id)] = max(self.unsummarised.get(str(seg_id), 0),
+                                                     int(n))
+        queued = [SegmentRecord.from_dict(d) for d in work.get("persona_queue", ())]
+        self.persona_queue = queued + self.persona_queue
+        done = applied_jobs(records)
+        env = self.env
+        for item in work.get("jobs", ()):
+            job_id, kind, tag = str(item["id"]), str(item["kind"]), str(item["tag"])
+            if kind == "segment_summary":
+                seg_id = split_tag(tag)[1]
+                if self.core.segment_pages(seg_id):
+                    self.unsummarised[seg_id] = max(self.unsummarised.get(seg_id, 0), every)
+                continue
+            if job_id in done or job_id in self.owed_jobs:
+                continue  # its persona update reached LPM's WAL before the stop
+            self.env.metrics.inc("mtm_jobs_taken_over")
+            self._submit(CompletionJob(kind=kind, payload=item["payload"], user_id=env.user_id,
+                                       reply_to=env.mtm_name, tag=tag, epoch=env.epoch),
+                         job_id)
+        for seg_id, n in self.unsummarised.items():
+            if n >= every and seg_id not in self.summary_timers:
+                self.summary_timers[seg_id] = send_after(
+                    self.actor_ref, env.config.summary_debounce_seconds, RefreshSummary(seg_id))
+        if self.persona_queue and self.persona_armed is None:
+            token = self.persona_armed = object()
+            self.actor_ref.tell(_AskPersona(token))
 
     def _send_outgoing(self) -> None:
         """Hand held-back jobs to the gateway in order, as long as a worker has room and

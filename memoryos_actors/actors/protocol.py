@@ -46,6 +46,7 @@ __all__ = [
     "TierState",
     "emb_from_bytes",
     "emb_to_bytes",
+    "split_tag",
 ]
 
 
@@ -228,3 +229,16 @@ class Pending:
 class Ping:
     """Anyone -> actor: answered with ``None`` after every message sent before it (a
     mailbox barrier, and nothing else)."""
+
+
+def split_tag(tag: str) -> tuple[str, str, str]:
+    """``(job id, body, assistant)`` of an MTM job tag ``"<job>:<body>|<assistant>"``.
+
+    The job id is ``""`` for a tag without one (written before jobs had ids); the
+    assistant is ``""`` for a summary's tag (``"<job>:<segment id>"``).
+    """
+    head, _, assistant = tag.partition("|")
+    job, sep, body = head.partition(":")
+    if not sep:
+        return "", head, assistant
+    return job, body, assistant

@@ -433,10 +433,10 @@ class STMActor(SupervisedActor):
         lpm = env.registry.lookup(env.lpm_name)
         if mtm is None or lpm is None:
             return 0  # a sibling is restarting; the next trigger will snapshot
-        f_mtm = mtm.ask(GetState(), block=False)
-        f_lpm = lpm.ask(GetState(), block=False)
-        mtm_state = f_mtm.get(timeout=60).data
-        lpm_state = f_lpm.get(timeout=60).data
+        # LPM first, then MTM: a persona update MTM still owes in its state cannot be in
+        # LPM's state, so it is either asked again or found in the WAL tail (by job id).
+        lpm_state = lpm.ask(GetState(), timeout=60).data
+        mtm_state = mtm.ask(GetState(), timeout=60).data
         state = {
             "seq": self.seq,
             "stm": self.core.to_state(),
