@@ -37,6 +37,9 @@ _EXPORTS: dict[str, str] = {
     "InvalidInput": "memoryos_actors.errors",
     "ConfigError": "memoryos_actors.errors",
     "UnknownUser": "memoryos_actors.errors",
+    "UnknownMemory": "memoryos_actors.errors",
+    "Memory": "memoryos_actors.memories",
+    "MemoryEvent": "memoryos_actors.memories",
     "Overloaded": "memoryos_actors.errors",
     "SystemClosed": "memoryos_actors.errors",
     "StorageError": "memoryos_actors.errors",
@@ -56,7 +59,8 @@ _FACADE_METHODS: tuple[str, ...] = (
     "open", "add_turn", "retrieve", "chat", "set_user_profile", "set_agent_profile", "stats",
     "users", "active_users", "user_state", "tree", "archive", "stored_page_ids", "flush",
     "export_user", "import_user", "forget_user", "passivate", "user_phase", "user_epoch",
-    "kill_actor", "close",
+    "kill_actor", "memories", "get_memory", "delete_memory", "correct_memory",
+    "memory_history", "close",
 )
 
 if TYPE_CHECKING:
@@ -77,6 +81,7 @@ if TYPE_CHECKING:
         ProviderUnavailable,
         StorageError,
         SystemClosed,
+        UnknownMemory,
         UnknownUser,
     )
     from .messages import AgentProfile, ContextItem, MemoryContext, Page, TraitLevel, UserProfile

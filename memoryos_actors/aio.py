@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from .clock import Clock
 from .config import MemoryConfig
 from .directory import UserPhase
+from .memories import Memory, MemoryEvent
 from .messages import AgentProfile, MemoryContext, UserProfile
 from .reports import ForgetReport, UserState
 
@@ -132,6 +133,27 @@ class AsyncMemoryOS:
     async def stored_page_ids(self, user_id: str) -> list[str]:
         """See :meth:`MemoryOS.stored_page_ids`."""
         return await self._run(self.sync.stored_page_ids, user_id)
+
+    async def memories(self, user_id: str, kinds: Iterable[str] | None = None) -> list[Memory]:
+        """See :meth:`MemoryOS.memories`."""
+        return await self._run(self.sync.memories, user_id, kinds)
+
+    async def get_memory(self, user_id: str, memory_id: str) -> Memory:
+        """See :meth:`MemoryOS.get_memory`."""
+        return await self._run(self.sync.get_memory, user_id, memory_id)
+
+    async def memory_history(self, user_id: str, memory_id: str) -> list[MemoryEvent]:
+        """See :meth:`MemoryOS.memory_history`."""
+        return await self._run(self.sync.memory_history, user_id, memory_id)
+
+    async def delete_memory(self, user_id: str, memory_id: str) -> MemoryEvent:
+        """See :meth:`MemoryOS.delete_memory`."""
+        return await self._run(self.sync.delete_memory, user_id, memory_id)
+
+    async def correct_memory(self, user_id: str, memory_id: str, value: str,
+                             evidence: str = "") -> MemoryEvent:
+        """See :meth:`MemoryOS.correct_memory`."""
+        return await self._run(self.sync.correct_memory, user_id, memory_id, value, evidence)
 
     async def kill_actor(self, user_id: str, tier: str, reason: str = "kill_actor",
                          timeout: float = 10.0) -> bool:

@@ -20,6 +20,7 @@ __all__ = [
     "ProviderUnavailable",
     "StorageError",
     "SystemClosed",
+    "UnknownMemory",
     "UnknownUser",
 ]
 
@@ -41,6 +42,13 @@ class UnknownUser(MemoryOSError, KeyError):
 
     def __str__(self) -> str:  # KeyError quotes its argument; keep the message readable
         return str(self.args[0]) if self.args else "unknown user"
+
+
+class UnknownMemory(MemoryOSError, KeyError):
+    """The user has no memory with that id (never had, or it was deleted)."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else "unknown memory"
 
 
 class Overloaded(MemoryOSError):

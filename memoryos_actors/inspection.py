@@ -89,12 +89,14 @@ class Inspection:
 
         def run(entry: UserEntry) -> list[dict[str, Any]]:
             assert entry.store is not None
-            archive = entry.store.archive
+            store = entry.store
             if query is None:
-                records = [rec for _seq, rec in archive.iter()]
+                records = [rec for _seq, rec in store.archive_records()]
                 return records if limit is None else records[:limit]
-            hits = archive.search(keywords(query), limit=10 if limit is None else limit)
-            return [hit.record for hit in hits]
+            hits = store.archive.search(keywords(query), limit=10 if limit is None else limit)
+            # Deleted memories are left out, corrected ones shown corrected.
+            edited = (store.edits.apply(hit.record) for hit in hits)
+            return [rec for rec in edited if rec is not None]
 
         return self._call(uid, run)
 

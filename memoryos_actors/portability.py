@@ -71,7 +71,9 @@ class Portability:
             assert entry.store is not None
             # Evictions between the MTM state and this read are re-applied on import (the
             # MTM state says which archive record it reflects), so the cut is consistent.
-            store_archive = [rec for _seq, rec in entry.store.archive.iter()]
+            # Deleted memories are not exported; corrected ones are exported corrected (the
+            # LPM state carries the edits, the memories' history).
+            store_archive = [rec for _seq, rec in entry.store.archive_records()]
         finally:
             self._dir.finish(entry, UserPhase.ACTIVE)
         payload = {

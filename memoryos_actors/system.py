@@ -79,6 +79,7 @@ if TYPE_CHECKING:
     from .cluster import ClusterMemoryOS, RayCluster
 
 from .activation import _ASK_TIMEOUT_S, _BG_PASSIVATIONS, UserActivation
+from .memories import Memory, MemoryEditing, MemoryEvent
 from .inspection import Inspection
 from .portability import Portability
 from .reports import ForgetReport, UserState
@@ -115,7 +116,7 @@ class _Janitor(supervisor.SupervisedActor):
         raise TypeError(f"janitor got an unknown message: {type(message).__name__}")
 
 
-class MemoryOS(UserActivation, Inspection, Portability):
+class MemoryOS(UserActivation, Inspection, Portability, MemoryEditing):
     """A running memory system over one data directory (synchronous API).
 
     Use :meth:`open` as a context manager. Every method is thread-safe; many threads may

@@ -16,7 +16,7 @@ import structlog
 
 from supervisor import SupervisedActor
 
-from ..errors import MemoryOSError
+from ..errors import InvalidInput, MemoryOSError
 from ..messages import (
     AgentProfile,
     FactHit,
@@ -28,17 +28,20 @@ from ..messages import (
     UserProfile,
 )
 from ..store.cold import emb_to_f16
+from ..store.edits import EDITABLE_KINDS, parse_memory_id
 from ..tiers.lpm import LPMCore
 from .base import UserEnv, actor_names, persona_owner
 from .protocol import (
     ApplyPersona,
     CompletionDone,
+    EditMemory,
     GetState,
     LPMPicture,
     TierState,
     Inspect,
     LPMSearch,
     Ping,
+    ReadHistory,
     emb_from_bytes,
     split_tag,
 )
@@ -48,7 +51,7 @@ __all__ = ["LPMActor"]
 log = structlog.get_logger("memoryos.lpm")
 
 #: WAL record kinds that LPM writes and replays.
-_LPM_RECORDS = ("user_profile", "agent_profile", "persona")
+_LPM_RECORDS = ("user_profile", "agent_profile", "persona", "edit")
 
 
 class LPMActor(SupervisedActor):
@@ -74,7 +77,7 @@ class LPMActor(SupervisedActor):
             self.lsn = int(lpm_state.get("lsn", 0))
         for lsn, rec in recovered.records:
             if lsn > self.lsn and rec.get("t") in _LPM_RECORDS:
-                self._apply_record(rec)
+                self._apply_record(rec, lsn)
                 self.lsn = lsn
 
     # -- messages ------------------------------------------------------------------------
@@ -115,8 +118,15 @@ class LPMActor(SupervisedActor):
                     "profile": message.profile.to_dict(),
                 }
             )
+        if isinstance(message, EditMemory):
+            return self._edit(message)
+        if isinstance(message, ReadHistory):
+            ref = parse_memory_id(message.memory_id)
+            changes = self.core.trait_history(ref.key) if ref.kind == "trait" else ()
+            return tuple(self.env.store.edits.history(ref.memory_id)), changes
         if isinstance(message, GetState):
-            return TierState("lpm", {**self.core.to_state(), "lsn": self.lsn})
+            return TierState("lpm", {**self.core.to_state(), "lsn": self.lsn,
+                                     "edits": self.env.store.edits.to_state()})
         if isinstance(message, Inspect):
             core = self.core
             return LPMPicture(
@@ -176,13 +186,62 @@ class LPMActor(SupervisedActor):
 
     def _log_and_apply(self, record: dict[str, Any]) -> int:
         lsn = self.env.store.wal.append(record)
-        self._apply_record(record)
+        self._apply_record(record, lsn)
         self.lsn = lsn
         return lsn
 
-    def _apply_record(self, rec: dict[str, Any]) -> None:
+    def _edit(self, msg: EditMemory) -> dict[str, Any]:
+        """Log one per-memory edit, apply it here, and answer its record."""
+        ref = parse_memory_id(msg.memory_id)
+        if msg.op not in ("delete", "correct"):
+            raise InvalidInput(f"op must be 'delete' or 'correct', got {msg.op!r}")
+        record: dict[str, Any] = {"t": "edit", "op": msg.op, "id": ref.memory_id,
+                                  "old": msg.old, "pages": [int(s) for s in msg.pages],
+                                  "chains": [[str(c), int(s), int(u)] for c, s, u in msg.chains],
+                                  "segments": list(msg.segments),
+                                  "ts": self.env.clock.now()}
+        if msg.op == "correct":
+            if ref.kind not in EDITABLE_KINDS or msg.value is None:
+                raise InvalidInput(f"{ref.kind} memories can be deleted, not corrected")
+            record["new"] = msg.value
+            if ref.kind == "trait":
+                TraitLevel.known(ref.key, msg.value, msg.evidence)  # validates the level
+                record["evidence"] = msg.evidence
+            else:
+                emb = self.env.gateway.embed([msg.value], self.env.user_id)[0]
+                record["emb"] = emb_to_f16(emb)
+        lsn = self._log_and_apply(record)
+        return {**record, "lsn": lsn}
+
+    def _apply_edit(self, rec: dict[str, Any], lsn: int) -> None:
+        """Apply an edit record (live or replayed): idempotent."""
+        ref = parse_memory_id(str(rec["id"]))
+        core = self.core
+        if ref.kind in ("fact", "agent_trait"):
+            if rec.get("op") == "delete":
+                core.remove_entry(ref.kind, ref.key, ref.assistant)
+            else:
+                raw = rec.get("emb")
+                emb = (np.frombuffer(raw, dtype="<f2").astype(np.float32) if raw
+                       else self.env.gateway.embed([str(rec["new"])], self.env.user_id)[0])
+                core.replace_entry(ref.kind, ref.key, str(rec["new"]), emb, ref.assistant)
+        elif ref.kind == "trait":
+            level = None if rec.get("op") == "delete" else str(rec["new"])
+            core.set_trait(ref.key, level, str(rec.get("evidence", "")),
+                           now=float(rec.get("ts", 0.0)), source="edit")
+        store = self.env.store
+        if store.edits.add({**rec, "lsn": lsn}) and store.cold.is_open:
+            # A closed index applies the edit when it is next opened.
+            try:
+                store.cold.sync_edits()
+            except MemoryOSError as exc:
+                log.warning("lpm.cold_edit_failed", user=self.env.user_id, error=str(exc))
+
+    def _apply_record(self, rec: dict[str, Any], lsn: int = 0) -> None:
         kind = rec.get("t")
-        if kind == "user_profile":
+        if kind == "edit":
+            self._apply_edit(rec, lsn)
+        elif kind == "user_profile":
             self.core.set_user_profile(UserProfile.from_dict(rec["profile"]))
         elif kind == "agent_profile":
             self.core.set_agent_profile(str(rec["assistant"]), AgentProfile.from_dict(rec["profile"]))

@@ -40,6 +40,7 @@ from ..tiers.mtm import LEXICAL_CANDIDATES, MTMCore
 from . import persist
 from .base import UserEnv
 from .protocol import (
+    ApplyEdit,
     CompletionDone,
     CompletionJob,
     FlushSummaries,
@@ -179,6 +180,8 @@ class MTMActor(SupervisedActor):
         env.insert_backlog.reset()
         last = persist.last_turn_seq(recovered.records, snap_seq)
         self._catch_up(last - env.config.stm_capacity, recovered.records)
+        self._drop_deleted(env.store.edits.deleted_pages, env.store.edits.deleted,
+                           env.store.edits.scrub_segments)
         if work:
             self._restore_work(work, recovered.records)
 
@@ -199,6 +202,10 @@ class MTMActor(SupervisedActor):
             self.env.insert_backlog.release()
             self._insert(message.page, message.now)
             return None
+        if isinstance(message, ApplyEdit):
+            rec = message.record
+            return self._drop_deleted(rec.get("pages") or (), (str(rec.get("id", "")),),
+                                      rec.get("segments") or ())
         if isinstance(message, MTMSearch):
             hits = self._search(message)
             if self.core.rules.promote_on_retrieval and hits.segments:
@@ -288,8 +295,9 @@ class MTMActor(SupervisedActor):
         cap = self.env.config.stm_capacity
         pages = persist.wal_pages(self.env.store, self.core.max_seq, upto_seq, cap,
                                   records=records)
+        deleted = self.env.store.edits.deleted_pages
         for page, when in pages:
-            if page.seq not in self.archived:
+            if page.seq not in self.archived and page.seq not in deleted:
                 self._place(page, when)
 
     def _insert(self, page: Page, now: float) -> None:
@@ -297,7 +305,49 @@ class MTMActor(SupervisedActor):
             return  # already placed (replayed from the WAL): inserts are idempotent
         if page.seq > self.core.max_seq + 1:
             self._catch_up(page.seq - 1)
+        if self.env.store.edits.page_deleted(page.seq):
+            return  # deleted while on its way from STM
         self._place(page, now)
+
+    def _drop_deleted(self, seqs: Any, memory_ids: Any, segments: Any = ()) -> int:
+        """Remove deleted pages (and deleted segments) from this tier; returns the pages
+        removed. Nothing is archived: deleted memories go nowhere. Text that may quote a
+        deleted page goes too: the chain summaries the store's edits name, and the summary
+        of each of ``segments`` (asked for again from the pages left)."""
+        edits = self.env.store.edits
+        if edits.scrub_chains:
+            self.core.clear_chain_summaries(edits.scrubbed)
+        for seg_id in segments:
+            if self.core.set_summary(str(seg_id), "", ()) and self.core.segment_pages(
+                    str(seg_id)):
+                every = self.env.config.summary_every_pages
+                self.unsummarised[str(seg_id)] = max(self.unsummarised.get(str(seg_id), 0),
+                                                     every)
+                if str(seg_id) not in self.summary_timers:
+                    self.summary_timers[str(seg_id)] = send_after(
+                        self.actor_ref, self.env.config.summary_debounce_seconds,
+                        RefreshSummary(str(seg_id)))
+        dropped = 0
+        for mid in memory_ids:
+            if str(mid).startswith("segment:"):
+                seg_id = str(mid)[len("segment:"):]
+                pages = self.core.segment_pages(seg_id)
+                if self.core.discard_segment(seg_id):
+                    dropped += len(pages)
+                self._forget_segment(seg_id)
+        for seq in seqs:
+            sid = self.core.segment_of(int(seq))
+            if self.core.discard_page(int(seq)):
+                dropped += 1
+                if sid is not None and not self.core.segment_pages(sid):
+                    self._forget_segment(sid)
+        return dropped
+
+    def _forget_segment(self, seg_id: str) -> None:
+        timer = self.summary_timers.pop(seg_id, None)
+        if timer is not None:
+            timer.cancel()
+        self.unsummarised.pop(seg_id, None)
 
     def _place(self, page: Page, now: float) -> None:
         embedding = self.env.gateway.embed_one(page_text(page), user_id=self.env.user_id)

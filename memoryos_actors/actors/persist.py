@@ -152,5 +152,7 @@ def import_state(store: UserStore, state: dict[str, Any]) -> None:
     """
     lpm = dict(state["lpm"])
     lpm["lsn"] = 0
+    # Edits keep their history; their LSNs were the exporting store's.
+    lpm["edits"] = [{**e, "lsn": 0} for e in lpm.get("edits") or ()]
     store.checkpoint({**state, "lpm": lpm}, wal_lsn=store.wal.last_lsn,
                      schema_version=SCHEMA_VERSION)

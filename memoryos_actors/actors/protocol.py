@@ -25,9 +25,11 @@ from ..messages import (
 )
 
 __all__ = [
+    "ApplyEdit",
     "ApplyPersona",
     "CompletionDone",
     "CompletionJob",
+    "EditMemory",
     "FlushSummaries",
     "GetState",
     "HeatTick",
@@ -39,6 +41,7 @@ __all__ = [
     "MTMSearch",
     "Pending",
     "Ping",
+    "ReadHistory",
     "RefreshSummary",
     "STMPages",
     "STMPicture",
@@ -181,6 +184,44 @@ class Snapshot:
 
 
 @dataclass(frozen=True, slots=True)
+class EditMemory:
+    """Facade -> LPM: delete (``op="delete"``) or correct (``op="correct"``, to ``value``)
+    one memory of the user. LPM writes the edit to the WAL, applies what concerns it (facts,
+    traits, agent traits) and answers the edit record (``memoryos_actors.store.edits``).
+
+    ``old`` is the memory's value before (for its history), ``pages`` the turn seqs of the
+    pages the edit removes (a page, or a segment's pages), ``evidence`` a corrected trait's.
+    """
+
+    op: str
+    memory_id: str
+    old: str
+    value: str | None = None
+    pages: tuple[int, ...] = ()
+    evidence: str = ""
+    #: ``(chain id, deleted seq, last seq stored)``: chain summaries in between go.
+    chains: tuple[tuple[str, int, int], ...] = ()
+    #: Segments whose summary may quote a deleted page.
+    segments: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ApplyEdit:
+    """Facade -> STM and MTM: an edit LPM has logged (its record); drop the pages and the
+    segment it deletes."""
+
+    record: Any
+
+
+@dataclass(frozen=True, slots=True)
+class ReadHistory:
+    """Facade -> LPM: the edits of ``memory_id``, and for a user trait the changes persona
+    updates made (answered as ``(edits, trait_changes)``)."""
+
+    memory_id: str
+
+
+@dataclass(frozen=True, slots=True)
 class Inspect:
     """Anyone -> tier: a picture of the tier for tools (not for persistence). STM answers
     an :class:`STMPicture`, MTM an :class:`MTMPicture`, LPM an :class:`LPMPicture`."""
@@ -188,10 +229,12 @@ class Inspect:
 
 @dataclass(frozen=True, slots=True)
 class STMPicture:
-    """STM's answer to :class:`Inspect`: turns stored so far and the pages held, oldest first."""
+    """STM's answer to :class:`Inspect`: turns stored so far, the pages held, oldest first,
+    and the pages that left the queue and wait (for their chain meta) to go to MTM."""
 
     turns: int
     pages: tuple[Page, ...]
+    outbox: tuple[Page, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -32,6 +32,7 @@ from ..tiers.stm import STMCore
 from . import persist
 from .base import UserEnv
 from .protocol import (
+    ApplyEdit,
     CompletionDone,
     CompletionJob,
     GetState,
@@ -156,6 +157,9 @@ class STMActor(SupervisedActor):
             if rec_ is not None and not page.chain_id:
                 self.core.set_meta(page.page_id, str(rec_["m"]), str(rec_["ch"]),
                                    [str(k) for k in rec_["k"]])  # type: ignore[union-attr]
+        for seq in self.env.store.edits.deleted_pages:  # deleted after the snapshot
+            self.core.remove(seq)
+        self._scrub_chains()
         for page in self.core.pages():
             if page.chain_id:
                 self.meta_prev = page
@@ -170,6 +174,8 @@ class STMActor(SupervisedActor):
             return self._add_turn(message)
         if isinstance(message, STMPages):
             return tuple(self.core.pages())
+        if isinstance(message, ApplyEdit):
+            return self._drop_pages(message.record.get("pages") or ())
         if isinstance(message, CompletionDone):
             if not self.env.stale(message.epoch):
                 self._meta_done(message)
@@ -188,7 +194,8 @@ class STMActor(SupervisedActor):
         if isinstance(message, GetState):
             return TierState("stm", {"stm": self.core.to_state(), "seq": self.seq})
         if isinstance(message, Inspect):
-            return STMPicture(self.seq, tuple(self.core.pages()))
+            return STMPicture(self.seq, tuple(self.core.pages()),
+                              tuple(p for p, _when in self.outbox))
         if isinstance(message, Snapshot):
             return self._snapshot()
         if isinstance(message, Pending):
@@ -402,6 +409,38 @@ class STMActor(SupervisedActor):
         if self.meta_prev is not None and self.meta_prev.page_id == page.page_id:
             self.meta_prev = page
         metrics.inc("late_meta_applied")
+
+    def _drop_pages(self, seqs: Any) -> int:
+        """Delete the pages of turns ``seqs`` held here or in the outbox; returns how many."""
+        wanted = {int(s) for s in seqs}
+        dropped = sum(1 for seq in wanted if self.core.remove(seq) is not None)
+        kept = deque((p, when) for p, when in self.outbox if p.seq not in wanted)
+        dropped += len(self.outbox) - len(kept)
+        self.outbox = kept
+        if self.meta_prev is not None and self.meta_prev.seq in wanted:
+            self.meta_prev = None
+        self._scrub_chains()
+        self._pump()
+        return dropped
+
+    def _scrub_chains(self) -> None:
+        """Clear the chain summaries that may quote a deleted page (see the store's
+        ``EditLog``); the pages keep their chain."""
+        edits = self.env.store.edits
+        if not edits.scrub_chains:
+            return
+        for page in self.core.pages():
+            if page.meta_chain and edits.scrubbed(page.chain_id, page.seq):
+                self.core.set_meta(page.page_id, "", page.chain_id, page.keywords)
+        self.outbox = deque(
+            (dataclasses.replace(p, meta_chain="")
+             if p.meta_chain and edits.scrubbed(p.chain_id, p.seq) else p, when)
+            for p, when in self.outbox)
+        if self.meta_prev is not None:
+            self.meta_prev = self.core.get(self.meta_prev.page_id) or self.meta_prev
+            if self.meta_prev.meta_chain and edits.scrubbed(self.meta_prev.chain_id,
+                                                            self.meta_prev.seq):
+                self.meta_prev = dataclasses.replace(self.meta_prev, meta_chain="")
 
     def _drain_outbox(self) -> None:
         while self.outbox and self.outbox[0][0].chain_id:

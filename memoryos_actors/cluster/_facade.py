@@ -26,7 +26,7 @@ import os
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -53,6 +53,7 @@ from ._placement import shard_dir, shard_of
 from ._shard import error_from_reply
 
 if TYPE_CHECKING:
+    from memoryos_actors.memories import Memory, MemoryEvent
     from memoryos_actors.system import ForgetReport, UserState
 
 __all__ = ["ClusterMemoryOS", "ClusterSettings"]
@@ -314,6 +315,29 @@ class ClusterMemoryOS:
         """See :meth:`MemoryOS.user_epoch <memoryos_actors.MemoryOS.user_epoch>`: epochs are
         unique within the user's shard process (a restarted shard starts them again)."""
         return self._call_user(user_id, "user_epoch", retry=True)
+
+    def memories(self, user_id: str, kinds: Iterable[str] | None = None) -> list[Memory]:
+        """See :meth:`MemoryOS.memories <memoryos_actors.MemoryOS.memories>`."""
+        return self._call_user(user_id, "memories", None if kinds is None else list(kinds),
+                               retry=True)
+
+    def get_memory(self, user_id: str, memory_id: str) -> Memory:
+        """See :meth:`MemoryOS.get_memory <memoryos_actors.MemoryOS.get_memory>`."""
+        return self._call_user(user_id, "get_memory", memory_id, retry=True)
+
+    def memory_history(self, user_id: str, memory_id: str) -> list[MemoryEvent]:
+        """See :meth:`MemoryOS.memory_history <memoryos_actors.MemoryOS.memory_history>`."""
+        return self._call_user(user_id, "memory_history", memory_id, retry=True)
+
+    def delete_memory(self, user_id: str, memory_id: str) -> MemoryEvent:
+        """See :meth:`MemoryOS.delete_memory <memoryos_actors.MemoryOS.delete_memory>`."""
+        return self._call_user(user_id, "delete_memory", memory_id, retry=False)
+
+    def correct_memory(self, user_id: str, memory_id: str, value: str,
+                       evidence: str = "") -> MemoryEvent:
+        """See :meth:`MemoryOS.correct_memory <memoryos_actors.MemoryOS.correct_memory>`."""
+        return self._call_user(user_id, "correct_memory", memory_id, value, evidence,
+                               retry=False)
 
     def kill_actor(self, user_id: str, tier: str, reason: str = "kill_actor",
                    timeout: float = 10.0) -> bool:

@@ -33,6 +33,7 @@ _PLAIN = frozenset({
     "add_turn", "retrieve", "set_user_profile", "set_agent_profile", "stats", "users",
     "user_state", "archive", "stored_page_ids", "flush", "forget_user", "passivate",
     "active_users", "tree", "user_phase", "user_epoch", "kill_actor",
+    "memories", "get_memory", "delete_memory", "correct_memory", "memory_history",
 })
 
 

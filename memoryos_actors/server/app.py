@@ -39,8 +39,10 @@ from ..errors import (
     MemoryOSError,
     Overloaded,
     SystemClosed,
+    UnknownMemory,
     UnknownUser,
 )
+from ..memories import Memory, MemoryEvent
 from ..messages import AgentProfile, ContextItem, MemoryContext, UserProfile
 from ..store.userstore import user_exists
 from ..system import AsyncMemoryOS, MemoryOS
@@ -49,7 +51,7 @@ from .keys import KeyRecord, KeyStore
 from .listing import read_memories
 from .metrics import ServerMetrics
 from .ratelimit import RateLimiter
-from .tenancy import external_id, internal_id
+from .tenancy import external_id, external_memory_id, internal_id, internal_memory_id
 
 __all__ = ["ServerSettings", "create_app"]
 
@@ -105,6 +107,7 @@ def _error(status: int, kind: str, message: str, *, headers: dict[str, str] | No
 _STATUS: tuple[tuple[type[MemoryOSError], int], ...] = (
     (InvalidInput, 422),
     (UnknownUser, 404),
+    (UnknownMemory, 404),
     (Overloaded, 503),
     (SystemClosed, 503),
     (ActorCrashed, 503),
@@ -540,6 +543,70 @@ def create_app(settings: ServerSettings, *, keys: KeyStore | None = None,
         return m.ForgetResponse(user_id=user_id, removed_files=len(report.removed_files),
                                 was_active=report.was_active)
 
+    async def one_memory(request: Request, user_id: str, memory_id: str
+                         ) -> tuple[str, str, str]:
+        """``(tenant, library user id, library memory id)``; 404 for an unknown user."""
+        tenant, uid = await known(request, user_id)
+        return tenant, uid, internal_memory_id(tenant, memory_id)
+
+    def no_memory(user_id: str, memory_id: str) -> UnknownMemory:
+        return UnknownMemory(f"user {user_id!r} has no memory {memory_id!r}")
+
+    @v1.get("/users/{user_id}/memories/{memory_id}", summary="Get one memory",
+            response_model=m.MemoryOut, tags=["memory"])
+    async def get_memory(request: Request, user_id: str, memory_id: str) -> m.MemoryOut:
+        """One memory by id (``page:p12``, ``segment:s3``, ``fact:f7``,
+        ``agent_trait:<assistant>:a2``, ``trait:<name>``), with where it is now and where
+        it came from. 404 if the user has no such memory (or it was deleted)."""
+        tenant, uid, mid = await one_memory(request, user_id, memory_id)
+        try:
+            found = await state.memory().get_memory(uid, mid)
+        except UnknownMemory:
+            raise no_memory(user_id, memory_id) from None
+        return _memory_out(tenant, found)
+
+    @v1.delete("/users/{user_id}/memories/{memory_id}", summary="Delete one memory",
+               response_model=m.MemoryEventOut, tags=["memory"])
+    async def delete_memory(request: Request, user_id: str,
+                            memory_id: str) -> m.MemoryEventOut:
+        """Delete one memory from every tier, the cold index, exports and caches; retrieval
+        never returns it again (a segment goes with its pages). Durable once answered.
+        The answer carries the deleted text; the memory's history keeps only the event."""
+        tenant, uid, mid = await one_memory(request, user_id, memory_id)
+        try:
+            event = await state.memory().delete_memory(uid, mid)
+        except UnknownMemory:
+            raise no_memory(user_id, memory_id) from None
+        return _event_out(tenant, event)
+
+    @v1.patch("/users/{user_id}/memories/{memory_id}", summary="Correct one memory",
+              response_model=m.MemoryEventOut, tags=["memory"])
+    async def correct_memory(request: Request, user_id: str, memory_id: str,
+                             body: m.MemoryCorrection) -> m.MemoryEventOut:
+        """Correct a fact or agent trait (a new sentence) or a user trait (a new level).
+        The old value stays in the memory's history; retrieval returns the new one. 422
+        for pages and segments (delete them instead)."""
+        tenant, uid, mid = await one_memory(request, user_id, memory_id)
+        try:
+            event = await state.memory().correct_memory(uid, mid, body.value, body.evidence)
+        except UnknownMemory:
+            raise no_memory(user_id, memory_id) from None
+        return _event_out(tenant, event)
+
+    @v1.get("/users/{user_id}/memories/{memory_id}/history", summary="A memory's history",
+            response_model=m.MemoryHistoryResponse, tags=["memory"])
+    async def memory_history(request: Request, user_id: str,
+                             memory_id: str) -> m.MemoryHistoryResponse:
+        """What changed the memory and when, oldest first: created, changed (a persona
+        update changed a trait), corrected, deleted."""
+        tenant, uid, mid = await one_memory(request, user_id, memory_id)
+        try:
+            events = await state.memory().memory_history(uid, mid)
+        except UnknownMemory:
+            raise no_memory(user_id, memory_id) from None
+        return m.MemoryHistoryResponse(user_id=user_id, memory_id=memory_id,
+                                       events=[_event_out(tenant, e) for e in events])
+
     app.include_router(v1)
 
     @app.get("/healthz", summary="Liveness", response_model=m.HealthResponse, tags=["ops"])
@@ -573,6 +640,23 @@ def create_app(settings: ServerSettings, *, keys: KeyStore | None = None,
                  metrics=metrics, max_body_bytes=settings.max_body_bytes, mcp_app=mcp_app)
 
 
+def _memory_out(tenant: str, mem: Memory) -> m.MemoryOut:
+    return m.MemoryOut(
+        memory_id=external_memory_id(tenant, mem.memory_id), kind=mem.kind,  # type: ignore[arg-type]
+        tier=mem.tier, text=mem.text, timestamp=mem.timestamp,  # type: ignore[arg-type]
+        assistant_id=(external_id(tenant, mem.assistant_id) or mem.assistant_id
+                      if mem.assistant_id else None),
+        segment_id=mem.segment_id, source_segment=mem.source_segment,
+        page_ids=list(mem.page_ids), evidence=mem.evidence, edited=mem.edited,
+        chain_id=mem.chain_id)
+
+
+def _event_out(tenant: str, event: MemoryEvent) -> m.MemoryEventOut:
+    return m.MemoryEventOut(memory_id=external_memory_id(tenant, event.memory_id),
+                            action=event.action, at=event.at,  # type: ignore[arg-type]
+                            old=event.old, new=event.new, by=event.by)
+
+
 def _mcp_tenant(request: Any) -> str | None:
     """The tenant of the key that the gate accepted for this MCP HTTP request."""
     rec = getattr(request, "scope", {}).get(_KEY_SCOPE)
@@ -599,7 +683,8 @@ def _memories(tenant: str, user_id: str, st: Any, archived: list[dict[str, Any]]
 
     def page(p: Any, location: str, seg: str | None) -> m.PageOut:
         get = p.get if isinstance(p, dict) else lambda k: getattr(p, k)
-        return m.PageOut(page_id=str(get("page_id")), location=location,  # type: ignore[arg-type]
+        return m.PageOut(page_id=str(get("page_id")), memory_id=f"page:{get('page_id')}",
+                         location=location,  # type: ignore[arg-type]
                          segment_id=seg, assistant_id=aid(str(get("assistant_id"))),
                          timestamp=float(get("timestamp")), query=str(get("query")),
                          response=str(get("response")))
@@ -608,7 +693,9 @@ def _memories(tenant: str, user_id: str, st: Any, archived: list[dict[str, Any]]
         pages.append(page(p, "stm", None))
     for seg in st.segments:
         pages.extend(page(p, "mtm", seg.segment_id) for p in seg.pages)
-        segments.append(m.SegmentOut(segment_id=seg.segment_id, location="mtm", heat=seg.heat,
+        segments.append(m.SegmentOut(segment_id=seg.segment_id,
+                                     memory_id=f"segment:{seg.segment_id}",
+                                     location="mtm", heat=seg.heat,
                                      summary=seg.summary, keywords=sorted(seg.keywords),
                                      page_ids=[p.page_id for p in seg.pages]))
     for rec in archived:
@@ -616,7 +703,8 @@ def _memories(tenant: str, user_id: str, st: Any, archived: list[dict[str, Any]]
             seg = rec["segment"]
             sid = str(seg["segment_id"])
             pages.extend(page(p, "archive", sid) for p in seg["pages"])
-            segments.append(m.SegmentOut(segment_id=sid, location="archive",
+            segments.append(m.SegmentOut(segment_id=sid, memory_id=f"segment:{sid}",
+                                         location="archive",
                                          heat=float(seg.get("heat", 0.0)),
                                          summary=str(seg.get("summary", "")),
                                          keywords=sorted(seg.get("keywords", ())),
@@ -624,17 +712,20 @@ def _memories(tenant: str, user_id: str, st: Any, archived: list[dict[str, Any]]
         elif rec.get("t") == "page":
             pages.append(page(rec["page"], "archive", rec.get("segment_id")))
 
-    def fact(e: Any) -> m.FactOut:
-        return m.FactOut(entry_id=e.entry_id, text=e.text, timestamp=e.timestamp,
-                         source_segment=e.source_segment)
+    def fact(e: Any, assistant: str | None = None) -> m.FactOut:
+        mid = (f"fact:{e.entry_id}" if assistant is None
+               else f"agent_trait:{aid(assistant)}:{e.entry_id}")
+        return m.FactOut(entry_id=e.entry_id, memory_id=mid, text=e.text,
+                         timestamp=e.timestamp, source_segment=e.source_segment)
 
     return m.MemoriesResponse(
         user_id=user_id, turns=st.turns, pages=pages, segments=segments,
         kb=[fact(e) for e in st.kb],
         traits=[m.TraitOut(name=t.name, category=t.category, level=t.level,
-                           evidence=t.evidence) for t in st.traits],
+                           evidence=t.evidence, memory_id=f"trait:{t.name}")
+                for t in st.traits],
         agents={aid(a): m.AgentMemory(profile=_profile_dict(v["profile"]),
-                                      traits=[fact(t) for t in v.get("traits", ())])
+                                      traits=[fact(t, a) for t in v.get("traits", ())])
                 for a, v in st.agents.items()},
     )
 

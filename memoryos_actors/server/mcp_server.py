@@ -20,11 +20,11 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import ToolAnnotations
 
-from ..errors import MemoryOSError, UnknownUser
+from ..errors import MemoryOSError, UnknownMemory, UnknownUser
 from ..store.userstore import user_exists
 from ..system import AsyncMemoryOS
 from .listing import read_memories
-from .tenancy import external_id, internal_id
+from .tenancy import external_id, internal_id, internal_memory_id
 
 __all__ = ["build_mcp"]
 
@@ -136,25 +136,57 @@ def build_mcp(
         query and response) and the facts learned about the user."""
         _t, uid = await existing(ctx, user_id)
         st, archived = await read_memories(memory(), uid)
-        pages = [{"page_id": p.page_id, "location": "stm", "query": p.query,
-                  "response": p.response} for p in st.stm]
+        pages = [{"page_id": p.page_id, "memory_id": f"page:{p.page_id}", "location": "stm",
+                  "query": p.query, "response": p.response} for p in st.stm]
         for seg in st.segments:
-            pages.extend({"page_id": p.page_id, "location": "mtm", "query": p.query,
-                          "response": p.response} for p in seg.pages)
+            pages.extend({"page_id": p.page_id, "memory_id": f"page:{p.page_id}",
+                          "location": "mtm", "query": p.query, "response": p.response}
+                         for p in seg.pages)
         for rec in archived:
             found = rec["segment"]["pages"] if rec.get("t") == "segment" else (
                 [rec["page"]] if rec.get("t") == "page" else [])
-            pages.extend({"page_id": str(p["page_id"]), "location": "archive",
-                          "query": str(p["query"]), "response": str(p["response"])}
-                         for p in found)
+            pages.extend({"page_id": str(p["page_id"]), "memory_id": f"page:{p['page_id']}",
+                          "location": "archive", "query": str(p["query"]),
+                          "response": str(p["response"])} for p in found)
         return {"user_id": user_id, "turns": st.turns, "pages": pages,
-                "facts": [{"entry_id": e.entry_id, "text": e.text} for e in st.kb]}
+                "facts": [{"entry_id": e.entry_id, "memory_id": f"fact:{e.entry_id}",
+                           "text": e.text} for e in st.kb],
+                "traits": [{"memory_id": f"trait:{t.name}", "level": t.level,
+                            "evidence": t.evidence} for t in st.traits]}
+
+    @server.tool(annotations=ToolAnnotations(destructive_hint=True, idempotent_hint=False))
+    @_tool_errors
+    async def delete_memory(user_id: str, memory_id: str, ctx: Context) -> dict[str, Any]:
+        """Delete one memory of the user (memory_id from list_memories: page:p12,
+        segment:s3, fact:f7, trait:<name>, agent_trait:<assistant>:<id>) from every tier;
+        it is never retrieved again."""
+        t, uid = await existing(ctx, user_id)
+        try:
+            event = await memory().delete_memory(uid, internal_memory_id(t, memory_id))
+        except UnknownMemory:
+            raise UnknownMemory(f"user {user_id!r} has no memory {memory_id!r}") from None
+        return {"user_id": user_id, "memory_id": memory_id, "deleted": True, "at": event.at}
+
+    @server.tool(annotations=ToolAnnotations(destructive_hint=False, idempotent_hint=True))
+    @_tool_errors
+    async def correct_memory(user_id: str, memory_id: str, value: str, ctx: Context,
+                             evidence: str = "") -> dict[str, Any]:
+        """Correct a fact or agent trait (value: the new sentence) or a user trait (value:
+        low, medium or high). The old value stays in the memory's history."""
+        t, uid = await existing(ctx, user_id)
+        try:
+            event = await memory().correct_memory(uid, internal_memory_id(t, memory_id),
+                                                  value, evidence)
+        except UnknownMemory:
+            raise UnknownMemory(f"user {user_id!r} has no memory {memory_id!r}") from None
+        return {"user_id": user_id, "memory_id": memory_id, "old": event.old,
+                "new": event.new, "at": event.at}
 
     @server.tool(annotations=ToolAnnotations(destructive_hint=True, idempotent_hint=True))
     @_tool_errors
     async def forget_user(user_id: str, ctx: Context) -> dict[str, Any]:
         """Delete everything stored about the user (all tiers, archive, files). Other users
-        are untouched. Single memories cannot be deleted yet."""
+        are untouched. To delete one memory, use delete_memory."""
         _t, uid = await existing(ctx, user_id)
         report = await memory().forget_user(uid)
         return {"user_id": user_id, "removed_files": len(report.removed_files)}

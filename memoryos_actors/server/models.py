@@ -9,7 +9,8 @@ from pydantic import BaseModel, ConfigDict, Field
 __all__ = [
     "AddTurnRequest", "AddTurnResponse", "AgentMemory", "AgentProfileBody", "ChatRequest",
     "ChatResponse", "ContextItemOut", "ErrorBody", "ErrorDetail", "FactOut", "ForgetResponse",
-    "HealthResponse", "MemoriesResponse", "PageOut", "RetrieveRequest", "RetrieveResponse",
+    "HealthResponse", "MemoriesResponse", "MemoryCorrection", "MemoryEventOut",
+    "MemoryHistoryResponse", "MemoryOut", "PageOut", "RetrieveRequest", "RetrieveResponse",
     "SegmentOut", "TraitOut", "UserProfileBody", "UsersResponse",
 ]
 
@@ -71,6 +72,7 @@ class TraitOut(BaseModel):
     category: str
     level: str | None
     evidence: str
+    memory_id: str | None = Field(None, description="``trait:<name>`` (memory listings).")
 
 
 class RetrieveResponse(BaseModel):
@@ -126,6 +128,7 @@ class PageOut(BaseModel):
     """A stored turn and where it is now."""
 
     page_id: str
+    memory_id: str = Field(description="``page:<page id>``: for the per-memory routes.")
     location: Literal["stm", "mtm", "archive"]
     segment_id: str | None
     assistant_id: str
@@ -138,6 +141,7 @@ class SegmentOut(BaseModel):
     """A topic segment (in MTM or evicted to the archive)."""
 
     segment_id: str
+    memory_id: str = Field(description="``segment:<segment id>``.")
     location: Literal["mtm", "archive"]
     heat: float
     summary: str
@@ -149,6 +153,8 @@ class FactOut(BaseModel):
     """A fact in the user's knowledge base, or a trait of an assistant."""
 
     entry_id: str
+    memory_id: str = Field(description="``fact:<entry id>`` or "
+                           "``agent_trait:<assistant>:<entry id>``.")
     text: str
     timestamp: float
     source_segment: str | None = None
@@ -205,3 +211,47 @@ class ErrorBody(BaseModel):
     """Body of every error response."""
 
     error: ErrorDetail
+
+
+class MemoryOut(BaseModel):
+    """One memory of a user (see the library's ``Memory``)."""
+
+    memory_id: str
+    kind: Literal["page", "segment", "fact", "agent_trait", "trait"]
+    tier: Literal["stm", "mtm", "archive", "lpm"]
+    text: str = Field(description="A page's query and response on two lines, a segment's "
+                      "summary, a fact's or agent trait's sentence, a trait's level.")
+    timestamp: float
+    assistant_id: str | None = None
+    segment_id: str | None = None
+    source_segment: str | None = None
+    page_ids: list[str] = Field(default_factory=list)
+    evidence: str = ""
+    edited: bool = False
+    chain_id: str | None = None
+
+
+class MemoryCorrection(_In):
+    """A corrected value: a fact's or agent trait's sentence, or a trait's level."""
+
+    value: str = Field(description="The new sentence; for a trait: low, medium or high.")
+    evidence: str = Field("", description="A trait's evidence (optional).")
+
+
+class MemoryEventOut(BaseModel):
+    """One change of a memory (see the library's ``MemoryEvent``)."""
+
+    memory_id: str
+    action: Literal["created", "changed", "corrected", "deleted"]
+    at: float
+    old: str | None
+    new: str | None
+    by: str
+
+
+class MemoryHistoryResponse(BaseModel):
+    """What changed a memory and when, oldest first."""
+
+    user_id: str
+    memory_id: str
+    events: list[MemoryEventOut]

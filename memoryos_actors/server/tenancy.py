@@ -12,7 +12,10 @@ import re
 
 from ..errors import InvalidInput
 
-__all__ = ["MAX_ID_CHARS", "check_external_id", "external_id", "internal_id", "tenant_prefix"]
+__all__ = [
+    "MAX_ID_CHARS", "check_external_id", "external_id", "external_memory_id", "internal_id",
+    "internal_memory_id", "tenant_prefix",
+]
 
 #: Longest user or assistant id a tenant may use, characters.
 MAX_ID_CHARS = 256
@@ -54,3 +57,27 @@ def external_id(tenant: str, internal: str) -> str | None:
     """The tenant's id for library id ``internal``, or None if it is not the tenant's."""
     prefix = tenant_prefix(tenant)
     return internal[len(prefix):] if internal.startswith(prefix) else None
+
+
+def internal_memory_id(tenant: str, memory_id: str) -> str:
+    """The library's id of the tenant's memory ``memory_id``: an agent trait names its
+    assistant, which is scoped to the tenant like user ids."""
+    from ..store.edits import MemoryRef, parse_memory_id
+
+    ref = parse_memory_id(memory_id)
+    if ref.kind != "agent_trait":
+        return ref.memory_id
+    return MemoryRef(ref.kind, ref.key, internal_id(tenant, ref.assistant,
+                                                     "assistant_id")).memory_id
+
+
+def external_memory_id(tenant: str, memory_id: str) -> str:
+    """The tenant's id of library memory id ``memory_id`` (inverse of
+    :func:`internal_memory_id`)."""
+    from ..store.edits import MemoryRef, parse_memory_id
+
+    ref = parse_memory_id(memory_id)
+    if ref.kind != "agent_trait":
+        return memory_id
+    aid = external_id(tenant, ref.assistant) or ref.assistant
+    return MemoryRef(ref.kind, ref.key, aid).memory_id

@@ -34,7 +34,7 @@ import os
 import sqlite3
 import threading
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -44,6 +44,7 @@ import numpy.typing as npt
 
 from memoryos_actors.errors import StorageError
 from memoryos_actors.store._framing import log
+from memoryos_actors.store.edits import EditLog
 
 __all__ = [
     "CACHE_KIB",
@@ -227,10 +228,15 @@ class ColdIndex:
     and checked on open (a file of another user is rebuilt).
     """
 
-    def __init__(self, path: str | os.PathLike[str], archive: Any, user_id: str) -> None:
+    def __init__(self, path: str | os.PathLike[str], archive: Any, user_id: str,
+                 edits: Callable[[], EditLog] | None = None) -> None:
         self.path = Path(path)
         self.archive = archive
         self.user_id = user_id
+        #: The user's per-memory edits: applied to archive records as they are indexed,
+        #: and to indexed items as edits arrive (``edits_applied`` of them so far).
+        self._edits = edits
+        self._edits_applied = 0
         self._db: sqlite3.Connection | None = None
         self._lock = threading.RLock()
         self._indexed = 0
@@ -268,6 +274,7 @@ class ColdIndex:
             self._load_meta(db, True)
         self._db = db
         self._catch_up()
+        self._sync_edits()
         return db
 
     def _load_meta(self, db: sqlite3.Connection, fresh: bool) -> None:
@@ -280,7 +287,9 @@ class ColdIndex:
             db.executemany(
                 "INSERT OR REPLACE INTO meta VALUES (?, ?)",
                 [("format", _FORMAT), ("user_id", self.user_id), ("archive_seq", 0),
-                 ("n_docs", 0), ("total_len", 0)],
+                 ("n_docs", 0), ("total_len", 0),
+                 # Records are indexed with every edit known now already applied.
+                 ("edits", len(self._edits()) if self._edits is not None else 0)],
             )
             db.execute("COMMIT")
         meta = dict(db.execute("SELECT key, value FROM meta").fetchall())
@@ -292,6 +301,7 @@ class ColdIndex:
             self._indexed = int(meta["archive_seq"])
             self._n_docs = int(meta["n_docs"])
             self._total_len = int(meta["total_len"])
+            self._edits_applied = int(meta.get("edits", 0))
         except (KeyError, TypeError, ValueError) as exc:
             raise _Damaged(f"meta incomplete: {exc!r}") from None
         last = self._archive_last()
@@ -373,9 +383,13 @@ class ColdIndex:
             fresh = gap + fresh
         n_docs, total_len = self._n_docs, self._total_len
         df: Counter[str] = Counter()
+        edits = self._edits() if self._edits is not None else None
         db.execute("BEGIN")
         try:
-            for seq, rec in fresh:
+            for seq, raw in fresh:
+                rec = edits.apply(raw) if edits else raw
+                if rec is None:
+                    continue  # everything in it was deleted
                 for item in record_items(seq, rec):
                     emb = None if item.embedding is None else item.embedding.astype("<f2").tobytes()
                     cur = db.execute(
@@ -407,6 +421,78 @@ class ColdIndex:
                 db.execute("ROLLBACK")
             raise
         self._indexed, self._n_docs, self._total_len = last, n_docs, total_len
+
+    # -- per-memory edits ----------------------------------------------------------------
+
+    def sync_edits(self) -> int:
+        """Apply the user's edits the index has not seen yet (deleted items go, corrected
+        ones change text and embedding); returns how many. An index of a passive user
+        applies them when it is next opened."""
+        if self._edits is None or (self._db is None and self._archive_last() == 0):
+            return 0
+        return int(self._guard(self._sync_edits))
+
+    def _sync_edits(self) -> int:
+        if self._edits is None:
+            return 0
+        records = self._edits().records
+        if len(records) <= self._edits_applied:
+            return 0
+        import msgpack
+
+        db = self._db
+        assert db is not None
+        todo = records[self._edits_applied:]
+        n_docs, total_len = self._n_docs, self._total_len
+        df: Counter[str] = Counter()
+        db.execute("BEGIN")
+        try:
+            for rec in todo:
+                ids = edit_item_ids(rec)
+                if not ids:
+                    continue
+                rows = db.execute(
+                    f"SELECT id, terms, record FROM items WHERE item_id IN "
+                    f"({','.join('?' for _ in ids)})", ids).fetchall()
+                for rowid, terms_, blob in rows:
+                    old_terms = terms_.split() if terms_ else []
+                    db.execute("INSERT INTO fts (fts, rowid, terms) VALUES ('delete', ?, ?)",
+                               (rowid, terms_))
+                    df.subtract(set(old_terms))
+                    total_len -= len(old_terms)
+                    if rec.get("op") == "delete":
+                        db.execute("DELETE FROM items WHERE id = ?", (rowid,))
+                        n_docs -= 1
+                        continue
+                    from memoryos_actors.tiers._lex import terms
+
+                    text = str(rec["new"])
+                    new_terms = tuple(terms(text))
+                    record = msgpack.unpackb(blob, raw=False)
+                    record["text"] = text
+                    emb = rec.get("emb")
+                    db.execute(
+                        "UPDATE items SET text = ?, terms = ?, emb = ?, record = ? WHERE id = ?",
+                        (text, " ".join(new_terms), emb if emb else None,
+                         msgpack.packb(record, use_bin_type=True), rowid))
+                    db.execute("INSERT INTO fts (rowid, terms) VALUES (?, ?)",
+                               (rowid, " ".join(new_terms)))
+                    df.update(set(new_terms))
+                    total_len += len(new_terms)
+            db.executemany(
+                "INSERT INTO df VALUES (?, ?) ON CONFLICT(term) DO UPDATE SET n = n + excluded.n",
+                [(t, n) for t, n in df.items() if n])
+            db.execute("DELETE FROM df WHERE n <= 0")
+            db.executemany("INSERT OR REPLACE INTO meta VALUES (?, ?)",
+                           [("edits", len(records)), ("n_docs", n_docs),
+                            ("total_len", total_len)])
+            db.execute("COMMIT")
+        except BaseException:
+            with contextlib.suppress(sqlite3.Error):
+                db.execute("ROLLBACK")
+            raise
+        self._edits_applied, self._n_docs, self._total_len = len(records), n_docs, total_len
+        return len(todo)
 
     # -- reading -------------------------------------------------------------------------
 
@@ -500,6 +586,19 @@ def _row_item(r: tuple[Any, ...]) -> ColdItem:
         embedding=None if emb is None else np.frombuffer(emb, dtype="<f2").astype(np.float32),
         raw_record=bytes(rec),
     )
+
+
+def edit_item_ids(edit: Mapping[str, Any]) -> list[str]:
+    """Ids of the cold items an edit record touches."""
+    mid = str(edit.get("id", ""))
+    kind, _, rest = mid.partition(":")
+    if kind in ("page", "segment"):
+        return [f"p{int(s)}" for s in edit.get("pages") or ()]
+    if kind == "fact":
+        return [f"fact::{rest}"]
+    if kind == "agent_trait":
+        return [mid]
+    return []
 
 
 def bm25_idf(n_docs: int, df: int) -> float:

@@ -39,6 +39,7 @@ from memoryos_actors.store._files import atomic_write, fsync_dir
 from memoryos_actors.store._framing import NewerFormatError, log
 from memoryos_actors.store.archive import Archive
 from memoryos_actors.store.cold import COLD_FILE, ColdIndex
+from memoryos_actors.store.edits import EditLog
 from memoryos_actors.store.paths import user_dir_name, user_id_from_dir_name, validate_user_id
 from memoryos_actors.store.snapshot import SCHEMA_VERSION, read_latest_snapshot, write_snapshot
 from memoryos_actors.store.wal import WAL
@@ -259,8 +260,12 @@ class UserStore:
         except BaseException:
             self.wal.close()
             raise
+        #: The user's per-memory edits (deletions, corrections), as of :meth:`load`; the
+        #: LPM actor adds new ones. Readers of the archive apply them.
+        self.edits = EditLog()
         #: The cold index over the archive; opened on first use, closed with the store.
-        self.cold = ColdIndex(self.dir / COLD_FILE, self.archive, user_id)
+        self.cold = ColdIndex(self.dir / COLD_FILE, self.archive, user_id,
+                              edits=lambda: self.edits)
         self._snapshot_lsn: int | None = None
         self._closed = False
 
@@ -389,6 +394,10 @@ class UserStore:
             self.wal.truncate_before(snapshot_lsn + 1)
         records = tuple(self.wal.read(after_lsn=snapshot_lsn))
         self._snapshot_lsn = snapshot_lsn
+        edits = EditLog.from_recovered(None if snap is None else snap.state, records)
+        for rec in self.edits.records:  # added since the last load (a tier restarted)
+            edits.add(rec)
+        self.edits = edits
         return Recovered(
             state=None if snap is None else snap.state,
             snapshot_lsn=snapshot_lsn,
@@ -424,6 +433,11 @@ class UserStore:
             self.wal.truncate_before(min(previous, lsn) + 1)
         self._snapshot_lsn = lsn
         return path
+
+    def archive_records(self) -> list[tuple[int, dict[str, Any]]]:
+        """The archive's ``(seq, record)`` pairs, oldest first, as the user's edits leave
+        them (deleted memories left out, corrected ones corrected)."""
+        return list(self.edits.apply_all(self.archive.iter()))
 
     # -- lifecycle ---------------------------------------------------------------------------
 

@@ -37,6 +37,9 @@ __all__ = ["LPMCore"]
 
 _STATE_VERSION = 1
 
+#: Changes of one user trait kept for its history.
+_TRAIT_HISTORY = 16
+
 
 def _dedup_key(text: str) -> str:
     # "Exact duplicate" up to case and spacing: the LLM often restates a fact verbatim
@@ -56,6 +59,30 @@ class _Fifo:
 
     def keys(self) -> set[str]:
         return {_dedup_key(e.text) for e in self.entries}
+
+    def index(self, entry_id: str) -> int | None:
+        for i, e in enumerate(self.entries):
+            if e.entry_id == entry_id:
+                return i
+        return None
+
+    def remove(self, entry_id: str) -> KBEntry | None:
+        i = self.index(entry_id)
+        if i is None:
+            return None
+        entry = self.entries[i]
+        del self.entries[i]
+        del self.embs[i]
+        return entry
+
+    def replace(self, entry_id: str, text: str, emb: npt.NDArray[np.float32]) -> KBEntry | None:
+        i = self.index(entry_id)
+        if i is None:
+            return None
+        old = self.entries[i]
+        self.entries[i] = dataclasses.replace(old, text=text)
+        self.embs[i] = emb
+        return old
 
     def push(
         self, entry: KBEntry, emb: npt.NDArray[np.float32]
@@ -134,6 +161,9 @@ class LPMCore:
         self._next_fact = 1
         self._evicted_embs: dict[str, npt.NDArray[np.float32]] = {}
         self._next_agent_trait = 1
+        #: Each user trait's changes by persona updates, oldest first (the last
+        #: ``_TRAIT_HISTORY`` per trait): ``[ts, level, evidence, source segment]``.
+        self._trait_history: dict[str, list[list[Any]]] = {}
 
     # ------------------------------------------------------------------ profile
 
@@ -297,6 +327,7 @@ class LPMCore:
             )
             if new != current:
                 self._traits[tl.name] = new
+                self._note_trait(tl.name, t, new, update.source_segment or "")
                 if tl.name not in changed:
                     changed.append(tl.name)
 
@@ -342,6 +373,66 @@ class LPMCore:
             unknown_traits=tuple(unknown),
             duplicates=duplicates,
         )
+
+    # ------------------------------------------------------------------ single memories
+
+    def _note_trait(self, name: str, ts: float, trait: TraitLevel, source: str) -> None:
+        hist = self._trait_history.setdefault(name, [])
+        hist.append([float(ts), trait.level, trait.evidence, source])
+        del hist[:-_TRAIT_HISTORY]
+
+    def trait_history(self, name: str) -> tuple[tuple[float, str | None, str, str], ...]:
+        """How persona updates and edits changed trait ``name``: ``(time, level,
+        evidence, source)`` oldest first (the last few)."""
+        return tuple((float(h[0]), h[1], str(h[2]), str(h[3]))
+                     for h in self._trait_history.get(name, ()))
+
+    def _fifo(self, kind: str, assistant_id: str) -> _Fifo | None:
+        if kind == "fact":
+            return self._kb
+        if kind == "agent_trait":
+            persona = self._personas.get(assistant_id)
+            return persona.traits if persona is not None else None
+        raise InvalidInput(f"kind must be 'fact' or 'agent_trait', got {kind!r}")
+
+    def entry(self, kind: str, entry_id: str, assistant_id: str = "") -> KBEntry | None:
+        """The fact (``kind="fact"``) or agent trait with ``entry_id``, if held."""
+        fifo = self._fifo(kind, assistant_id)
+        i = fifo.index(entry_id) if fifo is not None else None
+        return fifo.entries[i] if fifo is not None and i is not None else None
+
+    def remove_entry(self, kind: str, entry_id: str, assistant_id: str = "") -> KBEntry | None:
+        """Delete a fact or agent trait; returns it (None if not held)."""
+        fifo = self._fifo(kind, assistant_id)
+        return fifo.remove(entry_id) if fifo is not None else None
+
+    def replace_entry(self, kind: str, entry_id: str, text: str, embedding: npt.ArrayLike,
+                      assistant_id: str = "") -> KBEntry | None:
+        """Correct a fact's or agent trait's text (same id, time and source); returns the
+        entry as it was (None if not held)."""
+        if not isinstance(text, str) or not text.strip():
+            raise InvalidInput("a corrected text must be a non-empty str")
+        fifo = self._fifo(kind, assistant_id)
+        if fifo is None:
+            return None
+        emb = self._embeddings(np.asarray(embedding, dtype=np.float32).reshape(1, -1), 1,
+                               "embedding", self._dim)[0]
+        return fifo.replace(entry_id, text.strip(), emb)
+
+    def set_trait(self, name: str, level: str | None, evidence: str = "", *,
+                  now: float | None = None, source: str = "edit") -> TraitLevel:
+        """Set (or with ``level`` None, clear) user trait ``name``; returns it as it was."""
+        current = self._traits.get(name)
+        if current is None:
+            raise InvalidInput(f"unknown trait {name!r}")
+        new = TraitLevel.known(name, level, evidence if level is not None else "")
+        self._traits[name] = new
+        if level is None:
+            self._trait_history.pop(name, None)  # a cleared trait keeps no old values
+            return current
+        t = float(self._clock.now()) if now is None else float(now)
+        self._note_trait(name, t, new, source)
+        return current
 
     # ------------------------------------------------------------------ retrieval
 
@@ -404,6 +495,7 @@ class LPMCore:
             },
             "next_fact": self._next_fact,
             "next_agent_trait": self._next_agent_trait,
+            "trait_history": {k: [list(h) for h in v] for k, v in self._trait_history.items()},
         }
 
     @classmethod
@@ -445,6 +537,9 @@ class LPMCore:
                 persona.traits.load(p["traits"], core._dim)
             core._next_fact = int(state["next_fact"])
             core._next_agent_trait = int(state["next_agent_trait"])
+            core._trait_history = {
+                str(k): [[float(h[0]), h[1], str(h[2]), str(h[3])] for h in v]
+                for k, v in (state.get("trait_history") or {}).items()}
         except (KeyError, TypeError, ValueError) as exc:
             if isinstance(exc, InvalidInput):
                 raise

@@ -44,6 +44,7 @@ after the search.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
@@ -505,6 +506,22 @@ class MTMCore:
         """
         out, self._evicted_embs = self._evicted_embs, {}
         return out
+
+    def clear_chain_summaries(self, scrubbed: Callable[[str, int], bool]) -> int:
+        """Clear the chain summary (``meta_chain``) of every page for which
+        ``scrubbed(chain_id, seq)`` is true; returns how many. The pages' embeddings stay
+        (they are vectors, not text)."""
+        n = 0
+        for seg in self._segments.values():
+            for i, page in enumerate(seg.pages):
+                if page.meta_chain and scrubbed(page.chain_id, page.seq):
+                    seg.pages[i] = dataclasses.replace(page, meta_chain="")
+                    n += 1
+        return n
+
+    def segment_of(self, seq: int) -> str | None:
+        """The id of the segment holding the page of turn ``seq`` (None if not here)."""
+        return self._page_segment.get(seq)
 
     def discard_page(self, seq: int) -> bool:
         """Remove one page without effects (it is archived already); see

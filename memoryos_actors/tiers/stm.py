@@ -96,6 +96,17 @@ class STMCore:
         """The most recent page, or None when empty."""
         return self._pages[-1] if self._pages else None
 
+    def remove(self, seq: int) -> Page | None:
+        """Delete the page of turn ``seq`` if it is here; returns it (None if not).
+
+        ``max_seq`` stays: a later push of that seq (a WAL replay) is still ignored.
+        """
+        for i, page in enumerate(self._pages):
+            if page.seq == seq:
+                del self._pages[i]
+                return page
+        return None
+
     def get(self, page_id: str) -> Page | None:
         """The page with ``page_id`` if it is still in STM."""
         for page in self._pages:

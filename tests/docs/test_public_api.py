@@ -19,10 +19,10 @@ README = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding=
 EXPORTED = sorted([
     "ActorCrashed", "AgentProfile", "AsyncMemoryOS", "Clock", "ConfigError", "ContextItem",
     "CorruptDataError", "DataDirLocked", "EmbedderMismatch", "ForgetReport", "GatewayError",
-    "InvalidInput", "ManualClock", "MemoryConfig", "MemoryContext", "MemoryOS",
-    "MemoryOSError", "Overloaded", "Page", "ProviderUnavailable", "StorageError",
-    "SystemClock", "SystemClosed", "TraitLevel", "UnknownUser", "UserPhase", "UserProfile",
-    "UserState",
+    "InvalidInput", "ManualClock", "Memory", "MemoryConfig", "MemoryContext", "MemoryEvent",
+    "MemoryOS", "MemoryOSError", "Overloaded", "Page", "ProviderUnavailable", "StorageError",
+    "SystemClock", "SystemClosed", "TraitLevel", "UnknownMemory", "UnknownUser", "UserPhase",
+    "UserProfile", "UserState",
 ])
 
 

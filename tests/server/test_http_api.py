@@ -133,6 +133,46 @@ def test_delete_user_forgets_it_and_later_calls_get_404(deployment: Deployment) 
         assert "gone" not in c.get("/v1/users").json()["users"]
 
 
+def test_one_memory_can_be_read_deleted_corrected_and_its_history_read(
+        deployment: Deployment) -> None:
+    with deployment.server.client(deployment.acme) as c:
+        assert _turn(c, "solo", "My locker code is walnut").status_code == 201
+        assert _turn(c, "solo", "I like tea").status_code == 201
+        listing = c.get("/v1/users/solo/memories").json()
+        assert [p["memory_id"] for p in listing["pages"]] == ["page:p1", "page:p2"]
+        one = c.get("/v1/users/solo/memories/page:p1")
+        assert one.status_code == 200
+        assert one.json()["kind"] == "page" and "walnut" in one.json()["text"]
+        gone = c.delete("/v1/users/solo/memories/page:p1")
+        assert gone.status_code == 200 and gone.json()["action"] == "deleted"
+        assert c.get("/v1/users/solo/memories/page:p1").status_code == 404
+        assert c.delete("/v1/users/solo/memories/page:p1").status_code == 404
+        found = c.post("/v1/users/solo/retrieve", json={"query": "what is my locker code"})
+        assert "walnut" not in found.text
+        assert "walnut" not in c.get("/v1/users/solo/export").text
+        fixed = c.patch("/v1/users/solo/memories/trait:sense_of_humor",
+                        json={"value": "medium", "evidence": "dry jokes"})
+        assert fixed.status_code == 200 and fixed.json()["new"] == "medium"
+        history = c.get("/v1/users/solo/memories/trait:sense_of_humor/history").json()
+        assert [(e["action"], e["new"]) for e in history["events"]] == [
+            ("corrected", "medium")]
+        assert [e["action"] for e in c.get(
+            "/v1/users/solo/memories/page:p1/history").json()["events"]] == ["deleted"]
+        # Pages cannot be corrected; bad ids and levels are refused.
+        assert c.patch("/v1/users/solo/memories/page:p2",
+                       json={"value": "x"}).status_code == 422
+        assert c.patch("/v1/users/solo/memories/trait:sense_of_humor",
+                       json={"value": "enormous"}).status_code == 422
+        assert c.get("/v1/users/solo/memories/nonsense").status_code == 422
+        assert c.patch("/v1/users/solo/memories/fact:f1",
+                       json={"value": "x", "extra": 1}).status_code == 422
+    with deployment.server.client(deployment.globex) as g:  # another tenant: 404
+        assert g.get("/v1/users/solo/memories/page:p2").status_code == 404
+        assert g.delete("/v1/users/solo/memories/page:p2").status_code == 404
+    with deployment.server.client(deployment.acme) as c:
+        assert c.get("/v1/users/solo/memories/page:p2").status_code == 200
+
+
 def test_health_readiness_and_openapi_need_no_key(deployment: Deployment) -> None:
     with deployment.server.client() as c:
         assert c.get("/healthz").json() == {"status": "ok"}
@@ -144,6 +184,10 @@ def test_health_readiness_and_openapi_need_no_key(deployment: Deployment) -> Non
                          ("/v1/users/{user_id}/retrieve", "post"),
                          ("/v1/users/{user_id}/chat", "post"),
                          ("/v1/users/{user_id}/memories", "get"),
+                         ("/v1/users/{user_id}/memories/{memory_id}", "get"),
+                         ("/v1/users/{user_id}/memories/{memory_id}", "delete"),
+                         ("/v1/users/{user_id}/memories/{memory_id}", "patch"),
+                         ("/v1/users/{user_id}/memories/{memory_id}/history", "get"),
                          ("/v1/users/{user_id}/profile", "put"),
                          ("/v1/users/{user_id}/agents/{assistant_id}/profile", "put"),
                          ("/v1/users/{user_id}/export", "get"),

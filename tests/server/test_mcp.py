@@ -16,7 +16,8 @@ pytest.importorskip("mcp")
 
 from mcp import Client, StdioServerParameters  # noqa: E402
 
-TOOLS = {"add_turn", "retrieve", "chat", "list_users", "list_memories", "forget_user"}
+TOOLS = {"add_turn", "retrieve", "chat", "list_users", "list_memories", "delete_memory",
+         "correct_memory", "forget_user"}
 
 
 def _data(result: Any) -> Any:
@@ -50,6 +51,25 @@ async def _session(client: Client) -> None:
     assert reply["reply"]
     mems = _data(await client.call_tool("list_memories", {"user_id": "ann"}))
     assert [p["page_id"] for p in mems["pages"]] == ["p1", "p2"] and mems["turns"] == 2
+    assert mems["pages"][0]["memory_id"] == "page:p1"
+    deleted = _data(await client.call_tool("delete_memory", {"user_id": "ann",
+                                                             "memory_id": "page:p1"}))
+    assert deleted["deleted"] is True
+    ctx = _data(await client.call_tool("retrieve", {"user_id": "ann",
+                                                    "query": "what is my cat called?"}))
+    # (The chat reply, page p2, may quote p1: it is a memory of its own.)
+    assert "p1" not in ctx["page_ids"] and "Cute name" not in ctx["context"].split(
+        "Current conversation thread")[0].replace(reply["reply"], "")
+    mems = _data(await client.call_tool("list_memories", {"user_id": "ann"}))
+    assert [p["page_id"] for p in mems["pages"]] == ["p2"]
+    again = await client.call_tool("delete_memory", {"user_id": "ann", "memory_id": "page:p1"})
+    assert "UnknownMemory" in _error_text(again)
+    fixed = _data(await client.call_tool("correct_memory", {
+        "user_id": "ann", "memory_id": "trait:sense_of_humor", "value": "high"}))
+    assert fixed["new"] == "high"
+    mems = _data(await client.call_tool("list_memories", {"user_id": "ann"}))
+    assert {"memory_id": "trait:sense_of_humor", "level": "high", "evidence": ""} in \
+        mems["traits"]
     assert _data(await client.call_tool("list_users", {})) == ["ann"]
     missing = await client.call_tool("retrieve", {"user_id": "nobody", "query": "x"})
     assert "UnknownUser" in _error_text(missing)
@@ -108,6 +128,7 @@ def test_mcp_over_http_never_shows_another_tenants_users(deployment: Deployment)
             users = _data(await client.call_tool("list_users", {}))
             assert "mcp-private" not in users
             for tool, args in (("retrieve", {"query": "secret"}), ("list_memories", {}),
+                               ("delete_memory", {"memory_id": "page:p1"}),
                                ("forget_user", {})):
                 r = await client.call_tool(tool, {"user_id": "mcp-private", **args})
                 assert "UnknownUser" in _error_text(r)

@@ -43,11 +43,19 @@ def test_no_key_ever_reads_another_tenants_data(
                 c.post(f"{path}/chat", json={"query": "what is my code word?"}),
                 c.post(f"{path}/retrieve", json={"query": "what is my code word?"}),
                 c.get(f"{path}/memories"), c.get(f"{path}/export"), c.get("/v1/users"),
+                c.get(f"{path}/memories/page:p1"), c.get(f"{path}/memories/page:p1/history"),
             ]
             for r in seen:
                 assert r.status_code == 200, r.text
                 assert other.encode() not in r.content
             assert marks[tenant] in seen[2].text and user in seen[4].json()["users"]
+        # One tenant deleting a memory of its user leaves the other's user whole.
+        assert clients["acme"].delete(f"{path}/memories/page:p1").status_code == 200
+        assert clients["acme"].get(f"{path}/memories/page:p1").status_code == 404
+        r = clients["initech"].get(f"{path}/memories/page:p1")
+        assert r.status_code == 200 and marks["initech"] in r.text
+        assert clients["acme"].post(f"{path}/turns", json={
+            "query": f"my code word is {marks['acme']}", "response": "ok"}).status_code == 201
         # One tenant forgetting its user leaves the other's user whole.
         assert clients["initech"].delete(path).status_code == 200
         assert clients["initech"].get(f"{path}/memories").status_code == 404
