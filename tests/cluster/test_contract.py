@@ -22,9 +22,12 @@ from memoryos_actors import (
     InvalidInput,
     ManualClock,
     MemoryConfig,
+    Memory,
     MemoryContext,
+    MemoryEvent,
     MemoryOS,
     SystemClosed,
+    UnknownMemory,
     UnknownUser,
     UserProfile,
 )
@@ -159,6 +162,33 @@ def test_export_import_and_forget_work_across_shards(open_mem, tmp_path: Path) -
     assert sorted(mem.stored_page_ids(ben)) == sorted(f"p{i}" for i in range(1, 30))
     with pytest.raises(InvalidInput):
         mem.import_user(out, user_id=ben)  # already has data
+
+
+def test_single_memories_are_listed_deleted_corrected_and_exported_the_same(
+        open_mem, tmp_path: Path) -> None:
+    mem = open_mem()
+    ann, ben = _users_on_two_shards()
+    for user in (ann, ben):
+        mem.add_turn(user, f"{user} says: my locker code is 4711", "noted")
+        mem.add_turn(user, f"{user} likes green tea", "ok")
+    pages = mem.memories(ann, kinds=["page"])
+    assert all(isinstance(m, Memory) for m in pages)
+    assert [m.memory_id for m in pages] == ["page:p1", "page:p2"]
+    event = mem.delete_memory(ann, "page:p1")
+    assert isinstance(event, MemoryEvent) and event.action == "deleted"
+    with pytest.raises(UnknownMemory):
+        mem.get_memory(ann, "page:p1")
+    assert "4711" not in mem.retrieve(ann, "what is my locker code?").render()
+    assert "4711" in mem.retrieve(ben, "what is my locker code?").render()
+    mem.correct_memory(ann, "trait:sense_of_humor", "high")
+    assert [e.action for e in mem.memory_history(ann, "trait:sense_of_humor")] == [
+        "corrected"]
+    out = mem.export_user(ann, tmp_path / "ann-edited.json")
+    assert "4711" not in out.read_text()
+    assert mem.import_user(out, user_id=ann + "-copy") == ann + "-copy"
+    copy = {m.memory_id: m for m in mem.memories(ann + "-copy")}
+    assert "page:p1" not in copy and copy["trait:sense_of_humor"].text == "high"
+    assert [e.action for e in mem.memory_history(ann + "-copy", "page:p1")] == ["deleted"]
 
 
 def test_passivated_users_come_back_with_their_turns(open_mem) -> None:

@@ -199,3 +199,60 @@ def test_state_round_trips_through_msgpack() -> None:
     assert _facts(back, ["d"]).facts_added[0].entry_id == "f3"
     with pytest.raises(EmbedderMismatch):
         LPMCore.from_state(state, MemoryConfig(), dim=DIM + 1)
+
+
+# ----------------------------------------------------------------- single memories
+
+
+def test_a_fact_can_be_corrected_in_place_and_removed() -> None:
+    core = _core()
+    _facts(core, ["User likes tea.", "User has a dog."])
+    emb = random_unit(np.random.default_rng(9), DIM)
+    old = core.replace_entry("fact", "f1", "User likes coffee.", emb)
+    assert old is not None and old.text == "User likes tea."
+    new = core.entry("fact", "f1")
+    assert new is not None and new.text == "User likes coffee."
+    assert (new.timestamp, new.source_segment) == (old.timestamp, old.source_segment)
+    # Retrieval ranks by the new embedding.
+    assert core.search(emb, 1, 0).kb[0].entry.entry_id == "f1"
+    assert core.remove_entry("fact", "f1") is not None
+    assert [e.entry_id for e in core.kb()] == ["f2"]
+    assert core.remove_entry("fact", "f1") is None
+    assert core.replace_entry("fact", "f404", "x", emb) is None
+    # The state round-trips the change.
+    again = LPMCore.from_state(core.to_state(), MemoryConfig())
+    assert [e.text for e in again.kb()] == ["User has a dog."]
+
+
+def test_agent_traits_are_edited_per_assistant() -> None:
+    core = _core()
+    _facts(core, ["Speaks briefly."], assistant="coach", agent=True)
+    assert core.entry("agent_trait", "a1", "coach") is not None
+    assert core.entry("agent_trait", "a1", "other") is None
+    assert core.remove_entry("agent_trait", "a1", "other") is None
+    assert core.remove_entry("agent_trait", "a1", "coach") is not None
+    assert core.agent_traits("coach") == ()
+    with pytest.raises(InvalidInput):
+        core.entry("page", "p1")
+
+
+def test_a_trait_keeps_the_history_of_its_changes_until_it_is_cleared() -> None:
+    core = _core()
+    core.apply(PersonaUpdate("u", "default", source_segment="s2",
+                             traits=(TraitLevel.known("travel", "low", "once"),)), now=10.0)
+    core.apply(PersonaUpdate("u", "default", source_segment="s5",
+                             traits=(TraitLevel.known("travel", "high", "often"),)), now=20.0)
+    assert core.trait_history("travel") == ((10.0, "low", "once", "s2"),
+                                            (20.0, "high", "often", "s5"))
+    before = core.set_trait("travel", "medium", "said so", now=30.0)
+    assert before.level == "high"
+    assert core.trait_history("travel")[-1] == (30.0, "medium", "said so", "edit")
+    again = LPMCore.from_state(core.to_state(), MemoryConfig())
+    assert again.trait_history("travel") == core.trait_history("travel")
+    core.set_trait("travel", None)
+    assert core.trait_history("travel") == ()
+    assert "travel" not in {t.name for t in core.known_traits()}
+    with pytest.raises(InvalidInput):
+        core.set_trait("travel", "enormous")
+    with pytest.raises(InvalidInput):
+        core.set_trait("mind_reading", "low")
