@@ -236,8 +236,8 @@ class MemoryEditing:
 
         rec = self._call(uid, run)
         self._purge_cached(uid)
-        return MemoryEvent(ref.memory_id, "corrected", float(rec["ts"]), str(rec["old"]),
-                           str(rec["new"]), "edit")
+        return MemoryEvent(ref.memory_id, "corrected", float(rec["ts"]),
+                           str(rec["old"]) or None, str(rec["new"]), "edit")
 
     # -- helpers ---------------------------------------------------------------------------
 
