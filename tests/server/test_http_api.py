@@ -401,6 +401,11 @@ def test_restart_loses_no_acknowledged_turn(tmp_path: Path, sig: int) -> None:
                 assert r.status_code == 201
                 acked.setdefault(user, []).append(r.json()["page_id"])
             c.put("/v1/users/u0/profile", json={"name": "Una"})
+            # Per-memory edits are acknowledged once in the WAL too.
+            assert c.delete(f"/v1/users/u1/memories/page:{acked['u1'][0]}").status_code == 200
+            assert c.patch("/v1/users/u2/memories/trait:sports",
+                           json={"value": "high"}).status_code == 200
+            deleted = acked["u1"].pop(0)
     finally:
         server.stop(sig)
     server = start_server(tmp_path, tmp_path / "data", keys)
@@ -411,6 +416,8 @@ def test_restart_loses_no_acknowledged_turn(tmp_path: Path, sig: int) -> None:
                 pages = c.get(f"/v1/users/{user}/memories").json()["pages"]
                 assert sorted(p["page_id"] for p in pages) == sorted(ids)
             assert c.get("/v1/users/u0/profile").json()["name"] == "Una"
+            assert c.get(f"/v1/users/u1/memories/page:{deleted}").status_code == 404
+            assert c.get("/v1/users/u2/memories/trait:sports").json()["text"] == "high"
     finally:
         # uvicorn re-raises SIGTERM after its graceful shutdown: killed by it, no traceback
         assert server.stop() in (0, -signal.SIGTERM)
