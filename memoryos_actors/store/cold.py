@@ -63,7 +63,25 @@ COLD_FILE = "cold.db"
 CACHE_KIB = 2048
 """SQLite page cache per open cold index, KiB (bounds the index's memory)."""
 
-_FORMAT = 1
+_FORMAT = 2
+
+#: A token each item's FTS5 row carries for its kind, so a query for facts matches facts
+#: only (and does not rank the far more numerous pages first and filter after LIMIT).
+#: Not a stemmed word of any language; never counted in ``df`` or the corpus length.
+_KIND_TOKENS = {"page": "kindq0page", "fact": "kindq0fact", "agent_trait": "kindq0agent"}
+
+#: Query terms in more than this share of the items (and more than ``_COMMON_MIN``) are
+#: left out of the FTS5 MATCH when a rarer query term is there: their posting lists are
+#: long (ranking them costs most of a query at 100,000 items) and their BM25 weight is
+#: low. They still count in the BM25 of every candidate (scored from its terms).
+_COMMON_SHARE = 0.05
+_COMMON_MIN = 50
+
+
+def _fts_text(kind: str, terms_: str) -> str:
+    """The text an item's FTS5 row indexes: its terms and its kind token."""
+    token = _KIND_TOKENS.get(kind, "")
+    return f"{terms_} {token}" if token else terms_
 
 
 @dataclass(frozen=True, slots=True)
@@ -403,7 +421,7 @@ class ColdIndex:
                     if cur.rowcount != 1:
                         continue  # already indexed (an item archived twice)
                     db.execute("INSERT INTO fts (rowid, terms) VALUES (?, ?)",
-                               (cur.lastrowid, " ".join(item.terms)))
+                               (cur.lastrowid, _fts_text(item.kind, " ".join(item.terms))))
                     n_docs += 1
                     total_len += len(item.terms)
                     df.update(set(item.terms))
@@ -452,12 +470,12 @@ class ColdIndex:
                 if not ids:
                     continue
                 rows = db.execute(
-                    f"SELECT id, terms, record FROM items WHERE item_id IN "
+                    f"SELECT id, kind, terms, record FROM items WHERE item_id IN "
                     f"({','.join('?' for _ in ids)})", ids).fetchall()
-                for rowid, terms_, blob in rows:
+                for rowid, kind, terms_, blob in rows:
                     old_terms = terms_.split() if terms_ else []
                     db.execute("INSERT INTO fts (fts, rowid, terms) VALUES ('delete', ?, ?)",
-                               (rowid, terms_))
+                               (rowid, _fts_text(kind, terms_)))
                     df.subtract(set(old_terms))
                     total_len -= len(old_terms)
                     if rec.get("op") == "delete":
@@ -476,7 +494,7 @@ class ColdIndex:
                         (text, " ".join(new_terms), emb if emb else None,
                          msgpack.packb(record, use_bin_type=True), rowid))
                     db.execute("INSERT INTO fts (rowid, terms) VALUES (?, ?)",
-                               (rowid, " ".join(new_terms)))
+                               (rowid, _fts_text(kind, " ".join(new_terms))))
                     df.update(set(new_terms))
                     total_len += len(new_terms)
             db.executemany(
@@ -520,22 +538,25 @@ class ColdIndex:
         self._catch_up()
         db = self._db
         assert db is not None
-        match = " OR ".join('"' + t.replace('"', '""') + '"' for t in qt)
-        marks = ",".join("?" for _ in kinds)
-        rows = db.execute(
-            f"SELECT {_COLUMNS} FROM items JOIN "
-            "(SELECT rowid, rank FROM fts WHERE fts MATCH ? ORDER BY rank LIMIT ?) AS hit "
-            f"ON items.id = hit.rowid WHERE items.kind IN ({marks}) ORDER BY hit.rank",
-            (match, limit * (1 if kinds == ("page",) else 2), *kinds),
-        ).fetchall()
         df_rows = db.execute(
             f"SELECT term, n FROM df WHERE term IN ({','.join('?' for _ in qt)})", qt
         ).fetchall()
-        return ColdCandidates(
-            items=tuple(_row_item(r) for r in rows[:limit]),
-            n_docs=self._n_docs, total_len=self._total_len,
-            df=tuple((str(t), int(n)) for t, n in df_rows),
-        )
+        dfs = {str(t): int(n) for t, n in df_rows if int(n) > 0}
+        stats = dict(n_docs=self._n_docs, total_len=self._total_len,
+                     df=tuple(dfs.items()))
+        match_terms = match_terms_for(qt, dfs, self._n_docs)
+        tokens = [_KIND_TOKENS[k] for k in kinds if k in _KIND_TOKENS]
+        if not match_terms or not tokens:
+            return ColdCandidates(**stats)  # no indexed item has any query term
+        quoted = " OR ".join('"' + t.replace('"', '""') + '"' for t in match_terms)
+        match = f"({quoted}) AND ({' OR '.join(tokens)})"
+        rows = db.execute(
+            f"SELECT {_COLUMNS} FROM items JOIN "
+            "(SELECT rowid, rank FROM fts WHERE fts MATCH ? ORDER BY rank LIMIT ?) AS hit "
+            "ON items.id = hit.rowid ORDER BY hit.rank",
+            (match, limit),
+        ).fetchall()
+        return ColdCandidates(items=tuple(_row_item(r) for r in rows), **stats)
 
     def pages_by_seq(self, seqs: Iterable[int]) -> dict[int, ColdItem]:
         """The archived pages among turn ``seqs``, by seq (used for neighbouring turns)."""
@@ -586,6 +607,15 @@ def _row_item(r: tuple[Any, ...]) -> ColdItem:
         embedding=None if emb is None else np.frombuffer(emb, dtype="<f2").astype(np.float32),
         raw_record=bytes(rec),
     )
+
+
+def match_terms_for(qt: list[str], dfs: Mapping[str, int], n_docs: int) -> list[str]:
+    """The query terms an FTS5 MATCH uses: those some item has, without the common ones
+    (see ``_COMMON_SHARE``) unless every term present is common."""
+    present = [t for t in qt if dfs.get(t, 0) > 0]
+    cap = max(_COMMON_MIN, int(_COMMON_SHARE * n_docs))
+    rare = [t for t in present if dfs[t] <= cap]
+    return rare or present
 
 
 def edit_item_ids(edit: Mapping[str, Any]) -> list[str]:

@@ -114,6 +114,10 @@ class LexIndex:
         self._doc_terms[key] = tuple(counts)
         self._total_len += n
 
+    def doc_terms(self, key: int) -> tuple[str, ...]:
+        """The distinct terms of document ``key`` (empty if it is not indexed)."""
+        return self._doc_terms.get(key, ())
+
     def remove(self, key: int) -> None:
         """Forget document ``key`` (no error if absent)."""
         n = self._doc_len.pop(key, None)

@@ -735,8 +735,7 @@ class MTMCore:
         for seq, (base, lex, c, j, f) in parts.items():
             near = max(parts[n][0] if n in parts else 0.0 for n in (seq - 1, seq + 1))
             score = base + HYBRID_NEIGHBOR_WEIGHT * near
-            if window is not None and window[0] <= self._cand_page(seq, archived).timestamp \
-                    < window[1]:
+            if window is not None and window[0] <= self._cand_time(seq, archived) < window[1]:
                 score += TIME_WINDOW_WEIGHT
                 notes[seq] = f" + {TIME_WINDOW_WEIGHT:g} in the time window the query names"
             scored.append((score, seq, lex, c, j, f, near))
@@ -809,12 +808,24 @@ class MTMCore:
                     + HYBRID_KEYWORD_WEIGHT * j + HYBRID_SEGMENT_WEIGHT * f)
             parts[seq] = (base, lex, c, j, f)
 
-    def _cand_page(self, seq: int, archived: Mapping[int, ColdItem]) -> Page:
+    def _cand_time(self, seq: int, archived: Mapping[int, ColdItem]) -> float:
         item = archived.get(seq)
         if item is not None:
-            return Page.from_dict(item.record)
+            return item.timestamp
         seg = self._segments[self._page_segment[seq]]
-        return seg.pages[_index_of(seg.pages, seq)]
+        return seg.pages[_index_of(seg.pages, seq)].timestamp
+
+    def _cand_facts(self, seq: int, archived: Mapping[int, ColdItem]
+                    ) -> tuple[str, float, str, Iterable[str]]:
+        """``(page id, time, text, index terms)`` of a candidate page, hot or archived
+        (archived ones from the index row: no record is decoded)."""
+        item = archived.get(seq)
+        if item is not None:
+            return item.item_id, item.timestamp, item.text, item.terms
+        seg = self._segments[self._page_segment[seq]]
+        page = seg.pages[_index_of(seg.pages, seq)]
+        text = f"{page.query} {page.response}"
+        return page.page_id, page.timestamp, text, self._lex.doc_terms(seq) or terms(text)
 
     def _supersede(
         self,
@@ -829,22 +840,17 @@ class MTMCore:
         Only the best ``2·top_k`` candidates are compared (pairs: O(top_k²)).
         """
         head = scored[: 2 * top_k]
-        info = []
-        for entry in head:
-            page = self._cand_page(entry[1], archived)
-            info.append((page, terms(f"{page.query} {page.response}")))
+        info = [self._cand_facts(entry[1], archived) for entry in head]
         changed = False
-        for i, (old_page, old_terms) in enumerate(info):
-            for k, (new_page, new_terms) in enumerate(info):
+        for i, (old_id, old_time, _old_text, old_terms) in enumerate(info):
+            for k, (_new_id, new_time, new_text, new_terms) in enumerate(info):
                 if k == i or head[k][0] > head[i][0]:
                     continue
-                if supersedes(new_terms, new_page.timestamp,
-                              f"{new_page.query} {new_page.response}",
-                              old_terms, old_page.timestamp, qt):
+                if supersedes(new_terms, new_time, new_text, old_terms, old_time, qt):
                     lifted = head[i][0] + SUPERSEDE_MARGIN
                     head[k] = (lifted, *head[k][1:])
                     notes[head[k][1]] = (notes.get(head[k][1], "")
-                                         + f"; supersedes {old_page.page_id} (newer, states a "
+                                         + f"; supersedes {old_id} (newer, states a "
                                          f"change), ranked above it")
                     changed = True
         if not changed:

@@ -225,3 +225,32 @@ def test_a_cold_index_with_incomplete_meta_is_rebuilt(tmp_path: Path) -> None:
     with _open(tmp_path) as store:
         assert store.cold.item_ids() == {"p1", "p2", "p3"}
         assert store.cold.rebuilds == 1
+
+
+def test_a_facts_query_finds_a_fact_among_many_pages_with_the_same_words(
+        tmp_path: Path) -> None:
+    with _open(tmp_path) as store:
+        for i in range(1, 61):
+            store.archive_append({"t": "page", "page": _page(i, f"zanzibar quokka day {i}"),
+                                  "segment_id": "s1"})
+        store.archive_append({"t": "fact", "assistant": "", "emb": emb_to_f16(_unit(1)),
+                              "entry": {"entry_id": "f1", "text": "User's quokka is zanzibar.",
+                                        "timestamp": 1.0, "source_segment": "s1"}})
+        # Pages rank as well as the fact; the kind is part of the match, not a filter
+        # applied after the limit.
+        found = store.cold.search(terms("zanzibar quokka"), 1, kinds=("fact",))
+        assert [i.item_id for i in found.items] == ["fact::f1"]
+        pages = store.cold.search(terms("zanzibar quokka"), 5)
+        assert len(pages.items) == 5 and {i.kind for i in pages.items} == {"page"}
+
+
+def test_common_query_terms_are_left_out_of_the_match_when_a_rare_one_is_there() -> None:
+    from memoryos_actors.store.cold import match_terms_for
+
+    dfs = {"common": 900, "rare": 3, "mid": 40}
+    assert match_terms_for(["common", "rare", "mid", "absent"], dfs, 1000) == ["rare", "mid"]
+    assert match_terms_for(["common"], dfs, 1000) == ["common"]  # nothing rarer: keep it
+    assert match_terms_for(["absent"], dfs, 1000) == []
+    # In a small index nothing counts as common.
+    assert match_terms_for(["common", "rare"], {"common": 40, "rare": 1}, 100) == [
+        "common", "rare"]
