@@ -543,14 +543,16 @@ def create_app(settings: ServerSettings, *, keys: KeyStore | None = None,
         return m.ForgetResponse(user_id=user_id, removed_files=len(report.removed_files),
                                 was_active=report.was_active)
 
-    async def one_memory(request: Request, user_id: str, memory_id: str
-                         ) -> tuple[str, str, str]:
-        """``(tenant, library user id, library memory id)``; 404 for an unknown user."""
+    async def on_memory(request: Request, user_id: str, memory_id: str,
+                        call: Callable[[AsyncMemoryOS, str, str], Awaitable[Any]],
+                        ) -> tuple[str, Any]:
+        """``(tenant, call(memory, library user id, library memory id))``; 404 for an
+        unknown user or memory, named by the tenant's ids."""
         tenant, uid = await known(request, user_id)
-        return tenant, uid, internal_memory_id(tenant, memory_id)
-
-    def no_memory(user_id: str, memory_id: str) -> UnknownMemory:
-        return UnknownMemory(f"user {user_id!r} has no memory {memory_id!r}")
+        try:
+            return tenant, await call(state.memory(), uid, internal_memory_id(tenant, memory_id))
+        except UnknownMemory:
+            raise UnknownMemory(f"user {user_id!r} has no memory {memory_id!r}") from None
 
     @v1.get("/users/{user_id}/memories/{memory_id}", summary="Get one memory",
             response_model=m.MemoryOut, tags=["memory"])
@@ -558,11 +560,8 @@ def create_app(settings: ServerSettings, *, keys: KeyStore | None = None,
         """One memory by id (``page:p12``, ``segment:s3``, ``fact:f7``,
         ``agent_trait:<assistant>:a2``, ``trait:<name>``), with where it is now and where
         it came from. 404 if the user has no such memory (or it was deleted)."""
-        tenant, uid, mid = await one_memory(request, user_id, memory_id)
-        try:
-            found = await state.memory().get_memory(uid, mid)
-        except UnknownMemory:
-            raise no_memory(user_id, memory_id) from None
+        tenant, found = await on_memory(request, user_id, memory_id,
+                                        lambda mem, u, i: mem.get_memory(u, i))
         return _memory_out(tenant, found)
 
     @v1.delete("/users/{user_id}/memories/{memory_id}", summary="Delete one memory",
@@ -572,11 +571,8 @@ def create_app(settings: ServerSettings, *, keys: KeyStore | None = None,
         """Delete one memory from every tier, the cold index, exports and caches; retrieval
         never returns it again (a segment goes with its pages). Durable once answered.
         The answer carries the deleted text; the memory's history keeps only the event."""
-        tenant, uid, mid = await one_memory(request, user_id, memory_id)
-        try:
-            event = await state.memory().delete_memory(uid, mid)
-        except UnknownMemory:
-            raise no_memory(user_id, memory_id) from None
+        tenant, event = await on_memory(request, user_id, memory_id,
+                                        lambda mem, u, i: mem.delete_memory(u, i))
         return _event_out(tenant, event)
 
     @v1.patch("/users/{user_id}/memories/{memory_id}", summary="Correct one memory",
@@ -586,11 +582,9 @@ def create_app(settings: ServerSettings, *, keys: KeyStore | None = None,
         """Correct a fact or agent trait (a new sentence) or a user trait (a new level).
         The old value stays in the memory's history; retrieval returns the new one. 422
         for pages and segments (delete them instead)."""
-        tenant, uid, mid = await one_memory(request, user_id, memory_id)
-        try:
-            event = await state.memory().correct_memory(uid, mid, body.value, body.evidence)
-        except UnknownMemory:
-            raise no_memory(user_id, memory_id) from None
+        tenant, event = await on_memory(
+            request, user_id, memory_id,
+            lambda mem, u, i: mem.correct_memory(u, i, body.value, body.evidence))
         return _event_out(tenant, event)
 
     @v1.get("/users/{user_id}/memories/{memory_id}/history", summary="A memory's history",
@@ -599,11 +593,8 @@ def create_app(settings: ServerSettings, *, keys: KeyStore | None = None,
                              memory_id: str) -> m.MemoryHistoryResponse:
         """What changed the memory and when, oldest first: created, changed (a persona
         update changed a trait), corrected, deleted."""
-        tenant, uid, mid = await one_memory(request, user_id, memory_id)
-        try:
-            events = await state.memory().memory_history(uid, mid)
-        except UnknownMemory:
-            raise no_memory(user_id, memory_id) from None
+        tenant, events = await on_memory(request, user_id, memory_id,
+                                         lambda mem, u, i: mem.memory_history(u, i))
         return m.MemoryHistoryResponse(user_id=user_id, memory_id=memory_id,
                                        events=[_event_out(tenant, e) for e in events])
 

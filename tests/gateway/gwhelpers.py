@@ -52,3 +52,15 @@ class SleepRecorder:
 def chat_payload(n: int | str) -> dict[str, Any]:
     """A distinct chat_reply payload (distinct so the cache does not answer it)."""
     return {"context": f"- memory line number {n} about hiking boots", "query": f"question {n}?"}
+
+
+#: Turns on one topic (comedy): a persona update from them names humour.
+TOPIC_TURNS = [
+    ("I tell jokes at every family dinner and my friends laugh at my puns.", "Ha, nice."),
+    ("My favourite comedian does wordplay, I collect funny one-liners.", "Great hobby."),
+    ("Yesterday I made the whole office laugh with a pun about printers.", "Well done."),
+    ("I write short humorous stories for my blog every week.", "Sounds fun."),
+    ("My sister says I joke too much, but laughter keeps me going.", "Fair enough."),
+    ("I am preparing a comedy set for an open mic night.", "Good luck!"),
+    ("The open mic went well, people laughed at my puns.", "Congratulations."),
+]

@@ -15,21 +15,11 @@ import pytest
 pytest.importorskip("litellm")
 
 from fakeserver import FakeOpenAIServer
-from gwhelpers import KEY_ENV
+from gwhelpers import KEY_ENV, TOPIC_TURNS
 
 from memoryos_actors import MemoryOS
 from memoryos_actors.clock import ManualClock
 from memoryos_actors.config import MemoryConfig
-
-TOPIC_TURNS = [
-    ("I tell jokes at every family dinner and my friends laugh at my puns.", "Ha, nice."),
-    ("My favourite comedian does wordplay, I collect funny one-liners.", "Great hobby."),
-    ("Yesterday I made the whole office laugh with a pun about printers.", "Well done."),
-    ("I write short humorous stories for my blog every week.", "Sounds fun."),
-    ("My sister says I joke too much, but laughter keeps me going.", "Fair enough."),
-    ("I am preparing a comedy set for an open mic night.", "Good luck!"),
-    ("The open mic went well, people laughed at my puns.", "Congratulations."),
-]
 
 
 def _config(server: FakeOpenAIServer, **overrides: Any) -> MemoryConfig:
