@@ -18,6 +18,7 @@ history outgrows MTM.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import platform
@@ -87,8 +88,13 @@ def pct(values: Sequence[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))]
 
 
-def run_one(pages: int, queries: int, warmup: int, seed: int) -> dict[str, Any]:
-    """Ingest ``pages`` turns for one user, then time ``queries`` retrievals."""
+def run_one(pages: int, queries: int, warmup: int, seed: int,
+            keep: str | None = None) -> dict[str, Any]:
+    """Ingest ``pages`` turns for one user, then time ``queries`` retrievals.
+
+    With ``keep``, the data directory is ``<keep>/pages<N>`` and is kept: a later run with
+    the same ``keep`` skips the ingest and times the questions on the same data (A/B runs
+    of two versions of the code; RSS then does not include the ingest)."""
     from memoryos_actors import ManualClock, MemoryConfig, MemoryOS
     from memoryos_actors.store.userstore import user_path
 
@@ -98,19 +104,32 @@ def run_one(pages: int, queries: int, warmup: int, seed: int) -> dict[str, Any]:
                        heat_tick_seconds=3600.0)
     clock = ManualClock(T0)
     out: dict[str, Any] = {"pages": pages}
-    with tempfile.TemporaryDirectory(prefix="memoryos-cold-") as tmp:
+    with contextlib.ExitStack() as stack:
+        if keep is None:
+            tmp = stack.enter_context(tempfile.TemporaryDirectory(prefix="memoryos-cold-"))
+        else:
+            tmp = str(Path(keep) / f"pages{pages}")
+        marker = Path(tmp) / "ingested"
+        reuse = marker.exists()
         rss_start = rss_mb()
         started = time.perf_counter()
         with MemoryOS.open(Path(tmp), cfg, clock=clock) as mem:
             for i in range(pages):
                 q, r = gen.turn()
                 texts.append(q)
+                if reuse:
+                    continue
                 t = T0 + 60.0 * i
                 clock.set(t)
                 mem.add_turn("u", q, r, timestamp=t)
             mem.flush()
-            out["ingest_seconds"] = time.perf_counter() - started
-            out["ingest_pages_per_second"] = pages / out["ingest_seconds"]
+            if reuse:
+                out["ingest_seconds"] = None
+                out["ingest_pages_per_second"] = None
+            else:
+                out["ingest_seconds"] = time.perf_counter() - started
+                out["ingest_pages_per_second"] = pages / out["ingest_seconds"]
+                marker.touch()
             state = mem.user_state("u")
             hot = len(state.page_ids())
             out["hot_pages"] = hot
@@ -153,9 +172,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=11)
     p.add_argument("--one", type=int, default=None, help=argparse.SUPPRESS)
     p.add_argument("--out", default=str(Path(__file__).resolve().parent / "results"))
+    p.add_argument("--keep-data", default=None, metavar="DIR",
+                   help="keep each size's data directory under DIR and reuse it on later "
+                        "runs (no ingest): for A/B runs of two versions of the code")
     args = p.parse_args(argv)
     if args.one is not None:
-        print(json.dumps(run_one(args.one, args.queries, args.warmup, args.seed)))
+        print(json.dumps(run_one(args.one, args.queries, args.warmup, args.seed,
+                                 args.keep_data)))
         return 0
     runs: list[dict[str, Any]] = []
     out = Path(args.out)
@@ -176,7 +199,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         # One process per size: RSS and peak RSS are that size's alone.
         proc = subprocess.run(
             [sys.executable, __file__, "--one", str(n), "--queries", str(args.queries),
-             "--warmup", str(args.warmup), "--seed", str(args.seed)],
+             "--warmup", str(args.warmup), "--seed", str(args.seed),
+             *(["--keep-data", args.keep_data] if args.keep_data else [])],
             check=True, capture_output=True, text=True,
         )
         run = json.loads(proc.stdout.strip().splitlines()[-1])
@@ -185,7 +209,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"{n:>7} pages: retrieve p50 {r['p50']:.1f} ms p99 {r['p99']:.1f} ms; "
               f"RSS {run['rss_mb_after_queries']:.0f} MiB (peak {run['peak_rss_mb']:.0f}); "
               f"hot {run['hot_pages']} archived {run['archived_pages']}; "
-              f"ingest {run['ingest_pages_per_second']:.0f} pages/s", flush=True)
+              f"ingest {run['ingest_pages_per_second'] or 0:.0f} pages/s", flush=True)
         write()  # after each size: a long run that is stopped keeps what it measured
     return 0
 

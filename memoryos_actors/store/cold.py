@@ -70,12 +70,15 @@ _FORMAT = 2
 #: Not a stemmed word of any language; never counted in ``df`` or the corpus length.
 _KIND_TOKENS = {"page": "kindq0page", "fact": "kindq0fact", "agent_trait": "kindq0agent"}
 
-#: Query terms in more than this share of the items (and more than ``_COMMON_MIN``) are
-#: left out of the FTS5 MATCH when a rarer query term is there: their posting lists are
-#: long (ranking them costs most of a query at 100,000 items) and their BM25 weight is
-#: low. They still count in the BM25 of every candidate (scored from its terms).
+#: Query terms in more than this share of the items (at least ``_COMMON_MIN`` items, at
+#: most ``_COMMON_MAX``) are left out of the FTS5 MATCH when a rarer query term is there:
+#: FTS5 ranks every row the MATCH finds, so long posting lists cost most of a query at
+#: 100,000 items, and their BM25 weight is low. The absolute bound keeps that cost from
+#: growing with the history. They still count in the BM25 of every candidate (scored from
+#: its terms). When every term is common, the two rarest are matched.
 _COMMON_SHARE = 0.05
 _COMMON_MIN = 50
+_COMMON_MAX = 1000
 
 
 def _fts_text(kind: str, terms_: str) -> str:
@@ -549,14 +552,20 @@ class ColdIndex:
         if not match_terms or not tokens:
             return ColdCandidates(**stats)  # no indexed item has any query term
         quoted = " OR ".join('"' + t.replace('"', '""') + '"' for t in match_terms)
-        match = f"({quoted}) AND ({' OR '.join(tokens)})"
+        if kinds == ("page",):
+            # Nearly every item is a page: ANDing the page token (a posting list as long
+            # as the index) would cost more than the few facts it keeps out.
+            match, fetch = quoted, limit + max(8, limit // 8)
+        else:
+            match, fetch = f"({quoted}) AND ({' OR '.join(tokens)})", limit
         rows = db.execute(
             f"SELECT {_COLUMNS} FROM items JOIN "
             "(SELECT rowid, rank FROM fts WHERE fts MATCH ? ORDER BY rank LIMIT ?) AS hit "
             "ON items.id = hit.rowid ORDER BY hit.rank",
-            (match, limit),
+            (match, fetch),
         ).fetchall()
-        return ColdCandidates(items=tuple(_row_item(r) for r in rows), **stats)
+        items = [item for item in map(_row_item, rows) if item.kind in kinds][:limit]
+        return ColdCandidates(items=tuple(items), **stats)
 
     def pages_by_seq(self, seqs: Iterable[int]) -> dict[int, ColdItem]:
         """The archived pages among turn ``seqs``, by seq (used for neighbouring turns)."""
@@ -613,9 +622,9 @@ def match_terms_for(qt: list[str], dfs: Mapping[str, int], n_docs: int) -> list[
     """The query terms an FTS5 MATCH uses: those some item has, without the common ones
     (see ``_COMMON_SHARE``) unless every term present is common."""
     present = [t for t in qt if dfs.get(t, 0) > 0]
-    cap = max(_COMMON_MIN, int(_COMMON_SHARE * n_docs))
+    cap = min(max(_COMMON_MIN, int(_COMMON_SHARE * n_docs)), _COMMON_MAX)
     rare = [t for t in present if dfs[t] <= cap]
-    return rare or present
+    return rare or sorted(present, key=lambda t: (dfs[t], t))[:2]
 
 
 def edit_item_ids(edit: Mapping[str, Any]) -> list[str]:
