@@ -17,7 +17,7 @@ count is process-wide):
 
 Needs the ``st`` extra, a CPU torch and a local all-MiniLM-L6-v2 directory
 (``--model-dir``, checked against its sha256); see ``bench/README.md``. Writes
-``bench/results/embed_threads.json``.
+``bench/results/embed_threads.json`` (``--name`` changes the stem).
 """
 
 from __future__ import annotations
@@ -170,6 +170,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batch-texts", type=int, default=256,
                         help="texts per pass of the batch measurement (0: skip it)")
     parser.add_argument("--batch-sizes", default="1,4,16,64")
+    parser.add_argument("--name", default="embed_threads",
+                        help="results file stem (default: embed_threads)")
     parser.add_argument("--child", choices=("ingest", "batch"), help=argparse.SUPPRESS)
     parser.add_argument("--threads-one", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -197,7 +199,7 @@ def main(argv: list[str] | None = None) -> int:
         "batch": batch,
     }
     RESULTS.mkdir(exist_ok=True)
-    path = RESULTS / "embed_threads.json"
+    path = RESULTS / f"{args.name}.json"
     path.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
     print("| embedding_threads | ingest+flush s | add_turn p50 / p99 / max ms | Overloaded | "
           "backlog max | embed call p50 ms |")
