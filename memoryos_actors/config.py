@@ -152,6 +152,10 @@ class MemoryConfig:
     embedding_sha256: str | None = _f(
         None, "sentence-transformers: expected sha256 of the model directory's model.safetensors"
     )
+    embedding_threads: int | None = _f(
+        1, "sentence-transformers: torch CPU threads, set process-wide when the model loads; "
+        "None = torch's default (one per core)"
+    )
     llm_backend: LLMBackendName = _f("offline", '"offline" or "litellm"')
     llm_model: str | None = _f(None, "litellm model name")
     llm_base_url: str | None = _f(None, "litellm base URL")
@@ -258,6 +262,9 @@ class MemoryConfig:
             value = getattr(self, name)
             if value is not None and not value.strip():
                 raise ConfigError(f"{name} must be a non-empty string or None")
+        if self.embedding_threads is not None and self.embedding_threads < 1:
+            raise ConfigError(
+                f"embedding_threads must be >= 1 or None, got {self.embedding_threads!r}")
         digest = self.embedding_sha256
         if digest is not None and not (
             len(digest) == 64 and all(c in "0123456789abcdef" for c in digest.lower())

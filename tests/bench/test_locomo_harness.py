@@ -552,9 +552,14 @@ class _FakeMemoryOS:
 
     opened: ClassVar[list[_FakeMemoryOS]] = []
 
+    #: add_turn answers Overloaded this many times (each time before storing anything).
+    overloads: ClassVar[int] = 0
+
     def __init__(self, config: Any) -> None:
         self.config = config
         self.pages: dict[str, list[tuple[str, str, float | None]]] = {}
+        self.keys: list[str | None] = []
+        self.stored_keys: dict[str | None, str] = {}
         self.retrieved: list[tuple[str, str, float | None]] = []
         self.flushes = 0
         self.closed = False
@@ -572,10 +577,21 @@ class _FakeMemoryOS:
         self.closed = True
 
     def add_turn(
-        self, user_id: str, query: str, response: str, timestamp: float | None = None
+        self, user_id: str, query: str, response: str, timestamp: float | None = None,
+        *, turn_key: str | None = None,
     ) -> str:
+        from memoryos_actors.errors import Overloaded
+
+        self.keys.append(turn_key)
+        if type(self).overloads > 0:
+            type(self).overloads -= 1
+            raise Overloaded("placement queue full")
+        if turn_key is not None and turn_key in self.stored_keys:
+            return self.stored_keys[turn_key]
         self.pages.setdefault(user_id, []).append((query, response, timestamp))
-        return f"p{len(self.pages[user_id])}"
+        page_id = f"p{len(self.pages[user_id])}"
+        self.stored_keys[turn_key] = page_id
+        return page_id
 
     def flush(self) -> None:
         self.flushes += 1
@@ -631,3 +647,30 @@ def test_memoryos_adapter_maps_page_ids_per_user_and_asks_at_question_time(
     # both temporal ones and Cid's trip, not Biscuit's breed nor the multi-hop one.
     assert paper["overall"]["any@5"] == pytest.approx(0.6)
     assert [paper["per_category"][c]["any@5"] for c in ("1", "2", "4")] == [0.0, 1.0, 0.5]
+
+
+def test_memoryos_adapter_retries_overloaded_turns_with_the_same_key(
+    data_file: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import memoryos_actors
+
+    class _FakeConfig:
+        def __init__(self, **fields: Any) -> None:
+            self.fields = fields
+
+    _FakeMemoryOS.opened = []
+    monkeypatch.setattr(_FakeMemoryOS, "overloads", 3)
+    monkeypatch.setattr(locomo, "_RETRY_FIRST_DELAY_S", 0.0)
+    monkeypatch.setitem(vars(memoryos_actors), "MemoryOS", _FakeMemoryOS)
+    monkeypatch.setitem(vars(memoryos_actors), "MemoryConfig", _FakeConfig)
+    conversations = locomo.load_locomo(data_file)
+    results = locomo.run_benchmark(
+        conversations, ["memoryos-hybrid"], work_dir=tmp_path / "work", show_progress=False
+    )
+    (mem,) = _FakeMemoryOS.opened
+    pages = sum(len(c.pages) for c in conversations)
+    # The first page was refused three times, then stored once, under one key throughout.
+    assert mem.keys[:4] == [mem.keys[0]] * 4 and mem.keys[0] is not None
+    assert len(mem.keys) == pages + 3 and len(set(mem.keys)) == pages
+    assert sum(len(v) for v in mem.pages.values()) == pages
+    assert results["memoryos-hybrid"]["settings"]["add_turn_overloaded_retries"] == 3

@@ -126,8 +126,46 @@ def test_a_tiny_local_model_loads_and_embeds_after_its_digest_is_checked(
     model_dir = tmp_path / "tiny-st"
     st_core.SentenceTransformer(modules=[word, pool]).save(str(model_dir))
     digest = file_sha256(model_dir / "model.safetensors")
-    embedder = SentenceTransformerEmbedder(str(model_dir), device="cpu", expected_sha256=digest)
+    torch = importlib.import_module("torch")
+    threads = torch.get_num_threads()
+    try:
+        embedder = SentenceTransformerEmbedder(str(model_dir), device="cpu",
+                                               expected_sha256=digest, num_threads=1)
+        assert torch.get_num_threads() == 1
+    finally:
+        torch.set_num_threads(threads)  # process-wide: leave it as the test found it
     assert embedder.sha256 == digest and embedder.dim == 16
     out = embedder.embed(["quokka ridge", "violin"])
     assert out.shape == (2, 16)
     assert abs(float((out[0] ** 2).sum()) - 1.0) < 1e-5
+
+
+def test_embedding_threads_defaults_to_one_and_must_be_positive() -> None:
+    assert MemoryConfig().embedding_threads == 1
+    assert MemoryConfig(embedding_threads=None).embedding_threads is None
+    with pytest.raises(ConfigError, match="embedding_threads"):
+        MemoryConfig(embedding_threads=0)
+
+
+def test_the_embedder_refuses_a_thread_count_below_one(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="num_threads"):
+        SentenceTransformerEmbedder(str(_model_dir(tmp_path)), num_threads=0)
+
+
+def test_config_passes_the_thread_count_to_the_embedder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from memoryos_actors.gateway import embedders
+
+    seen: list[dict[str, object]] = []
+
+    class _Recorder:
+        def __init__(self, model: str, **kwargs: object) -> None:
+            seen.append({"model": model, **kwargs})
+
+    monkeypatch.setattr(embedders, "SentenceTransformerEmbedder", _Recorder)
+    d = str(_model_dir(tmp_path))
+    make_embedder(MemoryConfig(embedder="sentence-transformers", embedding_model=d))
+    make_embedder(MemoryConfig(embedder="sentence-transformers", embedding_model=d,
+                               embedding_threads=None))
+    assert [s["num_threads"] for s in seen] == [1, None]
