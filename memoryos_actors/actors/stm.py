@@ -22,6 +22,7 @@ import dataclasses
 from collections import OrderedDict, deque
 from typing import Any
 
+import pykka
 import structlog
 
 from supervisor import SupervisedActor, TimerRef, send_after
@@ -82,6 +83,10 @@ def meta_record(page: Page) -> dict[str, object]:
         "ch": page.chain_id,
         "k": sorted(page.keywords),
     }
+
+
+#: How long a snapshot waits for MTM's and LPM's state (seconds).
+_STATE_TIMEOUT_S = 60.0
 
 
 class _Retry:
@@ -248,8 +253,20 @@ class STMActor(SupervisedActor):
         self._pump()
         self.turns_since_snapshot += 1
         if self.turns_since_snapshot >= env.config.snapshot_every_turns:
-            self._snapshot()
+            self._try_snapshot()
         return page.page_id
+
+    def _try_snapshot(self) -> None:
+        """The periodic snapshot, which never fails the turn that triggers it (the turn is
+        in the WAL already): when a sibling is too slow to give its state (a long placement
+        queue behind a slow embedder) or a write fails, it is tried again after another
+        ``snapshot_every_turns`` turns; recovery replays a longer WAL meanwhile."""
+        try:
+            self._snapshot()
+        except (pykka.Timeout, MemoryOSError) as exc:
+            self.turns_since_snapshot = 0
+            self.env.metrics.inc("snapshots_deferred")
+            log.warning("stm.snapshot_deferred", user=self.env.user_id, error=repr(exc))
 
     # -- meta data and the outbox ----------------------------------------------------------
 
@@ -474,8 +491,8 @@ class STMActor(SupervisedActor):
             return 0  # a sibling is restarting; the next trigger will snapshot
         # LPM first, then MTM: a persona update MTM still owes in its state cannot be in
         # LPM's state, so it is either asked again or found in the WAL tail (by job id).
-        lpm_state = lpm.ask(GetState(), timeout=60).data
-        mtm_state = mtm.ask(GetState(), timeout=60).data
+        lpm_state = lpm.ask(GetState(), timeout=_STATE_TIMEOUT_S).data
+        mtm_state = mtm.ask(GetState(), timeout=_STATE_TIMEOUT_S).data
         state = {
             "seq": self.seq,
             "stm": self.core.to_state(),

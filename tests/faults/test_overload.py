@@ -66,3 +66,37 @@ def test_flooding_one_user_from_many_threads_yields_overloaded_and_bounded_infli
         acked["flood-a"][mem.add_turn("flood-a", q, "ok")] = q
         mem.flush()
         assert [p for u in users for p in check_ledger(mem, u, acked[u])] == []
+
+
+def test_a_snapshot_that_cannot_get_mtms_state_in_time_is_deferred_not_a_crash(
+        tmp_path: Path, monkeypatch) -> None:
+    # A long placement queue behind a slow embedder makes MTM answer late; the turn that
+    # triggered the periodic snapshot is in the WAL and must succeed all the same.
+    import time
+
+    from memoryos_actors.actors import stm as stm_module
+    from memoryos_actors.actors.mtm import MTMActor
+    from memoryos_actors.actors.protocol import GetState
+
+    monkeypatch.setattr(stm_module, "_STATE_TIMEOUT_S", 0.2)
+    original = MTMActor.on_receive
+
+    def slow(self, message):  # type: ignore[no-untyped-def]
+        if isinstance(message, GetState):
+            time.sleep(0.5)
+        return original(self, message)
+
+    monkeypatch.setattr(MTMActor, "on_receive", slow)
+    cfg = small_config(snapshot_every_turns=5)
+    acked: dict[str, str] = {}
+    with MemoryOS.open(tmp_path / "data", cfg, clock=ManualClock(1_700_000_000.0)) as mem:
+        for i in range(1, 13):
+            q = turn_query("u", i)
+            acked[mem.add_turn("u", q, "ok")] = q
+        assert mem.metrics.snapshot().get("snapshots_deferred", 0) >= 2
+        assert "restarts=0" in mem.tree() and "restarts=1" not in mem.tree()
+        mem.flush()
+        assert check_ledger(mem, "u", acked) == []
+    monkeypatch.setattr(MTMActor, "on_receive", original)
+    with MemoryOS.open(tmp_path / "data", cfg, clock=ManualClock(1_700_000_000.0)) as mem:
+        assert check_ledger(mem, "u", acked) == []  # the WAL had it all
