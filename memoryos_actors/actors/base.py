@@ -165,6 +165,22 @@ def persona_owner(user_id: str, assistant_id: str, shared: bool) -> str:
     return ASSISTANT_PREFIX + assistant_id if shared else user_id
 
 
+def reply_state(env: Any, message: Any, state: Any) -> Any:
+    """Answer a ``GetState`` with ``state``, or tell it to ``message.reply_to`` as a
+    ``StateReply`` (then answer None): see :class:`~.protocol.GetState`."""
+    if message.reply_to is None:
+        return state
+    from .protocol import StateReply
+
+    ref = env.registry.lookup(message.reply_to)
+    if ref is not None:
+        try:
+            ref.tell(StateReply(message.token, state))
+        except Exception:  # the asker stopped meanwhile: its snapshot is dropped
+            pass
+    return None
+
+
 def actor_names(user_id: str) -> tuple[str, str, str]:
     """Registry names of a user's STM, MTM and LPM actors."""
     return (f"user:{user_id}/stm", f"user:{user_id}/mtm", f"user:{user_id}/lpm")

@@ -9,6 +9,7 @@ section plus those WAL records with a higher LSN.
 from __future__ import annotations
 
 import dataclasses
+from collections import deque
 from typing import Any
 
 import numpy as np
@@ -30,7 +31,7 @@ from ..messages import (
 from ..store.cold import emb_to_f16
 from ..store.edits import EDITABLE_KINDS, parse_memory_id
 from ..tiers.lpm import LPMCore
-from .base import UserEnv, actor_names, persona_owner
+from .base import UserEnv, actor_names, persona_owner, reply_state
 from .protocol import (
     ApplyPersona,
     CompletionDone,
@@ -50,6 +51,9 @@ __all__ = ["LPMActor"]
 
 log = structlog.get_logger("memoryos.lpm")
 
+#: Applied job ids an LPM state keeps.
+_APPLIED_JOBS = 512
+
 #: WAL record kinds that LPM writes and replays.
 _LPM_RECORDS = ("user_profile", "agent_profile", "persona", "edit")
 
@@ -67,6 +71,9 @@ class LPMActor(SupervisedActor):
         self.core = LPMCore(env.config, clock=env.clock)
         self.lsn = 0
         self.updates = 0
+        #: Ids of the MTM jobs whose persona update was applied lately (snapshots keep
+        #: them: MTM's recovery does not ask those again).
+        self.applied_jobs: deque[str] = deque(maxlen=_APPLIED_JOBS)
 
     def on_start(self) -> None:
         env = self.env
@@ -75,6 +82,7 @@ class LPMActor(SupervisedActor):
             lpm_state = recovered.state["lpm"]
             self.core = LPMCore.from_state(lpm_state, env.config, clock=env.clock)
             self.lsn = int(lpm_state.get("lsn", 0))
+            self.applied_jobs.extend(str(j) for j in lpm_state.get("applied_jobs", ()))
         for lsn, rec in recovered.records:
             if lsn > self.lsn and rec.get("t") in _LPM_RECORDS:
                 self._apply_record(rec, lsn)
@@ -125,8 +133,10 @@ class LPMActor(SupervisedActor):
             changes = self.core.trait_history(ref.key) if ref.kind == "trait" else ()
             return tuple(self.env.store.edits.history(ref.memory_id)), changes
         if isinstance(message, GetState):
-            return TierState("lpm", {**self.core.to_state(), "lsn": self.lsn,
-                                     "edits": self.env.store.edits.to_state()})
+            return reply_state(self.env, message, TierState(
+                "lpm", {**self.core.to_state(), "lsn": self.lsn,
+                        "edits": self.env.store.edits.to_state(),
+                        "applied_jobs": list(self.applied_jobs)}))
         if isinstance(message, Inspect):
             core = self.core
             return LPMPicture(
@@ -181,6 +191,7 @@ class LPMActor(SupervisedActor):
         if job_id:
             # MTM's recovery reads it: this job's answer needs no asking again.
             record["job"] = job_id
+            self.applied_jobs.append(job_id)
         self._log_and_apply(record)
         self.updates += 1
 

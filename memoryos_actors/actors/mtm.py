@@ -15,10 +15,11 @@ Owed work outlives the actor: the snapshot's MTM section also holds the summarie
 promoted segments waiting for their persona update, and every gateway job asked for and not
 answered yet (``"work"``). Every job's answer comes back here, also a persona update's, which
 MTM hands on to LPM; a job carries an id (in its tag) that LPM writes into its WAL record, so
-recovery asks again exactly the jobs whose answer is neither in the snapshot nor in the WAL
-tail. (STM asks LPM for its state before MTM, which makes that check sound: an answer MTM
-has handed on after its state was taken is applied by LPM after LPM's state was taken.) A
-job unanswered after the LLM timeout with all its retries is asked again.
+recovery asks again exactly the jobs whose answer is neither in the snapshot (LPM's state
+lists the job ids it applied lately) nor in the WAL tail: an answer LPM applied before its
+state was taken is in that list, one it applied later is in the tail, whichever of the two
+tiers gave its state first. A job unanswered after the LLM timeout with all its retries is
+asked again.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ from ..store.cold import emb_to_f16
 from ..tiers._lex import stem
 from ..tiers.mtm import LEXICAL_CANDIDATES, MTMCore
 from . import persist
-from .base import UserEnv
+from .base import UserEnv, reply_state
 from .protocol import (
     ApplyEdit,
     CompletionDone,
@@ -183,7 +184,9 @@ class MTMActor(SupervisedActor):
         self._drop_deleted(env.store.edits.deleted_pages, env.store.edits.deleted,
                            env.store.edits.scrub_segments)
         if work:
-            self._restore_work(work, recovered.records)
+            lpm_state = recovered.state["lpm"] if recovered.state is not None else {}
+            self._restore_work(work, recovered.records,
+                               {str(j) for j in lpm_state.get("applied_jobs", ())})
 
     def on_stop(self) -> None:
         for timer in self.summary_timers.values():
@@ -238,8 +241,9 @@ class MTMActor(SupervisedActor):
             self._apply(self.core.tick(self.env.clock.now()))
             return None
         if isinstance(message, GetState):
-            return TierState("mtm", {**self.core.to_state(), "archive_seq": self.archive_seq,
-                                     "work": self._work_state()})
+            return reply_state(self.env, message, TierState(
+                "mtm", {**self.core.to_state(), "archive_seq": self.archive_seq,
+                        "work": self._work_state()}))
         if isinstance(message, Inspect):
             records = (self.core.segment(v.segment_id) for v in self.core.segments())
             return MTMPicture(tuple(r for r in records if r is not None))
@@ -555,8 +559,10 @@ class MTMActor(SupervisedActor):
                      for job_id, job in self.owed_jobs.items()],
         }
 
-    def _restore_work(self, work: dict[str, Any], records: Any) -> None:
-        """Take over the work a previous incarnation owed (see the module docstring)."""
+    def _restore_work(self, work: dict[str, Any], records: Any,
+                      applied: set[str] = frozenset()) -> None:  # type: ignore[assignment]
+        """Take over the work a previous incarnation owed (see the module docstring);
+        ``applied``: jobs whose update the snapshot's LPM state has applied."""
         every = self.env.config.summary_every_pages
         for seg_id, n in dict(work.get("unsummarised", {})).items():
             if self.core.segment_pages(str(seg_id)):
@@ -564,7 +570,7 @@ class MTMActor(SupervisedActor):
                                                      int(n))
         queued = [SegmentRecord.from_dict(d) for d in work.get("persona_queue", ())]
         self.persona_queue = queued + self.persona_queue
-        done = applied_jobs(records)
+        done = applied_jobs(records) | set(applied)
         env = self.env
         for item in work.get("jobs", ()):
             job_id, kind, tag = str(item["id"]), str(item["kind"]), str(item["tag"])

@@ -46,6 +46,7 @@ __all__ = [
     "STMPages",
     "STMPicture",
     "Snapshot",
+    "StateReply",
     "TierState",
     "emb_from_bytes",
     "emb_to_bytes",
@@ -167,7 +168,23 @@ class ApplyPersona:
 
 @dataclass(frozen=True, slots=True)
 class GetState:
-    """Anyone -> MTM or LPM: answered with a :class:`TierState` (for snapshots and exports)."""
+    """Anyone -> MTM or LPM: answered with a :class:`TierState` (for snapshots and exports).
+
+    With ``reply_to`` (a registry name), the state is told there as a :class:`StateReply`
+    carrying ``token`` instead of being answered: STM's periodic snapshot gathers its
+    siblings' states without blocking its mailbox.
+    """
+
+    reply_to: str | None = None
+    token: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class StateReply:
+    """MTM or LPM -> STM: a tier's state for the snapshot ``token``."""
+
+    token: int
+    state: Any
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,7 +22,6 @@ import dataclasses
 from collections import OrderedDict, deque
 from typing import Any
 
-import pykka
 import structlog
 
 from supervisor import SupervisedActor, TimerRef, send_after
@@ -42,6 +41,7 @@ from .protocol import (
     Pending,
     Ping,
     Snapshot,
+    StateReply,
     STMPages,
     STMPicture,
     TierState,
@@ -89,6 +89,15 @@ def meta_record(page: Page) -> dict[str, object]:
 _STATE_TIMEOUT_S = 60.0
 
 
+class _SnapshotTimeout:
+    """Timer message: snapshot ``token``'s states did not all arrive in time. Private."""
+
+    __slots__ = ("token",)
+
+    def __init__(self, token: int) -> None:
+        self.token = token
+
+
 class _Retry:
     """Timer message: try again to forward the outbox and request meta. Private."""
 
@@ -116,6 +125,11 @@ class STMActor(SupervisedActor):
         self.core = STMCore(env.config.stm_capacity)
         self.seq = 0
         self.turns_since_snapshot = 0
+        #: The periodic snapshot waiting for MTM's and LPM's states: (token, STM's part,
+        #: states arrived by tier), and its timeout timer.
+        self.pending_snapshot: tuple[int, dict[str, Any], dict[str, Any]] | None = None
+        self.snapshot_token = 0
+        self.snapshot_timer: TimerRef | None = None
         #: Pages pushed out of STM, oldest first, waiting for their meta or for MTM, each
         #: with the time of the turn that pushed it out (MTM's insert time for it).
         self.outbox: deque[tuple[Page, float]] = deque()
@@ -203,6 +217,18 @@ class STMActor(SupervisedActor):
                               tuple(p for p, _when in self.outbox))
         if isinstance(message, Snapshot):
             return self._snapshot()
+        if isinstance(message, StateReply):
+            self._state_arrived(message)
+            return None
+        if isinstance(message, _SnapshotTimeout):
+            if self.pending_snapshot is not None and \
+                    self.pending_snapshot[0] == message.token:
+                self.pending_snapshot = None
+                self.snapshot_timer = None
+                self.env.metrics.inc("snapshots_deferred")
+                log.warning("stm.snapshot_deferred", user=self.env.user_id,
+                            reason="MTM or LPM did not give its state in time")
+            return None
         if isinstance(message, Pending):
             return self.pending
         if isinstance(message, Ping):
@@ -257,16 +283,70 @@ class STMActor(SupervisedActor):
         return page.page_id
 
     def _try_snapshot(self) -> None:
-        """The periodic snapshot, which never fails the turn that triggers it (the turn is
-        in the WAL already): when a sibling is too slow to give its state (a long placement
-        queue behind a slow embedder) or a write fails, it is tried again after another
-        ``snapshot_every_turns`` turns; recovery replays a longer WAL meanwhile."""
+        """Start the periodic snapshot without waiting for it: STM's part is taken now (the
+        cut), MTM and LPM are asked to tell theirs (``GetState`` with ``reply_to``; they
+        answer after every page already told to them), and the snapshot is written when
+        both have arrived (:meth:`_state_arrived`). Turns go on meanwhile: a long placement
+        queue behind a slow embedder never holds up ``add_turn``. A snapshot whose states
+        do not arrive within ``_STATE_TIMEOUT_S`` is dropped and tried again after another
+        ``snapshot_every_turns`` turns (recovery replays a longer WAL meanwhile)."""
+        if self.pending_snapshot is not None:
+            return  # one at a time; the turn counter keeps counting
+        env = self.env
+        mtm = env.registry.lookup(env.mtm_name)
+        lpm = env.registry.lookup(env.lpm_name)
+        if mtm is None or lpm is None:
+            return  # a sibling is restarting; the next turn tries again
+        self.snapshot_token += 1
+        token = self.snapshot_token
+        self.pending_snapshot = (token, self._stm_part(), {})
+        self.turns_since_snapshot = 0
         try:
-            self._snapshot()
-        except (pykka.Timeout, MemoryOSError) as exc:
-            self.turns_since_snapshot = 0
+            lpm.tell(GetState(env.stm_name, token))
+            mtm.tell(GetState(env.stm_name, token))
+        except Exception:  # a sibling died between lookup and tell
+            self.pending_snapshot = None
+            return
+        self.snapshot_timer = send_after(self.actor_ref, _STATE_TIMEOUT_S,
+                                         _SnapshotTimeout(token))
+
+    def _stm_part(self) -> dict[str, Any]:
+        """STM's part of a snapshot, taken at the cut: its state, the turn keys, and the
+        oldest turn seq whose WAL records must be kept."""
+        oldest_needed = min(
+            [p.seq for p, _ in self.outbox] + [p.seq for p in self.core.pages()] + [self.seq + 1]
+        )
+        return {
+            "seq": self.seq,
+            "stm": self.core.to_state(),
+            # Caller-supplied turn keys must outlive the WAL records that carried them.
+            "turn_keys": [[k, v] for k, v in list(self.recent_keys.items())[-_SNAPSHOT_KEYS:]],
+            "keep_from_seq": oldest_needed,
+        }
+
+    def _state_arrived(self, reply: StateReply) -> None:
+        pending = self.pending_snapshot
+        if pending is None or pending[0] != reply.token:
+            return  # a snapshot that timed out or was replaced
+        parts = pending[2]
+        parts[reply.state.tier] = reply.state.data
+        if len(parts) < 2:
+            return
+        self.pending_snapshot = None
+        if self.snapshot_timer is not None:
+            self.snapshot_timer.cancel()
+            self.snapshot_timer = None
+        try:
+            self._write_snapshot(pending[1], parts["mtm"], parts["lpm"])
+        except MemoryOSError as exc:
             self.env.metrics.inc("snapshots_deferred")
-            log.warning("stm.snapshot_deferred", user=self.env.user_id, error=repr(exc))
+            log.warning("stm.snapshot_failed", user=self.env.user_id, error=repr(exc))
+
+    def _write_snapshot(self, part: dict[str, Any], mtm_state: Any, lpm_state: Any) -> None:
+        state = {"seq": part["seq"], "stm": part["stm"], "mtm": mtm_state, "lpm": lpm_state,
+                 "turn_keys": part["turn_keys"]}
+        persist.save_snapshot(self.env.store, state, keep_from_seq=part["keep_from_seq"],
+                              lpm_lsn=int(lpm_state.get("lsn", 0)))
 
     # -- meta data and the outbox ----------------------------------------------------------
 
@@ -335,6 +415,8 @@ class STMActor(SupervisedActor):
     def on_stop(self) -> None:
         if self.meta_timer is not None:
             self.meta_timer.cancel()
+        if self.snapshot_timer is not None:
+            self.snapshot_timer.cancel()
 
     def _arm_retry(self) -> None:
         if not self.retry_armed:
@@ -491,25 +573,11 @@ class STMActor(SupervisedActor):
             return 0  # a sibling is restarting; the next trigger will snapshot
         # LPM first, then MTM: a persona update MTM still owes in its state cannot be in
         # LPM's state, so it is either asked again or found in the WAL tail (by job id).
-        lpm_state = lpm.ask(GetState(), timeout=_STATE_TIMEOUT_S).data
-        mtm_state = mtm.ask(GetState(), timeout=_STATE_TIMEOUT_S).data
-        state = {
-            "seq": self.seq,
-            "stm": self.core.to_state(),
-            "mtm": mtm_state,
-            "lpm": lpm_state,
-            # Caller-supplied turn keys must outlive the WAL records that carried them.
-            "turn_keys": [[k, v] for k, v in
-                          list(self.recent_keys.items())[-_SNAPSHOT_KEYS:]],
-        }
-        oldest_needed = min(
-            [p.seq for p, _ in self.outbox] + [p.seq for p in self.core.pages()] + [self.seq + 1]
-        )
-        persist.save_snapshot(
-            env.store,
-            state,
-            keep_from_seq=oldest_needed,
-            lpm_lsn=int(lpm_state.get("lsn", 0)),
-        )
+        part = self._stm_part()
+        f_lpm = lpm.ask(GetState(), block=False)
+        f_mtm = mtm.ask(GetState(), block=False)
+        lpm_state = f_lpm.get(timeout=_STATE_TIMEOUT_S).data
+        mtm_state = f_mtm.get(timeout=_STATE_TIMEOUT_S).data
+        self._write_snapshot(part, mtm_state, lpm_state)
         self.turns_since_snapshot = 0
         return self.seq

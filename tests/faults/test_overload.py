@@ -68,10 +68,10 @@ def test_flooding_one_user_from_many_threads_yields_overloaded_and_bounded_infli
         assert [p for u in users for p in check_ledger(mem, u, acked[u])] == []
 
 
-def test_a_snapshot_that_cannot_get_mtms_state_in_time_is_deferred_not_a_crash(
+def test_a_snapshot_that_cannot_get_mtms_state_in_time_is_dropped_not_a_crash(
         tmp_path: Path, monkeypatch) -> None:
-    # A long placement queue behind a slow embedder makes MTM answer late; the turn that
-    # triggered the periodic snapshot is in the WAL and must succeed all the same.
+    # A long placement queue behind a slow embedder makes MTM answer late; the periodic
+    # snapshot does not hold up the turns, and one whose states come too late is dropped.
     import time
 
     from memoryos_actors.actors import stm as stm_module
@@ -93,7 +93,10 @@ def test_a_snapshot_that_cannot_get_mtms_state_in_time_is_deferred_not_a_crash(
         for i in range(1, 13):
             q = turn_query("u", i)
             acked[mem.add_turn("u", q, "ok")] = q
-        assert mem.metrics.snapshot().get("snapshots_deferred", 0) >= 2
+        deadline = time.monotonic() + 10.0
+        while mem.metrics.snapshot().get("snapshots_deferred", 0) < 1:
+            assert time.monotonic() < deadline, "the slow snapshot was never given up"
+            time.sleep(0.02)
         assert "restarts=0" in mem.tree() and "restarts=1" not in mem.tree()
         mem.flush()
         assert check_ledger(mem, "u", acked) == []
