@@ -92,7 +92,7 @@ class UserActivation:
     def _leave(self, entry: UserEntry) -> None:
         self._dir.leave(entry)
 
-    def _new_store(self, user_id: str) -> UserStore:
+    def _new_store(self, user_id: str, embedder: tuple[str, int]) -> UserStore:
         cfg = self.config
         return UserStore(
             self.data_dir,
@@ -101,6 +101,7 @@ class UserActivation:
             fsync_interval=cfg.fsync_interval_seconds,
             archive=cfg.archive_enabled,
             config_fingerprint=cfg.fingerprint(),
+            embedder=embedder,
         )
 
     def _activate(self, entry: UserEntry, deadline: float) -> None:
@@ -114,9 +115,9 @@ class UserActivation:
         started = time.perf_counter()
         self._make_room(entry, deadline)
         cfg = self.config
-        store = self._new_store(entry.user_id)
-        entry.store = store
         name, dim = self.gateway_service.embedder_info()
+        store = self._new_store(entry.user_id, (name, dim))
+        entry.store = store
         store.check_embedder(name, dim, cfg.fingerprint())
         env = UserEnv(
             user_id=entry.user_id,
