@@ -40,8 +40,10 @@ log = structlog.get_logger("memoryos.system")
 __all__ = ["UserActivation"]
 
 
-#: Background passivations at once (see ``MemoryOS._keep_headroom``).
-_BG_PASSIVATIONS = 2
+#: Threads that passivate users in the background, and the most headroom passivations
+#: in flight at once (see ``UserActivation._keep_headroom``). Passivation mostly waits
+#: (mailbox barriers, snapshot fsyncs, thread joins), so several overlap well.
+_BG_PASSIVATIONS = 8
 
 #: Seconds a single actor request may take before the facade gives up on it.
 _ASK_TIMEOUT_S = 120.0
@@ -182,45 +184,54 @@ class UserActivation:
         log.debug("user.activated", user=entry.user_id, epoch=entry.epoch, ms=round(elapsed, 3))
 
     def _make_room(self, me: UserEntry, deadline: float) -> None:
-        """Passivate least-recently-used idle users until a group slot is free for ``me``.
+        """Wait until a group slot is free for ``me``, passivating least recently used idle
+        users in the background meanwhile (never in this thread: an activation waits for
+        whichever passivation frees a slot first, not for one of its own).
 
         Every entry other than ``me`` holds (or is about to hold, or is releasing) a live
         group, so they all count against ``max_active_users``. If every one of them is
         busy, wait for one to go idle, until ``deadline``.
         """
-        cap = self.config.max_active_users
-        while True:
-            victim = self._dir.wait_for_room(me, cap, deadline)
-            if victim is None:
-                break
-            self._passivate(victim)
+        self._dir.wait_for_room(me, self.config.max_active_users, deadline,
+                                self._passivate_later)
         self._keep_headroom()
 
-    def _keep_headroom(self) -> None:
-        """Start passivating the least recently used idle user in the background when the
-        live groups are within ``max_active_users // 20`` (at least 1) of the cap."""
-        cap = self.config.max_active_users
-        with self._stats_lock:
-            if self._bg_passivating >= _BG_PASSIVATIONS:
-                return
-            self._bg_passivating += 1
-        victim = self._dir.pick_above(cap - max(1, cap // 20))
-        if victim is None:
-            with self._stats_lock:
-                self._bg_passivating -= 1
-            return
+    def _passivate_later(self, victim: UserEntry) -> None:
+        """Passivate ``victim`` (already ``DRAINING``) on the background pool, or here if
+        the pool is shut down (the memory system is closing)."""
+        try:
+            self._passivator.submit(self._passivate, victim)
+        except RuntimeError:
+            self._passivate(victim)
 
-        def run() -> None:
-            try:
-                self._passivate(victim)
-            finally:
+    def _keep_headroom(self) -> None:
+        """Keep ``max_active_users // 20`` (at least 1) group slots free: passivate least
+        recently used idle users in the background while more slots than that are held
+        (and not being released), with at most ``_BG_PASSIVATIONS`` of these at once."""
+        cap = self.config.max_active_users
+        limit = cap - max(1, cap // 20)
+        while True:
+            with self._stats_lock:
+                if self._bg_passivating >= _BG_PASSIVATIONS:
+                    return
+                self._bg_passivating += 1
+            victim = self._dir.pick_above(limit)
+            if victim is None:
                 with self._stats_lock:
                     self._bg_passivating -= 1
+                return
 
-        try:
-            self._passivator.submit(run)
-        except RuntimeError:  # shutting down: do it here
-            run()
+            def run(victim: UserEntry = victim) -> None:
+                try:
+                    self._passivate(victim)
+                finally:
+                    with self._stats_lock:
+                        self._bg_passivating -= 1
+
+            try:
+                self._passivator.submit(run)
+            except RuntimeError:  # shutting down: do it here
+                run()
 
     def _stop_group(self, entry: UserEntry, *, snapshot: bool) -> None:
         """Stop the user's actors (after a snapshot if asked) and close its store.
