@@ -7,8 +7,10 @@ attributes (``_dir``, ``config``, ``registry``, ``_users_sup``, ...).
 from __future__ import annotations
 
 import functools
+import math
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from typing import Any
 
@@ -37,13 +39,18 @@ from .validation import typed_cause as _typed_cause
 log = structlog.get_logger("memoryos.system")
 
 
-__all__ = ["UserActivation"]
+__all__ = ["SlotDemand", "UserActivation"]
 
 
-#: Threads that passivate users in the background, and the most headroom passivations
-#: in flight at once (see ``UserActivation._keep_headroom``). Passivation mostly waits
-#: (mailbox barriers, snapshot fsyncs, thread joins), so several overlap well.
-_BG_PASSIVATIONS = 8
+#: Most threads passivating users in the background (started on demand). An activation
+#: that finds no free slot hands one idle user to this pool and waits: the pool must not
+#: be smaller than the number of activations waiting at once (one per calling thread), or
+#: their passivations queue behind each other. Passivation mostly waits (mailbox barriers,
+#: snapshot fsyncs, thread joins), so many overlap well.
+_BG_PASSIVATIONS = 64
+
+#: Most headroom passivations in flight at once (see ``UserActivation._keep_headroom``).
+_HEADROOM_PASSIVATIONS = 32
 
 #: Seconds a single actor request may take before the facade gives up on it.
 _ASK_TIMEOUT_S = 120.0
@@ -66,6 +73,42 @@ class _StartOnce:
         with self._lock:
             ref, self._ref = self._ref, None
         return ref if ref is not None else self._start()
+
+
+class SlotDemand:
+    """How many group slots activations take while one passivation runs: the activation
+    rate observed over the last ``window`` activations times the mean passivation time.
+
+    Thread-safe. The rate is measured up to now, so it decays once activations stop.
+    ``alpha`` weighs each new passivation time in the running mean.
+    """
+
+    def __init__(self, window: int = 64, alpha: float = 0.2) -> None:
+        self._starts: deque[float] = deque(maxlen=window)
+        self._alpha = alpha
+        self._passivation_s = 0.0
+        self._lock = threading.Lock()
+
+    def activation_started(self, now: float) -> None:
+        """An activation began at ``now`` (a ``time.monotonic()`` value)."""
+        with self._lock:
+            self._starts.append(now)
+
+    def passivation_took(self, seconds: float) -> None:
+        """A passivation took ``seconds``."""
+        with self._lock:
+            if self._passivation_s == 0.0:
+                self._passivation_s = seconds
+            else:
+                self._passivation_s += self._alpha * (seconds - self._passivation_s)
+
+    def slots_per_passivation(self, now: float) -> float:
+        """Activations expected while one passivation runs (0.0 before any data)."""
+        with self._lock:
+            if len(self._starts) < 2:
+                return 0.0
+            span = now - self._starts[0]
+            return len(self._starts) / span * self._passivation_s if span > 0 else 0.0
 
 
 class UserActivation:
@@ -115,6 +158,7 @@ class UserActivation:
         running group: activations of different users proceed in parallel.
         """
         started = time.perf_counter()
+        self._demand.activation_started(time.monotonic())
         self._make_room(entry, deadline)
         cfg = self.config
         name, dim = self.gateway_service.embedder_info()
@@ -205,14 +249,22 @@ class UserActivation:
             self._passivate(victim)
 
     def _keep_headroom(self) -> None:
-        """Keep ``max_active_users // 20`` (at least 1) group slots free: passivate least
-        recently used idle users in the background while more slots than that are held
-        (and not being released), with at most ``_BG_PASSIVATIONS`` of these at once."""
+        """Keep some group slots free below ``max_active_users``: passivate least recently
+        used idle users in the background while more slots are held (and not being
+        released) than that.
+
+        How many: as many as activations take while one passivation runs, twice over
+        (see :class:`SlotDemand`), but no fewer than ``max_active_users // 20`` (and 1) and
+        no more than a quarter of ``max_active_users`` above that floor. At most as many
+        headroom passivations run at once (at least 2, at most ``_HEADROOM_PASSIVATIONS``).
+        """
         cap = self.config.max_active_users
-        limit = cap - max(1, cap // 20)
+        need = math.ceil(2.0 * self._demand.slots_per_passivation(time.monotonic()))
+        limit = cap - max(1, cap // 20, min(cap // 4, need))
+        in_flight = max(2, min(_HEADROOM_PASSIVATIONS, need))
         while True:
             with self._stats_lock:
-                if self._bg_passivating >= _BG_PASSIVATIONS:
+                if self._bg_passivating >= in_flight:
                     return
                 self._bg_passivating += 1
             victim = self._dir.pick_above(limit)
@@ -268,8 +320,10 @@ class UserActivation:
 
     def _passivate(self, entry: UserEntry) -> None:
         """Snapshot and stop a user's group (the entry is already ``DRAINING``)."""
+        started = time.monotonic()
         try:
             self._stop_group(entry, snapshot=True)
+            self._demand.passivation_took(time.monotonic() - started)
         finally:
             with self._stats_lock:
                 self._counters["passivations"] += 1
