@@ -7,8 +7,10 @@ attributes (``_dir``, ``config``, ``registry``, ``_users_sup``, ...).
 from __future__ import annotations
 
 import functools
+import math
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from typing import Any
 
@@ -37,11 +39,18 @@ from .validation import typed_cause as _typed_cause
 log = structlog.get_logger("memoryos.system")
 
 
-__all__ = ["UserActivation"]
+__all__ = ["SlotDemand", "UserActivation"]
 
 
-#: Background passivations at once (see ``MemoryOS._keep_headroom``).
-_BG_PASSIVATIONS = 2
+#: Most threads passivating users in the background (started on demand). An activation
+#: that finds no free slot hands one idle user to this pool and waits: the pool must not
+#: be smaller than the number of activations waiting at once (one per calling thread), or
+#: their passivations queue behind each other. Passivation mostly waits (mailbox barriers,
+#: snapshot fsyncs, thread joins), so many overlap well.
+_BG_PASSIVATIONS = 64
+
+#: Most headroom passivations in flight at once (see ``UserActivation._keep_headroom``).
+_HEADROOM_PASSIVATIONS = 32
 
 #: Seconds a single actor request may take before the facade gives up on it.
 _ASK_TIMEOUT_S = 120.0
@@ -64,6 +73,42 @@ class _StartOnce:
         with self._lock:
             ref, self._ref = self._ref, None
         return ref if ref is not None else self._start()
+
+
+class SlotDemand:
+    """How many group slots activations take while one passivation runs: the activation
+    rate observed over the last ``window`` activations times the mean passivation time.
+
+    Thread-safe. The rate is measured up to now, so it decays once activations stop.
+    ``alpha`` weighs each new passivation time in the running mean.
+    """
+
+    def __init__(self, window: int = 64, alpha: float = 0.2) -> None:
+        self._starts: deque[float] = deque(maxlen=window)
+        self._alpha = alpha
+        self._passivation_s = 0.0
+        self._lock = threading.Lock()
+
+    def activation_started(self, now: float) -> None:
+        """An activation began at ``now`` (a ``time.monotonic()`` value)."""
+        with self._lock:
+            self._starts.append(now)
+
+    def passivation_took(self, seconds: float) -> None:
+        """A passivation took ``seconds``."""
+        with self._lock:
+            if self._passivation_s == 0.0:
+                self._passivation_s = seconds
+            else:
+                self._passivation_s += self._alpha * (seconds - self._passivation_s)
+
+    def slots_per_passivation(self, now: float) -> float:
+        """Activations expected while one passivation runs (0.0 before any data)."""
+        with self._lock:
+            if len(self._starts) < 2:
+                return 0.0
+            span = now - self._starts[0]
+            return len(self._starts) / span * self._passivation_s if span > 0 else 0.0
 
 
 class UserActivation:
@@ -92,7 +137,7 @@ class UserActivation:
     def _leave(self, entry: UserEntry) -> None:
         self._dir.leave(entry)
 
-    def _new_store(self, user_id: str) -> UserStore:
+    def _new_store(self, user_id: str, embedder: tuple[str, int]) -> UserStore:
         cfg = self.config
         return UserStore(
             self.data_dir,
@@ -101,6 +146,7 @@ class UserActivation:
             fsync_interval=cfg.fsync_interval_seconds,
             archive=cfg.archive_enabled,
             config_fingerprint=cfg.fingerprint(),
+            embedder=embedder,
         )
 
     def _activate(self, entry: UserEntry, deadline: float) -> None:
@@ -112,11 +158,12 @@ class UserActivation:
         running group: activations of different users proceed in parallel.
         """
         started = time.perf_counter()
+        self._demand.activation_started(time.monotonic())
         self._make_room(entry, deadline)
         cfg = self.config
-        store = self._new_store(entry.user_id)
-        entry.store = store
         name, dim = self.gateway_service.embedder_info()
+        store = self._new_store(entry.user_id, (name, dim))
+        entry.store = store
         store.check_embedder(name, dim, cfg.fingerprint())
         env = UserEnv(
             user_id=entry.user_id,
@@ -181,45 +228,62 @@ class UserActivation:
         log.debug("user.activated", user=entry.user_id, epoch=entry.epoch, ms=round(elapsed, 3))
 
     def _make_room(self, me: UserEntry, deadline: float) -> None:
-        """Passivate least-recently-used idle users until a group slot is free for ``me``.
+        """Wait until a group slot is free for ``me``, passivating least recently used idle
+        users in the background meanwhile (never in this thread: an activation waits for
+        whichever passivation frees a slot first, not for one of its own).
 
         Every entry other than ``me`` holds (or is about to hold, or is releasing) a live
         group, so they all count against ``max_active_users``. If every one of them is
         busy, wait for one to go idle, until ``deadline``.
         """
-        cap = self.config.max_active_users
-        while True:
-            victim = self._dir.wait_for_room(me, cap, deadline)
-            if victim is None:
-                break
-            self._passivate(victim)
+        self._dir.wait_for_room(me, self.config.max_active_users, deadline,
+                                self._passivate_later)
         self._keep_headroom()
 
-    def _keep_headroom(self) -> None:
-        """Start passivating the least recently used idle user in the background when the
-        live groups are within ``max_active_users // 20`` (at least 1) of the cap."""
-        cap = self.config.max_active_users
-        with self._stats_lock:
-            if self._bg_passivating >= _BG_PASSIVATIONS:
-                return
-            self._bg_passivating += 1
-        victim = self._dir.pick_above(cap - max(1, cap // 20))
-        if victim is None:
-            with self._stats_lock:
-                self._bg_passivating -= 1
-            return
+    def _passivate_later(self, victim: UserEntry) -> None:
+        """Passivate ``victim`` (already ``DRAINING``) on the background pool, or here if
+        the pool is shut down (the memory system is closing)."""
+        try:
+            self._passivator.submit(self._passivate, victim)
+        except RuntimeError:
+            self._passivate(victim)
 
-        def run() -> None:
-            try:
-                self._passivate(victim)
-            finally:
+    def _keep_headroom(self) -> None:
+        """Keep some group slots free below ``max_active_users``: passivate least recently
+        used idle users in the background while more slots are held (and not being
+        released) than that.
+
+        How many: as many as activations take while one passivation runs, twice over
+        (see :class:`SlotDemand`), but no fewer than ``max_active_users // 20`` (and 1) and
+        no more than a quarter of ``max_active_users`` above that floor. At most as many
+        headroom passivations run at once (at least 2, at most ``_HEADROOM_PASSIVATIONS``).
+        """
+        cap = self.config.max_active_users
+        need = math.ceil(2.0 * self._demand.slots_per_passivation(time.monotonic()))
+        limit = cap - max(1, cap // 20, min(cap // 4, need))
+        in_flight = max(2, min(_HEADROOM_PASSIVATIONS, need))
+        while True:
+            with self._stats_lock:
+                if self._bg_passivating >= in_flight:
+                    return
+                self._bg_passivating += 1
+            victim = self._dir.pick_above(limit)
+            if victim is None:
                 with self._stats_lock:
                     self._bg_passivating -= 1
+                return
 
-        try:
-            self._passivator.submit(run)
-        except RuntimeError:  # shutting down: do it here
-            run()
+            def run(victim: UserEntry = victim) -> None:
+                try:
+                    self._passivate(victim)
+                finally:
+                    with self._stats_lock:
+                        self._bg_passivating -= 1
+
+            try:
+                self._passivator.submit(run)
+            except RuntimeError:  # shutting down: do it here
+                run()
 
     def _stop_group(self, entry: UserEntry, *, snapshot: bool) -> None:
         """Stop the user's actors (after a snapshot if asked) and close its store.
@@ -259,8 +323,10 @@ class UserActivation:
 
     def _passivate(self, entry: UserEntry) -> None:
         """Snapshot and stop a user's group (the entry is already ``DRAINING``)."""
+        started = time.monotonic()
         try:
             self._stop_group(entry, snapshot=True)
+            self._demand.passivation_took(time.monotonic() - started)
         finally:
             with self._stats_lock:
                 self._counters["passivations"] += 1

@@ -132,6 +132,8 @@ class UserDirectory:
         self._is_pinned = is_pinned
         self._cond = threading.Condition(threading.Lock())
         self._entries: OrderedDict[str, UserEntry] = OrderedDict()
+        #: Activations waiting for a group slot, in arrival order (see wait_for_room).
+        self._room_queue: list[UserEntry] = []
         self.closed = False
         #: How many transitions of each kind completed (for stats and tests).
         self.counts = {p.value: 0 for p in UserPhase}
@@ -303,46 +305,63 @@ class UserDirectory:
         """End the transition ``entry`` is in, moving it to ``phase`` (``PASSIVE``: removed)."""
         self._move(entry, phase)
 
-    def wait_for_room(self, me: UserEntry, cap: int, deadline: float) -> UserEntry | None:
-        """Take one of the ``cap`` group slots for ``me``, or pick an idle user to drain.
+    def wait_for_room(self, me: UserEntry, cap: int, deadline: float,
+                      drain: Callable[[UserEntry], None]) -> None:
+        """Take one of the ``cap`` group slots for ``me`` (an ``ACTIVATING`` entry).
 
-        Returns None once ``me`` holds a slot; otherwise a user moved to ``DRAINING`` that
-        the caller must passivate (then call again). Only entries that hold a slot (a live
-        group, or an activation past this point) count, so activations waiting here never
-        wait for each other. Waits until ``deadline`` for some user to go idle, then raises
-        ``Overloaded``.
+        Activations that find no free slot queue up and get the slots in arrival order.
+        While ``me`` waits, idle users are moved to ``DRAINING`` (least recently used
+        first) and handed to ``drain``, which must start their passivation elsewhere and
+        return at once: so many that the slots being released cover every activation
+        queued up to ``me``, and no more. ``drain`` is called without the directory's lock.
+        Only entries that hold a slot (a live group, or an activation past this point)
+        count, so activations waiting here never wait for each other's files. Waits
+        until ``deadline`` (a ``time.monotonic()`` value), then raises ``Overloaded``;
+        raises ``SystemClosed`` if the directory closes meanwhile.
         """
         with self._cond:
-            while True:
-                if me.slot:
-                    return None
-                if sum(1 for e in self._entries.values() if e.slot) < cap:
-                    me.slot = True
-                    return None
-                for entry in self._entries.values():
-                    if (entry.phase is UserPhase.ACTIVE and entry.inflight == 0 and entry is not me
-                            and not self._is_pinned(entry.user_id)):
-                        entry.phase = UserPhase.DRAINING
-                        self._cond.notify_all()
-                        return entry
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    raise Overloaded(f"{cap} users are active and busy (max_active_users={cap})")
-                self._cond.wait(remaining)
+            if me.slot:
+                return
+            self._room_queue.append(me)
+            try:
+                while True:
+                    if self.closed:
+                        raise SystemClosed("the memory system is closed")
+                    held, releasing = self._slot_counts()
+                    ahead = self._room_queue.index(me)  # activations queued before me
+                    if held < cap and ahead < cap - held:
+                        me.slot = True
+                        return
+                    victim = None
+                    if releasing < ahead + 1 - max(0, cap - held):
+                        victim = self._pick_lru_idle(exclude=me)
+                    if victim is not None:
+                        self._cond.release()
+                        try:
+                            drain(victim)
+                        finally:
+                            self._cond.acquire()
+                        continue
+                    remaining = deadline - time.monotonic()
+                    if remaining <= 0:
+                        raise Overloaded(
+                            f"{cap} users are active and busy (max_active_users={cap})")
+                    self._cond.wait(remaining)
+            finally:
+                self._room_queue.remove(me)
+                self._cond.notify_all()  # the next one in the queue may take a free slot
 
     def pick_above(self, limit: int) -> UserEntry | None:
-        """With more than ``limit`` group slots held, move the least recently used idle user
-        to ``DRAINING`` and return it (None otherwise, or when every such user is busy)."""
+        """With more than ``limit`` group slots held and not being released, move the
+        least recently used idle user to ``DRAINING`` and return it (None otherwise, or
+        when every such user is busy)."""
         with self._cond:
-            if self.closed or sum(1 for e in self._entries.values() if e.slot) <= limit:
+            if self.closed:
                 return None
-            for entry in self._entries.values():
-                if (entry.phase is UserPhase.ACTIVE and entry.inflight == 0
-                        and not self._is_pinned(entry.user_id)):
-                    entry.phase = UserPhase.DRAINING
-                    self._cond.notify_all()
-                    return entry
-            return None
+            held, releasing = self._slot_counts()
+            if held - releasing <= limit:
+                return None
+            return self._pick_lru_idle()
 
     def close(self) -> list[UserEntry]:
         """Refuse new calls and operations; return the entries still live (a copy)."""
@@ -362,6 +381,29 @@ class UserDirectory:
             return True
 
     # -- internals ----------------------------------------------------------------------
+
+    def _slot_counts(self) -> tuple[int, int]:
+        """``(held, releasing)``: group slots held, and how many of them belong to users
+        whose group is being stopped (``DRAINING``, ``FORGETTING``) and will be free soon.
+        Caller holds the lock."""
+        held = releasing = 0
+        for e in self._entries.values():
+            if e.slot:
+                held += 1
+                if e.phase is UserPhase.DRAINING or e.phase is UserPhase.FORGETTING:
+                    releasing += 1
+        return held, releasing
+
+    def _pick_lru_idle(self, exclude: UserEntry | None = None) -> UserEntry | None:
+        """Move the least recently used idle, unpinned ``ACTIVE`` user to ``DRAINING``
+        and return it (None if there is none). Caller holds the lock."""
+        for entry in self._entries.values():
+            if (entry.phase is UserPhase.ACTIVE and entry.inflight == 0 and entry is not exclude
+                    and not self._is_pinned(entry.user_id)):
+                entry.phase = UserPhase.DRAINING
+                self._cond.notify_all()
+                return entry
+        return None
 
     def _move(self, entry: UserEntry, phase: UserPhase) -> None:
         with self._cond:

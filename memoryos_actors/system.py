@@ -78,7 +78,7 @@ from .store.lock import DataDirLock
 if TYPE_CHECKING:
     from .cluster import ClusterMemoryOS, RayCluster
 
-from .activation import _ASK_TIMEOUT_S, _BG_PASSIVATIONS, UserActivation
+from .activation import _ASK_TIMEOUT_S, _BG_PASSIVATIONS, SlotDemand, UserActivation
 from .memories import Memory, MemoryEditing, MemoryEvent
 from .inspection import Inspection
 from .portability import Portability
@@ -135,11 +135,13 @@ class MemoryOS(UserActivation, Inspection, Portability, MemoryEditing):
         self._dir = UserDirectory(config.max_inflight_per_user,
                                   is_pinned=lambda u: u.startswith(ASSISTANT_PREFIX))
         self._stats_lock = threading.Lock()
-        # Passivates least recently used idle users in the background once the live groups
-        # come within `headroom` of max_active_users, so activations rarely wait for one.
+        # Passivates least recently used idle users in the background: those activations
+        # waiting for a slot hand over, and those keeping some slots free below
+        # max_active_users (see activation.py). Threads are started on demand.
         self._passivator = ThreadPoolExecutor(_BG_PASSIVATIONS,
                                               thread_name_prefix="memoryos-passivate")
         self._bg_passivating = 0
+        self._demand = SlotDemand()  # sizes the headroom kept below max_active_users
         self._total = threading.BoundedSemaphore(config.max_inflight_total)
         self._counters = {"turns": 0, "retrievals": 0, "chats": 0, "activations": 0,
                           "passivations": 0}

@@ -14,7 +14,7 @@ from typing import BinaryIO
 
 from memoryos_actors.errors import StorageError
 
-__all__ = ["atomic_write", "fsync_dir", "tmp_path"]
+__all__ = ["atomic_write", "fsync_dir", "fsync_file", "is_blank", "tmp_path"]
 
 
 def fsync_dir(path: Path) -> None:
@@ -31,12 +31,39 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
+def fsync_file(path: Path) -> None:
+    """Make the content of the file at ``path`` durable (it must exist)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def is_blank(path: Path) -> bool:
+    """Whether the file at ``path`` holds nothing but zero bytes (or nothing at all).
+
+    That is what a file created without fsync can look like after a machine crash: its
+    name reached the disk, its bytes did not. A file that ever held data made durable
+    never looks like this.
+    """
+    try:
+        with open(path, "rb") as f:
+            while chunk := f.read(1 << 16):
+                if chunk.count(0) != len(chunk):
+                    return False
+    except OSError:
+        return False
+    return True
+
+
 def tmp_path(path: Path) -> Path:
     """Where :func:`atomic_write` stages the new content of ``path`` (``<name>.tmp``)."""
     return path.with_name(path.name + ".tmp")
 
 
-def atomic_write(path: Path, content: bytes | Callable[[BinaryIO], None], what: str) -> None:
+def atomic_write(path: Path, content: bytes | Callable[[BinaryIO], None], what: str,
+                 *, durable: bool = True) -> None:
     """Replace ``path`` with ``content`` durably (temp file, fsync, rename, directory fsync).
 
     Args:
@@ -44,6 +71,9 @@ def atomic_write(path: Path, content: bytes | Callable[[BinaryIO], None], what: 
         content: the bytes, or a function that writes them to the open temp file (for
             content streamed from another file).
         what: what the file is, for the error message (``"snapshot"``, ``"meta"``).
+        durable: False skips both fsyncs: a killed process still leaves the old file or
+            the whole new one, but after a machine crash the file may be missing or
+            blank (see :func:`is_blank`) until the caller fsyncs it and its directory.
 
     Raises:
         StorageError: the write, fsync or rename failed; the temp file is removed and
@@ -57,9 +87,11 @@ def atomic_write(path: Path, content: bytes | Callable[[BinaryIO], None], what: 
             else:
                 f.write(content)
             f.flush()
-            os.fsync(f.fileno())
+            if durable:
+                os.fsync(f.fileno())
         os.replace(tmp, path)
     except OSError as exc:
         tmp.unlink(missing_ok=True)
         raise StorageError(f"{path}: writing {what} failed: {exc}") from exc
-    fsync_dir(path.parent)
+    if durable:
+        fsync_dir(path.parent)

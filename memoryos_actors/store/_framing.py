@@ -36,7 +36,7 @@ import struct
 import threading
 import time
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO, Literal, Self
@@ -295,6 +295,12 @@ class RecordLog:
     is kept beside it as ``<name>.corrupt-<unix ms>`` and an error is logged. A file that
     exists but has no readable header raises :class:`CorruptDataError` naming it: existing
     data is never replaced by an empty log.
+
+    A missing file is created with just a header. With ``sync_create=False`` that creation
+    is not fsynced (the file holds nothing a crash could lose); the log's first fsync then
+    also makes its name durable, by calling ``on_first_sync`` (default: fsync the
+    directory) before the fsync counts as done. Until then a machine crash may leave the
+    file missing or blank; the caller decides whether that is safe to start over from.
     """
 
     MAGIC = b"MOSLOG"
@@ -307,6 +313,8 @@ class RecordLog:
         *,
         fsync: FsyncPolicy | str = "interval",
         interval: float = 0.1,
+        sync_create: bool = True,
+        on_first_sync: Callable[[], None] | None = None,
     ) -> None:
         if fsync not in FSYNC_POLICIES:
             raise ConfigError(f"fsync must be one of {', '.join(FSYNC_POLICIES)}, not {fsync!r}")
@@ -319,6 +327,10 @@ class RecordLog:
         self._sync_lock = threading.Lock()  # one fsync at a time; always taken before _lock
         self._closed = True
         self._sync_error: OSError | None = None
+        self._sync_create = sync_create
+        self._on_first_sync = on_first_sync
+        #: Created without fsync and not fsynced since (guarded by _sync_lock).
+        self._created_unsynced = False
         self._key = os.path.realpath(self.path)
         with _open_paths_lock:
             if self._key in _open_paths:
@@ -342,7 +354,9 @@ class RecordLog:
             tmp.unlink()
         if not self.path.exists():
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            atomic_write(self.path, encode_header(self.MAGIC, self.VERSION, 0), self.KIND)
+            atomic_write(self.path, encode_header(self.MAGIC, self.VERSION, 0), self.KIND,
+                         durable=self._sync_create)
+            self._created_unsynced = not self._sync_create
         try:
             result = scan(self.path, self.MAGIC, self.VERSION, self.KIND)
         except OSError as exc:
@@ -451,11 +465,25 @@ class RecordLog:
                 target = self._last_seq
                 fd = self._file.fileno()
             try:
-                os.fsync(fd)
+                self._fsync(fd)
             except OSError as exc:
                 self._sync_error = exc
                 raise StorageError(f"{self.path}: fsync failed: {exc}") from exc
             self._synced_seq = target
+
+    def _fsync(self, fd: int) -> None:
+        """fsync the file; the first time after an unsynced creation, make its name durable
+        too (caller holds ``_sync_lock``)."""
+        os.fsync(fd)
+        self._name_durable()
+
+    def _name_durable(self) -> None:
+        if self._created_unsynced:
+            if self._on_first_sync is not None:
+                self._on_first_sync()
+            else:
+                fsync_dir(self.path.parent)
+            self._created_unsynced = False
 
     def sync_if_dirty(self) -> None:
         """Fsync if records were appended since the last fsync (the flusher's entry point)."""
@@ -468,7 +496,7 @@ class RecordLog:
             if target <= self._synced_seq:
                 return
             try:
-                os.fsync(fd)
+                self._fsync(fd)
             except OSError as exc:
                 self._sync_error = exc
                 log.error("store_fsync_failed", path=str(self.path), error=str(exc))
@@ -532,7 +560,7 @@ class RecordLog:
             self._closed = True
             try:
                 if self.fsync != "never" and self._sync_error is None:
-                    os.fsync(self._file.fileno())
+                    self._fsync(self._file.fileno())
             finally:
                 self._file.close()
                 with _open_paths_lock:

@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Self
 
-from memoryos_actors.errors import InvalidInput
+from memoryos_actors.errors import InvalidInput, StorageError
 from memoryos_actors.store._framing import FsyncPolicy, RecordLog, pack_record
 
 __all__ = ["Archive", "ArchiveHit", "ArchiveLog"]
@@ -68,7 +68,8 @@ class Archive:
     """Append-only archive of ``dict`` records at ``path``; thread-safe.
 
     The file is created on the first append (so a user with nothing archived has no archive
-    file). ``fsync`` and ``interval`` (seconds) work as for the WAL.
+    file), after calling ``before_create`` (the store makes a new user's directory durable
+    there). ``fsync`` and ``interval`` (seconds) work as for the WAL.
     """
 
     def __init__(
@@ -78,11 +79,13 @@ class Archive:
         enabled: bool = True,
         fsync: FsyncPolicy | str = "interval",
         interval: float = 0.1,
+        before_create: Callable[[], None] | None = None,
     ) -> None:
         self.path = Path(path)
         self.enabled = enabled
         self._fsync = fsync
         self._interval = interval
+        self._before_create = before_create
         self._log: ArchiveLog | None = None
         self._open_lock = threading.Lock()
         if self.path.exists():
@@ -93,6 +96,11 @@ class Archive:
     def _ensure_log(self) -> ArchiveLog:
         with self._open_lock:
             if self._log is None:
+                if self._before_create is not None:
+                    try:
+                        self._before_create()
+                    except OSError as exc:
+                        raise StorageError(f"{self.path}: fsync failed: {exc}") from exc
                 self._log = ArchiveLog(self.path, fsync=self._fsync, interval=self._interval)
             return self._log
 

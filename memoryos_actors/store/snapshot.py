@@ -112,7 +112,9 @@ def write_snapshot(
     head = _HEAD.pack(_MAGIC, FORMAT_VERSION, schema_version, wal_lsn, len(payload))
     crc = zlib.crc32(payload, zlib.crc32(head))
     try:
-        d.mkdir(parents=True, exist_ok=True)
+        if not d.is_dir():
+            d.mkdir(parents=True, exist_ok=True)
+            fsync_dir(d.parent)  # the directory's own name, or a crash may lose every generation
         for stale in d.glob("snapshot-*.tmp"):  # left by a crash mid-write
             stale.unlink(missing_ok=True)
         existing = list_snapshots(d)

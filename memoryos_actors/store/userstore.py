@@ -15,6 +15,14 @@ it". :meth:`UserStore.checkpoint` writes a snapshot and drops WAL records only u
 The store never starts empty over existing data: damaged files raise
 :class:`~memoryos_actors.errors.CorruptDataError` naming them.
 
+A new user's files hold nothing yet, so creating them costs no fsync: the directory, the
+meta file and the WAL's name are made durable by the WAL's first fsync (before it counts as
+done: at once for ``fsync="always"``, by the flusher for ``"interval"``, at close), or
+before the first snapshot or archive record, whichever comes first. A machine crash before
+that can leave the user's directory with blank files (see
+:func:`~memoryos_actors.store._files.is_blank`) and no snapshot or archive: such leftovers
+hold nothing, and opening the user starts it afresh (logged as ``user_creation_cut_short``).
+
 The data-directory lock (:class:`~memoryos_actors.store.lock.DataDirLock`) is the caller's:
 a :class:`UserStore` assumes its process owns ``root``.
 """
@@ -23,6 +31,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -35,13 +44,18 @@ from memoryos_actors.errors import (
     StorageError,
     UnknownUser,
 )
-from memoryos_actors.store._files import atomic_write, fsync_dir
+from memoryos_actors.store._files import atomic_write, fsync_dir, fsync_file, is_blank
 from memoryos_actors.store._framing import NewerFormatError, log
 from memoryos_actors.store.archive import Archive
 from memoryos_actors.store.cold import COLD_FILE, ColdIndex
 from memoryos_actors.store.edits import EditLog
 from memoryos_actors.store.paths import user_dir_name, user_id_from_dir_name, validate_user_id
-from memoryos_actors.store.snapshot import SCHEMA_VERSION, read_latest_snapshot, write_snapshot
+from memoryos_actors.store.snapshot import (
+    SCHEMA_VERSION,
+    list_snapshots,
+    read_latest_snapshot,
+    write_snapshot,
+)
 from memoryos_actors.store.wal import WAL
 
 __all__ = [
@@ -164,9 +178,27 @@ def _read_meta(path: Path) -> UserMeta:
     return UserMeta.from_dict(doc, path)
 
 
-def _write_meta(path: Path, meta: UserMeta) -> None:
+def _write_meta(path: Path, meta: UserMeta, *, durable: bool = True) -> None:
     data = json.dumps(meta.to_dict(), ensure_ascii=False, indent=1).encode("utf-8")
-    atomic_write(path, data, "meta")
+    atomic_write(path, data, "meta", durable=durable)
+
+
+def _holds_nothing(directory: Path) -> bool:
+    """Whether a user directory holds no data: only blank files (see
+    :func:`~memoryos_actors.store._files.is_blank`), temporary files and empty directories,
+    as a machine crash can leave a creation that was never fsynced."""
+    try:
+        for entry in directory.iterdir():
+            if entry.is_symlink():
+                return False
+            if entry.is_dir():
+                if any(entry.iterdir()):
+                    return False
+            elif not (entry.name.endswith(".tmp") or is_blank(entry)):
+                return False
+    except OSError:
+        return False
+    return True
 
 
 def user_exists(root: str | os.PathLike[str], user_id: str) -> bool:
@@ -188,11 +220,13 @@ def list_users(root: str | os.PathLike[str]) -> list[str]:
         if not entry.is_dir() or entry.is_symlink():
             continue
         meta = entry / META_FILE
-        if meta.exists():
+        if meta.exists() and not is_blank(meta):
             found.append(_read_meta(meta).user_id)
             continue
         decoded = user_id_from_dir_name(entry.name)
         if decoded is None:
+            if _holds_nothing(entry):
+                continue  # a creation cut short by a machine crash: no user data
             raise CorruptDataError(
                 f"{meta}: missing, and {entry.name!r} is not a plain user dir name"
             )
@@ -210,6 +244,9 @@ def _setting(explicit: Any, config: Any, attr: str, default: Any) -> Any:
 
 class UserStore:
     """Open (creating unless ``create=False``) the files of ``user_id`` under data dir ``root``.
+
+    ``embedder`` (name, dimension) is recorded in the meta file of a user created here, as
+    :meth:`check_embedder` would record it, without writing the file twice.
 
     Settings come from the keyword arguments, else from ``config`` (any object with the
     ``MemoryConfig`` attributes ``fsync``, ``fsync_interval_seconds``, ``archive_enabled`` and
@@ -231,6 +268,7 @@ class UserStore:
         fsync_interval: float | None = None,
         archive: bool | None = None,
         config_fingerprint: str | None = None,
+        embedder: tuple[str, int] | None = None,
         create: bool = True,
     ) -> None:
         validate_user_id(user_id)
@@ -247,15 +285,29 @@ class UserStore:
         ):
             config_fingerprint = config.fingerprint()
         self._closed = True
-        self.meta = self._open_meta(create, config_fingerprint)
+        #: Whether the user's directory, meta file and WAL name are durable (see the module
+        #: docstring); False only for a user created by this store until its first fsync.
+        self._durable = True
+        self._durable_lock = threading.Lock()
+        self.meta = self._open_meta(create, config_fingerprint, embedder)
         self.snapshot_dir = self.dir / SNAPSHOT_DIR
-        self.wal = WAL(self.dir / WAL_FILE, fsync=self.fsync, interval=self.fsync_interval)
+        fresh = not self._durable
+        if not fresh:
+            self._discard_blank_wal()
+        self.wal = WAL(
+            self.dir / WAL_FILE,
+            fsync=self.fsync,
+            interval=self.fsync_interval,
+            sync_create=not fresh,
+            on_first_sync=self._make_durable if fresh else None,
+        )
         try:
             self.archive = Archive(
                 self.dir / ARCHIVE_FILE,
                 enabled=self.archive_enabled,
                 fsync=self.fsync,
                 interval=self.fsync_interval,
+                before_create=self._make_durable,
             )
         except BaseException:
             self.wal.close()
@@ -271,10 +323,14 @@ class UserStore:
 
     # -- meta --------------------------------------------------------------------------------
 
-    def _open_meta(self, create: bool, fingerprint: str | None) -> UserMeta:
+    def _open_meta(self, create: bool, fingerprint: str | None,
+                   embedder: tuple[str, int] | None) -> UserMeta:
         meta_path = self.dir / META_FILE
         if self.dir.is_dir():
-            if meta_path.exists():
+            blank = meta_path.exists() and is_blank(meta_path)
+            if blank:
+                log.warning("user_meta_blank", path=str(meta_path), user_id=self.user_id)
+            if meta_path.exists() and not blank:
                 meta = _read_meta(meta_path)
                 if meta.user_id != self.user_id:
                     raise StorageError(
@@ -292,7 +348,12 @@ class UserStore:
                     meta = _replace_meta(meta, config_fingerprint=fingerprint)
                     _write_meta(meta_path, meta)
                 return meta
-            others = sorted(p.name for p in self.dir.iterdir())
+            others = sorted(p.name for p in self.dir.iterdir() if p.name != META_FILE)
+            if others and _holds_nothing(self.dir):
+                log.warning("user_creation_cut_short", path=str(self.dir), files=others,
+                            user_id=self.user_id)
+                self._discard_blank_wal()
+                others = []
             if others and user_id_from_dir_name(self.dir.name) != self.user_id:
                 raise CorruptDataError(
                     f"{meta_path}: missing; cannot confirm that {self.dir} holds user "
@@ -307,10 +368,36 @@ class UserStore:
                 self.dir.mkdir(parents=True, exist_ok=True)
             except OSError as exc:
                 raise StorageError(f"{self.dir}: cannot create user directory: {exc}") from exc
-            fsync_dir(self.dir.parent)
-        meta = UserMeta(self.user_id, time.time(), config_fingerprint=fingerprint)
-        _write_meta(meta_path, meta)
+            self._durable = False  # nothing to lose yet: made durable by the first fsync
+        # A new user's embedder goes into its first meta file: one write, not two.
+        name, dim = embedder if embedder is not None else (None, None)
+        meta = UserMeta(self.user_id, time.time(), name, dim, config_fingerprint=fingerprint)
+        _write_meta(meta_path, meta, durable=self._durable)
         return meta
+
+    def _make_durable(self) -> None:
+        """Make a new user's directory, meta file and WAL name durable (once; a no-op for
+        a user that existed when the store opened). Raises ``OSError`` if an fsync fails."""
+        with self._durable_lock:
+            if self._durable:
+                return
+            fsync_file(self.dir / META_FILE)
+            fsync_dir(self.dir)  # the names meta.json and wal.log
+            fsync_dir(self.dir.parent)  # the user's directory itself
+            self._durable = True
+
+    def _discard_blank_wal(self) -> None:
+        """Remove a blank WAL left by a creation cut short (see the module docstring).
+
+        Only when nothing else of the user exists (no snapshot, no archive): a blank WAL
+        beside those is damage, and opening it raises ``CorruptDataError`` as usual.
+        """
+        wal = self.dir / WAL_FILE
+        archive = self.dir / ARCHIVE_FILE
+        if (wal.exists() and is_blank(wal) and not list_snapshots(self.dir / SNAPSHOT_DIR)
+                and (not archive.exists() or is_blank(archive))):
+            log.warning("user_creation_cut_short", path=str(wal), user_id=self.user_id)
+            wal.unlink()
 
     def check_embedder(self, name: str, dim: int, config_fingerprint: str | None = None) -> None:
         """Check that stored embeddings came from embedder ``name`` with ``dim`` dimensions.
@@ -347,7 +434,7 @@ class UserStore:
             changes["config_fingerprint"] = config_fingerprint
         if changes:
             self.meta = _replace_meta(meta, **changes)
-            _write_meta(self.dir / META_FILE, self.meta)
+            _write_meta(self.dir / META_FILE, self.meta, durable=self._durable)
 
     # -- WAL, snapshots, archive ---------------------------------------------------------------
 
@@ -421,6 +508,10 @@ class UserStore:
         lsn = self.wal.last_lsn if wal_lsn is None else wal_lsn
         if not isinstance(lsn, int) or lsn < 0 or lsn > self.wal.last_lsn:
             raise InvalidInput(f"wal_lsn must be between 0 and {self.wal.last_lsn}, not {lsn!r}")
+        try:
+            self._make_durable()  # a snapshot never lands in a directory that could vanish
+        except OSError as exc:
+            raise StorageError(f"{self.dir}: fsync failed: {exc}") from exc
         previous = self._snapshot_lsn
         if previous is None:
             try:

@@ -17,7 +17,7 @@ The file format, recovery rules and fsync policies are described in
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any, BinaryIO
 
 from memoryos_actors.errors import StorageError
@@ -42,7 +42,8 @@ class WAL(RecordLog):
 
     ``fsync`` is ``"always"``, ``"interval"`` or ``"never"``; ``interval`` is the flusher
     period in seconds for ``"interval"``. The file is created if missing and recovered if it
-    exists (torn tails cut, damaged files backed up, see :class:`RecordLog`).
+    exists (torn tails cut, damaged files backed up, see :class:`RecordLog`, which also
+    describes ``sync_create`` and ``on_first_sync``).
     """
 
     MAGIC = b"MOSWAL"
@@ -54,8 +55,12 @@ class WAL(RecordLog):
         path: str | os.PathLike[str],
         fsync: FsyncPolicy | str = "interval",
         interval: float = 0.1,
+        *,
+        sync_create: bool = True,
+        on_first_sync: Callable[[], None] | None = None,
     ) -> None:
-        super().__init__(path, fsync=fsync, interval=interval)
+        super().__init__(path, fsync=fsync, interval=interval, sync_create=sync_create,
+                         on_first_sync=on_first_sync)
 
     @property
     def last_lsn(self) -> int:
@@ -116,6 +121,11 @@ class WAL(RecordLog):
             self._base = keep_from - 1
             self._last_seq = max(self._last_seq, self._base)
             self._synced_seq = self._last_seq  # the renamed file was fsynced whole
+            try:
+                self._name_durable()
+            except OSError as exc:
+                self._sync_error = exc
+                raise StorageError(f"{self.path}: fsync failed: {exc}") from exc
         log.debug(
             "wal_truncated", path=str(self.path), dropped_records=dropped, first_lsn=keep_from
         )

@@ -334,3 +334,43 @@ def test_a_redone_page_meta_replaces_the_degraded_one_while_stm_holds_the_page(o
     assert mem.stats()["late_meta_applied"] == 1
     mem.passivate("d")  # the replaced meta is durable
     assert mem.user_state("d").stm[0].meta_chain == "User fixed a bike chain."
+
+
+def test_activations_at_the_cap_wait_for_background_passivations_not_their_own(
+    open_mem, monkeypatch
+) -> None:
+    # Past max_active_users an activation needs an idle user passivated first: that runs
+    # on the background pool, never in the calling thread, and every caller is served.
+    from memoryos_actors.activation import UserActivation
+    from sysutil import all_page_ids
+
+    where: list[str] = []
+    real = UserActivation._passivate
+
+    def spy(self, entry):  # type: ignore[no-untyped-def]
+        where.append(threading.current_thread().name)
+        real(self, entry)
+
+    monkeypatch.setattr(UserActivation, "_passivate", spy)
+    mem = open_mem(MemoryConfig(**{**SMALL, "max_active_users": 2}))
+    errors: list[BaseException] = []
+
+    def work(user: str) -> None:
+        try:
+            for i in range(3):
+                mem.add_turn(user, f"turn {i} of {user}", "ok")
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(f"cap-{n}",), name=f"caller-{n}")
+               for n in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert len(mem.active_users()) <= 2
+    assert len(where) >= 4  # six users through two slots
+    assert not set(where) & {t.name for t in threads}
+    for n in range(6):
+        assert sorted(all_page_ids(mem, f"cap-{n}")) == ["p1", "p2", "p3"]

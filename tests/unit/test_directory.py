@@ -102,15 +102,106 @@ def test_activations_waiting_for_a_slot_do_not_wait_for_each_other() -> None:
     a, _ = d.enter("a", now() + 1)
     b, _ = d.enter("b", now() + 1)
     c, _ = d.enter("c", now() + 1)
-    assert d.wait_for_room(a, 2, now() + 1) is None
-    assert d.wait_for_room(b, 2, now() + 1) is None
+    drained: list[object] = []
+
+    def drain(victim: object) -> None:  # passivates elsewhere: here, at once
+        drained.append(victim)
+        d.finish(victim, P.PASSIVE)  # type: ignore[arg-type]
+
+    d.wait_for_room(a, 2, now() + 1, drain)
+    d.wait_for_room(b, 2, now() + 1, drain)
+    assert a.slot and b.slot and not drained
     d.activated(a)
     d.leave(a)
-    # "c" finds two slots held; "a" is idle, so it is the one to drain.
-    victim = d.wait_for_room(c, 2, now() + 1)
-    assert victim is a and a.phase is P.DRAINING
-    d.finish(a, P.PASSIVE)
-    assert d.wait_for_room(c, 2, now() + 1) is None
+    # "c" finds two slots held; "a" is idle, so it is the one handed over to drain.
+    d.wait_for_room(c, 2, now() + 1, drain)
+    assert drained == [a] and c.slot and d.phase("a") is P.PASSIVE
+
+
+def test_an_activation_waits_for_a_slot_and_never_passivates_in_its_own_thread() -> None:
+    d = UserDirectory(4)
+    a, _ = d.enter("a", now() + 1)
+    d.wait_for_room(a, 1, now() + 1, lambda v: None)
+    d.activated(a)
+    d.leave(a)
+    handed: list[object] = []
+    b, _ = d.enter("b", now() + 1)
+    waiter = threading.Thread(
+        target=lambda: d.wait_for_room(b, 1, now() + 10, handed.append))
+    waiter.start()
+    deadline = now() + 10
+    while not handed and now() < deadline:
+        time.sleep(0.001)
+    assert handed == [a] and a.phase is P.DRAINING and not b.slot
+    d.finish(a, P.PASSIVE)  # the passivation done elsewhere frees the slot
+    waiter.join(10)
+    assert not waiter.is_alive() and b.slot
+
+
+def test_activations_get_freed_slots_in_arrival_order_and_drain_one_user_each() -> None:
+    d = UserDirectory(4)
+    idle = []
+    for u in ("i1", "i2", "i3"):
+        e, _ = d.enter(u, now() + 1)
+        d.wait_for_room(e, 3, now() + 1, lambda v: None)
+        d.activated(e)
+        d.leave(e)
+        idle.append(e)
+    handed: list[object] = []
+    got: list[str] = []
+    lock = threading.Lock()
+
+    def activate(user: str) -> None:
+        e, _ = d.enter(user, now() + 10)
+        d.wait_for_room(e, 3, now() + 10, lambda v: handed.append(v))
+        with lock:
+            got.append(user)
+
+    def wait_handed(n: int) -> None:
+        deadline = now() + 10
+        while len(handed) < n and now() < deadline:
+            time.sleep(0.001)
+
+    first = threading.Thread(target=activate, args=("w1",))
+    first.start()
+    wait_handed(1)
+    second = threading.Thread(target=activate, args=("w2",))
+    second.start()
+    wait_handed(2)
+    time.sleep(0.05)  # room for a wrong third pick to show up
+    # One user drained per waiting activation, the least recently used first.
+    assert handed == idle[:2] and idle[2].phase is P.ACTIVE
+    d.finish(idle[1], P.PASSIVE)  # w2's victim finishes first, but w1 came first
+    first.join(10)
+    assert got == ["w1"]
+    d.finish(idle[0], P.PASSIVE)
+    second.join(10)
+    assert got == ["w1", "w2"]
+
+
+def test_a_waiting_activation_gives_up_at_its_deadline_when_every_user_is_busy() -> None:
+    d = UserDirectory(4)
+    a, _ = d.enter("a", now() + 1)
+    d.wait_for_room(a, 1, now() + 1, lambda v: None)
+    d.activated(a)  # its call is still in flight: not idle, cannot be drained
+    b, _ = d.enter("b", now() + 1)
+    with pytest.raises(Overloaded, match="max_active_users=1"):
+        d.wait_for_room(b, 1, now() + 0.05, lambda v: None)
+    assert not b.slot
+    d.activation_failed(b)
+    d.leave(a)
+
+
+def test_headroom_picks_count_slots_being_released_only_once() -> None:
+    d = UserDirectory(4)
+    for u in ("a", "b", "c"):
+        e, _ = d.enter(u, now() + 1)
+        d.wait_for_room(e, 3, now() + 1, lambda v: None)
+        d.activated(e)
+        d.leave(e)
+    first = d.pick_above(2)
+    assert first is not None and first.user_id == "a"
+    assert d.pick_above(2) is None  # "a" is already on its way out
 
 
 def test_pinned_users_are_never_picked_for_passivation() -> None:
