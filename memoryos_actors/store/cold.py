@@ -49,11 +49,13 @@ from memoryos_actors.store.edits import EditLog
 __all__ = [
     "CACHE_KIB",
     "COLD_FILE",
+    "RANK_WINDOW",
     "ColdCandidates",
     "ColdIndex",
     "ColdItem",
     "bm25_idf",
     "emb_to_f16",
+    "match_plan",
     "record_items",
 ]
 
@@ -75,10 +77,18 @@ _KIND_TOKENS = {"page": "kindq0page", "fact": "kindq0fact", "agent_trait": "kind
 #: FTS5 ranks every row the MATCH finds, so long posting lists cost most of a query at
 #: 100,000 items, and their BM25 weight is low. The absolute bound keeps that cost from
 #: growing with the history. They still count in the BM25 of every candidate (scored from
-#: its terms). When every term is common, the two rarest are matched.
+#: its terms). When every term is common, see :func:`match_plan`.
 _COMMON_SHARE = 0.05
 _COMMON_MIN = 50
 _COMMON_MAX = 1000
+
+RANK_WINDOW = 2000
+"""Most items one FTS5 MATCH of a cold query ranks. FTS5 ranks every row a MATCH finds
+(about 1 us a row on this project's 2-core machine), so a query whose terms are in tens of
+thousands of items would cost tens of milliseconds, growing with the history. When a MATCH
+may find more, only the newest ``RANK_WINDOW`` items it finds are ranked: the cost of a
+cold query is bounded whatever the history, and among many equally plain matches the newer
+ones are preferred."""
 
 
 def _fts_text(kind: str, terms_: str) -> str:
@@ -547,24 +557,36 @@ class ColdIndex:
         dfs = {str(t): int(n) for t, n in df_rows if int(n) > 0}
         stats = dict(n_docs=self._n_docs, total_len=self._total_len,
                      df=tuple(dfs.items()))
-        match_terms = match_terms_for(qt, dfs, self._n_docs)
+        plan = match_plan(qt, dfs, self._n_docs)
         tokens = [_KIND_TOKENS[k] for k in kinds if k in _KIND_TOKENS]
-        if not match_terms or not tokens:
+        if not plan or not tokens:
             return ColdCandidates(**stats)  # no indexed item has any query term
-        quoted = " OR ".join('"' + t.replace('"', '""') + '"' for t in match_terms)
-        if kinds == ("page",):
-            # Nearly every item is a page: ANDing the page token (a posting list as long
-            # as the index) would cost more than the few facts it keeps out.
-            match, fetch = quoted, limit + max(8, limit // 8)
-        else:
-            match, fetch = f"({quoted}) AND ({' OR '.join(tokens)})", limit
+        pages_only = kinds == ("page",)
+        # Nearly every item is a page: for pages, ANDing the page token (a posting list as
+        # long as the index) would cost more than the few facts it keeps out, so a few
+        # more rows are fetched and the facts filtered out.
+        fetch = limit + max(8, limit // 8) if pages_only else limit
+        order: list[int] = []
+        seen: set[int] = set()
+        for op, terms_, bound in plan:
+            if len(order) >= fetch:
+                break
+            expr = f" {op} ".join('"' + t.replace('"', '""') + '"' for t in terms_)
+            match = expr if pages_only else f"({expr}) AND ({' OR '.join(tokens)})"
+            for rowid in _ranked_rowids(db, match, fetch, bound):
+                if rowid not in seen:
+                    seen.add(rowid)
+                    order.append(rowid)
+        order = order[:fetch]
+        if not order:
+            return ColdCandidates(**stats)
+        rank_of = {rowid: i for i, rowid in enumerate(order)}
         rows = db.execute(
-            f"SELECT {_COLUMNS} FROM items JOIN "
-            "(SELECT rowid, rank FROM fts WHERE fts MATCH ? ORDER BY rank LIMIT ?) AS hit "
-            "ON items.id = hit.rowid ORDER BY hit.rank",
-            (match, fetch),
+            f"SELECT id, {_COLUMNS} FROM items WHERE id IN ({','.join('?' for _ in order)})",
+            order,
         ).fetchall()
-        items = [item for item in map(_row_item, rows) if item.kind in kinds][:limit]
+        rows.sort(key=lambda r: rank_of[r[0]])
+        items = [item for item in (_row_item(r[1:]) for r in rows) if item.kind in kinds][:limit]
         return ColdCandidates(items=tuple(items), **stats)
 
     def pages_by_seq(self, seqs: Iterable[int]) -> dict[int, ColdItem]:
@@ -618,13 +640,49 @@ def _row_item(r: tuple[Any, ...]) -> ColdItem:
     )
 
 
-def match_terms_for(qt: list[str], dfs: Mapping[str, int], n_docs: int) -> list[str]:
-    """The query terms an FTS5 MATCH uses: those some item has, without the common ones
-    (see ``_COMMON_SHARE``) unless every term present is common."""
+def match_plan(qt: list[str], dfs: Mapping[str, int], n_docs: int
+               ) -> list[tuple[str, tuple[str, ...], int]]:
+    """The FTS5 matches a cold query runs, in order, each ``(operator, terms, bound)``:
+    ``operator`` is ``"OR"`` or ``"AND"`` over ``terms``, ``bound`` an upper bound of the
+    items it matches (from the document frequencies ``dfs``).
+
+    Query terms no item has are dropped. When rare terms are present (see
+    ``_COMMON_SHARE``), one OR over them. When every term is common: first the items that
+    have all of them (an AND, far fewer and better matches than any one common term),
+    then an OR of the two rarest to fill up.
+    """
     present = [t for t in qt if dfs.get(t, 0) > 0]
+    if not present:
+        return []
     cap = min(max(_COMMON_MIN, int(_COMMON_SHARE * n_docs)), _COMMON_MAX)
     rare = [t for t in present if dfs[t] <= cap]
-    return rare or sorted(present, key=lambda t: (dfs[t], t))[:2]
+    if rare:
+        return [("OR", tuple(rare), sum(dfs[t] for t in rare))]
+    ordered = sorted(present, key=lambda t: (dfs[t], t))
+    plan: list[tuple[str, tuple[str, ...], int]] = []
+    if len(ordered) > 1:
+        plan.append(("AND", tuple(ordered), dfs[ordered[0]]))
+    two = tuple(ordered[:2])
+    plan.append(("OR", two, sum(dfs[t] for t in two)))
+    return plan
+
+
+def _ranked_rowids(db: sqlite3.Connection, match: str, n: int, bound: int) -> list[int]:
+    """Rowids of the ``n`` items FTS5 ranks best for ``match``, ranking at most
+    :data:`RANK_WINDOW` of them: when ``match`` may find more (``bound``, an upper bound),
+    only the newest ``RANK_WINDOW`` it finds are ranked."""
+    if bound > RANK_WINDOW:
+        # Rowids follow archive order, and FTS5 walks a MATCH in rowid order without
+        # ranking it: finding the oldest row of the window costs a scan of the window only.
+        floor = db.execute(
+            "SELECT rowid FROM fts WHERE fts MATCH ? ORDER BY rowid DESC LIMIT 1 OFFSET ?",
+            (match, RANK_WINDOW - 1)).fetchone()
+        if floor is not None:
+            return [int(r) for (r,) in db.execute(
+                "SELECT rowid FROM fts WHERE fts MATCH ? AND rowid >= ? ORDER BY rank LIMIT ?",
+                (match, floor[0], n))]
+    return [int(r) for (r,) in db.execute(
+        "SELECT rowid FROM fts WHERE fts MATCH ? ORDER BY rank LIMIT ?", (match, n))]
 
 
 def edit_item_ids(edit: Mapping[str, Any]) -> list[str]:

@@ -245,12 +245,60 @@ def test_a_facts_query_finds_a_fact_among_many_pages_with_the_same_words(
 
 
 def test_common_query_terms_are_left_out_of_the_match_when_a_rare_one_is_there() -> None:
-    from memoryos_actors.store.cold import match_terms_for
+    from memoryos_actors.store.cold import match_plan
 
     dfs = {"common": 900, "rare": 3, "mid": 40}
-    assert match_terms_for(["common", "rare", "mid", "absent"], dfs, 1000) == ["rare", "mid"]
-    assert match_terms_for(["common"], dfs, 1000) == ["common"]  # nothing rarer: keep it
-    assert match_terms_for(["absent"], dfs, 1000) == []
+    assert match_plan(["common", "rare", "mid", "absent"], dfs, 1000) == [
+        ("OR", ("rare", "mid"), 43)]
+    assert match_plan(["common"], dfs, 1000) == [("OR", ("common",), 900)]  # nothing rarer
+    assert match_plan(["absent"], dfs, 1000) == []
     # In a small index nothing counts as common.
-    assert match_terms_for(["common", "rare"], {"common": 40, "rare": 1}, 100) == [
-        "common", "rare"]
+    assert match_plan(["common", "rare"], {"common": 40, "rare": 1}, 100) == [
+        ("OR", ("common", "rare"), 41)]
+
+
+def test_when_every_query_term_is_common_items_with_all_of_them_come_first() -> None:
+    from memoryos_actors.store.cold import match_plan
+
+    dfs = {"a": 5000, "b": 3000, "c": 4000}
+    assert match_plan(["a", "b", "c"], dfs, 10_000) == [
+        ("AND", ("b", "c", "a"), 3000), ("OR", ("b", "c"), 7000)]
+
+
+def test_an_item_with_every_common_query_term_is_found_among_many_with_one(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from memoryos_actors.store import cold
+
+    monkeypatch.setattr(cold, "_COMMON_MAX", 10)
+    with _open(tmp_path) as store:
+        # 200 short pages with one of the words each, four times (FTS5's BM25 ranks them
+        # above a long page with both words once), and one long page with both.
+        for i in range(1, 201):
+            word = "zanzibar" if i % 2 else "quokka"
+            store.archive_append({"t": "page", "page": _page(i, f"{word} " * 4),
+                                  "segment_id": "s1"})
+        long_page = ("yesterday the zanzibar ferry carried a quokka plush toy across the "
+                     "harbour while gulls circled the grey morning sky above the old pier")
+        store.archive_append({"t": "page", "page": _page(201, long_page), "segment_id": "s2"})
+        found = store.cold.search(terms("zanzibar quokka"), 1)
+    assert [i.item_id for i in found.items] == ["p201"]
+
+
+def test_a_match_wider_than_the_rank_window_ranks_only_its_newest_items(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from memoryos_actors.store import cold
+
+    monkeypatch.setattr(cold, "RANK_WINDOW", 10)
+    with _open(tmp_path) as store:
+        # Older pages say the word three times (FTS5's BM25 ranks them first), the newest
+        # ten once.
+        for i in range(1, 51):
+            text = "quokka quokka quokka" if i <= 40 else "quokka on a long walk today"
+            store.archive_append({"t": "page", "page": _page(i, text), "segment_id": "s1"})
+        found = store.cold.search(terms("quokka"), 5)
+        assert len(found.items) == 5
+        assert all(i.seq is not None and i.seq > 40 for i in found.items)
+        assert found.df_of("quokka") == 50  # statistics still cover every item
+        monkeypatch.setattr(cold, "RANK_WINDOW", 1000)
+        wide = store.cold.search(terms("quokka"), 5)
+        assert all(i.seq is not None and i.seq <= 40 for i in wide.items)
