@@ -73,7 +73,13 @@ class Portability:
             # MTM state says which archive record it reflects), so the cut is consistent.
             # Deleted memories are not exported; corrected ones are exported corrected (the
             # LPM state carries the edits, the memories' history).
-            store_archive = [rec for _seq, rec in entry.store.archive_records()]
+            kept = entry.store.archive_records()
+            store_archive = [rec for _seq, rec in kept]
+            # The import numbers the exported records 1, 2, ...: records wholly deleted
+            # are not exported, so the MTM state's cut is renumbered to match.
+            cut = int(state["mtm"].get("archive_seq", 0))
+            state["mtm"] = {**state["mtm"],
+                            "archive_seq": sum(1 for seq, _rec in kept if seq <= cut)}
         finally:
             self._dir.finish(entry, UserPhase.ACTIVE)
         payload = {

@@ -149,36 +149,52 @@ class MTMActor(SupervisedActor):
         self.job_count = 0
         cfg = env.config
         self.job_timeout_s = cfg.llm_timeout_seconds * (cfg.llm_max_retries + 1) + 5.0
+        #: The state loaded at start, until the rest of recovery has run (see on_start).
+        self.recovery: Any = None
 
     # -- lifecycle -----------------------------------------------------------------------
 
     def on_start(self) -> None:
         env = self.env
         recovered = env.recovered("mtm")
-        snap_seq = 0
         if recovered.state is not None:
             mtm_state = recovered.state["mtm"]
             self.core = MTMCore.from_state(mtm_state, env.config, self.dim, env.clock)
-            snap_seq = int(recovered.state["seq"])
             self.archive_seq = int(mtm_state.get("archive_seq", 0))
-        # One pass over the archive. Evictions after the snapshot are applied again, so no
-        # page is both archived and in MTM, and those pages are never inserted again; and
-        # every page id it holds is remembered, so a WAL replay that evicts a page again
-        # does not archive it twice (pages archived from now on are new by definition).
+        # Whatever was queued for the previous incarnation is gone; the WAL has it all.
+        env.insert_backlog.reset()
+        # The rest of recovery (the archive's tail, the WAL pages to place again, the owed
+        # work) is the first thing this actor does once started, before any message it
+        # handles: an activation waits for the group to start, not for pages a previous
+        # incarnation left unplaced (a user passivated while its pages still waited for
+        # their meta data has up to a whole session of them).
+        self.recovery = recovered
+        self.actor_ref.tell(_Recover())
+
+    def _finish_recovery(self) -> None:
+        recovered, self.recovery = self.recovery, None
+        assert recovered is not None
+        env = self.env
+        snap_seq = int(recovered.state["seq"]) if recovered.state is not None else 0
+        # One pass over the archive records written after the snapshot's cut (all of them
+        # without a snapshot). Their evictions are applied again, so no page is both
+        # archived and in MTM, and those pages are never inserted again; and their page ids
+        # are remembered, so a WAL replay that evicts a page again does not archive it
+        # twice (pages archived from now on are new by definition). Records up to the cut
+        # need no visit: MTM wrote them before its state was taken, so their pages are
+        # older than any page the WAL replays. Activation thus costs the archive's tail,
+        # not the user's whole history.
         work = recovered.state["mtm"].get("work") if recovered.state is not None else None
         snapshot_archive_seq = self.archive_seq
         archive = env.store.archive
-        for seq, rec in (archive.iter() if archive is not None else ()):
+        tail = archive.iter(after_seq=snapshot_archive_seq) if archive is not None else ()
+        for seq, rec in tail:
             self.archived.update(_archived_page_seqs(rec))
-            if seq <= snapshot_archive_seq:
-                continue
             self.archive_seq = seq
             if rec.get("t") == "segment":
                 self.core.discard_segment(str(rec["segment"]["segment_id"]))
             elif rec.get("t") == "page":
                 self.core.discard_page(int(rec["page"]["seq"]))
-        # Whatever was queued for the previous incarnation is gone; the WAL has it all.
-        env.insert_backlog.reset()
         last = persist.last_turn_seq(recovered.records, snap_seq)
         self._catch_up(last - env.config.stm_capacity, recovered.records)
         self._drop_deleted(env.store.edits.deleted_pages, env.store.edits.deleted,
@@ -201,6 +217,10 @@ class MTMActor(SupervisedActor):
     # -- messages ------------------------------------------------------------------------
 
     def on_receive(self, message: object) -> object:
+        if self.recovery is not None:
+            self._finish_recovery()  # whatever message comes first
+        if isinstance(message, _Recover):
+            return None
         if isinstance(message, InsertPage):
             self.env.insert_backlog.release()
             self._insert(message.page, message.now)
@@ -609,6 +629,12 @@ class MTMActor(SupervisedActor):
             self.outgoing.popleft()
         if self.outgoing and self.retry_timer is None and self.actor_ref is not None:
             self.retry_timer = send_after(self.actor_ref, _RETRY_S, _Retry())
+
+
+class _Recover:
+    """Self-message: finish recovery (see ``MTMActor.on_start``). Private."""
+
+    __slots__ = ()
 
 
 class _AskPersona:

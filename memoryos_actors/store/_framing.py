@@ -29,6 +29,7 @@ This module is private; :mod:`memoryos_actors.store.wal` and
 
 from __future__ import annotations
 
+import bisect
 import mmap
 import os
 import shutil
@@ -183,6 +184,8 @@ class _Scan:
     bad_reason: str | None
     torn: bool  # damage is an incomplete final frame (a write cut short), nothing after it
     later_valid: bool  # a valid frame exists after the damage (corruption in the middle)
+    last_offset: int = 0  # where the last valid frame starts (0: no frame)
+    marks: tuple[tuple[int, int], ...] = ()  # (seq, offset) of every MARK_EVERY-th frame
 
 
 def _valid_frame_after(path: Path, start: int, end: int, last_seq: int) -> bool:
@@ -208,9 +211,17 @@ def _valid_frame_after(path: Path, start: int, end: int, last_seq: int) -> bool:
     return False
 
 
-def scan(path: Path, magic: bytes, version: int, kind: str) -> _Scan:
-    """Validate every frame of ``path`` and report where valid data ends."""
+MARK_EVERY = 256
+"""A log that keeps marks remembers where every ``MARK_EVERY``-th frame starts, so reading
+from a given seq seeks close to it instead of walking every frame before it."""
+
+
+def scan(path: Path, magic: bytes, version: int, kind: str, *, marks: bool = False) -> _Scan:
+    """Validate every frame of ``path`` and report where valid data ends (with ``marks``,
+    also where every ``MARK_EVERY``-th frame starts)."""
     size = path.stat().st_size
+    found: list[tuple[int, int]] = []
+    last_offset = 0
     with open(path, "rb") as f:
         base = read_header(f, path, magic, version, kind)
         offset = HEADER_SIZE
@@ -222,12 +233,68 @@ def scan(path: Path, magic: bytes, version: int, kind: str) -> _Scan:
                 reason = got
                 break
             seq = got[0]
+            if marks and seq % MARK_EVERY == 0:
+                found.append((seq, offset))
+            last_offset = offset
             offset += _FRAME.size + len(got[1])
     if reason is None:
-        return _Scan(base, seq, offset, size, None, False, False)
+        return _Scan(base, seq, offset, size, None, False, False, last_offset, tuple(found))
     later = _valid_frame_after(path, offset, size, seq)
     torn = reason in ("truncated frame header", "truncated record") and not later
-    return _Scan(base, seq, offset, size, reason, torn, later)
+    return _Scan(base, seq, offset, size, reason, torn, later, last_offset, tuple(found))
+
+
+def checkpoint_path(path: Path) -> Path:
+    """The checkpoint file beside a log that keeps one (see ``RecordLog.CHECKPOINT``)."""
+    return path.with_name(path.name + ".ckpt")
+
+
+def _file_identity(st: os.stat_result) -> list[int]:
+    return [st.st_size, st.st_mtime_ns, st.st_ino]
+
+
+def _read_checkpoint(path: Path, magic: bytes, version: int, kind: str) -> _Scan | None:
+    """The scan result a checkpoint written at the last clean close vouches for, or None
+    when there is none or it does not match the file exactly as it is now (any write
+    since, by us or anybody, changes its size or modification time)."""
+    ckpt = checkpoint_path(path)
+    try:
+        raw = ckpt.read_bytes()
+        st = path.stat()
+    except OSError:
+        return None
+    try:
+        data = msgpack.unpackb(raw, raw=False)
+        if not isinstance(data, dict) or data.get("v") != 1:
+            return None
+        if list(data["file"]) != _file_identity(st):
+            return None
+        base, last, last_off = int(data["base"]), int(data["last_seq"]), int(data["last_off"])
+        marks = tuple((int(sq), int(off)) for sq, off in data["marks"])
+    except (ValueError, TypeError, KeyError, msgpack.UnpackException):
+        return None
+    size = st.st_size
+    with open(path, "rb") as f:
+        try:
+            if read_header(f, path, magic, version, kind) != base:
+                return None
+        except CorruptDataError:
+            return None
+        if last > base:
+            # The last frame must be whole and end the file: a cheap check that the
+            # checkpoint and the file belong together.
+            if not HEADER_SIZE <= last_off < size:
+                return None
+            f.seek(last_off)
+            got = read_frame(f, last_off, size, last - 1)
+            if isinstance(got, str) or last_off + _FRAME.size + len(got[1]) != size:
+                return None
+        elif size != HEADER_SIZE:
+            return None
+    if any(not (base < sq <= last and HEADER_SIZE <= off < size) for sq, off in marks):
+        return None
+    return _Scan(base, last, size, size, None, False, False, last_off if last > base else 0,
+                 marks)
 
 
 class _Flusher:
@@ -306,6 +373,13 @@ class RecordLog:
     MAGIC = b"MOSLOG"
     VERSION = 1
     KIND = "record log"
+    #: Whether this log keeps marks and a checkpoint (``<name>.ckpt``, written at each clean
+    #: close, never fsynced): an open that finds the file exactly as the checkpoint
+    #: describes it trusts the checkpoint instead of validating every frame, and reads from
+    #: a seq seek to the nearest mark. Only for logs never truncated (the archive): their
+    #: opening would otherwise cost the whole history. Damage behind a trusted checkpoint
+    #: is found when those records are read (``CorruptDataError``), not at open.
+    CHECKPOINT = False
 
     def __init__(
         self,
@@ -358,7 +432,12 @@ class RecordLog:
                          durable=self._sync_create)
             self._created_unsynced = not self._sync_create
         try:
-            result = scan(self.path, self.MAGIC, self.VERSION, self.KIND)
+            result = None
+            if self.CHECKPOINT:
+                result = _read_checkpoint(self.path, self.MAGIC, self.VERSION, self.KIND)
+            if result is None:
+                result = scan(self.path, self.MAGIC, self.VERSION, self.KIND,
+                              marks=self.CHECKPOINT)
         except OSError as exc:
             raise StorageError(f"{self.path}: cannot read {self.KIND}: {exc}") from exc
         if result.bad_reason is not None:
@@ -367,6 +446,8 @@ class RecordLog:
         self._last_seq = result.last_seq
         self._synced_seq = result.last_seq
         self._end = result.valid_end
+        self._last_offset = result.last_offset
+        self._marks: list[tuple[int, int]] = list(result.marks)
         # Unbuffered: each append is one write(2), so the record is in the page cache (and
         # survives a killed process) by the time append returns.
         f = open(self.path, "r+b", buffering=0)  # noqa: SIM115 - lives until close()
@@ -443,6 +524,9 @@ class RecordLog:
                 except OSError:
                     self._sync_error = exc
                 raise StorageError(f"{self.path}: append failed: {exc}") from exc
+            self._last_offset = self._end
+            if self.CHECKPOINT and seq % MARK_EVERY == 0:
+                self._marks.append((seq, self._end))
             self._end += len(frame)
             self._last_seq = seq
         if self.fsync == "always":
@@ -520,9 +604,17 @@ class RecordLog:
             # file into place, and this handle keeps reading the old, complete one.
             f = open(self.path, "rb")  # noqa: SIM115 - closed by the with below
             end = self._end
+            start = None
+            if self._marks and after_seq + 1 >= self._marks[0][0]:
+                # The last mark at or before the first frame wanted (marks only grow).
+                i = bisect.bisect_right(self._marks, (after_seq + 1, end)) - 1
+                start = self._marks[i]
         with f:
             prev = read_header(f, self.path, self.MAGIC, self.VERSION, self.KIND)
             offset = HEADER_SIZE
+            if start is not None:
+                prev, offset = start[0] - 1, start[1]
+                f.seek(offset)
             while offset < end:
                 if prev + 1 <= after_seq:
                     head = f.read(_FRAME.size)
@@ -563,8 +655,26 @@ class RecordLog:
                     self._fsync(self._file.fileno())
             finally:
                 self._file.close()
-                with _open_paths_lock:
-                    _open_paths.discard(self._key)
+                try:
+                    if self.CHECKPOINT and self._sync_error is None:
+                        self._write_checkpoint()
+                finally:
+                    with _open_paths_lock:
+                        _open_paths.discard(self._key)
+
+    def _write_checkpoint(self) -> None:
+        """Describe the closed file for the next open (see ``CHECKPOINT``); best effort."""
+        try:
+            st = self.path.stat()
+            if st.st_size != self._end:
+                return
+            data = {"v": 1, "file": _file_identity(st), "base": self._base,
+                    "last_seq": self._last_seq, "last_off": self._last_offset,
+                    "marks": self._marks}
+            atomic_write(checkpoint_path(self.path), msgpack.packb(data), "checkpoint",
+                         durable=False)
+        except (OSError, StorageError) as exc:
+            log.warning("store_checkpoint_failed", path=str(self.path), error=str(exc))
 
     def __enter__(self) -> Self:
         return self

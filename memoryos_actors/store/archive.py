@@ -43,6 +43,7 @@ class ArchiveLog(RecordLog):
     MAGIC = b"MOSARC"
     VERSION = 1
     KIND = "archive"
+    CHECKPOINT = True  # never truncated, grows with the whole history
 
 
 def _strings(value: Any) -> Iterator[str]:

@@ -129,6 +129,32 @@ def test_export_then_import_brings_the_cold_tier_back(open_mem, tmp_path: Path) 
     assert page["page_id"] in _archive_items(mem, _query_for(page))
 
 
+def test_activation_reads_only_the_archive_records_after_the_snapshot(
+        open_mem, monkeypatch: pytest.MonkeyPatch) -> None:
+    from memoryos_actors.store.archive import Archive
+
+    mem = open_mem()
+    _fill(mem)
+    total = len(mem.archive(USER))
+    assert mem.passivate(USER)  # a snapshot at the cut
+    read: list[int] = []
+    real_iter = Archive.iter
+
+    def counting_iter(self: Archive, after_seq: int = 0):  # type: ignore[no-untyped-def]
+        for seq, rec in real_iter(self, after_seq):
+            read.append(seq)
+            yield seq, rec
+
+    monkeypatch.setattr(Archive, "iter", counting_iter)
+    mem.add_turn(USER, "back again after a pause", "welcome back")
+    mem.flush()
+    monkeypatch.setattr(Archive, "iter", real_iter)
+    assert total > 20 and len(read) < total // 4  # the tail, not the history
+    # Every turn is stored exactly once, hot or archived.
+    ids = mem.stored_page_ids(USER)
+    assert len(ids) == len(set(ids)) == TURNS + 1
+
+
 def test_paper_mode_never_reads_the_cold_index(open_mem, tmp_path: Path) -> None:
     mem = open_mem(MemoryConfig(**{**SMALL, "retrieval_mode": "paper"}))
     _fill(mem)

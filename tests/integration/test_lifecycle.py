@@ -374,3 +374,46 @@ def test_activations_at_the_cap_wait_for_background_passivations_not_their_own(
     assert not set(where) & {t.name for t in threads}
     for n in range(6):
         assert sorted(all_page_ids(mem, f"cap-{n}")) == ["p1", "p2", "p3"]
+
+
+def test_activation_does_not_wait_for_mtm_to_place_pages_left_from_before(
+        open_mem, monkeypatch: pytest.MonkeyPatch) -> None:
+    from memoryos_actors.actors.mtm import MTMActor
+    from sysutil import turn_text
+
+    user = "returning"
+    mem = open_mem()
+    for i in range(1, 41):
+        mem.add_turn(user, *turn_text(user, i))
+    mem.flush()
+    assert mem.passivate(user)
+    gate, entered, done = threading.Event(), threading.Event(), threading.Event()
+    real = MTMActor._catch_up
+
+    def slow_catch_up(self: MTMActor, upto_seq: int, records: object = None) -> None:
+        entered.set()
+        gate.wait(30)  # as placing a whole session of pages left unplaced would take
+        real(self, upto_seq, records)
+
+    monkeypatch.setattr(MTMActor, "_catch_up", slow_catch_up)
+
+    def come_back() -> None:
+        mem.add_turn(user, "back again after a while", "welcome back")
+        done.set()
+
+    writer = threading.Thread(target=come_back)
+    writer.start()
+    try:
+        assert done.wait(10), "the activation waited for MTM's recovery"
+        assert entered.wait(10)
+    finally:
+        gate.set()
+        writer.join()
+    monkeypatch.setattr(MTMActor, "_catch_up", real)
+    mem.flush()
+    ids = mem.stored_page_ids(user)
+    assert len(ids) == len(set(ids)) == 41
+    # A query right after an activation sees every page (MTM finishes recovering first).
+    assert mem.passivate(user)
+    ctx = mem.retrieve(user, turn_text(user, 3)[0])
+    assert "p3" in {item.item_id for item in ctx.mtm}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -130,3 +131,94 @@ def test_unexportable_values_are_invalid_input(tmp_path: Path) -> None:
         write_export(tmp_path / "x.json", {"x": object()})
     with pytest.raises(InvalidInput):
         write_export(tmp_path / "x.msgpack", {"x": object()})
+
+
+# -- the archive's checkpoint: opening and reading cost the tail, not the history --------
+
+
+def _fill_archive(path: Path, n: int) -> list[dict]:
+    records = [{"kind": "page", "n": i, "text": "x" * (i % 7)} for i in range(1, n + 1)]
+    with Archive(path) as arc:
+        for r in records:
+            arc.append(r)
+    return records
+
+
+def test_a_cleanly_closed_archive_opens_without_reading_its_records(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from memoryos_actors.store import _framing
+
+    path = tmp_path / "archive.log"
+    records = _fill_archive(path, 40)
+
+    def no_scan(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the whole archive was scanned")
+
+    monkeypatch.setattr(_framing, "scan", no_scan)
+    with Archive(path) as arc:
+        assert len(arc) == 40
+        assert arc.append({"kind": "page", "n": 41}) == 41
+    with Archive(path) as arc:
+        assert [r for _, r in arc.iter()] == [*records, {"kind": "page", "n": 41}]
+
+
+def test_an_archive_changed_after_its_checkpoint_is_scanned_and_repaired(
+        tmp_path: Path) -> None:
+    path = tmp_path / "archive.log"
+    records = _fill_archive(path, 10)
+    with open(path, "ab") as f:  # a torn frame, as a crash mid-append leaves it
+        f.write(b"\x00\x00\x01\x00garbage")
+    with Archive(path) as arc:
+        assert [r for _, r in arc.iter()] == records
+        assert arc.append({"kind": "page", "n": 11}) == 11
+
+
+def test_damage_in_the_middle_of_a_checkpointed_archive_is_found_at_open(
+        tmp_path: Path) -> None:
+    path = tmp_path / "archive.log"
+    _fill_archive(path, 10)
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    time.sleep(0.05)  # past the file system's timestamp granularity
+    path.write_bytes(bytes(data))  # same size; the modification time tells
+    with Archive(path) as arc:
+        assert len(arc) < 10  # cut at the damage, a copy of the file kept beside it
+    assert list(tmp_path.glob("archive.log.corrupt-*"))
+
+
+@pytest.mark.parametrize("content", [b"", b"\xc1garbage", b"\x81\xa1v\x01"])
+def test_an_unreadable_checkpoint_is_ignored(tmp_path: Path, content: bytes) -> None:
+    path = tmp_path / "archive.log"
+    records = _fill_archive(path, 5)
+    (tmp_path / "archive.log.ckpt").write_bytes(content)
+    with Archive(path) as arc:
+        assert [r for _, r in arc.iter()] == records
+
+
+@settings(max_examples=40, deadline=None)
+@given(n=st.integers(0, 60), reopen_at=st.integers(0, 60), after=st.integers(0, 70),
+       every=st.sampled_from([1, 2, 5, 16]))
+def test_reading_after_a_seq_seeks_through_marks_and_loses_nothing(
+        tmp_path_factory: pytest.TempPathFactory, n: int, reopen_at: int, after: int,
+        every: int) -> None:
+    from memoryos_actors.store import _framing
+
+    path = tmp_path_factory.mktemp("arc") / "archive.log"
+    old = _framing.MARK_EVERY
+    _framing.MARK_EVERY = every
+    try:
+        records = [{"n": i} for i in range(1, n + 1)]
+        split = min(reopen_at, n)
+        with Archive(path) as arc:  # part written, closed (checkpoint), the rest appended
+            for r in records[:split]:
+                arc.append(r)
+        with Archive(path) as arc:
+            for r in records[split:]:
+                arc.append(r)
+            assert list(arc.iter(after_seq=after)) == [
+                (i, r) for i, r in enumerate(records, start=1) if i > after]
+        with Archive(path) as arc:
+            assert list(arc.iter(after_seq=after)) == [
+                (i, r) for i, r in enumerate(records, start=1) if i > after]
+    finally:
+        _framing.MARK_EVERY = old

@@ -144,8 +144,9 @@ def test_forget_removes_only_that_users_files_and_reports_them(tmp_path: Path) -
     store.archive.append({"kind": "segment"})
     store.checkpoint({"x": 1})
     alice_dir = store.dir
+    store.close()  # writes the archive's checkpoint
     expected = {str(p) for p in alice_dir.rglob("*")} | {str(alice_dir)}
-    store.close()
+    assert str(alice_dir / "archive.log.ckpt") in expected
     removed = UserStore.remove(tmp_path, "alice")
     assert set(removed) == expected
     assert not alice_dir.exists()
