@@ -294,6 +294,14 @@ class UserActivation:
         if snapshot:
             try:
                 stm = self.registry.lookup(actor_names(entry.user_id)[0])
+                if stm is not None and entry.env is not None \
+                        and not entry.env.mtm_recovered.is_set():
+                    # MTM has not finished recovering (activated moments ago on a busy
+                    # machine, it may still be placing pages a previous incarnation left):
+                    # the files plus the WAL are its whole state, so a snapshot would only
+                    # make this passivation wait for that work, which stops early instead.
+                    stm = None
+                    self.metrics.inc("passivation_snapshots_skipped")
                 if stm is not None:
                     # Summaries and persona updates still owed are not asked for now: the
                     # snapshot carries them (and the jobs at the gateway), and the user's

@@ -297,6 +297,12 @@ class SupervisedActor(pykka.ThreadingActor):
         self._sv_done.set()
         return True
 
+    @property
+    def stop_requested(self) -> bool:
+        """Whether this actor has been asked to stop: it still handles the messages queued
+        before the request, and long work in one of them may end early."""
+        return self._sv_stop_reason is not None or self._sv_kill_reason is not None
+
     def _sv_request_stop(self, reason: ExitReason) -> None:
         """Ask the actor to stop after the messages already queued; exit with ``reason``."""
         self._sv_stop_reason = reason

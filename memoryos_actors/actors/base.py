@@ -345,6 +345,8 @@ class UserEnv:
     epoch: int = 0
     #: The state loaded once at activation, for the tiers' first start.
     preload: Preload | None = field(default=None, compare=False)
+    #: Set once the MTM actor has finished recovering (cleared again when it restarts).
+    mtm_recovered: threading.Event = field(default_factory=threading.Event, compare=False)
 
     def recovered(self, tier: str) -> Recovered:
         """The user's state on disk for ``tier``'s start: the one loaded at activation the

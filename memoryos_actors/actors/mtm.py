@@ -169,6 +169,7 @@ class MTMActor(SupervisedActor):
         # incarnation left unplaced (a user passivated while its pages still waited for
         # their meta data has up to a whole session of them).
         self.recovery = recovered
+        env.mtm_recovered.clear()
         self.actor_ref.tell(_Recover())
 
     def _finish_recovery(self) -> None:
@@ -199,10 +200,13 @@ class MTMActor(SupervisedActor):
         self._catch_up(last - env.config.stm_capacity, recovered.records)
         self._drop_deleted(env.store.edits.deleted_pages, env.store.edits.deleted,
                            env.store.edits.scrub_segments)
+        if self.stop_requested:
+            return  # the catch-up stopped early; the files still hold everything
         if work:
             lpm_state = recovered.state["lpm"] if recovered.state is not None else {}
             self._restore_work(work, recovered.records,
                                {str(j) for j in lpm_state.get("applied_jobs", ())})
+        env.mtm_recovered.set()
 
     def on_stop(self) -> None:
         for timer in self.summary_timers.values():
@@ -321,6 +325,10 @@ class MTMActor(SupervisedActor):
                                   records=records)
         deleted = self.env.store.edits.deleted_pages
         for page, when in pages:
+            if self.stop_requested:
+                # This incarnation is being stopped (a passivation that skipped the
+                # snapshot): what is not placed yet stays in the WAL for the next one.
+                return
             if page.seq not in self.archived and page.seq not in deleted:
                 self._place(page, when)
 
