@@ -5,7 +5,8 @@ synthetic turns for ONE user through the public API (``add_turn``, then ``flush`
 asks ``--queries`` questions through ``retrieve`` and reports the latency p50/p90/p99
 (milliseconds, after ``--warmup`` unmeasured questions), the resident memory (RSS, MiB)
 after ingest and after the questions, the peak RSS, where the pages are (hot tiers vs
-archive) and the size of the archive and the cold index on disk.
+archive), the size of the archive and the cold index on disk, and how long the user's
+first question takes after a passivation (activation plus one retrieve).
 
 Turns are deterministic synthetic text: words drawn Zipf-like from a 20,000-word
 vocabulary of made-up words, 14 words a query and 10 a response, 60 s apart. Questions
@@ -130,6 +131,18 @@ def run_one(pages: int, queries: int, warmup: int, seed: int,
                 out["ingest_seconds"] = time.perf_counter() - started
                 out["ingest_pages_per_second"] = pages / out["ingest_seconds"]
                 marker.touch()
+            # Activation of a user with this history: passivate (snapshot), then time the
+            # first question (activation plus one retrieve) and a second one.
+            mem.passivate("u")
+            probe = texts[len(texts) // 2]
+            now0 = T0 + 60.0 * pages + 60.0
+            t0 = time.perf_counter()
+            mem.retrieve("u", probe, timestamp=now0)
+            t1 = time.perf_counter()
+            mem.retrieve("u", probe, timestamp=now0)
+            t2 = time.perf_counter()
+            out["first_retrieve_after_activation_ms"] = (t1 - t0) * 1000.0
+            out["next_retrieve_ms"] = (t2 - t1) * 1000.0
             state = mem.user_state("u")
             hot = len(state.page_ids())
             out["hot_pages"] = hot
@@ -209,6 +222,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"{n:>7} pages: retrieve p50 {r['p50']:.1f} ms p99 {r['p99']:.1f} ms; "
               f"RSS {run['rss_mb_after_queries']:.0f} MiB (peak {run['peak_rss_mb']:.0f}); "
               f"hot {run['hot_pages']} archived {run['archived_pages']}; "
+              f"activation + first retrieve {run['first_retrieve_after_activation_ms']:.0f} ms; "
               f"ingest {run['ingest_pages_per_second'] or 0:.0f} pages/s", flush=True)
         write()  # after each size: a long run that is stopped keeps what it measured
     return 0

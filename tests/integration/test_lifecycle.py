@@ -341,8 +341,9 @@ def test_activations_at_the_cap_wait_for_background_passivations_not_their_own(
 ) -> None:
     # Past max_active_users an activation needs an idle user passivated first: that runs
     # on the background pool, never in the calling thread, and every caller is served.
-    from memoryos_actors.activation import UserActivation
     from sysutil import all_page_ids
+
+    from memoryos_actors.activation import UserActivation
 
     where: list[str] = []
     real = UserActivation._passivate
@@ -378,8 +379,9 @@ def test_activations_at_the_cap_wait_for_background_passivations_not_their_own(
 
 def test_activation_does_not_wait_for_mtm_to_place_pages_left_from_before(
         open_mem, monkeypatch: pytest.MonkeyPatch) -> None:
-    from memoryos_actors.actors.mtm import MTMActor
     from sysutil import turn_text
+
+    from memoryos_actors.actors.mtm import MTMActor
 
     user = "returning"
     mem = open_mem()
@@ -421,9 +423,10 @@ def test_activation_does_not_wait_for_mtm_to_place_pages_left_from_before(
 
 def test_a_passivation_right_after_activation_does_not_wait_for_mtm_to_catch_up(
         open_mem, monkeypatch: pytest.MonkeyPatch) -> None:
+    from sysutil import turn_text
+
     from memoryos_actors.actors.mtm import MTMActor
     from memoryos_actors.actors.stm import STMActor
-    from sysutil import turn_text
 
     user = "in-and-out"
     mem = open_mem()
