@@ -435,6 +435,8 @@ class RecordLog:
             result = None
             if self.CHECKPOINT:
                 result = _read_checkpoint(self.path, self.MAGIC, self.VERSION, self.KIND)
+            #: The checkpoint on disk still describes the file (nothing appended since).
+            self._checkpoint_current = result is not None
             if result is None:
                 result = scan(self.path, self.MAGIC, self.VERSION, self.KIND,
                               marks=self.CHECKPOINT)
@@ -525,6 +527,7 @@ class RecordLog:
                     self._sync_error = exc
                 raise StorageError(f"{self.path}: append failed: {exc}") from exc
             self._last_offset = self._end
+            self._checkpoint_current = False
             if self.CHECKPOINT and seq % MARK_EVERY == 0:
                 self._marks.append((seq, self._end))
             self._end += len(frame)
@@ -656,7 +659,8 @@ class RecordLog:
             finally:
                 self._file.close()
                 try:
-                    if self.CHECKPOINT and self._sync_error is None:
+                    if self.CHECKPOINT and self._sync_error is None \
+                            and not self._checkpoint_current:
                         self._write_checkpoint()
                 finally:
                     with _open_paths_lock:

@@ -222,3 +222,20 @@ def test_reading_after_a_seq_seeks_through_marks_and_loses_nothing(
                 (i, r) for i, r in enumerate(records, start=1) if i > after]
     finally:
         _framing.MARK_EVERY = old
+
+
+def test_closing_an_archive_opened_from_its_checkpoint_with_no_append_leaves_it_alone(
+        tmp_path: Path) -> None:
+    path = tmp_path / "archive.log"
+    _fill_archive(path, 5)
+    ckpt = tmp_path / "archive.log.ckpt"
+    before = ckpt.stat().st_mtime_ns, ckpt.stat().st_ino
+    time.sleep(0.05)  # past the file system's timestamp granularity
+    with Archive(path) as arc:
+        assert len(arc) == 5
+    assert (ckpt.stat().st_mtime_ns, ckpt.stat().st_ino) == before
+    with Archive(path) as arc:  # an append makes the next close describe the file anew
+        arc.append({"kind": "page", "n": 6})
+    assert (ckpt.stat().st_mtime_ns, ckpt.stat().st_ino) != before
+    with Archive(path) as arc:
+        assert len(arc) == 6
