@@ -273,6 +273,10 @@ class ColdIndex:
         self._indexed = 0
         self._n_docs = 0
         self._total_len = 0
+        #: Items of each kind, for the kinds counted so far on the open database (a kind
+        #: is counted from its FTS5 token the first time a query asks for it alone, then
+        #: kept up to date): a query for facts of a user who has none costs nothing.
+        self._kind_n: dict[str, int] = {}
         self.rebuilds = 0
 
     # -- opening, rebuilding -------------------------------------------------------------
@@ -335,6 +339,7 @@ class ColdIndex:
             self._edits_applied = int(meta.get("edits", 0))
         except (KeyError, TypeError, ValueError) as exc:
             raise _Damaged(f"meta incomplete: {exc!r}") from None
+        self._kind_n = dict.fromkeys(_KIND_TOKENS, 0) if fresh else {}
         last = self._archive_last()
         if self._indexed > last:
             raise _Damaged(f"indexed archive seq {self._indexed} beyond archive end {last}")
@@ -414,6 +419,7 @@ class ColdIndex:
             fresh = gap + fresh
         n_docs, total_len = self._n_docs, self._total_len
         df: Counter[str] = Counter()
+        kind_n = dict(self._kind_n)
         edits = self._edits() if self._edits is not None else None
         db.execute("BEGIN")
         try:
@@ -438,6 +444,8 @@ class ColdIndex:
                     n_docs += 1
                     total_len += len(item.terms)
                     df.update(set(item.terms))
+                    if item.kind in kind_n:
+                        kind_n[item.kind] += 1
             db.executemany(
                 "INSERT INTO df VALUES (?, ?) ON CONFLICT(term) DO UPDATE SET n = n + excluded.n",
                 df.items(),
@@ -452,6 +460,7 @@ class ColdIndex:
                 db.execute("ROLLBACK")
             raise
         self._indexed, self._n_docs, self._total_len = last, n_docs, total_len
+        self._kind_n = kind_n
 
     # -- per-memory edits ----------------------------------------------------------------
 
@@ -476,6 +485,7 @@ class ColdIndex:
         todo = records[self._edits_applied:]
         n_docs, total_len = self._n_docs, self._total_len
         df: Counter[str] = Counter()
+        kind_n = dict(self._kind_n)
         db.execute("BEGIN")
         try:
             for rec in todo:
@@ -494,6 +504,8 @@ class ColdIndex:
                     if rec.get("op") == "delete":
                         db.execute("DELETE FROM items WHERE id = ?", (rowid,))
                         n_docs -= 1
+                        if kind in kind_n:
+                            kind_n[kind] -= 1
                         continue
                     from memoryos_actors.tiers._lex import terms
 
@@ -523,6 +535,7 @@ class ColdIndex:
                 db.execute("ROLLBACK")
             raise
         self._edits_applied, self._n_docs, self._total_len = len(records), n_docs, total_len
+        self._kind_n = kind_n
         return len(todo)
 
     # -- reading -------------------------------------------------------------------------
@@ -545,6 +558,12 @@ class ColdIndex:
         qt = sorted({t for t in query_terms if t})
         if not qt or limit <= 0 or (self._db is None and self._archive_last() == 0):
             return ColdCandidates(n_docs=self._n_docs, total_len=self._total_len)
+        if (self._db is not None and "page" not in kinds
+                and self._archive_last() <= self._indexed
+                and all(self._kind_n.get(k) == 0 for k in kinds)):
+            # None of these kinds indexed, nothing left to index: answered without the
+            # lock (LPM's query for archived facts never waits for MTM's for pages).
+            return ColdCandidates(n_docs=self._n_docs, total_len=self._total_len)
         return self._guard(self._search, qt, limit, kinds)
 
     def _search(self, qt: list[str], limit: int, kinds: tuple[str, ...]) -> ColdCandidates:
@@ -557,11 +576,18 @@ class ColdIndex:
         dfs = {str(t): int(n) for t, n in df_rows if int(n) > 0}
         stats = dict(n_docs=self._n_docs, total_len=self._total_len,
                      df=tuple(dfs.items()))
+        pages_only = kinds == ("page",)
+        # Kinds with no item are not asked for; for the rarer kinds (facts, traits), the
+        # MATCH finds at most as many items as there are of them.
+        kinds = tuple(k for k in kinds if k in _KIND_TOKENS
+                      and (pages_only or self._kind_count(db, k) > 0))
         plan = match_plan(qt, dfs, self._n_docs)
-        tokens = [_KIND_TOKENS[k] for k in kinds if k in _KIND_TOKENS]
+        tokens = [_KIND_TOKENS[k] for k in kinds]
         if not plan or not tokens:
             return ColdCandidates(**stats)  # no indexed item has any query term
-        pages_only = kinds == ("page",)
+        if not pages_only:
+            n_kind = sum(self._kind_count(db, k) for k in kinds)
+            plan = [(op, terms_, min(bound, n_kind)) for op, terms_, bound in plan]
         # Nearly every item is a page: for pages, ANDing the page token (a posting list as
         # long as the index) would cost more than the few facts it keeps out, so a few
         # more rows are fetched and the facts filtered out.
@@ -586,8 +612,17 @@ class ColdIndex:
             order,
         ).fetchall()
         rows.sort(key=lambda r: rank_of[r[0]])
-        items = [item for item in (_row_item(r[1:]) for r in rows) if item.kind in kinds][:limit]
+        items = [item for item in _row_items(r[1:] for r in rows) if item.kind in kinds][:limit]
         return ColdCandidates(items=tuple(items), **stats)
+
+    def _kind_count(self, db: sqlite3.Connection, kind: str) -> int:
+        """Items of ``kind`` in the index (counted from its FTS5 token once per open)."""
+        n = self._kind_n.get(kind)
+        if n is None:
+            row = db.execute("SELECT count(*) FROM fts WHERE fts MATCH ?",
+                             ('"' + _KIND_TOKENS[kind] + '"',)).fetchone()
+            n = self._kind_n[kind] = int(row[0])
+        return n
 
     def pages_by_seq(self, seqs: Iterable[int]) -> dict[int, ColdItem]:
         """The archived pages among turn ``seqs``, by seq (used for neighbouring turns)."""
@@ -606,8 +641,7 @@ class ColdIndex:
                 f"SELECT {_COLUMNS} FROM items WHERE kind = 'page' AND seq IN "
                 f"({','.join('?' for _ in chunk)})", chunk,
             ).fetchall()
-            for r in rows:
-                item = _row_item(r)
+            for item in _row_items(rows):
                 out[int(item.seq)] = item  # type: ignore[arg-type]
         return out
 
@@ -628,16 +662,32 @@ class ColdIndex:
             self._drop_connection()
 
 
-def _row_item(r: tuple[Any, ...]) -> ColdItem:
-    item_id, kind, seq, sid, ts, aseq, text, kws, terms_, emb, rec = r
-    return ColdItem(
-        item_id=item_id, kind=kind, seq=None if seq is None else int(seq), segment_id=sid,
-        timestamp=float(ts), archive_seq=int(aseq), text=text,
-        keywords=frozenset(kws.split()) if kws else frozenset(),
-        terms=tuple(terms_.split()) if terms_ else (),
-        embedding=None if emb is None else np.frombuffer(emb, dtype="<f2").astype(np.float32),
-        raw_record=bytes(rec),
-    )
+def _row_items(rows: Iterable[tuple[Any, ...]]) -> list[ColdItem]:
+    """Items from ``items`` rows (columns :data:`_COLUMNS`); the embeddings of a batch are
+    decoded together (one float16-to-float32 conversion, each item a row of it)."""
+    rows = list(rows)
+    blobs = [r[9] for r in rows]
+    sizes = {len(b) for b in blobs if b is not None}
+    embs: list[npt.NDArray[np.float32] | None]
+    if len(sizes) == 1 and (size := sizes.pop()) and size % 2 == 0:
+        full = [b for b in blobs if b is not None]
+        mat = np.frombuffer(b"".join(full), dtype="<f2").astype(np.float32)
+        mat = mat.reshape(len(full), size // 2)
+        it = iter(mat)
+        embs = [None if b is None else next(it) for b in blobs]
+    else:
+        embs = [None if b is None else _emb_from(b) for b in blobs]
+    return [
+        ColdItem(
+            item_id=item_id, kind=kind, seq=None if seq is None else int(seq),
+            segment_id=sid, timestamp=float(ts), archive_seq=int(aseq), text=text,
+            keywords=frozenset(kws.split()) if kws else frozenset(),
+            terms=tuple(terms_.split()) if terms_ else (),
+            embedding=emb, raw_record=bytes(rec),
+        )
+        for (item_id, kind, seq, sid, ts, aseq, text, kws, terms_, _blob, rec), emb
+        in zip(rows, embs, strict=True)
+    ]
 
 
 def match_plan(qt: list[str], dfs: Mapping[str, int], n_docs: int
@@ -646,14 +696,22 @@ def match_plan(qt: list[str], dfs: Mapping[str, int], n_docs: int
     ``operator`` is ``"OR"`` or ``"AND"`` over ``terms``, ``bound`` an upper bound of the
     items it matches (from the document frequencies ``dfs``).
 
-    Query terms no item has are dropped. When rare terms are present (see
-    ``_COMMON_SHARE``), one OR over them. When every term is common: first the items that
-    have all of them (an AND, far fewer and better matches than any one common term),
-    then an OR of the two rarest to fill up.
+    Query terms no item has are dropped, and so are terms in more than half of the items
+    (and more than ``_COMMON_MAX``) while another term is left: in this history they are
+    stop words (their Robertson-Sparck Jones weight is negative; BM25's idf, which keeps
+    them positive, gives them less than 0.7 against 3 for a term in one item in twenty),
+    they hardly narrow an AND, and FTS5's ranking reads each MATCH term's whole posting
+    list, so they cost most of a query. They still count in the BM25 of every candidate.
+    Then: when rare terms are present (see ``_COMMON_SHARE``), one OR over them. When
+    every term is common: first the items that have all of them (an AND, far fewer and
+    better matches than any one common term), then an OR of the two rarest to fill up.
     """
     present = [t for t in qt if dfs.get(t, 0) > 0]
     if not present:
         return []
+    telling = [t for t in present if 2 * dfs[t] <= n_docs or dfs[t] <= _COMMON_MAX]
+    if telling:
+        present = telling
     cap = min(max(_COMMON_MIN, int(_COMMON_SHARE * n_docs)), _COMMON_MAX)
     rare = [t for t in present if dfs[t] <= cap]
     if rare:
@@ -670,17 +728,16 @@ def match_plan(qt: list[str], dfs: Mapping[str, int], n_docs: int
 def _ranked_rowids(db: sqlite3.Connection, match: str, n: int, bound: int) -> list[int]:
     """Rowids of the ``n`` items FTS5 ranks best for ``match``, ranking at most
     :data:`RANK_WINDOW` of them: when ``match`` may find more (``bound``, an upper bound),
-    only the newest ``RANK_WINDOW`` it finds are ranked."""
+    only the newest ``RANK_WINDOW`` it finds are ranked (best first; equal ranks, newer
+    first)."""
     if bound > RANK_WINDOW:
-        # Rowids follow archive order, and FTS5 walks a MATCH in rowid order without
-        # ranking it: finding the oldest row of the window costs a scan of the window only.
-        floor = db.execute(
-            "SELECT rowid FROM fts WHERE fts MATCH ? ORDER BY rowid DESC LIMIT 1 OFFSET ?",
-            (match, RANK_WINDOW - 1)).fetchone()
-        if floor is not None:
-            return [int(r) for (r,) in db.execute(
-                "SELECT rowid FROM fts WHERE fts MATCH ? AND rowid >= ? ORDER BY rank LIMIT ?",
-                (match, floor[0], n))]
+        # Rowids follow archive order, and FTS5 walks a MATCH in rowid order: the newest
+        # RANK_WINDOW matches, each with its rank, cost one walk of the window.
+        rows = db.execute(
+            "SELECT rowid, rank FROM fts WHERE fts MATCH ? ORDER BY rowid DESC LIMIT ?",
+            (match, RANK_WINDOW)).fetchall()
+        rows.sort(key=lambda r: (r[1], -r[0]))
+        return [int(r[0]) for r in rows[:n]]
     return [int(r) for (r,) in db.execute(
         "SELECT rowid FROM fts WHERE fts MATCH ? ORDER BY rank LIMIT ?", (match, n))]
 

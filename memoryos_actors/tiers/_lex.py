@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from ..text import STOPWORDS, tokenize
 
-__all__ = ["BM25_B", "BM25_K1", "CorpusStats", "LexIndex", "bm25_score", "stem", "terms"]
+__all__ = ["BM25_B", "BM25_K1", "CorpusStats", "LexIndex", "bm25_score", "bm25_scorer", "stem", "terms"]
 
 BM25_K1 = 1.2
 """BM25 term-frequency saturation."""
@@ -71,19 +71,34 @@ def bm25_score(
     df: Mapping[str, int],
 ) -> float:
     """BM25 of one document given corpus statistics (same formula as :class:`LexIndex`)."""
-    # Counting the few query terms in the term tuple (in C) costs less than building a
-    # Counter of the whole document; retrieval scores hundreds of cold candidates a query.
-    terms_ = doc_terms if isinstance(doc_terms, (tuple, list)) else tuple(doc_terms)
-    length = len(terms_)
-    score = 0.0
+    return bm25_scorer(query_terms, n_docs, avg_len, df)(doc_terms)
+
+
+def bm25_scorer(
+    query_terms: Iterable[str], n_docs: int, avg_len: float, df: Mapping[str, int],
+) -> Callable[[Iterable[str]], float]:
+    """:func:`bm25_score` for one query and corpus, as a function of a document's terms:
+    the idf of each query term is computed once, not once per document scored."""
+    idf = {}
     for term in set(query_terms):
-        tf = terms_.count(term)
-        if not tf:
-            continue
         d = max(df.get(term, 1), 1)
-        idf = math.log(1.0 + (n_docs - d + 0.5) / (d + 0.5))
-        norm = tf + BM25_K1 * (1.0 - BM25_B + BM25_B * length / (avg_len or 1.0))
-        score += idf * tf * (BM25_K1 + 1.0) / norm
+        idf[term] = math.log(1.0 + (n_docs - d + 0.5) / (d + 0.5))
+    avg = avg_len or 1.0
+    k1, b = BM25_K1, BM25_B
+    plus = BM25_K1 + 1.0
+
+    def score(doc_terms: Iterable[str]) -> float:
+        # Counting the few query terms in the term tuple (in C) costs less than building
+        # a Counter of the whole document; retrieval scores hundreds of cold candidates.
+        terms_ = doc_terms if isinstance(doc_terms, (tuple, list)) else tuple(doc_terms)
+        length = len(terms_)
+        total = 0.0
+        for term, w in idf.items():
+            tf = terms_.count(term)
+            if tf:
+                total += w * tf * plus / (tf + k1 * (1.0 - b + b * length / avg))
+        return total
+
     return score
 
 

@@ -66,9 +66,9 @@ from memoryos_actors.messages import (
     SegmentView,
     normalize_keywords,
 )
-from memoryos_actors.scoring import f_score, heat, jaccard
+from memoryos_actors.scoring import heat, jaccard
 from memoryos_actors.tiers._ann import AnnIndex
-from memoryos_actors.tiers._lex import CorpusStats, LexIndex, bm25_score, stem, terms
+from memoryos_actors.tiers._lex import CorpusStats, LexIndex, bm25_scorer, stem, terms
 from memoryos_actors.tiers.temporal import asks_about_past, supersedes, time_window
 
 if TYPE_CHECKING:
@@ -312,9 +312,6 @@ class MTMCore:
         c = self._config
         return heat(seg.n_visit, seg.l_interaction, seg.last_access, now,
                     c.heat_alpha, c.heat_beta, c.heat_gamma, c.recency_mu)
-
-    def _f(self, seg: _Segment, emb: npt.NDArray[np.float32], kw: frozenset[str]) -> float:
-        return f_score(seg.embedding, emb, seg.keywords, kw)
 
     def _ranked_segments(
         self, emb: npt.NDArray[np.float32], kw: frozenset[str], n: int
@@ -690,18 +687,17 @@ class MTMCore:
         for seq in sorted(bm25, key=lambda x: (-bm25[x], -x))[:LEXICAL_CANDIDATES]:
             source.setdefault(seq, set()).add("bm25")
         archived: dict[int, ColdItem] = {}
-        n_all = len(self._lex)
-        avg = 1.0
-        df: dict[str, int] = {}
+        cold_bm25 = None
         if cold is not None:
             n_all = len(self._lex) + cold.n_docs
             avg = (self._lex.total_len + cold.total_len) / n_all if n_all else 1.0
             df = {t: self._lex.df(t) + cold.df_of(t) for t in set(qt)}
+            cold_bm25 = bm25_scorer(qt, n_all, avg, df)
             for item in cold.items:
                 if item.seq is None or item.seq in self._page_segment:
                     continue
                 archived[item.seq] = item
-                bm25[item.seq] = bm25_score(item.terms, qt, n_all, avg, df)
+                bm25[item.seq] = cold_bm25(item.terms)
                 source.setdefault(item.seq, set()).add("archive-bm25")
         if HYBRID_NEIGHBOR_WEIGHT > 0:
             # Score the turn before and after each candidate too: an answer often sits
@@ -725,7 +721,7 @@ class MTMCore:
                 if n in self._page_segment or n in parts:
                     continue
                 archived[n] = item
-                bm25[n] = bm25_score(item.terms, qt, n_all, avg, df) if cold is not None else 0.0
+                bm25[n] = cold_bm25(item.terms) if cold_bm25 is not None else 0.0
                 source[n] = {"neighbour"}
                 fresh.append(n)
             self._score_parts(parts, sorted(fresh), q, kw, bm25, best_bm25, seg_f, archived)
@@ -733,7 +729,9 @@ class MTMCore:
         scored: list[tuple[float, int, float, float, float, float, float]] = []
         notes: dict[int, str] = {}
         for seq, (base, lex, c, j, f) in parts.items():
-            near = max(parts[n][0] if n in parts else 0.0 for n in (seq - 1, seq + 1))
+            before, after = parts.get(seq - 1), parts.get(seq + 1)
+            near = max(before[0] if before is not None else 0.0,
+                       after[0] if after is not None else 0.0)
             score = base + HYBRID_NEIGHBOR_WEIGHT * near
             if window is not None and window[0] <= self._cand_time(seq, archived) < window[1]:
                 score += TIME_WINDOW_WEIGHT
@@ -789,6 +787,15 @@ class MTMCore:
                     mat[i] = emb
             cos = np.clip(mat.astype(np.float64) @ q.astype(np.float64), -1.0, 1.0)
             cos_of.update(zip(cold, (float(c) for c in cos), strict=True))
+        # F_score of the segments of hot candidates not ranked yet: one matrix product.
+        unscored = list({sid: None for sid in (self._page_segment[x] for x in hot)
+                         if sid not in seg_f})
+        if unscored:
+            segs = [self._segments[sid] for sid in unscored]
+            mat = np.stack([seg.embedding for seg in segs]).astype(np.float64)
+            cos = np.clip(mat @ q.astype(np.float64), -1.0, 1.0)
+            for sid, seg, c in zip(unscored, segs, cos.tolist(), strict=True):
+                seg_f[sid] = c + jaccard(seg.keywords, kw)
         for seq in seqs:
             if seq in archived:
                 # The segment is gone: no segment F_score term for an archived page.
@@ -797,8 +804,6 @@ class MTMCore:
             else:
                 sid = self._page_segment[seq]
                 seg = self._segments[sid]
-                if sid not in seg_f:
-                    seg_f[sid] = self._f(seg, q, kw)
                 f = seg_f[sid]
                 page_kw = seg.pages[_index_of(seg.pages, seq)].keywords
             lex = min(bm25.get(seq, 0.0) / best_bm25, 1.0)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import calendar
 import datetime as _dt
+import functools
 import re
 from collections.abc import Iterable
 
@@ -109,6 +110,7 @@ def asks_about_past(query: str) -> bool:
     return not PAST_CUES.isdisjoint(tokenize(query.lower()))
 
 
+@functools.lru_cache(maxsize=1024)
 def has_change_cue(text: str) -> bool:
     """Whether a statement reads as a change ("I moved to Berlin", "my new job")."""
     return not CHANGE_CUES.isdisjoint(tokenize(text.lower()))

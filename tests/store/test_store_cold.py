@@ -257,6 +257,59 @@ def test_common_query_terms_are_left_out_of_the_match_when_a_rare_one_is_there()
         ("OR", ("common", "rare"), 41)]
 
 
+def test_terms_in_most_items_are_left_out_of_the_match_while_another_term_is_left() -> None:
+    from memoryos_actors.store.cold import match_plan
+
+    # In 100,000 items: a term in 60,000 is a stop word for the MATCH (it still counts in
+    # each candidate's BM25), so the AND is over the telling terms only.
+    dfs = {"everywhere": 60_000, "a": 5_000, "b": 3_000}
+    assert match_plan(["everywhere", "a", "b"], dfs, 100_000) == [
+        ("AND", ("b", "a"), 3_000), ("OR", ("b", "a"), 8_000)]
+    assert match_plan(["everywhere", "b"], dfs, 100_000) == [("OR", ("b",), 3_000)]
+    # Nothing else left: the stop words are all there is to match.
+    assert match_plan(["everywhere"], dfs, 100_000) == [("OR", ("everywhere",), 60_000)]
+    # A small index has no stop words: few items, every match is cheap.
+    assert match_plan(["x", "y"], {"x": 900, "y": 10}, 1_000) == [("OR", ("y",), 10)]
+    assert match_plan(["x", "y"], {"x": 900, "y": 800}, 1_000) == [
+        ("AND", ("y", "x"), 800), ("OR", ("y", "x"), 1_700)]
+
+
+def test_a_facts_query_of_a_user_without_archived_facts_finds_one_archived_later(
+        tmp_path: Path) -> None:
+    with _open(tmp_path) as store:
+        _fill(store)
+        assert store.cold.search(terms("quokka"), 5, kinds=("fact",)).items == ()
+        store.archive_append({"t": "fact", "assistant": "", "emb": emb_to_f16(_unit(1)),
+                              "entry": {"entry_id": "f1", "text": "User's quokka is zanzibar.",
+                                        "timestamp": 1.0, "source_segment": "s1"}})
+        found = store.cold.search(terms("quokka"), 5, kinds=("fact",))
+        assert [i.item_id for i in found.items] == ["fact::f1"]
+    with _open(tmp_path) as store:  # counted afresh after a reopen
+        found = store.cold.search(terms("quokka"), 5, kinds=("fact", "agent_trait"))
+        assert [i.item_id for i in found.items] == ["fact::f1"]
+
+
+def test_rows_with_and_without_embeddings_decode_to_the_stored_vectors(
+        tmp_path: Path) -> None:
+    with _open(tmp_path) as store:
+        store.archive_append({"t": "page", "page": _page(1, "quokka one"), "segment_id": "s1",
+                              "emb": emb_to_f16(_unit(1))})
+        store.archive_append({"t": "page", "page": _page(2, "quokka two"), "segment_id": "s1"})
+        store.archive_append({"t": "page", "page": _page(3, "quokka three"),
+                              "segment_id": "s1", "emb": emb_to_f16(_unit(3))})
+        got = store.cold.pages_by_seq([1, 2, 3])
+        store.archive_append({"t": "page", "page": _page(4, "quokka four"), "segment_id": "s1",
+                              "emb": emb_to_f16(_unit(4, dim=4))})
+        mixed = store.cold.pages_by_seq([1, 4])
+    assert got[2].embedding is None
+    for seq in (1, 3):
+        emb = got[seq].embedding
+        assert emb is not None and emb.dtype == np.float32
+        np.testing.assert_allclose(emb, _unit(seq), atol=1e-3)
+    np.testing.assert_allclose(mixed[1].embedding, _unit(1), atol=1e-3)
+    np.testing.assert_allclose(mixed[4].embedding, _unit(4, dim=4), atol=1e-3)
+
+
 def test_when_every_query_term_is_common_items_with_all_of_them_come_first() -> None:
     from memoryos_actors.store.cold import match_plan
 

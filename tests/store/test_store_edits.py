@@ -134,11 +134,13 @@ def _archive(store: UserStore, n_segments: int = 6) -> None:
     store.archive_append(_fact("f2", "User sings in a choir."))
 
 
-def _stats(store: UserStore) -> tuple[int, int, dict[str, int], set[str]]:
+def _stats(store: UserStore) -> tuple[int, int, dict[str, int], set[str], dict[str, int]]:
     db = store.cold._db
     assert db is not None
     df = dict(db.execute("SELECT term, n FROM df WHERE n > 0").fetchall())
-    return store.cold._n_docs, store.cold._total_len, df, store.cold.item_ids()
+    # The per-kind counts kept as items come and go (a fresh index counts from zero).
+    kinds = {k: store.cold._kind_count(db, k) for k in ("page", "fact", "agent_trait")}
+    return store.cold._n_docs, store.cold._total_len, df, store.cold.item_ids(), kinds
 
 
 @settings(max_examples=15, deadline=None)
