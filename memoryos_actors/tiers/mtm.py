@@ -45,6 +45,7 @@ after the search.
 from __future__ import annotations
 
 import dataclasses
+import heapq
 import math
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
@@ -131,6 +132,24 @@ CHAIN_MEMORY = 64
 """Dialogue chains remembered for chain affinity (most recent first)."""
 
 _STATE_VERSION = 1
+
+# Why a page is a hybrid candidate (bit flags; their names appear in a hit's ``why``).
+_SRC_SEGMENT, _SRC_DENSE, _SRC_BM25, _SRC_ARCHIVE, _SRC_NEIGHBOUR = 1, 2, 4, 8, 16
+_SRC_NAMES = ((_SRC_SEGMENT, "segment"), (_SRC_DENSE, "dense"), (_SRC_BM25, "bm25"),
+              (_SRC_ARCHIVE, "archive-bm25"), (_SRC_NEIGHBOUR, "neighbour"))
+
+
+class _Parts:
+    """Hybrid scores of a query's candidates, by page seq: the base score and its parts."""
+
+    __slots__ = ("base", "cos", "kw", "lex", "seg")
+
+    def __init__(self) -> None:
+        self.base: dict[int, float] = {}
+        self.lex: dict[int, float] = {}
+        self.cos: dict[int, float] = {}
+        self.kw: dict[int, float] = {}
+        self.seg: dict[int, float] = {}
 
 
 def page_terms(page: Page) -> list[str]:
@@ -668,16 +687,19 @@ class MTMCore:
         query_text: str = "",
         now: float | None = None,
     ) -> tuple[list[tuple[float, _Segment]], list[PageHit]]:
+        # Hundreds of candidates a query: their scores live in flat dicts of floats and
+        # their sources in bit flags, so a query leaves few objects for the garbage
+        # collector (whose full passes are most of this method's worst case).
         if top_k <= 0:
             return [], []
         seg_f: dict[str, float] = {seg.segment_id: f for f, seg in ranked}
-        source: dict[int, set[str]] = {}
+        source: dict[int, int] = {}
         for _, seg in ranked:
             for page in seg.pages:
-                source.setdefault(page.seq, set()).add("segment")
+                source[page.seq] = _SRC_SEGMENT
         flat = self._page_index.candidates(q, max(CANDIDATE_FACTOR * top_k, MIN_CANDIDATES))
         for seq in flat:
-            source.setdefault(seq, set()).add("dense")
+            source[seq] = source.get(seq, 0) | _SRC_DENSE
         qt = [stem(k) for k in kw]
         # One BM25 over hot and cold pages: idf and average length of the union.
         extra = None
@@ -685,7 +707,7 @@ class MTMCore:
             extra = CorpusStats(cold.n_docs, cold.total_len, dict(cold.df))
         bm25 = self._lex.scores(qt, extra)
         for seq in sorted(bm25, key=lambda x: (-bm25[x], -x))[:LEXICAL_CANDIDATES]:
-            source.setdefault(seq, set()).add("bm25")
+            source[seq] = source.get(seq, 0) | _SRC_BM25
         archived: dict[int, ColdItem] = {}
         cold_bm25 = None
         if cold is not None:
@@ -698,54 +720,62 @@ class MTMCore:
                     continue
                 archived[item.seq] = item
                 bm25[item.seq] = cold_bm25(item.terms)
-                source.setdefault(item.seq, set()).add("archive-bm25")
+                source[item.seq] = source.get(item.seq, 0) | _SRC_ARCHIVE
         if HYBRID_NEIGHBOR_WEIGHT > 0:
             # Score the turn before and after each candidate too: an answer often sits
             # next to the turn that shares the question's words.
             for seq in list(source):
                 for n in (seq - 1, seq + 1):
                     if n in self._page_segment and n not in source:
-                        source[n] = {"neighbour"}
+                        source[n] = _SRC_NEIGHBOUR
         best_bm25 = max((bm25.get(x, 0.0) for x in source), default=0.0) or 1.0
-        parts: dict[int, tuple[float, float, float, float, float]] = {}
+        parts = _Parts()
         self._score_parts(parts, sorted(source), q, kw, bm25, best_bm25, seg_f, archived)
         if HYBRID_NEIGHBOR_WEIGHT > 0 and cold_pages is not None:
             # Archived neighbours: fetched only around the strongest candidates (a
             # neighbour matters when it, or the page beside it, can reach the top_k).
-            pool = sorted(parts, key=lambda x: -parts[x][0])[:max(5 * top_k, 50)]
+            base = parts.base
+            pool = heapq.nlargest(max(5 * top_k, 50), base, key=base.__getitem__)
             wanted = {n for seq in pool for n in (seq - 1, seq + 1)
-                      if n > 0 and n not in parts and n not in self._page_segment}
+                      if n > 0 and n not in base and n not in self._page_segment}
             fetched = cold_pages(wanted) if wanted else {}
             fresh = []
             for n, item in fetched.items():
-                if n in self._page_segment or n in parts:
+                if n in self._page_segment or n in base:
                     continue
                 archived[n] = item
                 bm25[n] = cold_bm25(item.terms) if cold_bm25 is not None else 0.0
-                source[n] = {"neighbour"}
+                source[n] = _SRC_NEIGHBOUR
                 fresh.append(n)
             self._score_parts(parts, sorted(fresh), q, kw, bm25, best_bm25, seg_f, archived)
         window = time_window(query_text, now) if query_text and now is not None else None
-        scored: list[tuple[float, int, float, float, float, float, float]] = []
+        base = parts.base
+        final: dict[int, float] = {}
         notes: dict[int, str] = {}
-        for seq, (base, lex, c, j, f) in parts.items():
-            before, after = parts.get(seq - 1), parts.get(seq + 1)
-            near = max(before[0] if before is not None else 0.0,
-                       after[0] if after is not None else 0.0)
-            score = base + HYBRID_NEIGHBOR_WEIGHT * near
+        for seq, b in base.items():
+            before, after = base.get(seq - 1), base.get(seq + 1)
+            score = b + HYBRID_NEIGHBOR_WEIGHT * max(before if before is not None else 0.0,
+                                                     after if after is not None else 0.0)
             if window is not None and window[0] <= self._cand_time(seq, archived) < window[1]:
                 score += TIME_WINDOW_WEIGHT
                 notes[seq] = f" + {TIME_WINDOW_WEIGHT:g} in the time window the query names"
-            scored.append((score, seq, lex, c, j, f, near))
-        scored.sort(key=lambda s: (-s[0], -s[1]))
+            final[seq] = score
+        # Best first; equal scores, newer first. Only the head can reach the answer (the
+        # supersede pass below reorders at most its best 2 * top_k).
+        order = heapq.nlargest(2 * top_k, final, key=lambda x: (final[x], x))
         if query_text and not asks_about_past(query_text):
-            scored = self._supersede(scored, qt, archived, notes, top_k)
+            order = self._supersede(order, final, qt, archived, notes)
         hits: list[PageHit] = []
         visited: dict[str, tuple[float, _Segment]] = {}
-        for score, seq, lex, c, j, f, near in scored[:top_k]:
+        for seq in order[:top_k]:
+            score = final[seq]
+            before, after = base.get(seq - 1), base.get(seq + 1)
+            near = max(before if before is not None else 0.0,
+                       after if after is not None else 0.0)
+            lex, c, j, f = parts.lex[seq], parts.cos[seq], parts.kw[seq], parts.seg[seq]
             terms_ = (f"{HYBRID_LEXICAL_WEIGHT:g}*bm25={lex:.2f} + {HYBRID_DENSE_WEIGHT:g}*cos={c:.2f}"
                       f" + {HYBRID_KEYWORD_WEIGHT:g}*kw={j:.2f}{notes.get(seq, '')}")
-            via = "+".join(sorted(source[seq]))
+            via = "+".join(sorted(name for bit, name in _SRC_NAMES if source[seq] & bit))
             if seq in archived:
                 item = archived[seq]
                 sid = item.segment_id or "archive"
@@ -765,7 +795,7 @@ class MTMCore:
 
     def _score_parts(
         self,
-        parts: dict[int, tuple[float, float, float, float, float]],
+        parts: _Parts,
         seqs: list[int],
         q: npt.NDArray[np.float32],
         kw: frozenset[str],
@@ -774,10 +804,10 @@ class MTMCore:
         seg_f: dict[str, float],
         archived: Mapping[int, ColdItem],
     ) -> None:
-        """Base score ``(base, lex, cos, kw, F)`` of each of ``seqs`` into ``parts``."""
+        """Base score of each of ``seqs`` and its parts (BM25 share, cosine, keyword
+        Jaccard, segment F) into ``parts``."""
         hot = [x for x in seqs if x not in archived]
-        cos_of: dict[int, float] = dict(zip(hot, (float(c) for c in self._page_cos(q, hot)),
-                                            strict=True))
+        cos_of: dict[int, float] = dict(zip(hot, self._page_cos(q, hot).tolist(), strict=True))
         cold = [x for x in seqs if x in archived]
         if cold:
             mat = np.zeros((len(cold), self._dim), dtype=np.float32)
@@ -786,7 +816,7 @@ class MTMCore:
                 if emb is not None and emb.shape == (self._dim,):
                     mat[i] = emb
             cos = np.clip(mat.astype(np.float64) @ q.astype(np.float64), -1.0, 1.0)
-            cos_of.update(zip(cold, (float(c) for c in cos), strict=True))
+            cos_of.update(zip(cold, cos.tolist(), strict=True))
         # F_score of the segments of hot candidates not ranked yet: one matrix product.
         unscored = list({sid: None for sid in (self._page_segment[x] for x in hot)
                          if sid not in seg_f})
@@ -796,11 +826,14 @@ class MTMCore:
             cos = np.clip(mat @ q.astype(np.float64), -1.0, 1.0)
             for sid, seg, c in zip(unscored, segs, cos.tolist(), strict=True):
                 seg_f[sid] = c + jaccard(seg.keywords, kw)
+        base, lex_of, kw_of, f_of = parts.base, parts.lex, parts.kw, parts.seg
+        parts.cos.update(cos_of)
         for seq in seqs:
-            if seq in archived:
+            item = archived.get(seq)
+            if item is not None:
                 # The segment is gone: no segment F_score term for an archived page.
                 f = 0.0
-                page_kw = archived[seq].keywords
+                page_kw = item.keywords
             else:
                 sid = self._page_segment[seq]
                 seg = self._segments[sid]
@@ -808,10 +841,11 @@ class MTMCore:
                 page_kw = seg.pages[_index_of(seg.pages, seq)].keywords
             lex = min(bm25.get(seq, 0.0) / best_bm25, 1.0)
             j = jaccard(kw, page_kw)
-            c = cos_of[seq]
-            base = (HYBRID_LEXICAL_WEIGHT * lex + HYBRID_DENSE_WEIGHT * c
-                    + HYBRID_KEYWORD_WEIGHT * j + HYBRID_SEGMENT_WEIGHT * f)
-            parts[seq] = (base, lex, c, j, f)
+            base[seq] = (HYBRID_LEXICAL_WEIGHT * lex + HYBRID_DENSE_WEIGHT * cos_of[seq]
+                         + HYBRID_KEYWORD_WEIGHT * j + HYBRID_SEGMENT_WEIGHT * f)
+            lex_of[seq] = lex
+            kw_of[seq] = j
+            f_of[seq] = f
 
     def _cand_time(self, seq: int, archived: Mapping[int, ColdItem]) -> float:
         item = archived.get(seq)
@@ -834,33 +868,32 @@ class MTMCore:
 
     def _supersede(
         self,
-        scored: list[tuple[float, int, float, float, float, float, float]],
+        order: list[int],
+        final: dict[int, float],
         qt: list[str],
         archived: Mapping[int, ColdItem],
         notes: dict[int, str],
-        top_k: int,
-    ) -> list[tuple[float, int, float, float, float, float, float]]:
+    ) -> list[int]:
         """Rank a newer page that states a change right above the older page it supersedes.
 
-        Only the best ``2·top_k`` candidates are compared (pairs: O(top_k²)).
+        ``order`` is the best candidates, best first (at most ``2·top_k``: pairs cost
+        O(top_k²)); a lifted page's score in ``final`` is raised. Returns the new order.
         """
-        head = scored[: 2 * top_k]
-        info = [self._cand_facts(entry[1], archived) for entry in head]
+        info = [self._cand_facts(seq, archived) for seq in order]
         changed = False
         for i, (old_id, old_time, _old_text, old_terms) in enumerate(info):
             for k, (_new_id, new_time, new_text, new_terms) in enumerate(info):
-                if k == i or head[k][0] > head[i][0]:
+                if k == i or final[order[k]] > final[order[i]]:
                     continue
                 if supersedes(new_terms, new_time, new_text, old_terms, old_time, qt):
-                    lifted = head[i][0] + SUPERSEDE_MARGIN
-                    head[k] = (lifted, *head[k][1:])
-                    notes[head[k][1]] = (notes.get(head[k][1], "")
-                                         + f"; supersedes {old_id} (newer, states a "
-                                         f"change), ranked above it")
+                    final[order[k]] = final[order[i]] + SUPERSEDE_MARGIN
+                    notes[order[k]] = (notes.get(order[k], "")
+                                       + f"; supersedes {old_id} (newer, states a "
+                                       f"change), ranked above it")
                     changed = True
         if not changed:
-            return scored
-        return sorted(head, key=lambda s: (-s[0], -s[1])) + scored[2 * top_k:]
+            return order
+        return sorted(order, key=lambda x: (-final[x], -x))
 
     # ------------------------------------------------------------------ inspection
 
