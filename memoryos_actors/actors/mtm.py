@@ -111,6 +111,10 @@ def _archived_page_seqs(rec: dict[str, Any]) -> list[int]:
     return []
 
 
+#: Pages a catch-up embeds in one embedder call.
+_CATCH_UP_BATCH = 32
+
+
 class MTMActor(SupervisedActor):
     """Mid-term memory of one user."""
 
@@ -324,13 +328,21 @@ class MTMActor(SupervisedActor):
         pages = persist.wal_pages(self.env.store, self.core.max_seq, upto_seq, cap,
                                   records=records)
         deleted = self.env.store.edits.deleted_pages
-        for page, when in pages:
+        todo = [(page, when) for page, when in pages
+                if page.seq not in self.archived and page.seq not in deleted]
+        # Embedded a batch at a time (one embedder call, not one a page).
+        for start in range(0, len(todo), _CATCH_UP_BATCH):
             if self.stop_requested:
                 # This incarnation is being stopped (a passivation that skipped the
                 # snapshot): what is not placed yet stays in the WAL for the next one.
                 return
-            if page.seq not in self.archived and page.seq not in deleted:
-                self._place(page, when)
+            batch = todo[start:start + _CATCH_UP_BATCH]
+            embs = self.env.gateway.embed([page_text(p) for p, _ in batch],
+                                          user_id=self.env.user_id)
+            for (page, when), emb in zip(batch, embs, strict=True):
+                if self.stop_requested:
+                    return
+                self._place(page, when, emb)
 
     def _insert(self, page: Page, now: float) -> None:
         if page.seq <= self.core.max_seq or page.seq in self.archived:
@@ -381,8 +393,9 @@ class MTMActor(SupervisedActor):
             timer.cancel()
         self.unsummarised.pop(seg_id, None)
 
-    def _place(self, page: Page, now: float) -> None:
-        embedding = self.env.gateway.embed_one(page_text(page), user_id=self.env.user_id)
+    def _place(self, page: Page, now: float, embedding: Any = None) -> None:
+        if embedding is None:
+            embedding = self.env.gateway.embed_one(page_text(page), user_id=self.env.user_id)
         self._apply(self.core.insert(page, embedding, now=now))
         self.counters["inserted"] += 1
 

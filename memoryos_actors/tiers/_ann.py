@@ -31,30 +31,58 @@ class AnnIndex:
     """Label -> unit vector, with approximate nearest-neighbour candidates by inner product.
 
     Deterministic for a given sequence of calls and ``seed``: hnswlib runs single-threaded.
+    The vectors are kept as rows of one matrix (a removed label's row is reused), so the
+    exact inner products of a query with many labels (:meth:`dots`) cost one gather and
+    one matrix product, not a stack of per-label arrays.
 
     Args:
         dim: vector length.
         seed: hnswlib's random seed.
     """
 
-    __slots__ = ("_deleted", "_dim", "_index", "_seed", "_vectors")
+    __slots__ = ("_deleted", "_dim", "_free", "_index", "_mat", "_rows", "_seed")
 
     def __init__(self, dim: int, seed: int) -> None:
         self._dim = dim
         self._seed = seed
-        self._vectors: dict[int, npt.NDArray[np.float32]] = {}
+        self._mat: npt.NDArray[np.float32] = np.zeros((0, dim), dtype=np.float32)
+        self._rows: dict[int, int] = {}  # label -> row of _mat
+        self._free: list[int] = []  # rows of removed labels, reused first
         self._index: hnswlib.Index | None = None
         self._deleted = 0  # slots marked deleted and not yet reused
 
     def __len__(self) -> int:
-        return len(self._vectors)
+        return len(self._rows)
 
     def __contains__(self, label: object) -> bool:
-        return label in self._vectors
+        return label in self._rows
 
     def vector(self, label: int) -> npt.NDArray[np.float32]:
-        """The stored vector of ``label``."""
-        return self._vectors[label]
+        """A copy of the stored vector of ``label``."""
+        return self._mat[self._rows[label]].copy()
+
+    def dots(self, query: npt.NDArray[np.floating], labels: list[int]
+             ) -> npt.NDArray[np.float64]:
+        """Inner products (float64) of ``query`` with the vectors of ``labels``, in order."""
+        if not labels:
+            return np.zeros(0)
+        rows = [self._rows[x] for x in labels]
+        return self._mat[rows].astype(np.float64) @ np.asarray(query, dtype=np.float64)
+
+    def _put(self, label: int, row: npt.NDArray[np.float32]) -> None:
+        r = self._rows.get(label)
+        if r is None:
+            if self._free:
+                r = self._free.pop()
+            else:
+                r = len(self._rows)
+                if r >= self._mat.shape[0]:
+                    grown = np.zeros((max(_INITIAL_CAPACITY, 2 * self._mat.shape[0]),
+                                      self._dim), dtype=np.float32)
+                    grown[: self._mat.shape[0]] = self._mat
+                    self._mat = grown
+            self._rows[label] = r
+        self._mat[r] = row
 
     def _ensure_index(self) -> hnswlib.Index:
         if self._index is None:
@@ -73,12 +101,12 @@ class AnnIndex:
         """Add ``label`` or replace its vector."""
         row = np.asarray(vector, dtype=np.float32).reshape(1, self._dim)
         if self._index is None:
-            self._vectors[label] = row[0].copy()
-            if len(self._vectors) > _BUILD_AT:
+            self._put(label, row[0])
+            if len(self._rows) > _BUILD_AT:
                 self._build()
             return
         index = self._index
-        if label in self._vectors:
+        if label in self._rows:
             index.add_items(row, [label], num_threads=1)
         else:
             if self._deleted > 0:
@@ -88,14 +116,14 @@ class AnnIndex:
                 if index.get_current_count() >= index.get_max_elements():
                     index.resize_index(index.get_max_elements() * 2)
                 index.add_items(row, [label], num_threads=1)
-        self._vectors[label] = row[0].copy()
+        self._put(label, row[0])
 
     def _build(self) -> None:
         """Build the graph from the stored vectors, in label order (deterministic)."""
         index = self._ensure_index()
-        labels = sorted(self._vectors)
+        labels = sorted(self._rows)
         index.resize_index(max(_INITIAL_CAPACITY, 2 * len(labels)))
-        index.add_items(np.stack([self._vectors[x] for x in labels]), labels, num_threads=1)
+        index.add_items(self._mat[[self._rows[x] for x in labels]], labels, num_threads=1)
 
     def graph_bytes(self) -> bytes | None:
         """The hnswlib graph in hnswlib's own file format (None while not built).
@@ -113,12 +141,16 @@ class AnnIndex:
 
     def restore(self, vectors: dict[int, npt.NDArray[np.float32]], graph: bytes | None) -> None:
         """Load ``vectors`` and, if given, a graph from :meth:`graph_bytes` (else build)."""
-        self._vectors = {label: np.asarray(v, dtype=np.float32).reshape(self._dim).copy()
-                         for label, v in vectors.items()}
+        self._mat = np.zeros((max(_INITIAL_CAPACITY, len(vectors)), self._dim),
+                             dtype=np.float32)
+        self._rows = {}
+        self._free = []
+        for label, v in vectors.items():
+            self._put(label, np.asarray(v, dtype=np.float32).reshape(self._dim))
         self._index = None
         self._deleted = 0
         if graph is None:
-            if len(self._vectors) > _BUILD_AT:
+            if len(self._rows) > _BUILD_AT:
                 self._build()
             return
         with tempfile.TemporaryDirectory(prefix="memoryos-ann-") as tmp:
@@ -129,11 +161,15 @@ class AnnIndex:
             index.load_index(path, allow_replace_deleted=True)
         index.set_num_threads(1)
         self._index = index
-        self._deleted = index.get_current_count() - len(self._vectors)
+        self._deleted = index.get_current_count() - len(self._rows)
 
     def remove(self, label: int) -> None:
         """Forget ``label`` (no error if absent)."""
-        if self._vectors.pop(label, None) is not None and self._index is not None:
+        r = self._rows.pop(label, None)
+        if r is None:
+            return
+        self._free.append(r)
+        if self._index is not None:
             self._index.mark_deleted(label)
             self._deleted += 1
 
@@ -143,15 +179,15 @@ class AnnIndex:
         All live labels when ``k >= len(self)``; if hnswlib cannot return ``k`` neighbours
         (a graph thinned by deletions), falls back to all labels too, so nothing is missed.
         """
-        if k <= 0 or not self._vectors:
+        if k <= 0 or not self._rows:
             return []
-        if k >= len(self._vectors) or self._index is None:
-            return list(self._vectors)
+        if k >= len(self._rows) or self._index is None:
+            return list(self._rows)
         self._index.set_ef(max(2 * k, _MIN_EF))
         try:
             labels, _ = self._index.knn_query(
                 np.asarray(query, dtype=np.float32).reshape(1, self._dim), k=k, num_threads=1
             )
         except RuntimeError:
-            return list(self._vectors)
+            return list(self._rows)
         return [int(x) for x in labels[0]]

@@ -348,9 +348,9 @@ class MTMCore:
             labels = self._seg_index.candidates(emb, max(CANDIDATE_FACTOR * n, MIN_CANDIDATES))
             segs = [self._segments[f"s{lab}"] for lab in labels]
         # Segment and query embeddings are unit length (or zero), so one matrix product
-        # gives every cosine; this is scoring.f_score, batched.
-        mat = np.stack([seg.embedding for seg in segs]).astype(np.float64)
-        cos = np.clip(mat @ emb.astype(np.float64), -1.0, 1.0)
+        # gives every cosine; this is scoring.f_score, batched. (The segment index holds
+        # each segment's e_s.)
+        cos = np.clip(self._seg_index.dots(emb, [seg.number for seg in segs]), -1.0, 1.0)
         scored = [(float(c) + jaccard(seg.keywords, kw), seg)
                   for c, seg in zip(cos, segs, strict=True)]
         scored.sort(key=lambda fs: (-fs[0], fs[1].number))
@@ -658,9 +658,8 @@ class MTMCore:
     def _page_cos(self, q: npt.NDArray[np.float32], seqs: list[int]) -> npt.NDArray[np.float64]:
         if not seqs:
             return np.zeros(0)
-        mat = np.stack([self._page_index.vector(s) for s in seqs]).astype(np.float64)
         # Stored vectors are unit length (or zero), so the dot product is the cosine.
-        return np.clip(mat @ q.astype(np.float64), -1.0, 1.0)
+        return np.clip(self._page_index.dots(q, seqs), -1.0, 1.0)
 
     def _search_paper(
         self, q: npt.NDArray[np.float32], ranked: list[tuple[float, _Segment]], top_k: int
@@ -822,8 +821,7 @@ class MTMCore:
                          if sid not in seg_f})
         if unscored:
             segs = [self._segments[sid] for sid in unscored]
-            mat = np.stack([seg.embedding for seg in segs]).astype(np.float64)
-            cos = np.clip(mat @ q.astype(np.float64), -1.0, 1.0)
+            cos = np.clip(self._seg_index.dots(q, [seg.number for seg in segs]), -1.0, 1.0)
             for sid, seg, c in zip(unscored, segs, cos.tolist(), strict=True):
                 seg_f[sid] = c + jaccard(seg.keywords, kw)
         base, lex_of, kw_of, f_of = parts.base, parts.lex, parts.kw, parts.seg

@@ -442,12 +442,12 @@ def test_a_passivation_right_after_activation_does_not_wait_for_mtm_to_catch_up(
     placed: list[int] = []
     real_place = MTMActor._place
 
-    def gated_place(self: MTMActor, page: object, now: float) -> None:
+    def gated_place(self: MTMActor, page: object, now: float, emb: object = None) -> None:
         placed.append(page.seq)  # type: ignore[attr-defined]
         if len(placed) == 1:
             entered.set()
             gate.wait(30)
-        real_place(self, page, now)
+        real_place(self, page, now, emb)
 
     monkeypatch.setattr(MTMActor, "_place", gated_place)
     mem.add_turn(user, "back for a moment", "hello")  # activates; MTM starts catching up

@@ -1,0 +1,63 @@
+"""The ANN wrapper: vectors kept as rows of one matrix, exact dots, stable labels."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from memoryos_actors.tiers._ann import AnnIndex
+
+DIM = 8
+
+
+def _unit(seed: int) -> np.ndarray:
+    v = np.random.default_rng(seed).standard_normal(DIM).astype(np.float32)
+    return v / np.linalg.norm(v)
+
+
+# An operation: (label, seed) upserts label with the vector of seed; (label, None) removes.
+_ops = st.lists(st.tuples(st.integers(0, 90), st.one_of(st.none(), st.integers(0, 10_000))),
+                max_size=220)
+
+
+@settings(max_examples=40, deadline=None)
+@given(ops=_ops, query_seed=st.integers(0, 10_000))
+def test_dots_and_vectors_match_a_plain_dict_after_any_upserts_and_removals(
+        ops: list[tuple[int, int | None]], query_seed: int) -> None:
+    index = AnnIndex(DIM, seed=1)
+    expected: dict[int, np.ndarray] = {}
+    for label, seed in ops:  # past 64 live vectors the hnswlib graph is built too
+        if seed is None:
+            index.remove(label)
+            expected.pop(label, None)
+        else:
+            index.upsert(label, _unit(seed))
+            expected[label] = _unit(seed)
+    assert len(index) == len(expected)
+    assert sorted(index.candidates(_unit(query_seed), len(expected) + 1)) == sorted(expected)
+    labels = sorted(expected)
+    q = _unit(query_seed)
+    want = np.array([float(expected[x].astype(np.float64) @ q.astype(np.float64))
+                     for x in labels])
+    got = index.dots(q, labels)
+    assert got.dtype == np.float64
+    np.testing.assert_allclose(got, want.reshape(got.shape), rtol=1e-12, atol=1e-12)
+    for x in labels:
+        np.testing.assert_array_equal(index.vector(x), expected[x])
+    # A restored index holds the same vectors under the same labels.
+    again = AnnIndex(DIM, seed=1)
+    again.restore({x: index.vector(x) for x in labels}, index.graph_bytes())
+    np.testing.assert_array_equal(again.dots(q, labels), got)
+
+
+def test_a_vector_handed_out_is_a_copy() -> None:
+    index = AnnIndex(DIM, seed=1)
+    index.upsert(1, _unit(1))
+    v = index.vector(1)
+    v[:] = 0.0
+    np.testing.assert_array_equal(index.vector(1), _unit(1))
+    index.remove(1)
+    index.upsert(2, _unit(2))  # reuses the removed label's row
+    np.testing.assert_array_equal(index.vector(2), _unit(2))
+    assert index.dots(_unit(3), []).shape == (0,)
