@@ -177,6 +177,7 @@ class UserActivation:
             metrics=self.metrics,
             epoch=entry.epoch,
             preload=Preload(persist.recover(store)),
+            catch_up_gate=self._catch_up_gate,
         )
         entry.env = env
         stm_n, mtm_n, lpm_n = actor_names(entry.user_id)

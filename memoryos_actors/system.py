@@ -45,6 +45,7 @@ from supervisor import ChildKind, ChildSpec, Registry, Supervisor
 
 from .actors.base import (
     ASSISTANT_PREFIX,
+    CatchUpGate,
     GatewayClient,
     Metrics,
     actor_names,
@@ -142,6 +143,8 @@ class MemoryOS(UserActivation, Inspection, Portability, MemoryEditing):
                                               thread_name_prefix="memoryos-passivate")
         self._bg_passivating = 0
         self._demand = SlotDemand()  # sizes the headroom kept below max_active_users
+        # One MTM catch-up at a time in the process (see CatchUpGate).
+        self._catch_up_gate = CatchUpGate(1)
         self._total = threading.BoundedSemaphore(config.max_inflight_total)
         self._counters = {"turns": 0, "retrievals": 0, "chats": 0, "activations": 0,
                           "passivations": 0}

@@ -303,6 +303,20 @@ class SupervisedActor(pykka.ThreadingActor):
         before the request, and long work in one of them may end early."""
         return self._sv_stop_reason is not None or self._sv_kill_reason is not None
 
+    def on_stop_requested(self) -> None:
+        """Called in the requesting thread right after a stop or kill is requested.
+
+        For an actor that may be blocked waiting on something of its own (not its mailbox)
+        inside a message: wake that wait here (set an Event; nothing slow, no exceptions),
+        then see :attr:`stop_requested` and return early. Default: nothing.
+        """
+
+    def _sv_stop_requested(self) -> None:
+        try:
+            self.on_stop_requested()
+        except Exception as exc:  # noqa: BLE001 - a hook must not break the stop
+            _log.error("stop_hook_failed", actor=str(self), error=repr(exc))
+
     def _sv_request_stop(self, reason: ExitReason) -> None:
         """Ask the actor to stop after the messages already queued; exit with ``reason``."""
         self._sv_stop_reason = reason
@@ -310,6 +324,7 @@ class SupervisedActor(pykka.ThreadingActor):
             self.actor_ref.tell(_ActorStop())
         except ActorDeadError:
             pass
+        self._sv_stop_requested()
 
     def _sv_kill(self, reason: str) -> bool:
         own_thread = self._sv_tid == threading.get_ident()
@@ -331,6 +346,8 @@ class SupervisedActor(pykka.ThreadingActor):
         ActorRegistry.unregister(self.actor_ref)
         self.actor_stopped.set()
         self.actor_inbox.put(Envelope(_KILL))
+        if not own_thread:
+            self._sv_stop_requested()
         self._sv_finish(ExitReason.killed(reason))
         if own_thread and self._sv_busy:
             raise Killed(reason)

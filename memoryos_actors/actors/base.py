@@ -13,6 +13,7 @@ import json
 import threading
 import time
 from collections import OrderedDict, deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -42,6 +43,64 @@ __all__ = [
 
 #: Degraded jobs whose askers are remembered for redo (the oldest are forgotten first).
 _DEGRADED_MEMORY = 4096
+
+
+class CatchUpGate:
+    """At most ``slots`` MTM catch-ups run at once in the process; the rest wait their turn,
+    first come first served.
+
+    A catch-up (placing the pages a previous incarnation of the user left in the WAL) is
+    CPU work in Python: under the GIL, several at once finish no sooner than one after the
+    other, and each one running takes the interpreter from every other thread, such as
+    the threads activating users. The gate runs them one at a time (by default), so an
+    activation storm is not slowed by the catch-ups it starts; a catch-up whose actor is
+    asked to stop while it waits gives up its place (the WAL still holds the pages).
+    Thread-safe.
+    """
+
+    def __init__(self, slots: int = 1) -> None:
+        if slots < 1:
+            raise ValueError(f"slots must be >= 1, got {slots!r}")
+        self._lock = threading.Lock()
+        self._free = slots
+        self._queue: OrderedDict[threading.Event, None] = OrderedDict()
+        self._granted: set[threading.Event] = set()
+
+    def enter(self, ticket: threading.Event, cancelled: Callable[[], bool]) -> bool:
+        """Wait for a slot with ``ticket`` (a fresh Event); True once it is held, False if
+        ``cancelled()`` became true first. Whoever makes ``cancelled()`` true then sets
+        ``ticket`` to wake the wait. A held slot is given back with :meth:`leave`."""
+        with self._lock:
+            if self._free > 0 and not self._queue:
+                self._free -= 1
+                return True
+            self._queue[ticket] = None
+        while True:
+            ticket.wait()
+            with self._lock:
+                if ticket in self._granted:
+                    self._granted.discard(ticket)
+                    return True
+                if cancelled():
+                    self._queue.pop(ticket, None)
+                    return False
+                ticket.clear()
+
+    def leave(self) -> None:
+        """Give back a slot: to the longest waiting ticket, if any."""
+        with self._lock:
+            if self._queue:
+                ticket, _ = self._queue.popitem(last=False)
+                self._granted.add(ticket)
+                ticket.set()
+            else:
+                self._free += 1
+
+    @property
+    def waiting(self) -> int:
+        """Catch-ups waiting for a slot."""
+        with self._lock:
+            return len(self._queue)
 
 
 class Backlog:
@@ -347,6 +406,8 @@ class UserEnv:
     preload: Preload | None = field(default=None, compare=False)
     #: Set once the MTM actor has finished recovering (cleared again when it restarts).
     mtm_recovered: threading.Event = field(default_factory=threading.Event, compare=False)
+    #: The process's gate for MTM catch-ups (None: no limit).
+    catch_up_gate: CatchUpGate | None = field(default=None, compare=False)
 
     def recovered(self, tier: str) -> Recovered:
         """The user's state on disk for ``tier``'s start: the one loaded at activation the

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import dataclasses
 import secrets
+import threading
 from collections import OrderedDict, deque
 from typing import Any
 
@@ -155,6 +156,8 @@ class MTMActor(SupervisedActor):
         self.job_timeout_s = cfg.llm_timeout_seconds * (cfg.llm_max_retries + 1) + 5.0
         #: The state loaded at start, until the rest of recovery has run (see on_start).
         self.recovery: Any = None
+        #: The ticket of a wait for the catch-up gate in progress (see on_stop_requested).
+        self.gate_ticket: threading.Event | None = None
 
     # -- lifecycle -----------------------------------------------------------------------
 
@@ -201,7 +204,21 @@ class MTMActor(SupervisedActor):
             elif rec.get("t") == "page":
                 self.core.discard_page(int(rec["page"]["seq"]))
         last = persist.last_turn_seq(recovered.records, snap_seq)
-        self._catch_up(last - env.config.stm_capacity, recovered.records)
+        upto = last - env.config.stm_capacity
+        gate = env.catch_up_gate
+        if upto > self.core.max_seq and gate is not None:
+            # Pages to place: one catch-up at a time in the process (see CatchUpGate).
+            ticket = self.gate_ticket = threading.Event()
+            if not gate.enter(ticket, lambda: self.stop_requested):
+                self.gate_ticket = None
+                return  # stopped while waiting: the files still hold everything
+            try:
+                self._catch_up(upto, recovered.records)
+            finally:
+                self.gate_ticket = None
+                gate.leave()
+        else:
+            self._catch_up(upto, recovered.records)
         self._drop_deleted(env.store.edits.deleted_pages, env.store.edits.deleted,
                            env.store.edits.scrub_segments)
         if self.stop_requested:
@@ -211,6 +228,11 @@ class MTMActor(SupervisedActor):
             self._restore_work(work, recovered.records,
                                {str(j) for j in lpm_state.get("applied_jobs", ())})
         env.mtm_recovered.set()
+
+    def on_stop_requested(self) -> None:
+        ticket = self.gate_ticket
+        if ticket is not None:
+            ticket.set()  # wake a wait for the catch-up gate: it gives up its place
 
     def on_stop(self) -> None:
         for timer in self.summary_timers.values():

@@ -465,3 +465,45 @@ def test_a_passivation_right_after_activation_does_not_wait_for_mtm_to_catch_up(
     mem.flush()
     ids = mem.stored_page_ids(user)
     assert len(ids) == len(set(ids)) == 41
+
+
+def test_a_catch_up_waits_for_the_gate_and_a_passivation_calls_the_wait_off(
+        open_mem, monkeypatch: pytest.MonkeyPatch) -> None:
+    from sysutil import turn_text
+
+    from memoryos_actors.actors.stm import STMActor
+
+    user = "queued"
+    mem = open_mem()
+    # Pages left in the WAL for the next incarnation to place (see the test above).
+    monkeypatch.setattr(STMActor, "_drain_outbox", lambda self: None)
+    for i in range(1, 31):
+        mem.add_turn(user, *turn_text(user, i))
+    assert mem.passivate(user)
+    monkeypatch.undo()
+
+    gate = mem._catch_up_gate  # noqa: SLF001 - the test holds the process's only slot
+    assert gate.enter(threading.Event(), lambda: False)
+    try:
+        mem.add_turn(user, "back for a moment", "hello")  # activates; MTM waits its turn
+        _wait_for(lambda: gate.waiting == 1)
+        started = time.monotonic()
+        assert mem.passivate(user)  # the stop wakes the wait: no slot needed to stop
+        assert time.monotonic() - started < 5.0
+        assert gate.waiting == 0
+        assert mem.metrics.snapshot().get("passivation_snapshots_skipped", 0) >= 1
+    finally:
+        gate.leave()
+    # With the slot free the next incarnation places everything, each turn once.
+    mem.flush()
+    ids = mem.stored_page_ids(user)
+    assert len(ids) == len(set(ids)) == 31
+    hits = mem.retrieve(user, turn_text(user, 3)[0])
+    assert any(it.item_id == "p3" for it in hits.mtm)
+
+
+def _wait_for(cond, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not cond():
+        assert time.monotonic() < deadline, "condition not reached"
+        time.sleep(0.005)

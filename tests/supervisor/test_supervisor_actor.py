@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 
 import pykka
 import pytest
@@ -132,3 +133,46 @@ def test_proxy_calls_work_on_supervised_actors() -> None:
     assert proxy.bump().get(timeout=5) == 1
     assert proxy.bump().get(timeout=5) == 2
     sv.stop(ref, timeout=5)
+
+
+class _Waiter(sv.SupervisedActor):
+    """Blocks inside a message on an Event of its own; the stop hook sets it."""
+
+    def __init__(self, entered: threading.Event, wake: threading.Event,
+                 saw_stop: list[bool]) -> None:
+        super().__init__()
+        self.entered = entered
+        self.wake = wake
+        self.saw_stop = saw_stop
+
+    def on_stop_requested(self) -> None:
+        self.wake.set()
+
+    def on_receive(self, message: object) -> object:
+        if message == "block":
+            self.entered.set()
+            self.wake.wait(30)
+            self.saw_stop.append(self.stop_requested)
+            return "woken"
+        return None
+
+
+@pytest.mark.parametrize("how", ["stop", "kill"])
+def test_the_stop_hook_wakes_a_message_blocked_on_the_actors_own_wait(how: str) -> None:
+    before = set(threading.enumerate())
+    entered, wake, saw_stop = threading.Event(), threading.Event(), []
+    ref = _Waiter.start(entered, wake, saw_stop)
+    pending = ref.ask("block", block=False)
+    assert entered.wait(5)
+    if how == "stop":
+        sv.stop(ref, timeout=5)  # returns only once the blocked message has ended
+        assert pending.get(timeout=5) == "woken"
+        assert saw_stop == [True]
+    else:
+        sv.kill(ref, "test")
+        assert wake.wait(5)  # set by the hook: the abandoned thread is not left waiting
+    assert sv.wait_exit(ref, timeout=5) is not None
+    deadline = time.monotonic() + 5
+    while set(threading.enumerate()) - before and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert not set(threading.enumerate()) - before  # the actor's thread has ended
