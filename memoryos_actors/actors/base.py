@@ -55,7 +55,11 @@ class CatchUpGate:
     the threads activating users. The gate runs them one at a time (by default), so an
     activation storm is not slowed by the catch-ups it starts; a catch-up whose actor is
     asked to stop while it waits gives up its place (the WAL still holds the pages).
-    Thread-safe.
+
+    Each catch-up holds a *ticket* (a fresh ``threading.Event``) from before :meth:`enter`
+    until :meth:`release`, which is idempotent and right in every state (waiting, granted,
+    holding): call it in a ``finally`` that covers the ``enter`` too, so an actor killed
+    anywhere in between (an asynchronous exception) never keeps a slot. Thread-safe.
     """
 
     def __init__(self, slots: int = 1) -> None:
@@ -64,35 +68,46 @@ class CatchUpGate:
         self._lock = threading.Lock()
         self._free = slots
         self._queue: OrderedDict[threading.Event, None] = OrderedDict()
-        self._granted: set[threading.Event] = set()
+        #: Tickets holding a slot, or handed one while still waking up.
+        self._holders: set[threading.Event] = set()
 
     def enter(self, ticket: threading.Event, cancelled: Callable[[], bool]) -> bool:
-        """Wait for a slot with ``ticket`` (a fresh Event); True once it is held, False if
+        """Wait for a slot with ``ticket``; True once it holds one, False if
         ``cancelled()`` became true first. Whoever makes ``cancelled()`` true then sets
-        ``ticket`` to wake the wait. A held slot is given back with :meth:`leave`."""
+        ``ticket`` to wake the wait."""
         with self._lock:
+            if ticket in self._holders:
+                return True
             if self._free > 0 and not self._queue:
                 self._free -= 1
+                self._holders.add(ticket)
                 return True
             self._queue[ticket] = None
         while True:
-            ticket.wait()
             with self._lock:
-                if ticket in self._granted:
-                    self._granted.discard(ticket)
+                # Cleared before the checks: a wake-up (a grant, or a stop that made
+                # cancelled() true before setting the ticket) after them is not lost.
+                ticket.clear()
+                if ticket in self._holders:
                     return True
                 if cancelled():
                     self._queue.pop(ticket, None)
                     return False
-                ticket.clear()
+            ticket.wait()
 
-    def leave(self) -> None:
-        """Give back a slot: to the longest waiting ticket, if any."""
+    def release(self, ticket: threading.Event) -> None:
+        """Done with ``ticket``: its slot (if it holds or was handed one) goes to the
+        longest waiting ticket, or back to the free ones; a waiting ticket leaves the queue.
+        Idempotent."""
         with self._lock:
+            self._queue.pop(ticket, None)
+            if ticket not in self._holders:
+                return
+            self._holders.discard(ticket)
             if self._queue:
-                ticket, _ = self._queue.popitem(last=False)
-                self._granted.add(ticket)
-                ticket.set()
+                nxt, _ = self._queue.popitem(last=False)
+                self._holders.add(nxt)
+                nxt.set()
             else:
                 self._free += 1
 

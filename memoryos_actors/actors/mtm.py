@@ -209,14 +209,13 @@ class MTMActor(SupervisedActor):
         if upto > self.core.max_seq and gate is not None:
             # Pages to place: one catch-up at a time in the process (see CatchUpGate).
             ticket = self.gate_ticket = threading.Event()
-            if not gate.enter(ticket, lambda: self.stop_requested):
-                self.gate_ticket = None
-                return  # stopped while waiting: the files still hold everything
             try:
+                if not gate.enter(ticket, lambda: self.stop_requested):
+                    return  # stopped while waiting: the files still hold everything
                 self._catch_up(upto, recovered.records)
             finally:
+                gate.release(ticket)
                 self.gate_ticket = None
-                gate.leave()
         else:
             self._catch_up(upto, recovered.records)
         self._drop_deleted(env.store.edits.deleted_pages, env.store.edits.deleted,
@@ -235,6 +234,9 @@ class MTMActor(SupervisedActor):
             ticket.set()  # wake a wait for the catch-up gate: it gives up its place
 
     def on_stop(self) -> None:
+        ticket = self.gate_ticket
+        if ticket is not None and self.env.catch_up_gate is not None:
+            self.env.catch_up_gate.release(ticket)  # idempotent; never keep a slot
         for timer in self.summary_timers.values():
             timer.cancel()
         for timer in self.job_timers.values():

@@ -483,7 +483,8 @@ def test_a_catch_up_waits_for_the_gate_and_a_passivation_calls_the_wait_off(
     monkeypatch.undo()
 
     gate = mem._catch_up_gate  # noqa: SLF001 - the test holds the process's only slot
-    assert gate.enter(threading.Event(), lambda: False)
+    held = threading.Event()
+    assert gate.enter(held, lambda: False)
     try:
         mem.add_turn(user, "back for a moment", "hello")  # activates; MTM waits its turn
         _wait_for(lambda: gate.waiting == 1)
@@ -493,7 +494,7 @@ def test_a_catch_up_waits_for_the_gate_and_a_passivation_calls_the_wait_off(
         assert gate.waiting == 0
         assert mem.metrics.snapshot().get("passivation_snapshots_skipped", 0) >= 1
     finally:
-        gate.leave()
+        gate.release(held)
     # With the slot free the next incarnation places everything, each turn once.
     mem.flush()
     ids = mem.stored_page_ids(user)
