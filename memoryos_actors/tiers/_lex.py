@@ -16,7 +16,8 @@ from dataclasses import dataclass
 
 from ..text import STOPWORDS, tokenize
 
-__all__ = ["BM25_B", "BM25_K1", "CorpusStats", "LexIndex", "bm25_score", "bm25_scorer", "stem", "terms"]
+__all__ = ["BM25_B", "BM25_K1", "CorpusStats", "LexIndex", "bm25_score", "bm25_scorer", "stem",
+           "terms"]
 
 BM25_K1 = 1.2
 """BM25 term-frequency saturation."""

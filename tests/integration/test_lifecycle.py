@@ -423,20 +423,12 @@ def test_activation_does_not_wait_for_mtm_to_place_pages_left_from_before(
 
 def test_a_passivation_right_after_activation_does_not_wait_for_mtm_to_catch_up(
         open_mem, monkeypatch: pytest.MonkeyPatch) -> None:
-    from sysutil import turn_text
 
     from memoryos_actors.actors.mtm import MTMActor
-    from memoryos_actors.actors.stm import STMActor
 
     user = "in-and-out"
     mem = open_mem()
-    # Pages that never leave STM's outbox (as when their meta data lags under load) are
-    # not in MTM when the user is passivated: the next incarnation places them.
-    monkeypatch.setattr(STMActor, "_drain_outbox", lambda self: None)
-    for i in range(1, 41):
-        mem.add_turn(user, *turn_text(user, i))
-    assert mem.passivate(user)
-    monkeypatch.undo()
+    _leave_pages_unplaced(mem, monkeypatch, user, 40)
 
     gate, entered = threading.Event(), threading.Event()
     placed: list[int] = []
@@ -471,16 +463,9 @@ def test_a_catch_up_waits_for_the_gate_and_a_passivation_calls_the_wait_off(
         open_mem, monkeypatch: pytest.MonkeyPatch) -> None:
     from sysutil import turn_text
 
-    from memoryos_actors.actors.stm import STMActor
-
     user = "queued"
     mem = open_mem()
-    # Pages left in the WAL for the next incarnation to place (see the test above).
-    monkeypatch.setattr(STMActor, "_drain_outbox", lambda self: None)
-    for i in range(1, 31):
-        mem.add_turn(user, *turn_text(user, i))
-    assert mem.passivate(user)
-    monkeypatch.undo()
+    _leave_pages_unplaced(mem, monkeypatch, user, 30)
 
     gate = mem._catch_up_gate  # noqa: SLF001 - the test holds the process's only slot
     held = threading.Event()
@@ -508,3 +493,19 @@ def _wait_for(cond, timeout: float = 10.0) -> None:
     while not cond():
         assert time.monotonic() < deadline, "condition not reached"
         time.sleep(0.005)
+
+
+def _leave_pages_unplaced(mem: MemoryOS, monkeypatch: pytest.MonkeyPatch, user: str,
+                          turns: int) -> None:
+    """Store ``turns`` turns whose pages never leave STM's outbox (as when their meta data
+    lags under load), then passivate: they are not in MTM, the next incarnation places
+    them from the WAL."""
+    from sysutil import turn_text
+
+    from memoryos_actors.actors.stm import STMActor
+
+    monkeypatch.setattr(STMActor, "_drain_outbox", lambda self: None)
+    for i in range(1, turns + 1):
+        mem.add_turn(user, *turn_text(user, i))
+    assert mem.passivate(user)
+    monkeypatch.undo()
