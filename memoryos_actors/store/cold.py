@@ -29,7 +29,6 @@ archive. Any SQLite error while in use marks it damaged and triggers the same re
 from __future__ import annotations
 
 import contextlib
-import math
 import os
 import sqlite3
 import threading
@@ -45,6 +44,7 @@ import numpy.typing as npt
 from memoryos_actors.errors import StorageError
 from memoryos_actors.store._framing import log
 from memoryos_actors.store.edits import EditLog
+from memoryos_actors.tiers._lex import bm25_idf  # re-exported: the cold tier's BM25 idf
 
 __all__ = [
     "CACHE_KIB",
@@ -754,7 +754,3 @@ def edit_item_ids(edit: Mapping[str, Any]) -> list[str]:
         return [mid]
     return []
 
-
-def bm25_idf(n_docs: int, df: int) -> float:
-    """Okapi BM25 idf with the +1 inside the log (never negative)."""
-    return math.log(1.0 + (n_docs - df + 0.5) / (df + 0.5))

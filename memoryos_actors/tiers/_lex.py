@@ -16,8 +16,8 @@ from dataclasses import dataclass
 
 from ..text import STOPWORDS, tokenize
 
-__all__ = ["BM25_B", "BM25_K1", "CorpusStats", "LexIndex", "bm25_score", "bm25_scorer", "stem",
-           "terms"]
+__all__ = ["BM25_B", "BM25_K1", "CorpusStats", "LexIndex", "bm25_idf", "bm25_score", "bm25_scorer",
+           "stem", "terms"]
 
 BM25_K1 = 1.2
 """BM25 term-frequency saturation."""
@@ -67,6 +67,11 @@ class CorpusStats:
     df: Mapping[str, int]
 
 
+def bm25_idf(n_docs: int, df: int) -> float:
+    """Okapi BM25 idf with the +1 inside the log (never negative)."""
+    return math.log(1.0 + (n_docs - df + 0.5) / (df + 0.5))
+
+
 def bm25_score(
     doc_terms: Iterable[str], query_terms: Iterable[str], n_docs: int, avg_len: float,
     df: Mapping[str, int],
@@ -82,8 +87,7 @@ def bm25_scorer(
     the idf of each query term is computed once, not once per document scored."""
     idf = {}
     for term in set(query_terms):
-        d = max(df.get(term, 1), 1)
-        idf[term] = math.log(1.0 + (n_docs - d + 0.5) / (d + 0.5))
+        idf[term] = bm25_idf(n_docs, max(df.get(term, 1), 1))
     avg = avg_len or 1.0
     k1, b = BM25_K1, BM25_B
     plus = BM25_K1 + 1.0
@@ -175,8 +179,7 @@ class LexIndex:
             posting = self._postings.get(term)
             if not posting:
                 continue
-            df = len(posting) + (extra.df.get(term, 0) if extra else 0)
-            idf = math.log(1.0 + (n_docs - df + 0.5) / (df + 0.5))
+            idf = bm25_idf(n_docs, len(posting) + (extra.df.get(term, 0) if extra else 0))
             for key, tf in posting.items():
                 norm = tf + BM25_K1 * (1.0 - BM25_B + BM25_B * self._doc_len[key] / avg)
                 out[key] = out.get(key, 0.0) + idf * tf * (BM25_K1 + 1.0) / norm

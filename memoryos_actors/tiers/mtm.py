@@ -749,12 +749,17 @@ class MTMCore:
             self._score_parts(parts, sorted(fresh), q, kw, bm25, best_bm25, seg_f, archived)
         window = time_window(query_text, now) if query_text and now is not None else None
         base = parts.base
+
+        def near(seq: int) -> float:
+            """The best base score of the turn just before or after ``seq``."""
+            before, after = base.get(seq - 1), base.get(seq + 1)
+            return max(before if before is not None else 0.0,
+                       after if after is not None else 0.0)
+
         final: dict[int, float] = {}
         notes: dict[int, str] = {}
         for seq, b in base.items():
-            before, after = base.get(seq - 1), base.get(seq + 1)
-            score = b + HYBRID_NEIGHBOR_WEIGHT * max(before if before is not None else 0.0,
-                                                     after if after is not None else 0.0)
+            score = b + HYBRID_NEIGHBOR_WEIGHT * near(seq)
             if window is not None and window[0] <= self._cand_time(seq, archived) < window[1]:
                 score += TIME_WINDOW_WEIGHT
                 notes[seq] = f" + {TIME_WINDOW_WEIGHT:g} in the time window the query names"
@@ -768,9 +773,7 @@ class MTMCore:
         visited: dict[str, tuple[float, _Segment]] = {}
         for seq in order[:top_k]:
             score = final[seq]
-            before, after = base.get(seq - 1), base.get(seq + 1)
-            near = max(before if before is not None else 0.0,
-                       after if after is not None else 0.0)
+            beside = near(seq)
             lex, c, j, f = parts.lex[seq], parts.cos[seq], parts.kw[seq], parts.seg[seq]
             terms_ = (f"{HYBRID_LEXICAL_WEIGHT:g}*bm25={lex:.2f} + {HYBRID_DENSE_WEIGHT:g}*cos={c:.2f}"
                       f" + {HYBRID_KEYWORD_WEIGHT:g}*kw={j:.2f}{notes.get(seq, '')}")
@@ -779,7 +782,7 @@ class MTMCore:
                 item = archived[seq]
                 sid = item.segment_id or "archive"
                 why = (f"archive (archive record {item.archive_seq}, was in segment {sid}) via "
-                       f"{via}: {terms_} + {HYBRID_NEIGHBOR_WEIGHT:g}*neighbour={near:.2f}")
+                       f"{via}: {terms_} + {HYBRID_NEIGHBOR_WEIGHT:g}*neighbour={beside:.2f}")
                 hits.append(PageHit(Page.from_dict(item.record), sid, score, why, "archive"))
                 continue
             sid = self._page_segment[seq]
@@ -787,7 +790,7 @@ class MTMCore:
             page = seg.pages[_index_of(seg.pages, seq)]
             why = (f"hybrid via {via}: {terms_}"
                    f" + {HYBRID_SEGMENT_WEIGHT:g}*segment {sid} F={f:.2f}"
-                   f" + {HYBRID_NEIGHBOR_WEIGHT:g}*neighbour={near:.2f}")
+                   f" + {HYBRID_NEIGHBOR_WEIGHT:g}*neighbour={beside:.2f}")
             hits.append(PageHit(page, sid, score, why))
             visited.setdefault(sid, (f, seg))
         return list(visited.values()), hits
