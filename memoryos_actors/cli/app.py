@@ -24,6 +24,7 @@ from collections.abc import Callable, Sequence
 from ..config import DATA_DIR_ENV
 from . import commands
 from ._common import DEFAULT_DATA_DIR, UsageError, console, plain
+from ._stop import add_shutdown_timeout
 from .bench import BENCHES, run_bench
 from .demo import run_demo
 
@@ -52,12 +53,14 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--assistant", default="default", help="assistant id (default: default)")
     c.add_argument("--model", help="any litellm model name (default: the offline backend)")
     c.add_argument("--base-url", help="OpenAI-compatible base URL for --model")
+    add_shutdown_timeout(c, "the reply in flight")
     i = add("ingest", "ingest a LoCoMo JSON file or a JSONL file of turns")
     i.add_argument("file")
     i.add_argument("--format", choices=("auto", "locomo", "jsonl"), default="auto",
                    help="file layout (default: by suffix or first character)")
     i.add_argument("--limit", type=int,
                    help="LoCoMo: first N conversations; JSONL: first N turns")
+    add_shutdown_timeout(i, "the turn in flight")
     n = add("inspect", "show a user's tiers, segments by heat, traits, KB")
     n.add_argument("user")
     n.add_argument("--pages", action="store_true", help="list each segment's pages")

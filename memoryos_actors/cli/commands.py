@@ -26,6 +26,7 @@ from ._common import (
     require_user,
 )
 from ._common import console as make_console
+from ._stop import StopRequested, StopSignals, open_until_stopped
 from .prometheus import render_prometheus
 from .render import show_user, state_dict
 
@@ -36,33 +37,47 @@ __all__ = ["chat", "export", "forget", "import_", "ingest", "inspect", "stats"]
 
 
 def chat(args: argparse.Namespace) -> int:
+    """``memoryos chat``: one reply per line of input, until EOF, ``/quit`` or a stop signal.
+
+    SIGTERM or SIGINT while waiting for input stops at once; while a reply is being made,
+    the reply is finished, printed and stored first (a second signal gives up waiting for
+    it). Then the memory system is closed. Exit code 0, or 130 after SIGINT.
+    """
     console = make_console()
     interactive = sys.stdin.isatty()
-    with open_memory(args, data_dir(args)) as mem:
+    with StopSignals("finishing the reply in flight, then closing the memory system",
+                     shutdown_timeout=args.shutdown_timeout) as stop, \
+            open_until_stopped(args, data_dir(args), stop) as mem:
         if interactive:
             backend = mem.gateway_service.stats().get("backend")
             console.print(f"chatting as {args.user!r} with memory ({backend} backend); "
                           "Ctrl-D or /quit to leave")
-        for line in _input_lines(interactive):
+        for line in _input_lines(interactive, stop):
             text = line.strip()
             if not text:
                 continue
             if text in ("/quit", "/exit"):
                 break
-            reply = mem.chat(args.user, text, assistant_id=args.assistant)
+            finished, reply = stop.call(mem.chat, args.user, text, assistant_id=args.assistant)
+            if not finished:
+                console.print("stopped without the reply in flight; it may or may not be "
+                              "stored", style="yellow")
+                break
             console.print(plain(f"assistant: {reply}"))
-    return 0
+    return stop.exit_code(sigint=130)
 
 
-def _input_lines(interactive: bool) -> Iterator[str]:
-    if not interactive:
-        yield from sys.stdin
-        return
-    while True:
+def _input_lines(interactive: bool, stop: StopSignals) -> Iterator[str]:
+    """Lines of stdin until EOF or a stop signal (which ends a read in progress)."""
+    while not stop.requested:
         try:
-            yield input("> ")
-        except EOFError:
+            with stop.interruptible():
+                line = input("> ") if interactive else sys.stdin.readline()
+        except (EOFError, StopRequested):
             return
+        if not line and not interactive:
+            return  # EOF
+        yield line
 
 
 # -- ingest --------------------------------------------------------------------------------
@@ -121,6 +136,7 @@ def ingest(args: argparse.Namespace) -> int:
         BarColumn,
         MofNCompleteColumn,
         Progress,
+        TaskID,
         TextColumn,
         TimeElapsedColumn,
     )
@@ -146,28 +162,54 @@ def ingest(args: argparse.Namespace) -> int:
                 raise InvalidInput(f"{turn.where}: {what} is {size} bytes; the limit is "
                                    f"{cfg.max_text_bytes} (max_text_bytes)")
     per_user: dict[str, int] = {}
-    with open_memory(args, data_dir(args)) as mem:
-        t0 = time.perf_counter()
-        with Progress(TextColumn("ingesting"), BarColumn(), MofNCompleteColumn(),
-                      TextColumn("turns"), TimeElapsedColumn(), console=console,
-                      transient=True, disable=not console.is_terminal) as progress:
-            task = progress.add_task("ingest", total=len(turns))
-            for turn in turns:
-                try:
-                    mem.add_turn(turn.user_id, turn.query, turn.response,
-                                 timestamp=turn.timestamp)
-                except InvalidInput as exc:
-                    raise InvalidInput(f"{turn.where}: {exc}") from None
-                per_user[turn.user_id] = per_user.get(turn.user_id, 0) + 1
-                progress.advance(task)
-        stored_s = time.perf_counter() - t0
-        console.print("placing pages into segments and summarising…")
-        mem.flush()
-        total_s = time.perf_counter() - t0
+    stored = 0  # turns stored so far, in file order
+    # Without a terminal (a service, a pipe) no bar is drawn: a line on stderr every 5%
+    # tells a log, or whoever waits on the ingest, how far it is.
+    every = 0 if console.is_terminal else max(1, len(turns) // 20)
+    err = make_console(stderr=True)
+
+    def store_turns(progress: Progress, task: TaskID, stop: StopSignals) -> None:
+        nonlocal stored
+        for turn in turns:
+            if stop.requested:
+                return  # the turn in flight is finished; no new one is started
+            try:
+                mem.add_turn(turn.user_id, turn.query, turn.response, timestamp=turn.timestamp)
+            except InvalidInput as exc:
+                raise InvalidInput(f"{turn.where}: {exc}") from None
+            per_user[turn.user_id] = per_user.get(turn.user_id, 0) + 1
+            stored += 1
+            progress.advance(task)
+            if every and stored % every == 0:
+                err.print(f"memoryos: ingest: {stored} of {len(turns)} turns stored")
+
+    with StopSignals("finishing the turn in flight, then closing the memory system",
+                     shutdown_timeout=args.shutdown_timeout) as stop:
+        with open_until_stopped(args, data_dir(args), stop) as mem:
+            t0 = time.perf_counter()
+            with Progress(TextColumn("ingesting"), BarColumn(), MofNCompleteColumn(),
+                          TextColumn("turns"), TimeElapsedColumn(), console=console,
+                          transient=True, disable=not console.is_terminal) as progress:
+                task = progress.add_task("ingest", total=len(turns))
+                stop.call(store_turns, progress, task, stop)
+            stored_s = time.perf_counter() - t0
+            if not stop.requested:
+                console.print("placing pages into segments and summarising…")
+                # A stop during this wait goes straight to closing, which waits for the
+                # same work within --shutdown-timeout.
+                stop.call(mem.flush, give_up_at=1)
+            total_s = time.perf_counter() - t0
+        if stop.requested:
+            nxt = f"; the first turn not stored is {turns[stored].where}" \
+                if stored < len(turns) else ""
+            err.print(plain(f"memoryos: ingest stopped by {stop.name}: {stored} of "
+                            f"{len(turns)} turns stored{nxt}"), soft_wrap=True)
     table = Table("user", "turns ingested", title=f"{path.name} ({fmt})", title_justify="left")
     for user, count in sorted(per_user.items()):
         table.add_row(plain(user), str(count))
     console.print(table)
+    if stop.requested:
+        return stop.exit_code(sigint=130)
     console.print(
         f"ingested {len(turns)} turns for {len(per_user)} users: stored in {stored_s:.2f} s "
         f"({len(turns) / max(stored_s, 1e-9):.0f} turns/s), settled in {total_s:.2f} s"
