@@ -151,10 +151,12 @@ class StopSignals:
                 self._previous[sig] = signal.signal(sig, self._handle)
         return self
 
-    def __exit__(self, *exc: object) -> None:
+    def __exit__(self, exc_type: object, *_exc: object) -> None:
         for sig, handler in self._previous.items():
             signal.signal(sig, handler)
         self._previous.clear()
+        if self.requested and self._closing and exc_type is None:
+            _say(f"stopped on {self.name}; the memory system is closed")
 
     def _handle(self, signum: int, _frame: object) -> None:
         self.count += 1

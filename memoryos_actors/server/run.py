@@ -111,10 +111,7 @@ def serve(settings: ServerSettings, *,
             sock.close()
             stop.closing()
             memory.close(timeout=shutdown_timeout)
-        if stop.requested:
-            print(f"memoryos: stopped on {stop.name}; the memory system is closed",
-                  file=sys.stderr, flush=True)
-        elif not server.started:
+        if not stop.requested and not server.started:
             raise StorageError("the server did not start; the error is logged above")
 
 
@@ -172,6 +169,3 @@ def serve_mcp_stdio(data_dir: Path, config: MemoryConfig, tenant: str, *,
         finally:
             if relay is not None:
                 relay.finish()
-        if stop.requested:
-            print(f"memoryos: stopped on {stop.name}; the memory system is closed",
-                  file=sys.stderr, flush=True)
