@@ -79,7 +79,7 @@ class Lines:
                     return
             assert not exited, f"the process exited ({proc.returncode}) before {what}: " \
                                f"{self.text[-3000:]}"
-            assert time.monotonic() < deadline, f"no {what} within {WAIT_S} s: " \
+            assert time.monotonic() < deadline, f"{what}: not within {WAIT_S} s: " \
                                                 f"{self.text[-3000:]}"
             time.sleep(0.02)
 

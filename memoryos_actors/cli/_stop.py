@@ -164,6 +164,11 @@ class StopSignals:
         if self.count == 1:
             self.signum = signum
             self.first_at = time.monotonic()
+        # What the signal does is done before it is announced: whoever reads the notice
+        # can count on it.
+        if self.on_signal is not None:
+            self.on_signal(self.count)
+        if self.count == 1:
             again = "" if self._closing else "; send it again to stop waiting for work in flight"
             _say(f"{name}: stopping: {self.stopping}{again}")
         elif self._closing:
@@ -172,8 +177,6 @@ class StopSignals:
         elif self.count == 2:
             _say(f"{name} again: no longer waiting for work in flight; closing the memory "
                  "system")
-        if self.on_signal is not None:
-            self.on_signal(self.count)
         if self._armed:
             self._armed = False  # one raise per arming, whatever happens next
             raise StopRequested(name)

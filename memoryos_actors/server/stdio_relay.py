@@ -91,12 +91,15 @@ class StdioRelay:
         self._out_thread.start()
 
     def stop_input(self) -> None:
-        """Hand nothing more to the SDK; end its input once the requests in flight have
-        their answers (or after ``grace`` seconds). Safe in a signal handler."""
+        """Hand nothing more to the SDK, from a line read after this call on; end its input
+        once the requests in flight have their answers (or after ``grace`` seconds). Safe in
+        a signal handler."""
+        self._stopping = True
         self._wake(b"s")
 
     def end_input(self) -> None:
         """End the SDK's input now, without waiting for answers. Safe in a signal handler."""
+        self._stopping = True
         self._wake(b"e")
 
     def finish(self, timeout: float = 5.0) -> None:
@@ -132,7 +135,9 @@ class StdioRelay:
         sdk_open = True
         deadline: float | None = None
         while client_open or sdk_open:
-            wait = None if deadline is None or not sdk_open else max(0.0, deadline - time.monotonic())
+            wait = None
+            if deadline is not None and sdk_open:
+                wait = max(0.0, deadline - time.monotonic())
             watch = [self._wake_r] + ([self._real_in] if client_open else [])
             try:
                 ready, _, _ = select.select(watch, [], [], wait)
@@ -140,10 +145,9 @@ class StdioRelay:
                 break
             if self._wake_r in ready:
                 for what in os.read(self._wake_r, 64):
-                    if what in b"se" and not self._stopping:
-                        self._stopping = True
+                    if what == ord("s") and deadline is None:
                         deadline = time.monotonic() + self.grace
-                    if what == ord("e"):
+                    elif what == ord("e"):
                         deadline = time.monotonic()
             if self._real_in in ready:
                 data = os.read(self._real_in, _CHUNK)
