@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import os
 import socket
 import sys
@@ -84,8 +85,21 @@ def serve(settings: ServerSettings, *,
         if server is not None:
             server.should_exit = True
             if count > 1:
-                server.force_exit = True  # uvicorn stops waiting for requests in flight
+                # uvicorn stops waiting for the requests in flight and skips the app's
+                # shutdown; asyncio cancels what is left when uvicorn's loop ends.
+                server.force_exit = True
 
+    def quiet_cancellations(record: logging.LogRecord) -> bool:
+        # After a forced stop uvicorn logs every request it dropped, and the app's lifespan,
+        # as a CancelledError with its traceback: the stop notice already says so.
+        if stop.hurry and record.levelno >= logging.ERROR:
+            exc = record.exc_info[1] if record.exc_info else None
+            if isinstance(exc, asyncio.CancelledError) or (
+                    exc is None and "CancelledError" in record.getMessage()):
+                return False
+        return True
+
+    uvicorn_log = logging.getLogger("uvicorn.error")
     with StopSignals(f"finishing the requests in flight (at most {shutdown_timeout:g} s), "
                      "then closing the memory system", on_signal,
                      shutdown_timeout=shutdown_timeout) as stop:
@@ -106,8 +120,10 @@ def serve(settings: ServerSettings, *,
             server = _Server(config)
             if stop.requested:  # a signal while the memory system was opening
                 on_signal(stop.count)
+            uvicorn_log.addFilter(quiet_cancellations)
             server.run(sockets=[sock])
         finally:
+            uvicorn_log.removeFilter(quiet_cancellations)
             sock.close()
             stop.closing()
             memory.close(timeout=shutdown_timeout)

@@ -252,3 +252,43 @@ def test_mcp_over_stdio_answers_the_call_in_flight_refuses_new_ones_and_closes(
     ids = [internal_id("acme", u) for u in users]
     assert_closed_cleanly(tmp_path / "data", ids)
     assert_reopens_with(tmp_path / "data", {ids[0]: 3, ids[1]: 2})
+
+
+def test_a_second_sigterm_stops_waiting_for_the_request_in_flight_but_still_closes(
+    tmp_path: Path, held_llm: HeldLLM,
+) -> None:
+    (tmp_path / "config.toml").write_text(held_llm.config_toml(), encoding="utf-8")
+    keys = tmp_path / "keys.json"
+    key = add_key(tmp_path, keys, "acme")
+    server = start_server(tmp_path, tmp_path / "data", keys)
+    users = ["u0", "u1", "u2"]
+
+    def chat() -> None:
+        with server.client(key) as c:
+            try:
+                c.post("/v1/users/u0/chat", json={"query": "My kite's colour?"})
+            except httpx.TransportError:
+                pass  # given up by the second signal: the connection goes away unanswered
+
+    asker = threading.Thread(target=chat)
+    try:
+        _post_turns(server, key, users, 3)
+        asker.start()
+        assert held_llm.arrived.wait(WAIT_S), server.log_text()
+        server.proc.send_signal(signal.SIGTERM)
+        _poll(lambda: _refused(server), "refusal of new connections")
+        server.proc.send_signal(signal.SIGTERM)
+        _poll(lambda: "no longer waiting" in server.log_text(), "the second stop notice")
+        # The reply comes only now: closing waits for the memory system's own call in
+        # flight (within --shutdown-timeout), never for the HTTP request given up.
+        held_llm.release()
+        code = wait_exit(server.proc)  # type: ignore[arg-type]
+    finally:
+        held_llm.release()
+        server.stop(signal.SIGKILL)
+        asker.join(WAIT_S)
+    assert code == 0, server.log_text()
+    assert "Traceback" not in server.log_text()
+    ids = [internal_id("acme", u) for u in users]
+    assert_closed_cleanly(tmp_path / "data", ids)
+    assert_reopens_with(tmp_path / "data", {ids[1]: 3, ids[2]: 3})
