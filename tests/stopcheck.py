@@ -8,7 +8,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 #: Seconds a stopping process, or an awaited line of output, may take before the test fails.
 WAIT_S = 90.0
@@ -67,18 +67,18 @@ class Lines:
         return "".join(self.lines)
 
     def wait_for(self, found: Callable[[list[str]], bool], what: str,
-                 proc: subprocess.Popen[str] | None = None) -> None:
+                 proc: subprocess.Popen[Any] | None = None) -> None:
         """Wait until ``found(lines)``; fail after :data:`WAIT_S` seconds, or as soon as
         ``proc`` has exited without it."""
         deadline = time.monotonic() + WAIT_S
         while not found(self.lines):
-            exited = proc is not None and proc.poll() is not None
-            if exited:
+            code = None if proc is None else proc.poll()
+            if code is not None:
                 self.join()
                 if found(self.lines):
                     return
-            assert not exited, f"the process exited ({proc.returncode}) before {what}: " \
-                               f"{self.text[-3000:]}"
+            assert code is None, f"the process exited ({code}) before {what}: " \
+                                 f"{self.text[-3000:]}"
             assert time.monotonic() < deadline, f"{what}: not within {WAIT_S} s: " \
                                                 f"{self.text[-3000:]}"
             time.sleep(0.02)
@@ -88,13 +88,13 @@ class Lines:
         self._thread.join(WAIT_S)
 
 
-def stop_and_wait(proc: subprocess.Popen[str], sig: int) -> int:
+def stop_and_wait(proc: subprocess.Popen[Any], sig: int) -> int:
     """Send ``sig`` to ``proc`` and return its exit code (killed after :data:`WAIT_S`)."""
     proc.send_signal(sig)
     return wait_exit(proc)
 
 
-def wait_exit(proc: subprocess.Popen[str]) -> int:
+def wait_exit(proc: subprocess.Popen[Any]) -> int:
     """The exit code of ``proc``; killed (and the test failed) after :data:`WAIT_S` s."""
     try:
         return proc.wait(WAIT_S)
@@ -104,7 +104,7 @@ def wait_exit(proc: subprocess.Popen[str]) -> int:
         raise AssertionError(f"the process did not exit within {WAIT_S} s") from None
 
 
-def kill_if_running(proc: subprocess.Popen[str], *readers: Lines) -> None:
+def kill_if_running(proc: subprocess.Popen[Any], *readers: Lines) -> None:
     """Leave no process or thread behind, whatever the test did (``readers`` close the
     pipes they read)."""
     if proc.poll() is None:

@@ -28,7 +28,7 @@ import signal
 import threading
 import time
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Self, TypeVar
 
 if TYPE_CHECKING:
     from ..system import MemoryOS
@@ -145,7 +145,7 @@ class StopSignals:
 
     # -- signals -----------------------------------------------------------------------------
 
-    def __enter__(self) -> StopSignals:
+    def __enter__(self) -> Self:
         if threading.current_thread() is threading.main_thread():
             for sig in _SIGNALS:
                 self._previous[sig] = signal.signal(sig, self._handle)

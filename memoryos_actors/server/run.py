@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import math
 import os
 import socket
 import sys
@@ -114,8 +115,10 @@ def serve(settings: ServerSettings, *,
         try:
             port = sock.getsockname()[1]
             app = create_app(settings, memory=memory)
+            # uvicorn takes whole seconds here: rounded up, a request in flight gets at
+            # least the time asked for.
             config = uvicorn.Config(app, lifespan="on", log_level="warning", access_log=False,
-                                    timeout_graceful_shutdown=shutdown_timeout,
+                                    timeout_graceful_shutdown=math.ceil(shutdown_timeout),
                                     server_header=False)
             server = _Server(config)
             if stop.requested:  # a signal while the memory system was opening

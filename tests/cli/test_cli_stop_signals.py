@@ -69,7 +69,7 @@ def test_sigint_during_a_chat_reply_finishes_prints_and_stores_it(
 ) -> None:
     pytest.importorskip("litellm")
     monkeypatch.syspath_prepend(str(_GATEWAY_TESTS))
-    from fakeserver import FakeOpenAIServer
+    from fakeserver import FakeOpenAIServer  # type: ignore[import-not-found]
 
     arrived, release = threading.Event(), threading.Event()
 

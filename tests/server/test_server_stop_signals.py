@@ -43,7 +43,7 @@ class HeldLLM:
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         pytest.importorskip("litellm")
         monkeypatch.syspath_prepend(str(_GATEWAY_TESTS))
-        from fakeserver import FakeOpenAIServer
+        from fakeserver import FakeOpenAIServer  # type: ignore[import-not-found]
 
         self.arrived = threading.Event()
         self._release = threading.Event()
@@ -129,7 +129,7 @@ def test_serve_answers_the_request_in_flight_then_closes_the_memory_system(
         _poll(lambda: _refused(server), "refusal of new connections")
         held_llm.release()
         asker.join(WAIT_S)
-        code = wait_exit(server.proc)  # type: ignore[arg-type]
+        code = wait_exit(server.proc)
     finally:
         held_llm.release()
         server.stop(signal.SIGKILL)
@@ -282,7 +282,7 @@ def test_a_second_sigterm_stops_waiting_for_the_request_in_flight_but_still_clos
         # The reply comes only now: closing waits for the memory system's own call in
         # flight (within --shutdown-timeout), never for the HTTP request given up.
         held_llm.release()
-        code = wait_exit(server.proc)  # type: ignore[arg-type]
+        code = wait_exit(server.proc)
     finally:
         held_llm.release()
         server.stop(signal.SIGKILL)
