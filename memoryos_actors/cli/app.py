@@ -6,7 +6,9 @@ work on a data directory (``--data-dir``, or ``MEMORYOS_DATA_DIR``, default
 ``forget``, ``rebalance`` (a sharded data directory's shard count); ``bench`` runs a benchmark from the ``bench/`` folder of a source checkout.
 
 Exit codes: 0 success, 1 unexpected failure, 2 bad input (unknown user, malformed file,
-locked or missing data directory, invalid configuration), 130 interrupted.
+locked or missing data directory, invalid configuration), 130 interrupted. ``serve``,
+``mcp``, ``chat`` and ``ingest`` stop gracefully on SIGTERM and SIGINT (see ``_stop``):
+exit code 0, or 130 for ``chat`` and ``ingest`` after SIGINT.
 
 The package, one concept per module: ``app`` (this parser and the entry point),
 ``commands`` (the data-directory commands), ``demo`` (plays ``demo_script.json``),

@@ -40,8 +40,9 @@ def chat(args: argparse.Namespace) -> int:
     """``memoryos chat``: one reply per line of input, until EOF, ``/quit`` or a stop signal.
 
     SIGTERM or SIGINT while waiting for input stops at once; while a reply is being made,
-    the reply is finished, printed and stored first (a second signal gives up waiting for
-    it). Then the memory system is closed. Exit code 0, or 130 after SIGINT.
+    the reply is finished, printed and stored first (a second signal, or
+    ``--shutdown-timeout`` seconds, gives up waiting for it). Then the memory system is
+    closed. Exit code 0, or 130 after SIGINT.
     """
     console = make_console()
     interactive = sys.stdin.isatty()
@@ -132,6 +133,12 @@ def _load_turns(path: Path, fmt: str, limit: int | None) -> list[_Turn]:
 
 
 def ingest(args: argparse.Namespace) -> int:
+    """``memoryos ingest``: store every turn of a file, then let the background work settle.
+
+    SIGTERM or SIGINT finishes the turn being stored, starts no other, closes the memory
+    system and says how many turns were stored and which is the first one that was not.
+    Exit code 0, or 130 after SIGINT.
+    """
     from rich.progress import (
         BarColumn,
         MofNCompleteColumn,
