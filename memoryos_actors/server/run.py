@@ -144,11 +144,11 @@ def serve_mcp_stdio(data_dir: Path, config: MemoryConfig, tenant: str, *,
     this returns. A second signal ends the input at once: requests still in flight are
     answered with the SDK's "connection closed" error.
     """
+    from ..system import MemoryOS
     from .mcp_server import build_mcp
     from .stdio_relay import StdioRelay
 
     check_tenant(tenant)
-    holder: dict[str, AsyncMemoryOS] = {}
     relay = StdioRelay(shutdown_timeout, "the server is stopping; this request was not run") \
         if os.name == "posix" else None
 
@@ -162,29 +162,31 @@ def serve_mcp_stdio(data_dir: Path, config: MemoryConfig, tenant: str, *,
     with StopSignals(f"answering the requests in flight (at most {shutdown_timeout:g} s), "
                      "then closing the memory system", on_signal,
                      shutdown_timeout=shutdown_timeout) as stop:
+        # Opened before the MCP server starts, so a locked or damaged data directory is the
+        # typed error the CLI reports at once (exit code 2), not an error inside the SDK's
+        # task group, which would wait for the client to close stdin first.
+        memory = AsyncMemoryOS(MemoryOS.open(data_dir, config))
 
         @asynccontextmanager
         async def lifespan(_server: Any) -> AsyncIterator[None]:
-            mem = await AsyncMemoryOS.open(data_dir, config)
-            holder["mem"] = mem
             try:
                 yield
             finally:
-                holder.pop("mem", None)
                 stop.closing()
-                await mem.close(timeout=shutdown_timeout)
+                await memory.close(timeout=shutdown_timeout)
+                if relay is not None:
+                    relay.end_input()  # whatever ended the server, its stdin reader too
 
-        def memory() -> AsyncMemoryOS:
-            return holder["mem"]
-
-        server = build_mcp(memory, lambda _request: None, fixed_tenant=tenant,
+        server = build_mcp(lambda: memory, lambda _request: None, fixed_tenant=tenant,
                            lifespan=lifespan)
-        if relay is not None:
-            relay.start()
-            if stop.requested:  # a signal before the relay was listening
-                on_signal(stop.count)
         try:
+            if relay is not None:
+                relay.start()
+                if stop.requested:  # a signal before the relay was listening
+                    on_signal(stop.count)
             asyncio.run(server.run_stdio_async())
         finally:
             if relay is not None:
                 relay.finish()
+            stop.closing()
+            memory.sync.close(timeout=shutdown_timeout)  # a no-op after the lifespan's

@@ -292,3 +292,25 @@ def test_a_second_sigterm_stops_waiting_for_the_request_in_flight_but_still_clos
     ids = [internal_id("acme", u) for u in users]
     assert_closed_cleanly(tmp_path / "data", ids)
     assert_reopens_with(tmp_path / "data", {ids[1]: 3, ids[2]: 3})
+
+
+def test_mcp_over_stdio_on_a_locked_data_directory_exits_2_without_waiting_for_stdin(
+    tmp_path: Path,
+) -> None:
+    pytest.importorskip("mcp")
+    from memoryos_actors import MemoryOS
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMORYOS_")}
+    with MemoryOS.open(tmp_path / "data"):  # holds the data directory's lock
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "memoryos_actors", "--data-dir", str(tmp_path / "data"),
+             "mcp"],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            env=env, cwd=tmp_path)
+        out, err = Lines(proc.stdout), Lines(proc.stderr)  # type: ignore[arg-type]
+        try:
+            code = wait_exit(proc)  # stdin stays open, as a client keeps it
+        finally:
+            kill_if_running(proc, out, err)
+    assert code == 2, err.text
+    assert "DataDirLocked" in err.text and "Traceback" not in err.text
