@@ -168,12 +168,12 @@ class StopSignals:
         # can count on it.
         if self.on_signal is not None:
             self.on_signal(self.count)
-        if self.count == 1:
-            again = "" if self._closing else "; send it again to stop waiting for work in flight"
-            _say(f"{name}: stopping: {self.stopping}{again}")
-        elif self._closing:
-            _say(f"{name}: still closing the memory system (snapshots, WAL sync; at most "
-                 f"{self.shutdown_timeout:g} s); SIGKILL would skip that")
+        if self._closing:
+            _say(f"{name}: closing the memory system (snapshots, WAL sync; its waits end "
+                 f"within {self.shutdown_timeout:g} s); SIGKILL would skip that")
+        elif self.count == 1:
+            _say(f"{name}: stopping: {self.stopping}; send it again to stop waiting for work "
+                 "in flight")
         elif self.count == 2:
             _say(f"{name} again: no longer waiting for work in flight; closing the memory "
                  "system")
