@@ -54,6 +54,7 @@ from ._shard import error_from_reply
 
 if TYPE_CHECKING:
     from memoryos_actors.memories import Memory, MemoryEvent
+    from memoryos_actors.reports import RepairReport
     from memoryos_actors.system import ForgetReport, UserState
 
 __all__ = ["ClusterMemoryOS", "ClusterSettings"]
@@ -451,6 +452,11 @@ class ClusterMemoryOS:
     def forget_user(self, user_id: str) -> ForgetReport:
         """See :meth:`MemoryOS.forget_user <memoryos_actors.MemoryOS.forget_user>`."""
         return self._call_user(user_id, "forget_user", retry=False)
+
+    def repair_user(self, user_id: str) -> RepairReport:
+        """See :meth:`MemoryOS.repair_user <memoryos_actors.MemoryOS.repair_user>` (run by
+        the shard that owns the user, on its directory)."""
+        return self._call_user(user_id, "repair_user", retry=False)
 
     # -- shutdown --------------------------------------------------------------------------
 
