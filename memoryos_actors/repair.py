@@ -113,10 +113,13 @@ def repair_user(data_dir: str | os.PathLike[str], user_id: str) -> RepairReport:
     wal = _Salvage.of(udir / WAL_FILE, WAL.MAGIC, WAL.VERSION, WAL.KIND, floor=covered_lsn)
     wal_turns_kept, lost_turns = 0, ()
     if wal is not None:
-        wal_turns_kept, lost_turns = wal.turns(covered_turn)
+        wal_turns_kept, lost_turns = wal.turns(covered_lsn, covered_turn)
         if wal.needs_rewrite:
             files.append(wal.rewrite(stamp))
             notes.extend(wal.notes())
+            if covered_lsn and any(a <= covered_lsn for a, _b in wal.lost_ranges()):
+                notes.append(f"{WAL_FILE}: records up to LSN {covered_lsn} are also in the "
+                             "newest readable snapshot: what those lost records held is kept")
     archive = _Salvage.of(udir / ARCHIVE_FILE, ArchiveLog.MAGIC, ArchiveLog.VERSION,
                           ArchiveLog.KIND, floor=0)
     if archive is not None and archive.needs_rewrite:
@@ -127,11 +130,20 @@ def repair_user(data_dir: str | os.PathLike[str], user_id: str) -> RepairReport:
         if cold.exists():
             backup = _backup_name(cold, stamp)
             os.replace(cold, backup)
-            for suffix in ("-journal", "-wal", "-shm"):
-                Path(str(cold) + suffix).unlink(missing_ok=True)
+            for suffix in ("-journal", "-wal", "-shm"):  # SQLite's side files go with it
+                side = Path(str(cold) + suffix)
+                if side.exists():
+                    os.replace(side, Path(str(backup) + suffix))
             files.append(RepairedFile(str(cold), "moved_aside", str(backup),
                                       "derived from the damaged archive"))
             notes.append(f"{COLD_FILE}: moved aside; rebuilt from the repaired archive")
+    # The proof: the user's files open and load (read-only, so this changes nothing).
+    with UserStore(data_dir, user_id, read_only=True) as store:
+        store.load(schema_version=2**32 - 1)
+        if lost_turns:
+            # A turn evicted to the archive before its WAL record was lost is not lost.
+            archived = {f"p{seq}" for _n, rec in store.archive.iter() for seq in _page_seqs(rec)}
+            lost_turns = tuple(t for t in lost_turns if t not in archived)
     if lost_turns:
         notes.append(f"turns lost: {', '.join(lost_turns)}")
     if files:
@@ -140,11 +152,19 @@ def repair_user(data_dir: str | os.PathLike[str], user_id: str) -> RepairReport:
                     kept_records=sum(f.kept_records for f in files),
                     lost_records=sum(f.lost_records for f in files),
                     lost_turns=list(lost_turns))
-    # The proof: the user's files open and load (read-only, so this changes nothing).
-    with UserStore(data_dir, user_id, read_only=True) as store:
-        store.load(schema_version=2**32 - 1)
     return RepairReport(user_id, tuple(files), wal_turns_kept, tuple(lost_turns),
                         tuple(notes))
+
+
+def _page_seqs(record: dict[str, Any]) -> list[Any]:
+    """The turn seqs of the pages an archive record holds."""
+    if record.get("t") == "segment":
+        pages = (record.get("segment") or {}).get("pages") or []
+    elif record.get("t") == "page":
+        pages = [record.get("page") or {}]
+    else:
+        pages = []
+    return [p.get("seq") for p in pages if isinstance(p, dict)]
 
 
 def _backup_name(path: Path, stamp: int) -> Path:
@@ -305,10 +325,11 @@ class _Salvage:
                 out.append((seq, unpack_record(f.read(length), self.path, seq)))
         return out
 
-    def turns(self, covered_turn: int) -> tuple[int, tuple[str, ...]]:
-        """``(turn records kept, page ids of turns known lost)`` of a WAL. A turn is known
-        lost when its seq lies between the turns of intact records around a lost range
-        (the snapshot's turn seq stands in when no intact turn comes before it)."""
+    def turns(self, covered_lsn: int, covered_turn: int) -> tuple[int, tuple[str, ...]]:
+        """``(turn records kept, page ids of turns known lost)`` of a WAL. Records up to
+        ``covered_lsn`` (turns up to ``covered_turn``) are in the newest readable snapshot,
+        so not lost. A later turn is known lost when its seq lies between the turns of the
+        intact records around a lost range."""
         try:
             records = self.records()
         except CorruptDataError:
@@ -317,11 +338,14 @@ class _Salvage:
                    if rec.get("t") == "turn" and isinstance(rec.get("seq"), int)]
         lost: list[str] = []
         for first, last in self.lost_ranges():
+            first = max(first, covered_lsn + 1)
+            if first > last:
+                continue  # the snapshot holds what those records held
             before = [t for lsn, t in turn_at if lsn < first]
             after = [t for lsn, t in turn_at if lsn > last]
             if not after:
                 continue  # nothing later says how many turns there were
-            low = max(before) if before else covered_turn
+            low = max([covered_turn, *before])
             lost.extend(f"p{t}" for t in range(low + 1, min(after)))
         return len({t for _lsn, t in turn_at}), tuple(dict.fromkeys(lost))
 
