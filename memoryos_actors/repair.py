@@ -377,8 +377,8 @@ class _Salvage:
                 out.write(encode_header(self.magic, self.version, self.base))
                 prev = self.base
                 for seq, last, off, nbytes in self._kept():
-                    for missing in range(prev + 1, seq):
-                        out.write(encode_frame(missing, placeholder))
+                    out.writelines(encode_frame(missing, placeholder)
+                                   for missing in range(prev + 1, seq))
                     src.seek(off)
                     remaining = nbytes
                     while remaining > 0:

@@ -378,6 +378,8 @@ class ClusterMemoryOS:
             for name, values in self._latency.items():
                 for label, p in (("p50", 0.5), ("p95", 0.95), ("p99", 0.99)):
                     merged[f"{name}_{label}"] = _percentile(values, p)
+        damaged = [(user, why) for part in parts for user, why in (part.get("damaged") or {}).items()]
+        merged["damaged"] = dict(sorted(damaged))  # each shard's users, by id
         merged["backend"] = type(self._host).__name__
         merged["shard_count"] = self.shards
         merged["shards"] = parts

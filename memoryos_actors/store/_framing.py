@@ -48,7 +48,6 @@ from memoryos_actors.errors import (
     ConfigError,
     CorruptDataError,
     InvalidInput,
-    ReadOnlyError,
     StorageError,
 )
 from memoryos_actors.store._files import atomic_write, fsync_dir, is_blank, tmp_path
@@ -347,21 +346,27 @@ def scan(path: Path, magic: bytes, version: int, kind: str, *, marks: bool = Fal
         size = os.fstat(fd).st_size
         found: list[tuple[int, int]] = []
         last_offset = 0
-        f = _Reader(fd)
-        base = read_header(f, path, magic, version, kind)
-        offset = HEADER_SIZE
-        seq = base
-        reason: str | None = None
-        while offset < size:
-            got = read_frame(f, offset, size, seq)
-            if isinstance(got, str):
-                reason = got
-                break
-            seq = got[0]
-            if marks and seq % MARK_EVERY == 0:
-                found.append((seq, offset))
-            last_offset = offset
-            offset += _FRAME.size + len(got[1])
+        # Buffered: two reads per frame stay in user space. It moves the descriptor's
+        # offset, which nothing else relies on (every other read of it is a pread).
+        f = open(fd, "rb", closefd=False)  # noqa: SIM115 - closed below
+        try:
+            f.seek(0)
+            base = read_header(f, path, magic, version, kind)
+            offset = HEADER_SIZE
+            seq = base
+            reason: str | None = None
+            while offset < size:
+                got = read_frame(f, offset, size, seq)
+                if isinstance(got, str):
+                    reason = got
+                    break
+                seq = got[0]
+                if marks and seq % MARK_EVERY == 0:
+                    found.append((seq, offset))
+                last_offset = offset
+                offset += _FRAME.size + len(got[1])
+        finally:
+            f.close()
         if reason is None:
             return _Scan(base, seq, offset, size, None, False, False, last_offset,
                          tuple(found))
@@ -833,9 +838,9 @@ class RecordLog:
             if self.read_only:
                 after_seq = max(after_seq, self._hide_below - 1)
                 overlay = list(self._overlay)
-                # Reads go through the descriptor opened with the log: the file as it was
-                # then, whatever another process renames into place meanwhile.
-                f: Any = None if self._fd is None else _Reader(self._fd)
+                # Reads see the file opened with the log, whatever another process renames
+                # into place meanwhile.
+                f: Any = None if self._fd is None else self._same_file_reader(self._fd)
             else:
                 # Opening under the lock pins the current file: a concurrent truncate
                 # renames a new file into place, and this handle keeps reading the old,
@@ -856,6 +861,19 @@ class RecordLog:
         for seq, payload in overlay:
             if seq > after_seq:
                 yield seq, payload
+
+    def _same_file_reader(self, fd: int) -> Any:
+        """A buffered reader of the file open at ``fd`` with its own offset (the path
+        opened again, if it still names that file), else a ``pread`` view of ``fd``."""
+        try:
+            f = open(self.path, "rb")  # noqa: SIM115 - closed by the caller
+        except OSError:
+            return _Reader(fd)
+        mine, theirs = os.fstat(fd), os.fstat(f.fileno())
+        if (mine.st_ino, mine.st_dev) == (theirs.st_ino, theirs.st_dev):
+            return f
+        f.close()
+        return _Reader(fd)
 
     def _disk_payloads(self, f: Any, after_seq: int, end: int,
                        start: tuple[int, int] | None) -> Iterator[tuple[int, bytes]]:

@@ -128,7 +128,7 @@ def test_wal_damage_in_the_middle_is_refused_naming_file_offset_and_count(
     wal = user_path(data_dir, VIC) / WAL_FILE
     frames = _frames(wal)
     middle = len(frames) // 2
-    seq, offset, _len, _rec = _damage_frame(wal, middle)
+    _seq, offset, _len, _rec = _damage_frame(wal, middle)
     before = _hashes(data_dir)
 
     with MemoryOS.open(data_dir, _config(), clock=ManualClock(1.8e9)) as mem:
@@ -251,7 +251,7 @@ def test_repair_salvages_an_archive_damaged_in_the_middle(tmp_path: Path) -> Non
     rec_seq, _off, _len, _rec = _damage_frame(archive, len(frames) // 2)
     with MemoryOS.open(data_dir, _config()) as mem:
         report = mem.repair_user(VIC)
-        assert [Path(f.path).name for f in report.files][0] == ARCHIVE_FILE
+        assert Path(report.files[0].path).name == ARCHIVE_FILE
         assert report.files[0].kept_records == len(frames) - 1
         assert report.files[0].lost_seqs == ((rec_seq, rec_seq),)
         held = mem.stored_page_ids(VIC)
