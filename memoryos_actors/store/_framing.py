@@ -307,26 +307,27 @@ def walk_damaged(fd: int, offset: int, size: int, prev_seq: int, reason: str
     frames as ``(seq, offset, payload length)``."""
     damages: list[Damage] = []
     frames: list[tuple[int, int, int]] = []
-    reader = _Reader(fd)
-    while True:
-        found = next_intact_frame(fd, offset, size, prev_seq)
-        if found is None:
-            damages.append(Damage(offset, size, prev_seq, None, reason))
-            return damages, frames
-        at, seq = found
-        damages.append(Damage(offset, at, prev_seq, seq, reason))
-        offset, prev_seq = at, seq - 1
-        while offset < size:
+    # Buffered over the descriptor (its offset is used by nothing else, see scan).
+    with open(fd, "rb", closefd=False) as reader:
+        while True:
+            found = next_intact_frame(fd, offset, size, prev_seq)
+            if found is None:
+                damages.append(Damage(offset, size, prev_seq, None, reason))
+                return damages, frames
+            at, seq = found
+            damages.append(Damage(offset, at, prev_seq, seq, reason))
+            offset, prev_seq = at, seq - 1
             reader.seek(offset)
-            got = read_frame(reader, offset, size, prev_seq)
-            if isinstance(got, str):
-                reason = got
-                break
-            prev_seq = got[0]
-            frames.append((prev_seq, offset, len(got[1])))
-            offset += _FRAME.size + len(got[1])
-        else:
-            return damages, frames
+            while offset < size:
+                got = read_frame(reader, offset, size, prev_seq)
+                if isinstance(got, str):
+                    reason = got
+                    break
+                prev_seq = got[0]
+                frames.append((prev_seq, offset, len(got[1])))
+                offset += _FRAME.size + len(got[1])
+            else:
+                return damages, frames
 
 
 MARK_EVERY = 256
