@@ -508,7 +508,7 @@ class RecordLog:
     incomplete). Damage with intact records after it is not a crash's doing (media
     damage, a stray write): opening raises :class:`CorruptDataError` naming the file, the
     byte offset and how many intact records follow, and changes nothing;
-    :func:`memoryos_actors.store.repair.repair_log` salvages them. A file that exists but
+    :func:`memoryos_actors.repair.repair_user` salvages them. A file that exists but
     has no readable header raises :class:`CorruptDataError` naming it: existing data is
     never replaced by an empty log.
 
