@@ -3,7 +3,7 @@
 ``memoryos demo`` runs a scripted multi-user conversation offline; the other subcommands
 work on a data directory (``--data-dir``, or ``MEMORYOS_DATA_DIR``, default
 ``./memoryos-data``): ``chat``, ``ingest``, ``inspect``, ``stats``, ``export``, ``import``,
-``forget``, ``rebalance`` (a sharded data directory's shard count); ``bench`` runs a benchmark from the ``bench/`` folder of a source checkout.
+``forget``, ``repair`` (a user's damaged files), ``rebalance`` (a sharded data directory's shard count); ``bench`` runs a benchmark from the ``bench/`` folder of a source checkout.
 
 Exit codes: 0 success, 1 unexpected failure, 2 bad input (unknown user, malformed file,
 locked or missing data directory, invalid configuration), 130 interrupted. ``serve``,
@@ -79,6 +79,9 @@ def _parser() -> argparse.ArgumentParser:
     m.add_argument("--as", dest="as_user", help="store under this user id")
     f = add("forget", "delete every file of a user")
     f.add_argument("user")
+    rp = add("repair", "salvage a user's damaged files: keep every intact record, keep the "
+             "damaged originals as backups")
+    rp.add_argument("user")
     r = add("rebalance", "change a sharded data directory's shard count (no facade open)")
     r.add_argument("--shards", type=int, required=True, help="the new shard count")
     b = add("bench", "run a benchmark from the bench/ folder of a source checkout")
@@ -93,7 +96,8 @@ def _parser() -> argparse.ArgumentParser:
 _COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "demo": run_demo, "chat": commands.chat, "ingest": commands.ingest,
     "inspect": commands.inspect, "stats": commands.stats, "export": commands.export,
-    "import": commands.import_, "forget": commands.forget, "rebalance": commands.rebalance,
+    "import": commands.import_, "forget": commands.forget, "repair": commands.repair,
+    "rebalance": commands.rebalance,
     "bench": run_bench,
 }
 

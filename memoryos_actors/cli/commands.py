@@ -1,5 +1,8 @@
 """The ``memoryos`` commands that work on a data directory: ``chat``, ``ingest``,
-``inspect``, ``stats``, ``export``, ``import`` and ``forget``.
+``inspect``, ``stats``, ``export``, ``import``, ``forget`` and ``repair``.
+
+The read commands (``inspect``, ``stats``, ``export``) open the data directory read-only:
+they take no lock and never change a file in it.
 
 Each takes the parsed command line and returns the exit code; expected failures raise a
 :class:`~memoryos_actors.errors.MemoryOSError` or :class:`UsageError`, which the entry point
@@ -23,6 +26,7 @@ from ._common import (
     existing_data_dir,
     open_memory,
     plain,
+    quiet_logging,
     require_user,
 )
 from ._common import console as make_console
@@ -30,7 +34,7 @@ from ._stop import StopRequested, StopSignals, open_until_stopped
 from .prometheus import render_prometheus
 from .render import show_user, state_dict
 
-__all__ = ["chat", "export", "forget", "import_", "ingest", "inspect", "stats"]
+__all__ = ["chat", "export", "forget", "import_", "ingest", "inspect", "repair", "stats"]
 
 
 # -- chat ----------------------------------------------------------------------------------
@@ -229,7 +233,7 @@ def ingest(args: argparse.Namespace) -> int:
 
 def inspect(args: argparse.Namespace) -> int:
     console = make_console()
-    with open_memory(args, existing_data_dir(args)) as mem:
+    with open_memory(args, existing_data_dir(args), read_only=True) as mem:
         require_user(mem, args.user)
         state = mem.user_state(args.user)
         if args.json:
@@ -247,21 +251,34 @@ def inspect(args: argparse.Namespace) -> int:
 
 
 def stats(args: argparse.Namespace) -> int:
-    with open_memory(args, existing_data_dir(args)) as mem:
+    from ..errors import CorruptDataError
+    from ..store.userstore import list_users
+
+    with open_memory(args, existing_data_dir(args), read_only=True) as mem:
         if args.user:
             require_user(mem, args.user)
             st = mem.stats(args.user)
         else:
             stored = {"users": 0, "turns": 0, "stm_pages": 0, "mtm_segments": 0,
                       "mtm_pages": 0, "kb_facts": 0, "traits_set": 0, "archived_records": 0}
-            for user in mem.users():
-                per = mem.stats(user)
+            # One user's damage stays that user's: it is listed, the others are counted.
+            damaged: dict[str, str] = {}
+            names = list_users(mem.data_dir, damaged=damaged)
+            users = set(mem.users())  # without the shared assistant personas
+            for user in (u for u in names if u in users):
+                try:
+                    per = mem.stats(user)
+                except CorruptDataError as exc:
+                    damaged[user] = str(exc)
+                    continue
                 stored["users"] += 1
                 for key in stored:
                     if key != "users":
                         stored[key] += int(per.get(key, 0))
             st = mem.stats()
             st["stored"] = stored
+            st["damaged"] = {**st.get("damaged", {}), **dict(sorted(damaged.items()))}
+            st["damaged_users"] = len(st["damaged"])
             st["tree_restarts"] = _tree_restarts(mem.tree())
     if args.prometheus:
         sys.stdout.write(render_prometheus(st))
@@ -278,7 +295,7 @@ def _tree_restarts(tree: str) -> int:
 
 
 def export(args: argparse.Namespace) -> int:
-    with open_memory(args, existing_data_dir(args)) as mem:
+    with open_memory(args, existing_data_dir(args), read_only=True) as mem:
         require_user(mem, args.user)
         out = mem.export_user(args.user, args.file)
         turns = mem.user_state(args.user).turns
@@ -305,6 +322,27 @@ def forget(args: argparse.Namespace) -> int:
     print(f"forgot {args.user!r}: removed {len(report.removed_files)} files")
     for path in report.removed_files:
         print(f"  {path}")
+    return 0
+
+
+def repair(args: argparse.Namespace) -> int:
+    from ..repair import repair_user
+    from ..store.lock import DataDirLock
+
+    path = existing_data_dir(args)
+    quiet_logging(config_from_args(args))  # a bad config fails here as in every command
+    # The lock: no server or other command may have the directory open meanwhile.
+    with DataDirLock(path):
+        report = repair_user(path, args.user)
+    if not report.changed:
+        print(f"{args.user!r}: nothing to repair")
+        return 0
+    print(f"repaired {args.user!r}: kept {report.kept_records} intact records, lost "
+          f"{report.lost_records}; the WAL holds {report.wal_turns_kept} turns")
+    for note in report.notes:
+        print(f"  {note}")
+    for f in report.files:
+        print(f"  {f.path}: {f.action}, original kept as {f.backup}")
     return 0
 
 
