@@ -146,6 +146,22 @@ def test_reads_of_a_user_with_no_data_answer_unknown_user_and_write_nothing(
     assert mem.user_state("newbie").turns == 1
 
 
+def test_dot_and_dot_dot_are_not_user_ids(open_mem) -> None:
+    mem = open_mem()
+    for uid in (".", ".."):
+        with pytest.raises(InvalidInput, match="URL"):
+            mem.add_turn(uid, "q", "r")
+        with pytest.raises(InvalidInput):
+            mem.set_user_profile(uid, UserProfile(name="Dot"))
+        with pytest.raises(InvalidInput):
+            mem.retrieve(uid, "q")
+        with pytest.raises(InvalidInput):
+            mem.forget_user(uid)
+    assert mem.add_turn("...", "three dots are a name", "ok") == "p1"
+    assert mem.add_turn("a.b", "so is this", "ok") == "p1"
+    assert mem.users() == ["...", "a.b"]
+
+
 def test_a_repeated_turn_key_is_answered_not_stored_twice(open_mem) -> None:
     mem = open_mem()
     first = mem.add_turn("idem", "hello once", "hi", turn_key="key-1")
