@@ -54,9 +54,14 @@ class Inspection:
 
         def run(_e: UserEntry) -> UserState:
             stm_n, mtm_n, lpm_n = actor_names(uid)
+            # STM first, then MTM: a page STM handed over before it answered is placed
+            # before MTM answers (one mailbox, in order), so every stored page is in one
+            # of the two pictures; one handed over in between is in both, and kept as
+            # MTM's.
             stm = self._ask(stm_n, Inspect())
             mtm = self._ask(mtm_n, Inspect())
             lpm = self._ask(lpm_n, Inspect())
+            placed = {p.page_id for seg in mtm.segments for p in seg.pages}
             return UserState(
                 user_id=uid,
                 turns=stm.turns,
@@ -67,6 +72,7 @@ class Inspection:
                 kb=lpm.kb,
                 agents=lpm.agents,
                 persona_updates=lpm.updates,
+                outbox=tuple(p for p in stm.outbox if p.page_id not in placed),
             )
 
         return self._call(uid, run, create=False)
