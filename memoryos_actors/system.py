@@ -154,7 +154,7 @@ class MemoryOS(UserActivation, Inspection, Portability, MemoryEditing):
         self.registry = Registry()
         self.metrics = Metrics()
         for name in ("evicted_segments", "evicted_pages", "promoted_segments",
-                     "stale_replies_dropped"):
+                     "stale_replies_dropped", "archive_writes_deferred"):
             self.metrics.inc(name, 0)  # reported from the start, not only once non-zero
         self.gateway_service = GatewayService(config)
         workers = tuple(f"gateway/{i}" for i in range(config.gateway_workers))

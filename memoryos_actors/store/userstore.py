@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import threading
 import time
 from dataclasses import dataclass, field, replace
@@ -294,13 +295,18 @@ class UserStore:
         fresh = not self._durable
         if not fresh:
             self._discard_blank_wal()
-        self.wal = WAL(
-            self.dir / WAL_FILE,
-            fsync=self.fsync,
-            interval=self.fsync_interval,
-            sync_create=not fresh,
-            on_first_sync=self._make_durable if fresh else None,
-        )
+        try:
+            self.wal = WAL(
+                self.dir / WAL_FILE,
+                fsync=self.fsync,
+                interval=self.fsync_interval,
+                sync_create=not fresh,
+                on_first_sync=self._make_durable if fresh else None,
+            )
+        except BaseException:
+            if fresh:
+                self._discard_fresh()
+            raise
         try:
             self.archive = Archive(
                 self.dir / ARCHIVE_FILE,
@@ -311,6 +317,8 @@ class UserStore:
             )
         except BaseException:
             self.wal.close()
+            if fresh:
+                self._discard_fresh()
             raise
         #: The user's per-memory edits (deletions, corrections), as of :meth:`load`; the
         #: LPM actor adds new ones. Readers of the archive apply them.
@@ -372,8 +380,21 @@ class UserStore:
         # A new user's embedder goes into its first meta file: one write, not two.
         name, dim = embedder if embedder is not None else (None, None)
         meta = UserMeta(self.user_id, time.time(), name, dim, config_fingerprint=fingerprint)
-        _write_meta(meta_path, meta, durable=self._durable)
+        try:
+            _write_meta(meta_path, meta, durable=self._durable)
+        except StorageError:
+            if not self._durable:
+                self._discard_fresh()
+            raise
         return meta
+
+    def _discard_fresh(self) -> None:
+        """Remove the directory of a user this store was creating when that failed (a full
+        disk): it holds nothing yet, and a half-made user must not be listed as one."""
+        try:
+            shutil.rmtree(self.dir)
+        except OSError as exc:
+            log.warning("user_creation_not_undone", path=str(self.dir), error=str(exc))
 
     def _make_durable(self) -> None:
         """Make a new user's directory, meta file and WAL name durable (once; a no-op for
