@@ -32,7 +32,8 @@ from .actors.mtm import MTMActor
 from .actors.protocol import Ping, Snapshot
 from .actors.stm import STMActor
 from .directory import UserEntry, UserPhase
-from .store.userstore import UserStore
+from .errors import UnknownUser
+from .store.userstore import UserStore, user_exists
 from .validation import check_user_id as _check_user_id
 from .validation import typed_cause as _typed_cause
 
@@ -116,14 +117,18 @@ class UserActivation:
 
     # -- user directory --------------------------------------------------------------------
 
-    def _enter(self, user_id: str) -> UserEntry:
-        """Count a call in flight for ``user_id``, activating the user's group if needed."""
+    def _enter(self, user_id: str, create: bool = True) -> UserEntry:
+        """Count a call in flight for ``user_id``, activating the user's group if needed.
+
+        With ``create`` false (every read), a user with no data is not created:
+        :class:`UnknownUser` is raised and nothing is written.
+        """
         deadline = time.monotonic() + self.config.overload_timeout_seconds
         entry, must_activate = self._dir.enter(user_id, deadline)
         if not must_activate:
             return entry
         try:
-            self._activate(entry, deadline)
+            self._activate(entry, deadline, create)
         except BaseException:
             store, entry.store = entry.store, None
             try:
@@ -137,7 +142,8 @@ class UserActivation:
     def _leave(self, entry: UserEntry) -> None:
         self._dir.leave(entry)
 
-    def _new_store(self, user_id: str, embedder: tuple[str, int]) -> UserStore:
+    def _new_store(self, user_id: str, embedder: tuple[str, int],
+                   create: bool = True) -> UserStore:
         cfg = self.config
         return UserStore(
             self.data_dir,
@@ -148,22 +154,35 @@ class UserActivation:
             config_fingerprint=cfg.fingerprint(),
             embedder=embedder,
             read_only=self.read_only,
+            create=create,
         )
 
-    def _activate(self, entry: UserEntry, deadline: float) -> None:
+    def _require_data(self, user_id: str) -> None:
+        """Raise :class:`UnknownUser` unless ``user_id`` is live or has stored data."""
+        if self._dir.phase(user_id) is not UserPhase.ACTIVE \
+                and not user_exists(self.data_dir, user_id):
+            raise UnknownUser(f"no data for user {user_id!r}")
+
+    def _activate(self, entry: UserEntry, deadline: float, create: bool = True) -> None:
         """Load the user's state once and start its group (the entry is ``ACTIVATING``).
 
         The snapshot and the WAL tail are read once, here, in the caller's thread, and handed
         to the three tier actors; the user's group supervisor is started here too, so its
         tiers recover in their own threads. The ``users`` supervisor only adopts the
         running group: activations of different users proceed in parallel.
+
+        Without ``create``, a user with no data raises :class:`UnknownUser` before anything
+        is done: no slot is made, no file is written. The user is ``ACTIVATING`` here, so no
+        import or forget of it can run meanwhile and the check stays true.
         """
+        if not create and not user_exists(self.data_dir, entry.user_id):
+            raise UnknownUser(f"no data for user {entry.user_id!r}")
         started = time.perf_counter()
         self._demand.activation_started(time.monotonic())
         self._make_room(entry, deadline)
         cfg = self.config
         name, dim = self.gateway_service.embedder_info()
-        store = self._new_store(entry.user_id, (name, dim))
+        store = self._new_store(entry.user_id, (name, dim), create)
         entry.store = store
         store.check_embedder(name, dim, cfg.fingerprint())
         env = UserEnv(

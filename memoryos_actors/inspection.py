@@ -17,12 +17,9 @@ from .actors.base import (
 )
 from .actors.protocol import Inspect
 from .directory import UserEntry, UserPhase
-from .errors import (
-    InvalidInput,
-    UnknownUser,
-)
+from .errors import InvalidInput
 from .reports import UserState
-from .store.userstore import list_users, user_exists
+from .store.userstore import list_users
 from .text import keywords
 from .validation import check_text as _check_text
 from .validation import check_timeout as _check_timeout
@@ -48,16 +45,23 @@ class Inspection:
         return supervisor.format_tree(self._root)
 
     def user_state(self, user_id: str) -> UserState:
-        """A typed picture of the user's three tiers, for tools and tests."""
+        """A typed picture of the user's three tiers, for tools and tests.
+
+        :class:`~memoryos_actors.errors.UnknownUser` for a user with no data (nothing is
+        written for it).
+        """
         uid = _check_user_id(user_id)
-        if uid not in self.active_users() and not user_exists(self.data_dir, uid):
-            raise UnknownUser(f"no data for user {uid!r}")
 
         def run(_e: UserEntry) -> UserState:
             stm_n, mtm_n, lpm_n = actor_names(uid)
+            # STM first, then MTM: a page STM handed over before it answered is placed
+            # before MTM answers (one mailbox, in order), so every stored page is in one
+            # of the two pictures; one handed over in between is in both, and kept as
+            # MTM's.
             stm = self._ask(stm_n, Inspect())
             mtm = self._ask(mtm_n, Inspect())
             lpm = self._ask(lpm_n, Inspect())
+            placed = {p.page_id for seg in mtm.segments for p in seg.pages}
             return UserState(
                 user_id=uid,
                 turns=stm.turns,
@@ -68,9 +72,10 @@ class Inspection:
                 kb=lpm.kb,
                 agents=lpm.agents,
                 persona_updates=lpm.updates,
+                outbox=tuple(p for p in stm.outbox if p.page_id not in placed),
             )
 
-        return self._call(uid, run)
+        return self._call(uid, run, create=False)
 
     def archive(
         self, user_id: str, query: str | None = None, limit: int | None = None
@@ -79,6 +84,7 @@ class Inspection:
 
         With ``query``, only records matching its keywords, best first (at most ``limit``,
         default 10). Eviction is a tier decision, not data loss: everything is here.
+        :class:`~memoryos_actors.errors.UnknownUser` for a user with no data.
         """
         uid = _check_user_id(user_id)
         if query is not None:
@@ -98,7 +104,7 @@ class Inspection:
             edited = (store.edits.apply(hit.record) for hit in hits)
             return [rec for rec in edited if rec is not None]
 
-        return self._call(uid, run)
+        return self._call(uid, run, create=False)
 
     def stored_page_ids(self, user_id: str) -> list[str]:
         """Every page id stored for ``user_id``: STM, then MTM, then the archive.
@@ -123,7 +129,8 @@ class Inspection:
         after it; each rebuilds its state from its snapshot plus the WAL, so no acknowledged
         turn is lost. Activates the user if needed. Returns True once a new actor is
         registered under the same name, False if none appeared within ``timeout`` seconds.
-        The restart shows in :meth:`tree` (``restarts=N``).
+        The restart shows in :meth:`tree` (``restarts=N``). :class:`~memoryos_actors.errors.
+        UnknownUser` for a user with no data.
         """
         uid = _check_user_id(user_id)
         names = dict(zip(("stm", "mtm", "lpm"), actor_names(uid), strict=True))
@@ -144,7 +151,7 @@ class Inspection:
                 time.sleep(0.005)
             return False
 
-        return self._call(uid, run)
+        return self._call(uid, run, create=False)
 
     def stats(self, user_id: str | None = None) -> dict[str, Any]:
         """Counters of the whole system, or of one user when ``user_id`` is given.

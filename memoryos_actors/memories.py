@@ -16,10 +16,9 @@ from typing import Any
 from .actors.base import actor_names
 from .actors.protocol import ApplyEdit, EditMemory, Inspect, ReadHistory
 from .directory import UserEntry
-from .errors import InvalidInput, UnknownMemory, UnknownUser
+from .errors import InvalidInput, UnknownMemory
 from .messages import TraitLevel
 from .store.edits import EDITABLE_KINDS, MEMORY_KINDS, MemoryRef, parse_memory_id
-from .store.userstore import user_exists
 from .validation import check_text as _check_text
 from .validation import check_user_id as _check_user_id
 
@@ -90,7 +89,11 @@ def _page_text(query: str, response: str) -> str:
 
 
 class MemoryEditing:
-    """Per-memory calls of :class:`MemoryOS` (a mixin)."""
+    """Per-memory calls of :class:`MemoryOS` (a mixin).
+
+    Every call here raises :class:`~memoryos_actors.errors.UnknownUser` for a user with no
+    data, and writes nothing for it.
+    """
 
     # -- reading ---------------------------------------------------------------------------
 
@@ -100,16 +103,14 @@ class MemoryEditing:
         user traits that have a level. Deleted memories are not listed."""
         uid = _check_user_id(user_id)
         wanted = self._check_kinds(kinds)
-        self._require_user(uid)
-        return self._call(uid, lambda entry: self._list(entry, uid, wanted))
+        return self._call(uid, lambda entry: self._list(entry, uid, wanted), create=False)
 
     def get_memory(self, user_id: str, memory_id: str) -> Memory:
         """The memory ``memory_id`` of ``user_id``; :class:`UnknownMemory` if it has none
         (or it was deleted)."""
         uid = _check_user_id(user_id)
         ref = parse_memory_id(memory_id)
-        self._require_user(uid)
-        return self._call(uid, lambda entry: self._find(entry, uid, ref))
+        return self._call(uid, lambda entry: self._find(entry, uid, ref), create=False)
 
     def memory_history(self, user_id: str, memory_id: str) -> list[MemoryEvent]:
         """What changed memory ``memory_id`` and when, oldest first: its creation (while it
@@ -118,7 +119,6 @@ class MemoryEditing:
         nothing to tell."""
         uid = _check_user_id(user_id)
         ref = parse_memory_id(memory_id)
-        self._require_user(uid)
 
         def run(entry: UserEntry) -> list[MemoryEvent]:
             edits, changes = self._ask(actor_names(uid)[2], ReadHistory(ref.memory_id))
@@ -153,7 +153,7 @@ class MemoryEditing:
             events.sort(key=lambda e: e.at)
             return events
 
-        return self._call(uid, run)
+        return self._call(uid, run, create=False)
 
     # -- changing --------------------------------------------------------------------------
 
@@ -174,7 +174,6 @@ class MemoryEditing:
         uid = _check_user_id(user_id)
         ref = parse_memory_id(memory_id)
         self._check_writable("delete_memory")
-        self._require_user(uid)
 
         def run(entry: UserEntry) -> dict[str, Any]:
             found = self._find(entry, uid, ref)
@@ -198,7 +197,7 @@ class MemoryEditing:
                 chains=tuple((c, s, upto) for c, s in chains.items()), segments=segments))
             return {**rec, "old": found.text}
 
-        rec = self._call(uid, run)
+        rec = self._call(uid, run, create=False)
         self._purge_cached(uid)
         return MemoryEvent(ref.memory_id, "deleted", float(rec["ts"]), str(rec["old"]), None,
                            "edit")
@@ -224,7 +223,6 @@ class MemoryEditing:
         evidence = _check_text(evidence, "evidence", max_bytes, allow_empty=True)
         if ref.kind == "trait":
             TraitLevel.known(ref.key, value, evidence)  # one of the 90, a valid level
-        self._require_user(uid)
 
         def run(entry: UserEntry) -> dict[str, Any]:
             try:
@@ -236,7 +234,7 @@ class MemoryEditing:
             return self._edit(uid, EditMemory("correct", ref.memory_id, old,
                                               value=value, evidence=evidence))
 
-        rec = self._call(uid, run)
+        rec = self._call(uid, run, create=False)
         self._purge_cached(uid)
         return MemoryEvent(ref.memory_id, "corrected", float(rec["ts"]),
                            str(rec["old"]) or None, str(rec["new"]), "edit")
@@ -254,10 +252,6 @@ class MemoryEditing:
         if bad or not out:
             raise InvalidInput(f"kinds must be among {list(MEMORY_KINDS)}, got {sorted(out)}")
         return out
-
-    def _require_user(self, uid: str) -> None:
-        if uid not in self.active_users() and not user_exists(self.data_dir, uid):
-            raise UnknownUser(f"no data for user {uid!r}")
 
     def _edit(self, uid: str, edit: EditMemory) -> dict[str, Any]:
         stm_n, mtm_n, lpm_n = actor_names(uid)

@@ -48,14 +48,15 @@ class Portability:
 
         One operation on the user: while it runs the user is ``EXPORTING`` (its other calls
         wait, and it cannot be passivated or forgotten), so the hot tiers and the archive
-        are read at one consistent cut.
+        are read at one consistent cut. :class:`~memoryos_actors.errors.UnknownUser` for a
+        user with no data (no file is written, not even ``path``).
         """
         uid = _check_user_id(user_id)
         out = _check_path(path, "path")
         self.flush()
         deadline = time.monotonic() + self.config.overload_timeout_seconds
         while True:
-            self._call(uid, lambda _e: None)  # make sure the user is live
+            self._call(uid, lambda _e: None, create=False)  # make sure the user is live
             entry = self._dir.claim_active(uid, UserPhase.EXPORTING, deadline)
             if entry is not None:
                 break

@@ -33,6 +33,8 @@ class UserState:
         kb: user facts (knowledge base), oldest first.
         agents: per assistant id, its ``profile`` and agent ``traits``.
         persona_updates: persona updates applied since the LPM actor started.
+        outbox: pages that left the STM queue and wait (for their chain meta data) to go
+            to MTM, oldest first; none of them is also in ``segments``.
     """
 
     user_id: str
@@ -44,10 +46,12 @@ class UserState:
     kb: tuple[KBEntry, ...]
     agents: dict[str, dict[str, Any]]
     persona_updates: int
+    outbox: tuple[Page, ...] = ()
 
     def page_ids(self) -> list[str]:
-        """Ids of every page held in STM and MTM (not the archive)."""
-        ids = [p.page_id for p in self.stm]
+        """Ids of every page held in STM (its queue and its outbox) and MTM (not the
+        archive), each once."""
+        ids = [p.page_id for p in self.outbox] + [p.page_id for p in self.stm]
         for seg in self.segments:
             ids.extend(p.page_id for p in seg.pages)
         return ids

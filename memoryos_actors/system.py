@@ -27,6 +27,7 @@ holds the returned records; :mod:`~memoryos_actors.aio` is the asyncio facade.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import os
 import threading
@@ -64,6 +65,7 @@ from .errors import (
     Overloaded,
     ReadOnlyError,
     StorageError,
+    UnknownUser,
 )
 from .gateway.service import GatewayService
 from .logs import configure_logging
@@ -160,7 +162,7 @@ class MemoryOS(UserActivation, Inspection, Portability, MemoryEditing):
         self.registry = Registry()
         self.metrics = Metrics()
         for name in ("evicted_segments", "evicted_pages", "promoted_segments",
-                     "stale_replies_dropped"):
+                     "stale_replies_dropped", "archive_writes_deferred"):
             self.metrics.inc(name, 0)  # reported from the start, not only once non-zero
         self.gateway_service = GatewayService(config)
         workers = tuple(f"gateway/{i}" for i in range(config.gateway_workers))
@@ -358,14 +360,19 @@ class MemoryOS(UserActivation, Inspection, Portability, MemoryEditing):
         if self.read_only:
             raise ReadOnlyError(f"{what}: {self.data_dir} was opened read-only")
 
-    def _call(self, user_id: str, fn: Callable[[UserEntry], T]) -> T:
+    def _call(self, user_id: str, fn: Callable[[UserEntry], T], *, create: bool = True) -> T:
+        """Run ``fn`` as one call of ``user_id`` (activating the user if needed).
+
+        Reads pass ``create=False``: a user with no data raises ``UnknownUser`` and no file
+        is written for it.
+        """
         if not self._total.acquire(timeout=self.config.overload_timeout_seconds):
             raise Overloaded(
                 f"{self.config.max_inflight_total} calls in flight (max_inflight_total)"
             )
         try:
             try:
-                entry = self._enter(user_id)
+                entry = self._enter(user_id, create)
             except CorruptDataError as exc:
                 # Remembered for stats() and /metrics: one user's damage stays that user's.
                 self._damaged[user_id] = str(exc)
@@ -463,7 +470,9 @@ class MemoryOS(UserActivation, Inspection, Portability, MemoryEditing):
         """Retrieve what the user's memory holds about ``query``, with provenance.
 
         STM, MTM and LPM are asked in parallel; the result is immutable and every item says
-        which tier it came from, its ids and why it was chosen.
+        which tier it came from, its ids and why it was chosen. A read: a user with no data
+        raises :class:`~memoryos_actors.errors.UnknownUser` and nothing is written
+        (:meth:`chat` answers a new user from an empty memory).
         """
         uid = _check_user_id(user_id)
         msg = Retrieve(
@@ -477,17 +486,21 @@ class MemoryOS(UserActivation, Inspection, Portability, MemoryEditing):
             self._rr = (self._rr + 1) % len(self._retrieval_names)
             return self._ask(self._retrieval_names[self._rr], msg)
 
+        self._require_data(uid)  # before loading a shared persona for nobody
         self._load_shared_persona(msg.assistant_id)
         started = time.perf_counter()
-        ctx = self._call(uid, run)
+        ctx = self._call(uid, run, create=False)
         self.metrics.observe("retrieve_ms", (time.perf_counter() - started) * 1000.0)
         self._counters["retrievals"] += 1
         return ctx
 
     def chat(self, user_id: str, query: str, assistant_id: str = "default") -> str:
-        """Answer ``query`` from memory: retrieve, generate a reply, store the turn."""
+        """Answer ``query`` from memory: retrieve, generate a reply, store the turn.
+
+        A user with no data yet is answered from an empty memory; the turn creates it.
+        """
         self._check_writable("chat")
-        ctx = self.retrieve(user_id, query, assistant_id=assistant_id)
+        ctx = self._chat_context(user_id, query, assistant_id)
         result = self.gateway_service.complete(
             "chat_reply", {"context": ctx.render(), "query": query}, user_id=user_id
         )
@@ -495,6 +508,27 @@ class MemoryOS(UserActivation, Inspection, Portability, MemoryEditing):
         self.add_turn(user_id, query, reply, assistant_id=assistant_id)
         self._counters["chats"] += 1
         return reply
+
+    def _chat_context(self, user_id: str, query: str, assistant_id: str) -> MemoryContext:
+        """What :meth:`chat` answers from: :meth:`retrieve`, or an empty context for a user
+        with no data yet (a new user's first message; the turn stored after it creates the
+        user, so a failed reply leaves nothing behind)."""
+        try:
+            return self.retrieve(user_id, query, assistant_id=assistant_id)
+        except UnknownUser:
+            pass
+        ctx = MemoryContext(user_id=user_id, assistant_id=assistant_id, query=query)
+        if self.config.shared_agent_persona:
+            # The assistant's shared persona is not the user's: it answers a new user too.
+            # It lives in the persona owner's group, retrieved like any user's memory.
+            owner = persona_owner(user_id, assistant_id, True)
+            self._load_shared_persona(assistant_id)
+            msg = Retrieve(user_id=owner, assistant_id=assistant_id, query=query,
+                           timestamp=self.clock.now())
+            shared = self._call(owner, lambda _e: self._ask(self._retrieval_names[0], msg))
+            ctx = dataclasses.replace(ctx, agent_profile=shared.agent_profile,
+                                      agent_traits=shared.agent_traits)
+        return ctx
 
     def set_user_profile(self, user_id: str, profile: UserProfile) -> None:
         """Set the user's static profile (name, gender, birth year, extras); durable on return."""

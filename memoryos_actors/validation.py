@@ -18,8 +18,8 @@ from .errors import (
 )
 from .store.paths import validate_user_id
 
-__all__ = ["check_path", "check_text", "check_timeout", "check_timestamp", "check_user_id",
-           "typed_cause"]
+__all__ = ["DOT_SEGMENTS", "check_path", "check_text", "check_timeout", "check_timestamp",
+           "check_user_id", "typed_cause"]
 
 
 def check_text(value: object, what: str, limit: int, *, allow_empty: bool = False) -> str:
@@ -38,13 +38,22 @@ def check_text(value: object, what: str, limit: int, *, allow_empty: bool = Fals
     return value
 
 
+#: Ids that no URL can carry as a path segment: every HTTP client resolves them as dot
+#: segments (also when percent-encoded as ``%2E``), so ``/v1/users/../memories`` reaches
+#: ``/v1/memories``. Refused as user ids everywhere, so every user can be reached by URL.
+DOT_SEGMENTS = frozenset({".", ".."})
+
+
 def check_user_id(user_id: object) -> str:
     """A user id the API accepts: a storable id (:func:`~memoryos_actors.store.paths.
     validate_user_id`, the one definition of those) of at most 1,024 UTF-8 bytes, with no
-    NUL, no leading or trailing white space, and not in the reserved assistant space."""
+    NUL, no leading or trailing white space, not ``.`` or ``..`` (see
+    :data:`DOT_SEGMENTS`), and not in the reserved assistant space."""
     uid = check_text(user_id, "user_id", 1024)
     if uid.strip() != uid or not uid.strip():
         raise InvalidInput("user_id must not be blank or have leading/trailing white space")
+    if uid in DOT_SEGMENTS:
+        raise InvalidInput(f"user_id must not be {uid!r}: a URL path cannot carry it")
     if uid.startswith(ASSISTANT_PREFIX):
         raise InvalidInput(f"user ids starting with {ASSISTANT_PREFIX!r} are reserved")
     validate_user_id(uid)

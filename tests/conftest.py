@@ -12,6 +12,11 @@ import pykka
 import pytest
 import structlog
 
+# Ray binds its processes (GCS, raylet, workers) to the machine's network address unless
+# this is 0, and reads it once, when its modules are imported: set here, before any test
+# module (some import Ray when collected) can import it, so every Ray process of the run
+# listens on 127.0.0.1 only. Inherited by every process Ray starts.
+os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
 # litellm fetches its price map from the internet when imported, unless told not to; test
 # modules import it at collection time (importorskip), before the gateway's lazy import
 # could set this. No test may touch the network.
@@ -65,18 +70,16 @@ def ray_cluster() -> Iterator[object]:
     """One local Ray cluster for the whole test session (starting one takes seconds).
 
     A ``ray.cluster_utils.Cluster`` with a head node, so fault tests can add and remove
-    nodes. Everything binds to 127.0.0.1 (``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0``, inherited
-    by every Ray process) and Ray's files go to a temporary directory deleted at the end.
+    nodes. Everything binds to 127.0.0.1 (``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0``, set at
+    the top of this file) and Ray's files go to a temporary directory deleted at the end.
     Ray's token authentication stays at its default. Ray's own driver threads live as long
     as the session: see ``tests/cluster/conftest.py`` for how the leak check treats them.
     """
     import shutil
     import tempfile
 
-    saved = {k: os.environ.get(k) for k in ("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "RAY_TMPDIR")}
+    saved = {k: os.environ.get(k) for k in ("RAY_TMPDIR",)}
     tmp = tempfile.mkdtemp(prefix="mos-ray-")  # short: Ray's socket paths have a length limit
-    # Before Ray is imported: it reads these when its modules load.
-    os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
     os.environ["RAY_TMPDIR"] = tmp
     ray = pytest.importorskip("ray")
     from ray.cluster_utils import Cluster

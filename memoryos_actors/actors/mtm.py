@@ -12,8 +12,9 @@ turn seq; a gap in the seqs of arriving pages (messages lost in a crash) is fill
 WAL before the new page is placed.
 
 Owed work outlives the actor: the snapshot's MTM section also holds the summaries owed, the
-promoted segments waiting for their persona update, and every gateway job asked for and not
-answered yet (``"work"``). Every job's answer comes back here, also a persona update's, which
+promoted segments waiting for their persona update, every gateway job asked for and not
+answered yet, and the evicted segments and pages the archive could not take yet (a full
+disk: they are written, oldest first, as soon as it takes records again) (``"work"``). Every job's answer comes back here, also a persona update's, which
 MTM hands on to LPM; a job carries an id (in its tag) that LPM writes into its WAL record, so
 recovery asks again exactly the jobs whose answer is neither in the snapshot (LPM's state
 lists the job ids it applied lately) nor in the WAL tail: an answer LPM applied before its
@@ -34,7 +35,7 @@ import structlog
 
 from supervisor import SupervisedActor, TimerRef, send_after
 
-from ..errors import MemoryOSError
+from ..errors import MemoryOSError, StorageError
 from ..messages import Page, SegmentRecord
 from ..store.cold import emb_to_f16
 from ..tiers._lex import stem
@@ -131,6 +132,11 @@ class MTMActor(SupervisedActor):
         self.unsummarised: dict[str, int] = {}
         #: Last archive record this MTM's state reflects (snapshots store it).
         self.archive_seq = 0
+        #: Archive records (evicted segments and pages) not written yet because the archive
+        #: refused them (a full disk), oldest first: kept here and in snapshots, and written
+        #: before any newer record once the archive takes records again. Evicted from MTM,
+        #: they are never dropped.
+        self.unarchived: list[dict[str, Any]] = []
         #: Seqs of the pages the archive held when this incarnation started: never inserted
         #: or archived again (pages archived from then on are new by definition).
         self.archived: set[int] = set()
@@ -203,6 +209,12 @@ class MTMActor(SupervisedActor):
                 self.core.discard_segment(str(rec["segment"]["segment_id"]))
             elif rec.get("t") == "page":
                 self.core.discard_page(int(rec["page"]["seq"]))
+        # Records the archive refused before the snapshot (a full disk) come next, before
+        # anything the catch-up below evicts.
+        self.unarchived = [dict(rec) for rec in (work or {}).get("unarchived", ())]
+        for rec in self.unarchived:
+            self.archived.update(_archived_page_seqs(rec))
+        self._write_unarchived()
         last = persist.last_turn_seq(recovered.records, snap_seq)
         upto = last - env.config.stm_capacity
         gate = env.catch_up_gate
@@ -293,6 +305,7 @@ class MTMActor(SupervisedActor):
             self._apply(self.core.tick(self.env.clock.now()))
             return None
         if isinstance(message, GetState):
+            self._write_unarchived()
             return reply_state(self.env, message, TierState(
                 "mtm", {**self.core.to_state(), "archive_seq": self.archive_seq,
                         "work": self._work_state()}))
@@ -308,6 +321,7 @@ class MTMActor(SupervisedActor):
             return None
         if isinstance(message, Pending):
             self._send_outgoing()
+            self._write_unarchived()  # a flush tries again whatever the disk refused
             return len(self.outgoing)
         if isinstance(message, Ping):
             return None
@@ -423,11 +437,35 @@ class MTMActor(SupervisedActor):
         self._apply(self.core.insert(page, embedding, now=now))
         self.counters["inserted"] += 1
 
+    def _archive(self, record: dict[str, Any]) -> None:
+        """Archive ``record`` after every record still owed; if the archive refuses it (a
+        full disk), keep it owed (see ``unarchived``) instead of losing it."""
+        self.unarchived.append(record)
+        if not self._write_unarchived():
+            self.env.metrics.inc("archive_writes_deferred")
+            log.warning("mtm.archive_deferred", user=self.env.user_id,
+                        owed=len(self.unarchived))
+
+    def _write_unarchived(self) -> bool:
+        """Write the archive records owed, oldest first, up to the first one the archive
+        refuses; True when none is left."""
+        store = self.env.store
+        while self.unarchived:
+            try:
+                seq = store.archive_append(self.unarchived[0])
+            except StorageError as exc:
+                log.debug("mtm.archive_refused", user=self.env.user_id, error=str(exc))
+                return False
+            self.archive_seq = max(self.archive_seq, seq)
+            del self.unarchived[0]
+        return True
+
     def _apply(self, effects: Any) -> None:
         env = self.env
         store = env.store
         archive = store.archive
         metrics = env.metrics
+        self._write_unarchived()  # what a full disk refused before goes first
         embs = self.core.take_evicted_embeddings()
         for segment in effects.evicted_segments:
             self.counters["evicted_segments"] += 1
@@ -440,11 +478,10 @@ class MTMActor(SupervisedActor):
             if archive is not None and fresh:
                 if len(fresh) != len(segment.pages):
                     segment = dataclasses.replace(segment, pages=fresh)
-                self.archive_seq = max(self.archive_seq, store.archive_append(
-                    {"t": "segment", "keywords": sorted(segment.keywords),
-                     "segment": segment.to_dict(),
-                     "embs": {str(p.seq): emb_to_f16(embs[p.seq])
-                              for p in fresh if p.seq in embs}}))
+                self._archive({"t": "segment", "keywords": sorted(segment.keywords),
+                               "segment": segment.to_dict(),
+                               "embs": {str(p.seq): emb_to_f16(embs[p.seq])
+                                        for p in fresh if p.seq in embs}})
             log.debug("mtm.evicted", user=env.user_id, segment=segment.segment_id)
         for page in effects.evicted_pages:
             self.counters["evicted_pages"] += 1
@@ -456,7 +493,7 @@ class MTMActor(SupervisedActor):
                     rec["segment_id"] = effects.segment_id
                 if page.seq in embs:
                     rec["emb"] = emb_to_f16(embs[page.seq])
-                self.archive_seq = max(self.archive_seq, store.archive_append(rec))
+                self._archive(rec)
         for segment in effects.promoted:
             self.counters["promoted"] += 1
             metrics.inc("promoted_segments")
@@ -622,6 +659,7 @@ class MTMActor(SupervisedActor):
                       # A summary is asked again from the segment's pages of then.
                       "payload": None if job.kind == "segment_summary" else job.payload}
                      for job_id, job in self.owed_jobs.items()],
+            "unarchived": list(self.unarchived),
         }
 
     def _restore_work(self, work: dict[str, Any], records: Any,

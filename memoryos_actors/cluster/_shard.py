@@ -143,9 +143,10 @@ class ShardServer:
 
     def _do_reply(self, user_id: str, query: str, assistant_id: str) -> str:
         """The reply ``chat`` would give, without storing the turn (the facade stores it
-        with a turn key, so a retry after a shard death stores it once)."""
+        with a turn key, so a retry after a shard death stores it once). A user with no
+        data yet is answered from an empty memory, as ``MemoryOS.chat`` does."""
         assert self.mem is not None
-        ctx = self.mem.retrieve(user_id, query, assistant_id=assistant_id)
+        ctx = self.mem._chat_context(user_id, query, assistant_id)
         result = self.mem.gateway_service.complete(
             "chat_reply", {"context": ctx.render(), "query": query}, user_id=user_id
         )

@@ -680,7 +680,7 @@ def _memories(tenant: str, user_id: str, st: Any, archived: list[dict[str, Any]]
                          timestamp=float(get("timestamp")), query=str(get("query")),
                          response=str(get("response")))
 
-    for p in st.stm:
+    for p in (*st.outbox, *st.stm):  # the outbox: pages leaving STM, not placed yet
         pages.append(page(p, "stm", None))
     for seg in st.segments:
         pages.extend(page(p, "mtm", seg.segment_id) for p in seg.pages)

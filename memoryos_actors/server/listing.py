@@ -1,20 +1,16 @@
-"""Reading a user's memories for listing: state and archive, complete when settled."""
+"""Reading a user's memories for listing: the tiers and the archive, each page once."""
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 from ..system import AsyncMemoryOS, UserState
 
 __all__ = ["page_count", "read_memories"]
 
-#: How long a listing waits for pages moving from STM to MTM to land, seconds.
-_SETTLE_S = 2.0
-
 
 def page_count(state: UserState, archived: list[dict[str, Any]]) -> int:
-    """Pages held in STM, MTM and the archive."""
+    """Pages held in STM (queue and outbox), MTM and the archive."""
     n = len(state.page_ids())
     for rec in archived:
         if rec.get("t") == "segment":
@@ -25,17 +21,30 @@ def page_count(state: UserState, archived: list[dict[str, Any]]) -> int:
 
 
 async def read_memories(mem: AsyncMemoryOS, uid: str) -> tuple[UserState, list[dict[str, Any]]]:
-    """The user's state and archive records.
+    """The user's state and archive records, every stored page in exactly one of them.
 
-    A page leaving STM is in neither STM nor MTM until MTM has placed it (a few ms); the
-    listing is read again until every stored turn shows, for up to two seconds, so a
-    client that lists right after adding sees all its turns.
+    One read of each, never a wait: :meth:`~memoryos_actors.MemoryOS.user_state` holds
+    every page not archived when it was read (pages on their way from STM to MTM are in
+    its ``outbox``), and the archive, read after it, holds every page evicted before that.
+    What MTM evicted between the two reads is in both; it is left out of the archive part
+    here. Deleted pages are in neither, so a listing after a delete is as quick as any.
     """
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + _SETTLE_S
-    while True:
-        state = await mem.user_state(uid)
-        archived = await mem.archive(uid)
-        if page_count(state, archived) >= state.turns or loop.time() > deadline:
-            return state, archived
-        await asyncio.sleep(0.02)
+    state = await mem.user_state(uid)
+    archived = await mem.archive(uid)
+    seen_pages = set(state.page_ids())
+    live_segments = {seg.segment_id for seg in state.segments}
+    kept: list[dict[str, Any]] = []
+    for rec in archived:
+        if rec.get("t") == "segment":
+            seg = rec["segment"]
+            if str(seg["segment_id"]) in live_segments:
+                continue  # evicted after the state was read: listed from MTM
+            pages = [p for p in seg["pages"] if str(p["page_id"]) not in seen_pages]
+            if len(pages) != len(seg["pages"]):
+                # Pages that were in STM's outbox when the state was read, then placed and
+                # evicted with this segment before the archive was read.
+                rec = {**rec, "segment": {**seg, "pages": pages}}
+        elif rec.get("t") == "page" and str(rec["page"]["page_id"]) in seen_pages:
+            continue
+        kept.append(rec)
+    return state, kept

@@ -137,7 +137,7 @@ def build_mcp(
         _t, uid = await existing(ctx, user_id)
         st, archived = await read_memories(memory(), uid)
         pages = [{"page_id": p.page_id, "memory_id": f"page:{p.page_id}", "location": "stm",
-                  "query": p.query, "response": p.response} for p in st.stm]
+                  "query": p.query, "response": p.response} for p in (*st.outbox, *st.stm)]
         for seg in st.segments:
             pages.extend({"page_id": p.page_id, "memory_id": f"page:{p.page_id}",
                           "location": "mtm", "query": p.query, "response": p.response}

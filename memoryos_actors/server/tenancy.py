@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 
 from ..errors import InvalidInput
+from ..validation import DOT_SEGMENTS
 
 __all__ = [
     "MAX_ID_CHARS", "check_external_id", "external_id", "external_memory_id", "internal_id",
@@ -26,7 +27,9 @@ def check_external_id(value: object, what: str = "user_id") -> str:
     """``value`` if it can be a tenant's user (or assistant) id, else :class:`InvalidInput`.
 
     An id is 1-256 characters, without ``/``, control characters, lone surrogates, or
-    leading or trailing white space.
+    leading or trailing white space, and is not ``.`` or ``..``: an id goes in the URL path,
+    where ``/`` would split it and HTTP clients resolve ``.`` and ``..`` (also
+    percent-encoded) as dot segments, reaching another route.
     """
     if not isinstance(value, str):
         raise InvalidInput(f"{what} must be a string, got {type(value).__name__}")
@@ -36,6 +39,8 @@ def check_external_id(value: object, what: str = "user_id") -> str:
         raise InvalidInput(f"{what} must not contain '/' or control characters")
     if value.strip() != value:
         raise InvalidInput(f"{what} must not have leading or trailing white space")
+    if value in DOT_SEGMENTS:
+        raise InvalidInput(f"{what} must not be {value!r}: a URL path cannot carry it")
     try:
         value.encode("utf-8")
     except UnicodeEncodeError:

@@ -318,25 +318,30 @@ class ColdIndex:
                 db = sqlite3.connect(":memory:", check_same_thread=False, isolation_level=None)
         return db
 
+    def _connect_loaded(self, fresh: bool) -> sqlite3.Connection:
+        """A connection with the meta loaded (the schema made when ``fresh``); closed again
+        if that fails (a full disk, damage), never left open on a file about to go."""
+        db = self._connect()
+        try:
+            self._load_meta(db, fresh)
+        except BaseException:
+            db.close()
+            raise
+        return db
+
     def _open(self) -> sqlite3.Connection:
         if self._db is not None:
             return self._db
         fresh = not self.path.exists() if not self.read_only else not (
             self._disk_usable and self.path.exists())
         try:
-            db = self._connect()
-            try:
-                self._load_meta(db, fresh)
-            except BaseException:
-                db.close()
-                raise
+            db = self._connect_loaded(fresh)
         except (sqlite3.DatabaseError, _Damaged) as exc:
             if not fresh:
                 log.warning("cold_index_rebuilt", path=str(self.path), reason=str(exc))
             self._delete_files()
             self.rebuilds += 0 if fresh else 1
-            db = self._connect()
-            self._load_meta(db, True)
+            db = self._connect_loaded(True)
         self._db = db
         self._catch_up()
         self._sync_edits()

@@ -32,6 +32,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import shutil
 import threading
 import time
 from dataclasses import dataclass, field, replace
@@ -343,6 +344,10 @@ class UserStore:
             )
         except CorruptDataError as exc:
             raise _for_user(exc, user_id) from None
+        except BaseException:
+            if fresh:
+                self._discard_fresh()
+            raise
         try:
             self.archive = Archive(
                 self.dir / ARCHIVE_FILE,
@@ -357,6 +362,8 @@ class UserStore:
             raise _for_user(exc, user_id) from None
         except BaseException:
             self.wal.close()
+            if fresh:
+                self._discard_fresh()
             raise
         #: The user's per-memory edits (deletions, corrections), as of :meth:`load`; the
         #: LPM actor adds new ones. Readers of the archive apply them.
@@ -423,8 +430,24 @@ class UserStore:
         name, dim = embedder if embedder is not None else (None, None)
         meta = UserMeta(self.user_id, time.time(), name, dim, config_fingerprint=fingerprint)
         if not self.read_only:
-            _write_meta(meta_path, meta, durable=self._durable)
+            try:
+                _write_meta(meta_path, meta, durable=self._durable)
+            except StorageError:
+                if not self._durable:
+                    self._discard_fresh()
+                raise
         return meta
+
+    def _discard_fresh(self) -> None:
+        """Remove the directory of a user this store was creating when that failed (a full
+        disk): it holds nothing yet, and a half-made user must not be listed as one. Never
+        in read-only mode, which created nothing."""
+        if self.read_only:
+            return
+        try:
+            shutil.rmtree(self.dir)
+        except OSError as exc:
+            log.warning("user_creation_not_undone", path=str(self.dir), error=str(exc))
 
     def _make_durable(self) -> None:
         """Make a new user's directory, meta file and WAL name durable (once; a no-op for

@@ -105,6 +105,63 @@ def test_hostile_input_gets_the_same_typed_errors(open_mem) -> None:
     assert mem.add_turn("u", "still fine", "yes") == "p1"
 
 
+def _files(root: Path) -> set[str]:
+    return {str(p.relative_to(root)) for p in root.rglob("*")}
+
+
+def test_reads_of_a_user_with_no_data_answer_unknown_user_and_write_nothing(
+        open_mem, tmp_path: Path) -> None:
+    cfg = MemoryConfig(**{**SMALL, "fsync": "always"})
+    mem = open_mem(cfg, sub="reads")
+    mem.add_turn("ann", "I keep bees on the roof.", "How many hives?")
+    mem.flush()
+    data = tmp_path / "reads"
+    before = {f for f in _files(data) if "nobody" in f}
+    reads = {
+        "retrieve": lambda: mem.retrieve("nobody", "bees"),
+        "memories": lambda: mem.memories("nobody"),
+        "get_memory": lambda: mem.get_memory("nobody", "page:p1"),
+        "memory_history": lambda: mem.memory_history("nobody", "page:p1"),
+        "user_state": lambda: mem.user_state("nobody"),
+        "archive": lambda: mem.archive("nobody"),
+        "stored_page_ids": lambda: mem.stored_page_ids("nobody"),
+        "stats": lambda: mem.stats("nobody"),
+        "export_user": lambda: mem.export_user("nobody", tmp_path / "nobody.json"),
+        "delete_memory": lambda: mem.delete_memory("nobody", "page:p1"),
+        "correct_memory": lambda: mem.correct_memory("nobody", "trait:openness", "high"),
+    }
+    for name, call in reads.items():
+        with pytest.raises(UnknownUser):
+            call()
+            pytest.fail(f"{name} of a user with no data answered")
+    assert mem.passivate("nobody") is False
+    assert before == set() and not any("nobody" in f for f in _files(tmp_path))
+    assert mem.users() == ["ann"]
+    # A chat is a write: a new user is answered from an empty memory, and then exists.
+    assert mem.chat("newbie", "Hello there, do you know me?")
+    assert mem.users() == ["ann", "newbie"]
+    mem.close()
+    mem = open_mem(cfg, sub="reads")
+    assert mem.users() == ["ann", "newbie"]
+    assert mem.user_state("newbie").turns == 1
+
+
+def test_dot_and_dot_dot_are_not_user_ids(open_mem) -> None:
+    mem = open_mem()
+    for uid in (".", ".."):
+        with pytest.raises(InvalidInput, match="URL"):
+            mem.add_turn(uid, "q", "r")
+        with pytest.raises(InvalidInput):
+            mem.set_user_profile(uid, UserProfile(name="Dot"))
+        with pytest.raises(InvalidInput):
+            mem.retrieve(uid, "q")
+        with pytest.raises(InvalidInput):
+            mem.forget_user(uid)
+    assert mem.add_turn("...", "three dots are a name", "ok") == "p1"
+    assert mem.add_turn("a.b", "so is this", "ok") == "p1"
+    assert mem.users() == ["...", "a.b"]
+
+
 def test_a_repeated_turn_key_is_answered_not_stored_twice(open_mem) -> None:
     mem = open_mem()
     first = mem.add_turn("idem", "hello once", "hi", turn_key="key-1")
@@ -241,6 +298,8 @@ def test_async_facade_serves_every_backend(backend, request, tmp_path: Path) -> 
             again = await mem.add_turn("a3", "hello from 3", "hi", turn_key="k3")
             assert again == "p2"
             assert "hello from 7" in (await mem.retrieve("a7", "hello")).render()
+            with pytest.raises(UnknownUser):
+                await mem.retrieve("nobody", "hello")
             assert len(await mem.users()) == 20
             return list(ids)
         finally:

@@ -19,6 +19,7 @@ from memoryos_actors import (
     MemoryConfig,
     MemoryOS,
     SystemClosed,
+    UnknownUser,
     UserProfile,
 )
 from memoryos_actors.actors.base import actor_names
@@ -335,10 +336,18 @@ def test_agent_persona_is_per_user_unless_configured_as_shared(open_mem) -> None
     own = open_mem(sub="own")
     own.set_agent_profile("ann", AgentProfile(role="coach", character="strict"))
     assert own.retrieve("ann", "hello").agent_profile.role == "coach"
+    own.add_turn("ben", "hi", "hello")
     assert own.retrieve("ben", "hello").agent_profile.role == ""
 
     shared = open_mem(MemoryConfig(**{**SMALL, "shared_agent_persona": True}), sub="shared")
-    shared.set_agent_profile("ann", AgentProfile(role="coach", character="strict"))
+    shared.set_agent_profile("ann", AgentProfile(role="coach", character="strict running coach"))
+    with pytest.raises(UnknownUser):  # a read: ben has no data, and gets none
+        shared.retrieve("ben", "hello")
+    assert "ben" not in shared.users()
+    # ben's first chat is answered with the shared persona (the offline backend quotes the
+    # one line of its context long enough to quote), and the turn creates ben.
+    assert "strict running coach" in shared.chat("ben", "who is my running coach?")
+    assert "ben" in shared.users()
     assert shared.retrieve("ben", "hello").agent_profile.role == "coach"
     # Agent traits learnt from one user's promoted segment reach every user of the assistant.
     shared.add_turn("ann", "hi", "hello")  # activates ann's group

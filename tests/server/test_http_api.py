@@ -323,6 +323,23 @@ def test_bad_json_gets_422_with_a_message_and_stores_nothing(
         assert c.get("/v1/users/badjson/memories").status_code == 404
 
 
+def test_dot_segments_are_neither_user_nor_assistant_ids(deployment: Deployment) -> None:
+    # Every HTTP client resolves "." and ".." path segments (also as %2E): a user named so
+    # could be created here but never read or deleted by any ordinary client.
+    with deployment.server.client(deployment.acme) as c:
+        for dots in ("%2E", "%2E%2E", "%2e%2e"):
+            r = c.post(f"/v1/users/{dots}/turns", json={"query": "q", "response": "r"})
+            assert r.status_code == 422, r.text
+            assert r.json()["error"]["type"] == "InvalidInput"
+            assert "URL" in r.json()["error"]["message"]
+            assert c.put(f"/v1/users/{dots}/profile", json={"name": "Dot"}).status_code == 422
+            assert c.put(f"/v1/users/dotty/agents/{dots}/profile",
+                         json={"role": "x"}).status_code == 422
+        for aid in (".", ".."):
+            assert _turn(c, "dotty", "q", assistant_id=aid).status_code == 422
+        assert not {".", "..", "dotty"} & set(c.get("/v1/users").json()["users"])
+
+
 def test_bad_utf8_body_gets_422(deployment: Deployment) -> None:
     with deployment.server.client(deployment.acme) as c:
         r = c.post("/v1/users/utf/turns", content=b'{"query": "caf\xe9"}',

@@ -73,8 +73,10 @@ async def _session(client: Client) -> None:
     assert _data(await client.call_tool("list_users", {})) == ["ann"]
     missing = await client.call_tool("retrieve", {"user_id": "nobody", "query": "x"})
     assert "UnknownUser" in _error_text(missing)
-    bad = await client.call_tool("add_turn", {"user_id": "a/b", "query": "x", "response": "y"})
-    assert "InvalidInput" in _error_text(bad)
+    for uid in ("a/b", ".", ".."):  # none of them could be named in a URL
+        bad = await client.call_tool("add_turn", {"user_id": uid, "query": "x",
+                                                  "response": "y"})
+        assert "InvalidInput" in _error_text(bad)
     gone = _data(await client.call_tool("forget_user", {"user_id": "ann"}))
     assert gone["removed_files"] > 0
     assert _data(await client.call_tool("list_users", {})) == []

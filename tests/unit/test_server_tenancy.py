@@ -33,7 +33,7 @@ def test_a_library_id_belongs_to_exactly_its_own_tenant(t1: str, u: str, t2: str
 
 
 @pytest.mark.parametrize("bad", ["", "a/b", "x\x00", "\ud800", " a", "a ", "x" * 257, 5,
-                                 None, "line\nbreak"])
+                                 None, "line\nbreak", ".", ".."])
 def test_unusable_user_ids_are_refused(bad: object) -> None:
     with pytest.raises(InvalidInput):
         check_external_id(bad)
