@@ -19,6 +19,7 @@ __version__ = "0.1.0"
 _EXPORTS: dict[str, str] = {
     "MemoryOS": "memoryos_actors.system",
     "AsyncMemoryOS": "memoryos_actors.aio",
+    "ChatReply": "memoryos_actors.reports",
     "ForgetReport": "memoryos_actors.reports",
     "UserPhase": "memoryos_actors.directory",
     "UserState": "memoryos_actors.reports",
@@ -48,6 +49,10 @@ _EXPORTS: dict[str, str] = {
     "DataDirLocked": "memoryos_actors.errors",
     "GatewayError": "memoryos_actors.errors",
     "ProviderUnavailable": "memoryos_actors.errors",
+    "ProviderConfigError": "memoryos_actors.errors",
+    "ProviderAuthError": "memoryos_actors.errors",
+    "ProviderModelNotFound": "memoryos_actors.errors",
+    "ProviderUnreachable": "memoryos_actors.errors",
 }
 
 __all__ = sorted(_EXPORTS)
@@ -56,11 +61,11 @@ __all__ = sorted(_EXPORTS)
 # classmethod of both). The README's API list and tests/docs/test_public_api.py check
 # against this one list: add a facade method here, to both facades and to the README.
 _FACADE_METHODS: tuple[str, ...] = (
-    "open", "add_turn", "retrieve", "chat", "set_user_profile", "set_agent_profile", "stats",
-    "users", "active_users", "user_state", "tree", "archive", "stored_page_ids", "flush",
-    "export_user", "import_user", "forget_user", "passivate", "user_phase", "user_epoch",
-    "kill_actor", "memories", "get_memory", "delete_memory", "correct_memory",
-    "memory_history", "close",
+    "open", "add_turn", "retrieve", "chat", "chat_reply", "set_user_profile",
+    "set_agent_profile", "stats", "users", "active_users", "user_state", "tree", "archive",
+    "stored_page_ids", "flush", "export_user", "import_user", "forget_user", "passivate",
+    "user_phase", "user_epoch", "kill_actor", "memories", "get_memory", "delete_memory",
+    "correct_memory", "memory_history", "close",
 )
 
 if TYPE_CHECKING:
@@ -78,14 +83,18 @@ if TYPE_CHECKING:
         InvalidInput,
         MemoryOSError,
         Overloaded,
+        ProviderAuthError,
+        ProviderConfigError,
+        ProviderModelNotFound,
         ProviderUnavailable,
+        ProviderUnreachable,
         StorageError,
         SystemClosed,
         UnknownMemory,
         UnknownUser,
     )
     from .messages import AgentProfile, ContextItem, MemoryContext, Page, TraitLevel, UserProfile
-    from .reports import ForgetReport, UserState
+    from .reports import ChatReply, ForgetReport, UserState
     from .system import MemoryOS
 
 
