@@ -53,6 +53,9 @@ _EXPORTS: dict[str, str] = {
     "ProviderAuthError": "memoryos_actors.errors",
     "ProviderModelNotFound": "memoryos_actors.errors",
     "ProviderUnreachable": "memoryos_actors.errors",
+    "doctor": "memoryos_actors.checkup",
+    "DoctorReport": "memoryos_actors.checkup",
+    "DoctorCheck": "memoryos_actors.checkup",
 }
 
 __all__ = sorted(_EXPORTS)
@@ -70,6 +73,7 @@ _FACADE_METHODS: tuple[str, ...] = (
 
 if TYPE_CHECKING:
     from .aio import AsyncMemoryOS
+    from .checkup import DoctorCheck, DoctorReport, doctor
     from .clock import Clock, ManualClock, SystemClock
     from .config import MemoryConfig
     from .directory import UserPhase

@@ -36,8 +36,11 @@ __all__ = ["chat", "export", "forget", "import_", "ingest", "inspect", "stats"]
 
 
 def chat(args: argparse.Namespace) -> int:
+    from .doctor import provider_check
+
     console = make_console()
     interactive = sys.stdin.isatty()
+    provider_check(args, config_from_args(args))
     with open_memory(args, data_dir(args)) as mem:
         if interactive:
             backend = mem.gateway_service.stats().get("backend")
@@ -49,8 +52,11 @@ def chat(args: argparse.Namespace) -> int:
                 continue
             if text in ("/quit", "/exit"):
                 break
-            reply = mem.chat(args.user, text, assistant_id=args.assistant)
-            console.print(plain(f"assistant: {reply}"))
+            reply = mem.chat_reply(args.user, text, assistant_id=args.assistant)
+            if reply.degraded:
+                print(f"memoryos: degraded reply from the offline fallback: {reply.reason}",
+                      file=sys.stderr, flush=True)
+            console.print(plain(f"assistant: {reply.text}"))
     return 0
 
 
