@@ -205,7 +205,7 @@ def check_llm(config: MemoryConfig, *, timeout: float | None = None) -> DoctorCh
 
             import_litellm()  # seconds on a cold start: not the provider's answer time
         started = time.perf_counter()
-        _run_async(backend.acall, "chat_reply", _PROBE_PAYLOAD)
+        _run_async(_probe, backend)
     except ProviderCallError as exc:
         return _provider_failure("llm", backend.name, exc, backend.config_error, started)
     except ConfigError as exc:
@@ -214,8 +214,6 @@ def check_llm(config: MemoryConfig, *, timeout: float | None = None) -> DoctorCh
         return _failed("llm", ConfigError(
             f"llm_backend='litellm' needs the 'llm' extra ({exc.name} is missing): "
             'pip install "memoryos-actors[llm]"'), started)
-    finally:
-        _run_async(backend.aclose)
     spent = time.perf_counter() - started
     mode = {True: "JSON mode", False: "no JSON mode", None: "JSON mode untried"}[
         backend.json_mode_active]
@@ -407,6 +405,14 @@ def check_key_file(path: str | os.PathLike[str], *, required: bool = False) -> D
 def _timeout(config: MemoryConfig, timeout: float | None) -> float:
     return float(config.llm_timeout_seconds if timeout is None
                  else min(timeout, config.llm_timeout_seconds))
+
+
+async def _probe(backend: Any) -> None:
+    """One ``chat_reply`` call, then the backend's connections closed (on the same loop)."""
+    try:
+        await backend.acall("chat_reply", _PROBE_PAYLOAD)
+    finally:
+        await backend.aclose()
 
 
 def _run_async(fn: Any, *args: Any) -> Any:
