@@ -19,6 +19,7 @@ __version__ = "0.1.0"
 _EXPORTS: dict[str, str] = {
     "MemoryOS": "memoryos_actors.system",
     "AsyncMemoryOS": "memoryos_actors.aio",
+    "ChatReply": "memoryos_actors.reports",
     "ForgetReport": "memoryos_actors.reports",
     "RepairReport": "memoryos_actors.reports",
     "RepairedFile": "memoryos_actors.reports",
@@ -51,6 +52,13 @@ _EXPORTS: dict[str, str] = {
     "DataDirLocked": "memoryos_actors.errors",
     "GatewayError": "memoryos_actors.errors",
     "ProviderUnavailable": "memoryos_actors.errors",
+    "ProviderConfigError": "memoryos_actors.errors",
+    "ProviderAuthError": "memoryos_actors.errors",
+    "ProviderModelNotFound": "memoryos_actors.errors",
+    "ProviderUnreachable": "memoryos_actors.errors",
+    "doctor": "memoryos_actors.checkup",
+    "DoctorReport": "memoryos_actors.checkup",
+    "DoctorCheck": "memoryos_actors.checkup",
 }
 
 __all__ = sorted(_EXPORTS)
@@ -59,15 +67,17 @@ __all__ = sorted(_EXPORTS)
 # classmethod of both). The README's API list and tests/docs/test_public_api.py check
 # against this one list: add a facade method here, to both facades and to the README.
 _FACADE_METHODS: tuple[str, ...] = (
-    "open", "add_turn", "retrieve", "chat", "set_user_profile", "set_agent_profile", "stats",
-    "users", "active_users", "user_state", "tree", "archive", "stored_page_ids", "flush",
-    "export_user", "import_user", "forget_user", "repair_user", "passivate", "user_phase", "user_epoch",
-    "kill_actor", "memories", "get_memory", "delete_memory", "correct_memory",
-    "memory_history", "close",
+    "open", "add_turn", "retrieve", "chat", "chat_reply", "set_user_profile",
+    "set_agent_profile", "stats", "users", "active_users", "user_state", "tree", "archive",
+    "stored_page_ids", "flush", "export_user", "import_user", "forget_user", "repair_user",
+    "passivate",
+    "user_phase", "user_epoch", "kill_actor", "memories", "get_memory", "delete_memory",
+    "correct_memory", "memory_history", "close",
 )
 
 if TYPE_CHECKING:
     from .aio import AsyncMemoryOS
+    from .checkup import DoctorCheck, DoctorReport, doctor
     from .clock import Clock, ManualClock, SystemClock
     from .config import MemoryConfig
     from .directory import UserPhase
@@ -81,7 +91,11 @@ if TYPE_CHECKING:
         InvalidInput,
         MemoryOSError,
         Overloaded,
+        ProviderAuthError,
+        ProviderConfigError,
+        ProviderModelNotFound,
         ProviderUnavailable,
+        ProviderUnreachable,
         ReadOnlyError,
         StorageError,
         SystemClosed,
@@ -89,7 +103,7 @@ if TYPE_CHECKING:
         UnknownUser,
     )
     from .messages import AgentProfile, ContextItem, MemoryContext, Page, TraitLevel, UserProfile
-    from .reports import ForgetReport, RepairedFile, RepairReport, UserState
+    from .reports import ChatReply, ForgetReport, RepairedFile, RepairReport, UserState
     from .system import MemoryOS
 
 

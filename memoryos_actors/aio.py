@@ -18,7 +18,7 @@ from .config import MemoryConfig
 from .directory import UserPhase
 from .memories import Memory, MemoryEvent
 from .messages import AgentProfile, MemoryContext, UserProfile
-from .reports import ForgetReport, RepairReport, UserState
+from .reports import ChatReply, ForgetReport, RepairReport, UserState
 
 if TYPE_CHECKING:
     from .cluster import ClusterMemoryOS, RayCluster
@@ -84,9 +84,17 @@ class AsyncMemoryOS:
         """See :meth:`MemoryOS.retrieve`."""
         return await self._run(self.sync.retrieve, user_id, query, assistant_id, timestamp)
 
-    async def chat(self, user_id: str, query: str, assistant_id: str = "default") -> str:
+    async def chat(self, user_id: str, query: str, assistant_id: str = "default", *,
+                   fallback: bool = True) -> str:
         """See :meth:`MemoryOS.chat`."""
-        return await self._run(self.sync.chat, user_id, query, assistant_id)
+        return await self._run(self.sync.chat, user_id, query, assistant_id,
+                               fallback=fallback)
+
+    async def chat_reply(self, user_id: str, query: str, assistant_id: str = "default", *,
+                         fallback: bool = True) -> ChatReply:
+        """See :meth:`MemoryOS.chat_reply`."""
+        return await self._run(self.sync.chat_reply, user_id, query, assistant_id,
+                               fallback=fallback)
 
     async def set_user_profile(self, user_id: str, profile: UserProfile) -> None:
         """See :meth:`MemoryOS.set_user_profile`."""

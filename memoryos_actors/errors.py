@@ -17,7 +17,11 @@ __all__ = [
     "InvalidInput",
     "MemoryOSError",
     "Overloaded",
+    "ProviderAuthError",
+    "ProviderConfigError",
+    "ProviderModelNotFound",
     "ProviderUnavailable",
+    "ProviderUnreachable",
     "ReadOnlyError",
     "StorageError",
     "SystemClosed",
@@ -125,4 +129,35 @@ class GatewayError(MemoryOSError):
 
 
 class ProviderUnavailable(GatewayError):
-    """The provider is down (circuit breaker open) and no fallback was allowed."""
+    """The provider is down (5xx answers, timeouts, its circuit breaker open) and no
+    fallback was allowed: ``chat(..., fallback=False)``, or an embedding, which has none."""
+
+
+class ProviderConfigError(GatewayError):
+    """The configured provider refuses the call for a reason retrying cannot fix.
+
+    A configuration error, not an outage: it is never answered by the offline fallback.
+    ``reason`` is the provider's own explanation (any API key in it masked), ``hint`` says
+    how to fix it; both are in the message, which never contains the key itself.
+    """
+
+    def __init__(self, message: str, *, reason: str | None = None,
+                 hint: str | None = None, status: int | None = None) -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.hint = hint
+        self.status = status
+
+
+class ProviderAuthError(ProviderConfigError):
+    """The provider rejected or missed the API key (HTTP 401/403, or no key was set)."""
+
+
+class ProviderModelNotFound(ProviderConfigError):
+    """The provider does not know the configured model (HTTP 404, or a 400 naming the
+    model), or the base URL does not lead to a model API."""
+
+
+class ProviderUnreachable(ProviderConfigError):
+    """The configured base URL cannot be reached: connection refused, unknown host name or
+    an invalid URL (a timeout is an outage, :class:`ProviderUnavailable`)."""

@@ -1,5 +1,5 @@
-"""What the facade's inspection and lifecycle calls return: :class:`UserState`,
-:class:`ForgetReport` and :class:`RepairReport` (plain frozen records).
+"""What the facade's inspection, lifecycle and chat calls return: :class:`UserState`,
+:class:`ForgetReport`, :class:`RepairReport` and :class:`ChatReply` (plain frozen records).
 """
 
 from __future__ import annotations
@@ -16,7 +16,28 @@ from .messages import (
     UserProfile,
 )
 
-__all__ = ["ForgetReport", "RepairReport", "RepairedFile", "UserState"]
+__all__ = ["ChatReply", "ForgetReport", "RepairReport", "RepairedFile", "UserState"]
+
+
+@dataclass(frozen=True, slots=True)
+class ChatReply:
+    """One reply of :meth:`MemoryOS.chat_reply`.
+
+    Attributes:
+        text: the reply (stored as the turn's response).
+        degraded: True when the configured provider was unavailable (5xx answers,
+            timeouts, its circuit breaker open) and the offline fallback wrote the reply.
+            Always False with the offline backend, which is no fallback there.
+        reason: why the reply is degraded (e.g. ``"provider unavailable:
+            InternalServerError (HTTP 500)"``), None when it is not.
+        backend: the backend that wrote the reply (``"litellm:openai/gpt-4o-mini"``, or
+            the offline backend's name).
+    """
+
+    text: str
+    degraded: bool = False
+    reason: str | None = None
+    backend: str = ""
 
 
 @dataclass(frozen=True, slots=True)

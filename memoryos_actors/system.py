@@ -87,7 +87,7 @@ from .activation import _ASK_TIMEOUT_S, _BG_PASSIVATIONS, SlotDemand, UserActiva
 from .memories import Memory, MemoryEditing, MemoryEvent
 from .inspection import Inspection
 from .portability import Portability
-from .reports import ForgetReport, UserState
+from .reports import ChatReply, ForgetReport, UserState
 from .validation import check_path as _check_path
 from .validation import check_text as _check_text
 from .validation import check_timeout as _check_timeout
@@ -156,8 +156,8 @@ class MemoryOS(UserActivation, Inspection, Portability, MemoryEditing):
         # One MTM catch-up at a time in the process (see CatchUpGate).
         self._catch_up_gate = CatchUpGate(1)
         self._total = threading.BoundedSemaphore(config.max_inflight_total)
-        self._counters = {"turns": 0, "retrievals": 0, "chats": 0, "activations": 0,
-                          "passivations": 0}
+        self._counters = {"turns": 0, "retrievals": 0, "chats": 0, "degraded_chats": 0,
+                          "activations": 0, "passivations": 0}
         self._activation_ms: list[float] = []
         self.registry = Registry()
         self.metrics = Metrics()
@@ -494,20 +494,44 @@ class MemoryOS(UserActivation, Inspection, Portability, MemoryEditing):
         self._counters["retrievals"] += 1
         return ctx
 
-    def chat(self, user_id: str, query: str, assistant_id: str = "default") -> str:
+    def chat(self, user_id: str, query: str, assistant_id: str = "default", *,
+             fallback: bool = True) -> str:
         """Answer ``query`` from memory: retrieve, generate a reply, store the turn.
 
+        The reply's text; :meth:`chat_reply` says besides whether it came from the offline
+        fallback (a degraded reply is also logged as a warning). Raises as
+        :meth:`chat_reply` does.
+        """
+        return self.chat_reply(user_id, query, assistant_id, fallback=fallback).text
+
+    def chat_reply(self, user_id: str, query: str, assistant_id: str = "default", *,
+                   fallback: bool = True) -> ChatReply:
+        """Answer ``query`` from memory like :meth:`chat`, and say how the reply was made.
+
+        During a provider outage (5xx answers, timeouts, an open circuit breaker) the
+        offline fallback writes the reply and the result is ``degraded`` with the
+        ``reason``; with ``fallback=False`` the call raises
+        :class:`~memoryos_actors.errors.ProviderUnavailable` instead and stores nothing.
+        A configuration error is never answered by the fallback: a rejected or missing key
+        raises :class:`~memoryos_actors.errors.ProviderAuthError`, an unknown model
+        :class:`~memoryos_actors.errors.ProviderModelNotFound`, a base URL that cannot be
+        reached :class:`~memoryos_actors.errors.ProviderUnreachable` (all subclasses of
+        :class:`~memoryos_actors.errors.ProviderConfigError`), and nothing is stored.
         A user with no data yet is answered from an empty memory; the turn creates it.
         """
         self._check_writable("chat")
         ctx = self._chat_context(user_id, query, assistant_id)
         result = self.gateway_service.complete(
-            "chat_reply", {"context": ctx.render(), "query": query}, user_id=user_id
+            "chat_reply", {"context": ctx.render(), "query": query}, user_id=user_id,
+            fallback=bool(fallback), raise_config_errors=True,
         )
         reply = str(result.data["reply"])
         self.add_turn(user_id, query, reply, assistant_id=assistant_id)
         self._counters["chats"] += 1
-        return reply
+        if result.degraded:
+            self._counters["degraded_chats"] += 1
+            log.warning("chat.degraded", reason=result.reason)
+        return ChatReply(reply, result.degraded, result.reason, result.backend)
 
     def _chat_context(self, user_id: str, query: str, assistant_id: str) -> MemoryContext:
         """What :meth:`chat` answers from: :meth:`retrieve`, or an empty context for a user

@@ -1,9 +1,12 @@
 """The ``memoryos`` command (also ``python -m memoryos_actors``).
 
-``memoryos demo`` runs a scripted multi-user conversation offline; the other subcommands
-work on a data directory (``--data-dir``, or ``MEMORYOS_DATA_DIR``, default
-``./memoryos-data``): ``chat``, ``ingest``, ``inspect``, ``stats``, ``export``, ``import``,
-``forget``, ``repair`` (a user's damaged files), ``rebalance`` (a sharded data directory's shard count); ``bench`` runs a benchmark from the ``bench/`` folder of a source checkout.
+``memoryos demo`` runs a scripted multi-user conversation offline; ``memoryos doctor``
+checks a configuration (LLM, embedder, data directory, key file; exit code 1 when a check
+fails); the other subcommands work on a data directory (``--data-dir``, or
+``MEMORYOS_DATA_DIR``, default ``./memoryos-data``): ``chat``, ``ingest``, ``inspect``,
+``stats``, ``export``, ``import``, ``forget``, ``repair`` (a user's damaged files),
+``rebalance`` (a sharded data directory's shard count); ``bench`` runs a benchmark from
+the ``bench/`` folder of a source checkout.
 
 Exit codes: 0 success, 1 unexpected failure, 2 bad input (unknown user, malformed file,
 locked or missing data directory, invalid configuration), 130 interrupted. ``serve``,
@@ -29,6 +32,8 @@ from ._common import DEFAULT_DATA_DIR, UsageError, console, plain
 from ._stop import add_shutdown_timeout
 from .bench import BENCHES, run_bench
 from .demo import run_demo
+from .doctor import add_skip_flag
+from .doctor import doctor as run_doctor
 
 __all__ = ["main"]
 
@@ -56,6 +61,15 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--model", help="any litellm model name (default: the offline backend)")
     c.add_argument("--base-url", help="OpenAI-compatible base URL for --model")
     add_shutdown_timeout(c, "the reply in flight")
+    add_skip_flag(c)
+    o = add("doctor", "check the LLM, the embedder, the data directory and the key file; "
+            "exit 1 if a check fails")
+    o.add_argument("--model", help="check this litellm model instead of the configured one")
+    o.add_argument("--base-url", help="OpenAI-compatible base URL for --model")
+    o.add_argument("--keys-file", help="the server's API key file (default: "
+                   "$MEMORYOS_KEYS_FILE, else <data-dir>/server-keys.json if it exists)")
+    o.add_argument("--timeout", type=float,
+                   help="seconds per provider call (default: llm_timeout_seconds)")
     i = add("ingest", "ingest a LoCoMo JSON file or a JSONL file of turns")
     i.add_argument("file")
     i.add_argument("--format", choices=("auto", "locomo", "jsonl"), default="auto",
@@ -94,7 +108,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 _COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
-    "demo": run_demo, "chat": commands.chat, "ingest": commands.ingest,
+    "demo": run_demo, "doctor": run_doctor, "chat": commands.chat, "ingest": commands.ingest,
     "inspect": commands.inspect, "stats": commands.stats, "export": commands.export,
     "import": commands.import_, "forget": commands.forget, "repair": commands.repair,
     "rebalance": commands.rebalance,

@@ -48,8 +48,11 @@ def chat(args: argparse.Namespace) -> int:
     ``--shutdown-timeout`` seconds, gives up waiting for it). Then the memory system is
     closed. Exit code 0, or 130 after SIGINT.
     """
+    from .doctor import provider_check
+
     console = make_console()
     interactive = sys.stdin.isatty()
+    provider_check(args, config_from_args(args))
     with StopSignals("finishing the reply in flight, then closing the memory system",
                      shutdown_timeout=args.shutdown_timeout) as stop, \
             open_until_stopped(args, data_dir(args), stop) as mem:
@@ -63,12 +66,16 @@ def chat(args: argparse.Namespace) -> int:
                 continue
             if text in ("/quit", "/exit"):
                 break
-            finished, reply = stop.call(mem.chat, args.user, text, assistant_id=args.assistant)
+            finished, reply = stop.call(mem.chat_reply, args.user, text,
+                                        assistant_id=args.assistant)
             if not finished:
                 console.print("stopped without the reply in flight; it may or may not be "
                               "stored", style="yellow")
                 break
-            console.print(plain(f"assistant: {reply}"))
+            if reply.degraded:
+                print(f"memoryos: degraded reply from the offline fallback: {reply.reason}",
+                      file=sys.stderr, flush=True)
+            console.print(plain(f"assistant: {reply.text}"))
     return stop.exit_code(sigint=130)
 
 

@@ -45,6 +45,7 @@ from memoryos_actors.errors import (
     SystemClosed,
 )
 from memoryos_actors.messages import AgentProfile, MemoryContext, UserProfile
+from memoryos_actors.reports import ChatReply
 from memoryos_actors.store.export import read_export
 from memoryos_actors.store.lock import DataDirLock
 
@@ -117,7 +118,8 @@ class ClusterMemoryOS:
         self._state_lock = threading.Lock()
         self._inflight = 0
         self._idle = threading.Condition(self._state_lock)
-        self._counters = {"turns": 0, "retrievals": 0, "chats": 0, "shard_retries": 0}
+        self._counters = {"turns": 0, "retrievals": 0, "chats": 0, "degraded_chats": 0,
+                          "shard_retries": 0}
         self._latency: dict[str, list[float]] = {"add_turn_ms": [], "retrieve_ms": []}
 
     def __enter__(self) -> ClusterMemoryOS:
@@ -262,13 +264,24 @@ class ClusterMemoryOS:
             self._counters["retrievals"] += 1
         return ctx
 
-    def chat(self, user_id: str, query: str, assistant_id: str = "default") -> str:
+    def chat(self, user_id: str, query: str, assistant_id: str = "default", *,
+             fallback: bool = True) -> str:
         """See :meth:`MemoryOS.chat <memoryos_actors.MemoryOS.chat>`."""
-        reply = self._call_user(user_id, "reply", query, assistant_id, retry=True)
-        self.add_turn(user_id, query, reply, assistant_id=assistant_id)
+        return self.chat_reply(user_id, query, assistant_id, fallback=fallback).text
+
+    def chat_reply(self, user_id: str, query: str, assistant_id: str = "default", *,
+                   fallback: bool = True) -> ChatReply:
+        """See :meth:`MemoryOS.chat_reply <memoryos_actors.MemoryOS.chat_reply>`."""
+        text, degraded, reason, backend = self._call_user(
+            user_id, "reply", query, assistant_id, bool(fallback), retry=True)
+        self.add_turn(user_id, query, text, assistant_id=assistant_id)
         with self._state_lock:
             self._counters["chats"] += 1
-        return str(reply)
+            if degraded:
+                self._counters["degraded_chats"] += 1
+        if degraded:
+            log.warning("chat.degraded", reason=reason)
+        return ChatReply(str(text), bool(degraded), reason, str(backend))
 
     def set_user_profile(self, user_id: str, profile: UserProfile) -> None:
         """See :meth:`MemoryOS.set_user_profile <memoryos_actors.MemoryOS.set_user_profile>`."""

@@ -141,16 +141,19 @@ class ShardServer:
     def _do_ping(self) -> int:
         return self.shard
 
-    def _do_reply(self, user_id: str, query: str, assistant_id: str) -> str:
-        """The reply ``chat`` would give, without storing the turn (the facade stores it
-        with a turn key, so a retry after a shard death stores it once). A user with no
-        data yet is answered from an empty memory, as ``MemoryOS.chat`` does."""
+    def _do_reply(self, user_id: str, query: str, assistant_id: str,
+                  fallback: bool = True) -> tuple[str, bool, str | None, str]:
+        """The reply ``chat_reply`` would give, as ``(text, degraded, reason, backend)``,
+        without storing the turn (the facade stores it with a turn key, so a retry after a
+        shard death stores it once). Raises as :meth:`MemoryOS.chat_reply` does. A user with
+        no data yet is answered from an empty memory, as ``MemoryOS.chat`` does."""
         assert self.mem is not None
         ctx = self.mem._chat_context(user_id, query, assistant_id)
         result = self.mem.gateway_service.complete(
-            "chat_reply", {"context": ctx.render(), "query": query}, user_id=user_id
+            "chat_reply", {"context": ctx.render(), "query": query}, user_id=user_id,
+            fallback=fallback, raise_config_errors=True,
         )
-        return str(result.data["reply"])
+        return (str(result.data["reply"]), result.degraded, result.reason, result.backend)
 
     def _scratch(self, suffix: str) -> Path:
         if suffix not in (".json", ".msgpack", ".bin", ""):

@@ -11,6 +11,7 @@ import numpy as np
 from memoryos_actors.errors import GatewayError
 
 __all__ = [
+    "CONFIG_CATEGORIES",
     "BackendResult",
     "Completion",
     "Embedder",
@@ -76,12 +77,19 @@ class Completion:
     ``data`` is validated against the prompt kind's shape. ``degraded`` is True when the
     answer came from the offline fallback because the configured provider failed or its
     circuit breaker was open; such a request is queued to be redone. ``backend`` names the
-    backend that produced ``data``.
+    backend that produced ``data``. ``reason`` says why a degraded answer is degraded (e.g.
+    ``"provider unavailable: InternalServerError (HTTP 500)"``); None when not degraded.
     """
 
     data: dict[str, Any]
     degraded: bool
     backend: str
+    reason: str | None = None
+
+
+CONFIG_CATEGORIES = frozenset({"auth", "not_found", "unreachable"})
+""":class:`ProviderCallError` categories that are configuration errors, not outages: a
+rejected or missing key, an unknown model, a base URL that cannot be reached."""
 
 
 @dataclass(eq=False)
@@ -91,7 +99,11 @@ class ProviderCallError(GatewayError):
     ``retryable`` says whether trying again may help (timeouts, 429, 5xx, connection errors,
     malformed output); ``retry_after`` is the provider's requested wait in seconds, if any;
     ``status`` is the HTTP status when there was one. The message never contains the
-    provider's response body, so it is safe to log.
+    provider's response body, so it is safe to log. ``category`` is one of ``"timeout"``,
+    ``"connection"``, ``"server_error"``, ``"rate_limited"``, ``"malformed"``, ``"error"``
+    (outages and faults) or ``"auth"``, ``"not_found"``, ``"unreachable"`` (configuration
+    errors, see :data:`CONFIG_CATEGORIES`); for those, ``reason`` is the provider's own
+    explanation with any API key masked.
     """
 
     message: str
@@ -99,12 +111,18 @@ class ProviderCallError(GatewayError):
     retry_after: float | None = None
     status: int | None = None
     category: str = field(default="error")
+    reason: str | None = None
 
     def __post_init__(self) -> None:
         super().__init__(self.message)
 
     def __str__(self) -> str:
         return self.message
+
+    @property
+    def is_config_error(self) -> bool:
+        """True for a configuration error (rejected key, unknown model, unreachable URL)."""
+        return self.category in CONFIG_CATEGORIES
 
 
 def cfg(config: Any, name: str, default: Any) -> Any:

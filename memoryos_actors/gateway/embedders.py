@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from memoryos_actors.errors import ConfigError, GatewayError, InvalidInput
+from memoryos_actors.errors import ConfigError, GatewayError, InvalidInput, ProviderConfigError
 from memoryos_actors.gateway.base import Embedder, ProviderCallError, cfg
 from memoryos_actors.text import tokenize
 
@@ -241,11 +241,19 @@ class LiteLLMEmbedder:
             self._dim = int(self.embed(["dimension probe"]).shape[1])
         return self._dim
 
+    def config_error(self, exc: ProviderCallError) -> ProviderConfigError:
+        """The typed error for a configuration-class failure of this embedder's calls."""
+        from memoryos_actors.gateway.failures import config_error
+
+        return config_error(exc, model=self.model, api_base=self.api_base,
+                            api_key_env=self.api_key_env, setting="embedding_model")
+
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """Embed ``texts`` with one provider call; rows are re-normalised to unit length."""
         if len(texts) == 0:
             return np.zeros((0, self._dim or 0), dtype=np.float32)
-        from memoryos_actors.gateway.litellm_backend import classify_error, import_litellm
+        from memoryos_actors.gateway.failures import classify_error
+        from memoryos_actors.gateway.litellm_backend import import_litellm
 
         litellm = import_litellm()
         kwargs: dict[str, Any] = {"model": self.model, "input": list(texts),
@@ -257,7 +265,8 @@ class LiteLLMEmbedder:
         try:
             resp = litellm.embedding(**kwargs)
         except Exception as exc:  # noqa: BLE001 - every provider error is classified
-            raise classify_error(exc) from None
+            key = kwargs.get("api_key")
+            raise classify_error(exc, [key] if key else None) from None
         try:
             items = sorted(resp.data, key=lambda d: _get(d, "index"))
             mat = np.array([_get(d, "embedding") for d in items], dtype=np.float32)

@@ -17,8 +17,10 @@ the fallback for every answer.
 
 This module does one provider attempt per call; retries, the breaker and limits live in
 :mod:`memoryos_actors.gateway.service`. Every provider failure becomes a
-:class:`ProviderCallError` whose message names the failure class and status, never the
-provider's body, so error text cannot leak into results or logs.
+:class:`ProviderCallError` (:func:`~memoryos_actors.gateway.failures.classify_error`) whose
+message names the failure class and status, never the provider's body, so error text
+cannot leak into results or logs; a configuration error (rejected key, unknown model,
+unreachable base URL) carries the provider's reason apart, with keys masked.
 """
 
 from __future__ import annotations
@@ -27,13 +29,12 @@ import asyncio
 import json
 import os
 import threading
-from datetime import UTC
-from email.utils import parsedate_to_datetime
 from types import ModuleType
 from typing import Any
 
-from memoryos_actors.errors import ConfigError
+from memoryos_actors.errors import ConfigError, ProviderConfigError
 from memoryos_actors.gateway.base import BackendResult, ProviderCallError
+from memoryos_actors.gateway.failures import HTTPStatusError, classify_error, config_error
 from memoryos_actors.gateway.prompts import (
     MalformedOutput,
     parse_json_object,
@@ -45,29 +46,6 @@ __all__ = ["LiteLLMBackend", "classify_error", "estimate_tokens", "import_litell
 
 _import_lock = threading.Lock()
 _litellm: ModuleType | None = None
-
-# Class names litellm/openai/httpx use for failures where trying again may help.
-_RETRYABLE_NAMES = frozenset(
-    {
-        "Timeout",
-        "APITimeoutError",
-        "TimeoutException",
-        "ReadTimeout",
-        "ConnectTimeout",
-        "APIConnectionError",
-        "ConnectError",
-        "RemoteProtocolError",
-        "ServiceUnavailableError",
-        "InternalServerError",
-        "BadGatewayError",
-        "RateLimitError",
-        # aiohttp (the plain HTTP path)
-        "ClientConnectionError",
-        "ClientPayloadError",
-        "ServerTimeoutError",
-    }
-)
-
 
 def import_litellm() -> ModuleType:
     """Import litellm once (thread-safe), pinning it to its local price map."""
@@ -92,86 +70,6 @@ def import_litellm() -> ModuleType:
 def estimate_tokens(text: str) -> int:
     """A rough token count (about 4 characters per token) for rate limiting."""
     return max(1, len(text) // 4)
-
-
-def _retry_after(exc: BaseException) -> float | None:
-    """Seconds the provider asked us to wait, from ``retry-after-ms`` / ``retry-after``."""
-    headers: Any = None
-    for source in (getattr(exc, "response", None), exc):
-        h = getattr(source, "headers", None)
-        if h:
-            headers = h
-            break
-    if headers is None:
-        headers = getattr(exc, "litellm_response_headers", None)
-    if not headers:
-        return None
-    try:
-        ms = headers.get("retry-after-ms")
-        if ms is not None:
-            return max(0.0, float(ms) / 1000.0)
-        value = headers.get("retry-after")
-        if value is None:
-            return None
-        try:
-            return max(0.0, float(value))
-        except ValueError:
-            from datetime import datetime
-
-            when = parsedate_to_datetime(value)
-            return max(0.0, (when - datetime.now(UTC)).total_seconds())
-    except (TypeError, ValueError, AttributeError):
-        return None
-
-
-def classify_error(exc: BaseException) -> ProviderCallError:
-    """Turn any exception from a provider call into a :class:`ProviderCallError`.
-
-    Retryable: timeouts, connection errors, 408, 409, 429 and 5xx. Other 4xx (bad request,
-    authentication, not found) are not retried.
-    """
-    if isinstance(exc, ProviderCallError):
-        return exc
-    status = getattr(exc, "status_code", None)
-    if not isinstance(status, int):
-        status = None
-    name = type(exc).__name__
-    mro_names = {c.__name__ for c in type(exc).__mro__}
-    if status is not None:
-        retryable = status in (408, 409, 429) or status >= 500
-    else:
-        retryable = bool(mro_names & _RETRYABLE_NAMES) or isinstance(
-            exc, (TimeoutError, ConnectionError)
-        )
-    if status == 429 or "RateLimitError" in mro_names:
-        category = "rate_limited"
-    elif "Timeout" in name or isinstance(exc, TimeoutError):
-        category = "timeout"
-    elif "Connection" in name or "ClientConnectionError" in mro_names or isinstance(
-        exc, ConnectionError
-    ):
-        category = "connection"
-    elif status is not None and status >= 500:
-        category = "server_error"
-    else:
-        category = "error"
-    label = f"{name} (HTTP {status})" if status is not None else name
-    return ProviderCallError(
-        f"provider call failed: {label}",
-        retryable=retryable,
-        retry_after=_retry_after(exc) if category == "rate_limited" or status == 503 else None,
-        status=status,
-        category=category,
-    )
-
-
-class _HTTPStatusError(Exception):
-    """An HTTP error answer on the plain HTTP path (classified like litellm's errors)."""
-
-    def __init__(self, status: int, headers: Any) -> None:
-        super().__init__(f"HTTP {status}")
-        self.status_code = status
-        self.headers = headers
 
 
 class LiteLLMBackend:
@@ -224,6 +122,11 @@ class LiteLLMBackend:
         self._price_lookup: Any = None
 
     @property
+    def json_mode_active(self) -> bool | None:
+        """Whether calls ask for JSON mode: True, False, or None while not decided yet."""
+        return self._json_ok
+
+    @property
     def client_path(self) -> str:
         """``"http"`` or ``"litellm"``: which client this backend's calls go through."""
         return "http" if self.use_http else "litellm"
@@ -235,6 +138,15 @@ class LiteLLMBackend:
 
     def _api_key(self) -> str | None:
         return os.environ.get(self.api_key_env, "") if self.api_key_env else None
+
+    def config_error(self, exc: ProviderCallError) -> ProviderConfigError:
+        """The typed error for a configuration-class failure of this backend's calls."""
+        return config_error(exc, model=self.model, api_base=self.api_base,
+                            api_key_env=self.api_key_env)
+
+    def _key_list(self) -> list[str]:
+        key = self._api_key()
+        return [key] if key else []
 
     # ---------------------------------------------------------------- validation
 
@@ -298,7 +210,7 @@ class LiteLLMBackend:
         try:
             resp = litellm.completion(**kwargs)
         except Exception as exc:  # noqa: BLE001 - every provider error is classified
-            raise classify_error(exc) from None
+            raise classify_error(exc, self._key_list()) from None
         return self._litellm_result(litellm, kind, resp)
 
     def complete(self, kind: str, payload: dict[str, Any]) -> dict[str, Any]:
@@ -314,7 +226,7 @@ class LiteLLMBackend:
         try:
             resp = await litellm.acompletion(**kwargs)
         except Exception as exc:  # noqa: BLE001 - every provider error is classified
-            raise classify_error(exc) from None
+            raise classify_error(exc, self._key_list()) from None
         return self._litellm_result(litellm, kind, resp)
 
     # --------------------------------------------------------------- plain HTTP
@@ -361,9 +273,9 @@ class LiteLLMBackend:
                 raise ProviderCallError(
                     "provider call failed: timeout", category="timeout"
                 ) from None
-            raise classify_error(exc) from None
+            raise classify_error(exc, self._key_list()) from None
         if status != 200:
-            raise classify_error(_HTTPStatusError(status, headers))
+            raise classify_error(HTTPStatusError(status, headers, raw), self._key_list())
         try:
             answer = json.loads(raw)
             text = answer["choices"][0]["message"]["content"] or ""

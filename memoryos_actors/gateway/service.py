@@ -13,16 +13,20 @@ is the blocking form. What the service adds on top of a backend:
 * answers that fail validation are asked again (``llm_validation_retries`` times), and
   count as the provider being up, not as an outage, for the breaker;
 * fallback to the offline backend when the provider is down (the answer is marked
-  ``degraded`` and the request queued for :meth:`GatewayService.redo_pending`);
+  ``degraded``, with the reason, and the request queued for
+  :meth:`GatewayService.redo_pending`); a configuration error (rejected key, unknown model,
+  unreachable base URL) never opens the breaker, and a caller who waits for the answer
+  (``raise_config_errors=True``, as ``chat`` does) gets it as a typed
+  :class:`~memoryos_actors.errors.ProviderConfigError` instead of a fallback;
 * coalescing of embedding requests from concurrent callers into one batch, by a single
   batcher thread;
 * accounting, exposed by :meth:`GatewayService.stats` as a plain dict.
 
-Why this module is long (about 780 lines): the items above share one lock discipline and
+Why this module is long (about 870 lines): the items above share one lock discipline and
 one event loop, and each call passes through all of them in order (cache, breaker, limits,
 retries, validation, fallback, accounting); the parts with a life of their own are already
 modules of their own (``cache.py``, ``resilience.py``, ``accounting.py``, ``prompts.py``,
-``offline.py``, ``litellm_backend.py``, ``embedders.py``).
+``offline.py``, ``litellm_backend.py``, ``embedders.py``, ``failures.py``).
 """
 
 from __future__ import annotations
@@ -44,6 +48,7 @@ from memoryos_actors.errors import (
     ConfigError,
     GatewayError,
     InvalidInput,
+    ProviderConfigError,
     ProviderUnavailable,
     SystemClosed,
 )
@@ -51,6 +56,7 @@ from memoryos_actors.gateway.accounting import Accounting
 from memoryos_actors.gateway.base import BackendResult, Completion, Embedder, ProviderCallError, cfg
 from memoryos_actors.gateway.cache import LRUCache, content_key
 from memoryos_actors.gateway.embedders import HashingEmbedder, make_embedder
+from memoryos_actors.gateway.failures import ProviderHealth, config_error, degraded_reason
 from memoryos_actors.gateway.offline import OfflineBackend
 from memoryos_actors.gateway.prompts import (
     PROMPTS,
@@ -314,6 +320,7 @@ class GatewayService:
         self._redone = 0
         self._pending_lock = threading.Lock()
         self._redo_lock = threading.Lock()
+        self._health = ProviderHealth(self._clock.now)  # for stats() and readiness
         self.on_redo = on_redo
         self._closed = False
         window = float(cfg(config, "embed_coalesce_ms", 2.0)) / 1000.0
@@ -346,32 +353,52 @@ class GatewayService:
 
     # ------------------------------------------------------------------ completions
 
-    def complete(self, kind: str, payload: dict[str, Any], *, user_id: str | None = None) -> Completion:
+    def complete(
+        self,
+        kind: str,
+        payload: dict[str, Any],
+        *,
+        user_id: str | None = None,
+        fallback: bool = True,
+        raise_config_errors: bool = False,
+    ) -> Completion:
         """Answer prompt ``kind`` for ``payload`` with validated JSON of that kind's shape.
 
         Blocks until the answer is there (see :meth:`submit` for the non-blocking form).
-        Never raises for provider trouble: after retries (or with the breaker open) the
-        offline backend answers, ``degraded=True``, and the request is queued for
-        :meth:`redo_pending`. Raises :class:`InvalidInput` for an unknown kind or a bad
-        payload and :class:`SystemClosed` after :meth:`close`.
+        By default never raises for provider trouble: after retries (or with the breaker
+        open) the offline backend answers, ``degraded=True`` with the ``reason``, and the
+        request is queued for :meth:`redo_pending`. With ``fallback=False`` an outage raises
+        :class:`ProviderUnavailable` instead; with ``raise_config_errors=True`` a
+        configuration error (rejected key, unknown model, unreachable base URL) raises its
+        :class:`~memoryos_actors.errors.ProviderConfigError` subclass instead. Raises
+        :class:`InvalidInput` for an unknown kind or a bad payload and
+        :class:`SystemClosed` after :meth:`close`.
         """
         if self._loop_thread is not None and self._loop_thread.thread is threading.current_thread():
             raise RuntimeError("complete() would block the gateway's own event loop")
         try:
-            return self.submit(kind, payload, user_id=user_id).result()
+            return self.submit(kind, payload, user_id=user_id, fallback=fallback,
+                               raise_config_errors=raise_config_errors).result()
         except concurrent.futures.CancelledError:
             raise SystemClosed("the gateway closed before the call ended") from None
 
     def submit(
-        self, kind: str, payload: dict[str, Any], *, user_id: str | None = None
+        self,
+        kind: str,
+        payload: dict[str, Any],
+        *,
+        user_id: str | None = None,
+        fallback: bool = True,
+        raise_config_errors: bool = False,
     ) -> concurrent.futures.Future[Completion]:
         """Start a completion and return a future of its :class:`Completion` at once.
 
         The call runs on the service's event loop, concurrently with every other one, up to
         ``llm_max_concurrency`` in flight at the provider; the rest wait for a slot (their
         number is ``stats()["concurrency"]["waiting"]``). A cached answer gives a future that
-        is already done. The future never fails for provider trouble (see :meth:`complete`);
-        it is cancelled when the service closes before the call ends. Raises
+        is already done. The future fails for provider trouble only as ``fallback`` and
+        ``raise_config_errors`` ask (see :meth:`complete`); it is cancelled when the service
+        closes before the call ends. Raises
         :class:`InvalidInput` for a bad kind or payload and :class:`SystemClosed` after
         :meth:`close`, at once.
         """
@@ -391,7 +418,8 @@ class GatewayService:
             self._jobs += 1
             self._jobs_peak = max(self._jobs_peak, self._jobs)
         try:
-            future = self._loop().run(self._complete_async(key, kind, payload, user_id))
+            future = self._loop().run(self._complete_async(
+                key, kind, payload, user_id, fallback, raise_config_errors))
         except BaseException:
             with self._jobs_lock:
                 self._jobs -= 1
@@ -418,7 +446,8 @@ class GatewayService:
         return lt
 
     async def _complete_async(
-        self, key: str, kind: str, payload: dict[str, Any], user_id: str | None
+        self, key: str, kind: str, payload: dict[str, Any], user_id: str | None,
+        fallback: bool = True, raise_config_errors: bool = False,
     ) -> Completion:
         t0 = time.perf_counter()
         if self._primary is None:
@@ -426,11 +455,48 @@ class GatewayService:
             return self._finish(key, kind, user_id, result, self._offline.name, t0, degraded=False)
         try:
             result = await self._provider_call(kind, payload, user_id, self._policy)
-        except (ProviderCallError, _BreakerOpen):
-            result = self._offline.call(kind, payload)
-            self._enqueue_redo(kind, payload, user_id)
-            return self._finish(key, kind, user_id, result, self._offline.name, t0, degraded=True)
-        return self._finish(key, kind, user_id, result, self._primary.name, t0, degraded=False)
+        except ProviderCallError as exc:
+            if exc.is_config_error and raise_config_errors:
+                raise self._config_error(exc, self._primary) from None
+            reason = degraded_reason(exc)
+        except _BreakerOpen:
+            reason = self._health.breaker_reason()
+        else:
+            return self._finish(key, kind, user_id, result, self._primary.name, t0,
+                                degraded=False)
+        if not fallback:
+            raise ProviderUnavailable(
+                f"{self._primary.name}: {reason}; no offline fallback was allowed")
+        result = self._offline.call(kind, payload)
+        self._enqueue_redo(kind, payload, user_id)
+        return self._finish(key, kind, user_id, result, self._offline.name, t0, degraded=True,
+                            reason=reason)
+
+    @staticmethod
+    def _config_error(exc: ProviderCallError, source: Any) -> ProviderConfigError:
+        """The public typed error for ``exc``, worded by the backend or embedder when it can."""
+        build = getattr(source, "config_error", None)
+        if callable(build):
+            return build(exc)
+        return config_error(exc, model=getattr(source, "name", "provider"), api_base=None,
+                            api_key_env=None)
+
+    def provider_health(self) -> dict[str, Any]:
+        """What a readiness probe and ``stats()`` say about the configured provider.
+
+        ``state`` is ``"offline"`` (the offline backend, no provider), ``"ok"``,
+        ``"degraded"`` (a circuit breaker is not closed: answers come from the fallback) or
+        ``"misconfigured"`` (a configuration error since the last successful call);
+        ``breaker`` the completion and embedding breakers' states; ``last_error`` the last
+        failure's reason (no provider text beyond a masked reason) and
+        ``last_error_age_seconds`` how long ago it was, or None.
+        """
+        return self._health.snapshot(
+            offline=self._primary is None and self._local_embedder,
+            backend=self.backend_name,
+            breakers={"completion": self._breaker.state.value,
+                      "embedding": self._embed_breaker.state.value},
+        )
 
     def _finish(
         self,
@@ -442,6 +508,7 @@ class GatewayService:
         t0: float,
         *,
         degraded: bool,
+        reason: str | None = None,
     ) -> Completion:
         self._acct.record_call(
             kind,
@@ -455,7 +522,7 @@ class GatewayService:
         )
         if not degraded:  # a degraded answer must not hide the real one once it is back
             self._completions.put(key, copy.deepcopy(result.data), owner=user_id)
-        return Completion(result.data, degraded, backend)
+        return Completion(result.data, degraded, backend, reason if degraded else None)
 
     async def _provider_call(
         self, kind: str, payload: dict[str, Any], user_id: str | None, policy: RetryPolicy
@@ -465,7 +532,9 @@ class GatewayService:
         Transport failures (timeouts, 429, 5xx, resets) count against the breaker and are
         retried with backoff (``policy``). An answer that fails validation shows that the
         provider is up: it is asked again at once, up to ``llm_validation_retries`` times,
-        and never opens the breaker.
+        and never opens the breaker. A configuration error (see ``CONFIG_CATEGORIES``) is
+        no outage either: it never counts against the breaker; an unreachable base URL is
+        retried like a transport failure, a rejected key or unknown model is not.
         """
         backend = self._primary
         assert backend is not None
@@ -480,12 +549,15 @@ class GatewayService:
             except ProviderCallError as exc:
                 if exc.category == "malformed":
                     self._breaker.record_success()  # it answered: the provider is up
+                    self._health.success("completion")
                     self._acct.record_invalid(kind, user_id)
                     if invalid >= self._validation_retries:
                         raise
                     invalid += 1
                 else:
-                    self._breaker.record_failure()
+                    if not exc.is_config_error:
+                        self._breaker.record_failure()
+                    self._health.failure(exc, "completion")
                     self._acct.record_error(kind, user_id)
                     if not exc.retryable or attempt >= policy.max_retries:
                         raise
@@ -496,6 +568,7 @@ class GatewayService:
                     raise _BreakerOpen() from None
                 continue
             self._breaker.record_success()
+            self._health.success("completion")
             return result
 
     async def _attempt(self, backend: Any, kind: str, payload: dict[str, Any]) -> BackendResult:
@@ -625,8 +698,9 @@ class GatewayService:
         Cached texts are served from the LRU; for a provider embedder the rest join the
         next coalesced batch, an in-process embedder is called at once.
         Raises :class:`ProviderUnavailable` when a provider embedder's breaker is open,
-        :class:`GatewayError` when retries are exhausted (no offline fallback exists for
-        embeddings: vectors from another model would not be comparable).
+        a :class:`~memoryos_actors.errors.ProviderConfigError` subclass on a configuration
+        error, :class:`GatewayError` when retries are exhausted (no offline fallback exists
+        for embeddings: vectors from another model would not be comparable).
         """
         self._check_open()
         if isinstance(texts, str) or not all(isinstance(t, str) for t in texts):
@@ -680,7 +754,13 @@ class GatewayService:
             with self._embed_limiter:
                 mat = self._embedder.embed(texts)
             self._embed_breaker.record_success()
+            self._health.success("embedding")
             return mat
+
+        def on_failure(exc: ProviderCallError) -> None:
+            if not exc.is_config_error:  # a configuration error is no outage
+                self._embed_breaker.record_failure()
+            self._health.failure(exc, "embedding")
 
         first = True
 
@@ -697,9 +777,11 @@ class GatewayService:
                 sleep=self._retry_sleep,
                 rng=self._rng_locked(),
                 before_attempt=before_attempt,
-                on_failure=lambda exc: self._embed_breaker.record_failure(),
+                on_failure=on_failure,
             )
         except ProviderCallError as exc:
+            if exc.is_config_error:
+                raise self._config_error(exc, self._embedder) from None
             raise GatewayError(f"embedding failed: {exc}") from None
 
     def embedder_info(self) -> tuple[str, int]:
@@ -734,6 +816,7 @@ class GatewayService:
                     "embedding": self._embed_breaker.state.value,
                     "embedding_times_opened": self._embed_breaker.times_opened,
                 },
+                "provider": self.provider_health(),
                 "pending_redo": pending,
                 "pending_dropped": dropped,
                 "redone": redone,

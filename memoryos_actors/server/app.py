@@ -113,6 +113,11 @@ _STATUS: tuple[tuple[type[MemoryOSError], int], ...] = (
     (ActorCrashed, 503),
     (GatewayError, 502),
 )
+_ERRORS_CHAT: dict[int | str, dict[str, Any]] = {
+    502: {"model": m.ErrorBody, "description": "The LLM provider refused the call for a "
+          "configuration reason (ProviderAuthError, ProviderModelNotFound, "
+          "ProviderUnreachable); the message says what to fix."},
+}
 
 
 def _memory_error(_request: Request, exc: Exception) -> JSONResponse:
@@ -459,14 +464,20 @@ def create_app(settings: ServerSettings, *, keys: KeyStore | None = None,
         return _context(ctx, user_id, body.assistant_id, body.top_k)
 
     @v1.post("/users/{user_id}/chat", summary="Answer from memory and store the turn",
-             response_model=m.ChatResponse, tags=["memory"])
+             response_model=m.ChatResponse, tags=["memory"], responses=_ERRORS_CHAT)
     async def chat(request: Request, user_id: str, body: m.ChatRequest) -> m.ChatResponse:
-        """Retrieve, generate a reply with the configured LLM, store the turn."""
+        """Retrieve, generate a reply with the configured LLM, store the turn.
+
+        During a provider outage the offline fallback replies and the answer says so
+        (``degraded``, ``reason``). A provider configuration error is a 502 naming it
+        (``ProviderAuthError``, ``ProviderModelNotFound``, ``ProviderUnreachable``), never
+        a fallback reply; nothing is stored then."""
         tenant = tenant_of(request)
-        reply = await state.memory().chat(
+        reply = await state.memory().chat_reply(
             internal_id(tenant, user_id), body.query,
             internal_id(tenant, body.assistant_id, "assistant_id"))
-        return m.ChatResponse(user_id=user_id, reply=reply)
+        return m.ChatResponse(user_id=user_id, reply=reply.text, degraded=reply.degraded,
+                              reason=reply.reason)
 
     @v1.get("/users/{user_id}/memories", summary="List a user's memories",
             response_model=m.MemoriesResponse, tags=["memory"])
@@ -605,12 +616,21 @@ def create_app(settings: ServerSettings, *, keys: KeyStore | None = None,
         """200 while the process serves HTTP."""
         return m.HealthResponse(status="ok")
 
-    @app.get("/readyz", summary="Readiness", response_model=m.HealthResponse, tags=["ops"],
+    @app.get("/readyz", summary="Readiness", response_model=m.ReadyResponse, tags=["ops"],
              responses={503: {"model": m.HealthResponse, "description": "Not ready."}})
     async def readyz() -> Response:
-        """200 when the memory system is open and accepting calls, else 503."""
+        """200 when the memory system is open and accepting calls, else 503.
+
+        ``llm`` tells how the provider is doing (its circuit breakers, a configuration
+        error, the last failure); a degraded provider does not make the server unready,
+        since memory calls still work and replies come from the fallback, marked so."""
         ready = state.status == "ok"
-        return JSONResponse({"status": state.status}, status_code=200 if ready else 503)
+        body: dict[str, Any] = {"status": state.status}
+        if ready and state.mem is not None:
+            gateway = getattr(state.mem.sync, "gateway_service", None)
+            if gateway is not None:
+                body["llm"] = gateway.provider_health()
+        return JSONResponse(body, status_code=200 if ready else 503)
 
     @app.get("/metrics", summary="Prometheus metrics", tags=["ops"],
              response_class=Response,

@@ -43,7 +43,11 @@ def _serve(args: argparse.Namespace) -> int:
     _need("server", "fastapi", "uvicorn", "prometheus_client")
     if args.mcp:
         _need("mcp", "mcp")
+    from ..cli.doctor import provider_check
     from ..config import MemoryConfig
+
+    config = MemoryConfig.load(args.config)
+    provider_check(args, config)  # before the server's imports: a refusal comes at once
     from .app import ServerSettings
     from .run import serve
 
@@ -52,7 +56,7 @@ def _serve(args: argparse.Namespace) -> int:
         print(f"memoryos: warning: no key file at {keys}; every /v1 request gets 401 until "
               "you run `memoryos keys add --tenant NAME`")
     settings = ServerSettings(
-        data_dir=_data_dir(args), keys_file=keys, config=MemoryConfig.load(args.config),
+        data_dir=_data_dir(args), keys_file=keys, config=config,
         host=args.host, port=args.port, max_body_bytes=args.max_body_bytes,
         rate_per_second=args.rate, burst=args.burst, mcp=args.mcp,
         ready_file=Path(args.ready_file) if args.ready_file else None,
@@ -63,10 +67,14 @@ def _serve(args: argparse.Namespace) -> int:
 
 def _mcp(args: argparse.Namespace) -> int:
     _need("mcp", "mcp")
+    from ..cli.doctor import provider_check
     from ..config import MemoryConfig
+
+    config = MemoryConfig.load(args.config)
+    provider_check(args, config)
     from .run import serve_mcp_stdio
 
-    serve_mcp_stdio(_data_dir(args), MemoryConfig.load(args.config), args.tenant,
+    serve_mcp_stdio(_data_dir(args), config, args.tenant,
                     shutdown_timeout=args.shutdown_timeout)
     return 0
 
@@ -98,6 +106,8 @@ def _keys(args: argparse.Namespace) -> int:
 
 def add_parsers(add: Callable[[str, str], argparse.ArgumentParser]) -> None:
     """Add ``serve``, ``mcp`` and ``keys`` with ``add(name, help) -> parser``."""
+    from ..cli.doctor import add_skip_flag
+
     s = add("serve", "serve the HTTP JSON API (extra: server; --mcp adds MCP at /mcp)")
     s.add_argument("--host", default="127.0.0.1", help="address (default 127.0.0.1)")
     s.add_argument("--port", type=int, default=8080, help="TCP port, 0 for any (default 8080)")
@@ -113,9 +123,11 @@ def add_parsers(add: Callable[[str, str], argparse.ArgumentParser]) -> None:
                    help="largest request body, bytes (default 524288)")
     s.add_argument("--ready-file", help="write {host, port, pid} as JSON here once serving")
     add_shutdown_timeout(s, "the requests in flight")
+    add_skip_flag(s)
     m = add("mcp", "serve MCP over stdio for one tenant's users (extra: mcp)")
     m.add_argument("--tenant", default="default", help="whose users (default: default)")
     add_shutdown_timeout(m, "the answers to the requests in flight")
+    add_skip_flag(m)
     k = add("keys", "manage the API keys of `memoryos serve`")
     k.add_argument("action", choices=("add", "list", "revoke"))
     k.add_argument("key_id", nargs="?", help="revoke: the key id")

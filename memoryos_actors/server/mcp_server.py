@@ -113,12 +113,16 @@ def build_mcp(
     @server.tool()
     @_tool_errors
     async def chat(user_id: str, query: str, ctx: Context,
-                   assistant_id: str = "default") -> dict[str, str]:
-        """Answer query from the user's memory with the server's LLM, and store the turn."""
+                   assistant_id: str = "default") -> dict[str, Any]:
+        """Answer query from the user's memory with the server's LLM, and store the turn.
+
+        ``degraded`` is true (with the ``reason``) when the LLM was unavailable and the
+        offline fallback wrote the reply."""
         t = tenant(ctx)
-        reply = await memory().chat(internal_id(t, user_id), query,
-                                    internal_id(t, assistant_id, "assistant_id"))
-        return {"user_id": user_id, "reply": reply}
+        reply = await memory().chat_reply(internal_id(t, user_id), query,
+                                          internal_id(t, assistant_id, "assistant_id"))
+        return {"user_id": user_id, "reply": reply.text, "degraded": reply.degraded,
+                "reason": reply.reason}
 
     @server.tool(annotations=ToolAnnotations(read_only_hint=True))
     @_tool_errors

@@ -20,6 +20,8 @@ _COUNTERS = (
     ("turns", "memoryos_turns", "Turns added since the server started."),
     ("retrievals", "memoryos_retrievals", "Retrievals served since the server started."),
     ("chats", "memoryos_chats", "Chat replies generated since the server started."),
+    ("degraded_chats", "memoryos_degraded_chats",
+     "Chat replies written by the offline fallback during a provider outage."),
     ("activations", "memoryos_user_activations", "User actor groups started."),
     ("passivations", "memoryos_user_passivations", "User actor groups stopped."),
     ("evicted_segments", "memoryos_evicted_segments", "Segments evicted from MTM to archives."),
@@ -74,6 +76,37 @@ class _MemoryCollector(Collector):
         ):
             if key in gw:
                 yield CounterMetricFamily(name, doc, value=float(gw[key]))
+        yield from _provider_metrics(gw)
+
+
+_BREAKERS = ("completion", "embedding")
+_PROVIDER_STATES = ("offline", "ok", "degraded", "misconfigured")
+
+
+def _provider_metrics(gw: dict[str, Any]) -> Iterator[Metric]:
+    """The circuit breakers and the provider's state (the names ``memoryos stats
+    --prometheus`` uses)."""
+    breaker = gw.get("breaker") or {}
+    if breaker:
+        is_open = GaugeMetricFamily("memoryos_llm_breaker_open",
+                                    "1 when the circuit breaker is not closed.",
+                                    labels=["breaker"])
+        opened = CounterMetricFamily("memoryos_llm_breaker_opened",
+                                     "Times the circuit breaker opened.", labels=["breaker"])
+        for which in _BREAKERS:
+            if which in breaker:
+                is_open.add_metric([which], 0.0 if breaker[which] == "closed" else 1.0)
+                opened.add_metric([which], float(breaker.get(f"{which}_times_opened", 0)))
+        yield is_open
+        yield opened
+    state = (gw.get("provider") or {}).get("state")
+    if state:
+        fam = GaugeMetricFamily("memoryos_llm_provider_state",
+                                "1 for the provider's current state (see /readyz).",
+                                labels=["state"])
+        for name in _PROVIDER_STATES:
+            fam.add_metric([name], 1.0 if state == name else 0.0)
+        yield fam
 
 
 class ServerMetrics:

@@ -9,8 +9,9 @@ from pydantic import BaseModel, ConfigDict, Field
 __all__ = [
     "AddTurnRequest", "AddTurnResponse", "AgentMemory", "AgentProfileBody", "ChatRequest",
     "ChatResponse", "ContextItemOut", "ErrorBody", "ErrorDetail", "FactOut", "ForgetResponse",
-    "HealthResponse", "MemoriesResponse", "MemoryCorrection", "MemoryEventOut",
-    "MemoryHistoryResponse", "MemoryOut", "PageOut", "RetrieveRequest", "RetrieveResponse",
+    "HealthResponse", "LLMHealth", "MemoriesResponse", "MemoryCorrection", "MemoryEventOut",
+    "MemoryHistoryResponse", "MemoryOut", "PageOut", "ReadyResponse", "RetrieveRequest",
+    "RetrieveResponse",
     "SegmentOut", "TraitOut", "UserProfileBody", "UsersResponse",
 ]
 
@@ -105,6 +106,12 @@ class ChatResponse(BaseModel):
 
     user_id: str
     reply: str
+    degraded: bool = Field(
+        False, description="True when the configured LLM was unavailable (5xx answers, "
+        "timeouts, its circuit breaker open) and the offline fallback wrote the reply.")
+    reason: str | None = Field(
+        None, description="Why the reply is degraded, e.g. \"provider unavailable: "
+        "InternalServerError (HTTP 500)\"; null when it is not.")
 
 
 class UserProfileBody(_In):
@@ -193,10 +200,34 @@ class ForgetResponse(BaseModel):
     was_active: bool
 
 
+class LLMHealth(BaseModel):
+    """How the configured LLM and embedder are doing (readiness only)."""
+
+    state: Literal["offline", "ok", "degraded", "misconfigured"] = Field(
+        description="offline: the offline backend, no provider; degraded: a circuit breaker "
+        "is not closed, replies come from the offline fallback; misconfigured: a "
+        "configuration error (key, model, base URL) since the last successful call.")
+    backend: str
+    breaker: dict[str, str] = Field(
+        description="Circuit breaker state per operation (completion, embedding): closed, "
+        "open or half_open.")
+    last_error: str | None = Field(None, description="The last provider failure's reason.")
+    last_error_age_seconds: float | None = Field(
+        None, description="How long ago that failure was, seconds.")
+
+
 class HealthResponse(BaseModel):
     """Liveness or readiness."""
 
     status: Literal["ok", "starting", "stopping"]
+
+
+class ReadyResponse(HealthResponse):
+    """Readiness, with how the LLM provider is doing."""
+
+    llm: LLMHealth | None = Field(
+        None, description="The provider's state, while ready. A degraded or misconfigured "
+        "provider does not make the server unready (memory calls still work).")
 
 
 class ErrorDetail(BaseModel):

@@ -21,7 +21,7 @@ try:
 except ImportError:  # pragma: no cover - Windows
     fcntl = None  # type: ignore[assignment]
 
-__all__ = ["LOCK_FILE_NAME", "DataDirLock"]
+__all__ = ["LOCK_FILE_NAME", "DataDirLock", "lock_holder"]
 
 LOCK_FILE_NAME = "LOCK"
 """Name of the lock file inside the data directory."""
@@ -108,3 +108,27 @@ class DataDirLock:
 
     def __repr__(self) -> str:
         return f"DataDirLock({str(self.path)!r}, held={self.held})"
+
+
+def lock_holder(path: str | os.PathLike[str]) -> tuple[bool, int | None]:
+    """Whether data directory ``path`` is locked now, and the holder's pid if it wrote one.
+
+    A probe that changes nothing: it creates no file and writes no pid (a directory never
+    opened has no lock file and is free), and releases the lock at once if it got it.
+    Raises :class:`StorageError` when the lock file exists but cannot be opened.
+    """
+    lock_path = Path(path) / LOCK_FILE_NAME
+    try:
+        fd = os.open(lock_path, os.O_RDONLY)
+    except FileNotFoundError:
+        return (False, None)
+    except OSError as exc:
+        raise StorageError(f"{lock_path}: cannot open lock file: {exc}") from exc
+    try:
+        if _try_lock(fd):
+            if fcntl is not None:
+                fcntl.flock(fd, fcntl.LOCK_UN)
+            return (False, None)
+        return (True, DataDirLock._read_pid(fd))
+    finally:
+        os.close(fd)

@@ -17,12 +17,15 @@ from memoryos_actors import AsyncMemoryOS, MemoryOS, MemoryOSError
 README = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
 
 EXPORTED = sorted([
-    "ActorCrashed", "AgentProfile", "AsyncMemoryOS", "Clock", "ConfigError", "ContextItem",
-    "CorruptDataError", "DataDirLocked", "EmbedderMismatch", "ForgetReport", "GatewayError",
-    "InvalidInput", "ManualClock", "Memory", "MemoryConfig", "MemoryContext", "MemoryEvent",
-    "MemoryOS", "MemoryOSError", "Overloaded", "Page", "ProviderUnavailable", "ReadOnlyError",
-    "RepairReport", "RepairedFile", "StorageError", "SystemClock", "SystemClosed",
-    "TraitLevel", "UnknownMemory", "UnknownUser", "UserPhase", "UserProfile", "UserState",
+    "ActorCrashed", "AgentProfile", "AsyncMemoryOS", "ChatReply", "Clock", "ConfigError",
+    "ContextItem", "CorruptDataError", "DataDirLocked", "DoctorCheck", "DoctorReport",
+    "EmbedderMismatch", "ForgetReport", "GatewayError", "InvalidInput", "ManualClock",
+    "Memory", "MemoryConfig", "MemoryContext", "MemoryEvent", "MemoryOS", "MemoryOSError",
+    "Overloaded", "Page", "ProviderAuthError", "ProviderConfigError", "ProviderModelNotFound",
+    "ProviderUnavailable", "ProviderUnreachable", "ReadOnlyError", "RepairReport",
+    "RepairedFile", "StorageError", "SystemClock",
+    "SystemClosed", "TraitLevel", "UnknownMemory", "UnknownUser", "UserPhase", "UserProfile",
+    "UserState", "doctor",
 ])
 
 

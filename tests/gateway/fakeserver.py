@@ -4,8 +4,12 @@ Serves ``POST /v1/chat/completions`` and ``POST /v1/embeddings``. By default it 
 every chat request with valid JSON for the prompt kind named in the request ("Task: kind")
 and every embedding request with deterministic unit vectors. Tests queue one-shot
 :class:`Action` s per endpoint to inject latency, HTTP errors (429 with ``Retry-After``,
-500), connection resets, or arbitrary (malformed, fenced) content. It counts requests and
+500), connection resets, requests never answered, or arbitrary (malformed, fenced)
+content, or set a default action for every request (a provider that is down). Like a real
+provider it can demand an API key (401 naming the presented key, masked, as OpenAI does)
+and know only some models (404 ``model_not_found`` for the others). It counts requests and
 embedding batch sizes. It binds an ephemeral port and stops in :meth:`FakeOpenAIServer.stop`.
+:func:`refused_url` is a base URL where nothing listens.
 """
 
 from __future__ import annotations
@@ -22,16 +26,18 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Self
 
-__all__ = ["Action", "FakeOpenAIServer", "default_answer"]
+__all__ = ["Action", "FakeOpenAIServer", "default_answer", "refused_url"]
 
 
 @dataclass(frozen=True)
 class Action:
     """What the server does for one request.
 
-    ``delay`` seconds of latency first; then either ``reset`` (close the socket without
-    answering), an error ``status`` (with ``retry_after`` seconds as a header, if set), or a
-    200 whose message content is ``content`` (None: the default valid answer).
+    ``delay`` seconds of latency first; then either ``hang`` (keep the connection open and
+    never answer, until the server stops), ``reset`` (close the socket without answering),
+    an error ``status`` (with ``retry_after`` seconds as a header, if set, and ``message``
+    as its text), or a 200 whose message content is ``content`` (None: the default valid
+    answer).
     """
 
     delay: float = 0.0
@@ -39,6 +45,9 @@ class Action:
     retry_after: float | None = None
     content: str | None = None
     reset: bool = False
+    hang: bool = False
+    #: The error answer's ``error.message`` (None: a text tests check never leaks).
+    message: str | None = None
 
 
 _INPUT_RE = re.compile(r"Input \(JSON\):\n(.*?)\n\nAnswer with ONE JSON object", re.DOTALL)
@@ -96,6 +105,8 @@ class _State:
     embed: deque[Action] = field(default_factory=deque)
     chat_requests: int = 0
     embed_requests: int = 0
+    #: Requests answered 401 (wrong key) or 404 (unknown model).
+    refused: int = 0
     embed_batch_sizes: list[int] = field(default_factory=list)
     kinds: list[str] = field(default_factory=list)
     #: Every chat request body, in arrival order (prompts, response_format, ...).
@@ -104,6 +115,10 @@ class _State:
     responder: Callable[[str, dict[str, Any]], dict[str, Any] | None] | None = None
     #: When True, a chat request asking for ``response_format`` gets a 400 naming it.
     reject_json_mode: bool = False
+    #: When set, a request without ``Authorization: Bearer <api_key>`` gets a 401.
+    api_key: str | None = None
+    #: When set, a chat request for another model gets a 404 ``model_not_found``.
+    models: frozenset[str] | None = None
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
@@ -117,6 +132,8 @@ class _Handler(BaseHTTPRequestHandler):
         length = int(self.headers.get("Content-Length") or 0)
         body = json.loads(self.rfile.read(length) or b"{}")
         st = self.server.state
+        if self._refused(body):
+            return
         if self.path.rstrip("/").endswith("/chat/completions"):
             with st.lock:
                 st.chat_requests += 1
@@ -140,9 +157,44 @@ class _Handler(BaseHTTPRequestHandler):
         else:
             self._send(404, {"error": {"message": "not found"}})
 
+    def _refused(self, body: dict[str, Any]) -> bool:
+        """Answer 401 for a wrong key or 404 for an unknown model, as OpenAI words them."""
+        st = self.server.state
+        with st.lock:
+            api_key, models = st.api_key, st.models
+        if api_key is not None:
+            auth = self.headers.get("Authorization") or ""
+            presented = auth.removeprefix("Bearer ").strip()
+            if presented != api_key:
+                with st.lock:
+                    st.refused += 1
+                shown = (presented[:5] + "*" * 12 + presented[-4:]) if presented else "''"
+                self._send(401, {"error": {
+                    "message": f"Incorrect API key provided: {shown}. You can find your API "
+                               "key at https://platform.openai.com/account/api-keys.",
+                    "type": "invalid_request_error", "code": "invalid_api_key"}})
+                return True
+        if models is not None and self.path.rstrip("/").endswith("/chat/completions"):
+            model = str(body.get("model", ""))
+            if model not in models:
+                with st.lock:
+                    st.refused += 1
+                self._send(404, {"error": {
+                    "message": f"The model `{model}` does not exist or you do not have "
+                               "access to it.",
+                    "type": "invalid_request_error", "code": "model_not_found"}})
+                return True
+        return False
+
     def _act(self, action: Action, ok_body: Any) -> None:
         if action.delay:
             time.sleep(action.delay)
+        if action.hang:
+            # Accepted and read, never answered: the client can only time out. Released
+            # (the socket closed unanswered) when the server stops, so its thread ends.
+            self.server.stopping.wait()
+            self.close_connection = True
+            return
         if action.reset:
             # Drop the connection with no answer: the client sees a connection error.
             self.close_connection = True
@@ -157,7 +209,8 @@ class _Handler(BaseHTTPRequestHandler):
                 headers["Retry-After"] = f"{action.retry_after:g}"
             self._send(
                 action.status,
-                {"error": {"message": f"SECRET-ERROR-TEXT status {action.status}",
+                {"error": {"message": action.message
+                           or f"SECRET-ERROR-TEXT status {action.status}",
                            "type": "server_error", "code": action.status}},
                 headers,
             )
@@ -223,18 +276,26 @@ class _Server(ThreadingHTTPServer):
     state: _State
     embed_dim: int
     default_action: Action
+    stopping: threading.Event
 
 
 class FakeOpenAIServer:
     """The scriptable server; use as a context manager or call start()/stop()."""
 
-    def __init__(self, embed_dim: int = 16, latency: float = 0.0) -> None:
+    def __init__(self, embed_dim: int = 16, latency: float = 0.0, *,
+                 api_key: str | None = None, models: set[str] | None = None,
+                 default: Action | None = None) -> None:
         """``embed_dim``: length of served vectors; ``latency``: seconds added to every
-        request that has no scripted action (simulates a remote provider)."""
+        request that has no scripted action (simulates a remote provider); ``api_key``: the
+        one key accepted (None: any); ``models``: the only chat models served (None: any);
+        ``default``: what every request without a scripted action gets (overrides
+        ``latency``; e.g. ``Action(status=500)`` for a provider that is down)."""
         self._httpd = _Server(("127.0.0.1", 0), _Handler)
-        self._httpd.state = _State()
+        self._httpd.state = _State(api_key=api_key,
+                                   models=frozenset(models) if models is not None else None)
         self._httpd.embed_dim = embed_dim
-        self._httpd.default_action = Action(delay=latency)
+        self._httpd.default_action = default if default is not None else Action(delay=latency)
+        self._httpd.stopping = threading.Event()
         self._thread = threading.Thread(
             target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05},
             name="fake-openai-server", daemon=True,
@@ -277,8 +338,14 @@ class FakeOpenAIServer:
         self._thread.start()
         return self
 
+    def set_default(self, action: Action) -> None:
+        """What every later request without a scripted action gets."""
+        with self.state.lock:
+            self._httpd.default_action = action
+
     def stop(self) -> None:
-        """Stop serving and join every server thread."""
+        """Stop serving (releasing requests left hanging) and join every server thread."""
+        self._httpd.stopping.set()
         self._httpd.shutdown()
         self._httpd.server_close()
         self._thread.join(5.0)
@@ -288,3 +355,18 @@ class FakeOpenAIServer:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def refused_url() -> str:
+    """``http://127.0.0.1:PORT/v1`` where nothing listens: a connection is refused.
+
+    The port was free a moment ago (bound, then closed); nothing in the tests listens on
+    ephemeral ports they did not ask for.
+    """
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    finally:
+        sock.close()
+    return f"http://127.0.0.1:{port}/v1"
