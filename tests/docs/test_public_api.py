@@ -17,7 +17,7 @@ from memoryos_actors import AsyncMemoryOS, MemoryOS, MemoryOSError
 README = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
 
 EXPORTED = sorted([
-    "ActorCrashed", "AgentProfile", "AsyncMemoryOS", "Clock", "ConfigError", "ContextItem",
+    "ActorCrashed", "AgentProfile", "ArchivedMemories", "AsyncMemoryOS", "Clock", "ConfigError", "ContextItem",
     "CorruptDataError", "DataDirLocked", "EmbedderMismatch", "ForgetReport", "GatewayError",
     "InvalidInput", "ManualClock", "Memory", "MemoryConfig", "MemoryContext", "MemoryEvent",
     "MemoryOS", "MemoryOSError", "Overloaded", "Page", "ProviderUnavailable", "StorageError",
