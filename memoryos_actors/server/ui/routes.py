@@ -41,6 +41,8 @@ LOGIN_COOKIE = "memoryos_ui_login"
 #: Rows per page of each list.
 USERS_PER_PAGE = 25
 SEGMENTS_PER_PAGE = 20
+#: Pages of each segment the user's page shows (all of them are on the segment's page).
+SEGMENT_PAGES_SHOWN = 3
 ARCHIVE_PER_PAGE = 50
 ARCHIVED_FACTS_SHOWN = 50
 #: Failed logins a client address may make at once, and per second after that.
@@ -74,6 +76,8 @@ def build_router(memory: Callable[[], AsyncMemoryOS], keys: KeyStore, limiter: R
     """The ``/ui`` routes over the memory system ``memory()`` and the server's ``keys``
     and request ``limiter`` (a session's requests count against its key's limit)."""
     templates = make_templates()
+    for name in templates.env.list_templates():
+        templates.get_template(name)  # compiled now, not in the first visitor's request
     static = StaticFiles()
     sessions = SessionStore()
     login_limiter = RateLimiter(LOGIN_RATE, LOGIN_BURST)
@@ -264,7 +268,7 @@ def build_router(memory: Callable[[], AsyncMemoryOS], keys: KeyStore, limiter: R
                     tab="overview", user_id=user_id, st=st, stm=st.stm, segments=shown,
                     pager=pager, n_segments=len(segments), mtm_pages=mtm_pages,
                     archived=arch.total, heat=heat, history=history,
-                    tau=config.promotion_threshold)
+                    tau=config.promotion_threshold, recent=SEGMENT_PAGES_SHOWN)
 
     @router.get("/users/{user_id}/archive", response_class=Response)
     async def archive_page(request: Request, user_id: str, q: str = "",
@@ -360,6 +364,23 @@ def build_router(memory: Callable[[], AsyncMemoryOS], keys: KeyStore, limiter: R
             raise UIError(404, "No such memory", f"no memory {memory_id!r}")
         return found, events
 
+    async def segment_pages(uid: str, found: Any, full: bool) -> list[tuple[str, str, float]]:
+        """A segment's pages ``(memory id, text, time)``, oldest first: from MTM; for an
+        archived segment only when ``full`` (that reads the whole archive, so only the
+        delete confirmation does it)."""
+        if found.tier == "mtm":
+            st = await memory().user_state(uid)
+            seg = next((s for s in st.segments
+                        if f"segment:{s.segment_id}" == found.memory_id), None)
+            if seg is not None:
+                return [(f"page:{p.page_id}", f"{p.query}\n{p.response}", p.timestamp)
+                        for p in seg.pages]
+        if not full:
+            return []
+        wanted = {f"page:{p}" for p in found.page_ids}
+        listed = await memory().memories(uid, kinds=["page"])
+        return [(m.memory_id, m.text, m.timestamp) for m in listed if m.memory_id in wanted]
+
     def back_url(user_id: str, memory_id: str, back: str) -> str:
         base = f"/ui/users/{_quote(user_id)}"
         if back in ("archive", "profile"):
@@ -375,8 +396,11 @@ def build_router(memory: Callable[[], AsyncMemoryOS], keys: KeyStore, limiter: R
         found, events = await memory_of(session, uid, memory_id)
         kind = memory_id.partition(":")[0]
         spec = TRAITS_BY_NAME.get(memory_id.partition(":")[2]) if kind == "trait" else None
+        pages = await segment_pages(uid, found, full=False) \
+            if found is not None and found.kind == "segment" else []
         return render(request, "memory.html", session=session, flash=flash(session),
                     user_id=user_id, memory_id=memory_id, kind=kind, found=found,
+                    pages=pages,
                     events=[(external_memory_id(session.tenant, e.memory_id), e)
                             for e in events],
                     spec=spec, levels=_LEVELS,
@@ -392,20 +416,7 @@ def build_router(memory: Callable[[], AsyncMemoryOS], keys: KeyStore, limiter: R
         found, _events = await memory_of(session, uid, memory_id)
         if found is None:
             raise UIError(404, "No such memory", f"{memory_id!r} is already gone")
-        pages: list[Any] = []
-        if found.kind == "segment":
-            # What goes with a segment: its pages, with their text.
-            wanted = {f"page:{p}" for p in found.page_ids}
-            if found.tier == "mtm":
-                st = await memory().user_state(uid)
-                seg = next((s for s in st.segments
-                            if f"segment:{s.segment_id}" == found.memory_id), None)
-                pages = [(f"page:{p.page_id}", f"{p.query}\n{p.response}", p.timestamp)
-                         for p in (seg.pages if seg else ())]
-            if not pages:
-                listed = await memory().memories(uid, kinds=["page"])
-                pages = [(m.memory_id, m.text, m.timestamp) for m in listed
-                         if m.memory_id in wanted]
+        pages = await segment_pages(uid, found, full=True) if found.kind == "segment" else []
         return render(request, "confirm_delete.html", session=session, user_id=user_id,
                     memory_id=memory_id, found=found, pages=pages,
                     back=back if back in _TABS else "overview")
