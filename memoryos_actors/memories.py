@@ -18,7 +18,13 @@ from .actors.protocol import ApplyEdit, EditMemory, Inspect, ReadHistory
 from .directory import UserEntry
 from .errors import InvalidInput, UnknownMemory, UnknownUser
 from .messages import TraitLevel
-from .store.edits import EDITABLE_KINDS, MEMORY_KINDS, MemoryRef, parse_memory_id
+from .store.edits import (
+    EDITABLE_KINDS,
+    MEMORY_KINDS,
+    MemoryRef,
+    cold_item_id,
+    parse_memory_id,
+)
 from .store.userstore import user_exists
 from .validation import check_text as _check_text
 from .validation import check_user_id as _check_user_id
@@ -412,8 +418,23 @@ class MemoryEditing:
                                           edited=mid in corrected))
         if entry.store is not None and (only is None or not any(
                 m.memory_id == only.memory_id for m in out)):
-            out.extend(self._archived(entry, kinds))
+            found = self._archived_one(entry, only) if only is not None else None
+            # One archived memory is looked up in the cold index; reading the whole
+            # archive is left for listings and what the index does not hold.
+            out.extend([found] if found is not None else self._archived(entry, kinds))
         return out
+
+    @staticmethod
+    def _archived_one(entry: UserEntry, ref: MemoryRef) -> Memory | None:
+        """Archived page, fact or agent trait ``ref`` from the cold index, or None."""
+        item_id = cold_item_id(ref)
+        store = entry.store
+        if item_id is None or store is None:
+            return None
+        item = store.cold.item(item_id)
+        if item is None or item.kind != ref.kind:
+            return None
+        return _archived_memory(item, store.edits.corrected)
 
     @staticmethod
     def _archived(entry: UserEntry, kinds: frozenset[str]) -> list[Memory]:

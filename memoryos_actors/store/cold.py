@@ -695,6 +695,21 @@ class ColdIndex:
         """Ids of every indexed item (for tests and inspection; O(items))."""
         return self._guard(lambda: {r[0] for r in self._db.execute("SELECT item_id FROM items")})
 
+    def item(self, item_id: str) -> ColdItem | None:
+        """The indexed item ``item_id`` (see :func:`~memoryos_actors.store.edits.cold_item_id`),
+        or None."""
+        if self._db is None and self._archive_last() == 0:
+            return None
+        return self._guard(self._item, item_id)
+
+    def _item(self, item_id: str) -> ColdItem | None:
+        self._catch_up()
+        db = self._db
+        assert db is not None
+        rows = db.execute(f"SELECT {_COLUMNS} FROM items WHERE item_id = ?",
+                          (item_id,)).fetchall()
+        return _row_items(rows)[0] if rows else None
+
     def contains(self, item_id: str) -> bool:
         """Whether ``item_id`` is indexed."""
         if self._db is None and self._archive_last() == 0:

@@ -51,6 +51,8 @@ def test_pages_come_newest_first_a_page_at_a_time_and_match_the_listing(
         m.memory_id for m in sorted(listed, key=lambda m: -m.timestamp)]
     by_id = {m.memory_id: m for m in listed}
     assert all(by_id[m.memory_id] == m for m in seen)
+    # One archived memory read alone (from the cold index) is the same record.
+    assert all(mem.get_memory(USER, m.memory_id) == m for m in seen[::7])
 
 
 def test_a_query_finds_the_one_matching_page_and_a_deleted_one_is_gone(
@@ -93,6 +95,11 @@ def test_archived_facts_are_listed_and_bad_arguments_refused(open_mem) -> None:
     facts = mem.archived_memories(USER, kind="fact")
     assert [m.text for m in facts.memories] == ["User collects antique maps."]
     assert facts.memories[0].memory_id.startswith("fact:f") and facts.total == 1
+    assert mem.get_memory(USER, facts.memories[0].memory_id) == facts.memories[0]
+    mem.correct_memory(USER, facts.memories[0].memory_id, "User collects antique globes.")
+    fixed = mem.archived_memories(USER, kind="fact").memories[0]
+    assert fixed.text == "User collects antique globes." and fixed.edited
+    assert mem.get_memory(USER, fixed.memory_id) == fixed
     for bad in (dict(kind="segment"), dict(limit=501), dict(offset=-1), dict(limit=True)):
         with pytest.raises(InvalidInput):
             mem.archived_memories(USER, **bad)

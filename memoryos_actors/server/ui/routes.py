@@ -338,9 +338,12 @@ def build_router(memory: Callable[[], AsyncMemoryOS], keys: KeyStore, limiter: R
                 ("Assistant traits", ctx.agent_traits),
                 ("Recent dialogue (STM)", tuple(reversed(ctx.stm))),
             )]
-        return render(request, "search.html", session=session, flash=flash(session),
-                    tab="search", user_id=user_id, q=q, assistant=assistant, ctx=ctx,
-                    groups=groups, rendered=ctx.render() if ctx is not None else "")
+        response = render(request, "search.html", session=session, flash=flash(session),
+                          tab="search", user_id=user_id, q=q, assistant=assistant, ctx=ctx,
+                          groups=groups, rendered=ctx.render() if ctx is not None else "")
+        if ctx is not None:
+            response.headers["Server-Timing"] = f"retrieve;dur={ctx.elapsed_ms:.1f}"
+        return response
 
     # -- one memory -------------------------------------------------------------------------
 

@@ -194,8 +194,8 @@ ErrorPage = Callable[[Request, UIError], Response]
 
 
 class UIRoute(APIRoute):
-    """A route of the memory page: security headers and ``Server-Timing`` (the handler's
-    time, ms) on every answer; redirects and errors (the library's typed errors, bad
+    """A route of the memory page: security headers and ``Server-Timing`` (``app``: the
+    handler's time, ms, after any entry the handler set itself) on every answer; redirects and errors (the library's typed errors, bad
     query parameters) answered as pages.
 
     ``error_page`` is set on the class by the router that uses it.
@@ -232,8 +232,9 @@ class UIRoute(APIRoute):
             for name, value in _HEADERS.items():
                 response.headers.setdefault(name, value)
             response.headers.setdefault("Cache-Control", "no-store")
-            response.headers["Server-Timing"] = \
-                f"app;dur={(time.perf_counter() - started) * 1000.0:.1f}"
+            total = f"app;dur={(time.perf_counter() - started) * 1000.0:.1f}"
+            parts = response.headers.get("Server-Timing")  # a handler's own, e.g. retrieve
+            response.headers["Server-Timing"] = f"{parts}, {total}" if parts else total
             return response
 
         return handler
