@@ -74,10 +74,13 @@ def load_demo(data: Path, config_file: Path) -> dict[str, Any]:
                     mem.add_turn(uid(u.user_id), question, answer)
         mem.flush()
         user = script.provenance_user
-        mem.correct_memory(uid(user), "trait:nature_and_environment", "high",
-                           "plans mountain trips")
+        # Correct a trait a persona update learned, so its history shows both.
+        learned = mem.user_state(uid(user)).traits
+        trait = learned[0].name if learned else "nature_and_environment"
+        level = "low" if learned and learned[0].level != "low" else "high"
+        mem.correct_memory(uid(user), f"trait:{trait}", level, "corrected by hand")
         mem.flush()
-    return {"user": user, "query": script.provenance_query}
+    return {"user": user, "query": script.provenance_query, "trait": trait}
 
 
 def start_server(root: Path, data: Path, config_file: Path) -> tuple[subprocess.Popen[bytes],
@@ -174,10 +177,9 @@ def main(argv: list[str] | None = None) -> int:
                 ("ui-user.png", user, {"height": 900}),
                 ("ui-search.png", user + "/search?q=" + quote(demo["query"]),
                  {"height": 760}),
-                ("ui-profile.png", user + "/profile", {"height": 760,
-                                                       "scroll_to": "#traits-h"}),
-                ("ui-history.png", user + "/memories/trait:nature_and_environment",
-                 {"height": 620}),
+                ("ui-profile.png", user + "/profile", {"height": 820}),
+                ("ui-history.png", user + "/memories/trait:" + demo["trait"],
+                 {"height": 720}),
                 ("ui-phone.png", user, {"width": 390, "height": 780, "mobile": True}),
             ]
             total = 0
