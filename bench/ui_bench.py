@@ -43,7 +43,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from cold_bench import T0, TurnGen, pct  # noqa: E402
+from cold_bench import T0, TurnGen, pct
 
 TENANT = "bench"
 USER = "reader"
@@ -242,7 +242,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     result["command"] = "python bench/ui_bench.py " + " ".join(
         a for a in (argv if argv is not None else sys.argv[1:]) if not a.startswith("/"))
     Path(args.out).write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
-    show: Callable[[str, dict[str, Any]], None] = lambda name, d: print(  # noqa: E731
+    show: Callable[[str, dict[str, Any]], None] = lambda name, d: print(
         f"{name:<24} server p50 {d['server_ms']['p50']:7.1f}  p95 "
         f"{d['server_ms']['p95']:7.1f}  p99 {d['server_ms']['p99']:7.1f} ms   round trip "
         f"p95 {d['round_trip_ms']['p95']:7.1f} ms")

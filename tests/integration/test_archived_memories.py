@@ -100,7 +100,7 @@ def test_archived_facts_are_listed_and_bad_arguments_refused(open_mem) -> None:
     fixed = mem.archived_memories(USER, kind="fact").memories[0]
     assert fixed.text == "User collects antique globes." and fixed.edited
     assert mem.get_memory(USER, fixed.memory_id) == fixed
-    for bad in (dict(kind="segment"), dict(limit=501), dict(offset=-1), dict(limit=True)):
+    for bad in ({"kind": "segment"}, {"limit": 501}, {"offset": -1}, {"limit": True}):
         with pytest.raises(InvalidInput):
             mem.archived_memories(USER, **bad)
     with pytest.raises(UnknownUser):

@@ -18,14 +18,14 @@ from srvutil import Server, add_key, start_server
 if chromium_paths() is None:
     pytest.skip("chromium and chromedriver are not installed", allow_module_level=True)
 
-from selenium.common.exceptions import (  # noqa: E402
+from selenium.common.exceptions import (
     NoAlertPresentException,
     NoSuchElementException,
     StaleElementReferenceException,
 )
-from selenium.webdriver.common.by import By  # noqa: E402
-from selenium.webdriver.common.keys import Keys  # noqa: E402
-from selenium.webdriver.support.ui import Select  # noqa: E402
+from selenium.webdriver.common.by import By
+from selenium.webdriver.common.keys import Keys
+from selenium.webdriver.support.ui import Select
 
 # Small tiers, so a few turns reach MTM and the archive.
 CONFIG = """\

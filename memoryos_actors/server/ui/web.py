@@ -17,7 +17,7 @@ from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from importlib import resources
-from typing import Any
+from typing import Any, ClassVar
 from urllib.parse import parse_qs, quote
 
 import jinja2
@@ -132,7 +132,7 @@ class StaticFiles:
     """The memory page's CSS and JavaScript, read once from the package, served with a
     content hash in their URL so they can be cached for a long time."""
 
-    _TYPES = {".css": "text/css; charset=utf-8", ".js": "text/javascript; charset=utf-8",
+    _TYPES: ClassVar[dict[str, str]] = {".css": "text/css; charset=utf-8", ".js": "text/javascript; charset=utf-8",
               ".svg": "image/svg+xml"}
 
     def __init__(self) -> None:
