@@ -240,7 +240,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     result["machine"] = {"python": platform.python_version(), "cpus": os.cpu_count(),
                          "platform": platform.platform()}
     result["command"] = "python bench/ui_bench.py " + " ".join(
-        a for a in (argv if argv is not None else sys.argv[1:]) if not a.startswith("/"))
+        "DIR" if a.startswith("/") else a for a in (argv if argv is not None else sys.argv[1:]))
     Path(args.out).write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
     show: Callable[[str, dict[str, Any]], None] = lambda name, d: print(
         f"{name:<24} server p50 {d['server_ms']['p50']:7.1f}  p95 "
