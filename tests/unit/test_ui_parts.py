@@ -6,8 +6,8 @@ import pytest
 
 pytest.importorskip("jinja2")
 
-from memoryos_actors.server.ui.charts import DAY_S, heat_chart, history_chart  # noqa: E402
-from memoryos_actors.server.ui.sessions import SessionStore  # noqa: E402
+from memoryos_actors.server.ui.charts import DAY_S, heat_chart, history_chart
+from memoryos_actors.server.ui.sessions import SessionStore
 
 
 class Clock:
