@@ -20,6 +20,8 @@ _EXPORTS: dict[str, str] = {
     "MemoryOS": "memoryos_actors.system",
     "AsyncMemoryOS": "memoryos_actors.aio",
     "ForgetReport": "memoryos_actors.reports",
+    "RepairReport": "memoryos_actors.reports",
+    "RepairedFile": "memoryos_actors.reports",
     "UserPhase": "memoryos_actors.directory",
     "UserState": "memoryos_actors.reports",
     "MemoryConfig": "memoryos_actors.config",
@@ -44,6 +46,7 @@ _EXPORTS: dict[str, str] = {
     "Overloaded": "memoryos_actors.errors",
     "SystemClosed": "memoryos_actors.errors",
     "StorageError": "memoryos_actors.errors",
+    "ReadOnlyError": "memoryos_actors.errors",
     "CorruptDataError": "memoryos_actors.errors",
     "EmbedderMismatch": "memoryos_actors.errors",
     "DataDirLocked": "memoryos_actors.errors",
@@ -59,9 +62,9 @@ __all__ = sorted(_EXPORTS)
 _FACADE_METHODS: tuple[str, ...] = (
     "open", "add_turn", "retrieve", "chat", "set_user_profile", "set_agent_profile", "stats",
     "users", "active_users", "user_state", "tree", "archive", "stored_page_ids", "flush",
-    "export_user", "import_user", "forget_user", "passivate", "user_phase", "user_epoch",
-    "kill_actor", "memories", "archived_memories", "get_memory", "delete_memory",
-    "correct_memory", "memory_history", "close",
+    "export_user", "import_user", "forget_user", "repair_user", "passivate", "user_phase",
+    "user_epoch", "kill_actor", "memories", "archived_memories", "get_memory",
+    "delete_memory", "correct_memory", "memory_history", "close",
 )
 
 if TYPE_CHECKING:
@@ -80,13 +83,14 @@ if TYPE_CHECKING:
         MemoryOSError,
         Overloaded,
         ProviderUnavailable,
+        ReadOnlyError,
         StorageError,
         SystemClosed,
         UnknownMemory,
         UnknownUser,
     )
     from .messages import AgentProfile, ContextItem, MemoryContext, Page, TraitLevel, UserProfile
-    from .reports import ForgetReport, UserState
+    from .reports import ForgetReport, RepairedFile, RepairReport, UserState
     from .system import MemoryOS
 
 

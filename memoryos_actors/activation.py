@@ -147,6 +147,7 @@ class UserActivation:
             archive=cfg.archive_enabled,
             config_fingerprint=cfg.fingerprint(),
             embedder=embedder,
+            read_only=self.read_only,
         )
 
     def _activate(self, entry: UserEntry, deadline: float) -> None:
@@ -292,7 +293,7 @@ class UserActivation:
         Never raises: a failure is logged and the group is stopped anyway, so the user's
         next call starts from the files (the WAL has every acknowledged turn).
         """
-        if snapshot:
+        if snapshot and not self.read_only:
             try:
                 stm = self.registry.lookup(actor_names(entry.user_id)[0])
                 if stm is not None and entry.env is not None \

@@ -18,7 +18,7 @@ from .config import MemoryConfig
 from .directory import UserPhase
 from .memories import ArchivedMemories, Memory, MemoryEvent
 from .messages import AgentProfile, MemoryContext, UserProfile
-from .reports import ForgetReport, UserState
+from .reports import ForgetReport, RepairReport, UserState
 
 if TYPE_CHECKING:
     from .cluster import ClusterMemoryOS, RayCluster
@@ -50,6 +50,7 @@ class AsyncMemoryOS:
         *,
         clock: Clock | None = None,
         cluster: RayCluster | None = None,
+        read_only: bool = False,
     ) -> AsyncMemoryOS:
         """Start a memory system (see :meth:`MemoryOS.open`) without blocking the loop."""
         from .system import MemoryOS  # system re-exports this class: import it late
@@ -57,7 +58,7 @@ class AsyncMemoryOS:
         loop = asyncio.get_running_loop()
         sync = await loop.run_in_executor(
             None, functools.partial(MemoryOS.open, data_dir, config, clock=clock,
-                                    cluster=cluster)
+                                    cluster=cluster, read_only=read_only)
         )
         return cls(sync)
 
@@ -119,6 +120,10 @@ class AsyncMemoryOS:
     async def forget_user(self, user_id: str) -> ForgetReport:
         """See :meth:`MemoryOS.forget_user`."""
         return await self._run(self.sync.forget_user, user_id)
+
+    async def repair_user(self, user_id: str) -> RepairReport:
+        """See :meth:`MemoryOS.repair_user`."""
+        return await self._run(self.sync.repair_user, user_id)
 
     async def user_state(self, user_id: str) -> UserState:
         """See :meth:`MemoryOS.user_state`."""

@@ -8,7 +8,8 @@ at once. A user is in one :class:`UserPhase` at a time::
        │                   └──failed──► PASSIVE      │  ▲
        │                                              │  └── EXPORTING (one consistent cut)
        ├──import_user──► IMPORTING ──► PASSIVE        └──forget_user──► FORGETTING ──► PASSIVE
-       └──forget_user──► FORGETTING ──► PASSIVE (no files left)
+       ├──forget_user──► FORGETTING ──► PASSIVE (no files left)
+       └──repair_user──► REPAIRING ──► PASSIVE  (also from ACTIVE: the group is stopped)
 
 ``PASSIVE`` is not stored: a user without an entry is passive (its files, if any, are
 closed). Calls (``add_turn``, ``retrieve``...) run only in ``ACTIVE``; a call that arrives
@@ -64,22 +65,28 @@ class UserPhase(enum.Enum):
     EXPORTING = "exporting"
     FORGETTING = "forgetting"
     IMPORTING = "importing"
+    REPAIRING = "repairing"
 
 
 #: Every allowed transition. ``PASSIVE`` as a target means "the entry is removed".
 TRANSITIONS: dict[UserPhase, frozenset[UserPhase]] = {
-    UserPhase.PASSIVE: frozenset({UserPhase.ACTIVATING, UserPhase.FORGETTING, UserPhase.IMPORTING}),
+    UserPhase.PASSIVE: frozenset({UserPhase.ACTIVATING, UserPhase.FORGETTING, UserPhase.IMPORTING,
+                                  UserPhase.REPAIRING}),
     UserPhase.ACTIVATING: frozenset({UserPhase.ACTIVE, UserPhase.PASSIVE}),
-    UserPhase.ACTIVE: frozenset({UserPhase.DRAINING, UserPhase.EXPORTING, UserPhase.FORGETTING}),
+    UserPhase.ACTIVE: frozenset({UserPhase.DRAINING, UserPhase.EXPORTING, UserPhase.FORGETTING,
+                                 UserPhase.REPAIRING}),
     UserPhase.DRAINING: frozenset({UserPhase.PASSIVE}),
     UserPhase.EXPORTING: frozenset({UserPhase.ACTIVE}),
     # A forget that could not stop the calls in flight in time gives the user back.
     UserPhase.FORGETTING: frozenset({UserPhase.PASSIVE, UserPhase.ACTIVE}),
     UserPhase.IMPORTING: frozenset({UserPhase.PASSIVE}),
+    # A repair that could not stop the calls in flight in time gives the user back.
+    UserPhase.REPAIRING: frozenset({UserPhase.PASSIVE, UserPhase.ACTIVE}),
 }
 
 #: Phases that end by waiting for the calls in flight to finish.
-_EXCLUSIVE = frozenset({UserPhase.DRAINING, UserPhase.EXPORTING, UserPhase.FORGETTING})
+_EXCLUSIVE = frozenset({UserPhase.DRAINING, UserPhase.EXPORTING, UserPhase.FORGETTING,
+                        UserPhase.REPAIRING})
 
 
 class TransitionError(MemoryOSError):
@@ -222,7 +229,7 @@ class UserDirectory:
     # -- lifecycle operations -----------------------------------------------------------
 
     def claim_passive(self, user_id: str, phase: UserPhase, deadline: float) -> UserEntry | None:
-        """Start ``phase`` (``FORGETTING`` or ``IMPORTING``) on a passive user.
+        """Start ``phase`` (``FORGETTING``, ``IMPORTING`` or ``REPAIRING``) on a passive user.
 
         Waits for a transition in progress to end. Returns the new entry, or None when the
         user is live (``ACTIVE``) so the caller should use :meth:`claim_active` instead.
@@ -246,7 +253,8 @@ class UserDirectory:
 
     def claim_active(self, user_id: str, phase: UserPhase, deadline: float,
                      *, only_idle: bool = False) -> UserEntry | None:
-        """Start ``phase`` (``DRAINING``, ``EXPORTING`` or ``FORGETTING``) on a live user.
+        """Start ``phase`` (``DRAINING``, ``EXPORTING``, ``FORGETTING`` or ``REPAIRING``) on a
+        live user.
 
         New calls are held back at once; the calls already in flight are waited for until
         ``deadline``. If they are still running then, the user goes back to ``ACTIVE`` and
@@ -384,13 +392,14 @@ class UserDirectory:
 
     def _slot_counts(self) -> tuple[int, int]:
         """``(held, releasing)``: group slots held, and how many of them belong to users
-        whose group is being stopped (``DRAINING``, ``FORGETTING``) and will be free soon.
+        whose group is being stopped (``DRAINING``, ``FORGETTING``, ``REPAIRING``) and will
+        be free soon.
         Caller holds the lock."""
         held = releasing = 0
         for e in self._entries.values():
             if e.slot:
                 held += 1
-                if e.phase is UserPhase.DRAINING or e.phase is UserPhase.FORGETTING:
+                if e.phase in (UserPhase.DRAINING, UserPhase.FORGETTING, UserPhase.REPAIRING):
                     releasing += 1
         return held, releasing
 

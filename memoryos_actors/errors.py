@@ -18,6 +18,7 @@ __all__ = [
     "MemoryOSError",
     "Overloaded",
     "ProviderUnavailable",
+    "ReadOnlyError",
     "StorageError",
     "SystemClosed",
     "UnknownMemory",
@@ -72,7 +73,43 @@ class StorageError(MemoryOSError):
 
 
 class CorruptDataError(StorageError):
-    """Stored data could not be read back; the message names the file."""
+    """Stored data could not be read back; the message names the file.
+
+    Damage inside a framed log (a WAL or an archive) with intact records after it also
+    says where, as attributes (``None`` when not known):
+
+    Attributes:
+        path: the damaged file.
+        offset: byte offset in ``path`` where the damage starts.
+        intact_after: how many intact records follow the damage (they are not lost:
+            ``memoryos repair`` salvages them).
+        user_id: the user whose file it is.
+    """
+
+    def __init__(self, message: str, *, path: str | None = None, offset: int | None = None,
+                 intact_after: int | None = None, user_id: str | None = None) -> None:
+        super().__init__(message)
+        self.path = path
+        self.offset = offset
+        self.intact_after = intact_after
+        self.user_id = user_id
+
+    def __reduce__(self) -> tuple[object, ...]:
+        # Keyword attributes survive pickling (errors cross Ray shard processes).
+        return (_rebuild_corrupt, (type(self), self.args, self.__dict__))
+
+
+def _rebuild_corrupt(cls: type[CorruptDataError], args: tuple[object, ...],
+                     attrs: dict[str, object]) -> CorruptDataError:
+    exc = cls.__new__(cls)
+    exc.args = args
+    exc.__dict__.update(attrs)
+    return exc
+
+
+class ReadOnlyError(StorageError):
+    """A write was asked of a memory system opened with ``read_only=True`` (or of a store
+    or log opened read-only): nothing in the data directory is ever changed by it."""
 
 
 class EmbedderMismatch(StorageError):

@@ -147,7 +147,13 @@ class Inspection:
         return self._call(uid, run)
 
     def stats(self, user_id: str | None = None) -> dict[str, Any]:
-        """Counters of the whole system, or of one user when ``user_id`` is given."""
+        """Counters of the whole system, or of one user when ``user_id`` is given.
+
+        The system's counters include ``damaged_users`` (how many users' files were refused
+        as damaged since the system opened, until repaired or read again successfully) and
+        ``damaged`` (their ids, each with the error); those users' calls raise
+        :class:`~memoryos_actors.errors.CorruptDataError`, every other user is served.
+        """
         if user_id is not None:
             st = self.user_state(user_id)
             return {
@@ -183,6 +189,8 @@ class Inspection:
             "activation_ms_p50": pct(0.5),
             "activation_ms_p99": pct(0.99),
             "user_group_restarts": restarts,
+            "damaged_users": len(self._damaged),
+            "damaged": dict(sorted(self._damaged.items())),
             "threads": threading.active_count(),
             "gateway": self.gateway_service.stats(),
         }

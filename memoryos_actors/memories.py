@@ -265,6 +265,7 @@ class MemoryEditing:
         """
         uid = _check_user_id(user_id)
         ref = parse_memory_id(memory_id)
+        self._check_writable("delete_memory")
         self._require_user(uid)
 
         def run(entry: UserEntry) -> dict[str, Any]:
@@ -304,6 +305,7 @@ class MemoryEditing:
         instead), :class:`UnknownMemory` if there is no such memory."""
         uid = _check_user_id(user_id)
         ref = parse_memory_id(memory_id)
+        self._check_writable("correct_memory")
         if ref.kind not in EDITABLE_KINDS:
             raise InvalidInput(f"{ref.kind} memories cannot be corrected (delete it and add "
                                "the turn again instead); facts, agent traits and traits can")

@@ -22,7 +22,7 @@ from .errors import (
     MemoryOSError,
     Overloaded,
 )
-from .reports import ForgetReport
+from .reports import ForgetReport, RepairReport
 from .store.export import read_export, write_export
 from .store.userstore import UserStore, user_exists
 from .validation import check_path as _check_path
@@ -101,6 +101,7 @@ class Portability:
         on the user: its calls wait until the import is done; a failed import leaves no
         files behind.
         """
+        self._check_writable("import_user")
         payload = read_export(_check_path(path, "path"))
         if payload.get("format") != _EXPORT_FORMAT:
             raise InvalidInput(f"{path}: not a memoryos-actors user export")
@@ -157,6 +158,7 @@ class Portability:
         dropped (each activation has its own epoch).
         """
         uid = _check_user_id(user_id)
+        self._check_writable("forget_user")
         deadline = time.monotonic() + self.config.overload_timeout_seconds
         while True:
             entry = self._dir.claim_active(uid, UserPhase.FORGETTING, deadline)
@@ -183,3 +185,40 @@ class Portability:
         finally:
             self._dir.finish(entry, UserPhase.PASSIVE)
         return ForgetReport(uid, tuple(removed), was_active, purged)
+
+    def repair_user(self, user_id: str) -> RepairReport:
+        """Salvage ``user_id``'s damaged files: every intact record before and after each
+        damaged range is kept, each original is kept beside its file as
+        ``<name>.corrupt-<unix ms>``, and the report says what was kept and what was lost
+        (records, turns, byte ranges). See :mod:`memoryos_actors.repair` for what is done
+        to which file; a healthy user is left as it is (``report.changed`` is False).
+
+        Calls for a user whose files were refused with
+        :class:`~memoryos_actors.errors.CorruptDataError` work again afterwards, with
+        every intact turn. One operation on the user: a live user's actors are stopped
+        first (without a snapshot: the files are what is repaired), new calls wait until
+        the repair is done. :class:`UnknownUser` if the user has no files,
+        :class:`~memoryos_actors.errors.ReadOnlyError` on a read-only system.
+        """
+        from .repair import repair_user
+
+        uid = _check_user_id(user_id)
+        self._check_writable("repair_user")
+        deadline = time.monotonic() + self.config.overload_timeout_seconds
+        while True:
+            entry = self._dir.claim_active(uid, UserPhase.REPAIRING, deadline)
+            was_active = entry is not None
+            if entry is None:
+                entry = self._dir.claim_passive(uid, UserPhase.REPAIRING, deadline)
+            if entry is not None:
+                break
+            if time.monotonic() > deadline:
+                raise Overloaded(f"user {uid!r} kept changing state; repair_user gave up")
+        try:
+            if was_active:
+                self._stop_group(entry, snapshot=False)
+            report = repair_user(self.data_dir, uid)
+            self._damaged.pop(uid, None)
+        finally:
+            self._dir.finish(entry, UserPhase.PASSIVE)
+        return report

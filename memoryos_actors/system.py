@@ -58,9 +58,11 @@ from .config import MemoryConfig
 from .directory import UserDirectory, UserEntry, UserPhase
 from .errors import (
     ActorCrashed,
+    CorruptDataError,
     InvalidInput,
     MemoryOSError,
     Overloaded,
+    ReadOnlyError,
     StorageError,
 )
 from .gateway.service import GatewayService
@@ -126,12 +128,18 @@ class MemoryOS(UserActivation, Inspection, Portability, MemoryEditing):
     """
 
     def __init__(
-        self, data_dir: Path, config: MemoryConfig, clock: Clock, *, _lock: DataDirLock
+        self, data_dir: Path, config: MemoryConfig, clock: Clock, *,
+        _lock: DataDirLock | None, read_only: bool = False,
     ) -> None:
         self.data_dir = data_dir
         self.config = config
         self.clock = clock
         self._lock = _lock
+        #: Opened with ``read_only=True``: nothing in the data directory is ever changed.
+        self.read_only = read_only
+        #: Users whose files were refused as damaged (user id -> the error), until a later
+        #: activation succeeds or :meth:`repair_user` runs.
+        self._damaged: dict[str, str] = {}
         self._closed = False
         self._dir = UserDirectory(config.max_inflight_per_user,
                                   is_pinned=lambda u: u.startswith(ASSISTANT_PREFIX))
@@ -177,12 +185,14 @@ class MemoryOS(UserActivation, Inspection, Portability, MemoryEditing):
     @overload
     @classmethod
     def open(cls, data_dir: str | os.PathLike[str], config: MemoryConfig | None = None, *,
-             clock: Clock | None = None, cluster: None = None) -> MemoryOS: ...
+             clock: Clock | None = None, cluster: None = None,
+             read_only: bool = False) -> MemoryOS: ...
 
     @overload
     @classmethod
     def open(cls, data_dir: str | os.PathLike[str], config: MemoryConfig | None = None, *,
-             clock: Clock | None = None, cluster: RayCluster) -> ClusterMemoryOS: ...
+             clock: Clock | None = None, cluster: RayCluster,
+             read_only: bool = False) -> ClusterMemoryOS: ...
 
     @classmethod
     def open(
@@ -192,12 +202,23 @@ class MemoryOS(UserActivation, Inspection, Portability, MemoryEditing):
         *,
         clock: Clock | None = None,
         cluster: RayCluster | None = None,
+        read_only: bool = False,
     ) -> MemoryOS | ClusterMemoryOS:
         """Start a memory system over ``data_dir`` (created if missing).
 
         Only one process may have a data directory open: a second one gets
         :class:`~memoryos_actors.errors.DataDirLocked`. ``clock`` defaults to the system
         clock; tests inject a :class:`~memoryos_actors.clock.ManualClock`.
+
+        With ``read_only=True`` nothing in ``data_dir`` is ever created, changed or
+        deleted, and no lock is taken (another process may have the directory open; this
+        one sees each user's files as they were when it activated that user). The
+        directory must exist. Reads work as usual (the tiers' own bookkeeping, such as
+        filling in chain meta data, stays in memory); calls that would store something
+        (``add_turn``, ``chat``, profile setters, ``import_user``, ``forget_user``,
+        ``delete_memory``, ``correct_memory``, ``repair_user``) raise
+        :class:`~memoryos_actors.errors.ReadOnlyError`; passivation and ``close`` write no
+        snapshot; a torn WAL tail is left where it is and not read.
 
         With ``cluster`` (a :class:`~memoryos_actors.cluster.RayCluster`), users are spread
         over shard processes and the result is a
@@ -207,10 +228,18 @@ class MemoryOS(UserActivation, Inspection, Portability, MemoryEditing):
         if not isinstance(cfg, MemoryConfig):
             raise InvalidInput(f"config must be a MemoryConfig, got {type(cfg).__name__}")
         path = _check_path(data_dir, "data_dir")
-        try:
-            path.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise StorageError(f"{path}: cannot create the data directory: {exc}") from exc
+        if not isinstance(read_only, bool):
+            raise InvalidInput(f"read_only must be a bool, got {type(read_only).__name__}")
+        if read_only and cluster is not None:
+            raise InvalidInput("read_only is not supported with cluster=")
+        if read_only:
+            if not path.is_dir():
+                raise StorageError(f"{path}: no data directory to open read-only")
+        else:
+            try:
+                path.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise StorageError(f"{path}: cannot create the data directory: {exc}") from exc
         configure_logging(cfg.log_level, cfg.log_format)
         if cluster is not None:
             if not callable(getattr(cluster, "open_facade", None)):
@@ -218,6 +247,9 @@ class MemoryOS(UserActivation, Inspection, Portability, MemoryEditing):
             return cluster.open_facade(path, cfg, clock if clock is not None else SystemClock())
         if (path / "shards.json").exists():
             raise InvalidInput(f"{path} is a sharded data directory: open it with cluster=")
+        if read_only:
+            return cls(path, cfg, clock if clock is not None else SystemClock(), _lock=None,
+                       read_only=True)
         lock = DataDirLock(path)
         try:
             return cls(path, cfg, clock if clock is not None else SystemClock(), _lock=lock)
@@ -321,13 +353,24 @@ class MemoryOS(UserActivation, Inspection, Portability, MemoryEditing):
                     f"actor {name!r} crashed while handling {type(message).__name__}: {exc!r}"
                 ) from exc
 
+    def _check_writable(self, what: str) -> None:
+        """Raise :class:`ReadOnlyError` for ``what`` when the system was opened read-only."""
+        if self.read_only:
+            raise ReadOnlyError(f"{what}: {self.data_dir} was opened read-only")
+
     def _call(self, user_id: str, fn: Callable[[UserEntry], T]) -> T:
         if not self._total.acquire(timeout=self.config.overload_timeout_seconds):
             raise Overloaded(
                 f"{self.config.max_inflight_total} calls in flight (max_inflight_total)"
             )
         try:
-            entry = self._enter(user_id)
+            try:
+                entry = self._enter(user_id)
+            except CorruptDataError as exc:
+                # Remembered for stats() and /metrics: one user's damage stays that user's.
+                self._damaged[user_id] = str(exc)
+                raise
+            self._damaged.pop(user_id, None)
             try:
                 return fn(entry)
             finally:
@@ -370,6 +413,7 @@ class MemoryOS(UserActivation, Inspection, Portability, MemoryEditing):
         remembered for the user's last 1,024 turns, across passivation and restarts.
         """
         uid = _check_user_id(user_id)
+        self._check_writable("add_turn")
         if turn_key is not None:
             _check_text(turn_key, "turn_key", 200)
         limit = self.config.max_text_bytes
@@ -442,6 +486,7 @@ class MemoryOS(UserActivation, Inspection, Portability, MemoryEditing):
 
     def chat(self, user_id: str, query: str, assistant_id: str = "default") -> str:
         """Answer ``query`` from memory: retrieve, generate a reply, store the turn."""
+        self._check_writable("chat")
         ctx = self.retrieve(user_id, query, assistant_id=assistant_id)
         result = self.gateway_service.complete(
             "chat_reply", {"context": ctx.render(), "query": query}, user_id=user_id
@@ -454,6 +499,7 @@ class MemoryOS(UserActivation, Inspection, Portability, MemoryEditing):
     def set_user_profile(self, user_id: str, profile: UserProfile) -> None:
         """Set the user's static profile (name, gender, birth year, extras); durable on return."""
         uid = _check_user_id(user_id)
+        self._check_writable("set_user_profile")
         if not isinstance(profile, UserProfile):
             raise InvalidInput(f"profile must be a UserProfile, got {type(profile).__name__}")
         self._call(uid, lambda e: self._ask(actor_names(uid)[2], SetUserProfile(uid, profile)))
@@ -463,6 +509,7 @@ class MemoryOS(UserActivation, Inspection, Portability, MemoryEditing):
     ) -> None:
         """Set the assistant's static persona as this user sees it; durable on return."""
         uid = _check_user_id(user_id)
+        self._check_writable("set_agent_profile")
         if not isinstance(profile, AgentProfile):
             raise InvalidInput(f"profile must be an AgentProfile, got {type(profile).__name__}")
         aid = _check_text(assistant_id, "assistant_id", 1024)
@@ -541,7 +588,8 @@ class MemoryOS(UserActivation, Inspection, Portability, MemoryEditing):
     # -- shutdown --------------------------------------------------------------------------
 
     def close(self, timeout: float = 60.0) -> None:
-        """Snapshot every active user, stop the tree and release the data directory."""
+        """Snapshot every active user, stop the tree and release the data directory (read-only:
+        no snapshot, nothing written)."""
         with self._stats_lock:
             if self._closed:
                 return
@@ -573,7 +621,8 @@ class MemoryOS(UserActivation, Inspection, Portability, MemoryEditing):
                 if entry.store is not None:
                     entry.store.close()
             self.gateway_service.close()
-            self._lock.release()
+            if self._lock is not None:
+                self._lock.release()
 
 
 # The asyncio facade lives in aio.py; importable from here as before.

@@ -98,13 +98,15 @@ def quiet_logging(cfg: MemoryConfig) -> None:
         logging.getLogger(noisy).setLevel(logging.WARNING)
 
 
-def open_memory(args: argparse.Namespace, path: Path, **overrides: Any) -> MemoryOS:
-    """Open the memory system over ``path`` with the command line's config."""
+def open_memory(args: argparse.Namespace, path: Path, *, read_only: bool = False,
+                **overrides: Any) -> MemoryOS:
+    """Open the memory system over ``path`` with the command line's config (``read_only``:
+    see :meth:`MemoryOS.open`; the read commands never change the data directory)."""
     from ..system import MemoryOS
 
     cfg = config_from_args(args, **overrides)
     quiet_logging(cfg)
-    return MemoryOS.open(path, cfg)
+    return MemoryOS.open(path, cfg, read_only=read_only)
 
 
 def require_user(mem: MemoryOS, user: str) -> None:

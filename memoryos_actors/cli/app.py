@@ -3,10 +3,12 @@
 ``memoryos demo`` runs a scripted multi-user conversation offline; the other subcommands
 work on a data directory (``--data-dir``, or ``MEMORYOS_DATA_DIR``, default
 ``./memoryos-data``): ``chat``, ``ingest``, ``inspect``, ``stats``, ``export``, ``import``,
-``forget``, ``rebalance`` (a sharded data directory's shard count); ``bench`` runs a benchmark from the ``bench/`` folder of a source checkout.
+``forget``, ``repair`` (a user's damaged files), ``rebalance`` (a sharded data directory's shard count); ``bench`` runs a benchmark from the ``bench/`` folder of a source checkout.
 
 Exit codes: 0 success, 1 unexpected failure, 2 bad input (unknown user, malformed file,
-locked or missing data directory, invalid configuration), 130 interrupted.
+locked or missing data directory, invalid configuration), 130 interrupted. ``serve``,
+``mcp``, ``chat`` and ``ingest`` stop gracefully on SIGTERM and SIGINT (see ``_stop``):
+exit code 0, or 130 for ``chat`` and ``ingest`` after SIGINT.
 
 The package, one concept per module: ``app`` (this parser and the entry point),
 ``commands`` (the data-directory commands), ``demo`` (plays ``demo_script.json``),
@@ -24,6 +26,7 @@ from collections.abc import Callable, Sequence
 from ..config import DATA_DIR_ENV
 from . import commands
 from ._common import DEFAULT_DATA_DIR, UsageError, console, plain
+from ._stop import add_shutdown_timeout
 from .bench import BENCHES, run_bench
 from .demo import run_demo
 
@@ -52,12 +55,14 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--assistant", default="default", help="assistant id (default: default)")
     c.add_argument("--model", help="any litellm model name (default: the offline backend)")
     c.add_argument("--base-url", help="OpenAI-compatible base URL for --model")
+    add_shutdown_timeout(c, "the reply in flight")
     i = add("ingest", "ingest a LoCoMo JSON file or a JSONL file of turns")
     i.add_argument("file")
     i.add_argument("--format", choices=("auto", "locomo", "jsonl"), default="auto",
                    help="file layout (default: by suffix or first character)")
     i.add_argument("--limit", type=int,
                    help="LoCoMo: first N conversations; JSONL: first N turns")
+    add_shutdown_timeout(i, "the turn in flight")
     n = add("inspect", "show a user's tiers, segments by heat, traits, KB")
     n.add_argument("user")
     n.add_argument("--pages", action="store_true", help="list each segment's pages")
@@ -74,6 +79,9 @@ def _parser() -> argparse.ArgumentParser:
     m.add_argument("--as", dest="as_user", help="store under this user id")
     f = add("forget", "delete every file of a user")
     f.add_argument("user")
+    rp = add("repair", "salvage a user's damaged files: keep every intact record, keep the "
+             "damaged originals as backups")
+    rp.add_argument("user")
     r = add("rebalance", "change a sharded data directory's shard count (no facade open)")
     r.add_argument("--shards", type=int, required=True, help="the new shard count")
     b = add("bench", "run a benchmark from the bench/ folder of a source checkout")
@@ -88,7 +96,8 @@ def _parser() -> argparse.ArgumentParser:
 _COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "demo": run_demo, "chat": commands.chat, "ingest": commands.ingest,
     "inspect": commands.inspect, "stats": commands.stats, "export": commands.export,
-    "import": commands.import_, "forget": commands.forget, "rebalance": commands.rebalance,
+    "import": commands.import_, "forget": commands.forget, "repair": commands.repair,
+    "rebalance": commands.rebalance,
     "bench": run_bench,
 }
 

@@ -127,6 +127,12 @@ def render_prometheus(stats: dict[str, Any], prefix: str = "memoryos") -> str:
             stats.get("user_group_restarts"))
     exp.add("actor_restarts_total", "counter",
             "Restarts of every child in the supervision tree.", stats.get("tree_restarts"))
+    exp.add("damaged_users", "gauge", "Users whose files were refused as damaged.",
+            stats.get("damaged_users"))
+    for user in sorted(stats.get("damaged") or {}):
+        exp.add("user_damaged", "gauge",
+                "1 for each user whose files are damaged (memoryos repair USER).", 1,
+                {"user": str(user)})
     for q, key in (("0.5", "activation_ms_p50"), ("0.99", "activation_ms_p99")):
         if key in stats:
             exp.add("activation_latency_seconds", "gauge",

@@ -54,6 +54,7 @@ from ._shard import error_from_reply
 
 if TYPE_CHECKING:
     from memoryos_actors.memories import ArchivedMemories, Memory, MemoryEvent
+    from memoryos_actors.reports import RepairReport
     from memoryos_actors.system import ForgetReport, UserState
 
 __all__ = ["ClusterMemoryOS", "ClusterSettings"]
@@ -385,6 +386,8 @@ class ClusterMemoryOS:
             for name, values in self._latency.items():
                 for label, p in (("p50", 0.5), ("p95", 0.95), ("p99", 0.99)):
                     merged[f"{name}_{label}"] = _percentile(values, p)
+        damaged = [(user, why) for part in parts for user, why in (part.get("damaged") or {}).items()]
+        merged["damaged"] = dict(sorted(damaged))  # each shard's users, by id
         merged["backend"] = type(self._host).__name__
         merged["shard_count"] = self.shards
         merged["shards"] = parts
@@ -459,6 +462,11 @@ class ClusterMemoryOS:
     def forget_user(self, user_id: str) -> ForgetReport:
         """See :meth:`MemoryOS.forget_user <memoryos_actors.MemoryOS.forget_user>`."""
         return self._call_user(user_id, "forget_user", retry=False)
+
+    def repair_user(self, user_id: str) -> RepairReport:
+        """See :meth:`MemoryOS.repair_user <memoryos_actors.MemoryOS.repair_user>` (run by
+        the shard that owns the user, on its directory)."""
+        return self._call_user(user_id, "repair_user", retry=False)
 
     # -- shutdown --------------------------------------------------------------------------
 

@@ -13,6 +13,7 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
+from ..cli._stop import add_shutdown_timeout
 from ..errors import InvalidInput
 
 __all__ = ["COMMANDS", "add_parsers"]
@@ -56,7 +57,7 @@ def _serve(args: argparse.Namespace) -> int:
         rate_per_second=args.rate, burst=args.burst, mcp=args.mcp,
         ready_file=Path(args.ready_file) if args.ready_file else None,
     )
-    serve(settings)
+    serve(settings, shutdown_timeout=args.shutdown_timeout)
     return 0
 
 
@@ -65,7 +66,8 @@ def _mcp(args: argparse.Namespace) -> int:
     from ..config import MemoryConfig
     from .run import serve_mcp_stdio
 
-    serve_mcp_stdio(_data_dir(args), MemoryConfig.load(args.config), args.tenant)
+    serve_mcp_stdio(_data_dir(args), MemoryConfig.load(args.config), args.tenant,
+                    shutdown_timeout=args.shutdown_timeout)
     return 0
 
 
@@ -110,8 +112,10 @@ def add_parsers(add: Callable[[str, str], argparse.ArgumentParser]) -> None:
     s.add_argument("--max-body-bytes", type=int, default=512 * 1024,
                    help="largest request body, bytes (default 524288)")
     s.add_argument("--ready-file", help="write {host, port, pid} as JSON here once serving")
+    add_shutdown_timeout(s, "the requests in flight")
     m = add("mcp", "serve MCP over stdio for one tenant's users (extra: mcp)")
     m.add_argument("--tenant", default="default", help="whose users (default: default)")
+    add_shutdown_timeout(m, "the answers to the requests in flight")
     k = add("keys", "manage the API keys of `memoryos serve`")
     k.add_argument("action", choices=("add", "list", "revoke"))
     k.add_argument("key_id", nargs="?", help="revoke: the key id")

@@ -33,6 +33,8 @@ _GAUGES = (
     ("inflight", "memoryos_inflight_calls", "Memory calls in flight."),
     ("gateway_backlog", "memoryos_gateway_backlog", "Gateway jobs queued."),
     ("placement_backlog", "memoryos_placement_backlog", "Pages waiting for MTM placement."),
+    ("damaged_users", "memoryos_damaged_users",
+     "Users whose files were refused as damaged (their calls fail; others are served)."),
 )
 _LATENCIES = (
     ("add_turn_ms", "memoryos_add_turn_latency_seconds", "add_turn latency quantiles, seconds."),

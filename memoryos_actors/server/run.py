@@ -4,15 +4,19 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import logging
+import math
 import os
 import socket
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+from ..cli._stop import DEFAULT_SHUTDOWN_TIMEOUT_S, StopSignals
 from ..config import MemoryConfig
 from ..errors import InvalidInput, StorageError
 from ..system import AsyncMemoryOS
@@ -45,24 +49,28 @@ def _write_ready(path: Path, host: str, port: int) -> None:
     os.replace(tmp, path)
 
 
-def serve(settings: ServerSettings) -> None:
-    """Serve the HTTP API until SIGINT/SIGTERM, then close the memory system cleanly."""
+def serve(settings: ServerSettings, *,
+          shutdown_timeout: float = DEFAULT_SHUTDOWN_TIMEOUT_S) -> None:
+    """Serve the HTTP API until SIGTERM or SIGINT, then stop gracefully.
+
+    The first signal closes the listening socket and the idle connections; requests in
+    flight get up to ``shutdown_timeout`` seconds to finish (then they are cancelled).
+    Then the memory system is closed, given ``shutdown_timeout`` seconds for its background
+    work (snapshots and the WAL sync happen in any case), and this returns. A second signal
+    stops waiting for the requests in flight; it never skips closing the memory system.
+    """
     import uvicorn
 
     from ..system import MemoryOS
 
-    sock = _bind(settings.host, settings.port)
-    try:
-        # Opened here, not in the app's lifespan, so a locked or damaged data directory is
-        # the typed error the CLI reports (exit code 2), not a log line from uvicorn.
-        memory = MemoryOS.open(settings.data_dir, settings.config)
-    except BaseException:
-        sock.close()
-        raise
-    port = sock.getsockname()[1]
-    app = create_app(settings, memory=memory)
-
     class _Server(uvicorn.Server):
+        @contextlib.contextmanager
+        def capture_signals(self) -> Iterator[None]:
+            # The signals are StopSignals' (below): uvicorn's own handling restores the
+            # default handlers after its shutdown and raises the signal again, which ends
+            # the process before the memory system is closed.
+            yield
+
         async def startup(self, sockets: list[socket.socket] | None = None) -> None:
             await super().startup(sockets=sockets)
             if self.should_exit:
@@ -72,37 +80,113 @@ def serve(settings: ServerSettings) -> None:
             print(f"memoryos: serving http://{settings.host}:{port} (OpenAPI at /docs)",
                   file=sys.stderr, flush=True)
 
-    config = uvicorn.Config(app, lifespan="on", log_level="warning", access_log=False,
-                            timeout_graceful_shutdown=10, server_header=False)
-    server = _Server(config)
-    try:
-        server.run(sockets=[sock])
-    finally:
-        sock.close()
-        memory.close()
-    if not server.started:
-        raise StorageError("the server did not start; the error is logged above")
+    server: _Server | None = None
+
+    def on_signal(count: int) -> None:
+        if server is not None:
+            server.should_exit = True
+            if count > 1:
+                # uvicorn stops waiting for the requests in flight and skips the app's
+                # shutdown; asyncio cancels what is left when uvicorn's loop ends.
+                server.force_exit = True
+
+    def quiet_cancellations(record: logging.LogRecord) -> bool:
+        # After a forced stop uvicorn logs every request it dropped, and the app's lifespan,
+        # as a CancelledError with its traceback: the stop notice already says so.
+        if stop.hurry and record.levelno >= logging.ERROR:
+            exc = record.exc_info[1] if record.exc_info else None
+            if isinstance(exc, asyncio.CancelledError) or (
+                    exc is None and "CancelledError" in record.getMessage()):
+                return False
+        return True
+
+    uvicorn_log = logging.getLogger("uvicorn.error")
+    with StopSignals(f"finishing the requests in flight (at most {shutdown_timeout:g} s), "
+                     "then closing the memory system", on_signal,
+                     shutdown_timeout=shutdown_timeout) as stop:
+        sock = _bind(settings.host, settings.port)
+        try:
+            # Opened here, not in the app's lifespan, so a locked or damaged data directory
+            # is the typed error the CLI reports (exit code 2), not a log line from uvicorn.
+            memory = MemoryOS.open(settings.data_dir, settings.config)
+        except BaseException:
+            sock.close()
+            raise
+        try:
+            port = sock.getsockname()[1]
+            app = create_app(settings, memory=memory)
+            # uvicorn takes whole seconds here: rounded up, a request in flight gets at
+            # least the time asked for.
+            config = uvicorn.Config(app, lifespan="on", log_level="warning", access_log=False,
+                                    timeout_graceful_shutdown=math.ceil(shutdown_timeout),
+                                    server_header=False)
+            server = _Server(config)
+            if stop.requested:  # a signal while the memory system was opening
+                on_signal(stop.count)
+            uvicorn_log.addFilter(quiet_cancellations)
+            server.run(sockets=[sock])
+        finally:
+            uvicorn_log.removeFilter(quiet_cancellations)
+            sock.close()
+            stop.closing()
+            memory.close(timeout=shutdown_timeout)
+        if not stop.requested and not server.started:
+            raise StorageError("the server did not start; the error is logged above")
 
 
-def serve_mcp_stdio(data_dir: Path, config: MemoryConfig, tenant: str) -> None:
-    """Serve MCP over stdin/stdout for ``tenant``'s users until stdin closes."""
+def serve_mcp_stdio(data_dir: Path, config: MemoryConfig, tenant: str, *,
+                    shutdown_timeout: float = DEFAULT_SHUTDOWN_TIMEOUT_S) -> None:
+    """Serve MCP over stdin/stdout for ``tenant``'s users until stdin closes or a stop signal.
+
+    On SIGTERM or SIGINT no new request is run (each gets an error answer); the requests in
+    flight get up to ``shutdown_timeout`` seconds for their answers; then the input ends,
+    the memory system is closed (``shutdown_timeout`` seconds for its background work) and
+    this returns. A second signal ends the input at once: requests still in flight are
+    answered with the SDK's "connection closed" error.
+    """
+    from ..system import MemoryOS
     from .mcp_server import build_mcp
+    from .stdio_relay import StdioRelay
 
     check_tenant(tenant)
-    holder: dict[str, AsyncMemoryOS] = {}
+    relay = StdioRelay(shutdown_timeout, "the server is stopping; this request was not run") \
+        if os.name == "posix" else None
 
-    @asynccontextmanager
-    async def lifespan(_server: Any) -> AsyncIterator[None]:
-        mem = await AsyncMemoryOS.open(data_dir, config)
-        holder["mem"] = mem
+    def on_signal(count: int) -> None:
+        if relay is not None:
+            if count == 1:
+                relay.stop_input()
+            else:
+                relay.end_input()
+
+    with StopSignals(f"answering the requests in flight (at most {shutdown_timeout:g} s), "
+                     "then closing the memory system", on_signal,
+                     shutdown_timeout=shutdown_timeout) as stop:
+        # Opened before the MCP server starts, so a locked or damaged data directory is the
+        # typed error the CLI reports at once (exit code 2), not an error inside the SDK's
+        # task group, which would wait for the client to close stdin first.
+        memory = AsyncMemoryOS(MemoryOS.open(data_dir, config))
+
+        @asynccontextmanager
+        async def lifespan(_server: Any) -> AsyncIterator[None]:
+            try:
+                yield
+            finally:
+                stop.closing()
+                await memory.close(timeout=shutdown_timeout)
+                if relay is not None:
+                    relay.end_input()  # whatever ended the server, its stdin reader too
+
+        server = build_mcp(lambda: memory, lambda _request: None, fixed_tenant=tenant,
+                           lifespan=lifespan)
         try:
-            yield
+            if relay is not None:
+                relay.start()
+                if stop.requested:  # a signal before the relay was listening
+                    on_signal(stop.count)
+            asyncio.run(server.run_stdio_async())
         finally:
-            holder.pop("mem", None)
-            await mem.close()
-
-    def memory() -> AsyncMemoryOS:
-        return holder["mem"]
-
-    server = build_mcp(memory, lambda _request: None, fixed_tenant=tenant, lifespan=lifespan)
-    asyncio.run(server.run_stdio_async())
+            if relay is not None:
+                relay.finish()
+            stop.closing()
+            memory.sync.close(timeout=shutdown_timeout)  # a no-op after the lifespan's

@@ -30,7 +30,6 @@ This module is private; :mod:`memoryos_actors.store.wal` and
 from __future__ import annotations
 
 import bisect
-import mmap
 import os
 import shutil
 import struct
@@ -45,8 +44,13 @@ from typing import Any, BinaryIO, Literal, Self
 import msgpack
 import structlog
 
-from memoryos_actors.errors import ConfigError, CorruptDataError, InvalidInput, StorageError
-from memoryos_actors.store._files import atomic_write, fsync_dir, tmp_path
+from memoryos_actors.errors import (
+    ConfigError,
+    CorruptDataError,
+    InvalidInput,
+    StorageError,
+)
+from memoryos_actors.store._files import atomic_write, fsync_dir, is_blank, tmp_path
 
 __all__ = [
     "FSYNC_POLICIES",
@@ -73,7 +77,6 @@ _FRAME = struct.Struct(">IIQ")
 _LEN_SEQ = struct.Struct(">IQ")
 _SEQ = struct.Struct(">Q")
 _COPY_CHUNK = 1024 * 1024
-_RESYNC_LOOKAHEAD = 64  # how many lost records we look past when checking for later valid data
 
 
 class NewerFormatError(CorruptDataError):
@@ -175,6 +178,48 @@ def read_frame(f: BinaryIO, offset: int, end: int, prev_seq: int) -> tuple[int, 
     return seq, payload
 
 
+class _Reader:
+    """A read-only file view over one descriptor with its own position (``os.pread``), so
+    readers sharing the descriptor never move each other's position."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self.pos = 0
+
+    def read(self, n: int) -> bytes:
+        data = os.pread(self.fd, n, self.pos)
+        self.pos += len(data)
+        return data
+
+    def seek(self, offset: int, whence: int = os.SEEK_SET) -> int:
+        self.pos = self.pos + offset if whence == os.SEEK_CUR else offset
+        return self.pos
+
+
+@dataclass(frozen=True, slots=True)
+class Damage:
+    """One damaged byte range of a framed log.
+
+    ``start`` is where the damage begins (just past the last intact frame before it),
+    ``end`` where the next intact frame starts (the file size when none follows);
+    ``after_seq`` is the seq of the last intact frame before it (the base seq if none),
+    ``next_seq`` that of the first intact frame after it (None when none follows), and
+    ``reason`` what was wrong with the frame at ``start``.
+    """
+
+    start: int
+    end: int
+    after_seq: int
+    next_seq: int | None
+    reason: str
+
+    @property
+    def lost_seqs(self) -> int:
+        """How many records the range held (seqs missing between the intact frames around
+        it); 0 when nothing intact follows (a damaged tail: how many is not known)."""
+        return 0 if self.next_seq is None else self.next_seq - self.after_seq - 1
+
+
 @dataclass(frozen=True, slots=True)
 class _Scan:
     base_seq: int
@@ -182,33 +227,107 @@ class _Scan:
     valid_end: int  # byte offset just past the last valid frame
     size: int
     bad_reason: str | None
-    torn: bool  # damage is an incomplete final frame (a write cut short), nothing after it
-    later_valid: bool  # a valid frame exists after the damage (corruption in the middle)
+    torn: bool  # damage only at the end: no intact frame follows it (a crash's cut write)
+    later_valid: bool  # an intact frame follows the damage (corruption in the middle)
     last_offset: int = 0  # where the last valid frame starts (0: no frame)
     marks: tuple[tuple[int, int], ...] = ()  # (seq, offset) of every MARK_EVERY-th frame
+    intact_after: int = 0  # intact frames after the first damage
+    damage: tuple[Damage, ...] = ()  # every damaged range, in file order
 
 
-def _valid_frame_after(path: Path, start: int, end: int, last_seq: int) -> bool:
-    """Whether a checksum-valid frame numbered past ``last_seq`` starts after ``start``."""
-    if end - start <= _FRAME.size:
-        return False
-    with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
-        # Search for the encoded seq numbers we would expect next: bytes.find runs in C, so
-        # this stays fast even for big archives (a byte-by-byte resync would not).
-        for k in range(1, _RESYNC_LOOKAHEAD + 1):
-            needle = _SEQ.pack(last_seq + k)
-            pos = mm.find(needle, start + 1)
-            while pos != -1:
-                frame_at = pos - 8
-                if frame_at > start and frame_at + _FRAME.size <= end:
-                    length, crc, seq = _FRAME.unpack_from(mm, frame_at)
-                    stop = frame_at + _FRAME.size + length
-                    if 0 < length <= MAX_RECORD_BYTES and stop <= end:
-                        payload = mm[frame_at + _FRAME.size : stop]
-                        if zlib.crc32(payload, zlib.crc32(_LEN_SEQ.pack(length, seq))) == crc:
-                            return True
-                pos = mm.find(needle, pos + 1)
-    return False
+_RESYNC_CHUNK = 1 << 20  # bytes examined per vectorised pass when resynchronising
+
+
+def _be32(a: Any, k: int, n: int) -> Any:
+    """Big-endian u32 at offsets ``k .. k+n-1`` of the byte array ``a`` (numpy)."""
+    import numpy as np
+
+    u = np.uint32
+    return ((a[k:k + n].astype(u) << u(24)) | (a[k + 1:k + 1 + n].astype(u) << u(16))
+            | (a[k + 2:k + 2 + n].astype(u) << u(8)) | a[k + 3:k + 3 + n].astype(u))
+
+
+def _frame_ok_at(fd: int, at: int, end: int, after_seq: int) -> int | None:
+    """The seq of the checksum-valid frame starting at ``at`` (above ``after_seq``, wholly
+    before ``end``), else None."""
+    head = os.pread(fd, _FRAME.size, at)
+    if len(head) < _FRAME.size:
+        return None
+    length, crc, seq = _FRAME.unpack(head)
+    if not (0 < length <= MAX_RECORD_BYTES and at + _FRAME.size + length <= end
+            and seq > after_seq):
+        return None
+    payload = os.pread(fd, length, at + _FRAME.size)
+    if len(payload) != length or zlib.crc32(payload, zlib.crc32(_LEN_SEQ.pack(length, seq))) \
+            != crc:
+        return None
+    return int(seq)
+
+
+def next_intact_frame(fd: int, start: int, end: int, after_seq: int) -> tuple[int, int] | None:
+    """``(offset, seq)`` of the first checksum-valid frame at or after byte ``start`` whose
+    seq is above ``after_seq``, or None when there is none before ``end``.
+
+    Every byte offset is a candidate: a vectorised pass (numpy) keeps those whose length
+    and seq fields are plausible (a seq can be at most one more per 17 bytes, the smallest
+    frame), and only those are checksummed. Runs only on damaged files.
+    """
+    import numpy as np
+
+    min_frame = _FRAME.size + 1
+    lo = after_seq + 1
+    hi = after_seq + (end - start) // min_frame + 1
+    pos = start
+    while pos + min_frame <= end:
+        stop = min(end, pos + _RESYNC_CHUNK + _FRAME.size)
+        chunk = os.pread(fd, stop - pos, pos)
+        n = len(chunk) - _FRAME.size + 1
+        if n <= 0:
+            break
+        a = np.frombuffer(chunk, dtype=np.uint8)
+        length = _be32(a, 0, n).astype(np.int64)
+        seq = (_be32(a, 8, n).astype(np.uint64) << np.uint64(32)) | _be32(a, 12, n).astype(
+            np.uint64)
+        at = np.arange(pos, pos + n, dtype=np.int64)
+        ok = ((length > 0) & (length <= MAX_RECORD_BYTES)
+              & (at + _FRAME.size + length <= end)
+              & (seq >= np.uint64(lo)) & (seq <= np.uint64(hi)))
+        for i in np.flatnonzero(ok):
+            got = _frame_ok_at(fd, pos + int(i), end, after_seq)
+            if got is not None:
+                return pos + int(i), got
+        pos += n
+    return None
+
+
+def walk_damaged(fd: int, offset: int, size: int, prev_seq: int, reason: str
+                 ) -> tuple[list[Damage], list[tuple[int, int, int]]]:
+    """From damage at ``offset`` (after the intact frame numbered ``prev_seq``), every
+    damaged range and every intact frame up to ``size``: ``(damages, frames)`` with
+    frames as ``(seq, offset, payload length)``."""
+    damages: list[Damage] = []
+    frames: list[tuple[int, int, int]] = []
+    # Buffered over the descriptor (its offset is used by nothing else, see scan).
+    with open(fd, "rb", closefd=False) as reader:
+        while True:
+            found = next_intact_frame(fd, offset, size, prev_seq)
+            if found is None:
+                damages.append(Damage(offset, size, prev_seq, None, reason))
+                return damages, frames
+            at, seq = found
+            damages.append(Damage(offset, at, prev_seq, seq, reason))
+            offset, prev_seq = at, seq - 1
+            reader.seek(offset)
+            while offset < size:
+                got = read_frame(reader, offset, size, prev_seq)
+                if isinstance(got, str):
+                    reason = got
+                    break
+                prev_seq = got[0]
+                frames.append((prev_seq, offset, len(got[1])))
+                offset += _FRAME.size + len(got[1])
+            else:
+                return damages, frames
 
 
 MARK_EVERY = 256
@@ -216,32 +335,49 @@ MARK_EVERY = 256
 from a given seq seeks close to it instead of walking every frame before it."""
 
 
-def scan(path: Path, magic: bytes, version: int, kind: str, *, marks: bool = False) -> _Scan:
-    """Validate every frame of ``path`` and report where valid data ends (with ``marks``,
-    also where every ``MARK_EVERY``-th frame starts)."""
-    size = path.stat().st_size
-    found: list[tuple[int, int]] = []
-    last_offset = 0
-    with open(path, "rb") as f:
-        base = read_header(f, path, magic, version, kind)
-        offset = HEADER_SIZE
-        seq = base
-        reason: str | None = None
-        while offset < size:
-            got = read_frame(f, offset, size, seq)
-            if isinstance(got, str):
-                reason = got
-                break
-            seq = got[0]
-            if marks and seq % MARK_EVERY == 0:
-                found.append((seq, offset))
-            last_offset = offset
-            offset += _FRAME.size + len(got[1])
-    if reason is None:
-        return _Scan(base, seq, offset, size, None, False, False, last_offset, tuple(found))
-    later = _valid_frame_after(path, offset, size, seq)
-    torn = reason in ("truncated frame header", "truncated record") and not later
-    return _Scan(base, seq, offset, size, reason, torn, later, last_offset, tuple(found))
+def scan(path: Path, magic: bytes, version: int, kind: str, *, marks: bool = False,
+         fd: int | None = None) -> _Scan:
+    """Validate every frame of ``path`` (read through ``fd`` when given) and report where
+    valid data ends (with ``marks``, also where every ``MARK_EVERY``-th frame starts), and,
+    past damage, every damaged range and how many intact frames follow."""
+    own = fd is None
+    if fd is None:
+        fd = os.open(path, os.O_RDONLY)
+    try:
+        size = os.fstat(fd).st_size
+        found: list[tuple[int, int]] = []
+        last_offset = 0
+        # Buffered: two reads per frame stay in user space. It moves the descriptor's
+        # offset, which nothing else relies on (every other read of it is a pread).
+        f = open(fd, "rb", closefd=False)  # noqa: SIM115 - closed below
+        try:
+            f.seek(0)
+            base = read_header(f, path, magic, version, kind)
+            offset = HEADER_SIZE
+            seq = base
+            reason: str | None = None
+            while offset < size:
+                got = read_frame(f, offset, size, seq)
+                if isinstance(got, str):
+                    reason = got
+                    break
+                seq = got[0]
+                if marks and seq % MARK_EVERY == 0:
+                    found.append((seq, offset))
+                last_offset = offset
+                offset += _FRAME.size + len(got[1])
+        finally:
+            f.close()
+        if reason is None:
+            return _Scan(base, seq, offset, size, None, False, False, last_offset,
+                         tuple(found))
+        damages, frames = walk_damaged(fd, offset, size, seq, reason)
+    finally:
+        if own:
+            os.close(fd)
+    later = bool(frames)
+    return _Scan(base, seq, offset, size, reason, not later, later, last_offset, tuple(found),
+                 len(frames), tuple(damages))
 
 
 def checkpoint_path(path: Path) -> Path:
@@ -253,14 +389,16 @@ def _file_identity(st: os.stat_result) -> list[int]:
     return [st.st_size, st.st_mtime_ns, st.st_ino]
 
 
-def _read_checkpoint(path: Path, magic: bytes, version: int, kind: str) -> _Scan | None:
+def _read_checkpoint(path: Path, magic: bytes, version: int, kind: str,
+                     fd: int | None = None) -> _Scan | None:
     """The scan result a checkpoint written at the last clean close vouches for, or None
     when there is none or it does not match the file exactly as it is now (any write
-    since, by us or anybody, changes its size or modification time)."""
+    since, by us or anybody, changes its size or modification time). With ``fd``, the
+    file is the one open there."""
     ckpt = checkpoint_path(path)
     try:
         raw = ckpt.read_bytes()
-        st = path.stat()
+        st = path.stat() if fd is None else os.fstat(fd)
     except OSError:
         return None
     try:
@@ -274,7 +412,11 @@ def _read_checkpoint(path: Path, magic: bytes, version: int, kind: str) -> _Scan
     except (ValueError, TypeError, KeyError, msgpack.UnpackException):
         return None
     size = st.st_size
-    with open(path, "rb") as f:
+    own = fd is None
+    if fd is None:
+        fd = os.open(path, os.O_RDONLY)
+    try:
+        f = _Reader(fd)
         try:
             if read_header(f, path, magic, version, kind) != base:
                 return None
@@ -291,6 +433,9 @@ def _read_checkpoint(path: Path, magic: bytes, version: int, kind: str) -> _Scan
                 return None
         elif size != HEADER_SIZE:
             return None
+    finally:
+        if own:
+            os.close(fd)
     if any(not (base < sq <= last and HEADER_SIZE <= off < size) for sq, off in marks):
         return None
     return _Scan(base, last, size, size, None, False, False, last_off if last > base else 0,
@@ -357,17 +502,27 @@ _open_paths_lock = threading.Lock()
 class RecordLog:
     """An append-only file of framed msgpack records with consecutive sequence numbers.
 
-    Opening recovers the file: a torn tail (an incomplete last frame) is cut off and logged;
-    any other damage also stops the log at the first bad frame, but a copy of the damaged file
-    is kept beside it as ``<name>.corrupt-<unix ms>`` and an error is logged. A file that
-    exists but has no readable header raises :class:`CorruptDataError` naming it: existing
-    data is never replaced by an empty log.
+    Opening checks the file. Damage with nothing intact after it is a torn tail (the end
+    of a write a crash cut short): it is cut off and logged (a copy of the file is kept
+    beside it as ``<name>.corrupt-<unix ms>`` unless the last frame was merely
+    incomplete). Damage with intact records after it is not a crash's doing (media
+    damage, a stray write): opening raises :class:`CorruptDataError` naming the file, the
+    byte offset and how many intact records follow, and changes nothing;
+    :func:`memoryos_actors.repair.repair_user` salvages them. A file that exists but
+    has no readable header raises :class:`CorruptDataError` naming it: existing data is
+    never replaced by an empty log.
 
     A missing file is created with just a header. With ``sync_create=False`` that creation
     is not fsynced (the file holds nothing a crash could lose); the log's first fsync then
     also makes its name durable, by calling ``on_first_sync`` (default: fsync the
     directory) before the fsync counts as done. Until then a machine crash may leave the
     file missing or blank; the caller decides whether that is safe to start over from.
+
+    With ``read_only=True`` the file is never created, cut, fsynced, locked or written, and
+    may be missing (an empty log) or, with ``empty_if_blank``, blank; a torn tail is left
+    where it is and not read (another process may be appending). Appends are kept in
+    memory only, for this object's life (the bookkeeping of a read-only session), and
+    :meth:`flush` does nothing. The records read are those of the file as it was opened.
     """
 
     MAGIC = b"MOSLOG"
@@ -389,6 +544,8 @@ class RecordLog:
         interval: float = 0.1,
         sync_create: bool = True,
         on_first_sync: Callable[[], None] | None = None,
+        read_only: bool = False,
+        empty_if_blank: bool = False,
     ) -> None:
         if fsync not in FSYNC_POLICIES:
             raise ConfigError(f"fsync must be one of {', '.join(FSYNC_POLICIES)}, not {fsync!r}")
@@ -397,6 +554,7 @@ class RecordLog:
         self.path = Path(path)
         self.fsync: str = fsync
         self.interval = float(interval)
+        self.read_only = bool(read_only)
         self._lock = threading.Lock()  # guards the file position and the seq counters
         self._sync_lock = threading.Lock()  # one fsync at a time; always taken before _lock
         self._closed = True
@@ -405,7 +563,17 @@ class RecordLog:
         self._on_first_sync = on_first_sync
         #: Created without fsync and not fsynced since (guarded by _sync_lock).
         self._created_unsynced = False
+        #: Read-only: the descriptor every read goes through (None: no file), the records
+        #: appended in memory, and the first seq not hidden by ``truncate_before``.
+        self._fd: int | None = None
+        self._overlay: list[tuple[int, bytes]] = []
+        self._hide_below = 0
         self._key = os.path.realpath(self.path)
+        if self.read_only:
+            self._file = None
+            self._open_read_only(empty_if_blank)
+            self._closed = False
+            return
         with _open_paths_lock:
             if self._key in _open_paths:
                 raise StorageError(f"{self.path}: {self.KIND} is already open in this process")
@@ -421,6 +589,46 @@ class RecordLog:
             FLUSHER.register(self)
 
     # -- opening and recovery -------------------------------------------------------------
+
+    def _open_read_only(self, empty_if_blank: bool) -> None:
+        self._checkpoint_current = True
+        self._marks: list[tuple[int, int]] = []
+        self._base = self._last_seq = self._synced_seq = 0
+        self._end = HEADER_SIZE
+        self._last_offset = 0
+        try:
+            fd = os.open(self.path, os.O_RDONLY)
+        except FileNotFoundError:
+            return
+        except OSError as exc:
+            raise StorageError(f"{self.path}: cannot read {self.KIND}: {exc}") from exc
+        try:
+            if empty_if_blank and is_blank(self.path):
+                os.close(fd)
+                return
+            result = None
+            if self.CHECKPOINT:
+                result = _read_checkpoint(self.path, self.MAGIC, self.VERSION, self.KIND, fd)
+            if result is None:
+                result = scan(self.path, self.MAGIC, self.VERSION, self.KIND,
+                              marks=self.CHECKPOINT, fd=fd)
+            if result.bad_reason is not None:
+                if result.later_valid:
+                    raise self._refusal(result)
+                log.debug("store_tail_ignored_read_only", path=str(self.path), kind=self.KIND,
+                          offset=result.valid_end, reason=result.bad_reason)
+        except OSError as exc:
+            os.close(fd)
+            raise StorageError(f"{self.path}: cannot read {self.KIND}: {exc}") from exc
+        except BaseException:
+            os.close(fd)
+            raise
+        self._fd = fd
+        self._base = result.base_seq
+        self._last_seq = self._synced_seq = result.last_seq
+        self._end = result.valid_end
+        self._last_offset = result.last_offset
+        self._marks = list(result.marks)
 
     def _open(self) -> Any:
         tmp = tmp_path(self.path)
@@ -443,20 +651,37 @@ class RecordLog:
         except OSError as exc:
             raise StorageError(f"{self.path}: cannot read {self.KIND}: {exc}") from exc
         if result.bad_reason is not None:
-            self._repair(result)
+            if result.later_valid:
+                # Not a crash's torn tail: cutting here would drop acknowledged records.
+                raise self._refusal(result)
+            self._cut_tail(result)
         self._base = result.base_seq
         self._last_seq = result.last_seq
         self._synced_seq = result.last_seq
         self._end = result.valid_end
         self._last_offset = result.last_offset
-        self._marks: list[tuple[int, int]] = list(result.marks)
+        self._marks = list(result.marks)
         # Unbuffered: each append is one write(2), so the record is in the page cache (and
         # survives a killed process) by the time append returns.
         f = open(self.path, "r+b", buffering=0)  # noqa: SIM115 - lives until close()
         f.seek(self._end)
         return f
 
-    def _repair(self, result: _Scan) -> None:
+    def _refusal(self, result: _Scan) -> CorruptDataError:
+        """The error for damage with intact records after it (nothing was changed)."""
+        lost = sum(d.lost_seqs for d in result.damage)
+        ranges = ", ".join(f"{d.start}..{d.end}" for d in result.damage)
+        log.error("store_damage_refused", path=str(self.path), kind=self.KIND,
+                  offset=result.valid_end, reason=result.bad_reason,
+                  intact_records_after=result.intact_after, damaged_byte_ranges=ranges)
+        return CorruptDataError(
+            f"{self.path}: {self.KIND} damaged at byte {result.valid_end} "
+            f"({result.bad_reason}) with {result.intact_after} intact records after it "
+            f"(damaged bytes {ranges}; {lost} records lost in between); nothing was changed: "
+            "repair the user to keep every intact record (memoryos repair USER)",
+            path=str(self.path), offset=result.valid_end, intact_after=result.intact_after)
+
+    def _cut_tail(self, result: _Scan) -> None:
         dropped = result.size - result.valid_end
         fields = {
             "path": str(self.path),
@@ -466,18 +691,15 @@ class RecordLog:
             "last_valid_seq": result.last_seq,
             "reason": result.bad_reason,
         }
-        if result.torn:
+        if result.bad_reason in ("truncated frame header", "truncated record"):
             log.warning("store_torn_tail_truncated", **fields)
         else:
+            # The last record is whole but wrong: still the tail, still cut (a crash can
+            # leave a frame's length written and its bytes not), but keep a copy.
             backup = self.path.with_name(f"{self.path.name}.corrupt-{int(time.time() * 1000)}")
             shutil.copy2(self.path, backup)
             fsync_dir(self.path.parent)
-            log.error(
-                "store_corruption_truncated",
-                backup=str(backup),
-                valid_records_after_damage=result.later_valid,
-                **fields,
-            )
+            log.error("store_damaged_tail_cut", backup=str(backup), **fields)
         with open(self.path, "r+b") as f:
             f.truncate(result.valid_end)
             f.flush()
@@ -503,6 +725,12 @@ class RecordLog:
         return self._closed
 
     def _append_payload(self, payload: bytes) -> int:
+        if self.read_only:
+            with self._lock:
+                self._check_usable()
+                self._last_seq += 1
+                self._overlay.append((self._last_seq, payload))
+                return self._last_seq
         with self._lock:
             self._check_usable()
             seq = self._last_seq + 1
@@ -574,6 +802,8 @@ class RecordLog:
 
     def sync_if_dirty(self) -> None:
         """Fsync if records were appended since the last fsync (the flusher's entry point)."""
+        if self.read_only:
+            return
         with self._sync_lock:
             with self._lock:
                 if self._closed or self._sync_error is not None:
@@ -591,53 +821,102 @@ class RecordLog:
             self._synced_seq = target
 
     def flush(self) -> None:
-        """Make every appended record durable now (fsync), whatever the fsync policy."""
+        """Make every appended record durable now (fsync), whatever the fsync policy; a
+        read-only log has nothing to make durable."""
         with self._lock:
             self._check_usable()
             seq = self._last_seq
-        self._sync(seq)
+        if not self.read_only:
+            self._sync(seq)
 
     # -- reading ----------------------------------------------------------------------------
 
     def _iter_payloads(self, after_seq: int = 0) -> Iterator[tuple[int, bytes]]:
+        overlay: list[tuple[int, bytes]] = []
         with self._lock:
             if self._closed:
                 raise StorageError(f"{self.path}: {self.KIND} is closed")
-            # Opening under the lock pins the current file: a concurrent truncate renames a new
-            # file into place, and this handle keeps reading the old, complete one.
-            f = open(self.path, "rb")  # noqa: SIM115 - closed by the with below
+            if self.read_only:
+                after_seq = max(after_seq, self._hide_below - 1)
+                overlay = list(self._overlay)
+                # Reads see the file opened with the log, whatever another process renames
+                # into place meanwhile.
+                f: Any = None if self._fd is None else self._same_file_reader(self._fd)
+            else:
+                # Opening under the lock pins the current file: a concurrent truncate
+                # renames a new file into place, and this handle keeps reading the old,
+                # complete one.
+                f = open(self.path, "rb")  # noqa: SIM115 - closed below
             end = self._end
             start = None
             if self._marks and after_seq + 1 >= self._marks[0][0]:
                 # The last mark at or before the first frame wanted (marks only grow).
                 i = bisect.bisect_right(self._marks, (after_seq + 1, end)) - 1
                 start = self._marks[i]
-        with f:
-            prev = read_header(f, self.path, self.MAGIC, self.VERSION, self.KIND)
-            offset = HEADER_SIZE
-            if start is not None:
-                prev, offset = start[0] - 1, start[1]
+        if f is not None:
+            try:
+                yield from self._disk_payloads(f, after_seq, end, start)
+            finally:
+                if not isinstance(f, _Reader):
+                    f.close()
+        for seq, payload in overlay:
+            if seq > after_seq:
+                yield seq, payload
+
+    def _same_file_reader(self, fd: int) -> Any:
+        """A buffered reader of the file open at ``fd`` with its own offset (the path
+        opened again, if it still names that file), else a ``pread`` view of ``fd``."""
+        try:
+            f = open(self.path, "rb")  # noqa: SIM115 - closed by the caller
+        except OSError:
+            return _Reader(fd)
+        mine, theirs = os.fstat(fd), os.fstat(f.fileno())
+        if (mine.st_ino, mine.st_dev) == (theirs.st_ino, theirs.st_dev):
+            return f
+        f.close()
+        return _Reader(fd)
+
+    def _disk_payloads(self, f: Any, after_seq: int, end: int,
+                       start: tuple[int, int] | None) -> Iterator[tuple[int, bytes]]:
+        prev = read_header(f, self.path, self.MAGIC, self.VERSION, self.KIND)
+        offset = HEADER_SIZE
+        if start is not None:
+            prev, offset = start[0] - 1, start[1]
+            f.seek(offset)
+        while offset < end:
+            if prev + 1 <= after_seq:
+                head = f.read(_FRAME.size)
+                if len(head) == _FRAME.size:
+                    length, _crc, seq = _FRAME.unpack(head)
+                    if seq == prev + 1 and 0 < length <= MAX_RECORD_BYTES:
+                        f.seek(length, os.SEEK_CUR)
+                        offset += _FRAME.size + length
+                        prev = seq
+                        continue
                 f.seek(offset)
-            while offset < end:
-                if prev + 1 <= after_seq:
-                    head = f.read(_FRAME.size)
-                    if len(head) == _FRAME.size:
-                        length, _crc, seq = _FRAME.unpack(head)
-                        if seq == prev + 1 and 0 < length <= MAX_RECORD_BYTES:
-                            f.seek(length, os.SEEK_CUR)
-                            offset += _FRAME.size + length
-                            prev = seq
-                            continue
-                    f.seek(offset)
-                got = read_frame(f, offset, end, prev)
-                if isinstance(got, str):
-                    raise CorruptDataError(
-                        f"{self.path}: {self.KIND} damaged at byte {offset}: {got}"
-                    )
-                prev, payload = got
-                offset += _FRAME.size + len(payload)
-                if prev > after_seq:
-                    yield prev, payload
+            got = read_frame(f, offset, end, prev)
+            if isinstance(got, str):
+                raise self._damage_found(f, offset, end, prev, got)
+            prev, payload = got
+            offset += _FRAME.size + len(payload)
+            if prev > after_seq:
+                yield prev, payload
+
+    def _damage_found(self, f: Any, offset: int, end: int, prev: int,
+                      reason: str) -> CorruptDataError:
+        """The error for damage met while reading (behind a trusted checkpoint, or
+        appeared since the log was opened)."""
+        fd = f.fd if isinstance(f, _Reader) else f.fileno()
+        try:
+            _damages, frames = walk_damaged(fd, offset, end, prev, reason)
+            after: int | None = len(frames)
+        except OSError:
+            after = None
+        return CorruptDataError(
+            f"{self.path}: {self.KIND} damaged at byte {offset}: {reason}"
+            + ("" if not after else f", with {after} intact records after it; repair the "
+               "user to keep them (memoryos repair USER)"),
+            path=str(self.path), offset=offset, intact_after=after)
 
     def _iter_records(self, after_seq: int = 0) -> Iterator[tuple[int, dict[str, Any]]]:
         for seq, payload in self._iter_payloads(after_seq):
@@ -646,7 +925,18 @@ class RecordLog:
     # -- closing ----------------------------------------------------------------------------
 
     def close(self) -> None:
-        """Fsync (unless the policy is ``"never"``) and close; idempotent."""
+        """Fsync (unless the policy is ``"never"``) and close; idempotent. A read-only log
+        just lets go of its file and of what was appended in memory."""
+        if self.read_only:
+            with self._lock:
+                if self._closed:
+                    return
+                self._closed = True
+                fd, self._fd = self._fd, None
+                self._overlay = []
+            if fd is not None:
+                os.close(fd)
+            return
         if self.fsync == "interval":
             FLUSHER.unregister(self)  # before our locks: the flusher may be waiting on them
         with self._sync_lock, self._lock:

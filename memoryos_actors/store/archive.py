@@ -21,7 +21,12 @@ from typing import Any, Self
 from memoryos_actors.errors import InvalidInput, StorageError
 from memoryos_actors.store._framing import FsyncPolicy, RecordLog, pack_record
 
-__all__ = ["Archive", "ArchiveHit", "ArchiveLog"]
+__all__ = ["LOST_RECORD", "Archive", "ArchiveHit", "ArchiveLog"]
+
+#: The type (``"t"``) of the placeholder a repair writes for each record damage destroyed:
+#: it keeps that record's seq taken, so every later seq (and every cut that refers to
+#: one) still means what it meant. Readers skip it.
+LOST_RECORD = "lost"
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,7 +75,12 @@ class Archive:
 
     The file is created on the first append (so a user with nothing archived has no archive
     file), after calling ``before_create`` (the store makes a new user's directory durable
-    there). ``fsync`` and ``interval`` (seconds) work as for the WAL.
+    there). ``fsync`` and ``interval`` (seconds) work as for the WAL. With ``read_only``
+    the file is never created nor changed; appends are kept in memory (see
+    :class:`~memoryos_actors.store._framing.RecordLog`).
+
+    Records of type ``"lost"`` are placeholders a repair wrote for records that damage
+    destroyed (their seqs stay taken); :meth:`iter` and :meth:`search` leave them out.
     """
 
     def __init__(
@@ -81,9 +91,11 @@ class Archive:
         fsync: FsyncPolicy | str = "interval",
         interval: float = 0.1,
         before_create: Callable[[], None] | None = None,
+        read_only: bool = False,
     ) -> None:
         self.path = Path(path)
         self.enabled = enabled
+        self.read_only = read_only
         self._fsync = fsync
         self._interval = interval
         self._before_create = before_create
@@ -92,10 +104,15 @@ class Archive:
         if self.path.exists():
             # Open (and so validate and recover) existing archives up front: damage is
             # reported when the user's store opens, not at some later eviction.
-            self._log = ArchiveLog(self.path, fsync=fsync, interval=interval)
+            self._log = ArchiveLog(self.path, fsync=fsync, interval=interval,
+                                   read_only=read_only)
 
     def _ensure_log(self) -> ArchiveLog:
         with self._open_lock:
+            if self._log is None and self.read_only:
+                # Nothing on disk: an empty log that keeps its appends in memory.
+                self._log = ArchiveLog(self.path, fsync=self._fsync, interval=self._interval,
+                                       read_only=True)
             if self._log is None:
                 if self._before_create is not None:
                     try:
@@ -125,7 +142,8 @@ class Archive:
         """Yield ``(seq, record)`` for every archived record after ``after_seq``, oldest first."""
         if self._log is None:
             return iter(())
-        return self._log._iter_records(after_seq)
+        return (item for item in self._log._iter_records(after_seq)
+                if item[1].get("t") != LOST_RECORD)
 
     def search(self, query_kw: Iterable[str], limit: int = 10) -> list[ArchiveHit]:
         """Records matching the most of ``query_kw`` (lower-case keywords), best first.

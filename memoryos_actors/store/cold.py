@@ -262,11 +262,17 @@ class ColdIndex:
     Nothing is opened until first use (:meth:`add`, :meth:`search`, ...), so a user whose
     hot tiers never evicted anything has no index file. ``user_id`` is recorded in the file
     and checked on open (a file of another user is rebuilt).
+
+    With ``read_only`` the file is never created, changed or deleted: the index lives in
+    memory, copied from the file when it is readable (else built from the archive), and
+    brought up to date there.
     """
 
     def __init__(self, path: str | os.PathLike[str], archive: Any, user_id: str,
-                 edits: Callable[[], EditLog] | None = None) -> None:
+                 edits: Callable[[], EditLog] | None = None, *,
+                 read_only: bool = False) -> None:
         self.path = Path(path)
+        self.read_only = read_only
         self.archive = archive
         self.user_id = user_id
         #: The user's per-memory edits: applied to archive records as they are indexed,
@@ -283,10 +289,14 @@ class ColdIndex:
         #: kept up to date): a query for facts of a user who has none costs nothing.
         self._kind_n: dict[str, int] = {}
         self.rebuilds = 0
+        #: Read-only mode: whether the file on disk may still be copied from.
+        self._disk_usable = True
 
     # -- opening, rebuilding -------------------------------------------------------------
 
     def _connect(self) -> sqlite3.Connection:
+        if self.read_only:
+            return self._connect_in_memory()
         db = sqlite3.connect(str(self.path), check_same_thread=False, isolation_level=None)
         db.execute(f"PRAGMA cache_size=-{CACHE_KIB}")
         # Derived data: losing the last transactions in a machine crash only means
@@ -294,10 +304,30 @@ class ColdIndex:
         db.execute("PRAGMA synchronous=OFF")
         return db
 
+    def _connect_in_memory(self) -> sqlite3.Connection:
+        """A private in-memory database holding a copy of the file (read-only mode): the
+        file is opened with SQLite's ``mode=ro``, never written; an unreadable file gives
+        an empty database (``_open`` then finds no meta and builds the index)."""
+        db = sqlite3.connect(":memory:", check_same_thread=False, isolation_level=None)
+        if self._disk_usable and self.path.exists():
+            try:
+                src = sqlite3.connect(self.path.resolve().as_uri() + "?mode=ro", uri=True)
+                try:
+                    src.backup(db)
+                finally:
+                    src.close()
+            except sqlite3.DatabaseError as exc:
+                log.warning("cold_index_copy_failed", path=str(self.path), reason=str(exc))
+                db.close()
+                self._disk_usable = False
+                db = sqlite3.connect(":memory:", check_same_thread=False, isolation_level=None)
+        return db
+
     def _open(self) -> sqlite3.Connection:
         if self._db is not None:
             return self._db
-        fresh = not self.path.exists()
+        fresh = not self.path.exists() if not self.read_only else not (
+            self._disk_usable and self.path.exists())
         try:
             db = self._connect()
             try:
@@ -356,6 +386,9 @@ class ColdIndex:
         return int(log_.last_seq) if log_ is not None else 0
 
     def _delete_files(self) -> None:
+        if self.read_only:
+            self._disk_usable = False  # rebuild in memory, leave the file alone
+            return
         for suffix in ("", "-wal", "-shm", "-journal"):
             with contextlib.suppress(FileNotFoundError):
                 Path(str(self.path) + suffix).unlink()

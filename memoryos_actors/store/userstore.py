@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import threading
 import time
 from dataclasses import dataclass, field, replace
@@ -41,6 +42,7 @@ from memoryos_actors.errors import (
     CorruptDataError,
     EmbedderMismatch,
     InvalidInput,
+    ReadOnlyError,
     StorageError,
     UnknownUser,
 )
@@ -206,11 +208,14 @@ def user_exists(root: str | os.PathLike[str], user_id: str) -> bool:
     return user_path(root, user_id).is_dir()
 
 
-def list_users(root: str | os.PathLike[str]) -> list[str]:
+def list_users(root: str | os.PathLike[str], *,
+               damaged: dict[str, str] | None = None) -> list[str]:
     """The original ids of every user stored under data directory ``root``, sorted.
 
-    Raises :class:`CorruptDataError` naming the file when a user directory's id can be read
-    neither from its meta file nor from its name.
+    A user whose meta file is unreadable is named by its directory name. A directory
+    whose user can be named neither way is left out (and logged); with ``damaged`` (a
+    dict), it is also added there as ``{directory name: reason}``: one user's damage
+    never hides the others.
     """
     users_dir = Path(root) / USERS_DIR
     if not users_dir.is_dir():
@@ -220,18 +225,34 @@ def list_users(root: str | os.PathLike[str]) -> list[str]:
         if not entry.is_dir() or entry.is_symlink():
             continue
         meta = entry / META_FILE
+        reason = f"{meta}: missing, and {entry.name!r} is not a plain user dir name"
         if meta.exists() and not is_blank(meta):
-            found.append(_read_meta(meta).user_id)
-            continue
+            try:
+                found.append(_read_meta(meta).user_id)
+                continue
+            except CorruptDataError as exc:
+                reason = str(exc)
         decoded = user_id_from_dir_name(entry.name)
         if decoded is None:
             if _holds_nothing(entry):
                 continue  # a creation cut short by a machine crash: no user data
-            raise CorruptDataError(
-                f"{meta}: missing, and {entry.name!r} is not a plain user dir name"
-            )
+            log.error("user_dir_unnamed", path=str(entry), reason=reason)
+            if damaged is not None:
+                damaged[entry.name] = reason
+            continue
         found.append(decoded)
     return sorted(found)
+
+
+def _for_user(exc: CorruptDataError, user_id: str) -> CorruptDataError:
+    """``exc`` naming ``user_id`` too, and the exact repair command for damage that a
+    repair can salvage around."""
+    if exc.intact_after is None or exc.user_id is not None:
+        return exc
+    message = str(exc.args[0]).replace("memoryos repair USER",
+                                       f"memoryos repair {shlex.quote(user_id)}")
+    return CorruptDataError(f"user {user_id!r}: {message}", path=exc.path, offset=exc.offset,
+                            intact_after=exc.intact_after, user_id=user_id)
 
 
 def _setting(explicit: Any, config: Any, attr: str, default: Any) -> Any:
@@ -253,9 +274,18 @@ class UserStore:
     a ``fingerprint()`` method), else from the defaults: ``fsync="interval"``,
     ``fsync_interval=0.1`` seconds, ``archive=True``.
 
+    With ``read_only=True`` nothing under ``root`` is created, changed or deleted: the
+    user must exist; the logs are opened read-only (what the tiers append is kept in
+    memory, see :class:`~memoryos_actors.store._framing.RecordLog`), the cold index is
+    built in memory from the one on disk, meta changes stay in memory and
+    :meth:`checkpoint` raises :class:`ReadOnlyError`. Another process may be writing
+    meanwhile: this store sees the files as they were when it opened them.
+
     Raises :class:`InvalidInput` for a bad user id, :class:`UnknownUser` when ``create`` is
-    false and the user has no directory, :class:`CorruptDataError` naming the file when stored
-    data is damaged beyond automatic repair.
+    false (or ``read_only`` true) and the user has no directory, :class:`CorruptDataError`
+    naming the file when stored data is damaged beyond automatic repair (for damage with
+    intact records after it: the byte offset and their count as attributes too, see
+    :func:`~memoryos_actors.store.repair.repair_user`).
     """
 
     def __init__(
@@ -270,8 +300,12 @@ class UserStore:
         config_fingerprint: str | None = None,
         embedder: tuple[str, int] | None = None,
         create: bool = True,
+        read_only: bool = False,
     ) -> None:
         validate_user_id(user_id)
+        self.read_only = bool(read_only)
+        if self.read_only:
+            create = False
         self.root = Path(root)
         self.user_id = user_id
         self.dir = user_path(root, user_id)
@@ -292,15 +326,23 @@ class UserStore:
         self.meta = self._open_meta(create, config_fingerprint, embedder)
         self.snapshot_dir = self.dir / SNAPSHOT_DIR
         fresh = not self._durable
-        if not fresh:
+        blank_wal = False
+        if self.read_only:
+            blank_wal = self._wal_is_leftover()
+        elif not fresh:
             self._discard_blank_wal()
-        self.wal = WAL(
-            self.dir / WAL_FILE,
-            fsync=self.fsync,
-            interval=self.fsync_interval,
-            sync_create=not fresh,
-            on_first_sync=self._make_durable if fresh else None,
-        )
+        try:
+            self.wal = WAL(
+                self.dir / WAL_FILE,
+                fsync=self.fsync,
+                interval=self.fsync_interval,
+                sync_create=not fresh,
+                on_first_sync=self._make_durable if fresh else None,
+                read_only=self.read_only,
+                empty_if_blank=blank_wal,
+            )
+        except CorruptDataError as exc:
+            raise _for_user(exc, user_id) from None
         try:
             self.archive = Archive(
                 self.dir / ARCHIVE_FILE,
@@ -308,7 +350,11 @@ class UserStore:
                 fsync=self.fsync,
                 interval=self.fsync_interval,
                 before_create=self._make_durable,
+                read_only=self.read_only,
             )
+        except CorruptDataError as exc:
+            self.wal.close()
+            raise _for_user(exc, user_id) from None
         except BaseException:
             self.wal.close()
             raise
@@ -317,7 +363,7 @@ class UserStore:
         self.edits = EditLog()
         #: The cold index over the archive; opened on first use, closed with the store.
         self.cold = ColdIndex(self.dir / COLD_FILE, self.archive, user_id,
-                              edits=lambda: self.edits)
+                              edits=lambda: self.edits, read_only=self.read_only)
         self._snapshot_lsn: int | None = None
         self._closed = False
 
@@ -338,6 +384,8 @@ class UserStore:
                         f"not {self.user_id!r} (directory name collision)"
                     )
                 if fingerprint is not None and meta.config_fingerprint != fingerprint:
+                    if self.read_only:
+                        return _replace_meta(meta, config_fingerprint=fingerprint)
                     if meta.config_fingerprint is not None:
                         log.warning(
                             "user_config_changed",
@@ -349,6 +397,8 @@ class UserStore:
                     _write_meta(meta_path, meta)
                 return meta
             others = sorted(p.name for p in self.dir.iterdir() if p.name != META_FILE)
+            if self.read_only and (not others or _holds_nothing(self.dir)):
+                raise UnknownUser(f"user {self.user_id!r} has no stored data")
             if others and _holds_nothing(self.dir):
                 log.warning("user_creation_cut_short", path=str(self.dir), files=others,
                             user_id=self.user_id)
@@ -372,7 +422,8 @@ class UserStore:
         # A new user's embedder goes into its first meta file: one write, not two.
         name, dim = embedder if embedder is not None else (None, None)
         meta = UserMeta(self.user_id, time.time(), name, dim, config_fingerprint=fingerprint)
-        _write_meta(meta_path, meta, durable=self._durable)
+        if not self.read_only:
+            _write_meta(meta_path, meta, durable=self._durable)
         return meta
 
     def _make_durable(self) -> None:
@@ -386,16 +437,19 @@ class UserStore:
             fsync_dir(self.dir.parent)  # the user's directory itself
             self._durable = True
 
-    def _discard_blank_wal(self) -> None:
-        """Remove a blank WAL left by a creation cut short (see the module docstring).
-
-        Only when nothing else of the user exists (no snapshot, no archive): a blank WAL
-        beside those is damage, and opening it raises ``CorruptDataError`` as usual.
-        """
+    def _wal_is_leftover(self) -> bool:
+        """Whether the WAL is a blank file left by a creation cut short (see the module
+        docstring): only when nothing else of the user exists (no snapshot, no archive);
+        a blank WAL beside those is damage, and opening it raises ``CorruptDataError``."""
         wal = self.dir / WAL_FILE
         archive = self.dir / ARCHIVE_FILE
-        if (wal.exists() and is_blank(wal) and not list_snapshots(self.dir / SNAPSHOT_DIR)
-                and (not archive.exists() or is_blank(archive))):
+        return (wal.exists() and is_blank(wal) and not list_snapshots(self.dir / SNAPSHOT_DIR)
+                and (not archive.exists() or is_blank(archive)))
+
+    def _discard_blank_wal(self) -> None:
+        """Remove a blank WAL left by a creation cut short (see :meth:`_wal_is_leftover`)."""
+        if self._wal_is_leftover():
+            wal = self.dir / WAL_FILE
             log.warning("user_creation_cut_short", path=str(wal), user_id=self.user_id)
             wal.unlink()
 
@@ -434,7 +488,8 @@ class UserStore:
             changes["config_fingerprint"] = config_fingerprint
         if changes:
             self.meta = _replace_meta(meta, **changes)
-            _write_meta(self.dir / META_FILE, self.meta, durable=self._durable)
+            if not self.read_only:
+                _write_meta(self.dir / META_FILE, self.meta, durable=self._durable)
 
     # -- WAL, snapshots, archive ---------------------------------------------------------------
 
@@ -503,8 +558,10 @@ class UserStore:
 
         Then drops WAL records already covered by the *previous* snapshot, so the previous
         generation plus the WAL can still rebuild everything if the new snapshot is damaged.
-        Returns the snapshot path.
+        Returns the snapshot path. Raises :class:`ReadOnlyError` on a read-only store.
         """
+        if self.read_only:
+            raise ReadOnlyError(f"{self.dir}: opened read-only; no snapshot is written")
         lsn = self.wal.last_lsn if wal_lsn is None else wal_lsn
         if not isinstance(lsn, int) or lsn < 0 or lsn > self.wal.last_lsn:
             raise InvalidInput(f"wal_lsn must be between 0 and {self.wal.last_lsn}, not {lsn!r}")

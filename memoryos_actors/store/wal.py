@@ -43,7 +43,8 @@ class WAL(RecordLog):
     ``fsync`` is ``"always"``, ``"interval"`` or ``"never"``; ``interval`` is the flusher
     period in seconds for ``"interval"``. The file is created if missing and recovered if it
     exists (torn tails cut, damaged files backed up, see :class:`RecordLog`, which also
-    describes ``sync_create`` and ``on_first_sync``).
+    describes ``sync_create``, ``on_first_sync``, ``read_only`` and ``empty_if_blank``).
+    Damage with intact records after it is refused with :class:`CorruptDataError`.
     """
 
     MAGIC = b"MOSWAL"
@@ -58,9 +59,12 @@ class WAL(RecordLog):
         *,
         sync_create: bool = True,
         on_first_sync: Callable[[], None] | None = None,
+        read_only: bool = False,
+        empty_if_blank: bool = False,
     ) -> None:
         super().__init__(path, fsync=fsync, interval=interval, sync_create=sync_create,
-                         on_first_sync=on_first_sync)
+                         on_first_sync=on_first_sync, read_only=read_only,
+                         empty_if_blank=empty_if_blank)
 
     @property
     def last_lsn(self) -> int:
@@ -91,7 +95,17 @@ class WAL(RecordLog):
         any moment leaves either the old or the new file, never a mix. LSNs continue from
         where they were; if ``lsn`` is beyond the newest record, the WAL ends up empty and the
         next append gets ``lsn`` (used when a snapshot covers more than the WAL kept).
+
+        A read-only WAL leaves the file alone and only stops showing those records.
         """
+        if self.read_only:
+            with self._lock:
+                self._check_usable()
+                if lsn > self._base + 1:
+                    self._hide_below = max(self._hide_below, lsn)
+                    self._base = lsn - 1
+                    self._last_seq = max(self._last_seq, self._base)
+            return
         with self._sync_lock, self._lock:
             self._check_usable()
             keep_from = lsn

@@ -20,9 +20,9 @@ EXPORTED = sorted([
     "ActorCrashed", "AgentProfile", "ArchivedMemories", "AsyncMemoryOS", "Clock", "ConfigError", "ContextItem",
     "CorruptDataError", "DataDirLocked", "EmbedderMismatch", "ForgetReport", "GatewayError",
     "InvalidInput", "ManualClock", "Memory", "MemoryConfig", "MemoryContext", "MemoryEvent",
-    "MemoryOS", "MemoryOSError", "Overloaded", "Page", "ProviderUnavailable", "StorageError",
-    "SystemClock", "SystemClosed", "TraitLevel", "UnknownMemory", "UnknownUser", "UserPhase",
-    "UserProfile", "UserState",
+    "MemoryOS", "MemoryOSError", "Overloaded", "Page", "ProviderUnavailable", "ReadOnlyError",
+    "RepairReport", "RepairedFile", "StorageError", "SystemClock", "SystemClosed",
+    "TraitLevel", "UnknownMemory", "UnknownUser", "UserPhase", "UserProfile", "UserState",
 ])
 
 

@@ -419,8 +419,8 @@ def test_restart_loses_no_acknowledged_turn(tmp_path: Path, sig: int) -> None:
             assert c.get(f"/v1/users/u1/memories/page:{deleted}").status_code == 404
             assert c.get("/v1/users/u2/memories/trait:sports").json()["text"] == "high"
     finally:
-        # uvicorn re-raises SIGTERM after its graceful shutdown: killed by it, no traceback
-        assert server.stop() in (0, -signal.SIGTERM)
+        # A SIGTERM is a graceful stop that closes the memory system: exit code 0.
+        assert server.stop() == 0
         assert "Traceback" not in server.log_text()
 
 

@@ -135,7 +135,7 @@ def _packed(record: dict) -> bytes:
     return msgpack.packb(record, use_bin_type=True)
 
 
-def test_a_flipped_byte_in_the_middle_keeps_a_backup_and_stops_at_the_bad_record(
+def test_a_flipped_byte_in_the_middle_is_refused_and_nothing_is_changed(
     tmp_path: Path,
 ) -> None:
     path = tmp_path / "wal.log"
@@ -144,14 +144,15 @@ def test_a_flipped_byte_in_the_middle_keeps_a_backup_and_stops_at_the_bad_record
     frame = len(encode_frame(1, _packed({"i": 1, "pad": "p" * 20})))
     data[HEADER_SIZE + 4 * frame + 20] ^= 0xFF  # inside record 5's payload
     path.write_bytes(bytes(data))
-    with capture_logs() as logs:
-        got = read_all(path)
-    assert [r["i"] for _, r in got] == [1, 2, 3, 4]
-    backups = list(tmp_path.glob("wal.log.corrupt-*"))
-    assert len(backups) == 1 and backups[0].read_bytes() == bytes(data)
-    errors = [e for e in logs if e["event"] == "store_corruption_truncated"]
-    assert errors and errors[0]["valid_records_after_damage"] is True
-    assert errors[0]["backup"] == str(backups[0])
+    for read_only in (False, True):
+        with capture_logs() as logs, pytest.raises(CorruptDataError, match="wal.log") as err:
+            WAL(path, fsync="never", read_only=read_only)
+        assert err.value.offset == HEADER_SIZE + 4 * frame  # where record 5 starts
+        assert err.value.intact_after == 5  # records 6..10
+        assert "5 intact records after it" in str(err.value)
+        assert path.read_bytes() == bytes(data)
+        assert not list(tmp_path.glob("wal.log.corrupt-*"))
+        assert any(e["event"] == "store_damage_refused" for e in logs)
 
 
 def test_a_huge_length_field_does_not_allocate_huge_memory(tmp_path: Path) -> None:
