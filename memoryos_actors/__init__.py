@@ -43,6 +43,7 @@ _EXPORTS: dict[str, str] = {
     "UnknownMemory": "memoryos_actors.errors",
     "Memory": "memoryos_actors.memories",
     "MemoryEvent": "memoryos_actors.memories",
+    "ArchivedMemories": "memoryos_actors.memories",
     "Overloaded": "memoryos_actors.errors",
     "SystemClosed": "memoryos_actors.errors",
     "StorageError": "memoryos_actors.errors",
@@ -70,9 +71,8 @@ _FACADE_METHODS: tuple[str, ...] = (
     "open", "add_turn", "retrieve", "chat", "chat_reply", "set_user_profile",
     "set_agent_profile", "stats", "users", "active_users", "user_state", "tree", "archive",
     "stored_page_ids", "flush", "export_user", "import_user", "forget_user", "repair_user",
-    "passivate",
-    "user_phase", "user_epoch", "kill_actor", "memories", "get_memory", "delete_memory",
-    "correct_memory", "memory_history", "close",
+    "passivate", "user_phase", "user_epoch", "kill_actor", "memories", "archived_memories",
+    "get_memory", "delete_memory", "correct_memory", "memory_history", "close",
 )
 
 if TYPE_CHECKING:

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from .clock import Clock
 from .config import MemoryConfig
 from .directory import UserPhase
-from .memories import Memory, MemoryEvent
+from .memories import ArchivedMemories, Memory, MemoryEvent
 from .messages import AgentProfile, MemoryContext, UserProfile
 from .reports import ChatReply, ForgetReport, RepairReport, UserState
 
@@ -142,6 +142,13 @@ class AsyncMemoryOS:
     ) -> list[dict[str, Any]]:
         """See :meth:`MemoryOS.archive`."""
         return await self._run(self.sync.archive, user_id, query, limit)
+
+    async def archived_memories(self, user_id: str, kind: str = "page",
+                                query: str | None = None, offset: int = 0, limit: int = 50,
+                                per_day: bool = False) -> ArchivedMemories:
+        """See :meth:`MemoryOS.archived_memories`."""
+        return await self._run(self.sync.archived_memories, user_id, kind, query, offset,
+                               limit, per_day)
 
     async def stored_page_ids(self, user_id: str) -> list[str]:
         """See :meth:`MemoryOS.stored_page_ids`."""

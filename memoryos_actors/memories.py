@@ -18,11 +18,20 @@ from .actors.protocol import ApplyEdit, EditMemory, Inspect, ReadHistory
 from .directory import UserEntry
 from .errors import InvalidInput, UnknownMemory
 from .messages import TraitLevel
-from .store.edits import EDITABLE_KINDS, MEMORY_KINDS, MemoryRef, parse_memory_id
+from .store.edits import (
+    EDITABLE_KINDS,
+    MEMORY_KINDS,
+    MemoryRef,
+    cold_item_id,
+    parse_memory_id,
+)
 from .validation import check_text as _check_text
 from .validation import check_user_id as _check_user_id
 
-__all__ = ["Memory", "MemoryEditing", "MemoryEvent"]
+__all__ = ["ArchivedMemories", "Memory", "MemoryEditing", "MemoryEvent"]
+
+#: Most archived memories one :meth:`MemoryEditing.archived_memories` call returns.
+MAX_ARCHIVED_LIMIT = 500
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,8 +93,51 @@ class MemoryEvent:
     by: str
 
 
+@dataclass(frozen=True, slots=True)
+class ArchivedMemories:
+    """One page of a user's archived memories of one kind (see
+    :meth:`MemoryEditing.archived_memories`).
+
+    Attributes:
+        kind: ``"page"``, ``"fact"`` or ``"agent_trait"``.
+        total: archived memories of that kind (deleted ones not counted), whatever the
+            query.
+        offset: how many were skipped before the first of ``memories``.
+        memories: newest first, or with ``query`` best match first.
+        query: the search, if any.
+        has_more: whether more follow ``memories`` (in the same order).
+        per_day: ``(day start, memories)`` per UTC day that has any, oldest first; the
+            day start in seconds since the epoch. Empty when ``per_day=False`` was asked.
+    """
+
+    kind: str
+    total: int
+    offset: int
+    memories: tuple[Memory, ...]
+    query: str | None = None
+    has_more: bool = False
+    per_day: tuple[tuple[float, int], ...] = ()
+
+
 def _page_text(query: str, response: str) -> str:
     return f"{query}\n{response}"
+
+
+def _archived_memory(item: Any, corrected: Any) -> Memory:
+    """The :class:`Memory` of a cold-index item (a ``ColdItem``)."""
+    rec = item.record
+    if item.kind == "page":
+        return Memory(f"page:{item.item_id}", "page", "archive",
+                      _page_text(str(rec.get("query", "")), str(rec.get("response", ""))),
+                      item.timestamp, assistant_id=str(rec.get("assistant_id", "")) or None,
+                      segment_id=item.segment_id,
+                      chain_id=str(rec.get("chain_id") or "") or None)
+    owner = str(rec.get("assistant", ""))
+    entry_id = str(rec.get("entry_id", ""))
+    mid = f"fact:{entry_id}" if item.kind == "fact" else f"agent_trait:{owner}:{entry_id}"
+    return Memory(mid, item.kind, "archive", str(rec.get("text", item.text)), item.timestamp,
+                  assistant_id=owner or None, source_segment=rec.get("source_segment"),
+                  edited=mid in corrected)
 
 
 class MemoryEditing:
@@ -154,6 +206,46 @@ class MemoryEditing:
             return events
 
         return self._call(uid, run, create=False)
+
+    def archived_memories(self, user_id: str, kind: str = "page", query: str | None = None,
+                          offset: int = 0, limit: int = 50,
+                          per_day: bool = False) -> ArchivedMemories:
+        """A page of the memories of ``kind`` (``"page"``, ``"fact"`` or ``"agent_trait"``)
+        that left the hot tiers for the user's archive: ``limit`` (0..500) of them from
+        ``offset`` on, newest first, or with ``query`` the best matches for its words
+        first. Read from the cold index, so the cost depends on ``offset + limit``, not on
+        the length of the history (unlike :meth:`archive`, which reads every record).
+        Deleted memories are left out, corrected ones shown corrected. With ``per_day``,
+        also how many there are per UTC day (for a picture of the history)."""
+        from .tiers._lex import terms
+
+        uid = _check_user_id(user_id)
+        if kind not in ("page", "fact", "agent_trait"):
+            raise InvalidInput(f"kind must be 'page', 'fact' or 'agent_trait', got {kind!r}")
+        for name, value, top in (("offset", offset, None), ("limit", limit,
+                                                             MAX_ARCHIVED_LIMIT)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0 or (
+                    top is not None and value > top):
+                raise InvalidInput(f"{name} must be an int in 0..{top or 'any'}, "
+                                   f"got {value!r}")
+        if query is not None:
+            query = _check_text(query, "query", self.config.max_text_bytes)
+        self._require_user(uid)
+
+        def run(entry: UserEntry) -> ArchivedMemories:
+            assert entry.store is not None
+            cold = entry.store.cold
+            corrected = entry.store.edits.corrected
+            total, items = cold.newest(kind, 0 if query else offset, 0 if query else limit + 1)
+            if query:
+                found = cold.search(terms(query), offset + limit + 1, kinds=(kind,)).items
+                items = list(found[offset:])
+            days = tuple((d * 86400.0, n) for d, n in cold.day_counts(kind)) \
+                if per_day else ()
+            out = tuple(_archived_memory(item, corrected) for item in items[:limit])
+            return ArchivedMemories(kind, total, offset, out, query, len(items) > limit, days)
+
+        return self._call(uid, run)
 
     # -- changing --------------------------------------------------------------------------
 
@@ -322,8 +414,23 @@ class MemoryEditing:
                                           edited=mid in corrected))
         if entry.store is not None and (only is None or not any(
                 m.memory_id == only.memory_id for m in out)):
-            out.extend(self._archived(entry, kinds))
+            found = self._archived_one(entry, only) if only is not None else None
+            # One archived memory is looked up in the cold index; reading the whole
+            # archive is left for listings and what the index does not hold.
+            out.extend([found] if found is not None else self._archived(entry, kinds))
         return out
+
+    @staticmethod
+    def _archived_one(entry: UserEntry, ref: MemoryRef) -> Memory | None:
+        """Archived page, fact or agent trait ``ref`` from the cold index, or None."""
+        item_id = cold_item_id(ref)
+        store = entry.store
+        if item_id is None or store is None:
+            return None
+        item = store.cold.item(item_id)
+        if item is None or item.kind != ref.kind:
+            return None
+        return _archived_memory(item, store.edits.corrected)
 
     @staticmethod
     def _archived(entry: UserEntry, kinds: frozenset[str]) -> list[Memory]:

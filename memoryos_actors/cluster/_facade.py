@@ -54,7 +54,7 @@ from ._placement import shard_dir, shard_of
 from ._shard import error_from_reply
 
 if TYPE_CHECKING:
-    from memoryos_actors.memories import Memory, MemoryEvent
+    from memoryos_actors.memories import ArchivedMemories, Memory, MemoryEvent
     from memoryos_actors.reports import RepairReport
     from memoryos_actors.system import ForgetReport, UserState
 
@@ -311,6 +311,14 @@ class ClusterMemoryOS:
     ) -> list[dict[str, Any]]:
         """See :meth:`MemoryOS.archive <memoryos_actors.MemoryOS.archive>`."""
         return self._call_user(user_id, "archive", query, limit, retry=True)
+
+    def archived_memories(self, user_id: str, kind: str = "page", query: str | None = None,
+                          offset: int = 0, limit: int = 50,
+                          per_day: bool = False) -> ArchivedMemories:
+        """See :meth:`MemoryOS.archived_memories
+        <memoryos_actors.MemoryOS.archived_memories>`."""
+        return self._call_user(user_id, "archived_memories", kind, query, offset, limit,
+                               per_day, retry=True)
 
     def stored_page_ids(self, user_id: str) -> list[str]:
         """See :meth:`MemoryOS.stored_page_ids <memoryos_actors.MemoryOS.stored_page_ids>`."""

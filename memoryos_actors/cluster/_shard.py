@@ -31,8 +31,8 @@ __all__ = ["ShardServer", "error_from_reply", "error_reply"]
 #: only as far as routing needs; the shard's MemoryOS checks the rest).
 _PLAIN = frozenset({
     "add_turn", "retrieve", "set_user_profile", "set_agent_profile", "stats", "users",
-    "user_state", "archive", "stored_page_ids", "flush", "forget_user", "repair_user",
-    "passivate",
+    "user_state", "archive", "archived_memories", "stored_page_ids", "flush", "forget_user",
+    "repair_user", "passivate",
     "active_users", "tree", "user_phase", "user_epoch", "kill_actor",
     "memories", "get_memory", "delete_memory", "correct_memory", "memory_history",
 })

@@ -610,6 +610,12 @@ def create_app(settings: ServerSettings, *, keys: KeyStore | None = None,
                                        events=[_event_out(tenant, e) for e in events])
 
     app.include_router(v1)
+    # The memory page (/ui): same keys, tenants and request limits as /v1.
+    limiter = RateLimiter(settings.rate_per_second, settings.burst)
+    from .ui import mount_ui
+
+    mount_ui(app, memory=state.memory, keys=keystore, limiter=limiter,
+             data_dir=settings.data_dir, config=settings.config)
 
     @app.get("/healthz", summary="Liveness", response_model=m.HealthResponse, tags=["ops"])
     async def healthz() -> m.HealthResponse:
@@ -646,9 +652,8 @@ def create_app(settings: ServerSettings, *, keys: KeyStore | None = None,
         mcp_app = mcp_server.streamable_http_app(
             streamable_http_path="/mcp", host=settings.host,
             max_request_body_size=settings.max_body_bytes)
-    return _Gate(app, keys=keystore, limiter=RateLimiter(settings.rate_per_second,
-                                                         settings.burst),
-                 metrics=metrics, max_body_bytes=settings.max_body_bytes, mcp_app=mcp_app)
+    return _Gate(app, keys=keystore, limiter=limiter, metrics=metrics,
+                 max_body_bytes=settings.max_body_bytes, mcp_app=mcp_app)
 
 
 def _memory_out(tenant: str, mem: Memory) -> m.MemoryOut:

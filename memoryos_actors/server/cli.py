@@ -40,7 +40,7 @@ def _need(extra: str, *modules: str) -> None:
 
 
 def _serve(args: argparse.Namespace) -> int:
-    _need("server", "fastapi", "uvicorn", "prometheus_client")
+    _need("server", "fastapi", "uvicorn", "prometheus_client", "jinja2")
     if args.mcp:
         _need("mcp", "mcp")
     from ..cli.doctor import provider_check

@@ -238,11 +238,16 @@ CREATE TABLE IF NOT EXISTS items (
     record BLOB NOT NULL
 );
 CREATE INDEX IF NOT EXISTS items_seq ON items(seq);
+CREATE INDEX IF NOT EXISTS items_kind_ts ON items(kind, ts);
 CREATE TABLE IF NOT EXISTS df (term TEXT PRIMARY KEY, n INTEGER NOT NULL) WITHOUT ROWID;
 CREATE VIRTUAL TABLE IF NOT EXISTS fts USING fts5(
     terms, content='', tokenize='unicode61 remove_diacritics 0'
 );
 """
+
+#: Items of one kind by time: the listing reads (:meth:`ColdIndex.newest`,
+#: :meth:`ColdIndex.day_counts`) walk it instead of the whole table.
+_KIND_TS_INDEX = "CREATE INDEX IF NOT EXISTS items_kind_ts ON items(kind, ts)"
 
 _COLUMNS = "item_id, kind, seq, segment_id, ts, archive_seq, text, keywords, terms, emb, record"
 
@@ -375,6 +380,8 @@ class ColdIndex:
         except (KeyError, TypeError, ValueError) as exc:
             raise _Damaged(f"meta incomplete: {exc!r}") from None
         self._kind_n = dict.fromkeys(_KIND_TOKENS, 0) if fresh else {}
+        # Indexes with an older schema lack it: built once here (the listing reads use it).
+        db.execute(_KIND_TS_INDEX)
         last = self._archive_last()
         if self._indexed > last:
             raise _Damaged(f"indexed archive seq {self._indexed} beyond archive end {last}")
@@ -662,6 +669,45 @@ class ColdIndex:
             n = self._kind_n[kind] = int(row[0])
         return n
 
+    def newest(self, kind: str = "page", offset: int = 0,
+               limit: int = 50) -> tuple[int, list[ColdItem]]:
+        """``(n, items)``: how many items of ``kind`` are indexed, and ``limit`` of them
+        from ``offset`` on, newest (by timestamp) first. An empty archive answers without
+        creating an index file."""
+        if self._db is None and self._archive_last() == 0:
+            return 0, []
+        return self._guard(self._newest, kind, max(0, offset), max(0, limit))
+
+    def _newest(self, kind: str, offset: int, limit: int) -> tuple[int, list[ColdItem]]:
+        self._catch_up()
+        db = self._db
+        assert db is not None
+        (n,) = db.execute("SELECT count(*) FROM items WHERE kind = ?", (kind,)).fetchone()
+        if limit == 0 or offset >= n:
+            return int(n), []
+        rows = db.execute(
+            f"SELECT {_COLUMNS} FROM items WHERE kind = ? ORDER BY ts DESC, id DESC "
+            "LIMIT ? OFFSET ?", (kind, limit, offset)).fetchall()
+        return int(n), _row_items(rows)
+
+    def day_counts(self, kind: str = "page", day_seconds: float = 86400.0
+                   ) -> list[tuple[int, int]]:
+        """``(day, items)`` for every day with items of ``kind``, oldest first: ``day`` is
+        the timestamp divided by ``day_seconds`` (UTC days by default), rounded down
+        (timestamps are never negative)."""
+        if self._db is None and self._archive_last() == 0:
+            return []
+        return self._guard(self._day_counts, kind, float(day_seconds))
+
+    def _day_counts(self, kind: str, day_seconds: float) -> list[tuple[int, int]]:
+        self._catch_up()
+        db = self._db
+        assert db is not None
+        rows = db.execute(
+            "SELECT CAST(ts / ? AS INTEGER) AS d, count(*) FROM items "
+            "WHERE kind = ? GROUP BY d ORDER BY d", (day_seconds, kind)).fetchall()
+        return [(int(d), int(c)) for d, c in rows]
+
     def pages_by_seq(self, seqs: Iterable[int]) -> dict[int, ColdItem]:
         """The archived pages among turn ``seqs``, by seq (used for neighbouring turns)."""
         wanted = sorted({int(s) for s in seqs})
@@ -686,6 +732,21 @@ class ColdIndex:
     def item_ids(self) -> set[str]:
         """Ids of every indexed item (for tests and inspection; O(items))."""
         return self._guard(lambda: {r[0] for r in self._db.execute("SELECT item_id FROM items")})
+
+    def item(self, item_id: str) -> ColdItem | None:
+        """The indexed item ``item_id`` (see :func:`~memoryos_actors.store.edits.cold_item_id`),
+        or None."""
+        if self._db is None and self._archive_last() == 0:
+            return None
+        return self._guard(self._item, item_id)
+
+    def _item(self, item_id: str) -> ColdItem | None:
+        self._catch_up()
+        db = self._db
+        assert db is not None
+        rows = db.execute(f"SELECT {_COLUMNS} FROM items WHERE item_id = ?",
+                          (item_id,)).fetchall()
+        return _row_items(rows)[0] if rows else None
 
     def contains(self, item_id: str) -> bool:
         """Whether ``item_id`` is indexed."""

@@ -17,7 +17,7 @@ from memoryos_actors import AsyncMemoryOS, MemoryOS, MemoryOSError
 README = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
 
 EXPORTED = sorted([
-    "ActorCrashed", "AgentProfile", "AsyncMemoryOS", "ChatReply", "Clock", "ConfigError",
+    "ActorCrashed", "AgentProfile", "ArchivedMemories", "AsyncMemoryOS", "ChatReply", "Clock", "ConfigError",
     "ContextItem", "CorruptDataError", "DataDirLocked", "DoctorCheck", "DoctorReport",
     "EmbedderMismatch", "ForgetReport", "GatewayError", "InvalidInput", "ManualClock",
     "Memory", "MemoryConfig", "MemoryContext", "MemoryEvent", "MemoryOS", "MemoryOSError",

@@ -105,7 +105,8 @@ def test_a_rejected_key_met_after_start_is_a_502_naming_it_and_nothing_is_stored
                 assert "Incorrect API key provided" in error["message"]
                 for secret in (WRONG_KEY, WRONG_KEY[:5], WRONG_KEY[-4:]):
                     assert secret not in r.text
-                assert c.get("/v1/users/bob/memories").json()["pages"] == []  # not stored
+                # Nothing stored: bob never came to exist (reads do not create users).
+                assert c.get("/v1/users/bob/memories").status_code == 404
                 llm = c.get("/readyz").json()["llm"]
                 assert llm["state"] == "misconfigured"
                 assert llm["breaker"]["completion"] == "closed"  # no outage

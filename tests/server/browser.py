@@ -1,0 +1,88 @@
+"""A headless Chromium (the system's ``chromium`` and ``chromedriver``) driven by Selenium,
+for the memory page's browser tests. It resolves no host name but 127.0.0.1 and logs every
+network request it makes, so a test can check that none left the machine."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+#: Seconds a page may take to show what a test waits for.
+WAIT_S = 30.0
+
+
+def chromium_paths() -> tuple[str, str] | None:
+    """``(chromium, chromedriver)`` if both are installed, else None."""
+    browser = shutil.which("chromium") or shutil.which("chromium-browser")
+    driver = shutil.which("chromedriver")
+    return (browser, driver) if browser and driver else None
+
+
+def start_browser(tmp: Path, width: int = 1280, height: int = 900) -> Any:
+    """A headless Chromium whose profile and temporary files are under ``tmp``."""
+    # Selenium Manager would look for drivers online when it is asked to find one: the
+    # paths are given, and it is told to stay offline in any case.
+    os.environ["SE_OFFLINE"] = "true"
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    found = chromium_paths()
+    assert found is not None, "chromium and chromedriver are needed"
+    browser, driver = found
+    options = webdriver.ChromeOptions()
+    options.binary_location = browser
+    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--no-first-run",
+                "--disable-background-networking", "--disable-component-update",
+                "--disable-sync", "--disable-extensions", "--disable-default-apps",
+                "--metrics-recording-only", "--no-default-browser-check",
+                # No host name resolves but the loopback address: nothing can be fetched
+                # from anywhere else, whatever a page asks for.
+                "--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE 127.0.0.1",
+                f"--user-data-dir={tmp / 'profile'}", f"--window-size={width},{height}"):
+        options.add_argument(arg)
+    options.set_capability("goog:loggingPrefs", {"performance": "ALL", "browser": "ALL"})
+    options.add_experimental_option("perfLoggingPrefs", {"enableNetwork": True,
+                                                         "enablePage": False})
+    env = {**os.environ, "TMPDIR": str(tmp)}
+    service = Service(executable_path=driver, env=env)
+    return webdriver.Chrome(service=service, options=options)
+
+
+def requested_urls(driver: Any) -> list[str]:
+    """Every URL the browser requested since the last call (from its network log)."""
+    urls = []
+    for entry in driver.get_log("performance"):
+        message = json.loads(entry["message"])["message"]
+        if message.get("method") == "Network.requestWillBeSent":
+            urls.append(message["params"]["request"]["url"])
+    return urls
+
+
+#: URL schemes that name no host: the browser's own pages and inline data.
+_LOCAL_SCHEMES = frozenset({"data", "about", "blob", "chrome", "chrome-untrusted",
+                            "devtools"})
+
+
+def foreign(urls: list[str]) -> list[str]:
+    """The URLs among ``urls`` that are not on 127.0.0.1 (the browser's own ``chrome:``
+    pages and ``data:`` URLs are not requests to a host)."""
+    return [url for url in urls if urlsplit(url).scheme not in _LOCAL_SCHEMES
+            and urlsplit(url).hostname != "127.0.0.1"]
+
+
+def wait_for(what: Callable[[], Any], message: str, timeout: float = WAIT_S) -> Any:
+    """Poll ``what()`` until it returns something truthy; fail with ``message`` after
+    ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        got = what()
+        if got:
+            return got
+        assert time.monotonic() < deadline, message
+        time.sleep(0.05)
