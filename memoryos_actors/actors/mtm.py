@@ -54,6 +54,7 @@ from .protocol import (
     Inspect,
     MTMPicture,
     MTMSearch,
+    OwedJobs,
     Pending,
     Ping,
     RefreshSummary,
@@ -288,14 +289,15 @@ class MTMActor(SupervisedActor):
             self._request_summary(message.segment_id)
             return None
         if isinstance(message, FlushSummaries):
-            for timer in self.summary_timers.values():
-                timer.cancel()
-            self.summary_timers.clear()
-            asked = self._ask_persona()  # first: it may take a summary along
-            owed = list(self.unsummarised)
-            for seg_id in owed:
-                self._request_summary(seg_id)
-            return asked + len(owed)
+            return self._ask_owed()
+        if isinstance(message, OwedJobs):
+            if message.ask_now:
+                self._ask_owed()
+            self._send_outgoing()
+            owed = self.owed_jobs.keys()
+            if message.among is not None:
+                return self.job_token, frozenset(j for j in message.among if j in owed)
+            return self.job_token, frozenset(owed)
         if isinstance(message, HeatTick):
             self._apply(self.core.tick(self.env.clock.now()))
             return None
@@ -491,6 +493,18 @@ class MTMActor(SupervisedActor):
                 self.summary_timers[seg_id] = send_after(
                     self.actor_ref, env.config.summary_debounce_seconds, RefreshSummary(seg_id)
                 )
+
+    def _ask_owed(self) -> int:
+        """Ask now for every summary and persona update owed (those waiting for their
+        debounce window too); returns the calls asked for."""
+        for timer in self.summary_timers.values():
+            timer.cancel()
+        self.summary_timers.clear()
+        asked = self._ask_persona()  # first: it may take a summary along
+        owed = list(self.unsummarised)
+        for seg_id in owed:
+            self._request_summary(seg_id)
+        return asked + len(owed)
 
     def _request_summary(self, segment_id: str) -> None:
         self.unsummarised.pop(segment_id, None)
