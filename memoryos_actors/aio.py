@@ -113,9 +113,9 @@ class AsyncMemoryOS:
         """See :meth:`MemoryOS.users`."""
         return await self._run(self.sync.users)
 
-    async def flush(self, timeout: float = 300.0) -> None:
+    async def flush(self, timeout: float = 300.0, *, user_id: str | None = None) -> None:
         """See :meth:`MemoryOS.flush`."""
-        await self._run(self.sync.flush, timeout)
+        await self._run(self.sync.flush, timeout, user_id=user_id)
 
     async def export_user(self, user_id: str, path: str | os.PathLike[str]) -> Path:
         """See :meth:`MemoryOS.export_user`."""

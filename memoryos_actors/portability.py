@@ -46,17 +46,27 @@ class Portability:
     def export_user(self, user_id: str, path: str | os.PathLike[str]) -> Path:
         """Write everything stored for ``user_id`` to a portable file (``.json`` or msgpack).
 
-        One operation on the user: while it runs the user is ``EXPORTING`` (its other calls
-        wait, and it cannot be passivated or forgotten), so the hot tiers and the archive
-        are read at one consistent cut. :class:`~memoryos_actors.errors.UnknownUser` for a
-        user with no data (no file is written, not even ``path``).
+        Waits only for this user's work, never for other users'. First, while the user's
+        calls go on, for what :meth:`flush` guarantees for its turns stored before this
+        call. Then the file is written from one consistent cut: for that moment the user
+        is ``EXPORTING`` (its other calls wait, and it cannot be passivated or forgotten),
+        the pages of every turn acknowledged before it are placed as well, and the hot
+        tiers and the archive are read. So every turn acknowledged before the call is in
+        the file with its summaries and persona updates; a summary or persona update that
+        turns stored since then still owe is in the file as owed work, asked for when it
+        is imported.
+
+        :class:`~memoryos_actors.errors.UnknownUser` for a user with no data (no file is
+        written, not even ``path``). Raises ``Overloaded`` when that takes longer than
+        ``overload_timeout_seconds``.
         """
         uid = _check_user_id(user_id)
         out = _check_path(path, "path")
-        self.flush()
-        deadline = time.monotonic() + self.config.overload_timeout_seconds
+        wait = self.config.overload_timeout_seconds
+        deadline = time.monotonic() + wait
         while True:
             self._call(uid, lambda _e: None, create=False)  # make sure the user is live
+            self.flush(timeout=max(0.001, deadline - time.monotonic()), user_id=uid)
             entry = self._dir.claim_active(uid, UserPhase.EXPORTING, deadline)
             if entry is not None:
                 break
@@ -64,7 +74,9 @@ class Portability:
                 raise Overloaded(f"user {uid!r} was passivated again and again; export gave up")
         try:
             stm_n, mtm_n, lpm_n = actor_names(uid)
-            self._drain_user(uid)
+            # Turns acknowledged since the flush: their pages leave STM's outbox (neither
+            # STM's nor MTM's state holds a page on its way between them).
+            self._settle_pages(uid, max(0.001, deadline - time.monotonic()))
             stm = self._ask(stm_n, GetState()).data
             state = {"seq": stm["seq"], "stm": stm["stm"],
                      "mtm": self._ask(mtm_n, GetState()).data,

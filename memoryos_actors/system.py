@@ -18,8 +18,8 @@ latency. Every call is bounded: at most ``max_inflight_per_user`` calls per user
 ``overload_timeout_seconds`` and then raises :class:`~memoryos_actors.errors.Overloaded`.
 
 The facade is built from one module per concept: this one starts the tree and serves
-turns, retrieval, profiles and ``flush``; :mod:`~memoryos_actors.activation` moves users
-between passive and active; :mod:`~memoryos_actors.inspection` holds the read-only views;
+turns, retrieval and profiles; :mod:`~memoryos_actors.activation` moves users
+between passive and active; :mod:`~memoryos_actors.barrier` is ``flush``; :mod:`~memoryos_actors.inspection` holds the read-only views;
 :mod:`~memoryos_actors.portability` exports, imports and forgets users;
 :mod:`~memoryos_actors.validation` checks arguments; :mod:`~memoryos_actors.reports`
 holds the returned records; :mod:`~memoryos_actors.aio` is the asyncio facade.
@@ -84,13 +84,13 @@ if TYPE_CHECKING:
     from .cluster import ClusterMemoryOS, RayCluster
 
 from .activation import _ASK_TIMEOUT_S, _BG_PASSIVATIONS, SlotDemand, UserActivation
+from .barrier import Barriers
 from .memories import Memory, MemoryEditing, MemoryEvent
 from .inspection import Inspection
 from .portability import Portability
 from .reports import ChatReply, ForgetReport, UserState
 from .validation import check_path as _check_path
 from .validation import check_text as _check_text
-from .validation import check_timeout as _check_timeout
 from .validation import check_timestamp as _check_timestamp
 from .validation import check_user_id as _check_user_id
 
@@ -121,7 +121,7 @@ class _Janitor(supervisor.SupervisedActor):
         raise TypeError(f"janitor got an unknown message: {type(message).__name__}")
 
 
-class MemoryOS(UserActivation, Inspection, Portability, MemoryEditing):
+class MemoryOS(UserActivation, Barriers, Inspection, Portability, MemoryEditing):
     """A running memory system over one data directory (synchronous API).
 
     Use :meth:`open` as a context manager. Every method is thread-safe; many threads may
@@ -591,57 +591,6 @@ class MemoryOS(UserActivation, Inspection, Portability, MemoryEditing):
         pending += int(self._ask(mtm_n, Pending()))  # gateway jobs MTM holds back
         self._ask(lpm_n, Ping())
         return pending
-
-    def flush(self, timeout: float = 300.0) -> None:
-        """Wait until background work (chains, placement, summaries, promotions) has settled.
-
-        Repeats mailbox barriers over every active user's tiers until a round finds no page
-        waiting, no gateway job queued or in flight, and starts no new gateway work. Only
-        then are the segment summaries still owed (segments with new pages since their last
-        summary) asked for, once, and waited for: a flush during ingest waits for the work,
-        it does not add summary calls while pages are still arriving.
-        """
-        deadline = time.monotonic() + _check_timeout(timeout)
-        idle_wait = 0.002
-        while True:
-            before = self._gateway.submitted
-            # Idle when the round starts: every answer of a finished job was told to its
-            # tier before this round's barriers, so they come after it in each mailbox.
-            # (Checked only at the end, a job that ends between a tier's barrier and the
-            # check would look settled while its answer still waits in that tier.)
-            idle_before = self._gateway.pending == 0
-            pending = 0
-            users = self.active_users()
-            for user in users:
-                try:
-                    pending += self._drain_user(user, summaries=False)
-                except MemoryOSError:
-                    # The user was passivated meanwhile: its pages are in its WAL, and the
-                    # summaries and persona updates its MTM still owed are in its snapshot,
-                    # asked for again when it is next activated.
-                    pass
-            for name in self._gateway.worker_names:
-                self._ask(name, Ping())
-            settled = idle_before and pending == 0 and self._gateway.pending == 0
-            if settled and self._gateway.submitted == before:
-                asked = 0
-                for user in users:
-                    try:
-                        asked += int(self._ask(actor_names(user)[1], FlushSummaries()) or 0)
-                    except MemoryOSError:
-                        pass
-                if asked == 0:
-                    return
-                continue
-            if time.monotonic() > deadline:
-                raise Overloaded(f"background work did not settle within {timeout} s")
-            if self._gateway.submitted == before:
-                # Waiting on the provider or on a retry timer: back off, barrier rounds
-                # over every user are not free.
-                time.sleep(idle_wait)
-                idle_wait = min(0.05, idle_wait * 2)
-            else:
-                idle_wait = 0.002
 
     # -- shutdown --------------------------------------------------------------------------
 

@@ -14,13 +14,15 @@ WAL before the new page is placed.
 Owed work outlives the actor: the snapshot's MTM section also holds the summaries owed, the
 promoted segments waiting for their persona update, every gateway job asked for and not
 answered yet, and the evicted segments and pages the archive could not take yet (a full
-disk: they are written, oldest first, as soon as it takes records again) (``"work"``). Every job's answer comes back here, also a persona update's, which
-MTM hands on to LPM; a job carries an id (in its tag) that LPM writes into its WAL record, so
-recovery asks again exactly the jobs whose answer is neither in the snapshot (LPM's state
-lists the job ids it applied lately) nor in the WAL tail: an answer LPM applied before its
-state was taken is in that list, one it applied later is in the tail, whichever of the two
-tiers gave its state first. A job unanswered after the LLM timeout with all its retries is
-asked again.
+disk: they are written, oldest first, as soon as it takes records again) (``"work"``).
+Every job's answer comes back here, also a persona update's, which MTM hands on to LPM
+(holding it, still owed, while LPM is not registered: LPM starts after MTM, so at an
+activation or a restart an answer can come first); a job carries an id (in its tag) that
+LPM writes into its WAL record, so recovery asks again exactly the jobs whose answer is
+neither in the snapshot (LPM's state lists the job ids it applied lately) nor in the WAL
+tail: an answer LPM applied before its state was taken is in that list, one it applied
+later is in the tail, whichever of the two tiers gave its state first. A job unanswered
+after the LLM timeout with all its retries is asked again.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ import threading
 from collections import OrderedDict, deque
 from typing import Any
 
+import pykka
 import structlog
 
 from supervisor import SupervisedActor, TimerRef, send_after
@@ -53,6 +56,7 @@ from .protocol import (
     Inspect,
     MTMPicture,
     MTMSearch,
+    OwedJobs,
     Pending,
     Ping,
     RefreshSummary,
@@ -65,7 +69,8 @@ __all__ = ["MTMActor", "page_text"]
 
 log = structlog.get_logger("memoryos.mtm")
 
-#: How long to wait before offering held-back gateway jobs again (seconds).
+#: How long to wait before offering held-back gateway jobs (and persona updates LPM was
+#: not there to take) again (seconds).
 _RETRY_S = 0.05
 
 #: Answered job ids remembered, so a second answer to one job (asked again after a
@@ -150,6 +155,10 @@ class MTMActor(SupervisedActor):
         #: first: this actor never waits for the gateway, it offers them again later.
         self.outgoing: deque[CompletionJob] = deque()
         self.retry_timer: TimerRef | None = None
+        #: Persona updates answered and not yet handed to LPM, oldest first, each with its
+        #: job id: LPM starts after this actor (at an activation, after a restart), so an
+        #: answer can come before LPM is registered. Their jobs stay owed until handed on.
+        self.to_lpm: deque[tuple[str, CompletionDone]] = deque()
         #: Jobs asked for (held back or at the gateway) and not answered, by job id.
         self.owed_jobs: dict[str, CompletionJob] = {}
         self.job_timers: dict[str, TimerRef] = {}
@@ -293,14 +302,15 @@ class MTMActor(SupervisedActor):
             self._request_summary(message.segment_id)
             return None
         if isinstance(message, FlushSummaries):
-            for timer in self.summary_timers.values():
-                timer.cancel()
-            self.summary_timers.clear()
-            asked = self._ask_persona()  # first: it may take a summary along
-            owed = list(self.unsummarised)
-            for seg_id in owed:
-                self._request_summary(seg_id)
-            return asked + len(owed)
+            return self._ask_owed()
+        if isinstance(message, OwedJobs):
+            if message.ask_now:
+                self._ask_owed()
+            self._send_outgoing()
+            owed = self.owed_jobs.keys()
+            if message.among is not None:
+                return self.job_token, frozenset(j for j in message.among if j in owed)
+            return self.job_token, frozenset(owed)
         if isinstance(message, HeatTick):
             self._apply(self.core.tick(self.env.clock.now()))
             return None
@@ -314,15 +324,17 @@ class MTMActor(SupervisedActor):
             return MTMPicture(tuple(r for r in records if r is not None))
         if isinstance(message, _Retry):
             self.retry_timer = None
+            self._send_to_lpm()
             self._send_outgoing()
             return None
         if isinstance(message, _JobTimeout):
             self._job_timed_out(message.job_id)
             return None
         if isinstance(message, Pending):
+            self._send_to_lpm()
             self._send_outgoing()
             self._write_unarchived()  # a flush tries again whatever the disk refused
-            return len(self.outgoing)
+            return len(self.outgoing) + len(self.to_lpm)
         if isinstance(message, Ping):
             return None
         raise TypeError(f"MTM actor got an unknown message: {type(message).__name__}")
@@ -520,6 +532,18 @@ class MTMActor(SupervisedActor):
                     self.actor_ref, env.config.summary_debounce_seconds, RefreshSummary(seg_id)
                 )
 
+    def _ask_owed(self) -> int:
+        """Ask now for every summary and persona update owed (those waiting for their
+        debounce window too); returns the calls asked for."""
+        for timer in self.summary_timers.values():
+            timer.cancel()
+        self.summary_timers.clear()
+        asked = self._ask_persona()  # first: it may take a summary along
+        owed = list(self.unsummarised)
+        for seg_id in owed:
+            self._request_summary(seg_id)
+        return asked + len(owed)
+
     def _request_summary(self, segment_id: str) -> None:
         self.unsummarised.pop(segment_id, None)
         pages = self.core.segment_pages(segment_id)
@@ -631,7 +655,8 @@ class MTMActor(SupervisedActor):
             self.answered.move_to_end(job_id)
             while len(self.answered) > _ANSWERED_MEMORY:
                 self.answered.popitem(last=False)
-            self.owed_jobs.pop(job_id, None)
+            if done.kind not in _PERSONA_KINDS:
+                self.owed_jobs.pop(job_id, None)  # a persona update's once LPM has it
             timer = self.job_timers.pop(job_id, None)
             if timer is not None:
                 timer.cancel()
@@ -643,11 +668,28 @@ class MTMActor(SupervisedActor):
                 frozenset(str(k) for k in data.get("keywords", ())),
             )
         if done.kind in _PERSONA_KINDS:
-            lpm = self.env.registry.lookup(self.env.lpm_name)
-            if lpm is not None:
-                persona = {k: data.get(k, []) for k in ("traits", "facts", "agent_traits")}
-                lpm.tell(CompletionDone("persona_update", done.tag, persona,
-                                        done.degraded, done.epoch))
+            persona = {k: data.get(k, []) for k in ("traits", "facts", "agent_traits")}
+            self.to_lpm.append((job_id, CompletionDone("persona_update", done.tag, persona,
+                                                       done.degraded, done.epoch)))
+            self._send_to_lpm()
+
+    def _send_to_lpm(self) -> None:
+        """Hand answered persona updates to LPM, in order. While LPM is not registered
+        (starting after this actor, or restarting) they wait here and are offered again
+        after ``_RETRY_S``; a job leaves ``owed_jobs`` only once its update is handed on,
+        so a snapshot taken meanwhile still owes it and a later incarnation asks again."""
+        lpm = self.env.registry.lookup(self.env.lpm_name)
+        while self.to_lpm and lpm is not None:
+            job_id, update = self.to_lpm[0]
+            try:
+                lpm.tell(update)
+            except pykka.ActorDeadError:
+                break  # stopping for a restart; its successor registers soon
+            self.to_lpm.popleft()
+            if job_id and all(j != job_id for j, _ in self.to_lpm):
+                self.owed_jobs.pop(job_id, None)
+        if self.to_lpm:
+            self._arm_retry()
 
     def _work_state(self) -> dict[str, Any]:
         """What this MTM owes, for the snapshot: summaries, promoted segments waiting for
@@ -710,7 +752,12 @@ class MTMActor(SupervisedActor):
             if slot is None or not gateway.submit(job, slot):
                 break
             self.outgoing.popleft()
-        if self.outgoing and self.retry_timer is None and self.actor_ref is not None:
+        if self.outgoing:
+            self._arm_retry()
+
+    def _arm_retry(self) -> None:
+        """Send ``_Retry`` to this actor after ``_RETRY_S`` (once, however often asked)."""
+        if self.retry_timer is None and self.actor_ref is not None:
             self.retry_timer = send_after(self.actor_ref, _RETRY_S, _Retry())
 
 

@@ -39,8 +39,10 @@ __all__ = [
     "LPMSearch",
     "MTMPicture",
     "MTMSearch",
+    "OwedJobs",
     "Pending",
     "Ping",
+    "Progress",
     "ReadHistory",
     "RefreshSummary",
     "STMPages",
@@ -118,7 +120,7 @@ class RefreshSummary:
 
 @dataclass(frozen=True, slots=True)
 class FlushSummaries:
-    """Anyone -> MTM: refresh every pending segment summary now (used by ``flush``).
+    """Anyone -> MTM: ask now for every segment summary and persona update it owes.
 
     Answered with the number of summaries asked for.
     """
@@ -281,8 +283,34 @@ class LPMPicture:
 class Pending:
     """Facade -> STM or MTM: how many units of the user's background work the tier still
     holds, as an ``int``: STM, pages whose chain meta is not known or that are not handed to
-    MTM yet; MTM, gateway jobs (summaries, persona updates) it holds back. ``flush`` waits
-    until both are 0."""
+    MTM yet; MTM, gateway jobs (summaries, persona updates) it holds back and answered
+    persona updates not yet handed to LPM. A passivation reads them before its snapshot;
+    ``flush`` uses :class:`Progress` and :class:`OwedJobs`."""
+
+
+@dataclass(frozen=True, slots=True)
+class Progress:
+    """Facade -> STM: answered with ``(seq, settled_through)``, two turn seqs: the last
+    turn stored, and the highest seq ``s`` such that every page of a turn up to ``s`` has
+    its chain meta and, if it left STM, was handed to MTM. Both only grow while the
+    incarnation lives, and pages are settled oldest first, so a flush waits until
+    ``settled_through`` reaches the ``seq`` it saw first, whatever turns arrive meanwhile."""
+
+
+@dataclass(frozen=True, slots=True)
+class OwedJobs:
+    """Facade -> MTM: answered with ``(incarnation, owed)``: a token of this MTM
+    incarnation (a restarted MTM answers another one) and the ids of the gateway jobs
+    (summaries, persona updates) it asked for and has not had an answer to, as a
+    ``frozenset``. With ``ask_now``, every summary and persona update it still owes (due,
+    or waiting for its debounce window) is asked for first. With ``among``, only those of
+    these ids are counted.
+
+    An id leaves the set when its answer is applied: the summary stored, the persona update
+    told to LPM (a ``Ping`` to LPM after that is a barrier for it)."""
+
+    ask_now: bool = False
+    among: frozenset[str] | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -40,6 +40,7 @@ from .protocol import (
     Inspect,
     Pending,
     Ping,
+    Progress,
     Snapshot,
     StateReply,
     STMPages,
@@ -231,6 +232,8 @@ class STMActor(SupervisedActor):
             return None
         if isinstance(message, Pending):
             return self.pending
+        if isinstance(message, Progress):
+            return self.seq, self.settled_through
         if isinstance(message, Ping):
             return None
         raise TypeError(f"STM actor got an unknown message: {type(message).__name__}")
@@ -240,6 +243,15 @@ class STMActor(SupervisedActor):
         """Pages whose meta is not known yet or that are not yet handed to MTM."""
         waiting = sum(1 for p in self.core.pages() if not p.chain_id)
         return waiting + len(self.outbox)
+
+    @property
+    def settled_through(self) -> int:
+        """The highest turn seq up to which every page has its meta and, if it left STM,
+        was handed to MTM (see :class:`~.protocol.Progress`). Meta is asked for and the
+        outbox drained oldest first, so this climbs past any seq while turns keep coming."""
+        waiting = [p.seq for p, _when in self.outbox]
+        waiting.extend(p.seq for p in self.core.pages() if not p.chain_id)
+        return min(waiting) - 1 if waiting else self.seq
 
     def _remember_key(self, key: str, page_id: str) -> None:
         self.recent_keys[key] = page_id

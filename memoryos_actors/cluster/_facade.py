@@ -367,11 +367,16 @@ class ClusterMemoryOS:
         injection inside the user's shard; the shard process itself stays up)."""
         return self._call_user(user_id, "kill_actor", tier, reason, timeout, retry=False)
 
-    def flush(self, timeout: float = 300.0) -> None:
-        """See :meth:`MemoryOS.flush <memoryos_actors.MemoryOS.flush>` (every shard at once)."""
+    def flush(self, timeout: float = 300.0, *, user_id: str | None = None) -> None:
+        """See :meth:`MemoryOS.flush <memoryos_actors.MemoryOS.flush>`: every shard at
+        once, or with ``user_id`` only the shard holding that user."""
         from memoryos_actors.validation import check_timeout as _check_timeout
 
         seconds = _check_timeout(timeout)
+        if user_id is not None:
+            self._call(self.shard_for(user_id), "flush", seconds, retry=True,
+                       timeout=seconds + 30.0, user_id=user_id)
+            return
         self._call_all("flush", seconds, timeout=seconds + 30.0)
 
     def stats(self, user_id: str | None = None) -> dict[str, Any]:

@@ -86,6 +86,25 @@ def test_users_on_different_shards_never_see_each_others_turns(open_mem) -> None
     assert mem.users() == sorted([ann, ben])
 
 
+def test_flush_of_one_user_places_its_pages(open_mem) -> None:
+    mem = open_mem()
+    first, other = _users_on_two_shards()
+    for i in range(1, 41):
+        mem.add_turn(first, *turn_text(first, i))
+        mem.add_turn(other, *turn_text(other, i))
+    mem.flush(user_id=first)
+    state = mem.user_state(first)
+    placed = {p.page_id for seg in state.segments for p in seg.pages}
+    for rec in mem.archive(first):  # placed, then evicted
+        pages = rec["segment"]["pages"] if rec["t"] == "segment" else [rec["page"]]
+        placed.update(p["page_id"] for p in pages)
+    assert {f"p{i}" for i in range(1, 34)} <= placed  # every page that left STM
+    assert all(p.chain_id for p in state.stm)
+    mem.flush(user_id="nobody-here")  # nothing live: returns at once
+    with pytest.raises(InvalidInput):
+        mem.flush(user_id="")
+
+
 def test_hostile_input_gets_the_same_typed_errors(open_mem) -> None:
     mem = open_mem()
     for user, q, r in [("", "q", "r"), ("u", 5, "r"), ("u", "q\x00", "r"), ("u", "\ud800", "r"),
@@ -300,6 +319,7 @@ def test_async_facade_serves_every_backend(backend, request, tmp_path: Path) -> 
             assert "hello from 7" in (await mem.retrieve("a7", "hello")).render()
             with pytest.raises(UnknownUser):
                 await mem.retrieve("nobody", "hello")
+            await mem.flush(timeout=60.0, user_id="a7")
             assert len(await mem.users()) == 20
             return list(ids)
         finally:

@@ -9,6 +9,7 @@ segment summaries arrive, each persona update applied exactly once.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,7 @@ from fakeserver import FakeOpenAIServer
 from gwhelpers import KEY_ENV, TOPIC_TURNS
 
 from memoryos_actors import MemoryOS
+from memoryos_actors.actors.lpm import LPMActor
 from memoryos_actors.actors.mtm import applied_jobs
 from memoryos_actors.actors.protocol import split_tag
 from memoryos_actors.clock import ManualClock
@@ -111,6 +113,31 @@ def test_work_owed_at_passivation_is_asked_for_when_the_user_comes_back(
     mem.user_state("joker")  # activates: the snapshot says what was owed
     mem.flush()
     assert server.chat_requests > asked_before, "nothing was asked for again"
+    _check_owed_work_arrived(mem, "joker")
+
+
+def test_an_answer_that_comes_before_lpm_has_started_waits_for_it(
+    open_mem: Callable[[MemoryConfig], MemoryOS], server: FakeOpenAIServer, gate: Gate,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # At an activation MTM starts before LPM and asks for the owed work as it recovers;
+    # with a quick provider the persona update can come back before LPM has started (a
+    # loaded machine). It must wait for LPM, not be dropped as delivered.
+    mem = open_mem(_config(server))
+    _stall(mem, gate, "joker")
+    assert mem.passivate("joker")
+    gate.release.set()
+    mem.flush()
+    start = LPMActor.on_start
+
+    def slow_start(self: LPMActor) -> None:
+        time.sleep(0.5)  # fault injection: LPM takes longer to start than the answer
+        start(self)
+
+    monkeypatch.setattr(LPMActor, "on_start", slow_start)
+    mem.user_state("joker")
+    mem.flush()
+    monkeypatch.setattr(LPMActor, "on_start", start)
     _check_owed_work_arrived(mem, "joker")
 
 

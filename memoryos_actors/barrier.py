@@ -1,0 +1,254 @@
+"""``flush``: a barrier on the background work submitted before it, per user.
+
+A turn is acknowledged once it is in the user's WAL; what it starts happens afterwards, in
+the user's actors: its chain meta (STM asks the gateway), the placement of the page it
+pushes out of STM (MTM), and the summaries and persona updates that placement makes due
+(MTM asks the gateway; LPM applies a persona update). A barrier on one user waits for
+exactly that, for the turns stored before it looked, and never for the process to be
+quiet: other users' work, and turns stored after it looked, do not hold it back.
+
+One barrier walks the user's tiers in order, each step a short request to one actor:
+
+1. STM answers its last turn seq (the *mark*) and how far its pages are settled (meta
+   known, handed to MTM: :class:`~.actors.protocol.Progress`); the barrier waits until
+   that reaches the mark. STM settles pages oldest first, so this ends under any write
+   rate: later turns queue behind the mark, not before it.
+2. MTM then handles every page STM handed over before answering (mailbox order). It is
+   asked to ask at once for every summary and persona update it owes, and answers the ids
+   of its unanswered gateway jobs (:class:`~.actors.protocol.OwedJobs`): a fixed set,
+   waited for until each is answered (summary stored, persona update told to LPM). A
+   restarted MTM (another incarnation token) recovered from the files; it is asked again.
+3. A mailbox barrier on LPM (and on the shared personas, with ``shared_agent_persona``)
+   covers the persona updates MTM told it.
+
+A flush of many users runs their barriers side by side, one step of each in turn.
+
+A mixin of :class:`~memoryos_actors.system.MemoryOS`.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pykka
+import structlog
+
+from .actors.base import ASSISTANT_PREFIX, actor_names
+from .actors.protocol import OwedJobs, Ping, Progress
+from .directory import UserPhase
+from .errors import Overloaded
+from .validation import check_timeout as _check_timeout
+from .validation import check_user_id as _check_user_id
+
+__all__ = ["Barriers"]
+
+log = structlog.get_logger("memoryos.system")
+
+#: Phases in which a user's actors run and its work counts for a flush.
+_LIVE = (UserPhase.ACTIVE, UserPhase.EXPORTING)
+
+#: Longest pause between two rounds of a flush that made no progress (seconds).
+_MAX_PAUSE_S = 0.05
+
+#: Longest single actor request of a flush (seconds): a tier's answer to a barrier step
+#: waits only for the messages queued before it.
+_STEP_TIMEOUT_S = 120.0
+
+
+class _Gone(Exception):
+    """The user was passivated, forgotten or activated again while a barrier waited."""
+
+
+class _UserBarrier:
+    """Where one user's barrier is (see the module docstring). ``pages_only`` stops after
+    the placements (step 1 and a mailbox barrier on MTM)."""
+
+    __slots__ = ("epoch", "mark", "owed", "pages_only", "phase", "progress", "token",
+                 "user_id")
+
+    def __init__(self, user_id: str, epoch: int, pages_only: bool) -> None:
+        self.user_id = user_id
+        self.epoch = epoch
+        self.pages_only = pages_only
+        self.phase = "stm"
+        self.mark: int | None = None
+        self.token: str | None = None
+        self.owed: frozenset[str] = frozenset()
+        #: Changes whenever the barrier moves on (for the flush loop's back-off).
+        self.progress: tuple[Any, ...] = ()
+
+
+class Barriers:
+    """``flush`` of :class:`MemoryOS` (a mixin; uses ``_dir``, ``registry``, ``config``)."""
+
+    def flush(self, timeout: float = 300.0, *, user_id: str | None = None) -> None:
+        """Wait for the background work of the turns stored before this call.
+
+        For every user live at the call (or only ``user_id``), it returns once:
+
+        * every turn acknowledged before the call (``add_turn`` returned) has its
+          dialogue-chain meta data;
+        * every page those turns pushed out of STM is placed in an MTM segment, with the
+          evictions to the archive and the promotions that placement caused;
+        * every segment summary and persona update the user's MTM owed once those pages
+          were placed (due, or still in its debounce window) was asked for and answered:
+          the summaries stored in MTM, the persona updates applied in LPM (and in the
+          assistant's shared persona, with ``shared_agent_persona``).
+
+        It never waits for the process to be quiet: turns stored after the call (for any
+        user, the same one too) start work it does not wait for, so it returns under a
+        continuous write flood. It may cover some of that later work (what was already
+        queued when it looked). A user that is passive has nothing in flight (what it owes
+        is in its files, asked for again when it is next activated), and a user passivated
+        or forgotten while flush waits is not waited for any longer, for the same reason.
+        A degraded answer (the provider was down) counts as the answer; its redo once the
+        provider is back is not waited for.
+
+        Args:
+            timeout: the longest wait, seconds (> 0). The work goes on after that.
+            user_id: wait only for this user's work (returns at once if the user is not
+                live); None for every live user.
+
+        Raises:
+            Overloaded: the work was not done within ``timeout``.
+            InvalidInput: a bad ``timeout`` or ``user_id``.
+        """
+        seconds = _check_timeout(timeout)
+        deadline = time.monotonic() + seconds
+        if user_id is not None:
+            users = [_check_user_id(user_id)]
+        else:
+            users = [e.user_id for e in self._dir.entries() if e.phase in _LIVE]
+        self._run_barriers(users, deadline, seconds, pages_only=False)
+
+    def _settle_pages(self, user_id: str, timeout: float) -> None:
+        """Wait until every turn ``user_id`` stored so far has its meta and, if it left
+        STM, is placed in MTM (no wait for summaries or persona updates)."""
+        seconds = _check_timeout(timeout)
+        self._run_barriers([user_id], time.monotonic() + seconds, seconds, pages_only=True)
+
+    def _run_barriers(self, users: list[str], deadline: float, seconds: float,
+                      *, pages_only: bool) -> None:
+        barriers = []
+        for uid in users:
+            entry = self._dir.get(uid)
+            if entry is not None and entry.phase in _LIVE:
+                barriers.append(_UserBarrier(uid, entry.epoch, pages_only))
+        pause = 0.001
+        while barriers:
+            moved = False
+            waiting = []
+            for barrier in barriers:
+                before = barrier.progress
+                try:
+                    done = self._barrier_step(barrier, deadline, seconds)
+                except _Gone:
+                    done = True  # what it owed is in its files (see flush)
+                moved = moved or done or barrier.progress != before
+                if not done:
+                    waiting.append(barrier)
+            barriers = waiting
+            if not barriers:
+                return
+            if time.monotonic() > deadline:
+                raise Overloaded(self._late(barriers, seconds))
+            if moved:
+                pause = 0.001
+            else:
+                # Waiting on the provider or on a retry timer: a round costs every waiting
+                # user's actors a request, so back off.
+                time.sleep(pause)
+                pause = min(_MAX_PAUSE_S, pause * 2)
+
+    @staticmethod
+    def _late(barriers: list[_UserBarrier], seconds: float) -> str:
+        names = ", ".join(f"{b.user_id!r} ({b.phase})" for b in barriers[:5])
+        more = f" and {len(barriers) - 5} more" if len(barriers) > 5 else ""
+        return (f"the background work submitted before flush did not finish within "
+                f"{seconds:g} s; still waiting for {names}{more}")
+
+    def _barrier_step(self, b: _UserBarrier, deadline: float, seconds: float) -> bool:
+        """Move ``b`` on as far as it can go now; True once it is done."""
+        stm_n, mtm_n, lpm_n = actor_names(b.user_id)
+        while True:
+            if b.phase == "stm":
+                seq, through = self._ask_live(b, stm_n, Progress(), deadline, seconds)
+                if b.mark is None:
+                    b.mark = int(seq)
+                b.progress = ("stm", int(through))
+                if int(through) < b.mark:
+                    return False
+                b.phase = "mtm"
+            elif b.phase == "mtm":
+                if b.pages_only:
+                    self._ask_live(b, mtm_n, Ping(), deadline, seconds)
+                    return True
+                b.token, b.owed = self._ask_live(b, mtm_n, OwedJobs(ask_now=True), deadline,
+                                                 seconds)
+                b.progress = ("mtm", b.token, len(b.owed))
+                b.phase = "jobs"
+            elif b.phase == "jobs":
+                if b.owed:
+                    token, left = self._ask_live(b, mtm_n, OwedJobs(among=b.owed), deadline,
+                                                 seconds)
+                    if token != b.token:
+                        b.phase = "mtm"  # restarted: ask the new incarnation what it owes
+                        continue
+                    b.owed = left
+                    b.progress = ("jobs", b.token, len(b.owed))
+                    if b.owed:
+                        return False
+                b.phase = "lpm"
+            else:
+                self._ask_live(b, lpm_n, Ping(), deadline, seconds)
+                if self.config.shared_agent_persona:
+                    self._ping_shared_personas(b.user_id, deadline)
+                return True
+
+    def _check_live(self, b: _UserBarrier) -> None:
+        entry = self._dir.get(b.user_id)
+        if entry is None or entry.epoch != b.epoch or entry.phase not in _LIVE:
+            raise _Gone(b.user_id)
+
+    def _ask_live(self, b: _UserBarrier, name: str, message: object, deadline: float,
+                  seconds: float) -> Any:
+        """Ask the user's actor ``name``, following it across restarts; ``_Gone`` once the
+        user's incarnation is no longer live."""
+        while True:
+            self._check_live(b)
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise Overloaded(self._late([b], seconds))
+            ref = self.registry.lookup(name)
+            if ref is not None:
+                try:
+                    return ref.ask(message, timeout=min(remaining, _STEP_TIMEOUT_S))
+                except pykka.Timeout:
+                    raise Overloaded(self._late([b], seconds)) from None
+                except pykka.ActorDeadError:
+                    pass  # stopping (a passivation) or restarting: look again
+                except Exception as exc:  # noqa: BLE001 - it crashed; its supervisor restarts it
+                    log.warning("flush.step_crashed", user=b.user_id, actor=name,
+                                error=repr(exc))
+            time.sleep(0.002)
+
+    def _ping_shared_personas(self, user_id: str, deadline: float) -> None:
+        """A mailbox barrier on every live shared persona: the persona updates the user's
+        LPM told them are applied."""
+        for name in self.registry.names():
+            if not (name.startswith("user:" + ASSISTANT_PREFIX) and name.endswith("/lpm")):
+                continue
+            if name == actor_names(user_id)[2]:
+                continue
+            ref = self.registry.lookup(name)
+            remaining = deadline - time.monotonic()
+            if ref is None or remaining <= 0:
+                continue
+            try:
+                ref.ask(Ping(), timeout=min(remaining, _STEP_TIMEOUT_S))
+            except pykka.ActorDeadError:
+                pass  # a shared persona is pinned: it is stopping only at close
+            except pykka.Timeout:
+                raise Overloaded(f"the shared persona {name!r} did not answer in time; "
+                                 "flush gave up") from None
