@@ -230,7 +230,6 @@ class MemoryEditing:
                                    f"got {value!r}")
         if query is not None:
             query = _check_text(query, "query", self.config.max_text_bytes)
-        self._require_user(uid)
 
         def run(entry: UserEntry) -> ArchivedMemories:
             assert entry.store is not None
@@ -245,7 +244,7 @@ class MemoryEditing:
             out = tuple(_archived_memory(item, corrected) for item in items[:limit])
             return ArchivedMemories(kind, total, offset, out, query, len(items) > limit, days)
 
-        return self._call(uid, run)
+        return self._call(uid, run, create=False)
 
     # -- changing --------------------------------------------------------------------------
 

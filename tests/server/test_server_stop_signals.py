@@ -110,7 +110,7 @@ def test_serve_answers_the_request_in_flight_then_closes_the_memory_system(
     (tmp_path / "config.toml").write_text(held_llm.config_toml(), encoding="utf-8")
     keys = tmp_path / "keys.json"
     key = add_key(tmp_path, keys, "acme")
-    server = start_server(tmp_path, tmp_path / "data", keys)
+    server = start_server(tmp_path, tmp_path / "data", keys, "--skip-provider-check")
     users = ["u0", "u1", "u2"]
     answer: dict[str, httpx.Response] = {}
 
@@ -211,7 +211,7 @@ def test_mcp_over_stdio_answers_the_call_in_flight_refuses_new_ones_and_closes(
     env = {k: v for k, v in os.environ.items() if not k.startswith("MEMORYOS_")}
     proc = subprocess.Popen(
         [sys.executable, "-m", "memoryos_actors", "--data-dir", str(tmp_path / "data"),
-         "--config", str(config), "mcp", "--tenant", "acme"],
+         "--config", str(config), "mcp", "--tenant", "acme", "--skip-provider-check"],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         env=env, cwd=tmp_path)
     out, err = Lines(proc.stdout), Lines(proc.stderr)  # type: ignore[arg-type]
@@ -260,7 +260,7 @@ def test_a_second_sigterm_stops_waiting_for_the_request_in_flight_but_still_clos
     (tmp_path / "config.toml").write_text(held_llm.config_toml(), encoding="utf-8")
     keys = tmp_path / "keys.json"
     key = add_key(tmp_path, keys, "acme")
-    server = start_server(tmp_path, tmp_path / "data", keys)
+    server = start_server(tmp_path, tmp_path / "data", keys, "--skip-provider-check")
     users = ["u0", "u1", "u2"]
 
     def chat() -> None:
