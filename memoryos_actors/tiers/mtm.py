@@ -131,11 +131,11 @@ many characters, and in proportion beyond: a short turn ("Yes, in May!") needs t
 beside it to be understood, a long one carries its own context (chosen on LoCoMo, whose
 pages are ~260 characters, and the LongMemEval dev set, ~2,400)."""
 
-USER_SIDE_WEIGHT = 1.0
+USER_SIDE_WEIGHT = 1.5
 """Hybrid mode: for a question in the first person ("what did I buy?"), the BM25 of a
 page's query side (the user's own words) is added, times this, to the page's BM25."""
 
-TIME_WINDOW_WEIGHT = 0.75
+TIME_WINDOW_WEIGHT = 1.0
 """Hybrid mode: bonus of a page written in the time window the query names, when the
 window holds a single page; a window with more pages gives less, in proportion to its
 BM25 idf (see :meth:`MTMCore._window_candidates`)."""
