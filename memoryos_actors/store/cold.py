@@ -252,7 +252,7 @@ CREATE TABLE IF NOT EXISTS items (
     nq INTEGER
 );
 CREATE INDEX IF NOT EXISTS items_seq ON items(seq);
-CREATE INDEX IF NOT EXISTS items_kind_ts ON items(kind, ts);
+CREATE INDEX IF NOT EXISTS items_ts_kind ON items(ts, kind);
 CREATE TABLE IF NOT EXISTS df (term TEXT PRIMARY KEY, n INTEGER NOT NULL) WITHOUT ROWID;
 CREATE VIRTUAL TABLE IF NOT EXISTS fts USING fts5(
     terms, content='', tokenize='unicode61 remove_diacritics 0'
@@ -263,10 +263,12 @@ _COLUMNS = ("item_id, kind, seq, segment_id, ts, archive_seq, text, keywords, te
             "record, nq")
 
 #: Added to format 2 in place: an index made before them gets them when it is opened (its
-#: older rows keep ``nq`` NULL). The query side's term count, and the index over page times.
+#: older rows keep ``nq`` NULL). The query side's term count, and the index over item times
+#: (time first: an index led by ``kind`` would be chosen for the ``kind = 'page' AND seq IN``
+#: lookups of neighbouring turns and scan every page).
 _UPGRADES = (
     ("column", "nq", "ALTER TABLE items ADD COLUMN nq INTEGER"),
-    ("index", "items_kind_ts", "CREATE INDEX IF NOT EXISTS items_kind_ts ON items(kind, ts)"),
+    ("index", "items_ts_kind", "CREATE INDEX IF NOT EXISTS items_ts_kind ON items(ts, kind)"),
 )
 
 

@@ -159,6 +159,10 @@ CHAIN_MEMORY = 64
 
 _STATE_VERSION = 1
 
+# Archived neighbours are fetched around this many of the best candidates (per page
+# wanted, at least the second number).
+_NEIGHBOUR_FETCH_FACTOR, _NEIGHBOUR_FETCH_MIN = 5, 50
+
 # Why a page is a hybrid candidate (bit flags; their names appear in a hit's ``why``).
 _SRC_SEGMENT, _SRC_DENSE, _SRC_BM25, _SRC_ARCHIVE, _SRC_NEIGHBOUR, _SRC_TIME = 1, 2, 4, 8, 16, 32
 _SRC_NAMES = ((_SRC_SEGMENT, "segment"), (_SRC_DENSE, "dense"), (_SRC_BM25, "bm25"),
@@ -812,7 +816,8 @@ class MTMCore:
             # Archived neighbours: fetched only around the strongest candidates (a
             # neighbour matters when it, or the page beside it, can reach the top_k).
             base = parts.base
-            pool = heapq.nlargest(max(5 * top_k, 50), base, key=base.__getitem__)
+            pool = heapq.nlargest(max(_NEIGHBOUR_FETCH_FACTOR * top_k, _NEIGHBOUR_FETCH_MIN), base,
+                                 key=base.__getitem__)
             wanted = {n for seq in pool for n in (seq - 1, seq + 1)
                       if n > 0 and n not in base and n not in self._page_segment}
             fetched = cold_pages(wanted) if wanted else {}
