@@ -342,7 +342,7 @@ class MTMActor(SupervisedActor):
     # -- work ----------------------------------------------------------------------------
 
     def _search(self, message: MTMSearch) -> Any:
-        cold = cold_pages = None
+        cold = cold_pages = cold_window = None
         store = self.env.store
         if message.mode == "hybrid" and self.env.config.cold_tier:
             # The cold tier: archived pages, scored with MTM's under one formula.
@@ -350,10 +350,11 @@ class MTMActor(SupervisedActor):
             try:
                 cold = store.cold.search(qt, LEXICAL_CANDIDATES)
                 cold_pages = store.cold.pages_by_seq
+                cold_window = store.cold.pages_between
             except MemoryOSError as exc:
                 # The cold index is derived data: answer from the hot tiers rather than fail.
                 log.warning("mtm.cold_search_failed", user=self.env.user_id, error=str(exc))
-                cold = cold_pages = None
+                cold = cold_pages = cold_window = None
         return self.core.search(
             emb_from_bytes(message.query_embedding),
             message.query_keywords,
@@ -364,6 +365,7 @@ class MTMActor(SupervisedActor):
             cold=cold,
             cold_pages=cold_pages,
             query_text=message.query_text,
+            cold_window=cold_window,
         )
 
     def _catch_up(self, upto_seq: int, records: Any = None) -> None:

@@ -105,6 +105,9 @@ class ColdItem:
     since the epoch, ``archive_seq`` the archive record it came from, ``terms`` its index
     terms (with repeats), ``embedding`` a float32 unit vector or ``None`` when the archive
     record carried none, ``record`` the page or KB-entry dict as archived.
+    ``query_terms`` is how many of a page's ``terms`` come from its query side (the user's
+    words; they come first), or ``None`` when the index does not know (rows indexed before
+    it counted them).
     """
 
     item_id: str
@@ -118,6 +121,7 @@ class ColdItem:
     terms: tuple[str, ...]
     embedding: npt.NDArray[np.float32] | None
     raw_record: dict[str, Any] | bytes
+    query_terms: int | None = None
 
     @property
     def record(self) -> dict[str, Any]:
@@ -154,6 +158,14 @@ class ColdCandidates:
 
 def _page_text(page: dict[str, Any]) -> str:
     return f"{page.get('query', '')} {page.get('response', '')}"
+
+
+def _query_terms(page: dict[str, Any]) -> int:
+    """How many index terms a page's query side gives: the query and the response are
+    joined by a space and no token spans it, so these are the page's first terms."""
+    from memoryos_actors.tiers._lex import terms
+
+    return len(terms(str(page.get("query", ""))))
 
 
 def _emb_from(raw: Any) -> npt.NDArray[np.float32] | None:
@@ -193,7 +205,7 @@ def record_items(seq: int, record: dict[str, Any]) -> Iterator[ColdItem]:
                 keywords=frozenset(str(k) for k in page.get("keywords") or ()),
                 terms=tuple(terms(text)),
                 embedding=_emb_from(embs.get(pseq, embs.get(str(pseq)))),
-                raw_record=page,
+                raw_record=page, query_terms=_query_terms(page),
             )
     elif kind == "page":
         page = record.get("page") or {}
@@ -206,6 +218,7 @@ def record_items(seq: int, record: dict[str, Any]) -> Iterator[ColdItem]:
             archive_seq=seq, text=text,
             keywords=frozenset(str(k) for k in page.get("keywords") or ()),
             terms=tuple(terms(text)), embedding=_emb_from(record.get("emb")), raw_record=page,
+            query_terms=_query_terms(page),
         )
     elif kind in ("fact", "agent_trait"):
         entry = record.get("entry") or {}
@@ -235,21 +248,29 @@ CREATE TABLE IF NOT EXISTS items (
     keywords TEXT NOT NULL,
     terms TEXT NOT NULL,
     emb BLOB,
-    record BLOB NOT NULL
+    record BLOB NOT NULL,
+    nq INTEGER
 );
 CREATE INDEX IF NOT EXISTS items_seq ON items(seq);
-CREATE INDEX IF NOT EXISTS items_kind_ts ON items(kind, ts);
+CREATE INDEX IF NOT EXISTS items_ts_kind ON items(ts, kind);
 CREATE TABLE IF NOT EXISTS df (term TEXT PRIMARY KEY, n INTEGER NOT NULL) WITHOUT ROWID;
 CREATE VIRTUAL TABLE IF NOT EXISTS fts USING fts5(
     terms, content='', tokenize='unicode61 remove_diacritics 0'
 );
 """
 
-#: Items of one kind by time: the listing reads (:meth:`ColdIndex.newest`,
-#: :meth:`ColdIndex.day_counts`) walk it instead of the whole table.
-_KIND_TS_INDEX = "CREATE INDEX IF NOT EXISTS items_kind_ts ON items(kind, ts)"
+_COLUMNS = ("item_id, kind, seq, segment_id, ts, archive_seq, text, keywords, terms, emb, "
+            "record, nq")
 
-_COLUMNS = "item_id, kind, seq, segment_id, ts, archive_seq, text, keywords, terms, emb, record"
+#: Added to format 2 in place: an index made before them gets them when it is opened (its
+#: older rows keep ``nq`` NULL). The query side's term count, and the index over item times
+#: (time first: an index led by ``kind`` would be chosen for the ``kind = 'page' AND seq IN``
+#: lookups of neighbouring turns and scan every page; the listing reads, newest first of
+#: one kind, walk it backwards).
+_UPGRADES = (
+    ("column", "nq", "ALTER TABLE items ADD COLUMN nq INTEGER"),
+    ("index", "items_ts_kind", "CREATE INDEX IF NOT EXISTS items_ts_kind ON items(ts, kind)"),
+)
 
 
 class _Damaged(Exception):
@@ -372,6 +393,8 @@ class ColdIndex:
             raise _Damaged(f"format {meta.get('format')!r}, expected {_FORMAT}")
         if meta.get("user_id") != self.user_id:
             raise _Damaged(f"belongs to user {meta.get('user_id')!r}")
+        if not fresh:
+            _upgrade(db)
         try:
             self._indexed = int(meta["archive_seq"])
             self._n_docs = int(meta["n_docs"])
@@ -380,8 +403,6 @@ class ColdIndex:
         except (KeyError, TypeError, ValueError) as exc:
             raise _Damaged(f"meta incomplete: {exc!r}") from None
         self._kind_n = dict.fromkeys(_KIND_TOKENS, 0) if fresh else {}
-        # Indexes with an older schema lack it: built once here (the listing reads use it).
-        db.execute(_KIND_TS_INDEX)
         last = self._archive_last()
         if self._indexed > last:
             raise _Damaged(f"indexed archive seq {self._indexed} beyond archive end {last}")
@@ -476,11 +497,11 @@ class ColdIndex:
                     emb = None if item.embedding is None else item.embedding.astype("<f2").tobytes()
                     cur = db.execute(
                         f"INSERT OR IGNORE INTO items ({_COLUMNS}) VALUES "
-                        "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                        "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                         (item.item_id, item.kind, item.seq, item.segment_id, item.timestamp,
                          item.archive_seq, item.text, " ".join(sorted(item.keywords)),
                          " ".join(item.terms), emb,
-                         msgpack.packb(item.record, use_bin_type=True)),
+                         msgpack.packb(item.record, use_bin_type=True), item.query_terms),
                     )
                     if cur.rowcount != 1:
                         continue  # already indexed (an item archived twice)
@@ -559,8 +580,10 @@ class ColdIndex:
                     record = msgpack.unpackb(blob, raw=False)
                     record["text"] = text
                     emb = rec.get("emb")
+                    # A corrected item is one text: no query side is known any more.
                     db.execute(
-                        "UPDATE items SET text = ?, terms = ?, emb = ?, record = ? WHERE id = ?",
+                        "UPDATE items SET text = ?, terms = ?, emb = ?, record = ?, nq = 0 "
+                        "WHERE id = ?",
                         (text, " ".join(new_terms), emb if emb else None,
                          msgpack.packb(record, use_bin_type=True), rowid))
                     db.execute("INSERT INTO fts (rowid, terms) VALUES (?, ?)",
@@ -729,6 +752,30 @@ class ColdIndex:
                 out[int(item.seq)] = item  # type: ignore[arg-type]
         return out
 
+    def pages_between(self, start: float, end: float, limit: int
+                      ) -> tuple[int, dict[int, ColdItem]]:
+        """How many archived pages were written in ``[start, end)`` (epoch seconds), and,
+        when that is at most ``limit``, those pages by seq (else an empty dict)."""
+        if self._db is None and self._archive_last() == 0:
+            return 0, {}
+        result: tuple[int, dict[int, ColdItem]] = self._guard(
+            self._pages_between, float(start), float(end), int(limit))
+        return result
+
+    def _pages_between(self, start: float, end: float, limit: int
+                       ) -> tuple[int, dict[int, ColdItem]]:
+        db = self._db
+        assert db is not None
+        (count,) = db.execute(
+            "SELECT count(*) FROM items WHERE kind = 'page' AND ts >= ? AND ts < ?",
+            (start, end)).fetchone()
+        if not count or count > limit:
+            return int(count), {}
+        rows = db.execute(
+            f"SELECT {_COLUMNS} FROM items WHERE kind = 'page' AND ts >= ? AND ts < ?",
+            (start, end)).fetchall()
+        return int(count), {item.seq: item for item in _row_items(rows) if item.seq is not None}
+
     def item_ids(self) -> set[str]:
         """Ids of every indexed item (for tests and inspection; O(items))."""
         return self._guard(lambda: {r[0] for r in self._db.execute("SELECT item_id FROM items")})
@@ -782,11 +829,30 @@ def _row_items(rows: Iterable[tuple[Any, ...]]) -> list[ColdItem]:
             segment_id=sid, timestamp=float(ts), archive_seq=int(aseq), text=text,
             keywords=frozenset(kws.split()) if kws else frozenset(),
             terms=tuple(terms_.split()) if terms_ else (),
-            embedding=emb, raw_record=bytes(rec),
+            embedding=emb, raw_record=bytes(rec), query_terms=None if nq is None else int(nq),
         )
-        for (item_id, kind, seq, sid, ts, aseq, text, kws, terms_, _blob, rec), emb
+        for (item_id, kind, seq, sid, ts, aseq, text, kws, terms_, _blob, rec, nq), emb
         in zip(rows, embs, strict=True)
     ]
+
+
+def _upgrade(db: sqlite3.Connection) -> None:
+    """Add what :data:`_UPGRADES` lists to an index made before it existed."""
+    columns = {row[1] for row in db.execute("PRAGMA table_info(items)")}
+    indexes = {row[1] for row in db.execute("PRAGMA index_list(items)")}
+    todo = [sql for what, name, sql in _UPGRADES
+            if name not in (columns if what == "column" else indexes)]
+    if not todo:
+        return
+    db.execute("BEGIN")
+    try:
+        for sql in todo:
+            db.execute(sql)
+        db.execute("COMMIT")
+    except BaseException:
+        with contextlib.suppress(sqlite3.Error):
+            db.execute("ROLLBACK")
+        raise
 
 
 def match_plan(qt: list[str], dfs: Mapping[str, int], n_docs: int

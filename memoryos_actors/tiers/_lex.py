@@ -16,14 +16,18 @@ from dataclasses import dataclass
 
 from ..text import STOPWORDS, tokenize
 
-__all__ = ["BM25_B", "BM25_K1", "CorpusStats", "LexIndex", "bm25_idf", "bm25_score", "bm25_scorer",
-           "stem", "terms"]
+__all__ = ["BM25_B", "BM25_K1", "FIRST_PERSON", "CorpusStats", "LexIndex", "asks_about_user",
+           "bm25_idf", "bm25_score", "bm25_scorer", "stem", "terms"]
 
 BM25_K1 = 1.2
 """BM25 term-frequency saturation."""
 
 BM25_B = 0.4
 """BM25 length normalisation (lower than the usual 0.75: pages are short turns; chosen on LoCoMo)."""
+
+FIRST_PERSON: frozenset[str] = frozenset(
+    {"i", "me", "my", "mine", "myself", "i'm", "i've", "i'd", "i'll"})
+"""Words that make a query a question about the user ("what did I buy?", "my sister")."""
 
 _SUFFIXES = ("ingly", "edly", "ings", "ing", "ies", "ied", "es", "ed", "ly", "s")
 
@@ -51,6 +55,12 @@ def stem(word: str) -> str:
     if base.endswith("e") and len(base) > 3:
         base = base[:-1]
     return base
+
+
+def asks_about_user(query: str) -> bool:
+    """Whether ``query`` is asked in the first person (:data:`FIRST_PERSON`): a question
+    about the user, whose own words (the query side of a page) then count twice."""
+    return not FIRST_PERSON.isdisjoint(tokenize(query))
 
 
 def terms(text: str) -> list[str]:
@@ -82,12 +92,13 @@ def bm25_score(
 
 def bm25_scorer(
     query_terms: Iterable[str], n_docs: int, avg_len: float, df: Mapping[str, int],
+    *, idf: Mapping[str, float] | None = None,
 ) -> Callable[[Iterable[str]], float]:
     """:func:`bm25_score` for one query and corpus, as a function of a document's terms:
-    the idf of each query term is computed once, not once per document scored."""
-    idf = {}
-    for term in set(query_terms):
-        idf[term] = bm25_idf(n_docs, max(df.get(term, 1), 1))
+    the idf of each query term is computed once, not once per document scored. ``idf``
+    (query term -> weight) replaces the weights ``df`` would give."""
+    weights = idf if idf is not None else {
+        term: bm25_idf(n_docs, max(df.get(term, 1), 1)) for term in set(query_terms)}
     avg = avg_len or 1.0
     k1, b = BM25_K1, BM25_B
     plus = BM25_K1 + 1.0
@@ -98,7 +109,7 @@ def bm25_scorer(
         terms_ = doc_terms if isinstance(doc_terms, (tuple, list)) else tuple(doc_terms)
         length = len(terms_)
         total = 0.0
-        for term, w in idf.items():
+        for term, w in weights.items():
             tf = terms_.count(term)
             if tf:
                 total += w * tf * plus / (tf + k1 * (1.0 - b + b * length / avg))
@@ -160,6 +171,20 @@ class LexIndex:
     def df(self, term: str) -> int:
         """Number of indexed documents containing ``term``."""
         return len(self._postings.get(term, ()))
+
+    def weighted_scores(self, idf: Mapping[str, float], avg_len: float) -> dict[int, float]:
+        """BM25 of every document sharing a term of ``idf`` (query term -> weight), its
+        length normalised by ``avg_len`` (terms) instead of this index's own average."""
+        avg = avg_len if avg_len > 0 else 1.0
+        out: dict[int, float] = {}
+        for term, w in idf.items():
+            posting = self._postings.get(term)
+            if not posting:
+                continue
+            for key, tf in posting.items():
+                norm = tf + BM25_K1 * (1.0 - BM25_B + BM25_B * self._doc_len[key] / avg)
+                out[key] = out.get(key, 0.0) + w * tf * (BM25_K1 + 1.0) / norm
+        return out
 
     def scores(
         self, query_terms: Iterable[str], extra: CorpusStats | None = None

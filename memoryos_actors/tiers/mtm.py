@@ -44,6 +44,7 @@ after the search.
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import heapq
 import math
@@ -69,7 +70,7 @@ from memoryos_actors.messages import (
 )
 from memoryos_actors.scoring import heat, jaccard
 from memoryos_actors.tiers._ann import AnnIndex
-from memoryos_actors.tiers._lex import CorpusStats, LexIndex, bm25_scorer, stem, terms
+from memoryos_actors.tiers._lex import LexIndex, asks_about_user, bm25_idf, bm25_scorer, stem, terms
 from memoryos_actors.tiers.temporal import asks_about_past, supersedes, time_window
 
 if TYPE_CHECKING:
@@ -83,8 +84,12 @@ __all__ = [
     "HYBRID_NEIGHBOR_WEIGHT",
     "HYBRID_SEGMENT_WEIGHT",
     "LEXICAL_CANDIDATES",
+    "NEIGHBOUR_PASSAGE_CHARS",
+    "SUPERSEDE_LEXICAL_SHARE",
     "SUPERSEDE_MARGIN",
     "TIME_WINDOW_WEIGHT",
+    "USER_SIDE_WEIGHT",
+    "WINDOW_CANDIDATES",
     "MIN_CANDIDATES",
     "SEGMENT_KEYWORD_LIMIT",
     "MTMCore",
@@ -117,13 +122,34 @@ HYBRID_SEGMENT_WEIGHT = 0.05
 """Hybrid mode: weight of the page's segment F_score."""
 
 HYBRID_NEIGHBOR_WEIGHT = 0.7
-"""Hybrid mode: weight of the best base score of the turn just before or after."""
+"""Hybrid mode: weight of the best base score of the turn just before or after (scaled
+down for long turns, see :data:`NEIGHBOUR_PASSAGE_CHARS`)."""
 
-TIME_WINDOW_WEIGHT = 0.3
-"""Hybrid mode: bonus of a page written in the time window the query names."""
+NEIGHBOUR_PASSAGE_CHARS = 1000
+"""Hybrid mode: a neighbour counts fully while the two turns together hold at most this
+many characters, and in proportion beyond: a short turn ("Yes, in May!") needs the turn
+beside it to be understood, a long one carries its own context (chosen on LoCoMo, whose
+pages are ~260 characters, and the LongMemEval dev set, ~2,400)."""
+
+USER_SIDE_WEIGHT = 1.5
+"""Hybrid mode: for a question in the first person ("what did I buy?"), the BM25 of a
+page's query side (the user's own words) is added, times this, to the page's BM25."""
+
+TIME_WINDOW_WEIGHT = 1.0
+"""Hybrid mode: bonus of a page written in the time window the query names, when the
+window holds a single page; a window with more pages gives less, in proportion to its
+BM25 idf (see :meth:`MTMCore._window_candidates`)."""
+
+WINDOW_CANDIDATES = 100
+"""Hybrid mode: a time window holding at most this many pages (hot and archived) adds
+all of them to the candidates; a wider one only lifts the candidates found otherwise."""
 
 SUPERSEDE_MARGIN = 1e-3
 """Hybrid mode: how far above a superseded page the newer page that changes it is put."""
+
+SUPERSEDE_LEXICAL_SHARE = 0.75
+"""Hybrid mode: a newer page supersedes an older one only if its BM25 score is at least
+this share of the older page's: it answers the question about as well."""
 
 LEXICAL_CANDIDATES = 200
 """Hybrid mode: pages with the best BM25 scores added to the candidate pool."""
@@ -133,19 +159,37 @@ CHAIN_MEMORY = 64
 
 _STATE_VERSION = 1
 
+# Archived neighbours are fetched around this many of the best candidates (per page
+# wanted, at least the second number).
+_NEIGHBOUR_FETCH_FACTOR, _NEIGHBOUR_FETCH_MIN = 5, 50
+
 # Why a page is a hybrid candidate (bit flags; their names appear in a hit's ``why``).
-_SRC_SEGMENT, _SRC_DENSE, _SRC_BM25, _SRC_ARCHIVE, _SRC_NEIGHBOUR = 1, 2, 4, 8, 16
+_SRC_SEGMENT, _SRC_DENSE, _SRC_BM25, _SRC_ARCHIVE, _SRC_NEIGHBOUR, _SRC_TIME = 1, 2, 4, 8, 16, 32
 _SRC_NAMES = ((_SRC_SEGMENT, "segment"), (_SRC_DENSE, "dense"), (_SRC_BM25, "bm25"),
-              (_SRC_ARCHIVE, "archive-bm25"), (_SRC_NEIGHBOUR, "neighbour"))
+              (_SRC_ARCHIVE, "archive-bm25"), (_SRC_NEIGHBOUR, "neighbour"),
+              (_SRC_TIME, "time-window"))
+
+ColdWindow = Callable[[float, float, int], "tuple[int, Mapping[int, ColdItem]]"]
+"""Counts the archived pages written in ``[start, end)`` and, when at most ``limit``,
+returns them by seq (:meth:`~memoryos_actors.store.cold.ColdIndex.pages_between`)."""
+
+
+def _query_side(item: ColdItem) -> int:
+    """How many of an archived page's terms are its query side's (its first ones)."""
+    if item.query_terms is not None:
+        return item.query_terms
+    # Indexed before the count was kept: read it from the archived page itself.
+    return len(terms(str(item.record.get("query", ""))))
 
 
 class _Parts:
     """Hybrid scores of a query's candidates, by page seq: the base score and its parts."""
 
-    __slots__ = ("base", "cos", "kw", "lex", "seg")
+    __slots__ = ("base", "chars", "cos", "kw", "lex", "seg")
 
     def __init__(self) -> None:
         self.base: dict[int, float] = {}
+        self.chars: dict[int, int] = {}
         self.lex: dict[int, float] = {}
         self.cos: dict[int, float] = {}
         self.kw: dict[int, float] = {}
@@ -269,6 +313,10 @@ class MTMCore:
         self._seg_index = AnnIndex(dim, config.seed)
         self._page_index = AnnIndex(dim, config.seed)
         self._lex = LexIndex()
+        # The query side (the user's words) of each page, scored again for questions in
+        # the first person; and the pages' times in order, for time windows.
+        self._lex_user = LexIndex()
+        self._times: list[tuple[float, int]] = []
         self._chains: dict[str, str] = {}  # dialogue chain id -> segment id, oldest first
         self._next_segment = 1
         self._max_seq = 0
@@ -356,13 +404,27 @@ class MTMCore:
         scored.sort(key=lambda fs: (-fs[0], fs[1].number))
         return scored[:n]
 
+    def _index_text(self, page: Page) -> None:
+        """Add a page to the BM25 indexes (whole page, query side) and the time list."""
+        self._lex.add(page.seq, page_terms(page))
+        self._lex_user.add(page.seq, terms(page.query))
+        bisect.insort(self._times, (page.timestamp, page.seq))
+
+    def _unindex_text(self, page: Page) -> None:
+        """Remove a page from what :meth:`_index_text` added it to."""
+        self._lex.remove(page.seq)
+        self._lex_user.remove(page.seq)
+        i = bisect.bisect_left(self._times, (page.timestamp, page.seq))
+        if i < len(self._times) and self._times[i] == (page.timestamp, page.seq):
+            del self._times[i]
+
     def _drop_segment(self, seg: _Segment) -> None:
         del self._segments[seg.segment_id]
         self._seg_index.remove(seg.number)
         for page, emb in zip(seg.pages, seg.embs, strict=True):
             self._evicted_embs[page.seq] = emb
             self._page_index.remove(page.seq)
-            self._lex.remove(page.seq)
+            self._unindex_text(page)
             self._page_segment.pop(page.seq, None)
 
     def _maintain(self, now: float) -> tuple[tuple[SegmentRecord, ...], tuple[SegmentRecord, ...]]:
@@ -451,7 +513,7 @@ class MTMCore:
             while len(self._chains) > CHAIN_MEMORY:
                 del self._chains[next(iter(self._chains))]
         seg.add(page, emb)
-        self._lex.add(page.seq, page_terms(page))
+        self._index_text(page)
         seg.l_interaction += 1
         seg.last_access = t
         self._page_segment[page.seq] = seg.segment_id
@@ -462,7 +524,7 @@ class MTMCore:
             old, old_emb = seg.pop_oldest()
             self._evicted_embs[old.seq] = old_emb
             self._page_index.remove(old.seq)
-            self._lex.remove(old.seq)
+            self._unindex_text(old)
             del self._page_segment[old.seq]
             pushed_out.append(old)
         seg.refresh(self._rules.segment_keyword_limit)
@@ -555,7 +617,7 @@ class MTMCore:
         seg.kw_counts.subtract(page.keywords)
         seg.kw_counts = +seg.kw_counts
         self._page_index.remove(seq)
-        self._lex.remove(seq)
+        self._unindex_text(page)
         del self._page_segment[seq]
         if not seg.pages:
             self._drop_segment(seg)
@@ -577,6 +639,7 @@ class MTMCore:
         cold: ColdCandidates | None = None,
         cold_pages: Callable[[Iterable[int]], Mapping[int, ColdItem]] | None = None,
         query_text: str = "",
+        cold_window: ColdWindow | None = None,
     ) -> MTMHits:
         """Find the pages most relevant to a query; mark the segments used as visited.
 
@@ -645,7 +708,7 @@ class MTMCore:
             visited, hits = self._search_paper(q, ranked, top_k)
         else:
             visited, hits = self._search_hybrid(q, kw, ranked, top_k, cold, cold_pages,
-                                                query_text, t)
+                                                query_text, t, cold_window)
 
         seg_hits: list[SegmentHit] = []
         for f, seg in sorted(visited, key=lambda fs: (-fs[0], fs[1].number)):
@@ -685,6 +748,7 @@ class MTMCore:
         cold_pages: Callable[[Iterable[int]], Mapping[int, ColdItem]] | None = None,
         query_text: str = "",
         now: float | None = None,
+        cold_window: ColdWindow | None = None,
     ) -> tuple[list[tuple[float, _Segment]], list[PageHit]]:
         # Hundreds of candidates a query: their scores live in flat dicts of floats and
         # their sources in bit flags, so a query leaves few objects for the garbage
@@ -701,25 +765,43 @@ class MTMCore:
             source[seq] = source.get(seq, 0) | _SRC_DENSE
         qt = [stem(k) for k in kw]
         # One BM25 over hot and cold pages: idf and average length of the union.
-        extra = None
-        if cold is not None:
-            extra = CorpusStats(cold.n_docs, cold.total_len, dict(cold.df))
-        bm25 = self._lex.scores(qt, extra)
+        n_all = len(self._lex) + (cold.n_docs if cold is not None else 0)
+        total = self._lex.total_len + (cold.total_len if cold is not None else 0)
+        avg = total / n_all if n_all else 1.0
+        idf = {t: bm25_idf(n_all, max(self._lex.df(t) + (cold.df_of(t) if cold else 0), 1))
+               for t in set(qt)}
+        bm25 = self._lex.weighted_scores(idf, avg)
+        # A question in the first person is about the user: the user's own words (a page's
+        # query side) are scored again, with the same idf, normalised by their own length.
+        user_side = None
+        if USER_SIDE_WEIGHT > 0 and query_text and asks_about_user(query_text):
+            avg_user = self._user_side_length(cold)
+            for seq, v in self._lex_user.weighted_scores(idf, avg_user).items():
+                bm25[seq] = bm25.get(seq, 0.0) + USER_SIDE_WEIGHT * v
+            user_side = bm25_scorer(qt, n_all, avg_user, {}, idf=idf)
         for seq in sorted(bm25, key=lambda x: (-bm25[x], -x))[:LEXICAL_CANDIDATES]:
             source[seq] = source.get(seq, 0) | _SRC_BM25
         archived: dict[int, ColdItem] = {}
-        cold_bm25 = None
+        page_bm25 = bm25_scorer(qt, n_all, avg, {}, idf=idf)
+
+        def cold_lexical(item: ColdItem) -> float:
+            score = page_bm25(item.terms)
+            if user_side is not None:
+                score += USER_SIDE_WEIGHT * user_side(item.terms[:_query_side(item)])
+            return score
+
         if cold is not None:
-            n_all = len(self._lex) + cold.n_docs
-            avg = (self._lex.total_len + cold.total_len) / n_all if n_all else 1.0
-            df = {t: self._lex.df(t) + cold.df_of(t) for t in set(qt)}
-            cold_bm25 = bm25_scorer(qt, n_all, avg, df)
             for item in cold.items:
                 if item.seq is None or item.seq in self._page_segment:
                     continue
                 archived[item.seq] = item
-                bm25[item.seq] = cold_bm25(item.terms)
+                bm25[item.seq] = cold_lexical(item)
                 source[item.seq] = source.get(item.seq, 0) | _SRC_ARCHIVE
+        window = time_window(query_text, now) if query_text and now is not None else None
+        window_bonus = 0.0
+        if window is not None:
+            window_bonus = self._window_candidates(window, n_all, cold_window, source,
+                                                   archived, bm25, cold_lexical)
         if HYBRID_NEIGHBOR_WEIGHT > 0:
             # Score the turn before and after each candidate too: an answer often sits
             # next to the turn that shares the question's words.
@@ -734,7 +816,8 @@ class MTMCore:
             # Archived neighbours: fetched only around the strongest candidates (a
             # neighbour matters when it, or the page beside it, can reach the top_k).
             base = parts.base
-            pool = heapq.nlargest(max(5 * top_k, 50), base, key=base.__getitem__)
+            pool = heapq.nlargest(max(_NEIGHBOUR_FETCH_FACTOR * top_k, _NEIGHBOUR_FETCH_MIN), base,
+                                 key=base.__getitem__)
             wanted = {n for seq in pool for n in (seq - 1, seq + 1)
                       if n > 0 and n not in base and n not in self._page_segment}
             fetched = cold_pages(wanted) if wanted else {}
@@ -743,40 +826,56 @@ class MTMCore:
                 if n in self._page_segment or n in base:
                     continue
                 archived[n] = item
-                bm25[n] = cold_bm25(item.terms) if cold_bm25 is not None else 0.0
+                bm25[n] = cold_lexical(item) if cold is not None else 0.0
                 source[n] = _SRC_NEIGHBOUR
                 fresh.append(n)
             self._score_parts(parts, sorted(fresh), q, kw, bm25, best_bm25, seg_f, archived)
-        window = time_window(query_text, now) if query_text and now is not None else None
-        base = parts.base
+        base, chars = parts.base, parts.chars
 
         def near(seq: int) -> float:
-            """The best base score of the turn just before or after ``seq``."""
-            before, after = base.get(seq - 1), base.get(seq + 1)
-            return max(before if before is not None else 0.0,
-                       after if after is not None else 0.0)
+            """The best base score of the turn just before or after ``seq``, each scaled by
+            how much of a passage of NEIGHBOUR_PASSAGE_CHARS the two turns fill: next to a
+            long turn, which holds its own context, the neighbour counts for less."""
+            best = 0.0
+            own = chars[seq]
+            for n in (seq - 1, seq + 1):
+                b = base.get(n)
+                if b is not None:
+                    best = max(best, b * min(1.0, NEIGHBOUR_PASSAGE_CHARS / max(own + chars[n], 1)))
+            return best
 
         final: dict[int, float] = {}
         notes: dict[int, str] = {}
         for seq, b in base.items():
             score = b + HYBRID_NEIGHBOR_WEIGHT * near(seq)
             if window is not None and window[0] <= self._cand_time(seq, archived) < window[1]:
-                score += TIME_WINDOW_WEIGHT
-                notes[seq] = f" + {TIME_WINDOW_WEIGHT:g} in the time window the query names"
+                score += window_bonus
+                notes[seq] = f" + {window_bonus:.2f} in the time window the query names"
             final[seq] = score
-        # Best first; equal scores, newer first. Only the head can reach the answer (the
-        # supersede pass below reorders at most its best 2 * top_k).
-        order = heapq.nlargest(2 * top_k, final, key=lambda x: (final[x], x))
+        # Best first; equal scores, newer first. The supersede pass only reorders the
+        # answer: which pages are returned is decided by relevance alone.
+        order = heapq.nlargest(top_k, final, key=lambda x: (final[x], x))
         if query_text and not asks_about_past(query_text):
-            order = self._supersede(order, final, qt, archived, notes)
+            order = self._supersede(order, final, qt, archived, notes, bm25)
+        # Fusion must not bury the strongest lexical match: it keeps a place in the answer.
+        lexical_best = max(final, key=lambda x: (bm25.get(x, 0.0), x), default=None)
+        if (lexical_best is not None and bm25.get(lexical_best, 0.0) > 0
+                and lexical_best not in order):
+            last = order[-1]
+            final[lexical_best] = final[last]
+            notes[lexical_best] = (notes.get(lexical_best, "")
+                                   + "; kept in the answer: the best lexical match")
+            order[-1] = lexical_best
         hits: list[PageHit] = []
         visited: dict[str, tuple[float, _Segment]] = {}
-        for seq in order[:top_k]:
+        for seq in order:
             score = final[seq]
             beside = near(seq)
             lex, c, j, f = parts.lex[seq], parts.cos[seq], parts.kw[seq], parts.seg[seq]
             terms_ = (f"{HYBRID_LEXICAL_WEIGHT:g}*bm25={lex:.2f} + {HYBRID_DENSE_WEIGHT:g}*cos={c:.2f}"
                       f" + {HYBRID_KEYWORD_WEIGHT:g}*kw={j:.2f}{notes.get(seq, '')}")
+            if user_side is not None:
+                terms_ += " (bm25 counts the user's words twice: a question in the first person)"
             via = "+".join(sorted(name for bit, name in _SRC_NAMES if source[seq] & bit))
             if seq in archived:
                 item = archived[seq]
@@ -794,6 +893,50 @@ class MTMCore:
             hits.append(PageHit(page, sid, score, why))
             visited.setdefault(sid, (f, seg))
         return list(visited.values()), hits
+
+    def _user_side_length(self, cold: ColdCandidates | None) -> float:
+        """Average length (terms) of a page's query side: over the hot pages, or over the
+        cold candidates when MTM holds none."""
+        if len(self._lex_user):
+            return self._lex_user.total_len / len(self._lex_user)
+        known = [item.query_terms for item in (cold.items if cold else ())
+                 if item.query_terms is not None]
+        return sum(known) / len(known) if known and sum(known) else 1.0
+
+    def _window_candidates(
+        self,
+        window: tuple[float, float],
+        n_all: int,
+        cold_window: ColdWindow | None,
+        source: dict[int, int],
+        archived: dict[int, ColdItem],
+        bm25: dict[int, float],
+        cold_lexical: Callable[[ColdItem], float],
+    ) -> float:
+        """The bonus of a page in the time window a query names, and (when the window holds
+        at most WINDOW_CANDIDATES pages) every page in it added to the candidates.
+
+        The bonus is ``TIME_WINDOW_WEIGHT`` times the window's BM25 idf as a share of the
+        idf of a term in one page: a day with a handful of pages tells far more than a
+        month with hundreds, exactly as a rare word does."""
+        lo = bisect.bisect_left(self._times, (window[0], -1))
+        hi = bisect.bisect_left(self._times, (window[1], -1))
+        n_cold, cold_in = (cold_window(window[0], window[1], WINDOW_CANDIDATES)
+                           if cold_window is not None else (0, {}))
+        n_window = hi - lo + n_cold
+        if not n_window or n_all <= 0:
+            return 0.0
+        if n_window <= WINDOW_CANDIDATES:
+            for _, seq in self._times[lo:hi]:
+                source[seq] = source.get(seq, 0) | _SRC_TIME
+            for seq, item in cold_in.items():
+                if seq in self._page_segment:
+                    continue
+                if seq not in archived:
+                    archived[seq] = item
+                    bm25[seq] = cold_lexical(item)
+                source[seq] = source.get(seq, 0) | _SRC_TIME
+        return TIME_WINDOW_WEIGHT * bm25_idf(n_all, n_window) / bm25_idf(n_all, 1)
 
     def _score_parts(
         self,
@@ -828,6 +971,7 @@ class MTMCore:
             for sid, seg, c in zip(unscored, segs, cos.tolist(), strict=True):
                 seg_f[sid] = c + jaccard(seg.keywords, kw)
         base, lex_of, kw_of, f_of = parts.base, parts.lex, parts.kw, parts.seg
+        chars = parts.chars
         parts.cos.update(cos_of)
         for seq in seqs:
             item = archived.get(seq)
@@ -835,11 +979,14 @@ class MTMCore:
                 # The segment is gone: no segment F_score term for an archived page.
                 f = 0.0
                 page_kw = item.keywords
+                chars[seq] = len(item.text)
             else:
                 sid = self._page_segment[seq]
                 seg = self._segments[sid]
                 f = seg_f[sid]
-                page_kw = seg.pages[_index_of(seg.pages, seq)].keywords
+                page = seg.pages[_index_of(seg.pages, seq)]
+                page_kw = page.keywords
+                chars[seq] = len(page.query) + len(page.response)
             lex = min(bm25.get(seq, 0.0) / best_bm25, 1.0)
             j = jaccard(kw, page_kw)
             base[seq] = (HYBRID_LEXICAL_WEIGHT * lex + HYBRID_DENSE_WEIGHT * cos_of[seq]
@@ -874,25 +1021,40 @@ class MTMCore:
         qt: list[str],
         archived: Mapping[int, ColdItem],
         notes: dict[int, str],
+        lexical: Mapping[int, float],
     ) -> list[int]:
         """Rank a newer page that states a change right above the older page it supersedes.
 
-        ``order`` is the best candidates, best first (at most ``2·top_k``: pairs cost
-        O(top_k²)); a lifted page's score in ``final`` is raised. Returns the new order.
+        ``order`` is the answer, best first (``top_k`` pages: pairs cost O(top_k²)); the
+        pass changes their order, never which pages they are. Best first, each page is superseded by at most one page ranked below
+        it: the newest that :func:`~memoryos_actors.tiers.temporal.supersedes` it and
+        matches the query at least :data:`SUPERSEDE_LEXICAL_SHARE` as well (lexically); that
+        page's score in ``final`` is raised to just above it, once (no chains of lifts).
+        Returns the new order.
         """
         info = [self._cand_facts(seq, archived) for seq in order]
-        changed = False
+        lifted: set[int] = set()
         for i, (old_id, old_time, _old_text, old_terms) in enumerate(info):
+            old = order[i]
+            if old in lifted:
+                continue
+            floor = SUPERSEDE_LEXICAL_SHARE * lexical.get(old, 0.0)
+            best: tuple[float, int] | None = None
             for k, (_new_id, new_time, new_text, new_terms) in enumerate(info):
-                if k == i or final[order[k]] > final[order[i]]:
+                new = order[k]
+                if (k == i or new in lifted or final[new] > final[old]
+                        or lexical.get(new, 0.0) < floor):
                     continue
-                if supersedes(new_terms, new_time, new_text, old_terms, old_time, qt):
-                    final[order[k]] = final[order[i]] + SUPERSEDE_MARGIN
-                    notes[order[k]] = (notes.get(order[k], "")
-                                       + f"; supersedes {old_id} (newer, states a "
-                                       f"change), ranked above it")
-                    changed = True
-        if not changed:
+                if (supersedes(new_terms, new_time, new_text, old_terms, old_time, qt)
+                        and (best is None or new_time > best[0])):
+                    best = (new_time, new)
+            if best is not None:
+                new = best[1]
+                final[new] = final[old] + SUPERSEDE_MARGIN
+                lifted.add(new)
+                notes[new] = (notes.get(new, "")
+                              + f"; supersedes {old_id} (newer, states a change), ranked above it")
+        if not lifted:
             return order
         return sorted(order, key=lambda x: (-final[x], -x))
 
@@ -985,7 +1147,7 @@ class MTMCore:
                     seg.add(page, e)
                     core._page_segment[page.seq] = seg.segment_id
                     page_vecs[page.seq] = e
-                    core._lex.add(page.seq, page_terms(page))
+                    core._index_text(page)
                 seg.summary = s["summary"]
                 seg.summary_kw = normalize_keywords(s["summary_keywords"])
                 seg.n_visit = int(s["n_visit"])

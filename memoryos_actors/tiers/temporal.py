@@ -3,12 +3,15 @@
 Pure functions (no clock, no I/O) used by hybrid retrieval:
 
 * :func:`time_window` reads a time reference in a query ("yesterday", "last week",
-  "3 months ago", "in May 2023", "in 2022") as a ``[start, end)`` window of epoch seconds,
-  relative to the time of the question. Pages written inside the window get a bonus.
+  "3 months ago", "last Saturday", "the past two months", "in May 2023", "in February",
+  "in 2022") as a ``[start, end)`` window of epoch seconds, relative to the time of the
+  question. Pages written inside the window get a bonus.
 * :func:`supersedes` decides whether a newer page states a change of something an older
-  page stated ("I moved to Berlin" after "I live in Paris"): both must match the same query
-  terms, and the newer one must carry a change cue. The newer page is then ranked above the
-  older one, unless the query asks about the past ("where did I live before?").
+  page stated ("I moved, now I live in Berlin" after "I live in Paris"): the older page
+  must match at least half of the query's terms, the newer one all of those, and the newer
+  one must carry a change cue in a sentence that holds one of them. The newer page is then
+  ranked above the older one, unless the query asks about the past ("where did I live
+  before?").
 """
 
 from __future__ import annotations
@@ -19,12 +22,13 @@ import functools
 import re
 from collections.abc import Iterable
 
-from memoryos_actors.text import tokenize
+from memoryos_actors.text import split_sentences, tokenize
 
 __all__ = [
     "CHANGE_CUES",
     "PAST_CUES",
     "asks_about_past",
+    "changed_terms",
     "has_change_cue",
     "supersedes",
     "time_window",
@@ -51,11 +55,20 @@ _UNITS = {"day": 1.0, "days": 1.0, "week": 7.0, "weeks": 7.0, "month": 30.0, "mo
           "year": 365.0, "years": 365.0}
 _NUMBERS = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6,
             "seven": 7, "eight": 8, "nine": 9, "ten": 10, "few": 3, "couple": 2}
-_AGO = re.compile(r"\b(\d+|a|an|one|two|three|four|five|six|seven|eight|nine|ten|few|couple)"
-                  r"(?: of)? (day|days|week|weeks|month|months|year|years) ago\b")
+_COUNT = r"(\d+|a|an|one|two|three|four|five|six|seven|eight|nine|ten|few|couple)"
+_AGO = re.compile(r"\b" + _COUNT + r"(?: of)? (day|days|week|weeks|month|months|year|years) ago\b")
 _LAST = re.compile(r"\b(?:last|past|previous) (day|week|weekend|month|year)\b")
-_MONTH_YEAR = re.compile(r"\b(" + "|".join(sorted(_MONTHS, key=len, reverse=True))
-                         + r")\.?,? (\d{4})\b")
+_LAST_N = re.compile(r"\b(?:last|past|previous) " + _COUNT
+                     + r"(?: of)? (days|weeks|months|years)\b")
+_WEEKDAYS = {name.lower(): i for i, name in enumerate(calendar.day_name)}
+_LAST_WEEKDAY = re.compile(r"\b(?:last|previous|this past|past) ("
+                           + "|".join(_WEEKDAYS) + r")\b")
+_MONTH_NAMES = "|".join(sorted(_MONTHS, key=len, reverse=True))
+_MONTH_YEAR = re.compile(r"\b(" + _MONTH_NAMES + r")\.?,? (\d{4})\b")
+# A month without a year needs a preposition before it ("in May", "during march"), so
+# "may" the verb and "march" the verb are not read as months.
+_MONTH = re.compile(r"\b(?:in|during|since|of|early|late|mid)[ -](?:the month of )?("
+                    + _MONTH_NAMES + r")\b(?!\.?,? \d)")
 _YEAR = re.compile(r"\b(?:in|during|of) (\d{4})\b")
 
 
@@ -65,27 +78,53 @@ def _month_window(year: int, month: int) -> tuple[float, float]:
     return start.timestamp(), end.timestamp()
 
 
+def _day_start(moment: float) -> float:
+    day = _dt.datetime.fromtimestamp(moment, _dt.UTC).date()
+    return _dt.datetime(day.year, day.month, day.day, tzinfo=_dt.UTC).timestamp()
+
+
+def _count(word: str) -> int:
+    return int(word) if word.isdigit() else _NUMBERS[word]
+
+
 def time_window(query: str, now: float) -> tuple[float, float] | None:
     """The ``[start, end)`` window (epoch seconds, UTC) a query's time reference names.
 
     ``now`` is when the question is asked (seconds). Recognised, first match wins:
-    "N units ago" (a window of one unit around that point, units day/week/month/year, with
-    month = 30 days and year = 365 days), "yesterday", "today", "last/past week|month|year"
-    (the span up to now), "<Month> <year>" and "in <year>" (calendar periods). Returns
-    ``None`` when the query names no time.
+
+    * "N units ago" (a window of one unit around that point, units day/week/month/year,
+      with month = 30 days and year = 365 days, plus a day of slack each side);
+    * "yesterday", "today", "tonight";
+    * "last/past/previous <weekday>": that calendar day, the latest before today's, with
+      half a day of slack each side (times are UTC; the user's day may be shifted);
+    * "last/past N days|weeks|months|years" and "last/past week|weekend|month|year": the
+      span up to now;
+    * "<Month> <year>" and "in <year>": those calendar periods;
+    * "in/during/since <Month>" without a year: that month's latest occurrence that began
+      before now (this year's, or last year's when it has not begun yet).
+
+    Returns ``None`` when the query names no time.
     """
     q = query.lower()
     m = _AGO.search(q)
     if m:
-        n = int(m.group(1)) if m.group(1).isdigit() else _NUMBERS[m.group(1)]
         unit = _UNITS[m.group(2)] * _DAY
-        centre = now - n * unit
+        centre = now - _count(m.group(1)) * unit
         return centre - unit / 2 - _DAY, centre + unit / 2 + _DAY
     words = set(tokenize(q))
     if "yesterday" in words:
         return now - 2 * _DAY, now
     if "today" in words or "tonight" in words:
         return now - _DAY, now + 1.0
+    m = _LAST_WEEKDAY.search(q)
+    if m:
+        today = _day_start(now)
+        back = (_dt.datetime.fromtimestamp(today, _dt.UTC).weekday() - _WEEKDAYS[m.group(1)]) % 7
+        day = today - (back or 7) * _DAY
+        return day - _DAY / 2, day + 1.5 * _DAY
+    m = _LAST_N.search(q)
+    if m:
+        return now - _count(m.group(1)) * _UNITS[m.group(2)] * _DAY, now + 1.0
     m = _LAST.search(q)
     if m:
         span = {"day": 1.0, "week": 7.0, "weekend": 7.0, "month": 31.0, "year": 366.0}[m.group(1)]
@@ -102,6 +141,11 @@ def time_window(query: str, now: float) -> tuple[float, float] | None:
             start = _dt.datetime(year, 1, 1, tzinfo=_dt.UTC).timestamp()
             end = _dt.datetime(year + 1, 1, 1, tzinfo=_dt.UTC).timestamp()
             return start, end
+    m = _MONTH.search(q)
+    if m:
+        asked = _dt.datetime.fromtimestamp(now, _dt.UTC)
+        month = _MONTHS[m.group(1)]
+        return _month_window(asked.year - (month > asked.month), month)
     return None
 
 
@@ -116,6 +160,26 @@ def has_change_cue(text: str) -> bool:
     return not CHANGE_CUES.isdisjoint(tokenize(text.lower()))
 
 
+def _cue_terms() -> frozenset[str]:
+    from memoryos_actors.tiers._lex import stem
+
+    return frozenset(stem(cue) for cue in CHANGE_CUES)
+
+
+@functools.lru_cache(maxsize=1024)
+def changed_terms(text: str, query_terms: frozenset[str]) -> frozenset[str]:
+    """The ``query_terms`` (stemmed index terms) that share a sentence of ``text`` with a
+    change cue: what the text says has changed ("I moved, now I live in Berlin": live)."""
+    from memoryos_actors.tiers._lex import terms
+
+    found: set[str] = set()
+    for sentence in split_sentences(text):
+        if CHANGE_CUES.isdisjoint(tokenize(sentence.lower())):
+            continue
+        found.update(query_terms.intersection(terms(sentence)))
+    return frozenset(found)
+
+
 def supersedes(
     newer_terms: Iterable[str],
     newer_time: float,
@@ -126,16 +190,23 @@ def supersedes(
 ) -> bool:
     """Whether the newer page states a change of what the older page stated.
 
-    True when the newer page is strictly later, matches every query term the older one
-    matches (at least one), and carries a change cue (:data:`CHANGE_CUES`). Terms are the
-    stemmed index terms of :func:`~memoryos_actors.tiers._lex.terms`.
+    True when the newer page is strictly later; the older page matches at least half of
+    the query's terms other than change cues (it is about what is asked, not about one
+    word of it); the newer page
+    matches every one of those; and a sentence of the newer page holds one of them and a
+    change cue (:func:`changed_terms`). Terms are the stemmed index terms of
+    :func:`~memoryos_actors.tiers._lex.terms`.
     """
     if newer_time <= older_time:
         return False
-    q = set(query_terms)
+    # A cue word the query itself holds ("where do I live now?") says nothing about what.
+    q = frozenset(query_terms) - _CUE_TERMS
     old_hit = q.intersection(older_terms)
-    if not old_hit:
+    if not old_hit or 2 * len(old_hit) < len(q):
         return False
     if not old_hit <= q.intersection(newer_terms):
         return False
-    return has_change_cue(newer_text)
+    return not old_hit.isdisjoint(changed_terms(newer_text, q))
+
+
+_CUE_TERMS = _cue_terms()

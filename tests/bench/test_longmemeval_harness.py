@@ -1,0 +1,183 @@
+"""The LongMemEval global-haystack harness on a tiny hand-made file (no real data)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+_REPO_ROOT = Path(__file__).resolve().parents[2]
+if str(_REPO_ROOT) not in sys.path:
+    sys.path.insert(0, str(_REPO_ROOT))
+
+from bench import longmemeval as lme
+
+
+def _t(role: str, content: str, has_answer: bool = False) -> dict[str, Any]:
+    return {"role": role, "content": content, "has_answer": has_answer}
+
+
+def _items() -> list[dict[str, Any]]:
+    """Four items: two whole ones (even positions) and two distractors (odd positions)."""
+    return [
+        {   # 0: the evidence is the user's turn of the second pair
+            "question_id": "q-dog", "question_type": "single-session-user",
+            "question": "What is the name of my dog?", "answer": "Biscuit",
+            "question_date": "2023/05/30 (Tue) 10:00",
+            "haystack_dates": ["2023/05/20 (Sat) 09:00"],
+            "haystack_sessions": [[
+                _t("user", "Any tips for a rainy weekend?"),
+                _t("assistant", "Board games and soup."),
+                _t("user", "My dog Biscuit hates the rain.", True),
+                _t("assistant", "Biscuit might like a raincoat."),
+            ]],
+        },
+        {   # 1: a distractor; its session opens with the assistant (left out) and ends
+            # with a lone user turn (left out)
+            "question_id": None, "question_type": None, "question": None, "answer": None,
+            "question_date": None, "haystack_dates": ["2023/04/01 (Sat) 08:00"],
+            "haystack_sessions": [[
+                _t("assistant", "Welcome back!"),
+                _t("user", "Thanks."),
+                _t("user", "What is a good pasta recipe?"),
+                _t("assistant", "Try cacio e pepe."),
+                _t("user", "Bye."),
+            ]],
+        },
+        {   # 2: an abstention question (no has_answer turn): not scored
+            "question_id": "q-cat_abs", "question_type": "single-session-user",
+            "question": "What is the name of my cat?", "answer": "unknown",
+            "question_date": "2023/05/30 (Tue) 10:00",
+            "haystack_dates": ["2023/05/21 (Sun) 09:00", "2023/05/22 (Mon) 09:00"],
+            "haystack_sessions": [
+                [_t("user", "I like jazz."), _t("assistant", "Jazz is great.")],
+                [_t("user", "I bought a red bike."), _t("assistant", "Enjoy the rides!")],
+            ],
+        },
+        {   # 3: another distractor
+            "question_id": None, "question_type": None, "question": None, "answer": None,
+            "question_date": None, "haystack_dates": ["2023/05/23 (Tue) 09:00"],
+            "haystack_sessions": [[_t("user", "Where is Lisbon?"),
+                                   _t("assistant", "In Portugal.")]],
+        },
+    ]
+
+
+@pytest.fixture()
+def data_file(tmp_path: Path) -> Path:
+    path = tmp_path / "lme_tiny.json"
+    path.write_text(json.dumps(_items()), encoding="utf-8")
+    return path
+
+
+def test_pages_are_user_assistant_pairs_in_file_order_and_other_turns_are_left_out() -> None:
+    hay = lme.build_haystack(_items())
+    assert [(p.query, p.response) for p in hay.pages] == [
+        ("Any tips for a rainy weekend?", "Board games and soup."),
+        ("My dog Biscuit hates the rain.", "Biscuit might like a raincoat."),
+        ("What is a good pasta recipe?", "Try cacio e pepe."),
+        ("I like jazz.", "Jazz is great."),
+        ("I bought a red bike.", "Enjoy the rides!"),
+        ("Where is Lisbon?", "In Portugal."),
+    ]
+    # (assistant, user) at positions 0-1 and the lone last user turn of item 1.
+    assert hay.left_out_turns == 3
+    assert [p.item for p in hay.pages] == [0, 0, 1, 2, 2, 3]
+
+
+def test_pages_are_stamped_at_their_session_date_plus_30_seconds_per_pair() -> None:
+    hay = lme.build_haystack(_items())
+    start = lme.parse_date("2023/05/20 (Sat) 09:00")
+    assert hay.pages[0].timestamp == start
+    assert hay.pages[1].timestamp == start + lme.TURN_SPACING_SECONDS
+    assert lme.parse_date("2023/05/20 (Sat) 09:00") == 1684573200.0
+
+
+def test_only_even_items_with_an_evidence_page_are_scored() -> None:
+    hay = lme.build_haystack(_items())
+    assert [(q.question_id, sorted(q.pages)) for q in hay.questions] == [("q-dog", [1])]
+    assert hay.questions[0].timestamp == lme.parse_date("2023/05/30 (Tue) 10:00")
+    assert hay.skipped == {"no_has_answer_turn": 1, "evidence_only_in_left_out_turns": 0}
+
+
+def test_a_history_length_keeps_the_first_items_only() -> None:
+    hay = lme.build_haystack(_items(), 2)
+    assert hay.items == 2 and len(hay.pages) == 3 and len(hay.questions) == 1
+
+
+def test_dates_that_are_not_longmemeval_dates_are_refused() -> None:
+    with pytest.raises(ValueError):
+        lme.parse_date("30 May 2023")
+    items = _items()
+    items[0]["haystack_dates"] = ["yesterday"]
+    with pytest.raises(lme.BenchError, match="item 0"):
+        lme.build_haystack(items)
+
+
+def test_data_path_prefers_flag_then_environment_then_the_shared_default() -> None:
+    assert lme.resolve_data_path("x.json", {lme.ENV_DATA_PATH: "y.json"}) == Path("x.json")
+    assert lme.resolve_data_path(None, {lme.ENV_DATA_PATH: "y.json"}) == Path("y.json")
+    default = lme.resolve_data_path(None, {})
+    assert default.parts[-3:] == ("shared", "data", "longmemeval_oracle_dev.json")
+
+
+def test_bm25_context_is_its_top_10_plus_the_7_newest_pages_and_hits_are_counted(
+    data_file: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "out"
+    code = lme.main(["--data", str(data_file), "--lengths", "2,4", "--systems", "bm25",
+                     "--out-dir", str(out), "--quiet"])
+    assert code == 0
+    report = json.loads((out / "longmemeval.json").read_text())
+    assert report["haystacks"]["4"] == {"pages": 6, "questions": 1, "left_out_turns": 3,
+                                        "skipped": {"no_has_answer_turn": 1,
+                                                    "evidence_only_in_left_out_turns": 0}}
+    result = report["results"]["4"]["bm25"]
+    assert result["overall"] == {"n": 1, "hits": 1, "recall": 1.0}
+    assert result["per_type"]["single-session-user"]["hits"] == 1
+    assert str(tmp_path) not in report["command"]  # no path of this machine in results
+    table = capsys.readouterr().out
+    assert "| 4 items, 6 pages |" in table and "| bm25 | 100.0 | 100.0 |" in table
+
+
+def test_the_memory_system_runs_through_its_public_api_as_one_user(tmp_path: Path) -> None:
+    hay = lme.build_haystack(_items())
+    results = lme.run_length(hay, ["memoryos-hybrid", "bm25"], work_dir=tmp_path / "work")
+    ours = results["memoryos-hybrid"]
+    # Six pages and a context of top 10 + STM: every page is in it.
+    assert ours["overall"]["hits"] == 1
+    assert ours["settings"]["foreign_page_ids"] == 0
+    assert ours["settings"]["config"]["top_k_pages"] == lme.TOP_K
+    assert ours["missed"] == []
+
+
+def test_targets_compare_with_bm25_per_type_in_questions() -> None:
+    def result(hits_by_type: dict[str, tuple[int, int]]) -> dict[str, Any]:
+        per_type = {t: {"n": n, "hits": h, "recall": h / n}
+                    for t, (h, n) in hits_by_type.items()}
+        hits = sum(h for h, _ in hits_by_type.values())
+        n = sum(n for _, n in hits_by_type.values())
+        return {"overall": {"n": n, "hits": hits, "recall": hits / n}, "per_type": per_type}
+
+    ours = result({"a": (90, 100), "b": (8, 10)})
+    bm25 = result({"a": (70, 100), "b": (10, 10)})
+    checks = {c["target"]: c for c in lme.check_targets(
+        {"500": {"memoryos-hybrid": ours, "bm25": bm25}})}
+    assert checks["500 items: >= BM25 + 8 points"]["status"] == "MET"
+    behind = checks["500 items: behind BM25 by at most one question per type"]
+    assert behind["status"] == "MISSED" and "b 8 < 10" in behind["detail"]
+    assert checks["200 items: >= 92%"]["status"] == "NOT RUN"
+
+
+def test_unknown_systems_and_missing_data_exit_with_code_2(
+    data_file: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert lme.main(["--data", str(data_file), "--systems", "grep", "--out-dir",
+                     str(tmp_path), "--quiet"]) == 2
+    assert "unknown system" in capsys.readouterr().err
+    assert lme.main(["--data", str(tmp_path / "nope.json"), "--out-dir", str(tmp_path),
+                     "--quiet"]) == 2
+    assert not (tmp_path / "longmemeval.json").exists()
