@@ -109,8 +109,10 @@ class Inspection:
     def stored_page_ids(self, user_id: str) -> list[str]:
         """Every page id stored for ``user_id``: STM, then MTM, then the archive.
 
-        An audit helper: each acknowledged turn appears exactly once (after :meth:`flush`;
-        before it, a page may still be on its way from STM to MTM and not be listed).
+        An audit helper: each acknowledged turn appears exactly once after :meth:`flush`.
+        Before it, each appears at least once (pages on their way from STM to MTM are in
+        the state's ``outbox``); one evicted to the archive between the two reads shows
+        twice.
         """
         ids = self.user_state(user_id).page_ids()
         for rec in self.archive(user_id):
