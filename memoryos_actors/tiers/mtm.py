@@ -681,12 +681,21 @@ class MTMCore:
                 ``"paper"`` mode, which never reads the cold tier.
             cold_pages: hybrid mode only: looks up archived pages by turn seq, so the turn
                 next to a candidate is scored even when it left MTM.
-            query_text: hybrid mode only: the query as asked, for time-aware ranking. A
-                time the query names (:func:`~memoryos_actors.tiers.temporal.time_window`,
-                relative to ``now``) adds :data:`TIME_WINDOW_WEIGHT` to pages written in
-                that window; and, unless the query asks about the past, a newer page that
-                states a change of what an older candidate said
-                (:func:`~memoryos_actors.tiers.temporal.supersedes`) is ranked just above it.
+            query_text: hybrid mode only: the query as asked. A time the query names
+                (:func:`~memoryos_actors.tiers.temporal.time_window`, relative to ``now``)
+                gives pages written in that window a bonus of :data:`TIME_WINDOW_WEIGHT`
+                times the window's idf share (see :meth:`_window_candidates`); unless the
+                query asks about the past, a newer page of the answer that states a change
+                of what another said (:func:`~memoryos_actors.tiers.temporal.supersedes`)
+                is ranked just above it; a question in the first person
+                (:func:`~memoryos_actors.tiers._lex.asks_about_user`) adds
+                :data:`USER_SIDE_WEIGHT` times the BM25 of each page's query side.
+            cold_window: hybrid mode only: counts (and, for small windows, returns) the
+                archived pages written in a time window, so they can be candidates.
+
+        In hybrid mode the neighbour term is scaled by the two turns' length
+        (:data:`NEIGHBOUR_PASSAGE_CHARS`), and the candidate with the best BM25 is always
+        in the answer (fusion cannot bury the strongest lexical match).
 
         Returns:
             Visited segments (best F_score first) and pages (best score first).
