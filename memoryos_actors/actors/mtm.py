@@ -60,6 +60,7 @@ from .protocol import (
     Pending,
     Ping,
     RefreshSummary,
+    StateIncomplete,
     TierState,
     emb_from_bytes,
     split_tag,
@@ -173,6 +174,11 @@ class MTMActor(SupervisedActor):
         self.recovery: Any = None
         #: The ticket of a wait for the catch-up gate in progress (see on_stop_requested).
         self.gate_ticket: threading.Event | None = None
+        #: False once a placement from the WAL was cut short by a stop request (or recovery
+        #: ended early): pages before the next one handed over are missing here, so this
+        #: incarnation places nothing more and refuses to give its state (StateIncomplete);
+        #: the WAL still holds those pages for the next incarnation.
+        self.complete = True
 
     # -- lifecycle -----------------------------------------------------------------------
 
@@ -232,6 +238,7 @@ class MTMActor(SupervisedActor):
             ticket = self.gate_ticket = threading.Event()
             try:
                 if not gate.enter(ticket, lambda: self.stop_requested):
+                    self.complete = False
                     return  # stopped while waiting: the files still hold everything
                 self._catch_up(upto, recovered.records)
             finally:
@@ -241,7 +248,7 @@ class MTMActor(SupervisedActor):
             self._catch_up(upto, recovered.records)
         self._drop_deleted(env.store.edits.deleted_pages, env.store.edits.deleted,
                            env.store.edits.scrub_segments)
-        if self.stop_requested:
+        if not self.complete:
             return  # the catch-up stopped early; the files still hold everything
         if work:
             lpm_state = recovered.state["lpm"] if recovered.state is not None else {}
@@ -315,6 +322,12 @@ class MTMActor(SupervisedActor):
             self._apply(self.core.tick(self.env.clock.now()))
             return None
         if isinstance(message, GetState):
+            if not self.complete:
+                # Stopping with pages unplaced: a snapshot of this state would claim them.
+                if message.reply_to is not None:
+                    return None  # the periodic snapshot times out and is tried later
+                raise StateIncomplete(
+                    f"MTM of {self.env.user_id!r} stopped before placing every page")
             self._write_unarchived()
             return reply_state(self.env, message, TierState(
                 "mtm", {**self.core.to_state(), "archive_seq": self.archive_seq,
@@ -368,14 +381,17 @@ class MTMActor(SupervisedActor):
             cold_window=cold_window,
         )
 
-    def _catch_up(self, upto_seq: int, records: Any = None) -> None:
-        """Insert from the WAL every page with ``max_seq < seq <= upto_seq``.
+    def _catch_up(self, upto_seq: int, records: Any = None) -> bool:
+        """Insert from the WAL every page with ``max_seq < seq <= upto_seq``; False (and
+        :attr:`complete` cleared) when a stop request cut it short.
 
         Each page is inserted at the time of the turn ``stm_capacity`` later (the one that
         pushed it out of STM), as it was live, and with its meta data if the WAL has it.
         """
+        if not self.complete:
+            return False
         if upto_seq <= self.core.max_seq:
-            return
+            return True
         cap = self.env.config.stm_capacity
         pages = persist.wal_pages(self.env.store, self.core.max_seq, upto_seq, cap,
                                   records=records)
@@ -387,20 +403,25 @@ class MTMActor(SupervisedActor):
             if self.stop_requested:
                 # This incarnation is being stopped (a passivation that skipped the
                 # snapshot): what is not placed yet stays in the WAL for the next one.
-                return
+                self.complete = False
+                return False
             batch = todo[start:start + _CATCH_UP_BATCH]
             embs = self.env.gateway.embed([page_text(p) for p, _ in batch],
                                           user_id=self.env.user_id)
             for (page, when), emb in zip(batch, embs, strict=True):
                 if self.stop_requested:
-                    return
+                    self.complete = False
+                    return False
                 self._place(page, when, emb)
+        return True
 
     def _insert(self, page: Page, now: float) -> None:
         if page.seq <= self.core.max_seq or page.seq in self.archived:
             return  # already placed (replayed from the WAL): inserts are idempotent
-        if page.seq > self.core.max_seq + 1:
-            self._catch_up(page.seq - 1)
+        if page.seq > self.core.max_seq + 1 and not self._catch_up(page.seq - 1):
+            return  # stopping with earlier pages unplaced: never place past that hole
+        if not self.complete:
+            return
         if self.env.store.edits.page_deleted(page.seq):
             return  # deleted while on its way from STM
         self._place(page, now)

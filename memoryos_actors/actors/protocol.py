@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import MemoryOSError
 from ..messages import (
     AgentProfile,
     KBEntry,
@@ -48,6 +49,7 @@ __all__ = [
     "STMPages",
     "STMPicture",
     "Snapshot",
+    "StateIncomplete",
     "StateReply",
     "TierState",
     "emb_from_bytes",
@@ -179,6 +181,13 @@ class GetState:
 
     reply_to: str | None = None
     token: int = 0
+
+
+class StateIncomplete(MemoryOSError):
+    """MTM's answer to a :class:`GetState` when its state lacks pages it was handed: it
+    was asked to stop while placing pages from the WAL, so the rest stay unplaced (they are
+    in the WAL, which the next incarnation reads). A snapshot or export of that state would
+    cover those pages without holding them; it is refused instead."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,11 +7,12 @@ import random
 import threading
 from pathlib import Path
 
-from faultutil import check_ledger, small_config, turn_query, wait_restarted
+from faultutil import check_ledger, small_config, turn_query, wait_for, wait_restarted
 
 import supervisor
 from memoryos_actors import ManualClock, MemoryOS, MemoryOSError
 from memoryos_actors.actors.base import actor_names
+from memoryos_actors.actors.protocol import Inspect
 
 CLOCK_START = 1_700_000_000.0
 
@@ -62,6 +63,49 @@ def test_tier_actors_killed_under_concurrent_load_lose_no_acknowledged_turn(
         # Every call that failed did so with a typed error, not a raw actor exception.
         assert [f for f in failures if not isinstance(f, MemoryOSError)] == []
         assert sum(len(a) for a in acked.values()) > len(users) * turns_each // 2
+
+
+def test_mtm_stopped_before_placing_its_wal_pages_never_lends_a_holed_state_to_a_snapshot(
+    tmp_path: Path,
+) -> None:
+    # A restarted MTM places the pages its predecessor left unplaced (from the WAL) before
+    # anything else, one catch-up at a time in the process. If its group is stopped while
+    # it waits for that, the pages STM handed it meanwhile and STM's periodic request for
+    # its state are still in its mailbox. Placing those pages past the hole, and giving
+    # that state to the snapshot, made the snapshot claim turns MTM never held: they were
+    # gone after the next activation (found by the concurrent-kill test above).
+    user = "holes"
+    names = actor_names(user)
+    acked: dict[str, str] = {}
+    with MemoryOS.open(tmp_path / "data", small_config(snapshot_every_turns=30),
+                       clock=ManualClock(CLOCK_START)) as mem:
+
+        def add(n: int) -> None:
+            acked[mem.add_turn(user, turn_query(user, n), "ok")] = turn_query(user, n)
+
+        def outbox_empty() -> bool:
+            stm = mem.registry.lookup(names[0])
+            return stm is not None and not stm.ask(Inspect(), timeout=10.0).outbox
+
+        for n in range(1, 21):
+            add(n)
+        mem.flush(timeout=20.0)
+        gate = mem._catch_up_gate
+        held = threading.Event()
+        assert gate.enter(held, lambda: False)  # the only slot: catch-ups wait for it
+        try:
+            old = mem.registry.lookup(names[1])
+            assert old is not None and supervisor.kill(old, "fault injection")
+            wait_restarted(mem, names[1], old)
+            wait_for(lambda: gate.waiting == 1, "the new MTM to wait for the catch-up gate")
+            for n in range(21, 30):  # pages 14-22 leave STM and queue at the waiting MTM
+                add(n)
+            wait_for(outbox_empty, "STM to hand its pages to MTM")
+            add(30)  # STM's periodic snapshot asks MTM for its state, behind those pages
+            assert mem.passivate(user)  # stops MTM while it still waits for the gate
+        finally:
+            gate.release(held)
+        assert check_ledger(mem, user, acked) == []
 
 
 def test_crash_loop_of_one_user_restarts_its_group_and_leaves_other_users_alone(
