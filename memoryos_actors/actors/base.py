@@ -34,6 +34,7 @@ __all__ = [
     "ASSISTANT_PREFIX",
     "Backlog",
     "GatewayClient",
+    "JobWatch",
     "Metrics",
     "Preload",
     "UserEnv",
@@ -189,6 +190,58 @@ class Backlog:
     def pending(self) -> int:
         """Items reserved and not yet released."""
         return self._count
+
+
+class JobWatch:
+    """The gateway jobs a user's MTM owes, mirrored where other threads can wait on them.
+
+    MTM, the only writer, notes each job it owes and each it settles (answered and
+    applied: a summary stored, a persona update handed to LPM) under the token of its
+    incarnation; a new incarnation starts a new token and an empty set. ``flush`` learns
+    which jobs to wait for from MTM itself, then waits here rather than asking MTM again
+    through a mailbox that a placement backlog may make seconds long. Thread-safe.
+    """
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition(threading.Lock())
+        self._token = ""
+        self._owed: set[str] = set()
+
+    def start(self, token: str) -> None:
+        """A new MTM incarnation ``token`` owes nothing yet (its recovery notes what it
+        takes over)."""
+        with self._cond:
+            self._token = token
+            self._owed.clear()
+            self._cond.notify_all()
+
+    def owe(self, token: str, job_id: str) -> None:
+        """Incarnation ``token`` asked for job ``job_id`` (ignored from an older one)."""
+        with self._cond:
+            if token == self._token:
+                self._owed.add(job_id)
+
+    def settle(self, token: str, job_id: str) -> None:
+        """Job ``job_id`` of incarnation ``token`` is answered and applied."""
+        with self._cond:
+            if token == self._token:
+                self._owed.discard(job_id)
+                self._cond.notify_all()
+
+    def left(self, token: str, job_ids: frozenset[str]) -> frozenset[str] | None:
+        """Which of ``job_ids`` incarnation ``token`` still owes; None when MTM is another
+        incarnation now (restarted: the jobs are owed by the new one, under new terms)."""
+        with self._cond:
+            if token != self._token:
+                return None
+            return frozenset(j for j in job_ids if j in self._owed)
+
+    def wait(self, token: str, job_ids: frozenset[str], timeout: float) -> None:
+        """Wait at most ``timeout`` seconds until none of ``job_ids`` is owed by ``token``
+        any more (or another incarnation started)."""
+        with self._cond:
+            self._cond.wait_for(
+                lambda: token != self._token or not (job_ids & self._owed), timeout)
 
 
 class Metrics:
@@ -423,6 +476,8 @@ class UserEnv:
     mtm_recovered: threading.Event = field(default_factory=threading.Event, compare=False)
     #: The process's gate for MTM catch-ups (None: no limit).
     catch_up_gate: CatchUpGate | None = field(default=None, compare=False)
+    #: The gateway jobs MTM owes, for ``flush`` to wait on.
+    job_watch: JobWatch = field(default_factory=JobWatch, compare=False)
 
     def recovered(self, tier: str) -> Recovered:
         """The user's state on disk for ``tier``'s start: the one loaded at activation the

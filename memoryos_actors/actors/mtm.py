@@ -171,6 +171,7 @@ class MTMActor(SupervisedActor):
 
     def on_start(self) -> None:
         env = self.env
+        env.job_watch.start(self.job_token)
         recovered = env.recovered("mtm")
         if recovered.state is not None:
             mtm_state = recovered.state["mtm"]
@@ -576,8 +577,14 @@ class MTMActor(SupervisedActor):
                                    reply_to=env.mtm_name, tag=f"{job_id}:{body}",
                                    epoch=env.epoch), job_id)
 
+    def _settle(self, job_id: str) -> None:
+        """Job ``job_id`` is answered and its answer applied: owed no more."""
+        if job_id and self.owed_jobs.pop(job_id, None) is not None:
+            self.env.job_watch.settle(self.job_token, job_id)
+
     def _submit(self, job: CompletionJob, job_id: str) -> None:
         self.owed_jobs[job_id] = job
+        self.env.job_watch.owe(self.job_token, job_id)
         self._arm_job_timer(job_id)
         self.outgoing.append(job)
         self._send_outgoing()
@@ -617,8 +624,6 @@ class MTMActor(SupervisedActor):
             self.answered.move_to_end(job_id)
             while len(self.answered) > _ANSWERED_MEMORY:
                 self.answered.popitem(last=False)
-            if done.kind not in _PERSONA_KINDS:
-                self.owed_jobs.pop(job_id, None)  # a persona update's once LPM has it
             timer = self.job_timers.pop(job_id, None)
             if timer is not None:
                 timer.cancel()
@@ -629,7 +634,9 @@ class MTMActor(SupervisedActor):
                 str(data.get("summary", "")),
                 frozenset(str(k) for k in data.get("keywords", ())),
             )
-        if done.kind in _PERSONA_KINDS:
+        if done.kind not in _PERSONA_KINDS:
+            self._settle(job_id)  # a persona update's once LPM has it
+        else:
             persona = {k: data.get(k, []) for k in ("traits", "facts", "agent_traits")}
             self.to_lpm.append((job_id, CompletionDone("persona_update", done.tag, persona,
                                                        done.degraded, done.epoch)))
@@ -648,8 +655,8 @@ class MTMActor(SupervisedActor):
             except pykka.ActorDeadError:
                 break  # stopping for a restart; its successor registers soon
             self.to_lpm.popleft()
-            if job_id and all(j != job_id for j, _ in self.to_lpm):
-                self.owed_jobs.pop(job_id, None)
+            if all(j != job_id for j, _ in self.to_lpm):
+                self._settle(job_id)
         if self.to_lpm:
             self._arm_retry()
 
