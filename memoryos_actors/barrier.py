@@ -68,7 +68,7 @@ _NOT_YET = object()
 
 class _UserBarrier:
     """Where one user's barrier is (see the module docstring). ``pages_only`` stops after
-    the placements (step 1 and a mailbox barrier on MTM)."""
+    step 1: the pages are handed to MTM."""
 
     __slots__ = ("epoch", "mark", "owed", "pages_only", "phase", "progress", "request",
                  "token", "user_id", "watch")
@@ -133,7 +133,8 @@ class Barriers:
 
     def _settle_pages(self, user_id: str, timeout: float) -> None:
         """Wait until every turn ``user_id`` stored so far has its meta and, if it left
-        STM, is placed in MTM (no wait for summaries or persona updates)."""
+        STM, was handed to MTM (no wait for summaries or persona updates). The caller's
+        next request to MTM is handled after those pages are placed (mailbox order)."""
         seconds = _check_timeout(timeout)
         self._run_barriers([user_id], time.monotonic() + seconds, seconds, pages_only=True)
 
@@ -212,7 +213,7 @@ class Barriers:
                 b.phase = "mtm"
             elif b.phase == "mtm":
                 if b.pages_only:
-                    return self._poll(b, mtm_n, Ping()) is not _NOT_YET
+                    return True
                 answer = self._poll(b, mtm_n, OwedJobs(ask_now=True))
                 if answer is _NOT_YET:
                     return False
