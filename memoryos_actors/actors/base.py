@@ -343,6 +343,8 @@ class GatewayClient:
         # (registry name, tag, epoch, user id).
         self._degraded: OrderedDict[str, tuple[str, str, int, str]] = OrderedDict()
         self._degraded_lock = threading.Lock()
+        #: Answer inboxes by registry name (see open_inbox).
+        self._inboxes: dict[str, deque[Any]] = {}
 
     @staticmethod
     def _redo_key(kind: str, payload: Any, user_id: str | None) -> str:
@@ -357,6 +359,45 @@ class GatewayClient:
             while len(self._degraded) > _DEGRADED_MEMORY:
                 self._degraded.popitem(last=False)
 
+    def open_inbox(self, name: str) -> deque[Any]:
+        """An answer inbox for the actor registered as ``name`` (replacing an earlier
+        incarnation's): answers to its jobs are put there, ahead of its mailbox, and it is
+        told :class:`~.protocol.AnswersWaiting`; it takes the inbox before each message.
+
+        For MTM, whose mailbox can hold a placement backlog of seconds under a flood: an
+        answer (a summary, a persona update) is applied after the page in hand, not after
+        every page queued behind it, so a ``flush`` waiting for it waits one trip through
+        the backlog, not two. Thread-safe (``deque`` appends and pops)."""
+        box: deque[Any] = deque()
+        with self._degraded_lock:
+            self._inboxes[name] = box
+        return box
+
+    def close_inbox(self, name: str, box: deque[Any]) -> None:
+        """The incarnation that opened ``box`` stopped: answers go by its mailbox again."""
+        with self._degraded_lock:
+            if self._inboxes.get(name) is box:
+                del self._inboxes[name]
+
+    def deliver(self, name: str, done: Any) -> None:
+        """Hand ``done`` (a ``CompletionDone``) to the actor registered as ``name``: into its
+        inbox if it has one, else its mailbox; dropped if it is not registered (it stopped:
+        whoever owes the job asks again)."""
+        from .protocol import AnswersWaiting
+
+        ref = self.registry.lookup(name)
+        if ref is None:
+            return
+        box = self._inboxes.get(name)
+        try:
+            if box is None:
+                ref.tell(done)
+            else:
+                box.append(done)
+                ref.tell(AnswersWaiting())
+        except Exception:  # noqa: BLE001, S110 - it stopped meanwhile; nobody is left to use it
+            pass
+
     def deliver_redo(self, kind: str, payload: Any, user_id: str | None, data: Any) -> None:
         """The gateway's ``on_redo`` hook: tell the fresh answer to whoever asked."""
         from .protocol import CompletionDone
@@ -365,12 +406,8 @@ class GatewayClient:
             target = self._degraded.pop(self._redo_key(kind, payload, user_id), None)
         if target is None:
             return  # asked so long ago that we forgot, or not by an actor
-        ref = self.registry.lookup(target[0])
-        if ref is not None:
-            try:
-                ref.tell(CompletionDone(kind, target[1], data, degraded=False, epoch=target[2]))
-            except Exception:  # the asker stopped meanwhile
-                pass
+        self.deliver(target[0], CompletionDone(kind, target[1], data, degraded=False,
+                                               epoch=target[2]))
 
     def purge_user(self, user_id: str) -> int:
         """Forget every degraded job ``user_id`` asked for; return how many were held."""

@@ -44,6 +44,7 @@ from ..tiers.mtm import LEXICAL_CANDIDATES, MTMCore
 from . import persist
 from .base import UserEnv, reply_state
 from .protocol import (
+    AnswersWaiting,
     ApplyEdit,
     CompletionDone,
     CompletionJob,
@@ -166,12 +167,15 @@ class MTMActor(SupervisedActor):
         self.recovery: Any = None
         #: The ticket of a wait for the catch-up gate in progress (see on_stop_requested).
         self.gate_ticket: threading.Event | None = None
+        #: Answers to this MTM's jobs, taken before each message (GatewayClient.open_inbox).
+        self.answers: deque[CompletionDone] = deque()
 
     # -- lifecycle -----------------------------------------------------------------------
 
     def on_start(self) -> None:
         env = self.env
         env.job_watch.start(self.job_token)
+        self.answers = env.gateway.open_inbox(env.mtm_name)
         recovered = env.recovered("mtm")
         if recovered.state is not None:
             mtm_state = recovered.state["mtm"]
@@ -243,6 +247,7 @@ class MTMActor(SupervisedActor):
             ticket.set()  # wake a wait for the catch-up gate: it gives up its place
 
     def on_stop(self) -> None:
+        self.env.gateway.close_inbox(self.env.mtm_name, self.answers)
         ticket = self.gate_ticket
         if ticket is not None and self.env.catch_up_gate is not None:
             self.env.catch_up_gate.release(ticket)  # idempotent; never keep a slot
@@ -260,7 +265,11 @@ class MTMActor(SupervisedActor):
     def on_receive(self, message: object) -> object:
         if self.recovery is not None:
             self._finish_recovery()  # whatever message comes first
-        if isinstance(message, _Recover):
+        while self.answers:
+            done = self.answers.popleft()
+            if not self.env.stale(done.epoch):
+                self._done(done)
+        if isinstance(message, (_Recover, AnswersWaiting)):
             return None
         if isinstance(message, InsertPage):
             self.env.insert_backlog.release()

@@ -25,6 +25,7 @@ from ..messages import (
 )
 
 __all__ = [
+    "AnswersWaiting",
     "ApplyEdit",
     "ApplyPersona",
     "CompletionDone",
@@ -109,6 +110,12 @@ class CompletionDone:
     data: Any
     degraded: bool
     epoch: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class AnswersWaiting:
+    """Gateway worker -> an asker with an answer inbox (see ``GatewayClient.open_inbox``):
+    a :class:`CompletionDone` waits there; the asker takes its inbox before any message."""
 
 
 @dataclass(frozen=True, slots=True)
