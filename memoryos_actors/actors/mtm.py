@@ -304,10 +304,7 @@ class MTMActor(SupervisedActor):
             if message.ask_now:
                 self._ask_owed()
             self._send_outgoing()
-            owed = self.owed_jobs.keys()
-            if message.among is not None:
-                return self.job_token, frozenset(j for j in message.among if j in owed)
-            return self.job_token, frozenset(owed)
+            return self.job_token, frozenset(self.owed_jobs)
         if isinstance(message, HeatTick):
             self._apply(self.core.tick(self.env.clock.now()))
             return None
