@@ -16,8 +16,11 @@ One barrier walks the user's tiers in order, each step a short request to one ac
 2. MTM then handles every page STM handed over before answering (mailbox order). It is
    asked to ask at once for every summary and persona update it owes, and answers the ids
    of its unanswered gateway jobs (:class:`~.actors.protocol.OwedJobs`): a fixed set,
-   waited for until each is answered (summary stored, persona update told to LPM). A
-   restarted MTM (another incarnation token) recovered from the files; it is asked again.
+   waited for until each is answered and applied (summary stored, persona update told to
+   LPM). The wait is on the user's :class:`~.actors.base.JobWatch`, not on more requests
+   to MTM: under a flood MTM's mailbox holds a placement backlog (up to the insert
+   backlog's limit), and each request would wait all of it again. A restarted MTM
+   (another incarnation token) recovered from the files; it is asked again.
 3. A mailbox barrier on LPM (and on the shared personas, with ``shared_agent_persona``)
    covers the persona updates MTM told it.
 
@@ -34,7 +37,7 @@ from typing import Any
 import pykka
 import structlog
 
-from .actors.base import ASSISTANT_PREFIX, actor_names
+from .actors.base import ASSISTANT_PREFIX, JobWatch, actor_names
 from .actors.protocol import OwedJobs, Ping, Progress
 from .directory import UserPhase
 from .errors import Overloaded
@@ -49,10 +52,9 @@ log = structlog.get_logger("memoryos.system")
 _LIVE = (UserPhase.ACTIVE, UserPhase.EXPORTING)
 
 #: Longest pause between two rounds of a flush that made no progress (seconds).
-_MAX_PAUSE_S = 0.05
+_MAX_PAUSE_S = 0.02
 
-#: Longest single actor request of a flush (seconds): a tier's answer to a barrier step
-#: waits only for the messages queued before it.
+#: Longest wait for a shared persona's mailbox barrier (seconds).
 _STEP_TIMEOUT_S = 120.0
 
 
@@ -60,21 +62,28 @@ class _Gone(Exception):
     """The user was passivated, forgotten or activated again while a barrier waited."""
 
 
+#: What :meth:`Barriers._poll` answers while the request's answer has not come.
+_NOT_YET = object()
+
+
 class _UserBarrier:
     """Where one user's barrier is (see the module docstring). ``pages_only`` stops after
-    the placements (step 1 and a mailbox barrier on MTM)."""
+    step 1: the pages are handed to MTM."""
 
-    __slots__ = ("epoch", "mark", "owed", "pages_only", "phase", "progress", "token",
-                 "user_id")
+    __slots__ = ("epoch", "mark", "owed", "pages_only", "phase", "progress", "request",
+                 "token", "user_id", "watch")
 
-    def __init__(self, user_id: str, epoch: int, pages_only: bool) -> None:
+    def __init__(self, user_id: str, epoch: int, watch: JobWatch, pages_only: bool) -> None:
         self.user_id = user_id
         self.epoch = epoch
+        self.watch = watch
         self.pages_only = pages_only
         self.phase = "stm"
         self.mark: int | None = None
         self.token: str | None = None
         self.owed: frozenset[str] = frozenset()
+        #: The request in flight: the actor asked and the future of its answer.
+        self.request: tuple[pykka.ActorRef[Any], pykka.Future[Any]] | None = None
         #: Changes whenever the barrier moves on (for the flush loop's back-off).
         self.progress: tuple[Any, ...] = ()
 
@@ -124,7 +133,8 @@ class Barriers:
 
     def _settle_pages(self, user_id: str, timeout: float) -> None:
         """Wait until every turn ``user_id`` stored so far has its meta and, if it left
-        STM, is placed in MTM (no wait for summaries or persona updates)."""
+        STM, was handed to MTM (no wait for summaries or persona updates). The caller's
+        next request to MTM is handled after those pages are placed (mailbox order)."""
         seconds = _check_timeout(timeout)
         self._run_barriers([user_id], time.monotonic() + seconds, seconds, pages_only=True)
 
@@ -133,16 +143,20 @@ class Barriers:
         barriers = []
         for uid in users:
             entry = self._dir.get(uid)
-            if entry is not None and entry.phase in _LIVE:
-                barriers.append(_UserBarrier(uid, entry.epoch, pages_only))
+            if entry is not None and entry.phase in _LIVE and entry.env is not None:
+                barriers.append(_UserBarrier(uid, entry.epoch, entry.env.job_watch,
+                                             pages_only))
         pause = 0.001
         while barriers:
+            # Each step sends a request or reads an answer, never waits: the users' tiers
+            # work on their requests side by side (an MTM under a flood answers only after
+            # its placement backlog).
             moved = False
             waiting = []
             for barrier in barriers:
                 before = barrier.progress
                 try:
-                    done = self._barrier_step(barrier, deadline, seconds)
+                    done = self._barrier_step(barrier, deadline)
                 except _Gone:
                     done = True  # what it owed is in its files (see flush)
                 moved = moved or done or barrier.progress != before
@@ -155,11 +169,25 @@ class Barriers:
                 raise Overloaded(self._late(barriers, seconds))
             if moved:
                 pause = 0.001
+                continue
+            if len(barriers) == 1:
+                self._wait_one(barriers[0], pause)  # returns as soon as it can move on
             else:
-                # Waiting on the provider or on a retry timer: a round costs every waiting
-                # user's actors a request, so back off.
                 time.sleep(pause)
-                pause = min(_MAX_PAUSE_S, pause * 2)
+            pause = min(_MAX_PAUSE_S, pause * 2)
+
+    @staticmethod
+    def _wait_one(b: _UserBarrier, seconds: float) -> None:
+        """Wait at most ``seconds`` for what ``b`` waits for: an answer, or its jobs."""
+        if b.request is not None:
+            try:
+                b.request[1].get(timeout=seconds)
+            except Exception:  # noqa: BLE001, S110 - read (and handled) by the next step
+                pass
+        elif b.phase == "jobs" and b.token is not None:
+            b.watch.wait(b.token, b.owed, seconds)
+        else:
+            time.sleep(seconds)
 
     @staticmethod
     def _late(barriers: list[_UserBarrier], seconds: float) -> str:
@@ -168,31 +196,35 @@ class Barriers:
         return (f"the background work submitted before flush did not finish within "
                 f"{seconds:g} s; still waiting for {names}{more}")
 
-    def _barrier_step(self, b: _UserBarrier, deadline: float, seconds: float) -> bool:
-        """Move ``b`` on as far as it can go now; True once it is done."""
+    def _barrier_step(self, b: _UserBarrier, deadline: float) -> bool:
+        """Move ``b`` on as far as it can go now, without waiting; True once it is done."""
         stm_n, mtm_n, lpm_n = actor_names(b.user_id)
         while True:
             if b.phase == "stm":
-                seq, through = self._ask_live(b, stm_n, Progress(), deadline, seconds)
+                answer = self._poll(b, stm_n, Progress())
+                if answer is _NOT_YET:
+                    return False
+                seq, through = answer
                 if b.mark is None:
                     b.mark = int(seq)
                 b.progress = ("stm", int(through))
                 if int(through) < b.mark:
-                    return False
+                    return False  # asked again at the next round
                 b.phase = "mtm"
             elif b.phase == "mtm":
                 if b.pages_only:
-                    self._ask_live(b, mtm_n, Ping(), deadline, seconds)
                     return True
-                b.token, b.owed = self._ask_live(b, mtm_n, OwedJobs(ask_now=True), deadline,
-                                                 seconds)
+                answer = self._poll(b, mtm_n, OwedJobs(ask_now=True))
+                if answer is _NOT_YET:
+                    return False
+                b.token, b.owed = answer
                 b.progress = ("mtm", b.token, len(b.owed))
                 b.phase = "jobs"
             elif b.phase == "jobs":
                 if b.owed:
-                    token, left = self._ask_live(b, mtm_n, OwedJobs(among=b.owed), deadline,
-                                                 seconds)
-                    if token != b.token:
+                    self._check_live(b)
+                    left = b.watch.left(str(b.token), b.owed)
+                    if left is None:
                         b.phase = "mtm"  # restarted: ask the new incarnation what it owes
                         continue
                     b.owed = left
@@ -201,7 +233,8 @@ class Barriers:
                         return False
                 b.phase = "lpm"
             else:
-                self._ask_live(b, lpm_n, Ping(), deadline, seconds)
+                if self._poll(b, lpm_n, Ping()) is _NOT_YET:
+                    return False
                 if self.config.shared_agent_persona:
                     self._ping_shared_personas(b.user_id, deadline)
                 return True
@@ -211,27 +244,35 @@ class Barriers:
         if entry is None or entry.epoch != b.epoch or entry.phase not in _LIVE:
             raise _Gone(b.user_id)
 
-    def _ask_live(self, b: _UserBarrier, name: str, message: object, deadline: float,
-                  seconds: float) -> Any:
-        """Ask the user's actor ``name``, following it across restarts; ``_Gone`` once the
-        user's incarnation is no longer live."""
-        while True:
-            self._check_live(b)
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise Overloaded(self._late([b], seconds))
+    def _poll(self, b: _UserBarrier, name: str, message: object) -> Any:
+        """The answer of the user's actor ``name`` to ``message``, or ``_NOT_YET``.
+
+        The first call sends the request; later calls read its answer. An actor that died
+        before answering (stopping for a restart) is asked again once its successor is
+        registered; ``_Gone`` once the user's incarnation is no longer live.
+        """
+        self._check_live(b)
+        if b.request is None:
             ref = self.registry.lookup(name)
-            if ref is not None:
-                try:
-                    return ref.ask(message, timeout=min(remaining, _STEP_TIMEOUT_S))
-                except pykka.Timeout:
-                    raise Overloaded(self._late([b], seconds)) from None
-                except pykka.ActorDeadError:
-                    pass  # stopping (a passivation) or restarting: look again
-                except Exception as exc:  # noqa: BLE001 - it crashed; its supervisor restarts it
-                    log.warning("flush.step_crashed", user=b.user_id, actor=name,
-                                error=repr(exc))
-            time.sleep(0.002)
+            if ref is None:
+                return _NOT_YET  # restarting
+            b.request = (ref, ref.ask(message, block=False))
+        ref, future = b.request
+        try:
+            answer = future.get(timeout=0)
+        except pykka.Timeout:
+            if ref.is_alive():
+                return _NOT_YET
+            b.request = None  # died with the request in its mailbox: ask its successor
+            return _NOT_YET
+        except Exception as exc:  # noqa: BLE001 - dead, or crashed on it: ask again
+            if not isinstance(exc, pykka.ActorDeadError):
+                log.warning("flush.step_crashed", user=b.user_id, actor=name,
+                            error=repr(exc))
+            b.request = None
+            return _NOT_YET
+        b.request = None
+        return answer
 
     def _ping_shared_personas(self, user_id: str, deadline: float) -> None:
         """A mailbox barrier on every live shared persona: the persona updates the user's

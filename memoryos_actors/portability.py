@@ -75,7 +75,8 @@ class Portability:
         try:
             stm_n, mtm_n, lpm_n = actor_names(uid)
             # Turns acknowledged since the flush: their pages leave STM's outbox (neither
-            # STM's nor MTM's state holds a page on its way between them).
+            # STM's nor MTM's state holds a page on its way between them); MTM's state is
+            # asked for after them, so it has them placed.
             self._settle_pages(uid, max(0.001, deadline - time.monotonic()))
             stm = self._ask(stm_n, GetState()).data
             state = {"seq": stm["seq"], "stm": stm["stm"],

@@ -34,6 +34,7 @@ __all__ = [
     "ASSISTANT_PREFIX",
     "Backlog",
     "GatewayClient",
+    "JobWatch",
     "Metrics",
     "Preload",
     "UserEnv",
@@ -191,6 +192,58 @@ class Backlog:
         return self._count
 
 
+class JobWatch:
+    """The gateway jobs a user's MTM owes, mirrored where other threads can wait on them.
+
+    MTM, the only writer, notes each job it owes and each it settles (answered and
+    applied: a summary stored, a persona update handed to LPM) under the token of its
+    incarnation; a new incarnation starts a new token and an empty set. ``flush`` learns
+    which jobs to wait for from MTM itself, then waits here rather than asking MTM again
+    through a mailbox that a placement backlog may make seconds long. Thread-safe.
+    """
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition(threading.Lock())
+        self._token = ""
+        self._owed: set[str] = set()
+
+    def start(self, token: str) -> None:
+        """A new MTM incarnation ``token`` owes nothing yet (its recovery notes what it
+        takes over)."""
+        with self._cond:
+            self._token = token
+            self._owed.clear()
+            self._cond.notify_all()
+
+    def owe(self, token: str, job_id: str) -> None:
+        """Incarnation ``token`` asked for job ``job_id`` (ignored from an older one)."""
+        with self._cond:
+            if token == self._token:
+                self._owed.add(job_id)
+
+    def settle(self, token: str, job_id: str) -> None:
+        """Job ``job_id`` of incarnation ``token`` is answered and applied."""
+        with self._cond:
+            if token == self._token:
+                self._owed.discard(job_id)
+                self._cond.notify_all()
+
+    def left(self, token: str, job_ids: frozenset[str]) -> frozenset[str] | None:
+        """Which of ``job_ids`` incarnation ``token`` still owes; None when MTM is another
+        incarnation now (restarted: the jobs are owed by the new one, under new terms)."""
+        with self._cond:
+            if token != self._token:
+                return None
+            return frozenset(j for j in job_ids if j in self._owed)
+
+    def wait(self, token: str, job_ids: frozenset[str], timeout: float) -> None:
+        """Wait at most ``timeout`` seconds until none of ``job_ids`` is owed by ``token``
+        any more (or another incarnation started)."""
+        with self._cond:
+            self._cond.wait_for(
+                lambda: token != self._token or not (job_ids & self._owed), timeout)
+
+
 class Metrics:
     """Counters and latency samples shared by the actors and the facade (thread-safe).
 
@@ -290,6 +343,8 @@ class GatewayClient:
         # (registry name, tag, epoch, user id).
         self._degraded: OrderedDict[str, tuple[str, str, int, str]] = OrderedDict()
         self._degraded_lock = threading.Lock()
+        #: Answer inboxes by registry name (see open_inbox).
+        self._inboxes: dict[str, deque[Any]] = {}
 
     @staticmethod
     def _redo_key(kind: str, payload: Any, user_id: str | None) -> str:
@@ -304,6 +359,45 @@ class GatewayClient:
             while len(self._degraded) > _DEGRADED_MEMORY:
                 self._degraded.popitem(last=False)
 
+    def open_inbox(self, name: str) -> deque[Any]:
+        """An answer inbox for the actor registered as ``name`` (replacing an earlier
+        incarnation's): answers to its jobs are put there, ahead of its mailbox, and it is
+        told :class:`~.protocol.AnswersWaiting`; it takes the inbox before each message.
+
+        For MTM, whose mailbox can hold a placement backlog of seconds under a flood: an
+        answer (a summary, a persona update) is applied after the page in hand, not after
+        every page queued behind it, so a ``flush`` waiting for it waits one trip through
+        the backlog, not two. Thread-safe (``deque`` appends and pops)."""
+        box: deque[Any] = deque()
+        with self._degraded_lock:
+            self._inboxes[name] = box
+        return box
+
+    def close_inbox(self, name: str, box: deque[Any]) -> None:
+        """The incarnation that opened ``box`` stopped: answers go by its mailbox again."""
+        with self._degraded_lock:
+            if self._inboxes.get(name) is box:
+                del self._inboxes[name]
+
+    def deliver(self, name: str, done: Any) -> None:
+        """Hand ``done`` (a ``CompletionDone``) to the actor registered as ``name``: into its
+        inbox if it has one, else its mailbox; dropped if it is not registered (it stopped:
+        whoever owes the job asks again)."""
+        from .protocol import AnswersWaiting
+
+        ref = self.registry.lookup(name)
+        if ref is None:
+            return
+        box = self._inboxes.get(name)
+        try:
+            if box is None:
+                ref.tell(done)
+            else:
+                box.append(done)
+                ref.tell(AnswersWaiting())
+        except Exception:  # noqa: BLE001, S110 - it stopped meanwhile; nobody is left to use it
+            pass
+
     def deliver_redo(self, kind: str, payload: Any, user_id: str | None, data: Any) -> None:
         """The gateway's ``on_redo`` hook: tell the fresh answer to whoever asked."""
         from .protocol import CompletionDone
@@ -312,12 +406,8 @@ class GatewayClient:
             target = self._degraded.pop(self._redo_key(kind, payload, user_id), None)
         if target is None:
             return  # asked so long ago that we forgot, or not by an actor
-        ref = self.registry.lookup(target[0])
-        if ref is not None:
-            try:
-                ref.tell(CompletionDone(kind, target[1], data, degraded=False, epoch=target[2]))
-            except Exception:  # the asker stopped meanwhile
-                pass
+        self.deliver(target[0], CompletionDone(kind, target[1], data, degraded=False,
+                                               epoch=target[2]))
 
     def purge_user(self, user_id: str) -> int:
         """Forget every degraded job ``user_id`` asked for; return how many were held."""
@@ -423,6 +513,8 @@ class UserEnv:
     mtm_recovered: threading.Event = field(default_factory=threading.Event, compare=False)
     #: The process's gate for MTM catch-ups (None: no limit).
     catch_up_gate: CatchUpGate | None = field(default=None, compare=False)
+    #: The gateway jobs MTM owes, for ``flush`` to wait on.
+    job_watch: JobWatch = field(default_factory=JobWatch, compare=False)
 
     def recovered(self, tier: str) -> Recovered:
         """The user's state on disk for ``tier``'s start: the one loaded at activation the

@@ -46,6 +46,7 @@ from ..tiers.mtm import LEXICAL_CANDIDATES, MTMCore
 from . import persist
 from .base import UserEnv, reply_state
 from .protocol import (
+    AnswersWaiting,
     ApplyEdit,
     CompletionDone,
     CompletionJob,
@@ -179,11 +180,15 @@ class MTMActor(SupervisedActor):
         #: incarnation places nothing more and refuses to give its state (StateIncomplete);
         #: the WAL still holds those pages for the next incarnation.
         self.complete = True
+        #: Answers to this MTM's jobs, taken before each message (GatewayClient.open_inbox).
+        self.answers: deque[CompletionDone] = deque()
 
     # -- lifecycle -----------------------------------------------------------------------
 
     def on_start(self) -> None:
         env = self.env
+        env.job_watch.start(self.job_token)
+        self.answers = env.gateway.open_inbox(env.mtm_name)
         recovered = env.recovered("mtm")
         if recovered.state is not None:
             mtm_state = recovered.state["mtm"]
@@ -262,6 +267,7 @@ class MTMActor(SupervisedActor):
             ticket.set()  # wake a wait for the catch-up gate: it gives up its place
 
     def on_stop(self) -> None:
+        self.env.gateway.close_inbox(self.env.mtm_name, self.answers)
         ticket = self.gate_ticket
         if ticket is not None and self.env.catch_up_gate is not None:
             self.env.catch_up_gate.release(ticket)  # idempotent; never keep a slot
@@ -279,7 +285,11 @@ class MTMActor(SupervisedActor):
     def on_receive(self, message: object) -> object:
         if self.recovery is not None:
             self._finish_recovery()  # whatever message comes first
-        if isinstance(message, _Recover):
+        while self.answers:
+            done = self.answers.popleft()
+            if not self.env.stale(done.epoch):
+                self._done(done)
+        if isinstance(message, (_Recover, AnswersWaiting)):
             return None
         if isinstance(message, InsertPage):
             self.env.insert_backlog.release()
@@ -314,10 +324,7 @@ class MTMActor(SupervisedActor):
             if message.ask_now:
                 self._ask_owed()
             self._send_outgoing()
-            owed = self.owed_jobs.keys()
-            if message.among is not None:
-                return self.job_token, frozenset(j for j in message.among if j in owed)
-            return self.job_token, frozenset(owed)
+            return self.job_token, frozenset(self.owed_jobs)
         if isinstance(message, HeatTick):
             self._apply(self.core.tick(self.env.clock.now()))
             return None
@@ -637,8 +644,14 @@ class MTMActor(SupervisedActor):
                                    reply_to=env.mtm_name, tag=f"{job_id}:{body}",
                                    epoch=env.epoch), job_id)
 
+    def _settle(self, job_id: str) -> None:
+        """Job ``job_id`` is answered and its answer applied: owed no more."""
+        if job_id and self.owed_jobs.pop(job_id, None) is not None:
+            self.env.job_watch.settle(self.job_token, job_id)
+
     def _submit(self, job: CompletionJob, job_id: str) -> None:
         self.owed_jobs[job_id] = job
+        self.env.job_watch.owe(self.job_token, job_id)
         self._arm_job_timer(job_id)
         self.outgoing.append(job)
         self._send_outgoing()
@@ -678,8 +691,6 @@ class MTMActor(SupervisedActor):
             self.answered.move_to_end(job_id)
             while len(self.answered) > _ANSWERED_MEMORY:
                 self.answered.popitem(last=False)
-            if done.kind not in _PERSONA_KINDS:
-                self.owed_jobs.pop(job_id, None)  # a persona update's once LPM has it
             timer = self.job_timers.pop(job_id, None)
             if timer is not None:
                 timer.cancel()
@@ -690,7 +701,9 @@ class MTMActor(SupervisedActor):
                 str(data.get("summary", "")),
                 frozenset(str(k) for k in data.get("keywords", ())),
             )
-        if done.kind in _PERSONA_KINDS:
+        if done.kind not in _PERSONA_KINDS:
+            self._settle(job_id)  # a persona update's once LPM has it
+        else:
             persona = {k: data.get(k, []) for k in ("traits", "facts", "agent_traits")}
             self.to_lpm.append((job_id, CompletionDone("persona_update", done.tag, persona,
                                                        done.degraded, done.epoch)))
@@ -709,8 +722,8 @@ class MTMActor(SupervisedActor):
             except pykka.ActorDeadError:
                 break  # stopping for a restart; its successor registers soon
             self.to_lpm.popleft()
-            if job_id and all(j != job_id for j, _ in self.to_lpm):
-                self.owed_jobs.pop(job_id, None)
+            if all(j != job_id for j, _ in self.to_lpm):
+                self._settle(job_id)
         if self.to_lpm:
             self._arm_retry()
 

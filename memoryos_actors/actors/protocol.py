@@ -26,6 +26,7 @@ from ..messages import (
 )
 
 __all__ = [
+    "AnswersWaiting",
     "ApplyEdit",
     "ApplyPersona",
     "CompletionDone",
@@ -111,6 +112,12 @@ class CompletionDone:
     data: Any
     degraded: bool
     epoch: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class AnswersWaiting:
+    """Gateway worker -> an asker with an answer inbox (see ``GatewayClient.open_inbox``):
+    a :class:`CompletionDone` waits there; the asker takes its inbox before any message."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -312,14 +319,13 @@ class OwedJobs:
     incarnation (a restarted MTM answers another one) and the ids of the gateway jobs
     (summaries, persona updates) it asked for and has not had an answer to, as a
     ``frozenset``. With ``ask_now``, every summary and persona update it still owes (due,
-    or waiting for its debounce window) is asked for first. With ``among``, only those of
-    these ids are counted.
+    or waiting for its debounce window) is asked for first.
 
     An id leaves the set when its answer is applied: the summary stored, the persona update
-    told to LPM (a ``Ping`` to LPM after that is a barrier for it)."""
+    told to LPM (a ``Ping`` to LPM after that is a barrier for it). The user's ``JobWatch``
+    mirrors the set, for waiting without asking again."""
 
     ask_now: bool = False
-    among: frozenset[str] | None = None
 
 
 @dataclass(frozen=True, slots=True)

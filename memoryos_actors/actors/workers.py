@@ -101,14 +101,8 @@ class GatewayWorker(SupervisedActor):
             result = future.result()
             if result.degraded:
                 self.client.remember_degraded(job)
-            target = self.registry.lookup(job.reply_to)
-            if target is None:
-                return
-            try:
-                target.tell(CompletionDone(job.kind, job.tag, result.data, result.degraded,
-                                           job.epoch))
-            except Exception:  # the asker stopped meanwhile; nobody is left to use it
-                pass
+            self.client.deliver(job.reply_to, CompletionDone(
+                job.kind, job.tag, result.data, result.degraded, job.epoch))
         finally:
             self.client.release(self.name)
 
