@@ -451,12 +451,19 @@ def import_(args: argparse.Namespace) -> int:
     as_user = lib_user(args, args.as_user) if args.as_user else None
     t = tenant(args)
     if as_user is None and t is not None:
-        from ..server.tenancy import external_id, internal_id
+        from ..errors import InvalidInput
+        from ..server.keys import check_tenant
+        from ..server.tenancy import internal_id
         from ..store.export import read_export
 
         original = str(read_export(args.file).get("user_id", ""))
-        # An export of this tenant's user keeps its id; any other is taken into the tenant.
-        as_user = original if external_id(t, original) is not None else internal_id(t, original)
+        # A tenant's user keeps its name in the tenant it is imported into.
+        owner, _, name = original.partition(":")
+        try:
+            check_tenant(owner)
+        except InvalidInput:
+            name = original  # no tenant's id: the whole id is the name
+        as_user = internal_id(t, name or original)
     with open_memory(args, data_dir(args)) as mem:
         uid = mem.import_user(args.file, user_id=as_user)
         turns = mem.user_state(uid).turns
