@@ -36,7 +36,9 @@ def user_stored_stats(data_dir: str | os.PathLike[str], user_id: str) -> dict[st
     store = UserStore(data_dir, user_id, read_only=True)
     try:
         found = store.load()
-        archived = len(store.archive_records())
+        # The archive's length comes from reading its frames; decoding every record (to
+        # leave deleted memories out) is needed only when the user has edits.
+        archived = len(store.archive_records()) if store.edits else len(store.archive)
     finally:
         store.close()
     state = found.state or {}
@@ -74,7 +76,7 @@ def stored_stats(data_dir: str | os.PathLike[str],
     """
     root = Path(data_dir)
     damaged: dict[str, str] = {}
-    names = [u for u in list_users(root, damaged=damaged) 
+    names = [u for u in list_users(root, damaged=damaged)
              if not u.startswith(ASSISTANT_PREFIX)]  # shared personas are not users
     if users is not None:
         wanted = set(users)
