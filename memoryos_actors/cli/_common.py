@@ -241,16 +241,33 @@ def require_user(mem: Any, user: str, args: argparse.Namespace | None = None) ->
     t = tenant(args) if args is not None else None
     name = shown_user(args, user) if args is not None else user
     where = f" (tenant {t!r})" if t is not None else ""
-    found = []
-    for other in mem.users():
+    others = set(mem.users())
+    if args is not None and data_dir(args).is_dir():
+        # In a sharded directory the same name under another tenant is on another shard.
+        from ..store.userstore import list_users
+
+        for root in shard_dirs(data_dir(args)):
+            others.update(list_users(root))
+    plain_id = False
+    tenants: list[str] = []
+    for other in sorted(others):
         if other == name:
-            found.append("without a tenant (drop --tenant and $MEMORYOS_TENANT)")
+            plain_id = True
         elif ":" in other and other.split(":", 1)[1] == name:
             prefix = other.split(":", 1)[0]
             if prefix != t:
-                found.append(f"under tenant {prefix!r} (--tenant {prefix})")
+                tenants.append(prefix)
+    found = []
+    if tenants:
+        shown = ", ".join(repr(x) for x in tenants[:3])
+        more = f" and {len(tenants) - 3} more" if len(tenants) > 3 else ""
+        hint = f"--tenant {tenants[0]}" if len(tenants) == 1 else "--tenant NAME"
+        found.append(f"under tenant{'s' if len(tenants) > 1 else ''} {shown}{more} ({hint})")
+    if plain_id:
+        found.append("without a tenant (drop --tenant and $MEMORYOS_TENANT)")
     hint = f"; a user {name!r} exists " + " and ".join(found) if found else ""
-    raise UnknownUser(f"no data for user {name!r}{where} in {mem.data_dir}{hint}")
+    where_dir = data_dir(args) if args is not None else mem.data_dir
+    raise UnknownUser(f"no data for user {name!r}{where} in {where_dir}{hint}")
 
 
 def when(ts: float | None) -> str:

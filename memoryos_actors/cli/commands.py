@@ -1,8 +1,10 @@
 """The ``memoryos`` commands that work on a data directory: ``chat``, ``ingest``,
 ``inspect``, ``stats``, ``export``, ``import``, ``forget`` and ``repair``.
 
-The read commands (``inspect``, ``stats``, ``export``) open the data directory read-only:
-they take no lock and never change a file in it.
+The read commands (``inspect``, ``memories``, ``stats``, ``export``) open the data
+directory read-only (``stats`` reads its files without opening it): they take no lock and
+never change a file in it, so they work while a server runs. ``--tenant`` maps user ids as
+the server does; a sharded data directory opens with in-process shards (``--ray``: Ray).
 
 Each takes the parsed command line and returns the exit code; expected failures raise a
 :class:`~memoryos_actors.errors.MemoryOSError` or :class:`UsageError`, which the entry point
@@ -39,7 +41,8 @@ from ._stop import StopRequested, StopSignals, open_until_stopped
 from .prometheus import render_prometheus
 from .render import show_user, state_dict
 
-__all__ = ["chat", "export", "forget", "import_", "ingest", "inspect", "repair", "stats"]
+__all__ = ["chat", "export", "forget", "import_", "ingest", "inspect", "memories", "rebalance",
+           "repair", "stats"]
 
 
 # -- chat ----------------------------------------------------------------------------------
@@ -64,7 +67,9 @@ def chat(args: argparse.Namespace) -> int:
                      shutdown_timeout=args.shutdown_timeout) as stop, \
             open_until_stopped(args, data_dir(args), stop) as mem:
         if interactive:
-            backend = mem.gateway_service.stats().get("backend")
+            # A sharded directory's facade has a gateway per shard, not one to ask.
+            gateway = getattr(mem, "gateway_service", None)
+            backend = gateway.stats().get("backend") if gateway is not None else "sharded"
             console.print(f"chatting as {args.user!r} with memory ({backend} backend); "
                           "Ctrl-D or /quit to leave")
         for line in _input_lines(interactive, stop):
@@ -178,25 +183,34 @@ def _load_turns(path: Path, fmt: str, limit: int | None,
         from ..datasets.turns import read_turns
 
         turns = []
-        for t in read_turns(path):
-            if limit is not None and len(turns) >= limit:
-                break
-            uid = map_user(t.user_id)
+        for t in read_turns(path):  # every line is checked, also beyond --limit
+            where = f"{path}:{t.line}"
             key = t.turn_key or _derived_key(path.name, t.user_id, position(t.user_id),
                                              t.query, t.response, t.timestamp)
-            turns.append(_Turn(uid, t.query, t.response, t.timestamp, f"{path}:{t.line}", key))
-        return turns
+            turns.append(_Turn(_mapped(map_user, t.user_id, where), t.query, t.response,
+                               t.timestamp, where, key))
+        return turns if limit is None else turns[:limit]
     from ..datasets.locomo import load_locomo
 
     return [
-        _Turn(map_user(conv.sample_id), page.query, page.response, page.timestamp,
-              f"{path}: {conv.sample_id} page {page.index}",
+        _Turn(_mapped(map_user, conv.sample_id, f"{path}: {conv.sample_id}"), page.query,
+              page.response, page.timestamp, f"{path}: {conv.sample_id} page {page.index}",
               _derived_key(path.name, conv.sample_id, page.index, page.query, page.response,
                            page.timestamp))
         for conv in load_locomo(path, limit)
         for page in conv.pages
         if page.query or page.response
     ]
+
+
+def _mapped(map_user: Callable[[str], str], user: str, where: str) -> str:
+    """``map_user(user)``, its refusal naming the record."""
+    from ..errors import InvalidInput
+
+    try:
+        return map_user(user)
+    except InvalidInput as exc:
+        raise InvalidInput(f"{where}: {exc}") from None
 
 
 def ingest(args: argparse.Namespace) -> int:
@@ -350,7 +364,8 @@ def memories(args: argparse.Namespace) -> int:
     from ._common import one_line, when
 
     for m in items:
-        print(f"{m.memory_id:<28} {m.tier:<8} {when(m.timestamp or None):<16}  {one_line(m.text, 60)}")
+        stamp = when(m.timestamp or None)  # a trait has no time (0.0)
+        print(f"{m.memory_id:<28} {m.tier:<8} {stamp:<16}  {one_line(m.text, 60)}")
     print(f"{len(items)} memories of {args.user!r}", file=sys.stderr)
     return 0
 
@@ -404,10 +419,6 @@ def stats(args: argparse.Namespace) -> int:
         print(json.dumps(st, indent=2, default=str))
     return 0
 
-
-def _tree_restarts(tree: str) -> int:
-    """Sum of ``restarts=N`` over every child in ``MemoryOS.tree()`` text."""
-    return sum(int(n) for n in re.findall(r"restarts=(\d+)", tree))
 
 # -- export / import / forget ----------------------------------------------------------------
 
@@ -545,10 +556,15 @@ def rebalance(args: argparse.Namespace) -> int:
     path = existing_data_dir(args)
     _locked(path).close()  # a running server is named, with how to reach it
     report = unshard(path) if args.shards == 1 else rebalance_shards(path, args.shards)
-    after = "an unsharded data directory" if report.shards_after == 0 \
-        else f"{report.shards_after} shards"
-    print(f"{report.shards_before} shards -> {after}: moved {len(report.moved)} users, "
-          f"removed {len(report.removed_dirs)} empty shards")
+    if report.shards_before == report.shards_after == 0:
+        print(f"{path} is not sharded: nothing to do")
+        return 0
+
+    def layout(n: int) -> str:
+        return "unsharded" if n == 0 else f"{n} shards"
+
+    print(f"{layout(report.shards_before)} -> {layout(report.shards_after)}: moved "
+          f"{len(report.moved)} users, removed {len(report.removed_dirs)} empty shards")
 
     def where(n: int) -> str:
         return "unsharded" if n < 0 else f"shard {n}"
