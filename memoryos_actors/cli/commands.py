@@ -560,11 +560,11 @@ def rebalance(args: argparse.Namespace) -> int:
         print(f"{path} is not sharded: nothing to do")
         return 0
 
-    def layout(n: int) -> str:
-        return "unsharded" if n == 0 else f"{n} shards"
-
-    print(f"{layout(report.shards_before)} -> {layout(report.shards_after)}: moved "
-          f"{len(report.moved)} users, removed {len(report.removed_dirs)} empty shards")
+    before, after = report.shards_before, report.shards_after
+    change = (f"{before} -> {after} shards" if before and after else
+              f"unsharded -> {after} shards" if after else f"{before} shards -> unsharded")
+    print(f"{change}: moved {len(report.moved)} users, removed {len(report.removed_dirs)} "
+          "empty shards")
 
     def where(n: int) -> str:
         return "unsharded" if n < 0 else f"shard {n}"
