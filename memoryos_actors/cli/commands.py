@@ -358,22 +358,36 @@ def memories(args: argparse.Namespace) -> int:
     with open_reader(args, existing_data_dir(args), user) as mem:
         require_user(mem, user, args)
         items = mem.memories(user, kinds)
+    rows = [_memory_dict(args, m) for m in items]
     if args.json:
-        print(json.dumps([_memory_dict(m) for m in items], indent=2, default=str))
+        print(json.dumps(rows, indent=2, default=str))
         return 0
     from ._common import one_line, when
 
-    for m in items:
-        stamp = when(m.timestamp or None)  # a trait has no time (0.0)
-        print(f"{m.memory_id:<28} {m.tier:<8} {stamp:<16}  {one_line(m.text, 60)}")
-    print(f"{len(items)} memories of {args.user!r}", file=sys.stderr)
+    for row in rows:
+        stamp = when(row["timestamp"] or None)  # a trait has no time (0.0)
+        print(f"{row['memory_id']:<28} {row['tier']:<8} {stamp:<16}  "
+              f"{one_line(str(row['text']), 60)}")
+    print(f"{len(items)} {'memory' if len(items) == 1 else 'memories'} of {args.user!r}",
+          file=sys.stderr)
     return 0
 
 
-def _memory_dict(m: object) -> dict[str, object]:
-    from dataclasses import asdict, is_dataclass
+def _memory_dict(args: argparse.Namespace, m: Any) -> dict[str, Any]:
+    """A memory as a dict, its ids as the tenant names them (as the server lists them)."""
+    from dataclasses import asdict
 
-    return asdict(m) if is_dataclass(m) and not isinstance(m, type) else dict(vars(m))
+    from ._common import tenant
+
+    row = asdict(m)
+    t = tenant(args)
+    if t is not None:
+        from ..server.tenancy import external_memory_id
+
+        row["memory_id"] = external_memory_id(t, m.memory_id)
+        if m.assistant_id is not None:
+            row["assistant_id"] = shown_user(args, m.assistant_id)
+    return row
 
 
 # -- stats ---------------------------------------------------------------------------------
