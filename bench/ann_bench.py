@@ -3,7 +3,7 @@
 Run::
 
     python bench/ann_bench.py [--vectors 2000] [--dim 512] [--repeats 5]
-                              [--out bench/results/ann.json]
+                              [--out-dir bench/results]
 
 This is the measurement behind saving MTM's hnswlib graphs in snapshots: a restored MTM
 either builds its segment and page graphs from the stored embeddings or loads the saved
@@ -21,6 +21,9 @@ import sys
 import time
 from pathlib import Path
 from typing import Any
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/_out.py
+from _out import add_out_dir  # noqa: E402
+from _out import out_dir as bench_out_dir  # noqa: E402
 
 import numpy as np
 
@@ -71,10 +74,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--vectors", type=int, default=2000)
     parser.add_argument("--dim", type=int, default=512)
     parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--out", default=str(Path(__file__).parent / "results" / "ann.json"))
+    add_out_dir(parser)
     args = parser.parse_args(argv)
     result = run(args.vectors, args.dim, args.repeats)
-    out = Path(args.out)
+    out = bench_out_dir(args) / "ann.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=2) + "\n")
     print("| metric | value |\n| --- | --- |")

@@ -20,6 +20,9 @@ import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/_out.py
+from _out import add_out_dir  # noqa: E402
+from _out import out_dir as bench_out_dir  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -74,10 +77,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--users", type=int, default=100)
     p.add_argument("--turns", type=int, default=20)
-    p.add_argument("--out", default=str(Path(__file__).resolve().parent / "results"))
+    add_out_dir(p)
     args = p.parse_args(argv)
     result = asyncio.run(run(args.users, args.turns))
-    out = Path(args.out)
+    out = bench_out_dir(args)
     out.mkdir(parents=True, exist_ok=True)
     (out / "async_lag.json").write_text(json.dumps(result, indent=2) + "\n")
     print(json.dumps(result, indent=2))

@@ -39,6 +39,9 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/_out.py
+from _out import add_out_dir  # noqa: E402
+from _out import out_dir as bench_out_dir  # noqa: E402
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
@@ -251,7 +254,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--concurrency", type=int, default=16)
     p.add_argument("--latency-ms", type=float, default=0.0, help="provider latency per call")
     p.add_argument("--paths", default="", help="comma-separated subset of the paths")
-    p.add_argument("--out", default=str(_HERE / "results" / "client_cpu.json"))
+    add_out_dir(p)
     args = p.parse_args(argv)
     proc, base_url = start_server(args.latency_ms / 1000.0)
     results: dict[str, Any] = {}
@@ -274,8 +277,7 @@ def main(argv: list[str] | None = None) -> int:
         "calls": args.calls, "repeats": args.repeats, "concurrency": args.concurrency,
         "latency_ms": args.latency_ms, "cpu_count": os.cpu_count(), "paths": results,
     }
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(out, indent=2) + "\n")
+    (bench_out_dir(args) / "client_cpu.json").write_text(json.dumps(out, indent=2) + "\n")
     return 0
 
 

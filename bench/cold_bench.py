@@ -32,6 +32,9 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/_out.py
+from _out import add_out_dir  # noqa: E402
+from _out import out_dir as bench_out_dir  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -184,7 +187,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--warmup", type=int, default=20)
     p.add_argument("--seed", type=int, default=11)
     p.add_argument("--one", type=int, default=None, help=argparse.SUPPRESS)
-    p.add_argument("--out", default=str(Path(__file__).resolve().parent / "results"))
+    add_out_dir(p)
     p.add_argument("--keep-data", default=None, metavar="DIR",
                    help="keep each size's data directory under DIR and reuse it on later "
                         "runs (no ingest): for A/B runs of two versions of the code")
@@ -194,7 +197,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                                  args.keep_data)))
         return 0
     runs: list[dict[str, Any]] = []
-    out = Path(args.out)
+    out = bench_out_dir(args)
     out.mkdir(parents=True, exist_ok=True)
 
     def write() -> None:

@@ -24,6 +24,9 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/_out.py
+from _out import add_out_dir  # noqa: E402
+from _out import out_dir as bench_out_dir  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -109,7 +112,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--trials", type=int, default=200)
     p.add_argument("--max-delay", type=float, default=1.0, help="seconds before the kill")
     p.add_argument("--seed", type=int, default=1)
-    p.add_argument("--out", default=str(Path(__file__).resolve().parent / "results"))
+    add_out_dir(p)
     args = p.parse_args(argv)
     rng = random.Random(args.seed)
     results = []
@@ -132,7 +135,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "recovery_ms_p50": rec[len(rec) // 2],
         "recovery_ms_p99": rec[min(len(rec) - 1, int(len(rec) * 0.99))],
     }
-    out = Path(args.out)
+    out = bench_out_dir(args)
     out.mkdir(parents=True, exist_ok=True)
     (out / "crash.json").write_text(json.dumps(summary, indent=2) + "\n")
     print(json.dumps(summary, indent=2))

@@ -35,13 +35,15 @@ import threading
 import time
 from pathlib import Path
 from typing import Any
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/_out.py
+from _out import add_out_dir  # noqa: E402
+from _out import out_dir as bench_out_dir  # noqa: E402
 
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.locomo import ENV_MODEL_DIR, load_locomo, long_history, resolve_data_path
 
-RESULTS = Path(__file__).resolve().parent / "results"
 
 
 def _percentile(values: list[float], q: float) -> float:
@@ -170,6 +172,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batch-texts", type=int, default=256,
                         help="texts per pass of the batch measurement (0: skip it)")
     parser.add_argument("--batch-sizes", default="1,4,16,64")
+    add_out_dir(parser)
     parser.add_argument("--name", default="embed_threads",
                         help="results file stem (default: embed_threads)")
     parser.add_argument("--child", choices=("ingest", "batch"), help=argparse.SUPPRESS)
@@ -198,8 +201,7 @@ def main(argv: list[str] | None = None) -> int:
         "ingest": ingest,
         "batch": batch,
     }
-    RESULTS.mkdir(exist_ok=True)
-    path = RESULTS / f"{args.name}.json"
+    path = bench_out_dir(args) / f"{args.name}.json"
     path.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
     print("| embedding_threads | ingest+flush s | add_turn p50 / p99 / max ms | Overloaded | "
           "backlog max | embed call p50 ms |")

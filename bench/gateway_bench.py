@@ -23,6 +23,9 @@ import threading
 import time
 from pathlib import Path
 from typing import Any
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/_out.py
+from _out import add_out_dir  # noqa: E402
+from _out import out_dir as bench_out_dir  # noqa: E402
 
 _HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(_HERE.parent / "tests" / "gateway"))
@@ -134,7 +137,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--mode", choices=("auto", "system", "simulate"), default="auto")
     ap.add_argument("--promote-every", type=int, default=20, help="simulate: turns per promotion")
     ap.add_argument("--debounce", type=int, default=4, help="simulate: turns per summary")
-    ap.add_argument("--out", type=Path, default=_HERE / "results" / "gateway.json")
+    add_out_dir(ap)
     args = ap.parse_args(argv)
     os.environ.setdefault(KEY_ENV, "sk-bench-dummy")
 
@@ -190,8 +193,7 @@ def main(argv: list[str] | None = None) -> int:
         "embed_requests_per_http_call": round(g["embeddings"]["requests"] / embed_http, 2)
         if embed_http else 0,
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(out, indent=2) + "\n")
+    (bench_out_dir(args) / "gateway.json").write_text(json.dumps(out, indent=2) + "\n")
     print(json.dumps(out, indent=2))
     return 0
 

@@ -58,6 +58,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/_out.py
+from _out import add_out_dir  # noqa: E402
+from _out import out_dir as bench_out_dir  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -549,8 +552,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--ops", type=int, default=12, help="lifecycle operations per trial")
     p.add_argument("--flooders", type=int, default=2,
                    help="threads each flooding its own user with turns during a trial")
-    p.add_argument("--out", default=str(Path(__file__).resolve().parent / "results"))
-    p.add_argument("--name", default="lifecycle.json", help="result file name in --out")
+    add_out_dir(p)
+    p.add_argument("--name", default="lifecycle.json", help="result file name in --out-dir")
     p.add_argument("--latency-rounds", type=int, default=60,
                    help="rounds of timed operations under the flood, default configuration")
     args = p.parse_args(argv)
@@ -606,7 +609,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "latency": latency,
         "seconds": time.perf_counter() - t0,
     }
-    out = Path(args.out)
+    out = bench_out_dir(args)
     out.mkdir(parents=True, exist_ok=True)
     (out / args.name).write_text(json.dumps(result, indent=2) + "\n")
     print(json.dumps(result, indent=2))

@@ -56,6 +56,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import ExitStack
 from pathlib import Path
 from typing import Any, Literal, Protocol
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/_out.py
+from _out import add_out_dir  # noqa: E402
+from _out import out_dir as bench_out_dir  # noqa: E402
 
 if __package__ in (None, ""):
     # Run as a script (``python bench/locomo.py``): make the repository root importable so
@@ -980,11 +983,7 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         metavar="N",
         help="use only the first N conversations",
     )
-    parser.add_argument(
-        "--out",
-        default=None,
-        help="output directory (default: bench/results beside this file)",
-    )
+    add_out_dir(parser)
     parser.add_argument(
         "--long-history",
         action="store_true",
@@ -1021,7 +1020,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.long_history and args.systems == ",".join(DEFAULT_SYSTEMS):
         args.systems = ",".join(LONG_HISTORY_SYSTEMS)
     systems = [name.strip() for name in args.systems.split(",") if name.strip()]
-    out_dir = Path(args.out) if args.out else Path(__file__).resolve().parent / "results"
+    out_dir = bench_out_dir(args)
     data_path = resolve_data_path(args.data)
     try:
         if not systems:

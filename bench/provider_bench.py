@@ -36,6 +36,9 @@ import threading
 import time
 from pathlib import Path
 from typing import Any
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/_out.py
+from _out import add_out_dir  # noqa: E402
+from _out import out_dir as bench_out_dir  # noqa: E402
 
 _HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(_HERE.parent))
@@ -155,7 +158,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--paced-users", type=int, default=10)
     p.add_argument("--paced-turns", type=int, default=30)
     p.add_argument("--workloads", default="load,paced")
-    p.add_argument("--out", default=None)
+    add_out_dir(p)
     p.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
                    help="a MemoryConfig setting for this run (repeatable)")
     args = p.parse_args(argv)
@@ -184,7 +187,7 @@ def main(argv: list[str] | None = None) -> int:
         "settings": overrides,
         "cpu_count": os.cpu_count(), "results": results,
     }
-    path = Path(args.out or _HERE / "results" / f"provider_{int(args.latency_ms)}ms.json")
+    path = bench_out_dir(args) / f"provider_{int(args.latency_ms)}ms.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(out, indent=2) + "\n")
     return 0

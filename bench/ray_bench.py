@@ -36,6 +36,9 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/_out.py
+from _out import add_out_dir  # noqa: E402
+from _out import out_dir as bench_out_dir  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -212,7 +215,7 @@ def _write_recovery(args: argparse.Namespace, rec: dict[str, Any], init_s: float
         "load_average_1min": {"before": load_before[0], "after": os.getloadavg()[0]},
         "recovery": rec,
     }
-    out = Path(args.out)
+    out = bench_out_dir(args)
     out.mkdir(parents=True, exist_ok=True)
     (out / "ray_recovery.json").write_text(json.dumps(result, indent=2) + "\n")
     s, r, u = rec["seconds"], rec["shard_restart_seconds"], rec["user_first_call_seconds"]
@@ -233,7 +236,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--recovery-only", action="store_true",
                    help="only the recovery trials, split into the shard's restart and the "
                    "user's first call (writes ray_recovery.json)")
-    p.add_argument("--out", default=str(Path(__file__).resolve().parent / "results"))
+    add_out_dir(p)
     args = p.parse_args(argv)
 
     tmp = tempfile.mkdtemp(prefix="mos-raybench-")
@@ -274,7 +277,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "overhead": over,
         "recovery": rec,
     }
-    out = Path(args.out)
+    out = bench_out_dir(args)
     out.mkdir(parents=True, exist_ok=True)
     (out / "ray.json").write_text(json.dumps(result, indent=2) + "\n")
     print("| backend | ack turns/s | settled turns/s | add_turn p50 / p95 / p99 ms | shard RSS MiB |")

@@ -25,6 +25,9 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/_out.py
+from _out import add_out_dir  # noqa: E402
+from _out import out_dir as bench_out_dir  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -39,7 +42,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--max-active", type=int, default=500)
     p.add_argument("--threads", type=int, default=16)
     p.add_argument("--revisit", type=float, default=0.1, help="fraction of users revisited")
-    p.add_argument("--out", default=str(Path(__file__).resolve().parent / "results"))
+    add_out_dir(p)
     args = p.parse_args(argv)
 
     from memoryos_actors import MemoryConfig, MemoryOS
@@ -119,7 +122,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "revisit_activation_ms_p50": pct(again_acts, 50) if again_acts else None,
         "revisit_activation_ms_p99": pct(again_acts, 99) if again_acts else None,
     }
-    out = Path(args.out)
+    out = bench_out_dir(args)
     out.mkdir(parents=True, exist_ok=True)
     (out / "scale.json").write_text(json.dumps(result, indent=2) + "\n")
     print(json.dumps(result, indent=2))

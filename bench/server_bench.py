@@ -25,6 +25,9 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/_out.py
+from _out import add_out_dir  # noqa: E402
+from _out import out_dir as bench_out_dir  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -156,7 +159,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--turns", type=int, default=20, help="turns per user")
     p.add_argument("--retrieves", type=int, default=10, help="retrievals per user")
     p.add_argument("--time-limit", type=float, default=120.0, help="per phase, seconds")
-    p.add_argument("--out", default=str(Path(__file__).resolve().parent / "results"))
+    add_out_dir(p)
     p.add_argument("--name", default="server", help="result file name (without .json)")
     args = p.parse_args(argv)
     local = in_process(args)
@@ -170,7 +173,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "retrieves_per_user": args.retrieves,
         "in_process": local, "http": remote,
     }
-    out = Path(args.out)
+    out = bench_out_dir(args)
     out.mkdir(parents=True, exist_ok=True)
     (out / f"{args.name}.json").write_text(json.dumps(result, indent=2) + "\n")
     print(f"{'':12} {'call':9} {'calls':>6} {'req/s':>8} {'p50 ms':>8} {'p99 ms':>8}")

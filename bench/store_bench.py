@@ -2,7 +2,7 @@
 
 Run::
 
-    python bench/store_bench.py [--appends 20000] [--data-dir DIR] [--out bench/results/store.json]
+    python bench/store_bench.py [--appends 20000] [--data-dir DIR] [--out-dir bench/results]
 
 The data directory defaults to a temporary directory (fsync cost depends heavily on the
 file system and device: pass ``--data-dir`` on the disk you will use). Results are printed
@@ -22,6 +22,9 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Any
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/_out.py
+from _out import add_out_dir  # noqa: E402
+from _out import out_dir as bench_out_dir  # noqa: E402
 
 from memoryos_actors.store.snapshot import read_latest, write_snapshot
 from memoryos_actors.store.wal import WAL
@@ -124,9 +127,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--snapshot-repeats", type=int, default=5)
     parser.add_argument("--data-dir", type=Path, default=None)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument(
-        "--out", type=Path, default=Path(__file__).parent / "results" / "store.json"
-    )
+    add_out_dir(parser)
     args = parser.parse_args(argv)
 
     with tempfile.TemporaryDirectory(dir=args.data_dir) as tmp:
@@ -151,9 +152,9 @@ def main(argv: list[str] | None = None) -> int:
             f"snapshot {s['snapshot_bytes'] / 1e6:.1f} MB: write {s['write_ms_median']:.1f} ms,"
             f" read {s['read_ms_median']:.1f} ms (median of {s['repeats']})"
         )
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(results, indent=2) + "\n")
-    print(f"wrote {args.out}")
+    out = bench_out_dir(args) / "store.json"
+    out.write_text(json.dumps(results, indent=2) + "\n")
+    print(f"wrote {out}")
     return 0
 
 

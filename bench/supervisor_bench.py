@@ -21,6 +21,9 @@ import sys
 import time
 from pathlib import Path
 from typing import Any
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/_out.py
+from _out import add_out_dir  # noqa: E402
+from _out import out_dir as bench_out_dir  # noqa: E402
 
 import pykka
 import structlog
@@ -129,7 +132,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--kills", type=int, default=500)
     parser.add_argument("--asks", type=int, default=20000)
     parser.add_argument("--rounds", type=int, default=7)
-    parser.add_argument("--out", type=Path, default=RESULTS)
+    add_out_dir(parser)
     args = parser.parse_args(argv)
 
     # The library never configures structlog; the bench silences it below warnings (kills
@@ -150,8 +153,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "ask_throughput": throughput,
         "targets": {"restart_p99_ms": 10.0, "ask_ratio": 0.9},
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=2) + "\n")
+    (bench_out_dir(args) / RESULTS.name).write_text(json.dumps(result, indent=2) + "\n")
 
     print("| metric | value | target |")
     print("| --- | --- | --- |")

@@ -25,6 +25,9 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/_out.py
+from _out import add_out_dir  # noqa: E402
+from _out import out_dir as bench_out_dir  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -261,14 +264,14 @@ def main(argv: Sequence[str] | None = None) -> int:
                    help="pages of the single user whose retrieve latency is measured alone")
     p.add_argument("--switch-interval-ms", type=float, default=None,
                    help="set sys.setswitchinterval for this run (CPython's default is 5 ms)")
-    p.add_argument("--out", default=str(Path(__file__).resolve().parent / "results"))
+    add_out_dir(p)
     args = p.parse_args(argv)
     if args.switch_interval_ms is not None:
         sys.setswitchinterval(args.switch_interval_ms / 1000.0)
     r = run(args)
     r["big_user_retrieve_ms"] = big_user_retrieval(args.big_user_pages, 300)
     r["switch_interval_ms"] = sys.getswitchinterval() * 1000.0
-    out = Path(args.out)
+    out = bench_out_dir(args)
     out.mkdir(parents=True, exist_ok=True)
     name = "throughput.json" if not args.llm_latency_ms else "throughput_llm.json"
     if args.switch_interval_ms is not None:

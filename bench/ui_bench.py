@@ -39,6 +39,9 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/_out.py
+from _out import add_out_dir  # noqa: E402
+from _out import out_dir as bench_out_dir  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -231,8 +234,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--warmup", type=int, default=10, help="untimed searches first")
     p.add_argument("--seed", type=int, default=11)
     p.add_argument("--keep-data", help="keep (and reuse) the data under this directory")
-    p.add_argument("--out", default=str(Path(__file__).resolve().parent / "results" /
-                                        "ui_bench.json"))
+    add_out_dir(p)
     args = p.parse_args(argv)
     load_before = os.getloadavg()[0]
     result = run(args)
@@ -241,7 +243,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                          "platform": platform.platform()}
     result["command"] = "python bench/ui_bench.py " + " ".join(
         "DIR" if a.startswith("/") else a for a in (argv if argv is not None else sys.argv[1:]))
-    Path(args.out).write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    (bench_out_dir(args) / "ui_bench.json").write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
     show: Callable[[str, dict[str, Any]], None] = lambda name, d: print(
         f"{name:<24} server p50 {d['server_ms']['p50']:7.1f}  p95 "
         f"{d['server_ms']['p95']:7.1f}  p99 {d['server_ms']['p99']:7.1f} ms   round trip "

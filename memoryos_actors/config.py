@@ -53,6 +53,7 @@ directory as an argument of :meth:`MemoryOS.open`."""
 OTHER_ENV_VARS: Mapping[str, str] = MappingProxyType({
     DATA_DIR_ENV: "data directory of the memoryos command",
     "MEMORYOS_LOCOMO_PATH": "LoCoMo data file of the LoCoMo benchmark (bench/locomo.py)",
+    "MEMORYOS_TENANT": "tenant whose user ids the memoryos command reads and writes (--tenant)",
 })
 """``MEMORYOS_*`` environment variables that are not config fields (name -> what it sets);
 :meth:`MemoryConfig.from_env` skips them instead of calling them unknown."""

@@ -25,10 +25,15 @@ __all__ = [
     "existing_data_dir",
     "n_of",
     "one_line",
+    "lib_user",
     "open_memory",
+    "open_reader",
     "plain",
     "quiet_logging",
     "require_user",
+    "server_note",
+    "shown_user",
+    "tenant",
     "when",
 ]
 
@@ -98,23 +103,171 @@ def quiet_logging(cfg: MemoryConfig) -> None:
         logging.getLogger(noisy).setLevel(logging.WARNING)
 
 
+TENANT_ENV = "MEMORYOS_TENANT"
+"""Environment variable naming the tenant when ``--tenant`` is not given."""
+
+SERVER_FILE = "SERVER"
+"""File a running ``memoryos serve`` writes at the top of its data directory: where it
+listens (JSON: ``url``, ``pid``, ``mcp``), so that a command refused by the directory's
+lock can say how to reach it. Removed when the server stops; trusted only while its pid
+holds the lock."""
+
+
+def tenant(args: argparse.Namespace) -> str | None:
+    """``--tenant``, else ``$MEMORYOS_TENANT``, else None (the library's own id space)."""
+    given = getattr(args, "tenant", None) or os.environ.get(TENANT_ENV) or None
+    if given is not None:
+        from ..server.keys import check_tenant
+
+        check_tenant(given)
+    return given
+
+
+def lib_user(args: argparse.Namespace, user: str) -> str:
+    """The library id of the user named ``user`` on the command line: with a tenant, the id
+    the server and MCP use for that tenant's user (``<tenant>:<user>``)."""
+    t = tenant(args)
+    if t is None:
+        return user
+    from ..server.tenancy import internal_id
+
+    return internal_id(t, user)
+
+
+def shown_user(args: argparse.Namespace, uid: str) -> str:
+    """A library user id as the command line names it (without the tenant's prefix)."""
+    t = tenant(args)
+    if t is None:
+        return uid
+    from ..server.tenancy import external_id
+
+    shown = external_id(t, uid)
+    return uid if shown is None else shown
+
+
+def server_note(path: Path) -> str:
+    """Who holds data directory ``path``'s lock, and how to reach it when it is a
+    ``memoryos serve``: one sentence for a refused write command."""
+    import json
+
+    from ..store.lock import lock_holder
+
+    locked, pid = lock_holder(path)
+    if not locked:
+        return ""
+    try:
+        info = json.loads((path / SERVER_FILE).read_text(encoding="utf-8"))
+        url, server_pid = str(info["url"]), int(info["pid"])
+    except (OSError, ValueError, KeyError, TypeError):
+        url, server_pid = "", None
+    if url and pid is not None and server_pid == pid:
+        mcp = f", MCP at {url}/mcp" if info.get("mcp") else ""
+        return (f"a memoryos server (pid {pid}) holds {path}: send changes through its "
+                f"HTTP API at {url} (routes at {url}/docs{mcp}), or stop it first; "
+                "inspect, stats, export and memories work while it runs")
+    who = f"process {pid}" if pid is not None else "another process"
+    return (f"{who} holds {path} (its lock file); stop it first, or use another data "
+            "directory; inspect, stats, export and memories work while it runs")
+
+
+def sharded(path: Path) -> Any:
+    """The shard layout of ``path`` (:class:`~memoryos_actors.cluster._placement.ShardLayout`)
+    or None for an in-process data directory. An interrupted rebalance is refused with
+    what to run."""
+    from ..cluster._placement import LAYOUT_FILE, read_layout
+
+    if not (path / LAYOUT_FILE).exists():
+        return None
+    layout = read_layout(path)
+    if layout is not None and layout.rebalancing_from is not None:
+        raise UsageError(f"{path}: a rebalance to {layout.shards} shards was interrupted; "
+                         f"run `memoryos rebalance --shards {layout.shards}` to finish it")
+    return layout
+
+
 def open_memory(args: argparse.Namespace, path: Path, *, read_only: bool = False,
-                **overrides: Any) -> MemoryOS:
+                **overrides: Any) -> Any:
     """Open the memory system over ``path`` with the command line's config (``read_only``:
-    see :meth:`MemoryOS.open`; the read commands never change the data directory)."""
+    see :meth:`MemoryOS.open`; the read commands never change the data directory).
+
+    A sharded data directory opens with its shards in this process, or on Ray with
+    ``--ray``. A directory held by another process (a server, say) is refused with one
+    sentence saying who holds it and how to reach it.
+    """
+    from ..cluster import open_data_dir
+    from ..errors import DataDirLocked
     from ..system import MemoryOS
 
     cfg = config_from_args(args, **overrides)
     quiet_logging(cfg)
-    return MemoryOS.open(path, cfg, read_only=read_only)
+    try:
+        if read_only:
+            return MemoryOS.open(path, cfg, read_only=True)
+        sharded(path)  # an interrupted rebalance says what to run
+        return open_data_dir(path, cfg, ray=bool(getattr(args, "ray", False)))
+    except DataDirLocked as exc:
+        note = server_note(path)
+        raise DataDirLocked(note) if note else exc from None
 
 
-def require_user(mem: MemoryOS, user: str) -> None:
-    """Raise :class:`~memoryos_actors.errors.UnknownUser` unless ``user`` has data."""
+def open_reader(args: argparse.Namespace, path: Path, user: str | None = None) -> Any:
+    """A read-only memory system over ``path`` that takes no lock: the directory itself,
+    or, in a sharded one, the shard holding ``user`` (see :func:`shard_dirs` for all)."""
+    layout = sharded(path)
+    if layout is None or user is None:
+        return open_memory(args, path, read_only=True)
+    from ..cluster import shard_dir, shard_of
+
+    return open_memory(args, shard_dir(path, shard_of(user, layout.shards)), read_only=True)
+
+
+def shard_dirs(path: Path) -> list[Path]:
+    """The data directories that hold users: ``path``, or each shard's of a sharded one."""
+    layout = sharded(path)
+    if layout is None:
+        return [path]
+    from ..cluster import shard_dir
+
+    return [d for d in (shard_dir(path, n) for n in range(layout.shards)) if d.is_dir()]
+
+
+def require_user(mem: Any, user: str, args: argparse.Namespace | None = None) -> None:
+    """Raise :class:`~memoryos_actors.errors.UnknownUser` unless library user ``user`` has
+    data; the message names the tenants (or the plain id space) where that name exists."""
     from ..errors import UnknownUser
 
-    if user not in mem.users() and user not in mem.active_users():
-        raise UnknownUser(f"no data for user {user!r} in {mem.data_dir}")
+    if user in mem.users() or user in mem.active_users():
+        return
+    t = tenant(args) if args is not None else None
+    name = shown_user(args, user) if args is not None else user
+    where = f" (tenant {t!r})" if t is not None else ""
+    others = set(mem.users())
+    if args is not None and data_dir(args).is_dir():
+        # In a sharded directory the same name under another tenant is on another shard.
+        from ..store.userstore import list_users
+
+        for root in shard_dirs(data_dir(args)):
+            others.update(list_users(root))
+    plain_id = False
+    tenants: list[str] = []
+    for other in sorted(others):
+        if other == name:
+            plain_id = True
+        elif ":" in other and other.split(":", 1)[1] == name:
+            prefix = other.split(":", 1)[0]
+            if prefix != t:
+                tenants.append(prefix)
+    found = []
+    if tenants:
+        shown = ", ".join(repr(x) for x in tenants[:3])
+        more = f" and {len(tenants) - 3} more" if len(tenants) > 3 else ""
+        hint = f"--tenant {tenants[0]}" if len(tenants) == 1 else "--tenant NAME"
+        found.append(f"under tenant{'s' if len(tenants) > 1 else ''} {shown}{more} ({hint})")
+    if plain_id:
+        found.append("without a tenant (drop --tenant and $MEMORYOS_TENANT)")
+    hint = f"; a user {name!r} exists " + " and ".join(found) if found else ""
+    where_dir = data_dir(args) if args is not None else mem.data_dir
+    raise UnknownUser(f"no data for user {name!r}{where} in {where_dir}{hint}")
 
 
 def when(ts: float | None) -> str:

@@ -4,9 +4,15 @@
 checks a configuration (LLM, embedder, data directory, key file; exit code 1 when a check
 fails); the other subcommands work on a data directory (``--data-dir``, or
 ``MEMORYOS_DATA_DIR``, default ``./memoryos-data``): ``chat``, ``ingest``, ``inspect``,
-``stats``, ``export``, ``import``, ``forget``, ``repair`` (a user's damaged files),
-``rebalance`` (a sharded data directory's shard count); ``bench`` runs a benchmark from
-the ``bench/`` folder of a source checkout.
+``memories``, ``stats``, ``export``, ``import``, ``forget``, ``repair`` (a user's damaged
+files), ``rebalance`` (a sharded data directory's shard count); ``bench`` runs a benchmark
+from the ``bench/`` folder of a source checkout.
+
+``--tenant`` (or ``$MEMORYOS_TENANT``) names users as the server and MCP name a tenant's
+users. The read commands (``inspect``, ``memories``, ``stats``, ``export``) take no lock,
+so they work while a server runs; the others say which server holds the directory and
+where it listens. A sharded data directory opens with its shards in this process, or on
+Ray with ``--ray``.
 
 Exit codes: 0 success, 1 unexpected failure, 2 bad input (unknown user, malformed file,
 locked or missing data directory, invalid configuration), 130 interrupted. ``serve``,
@@ -26,9 +32,10 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 
+from .. import __version__
 from ..config import DATA_DIR_ENV
 from . import commands
-from ._common import DEFAULT_DATA_DIR, UsageError, console, plain
+from ._common import DEFAULT_DATA_DIR, TENANT_ENV, UsageError, console, plain
 from ._stop import add_shutdown_timeout
 from .bench import BENCHES, run_bench
 from .demo import run_demo
@@ -46,9 +53,17 @@ def _parser() -> argparse.ArgumentParser:
                         "demo: a temporary directory)")
     common.add_argument("--config", default=argparse.SUPPRESS,
                         help="TOML file with MemoryConfig fields")
+    common.add_argument("--tenant", default=argparse.SUPPRESS,
+                        help=f"read and write this tenant's users, as the server and MCP do "
+                        f"for its keys (default: ${TENANT_ENV}, else the plain user ids; "
+                        "mcp: 'default')")
+    common.add_argument("--ray", action="store_true", default=argparse.SUPPRESS,
+                        help="on a sharded data directory, run the shards on Ray (default: "
+                        "in this process)")
     p = argparse.ArgumentParser(prog="memoryos", parents=[common],
                                 description=(__doc__ or "").split("\n\n")[0])
-    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    p.add_argument("--version", action="version", version=f"memoryos {__version__}")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND")
 
     def add(name: str, help_text: str) -> argparse.ArgumentParser:
         return sub.add_parser(name, help=help_text, description=help_text, parents=[common])
@@ -82,21 +97,31 @@ def _parser() -> argparse.ArgumentParser:
     n.add_argument("--pages", action="store_true", help="list each segment's pages")
     n.add_argument("--all", action="store_true", help="every segment, not the 10 hottest")
     n.add_argument("--json", action="store_true", help="print the state as JSON")
+    ms = add("memories", "list a user's memories with their ids (pages, segments, facts, "
+             "traits)")
+    ms.add_argument("user")
+    ms.add_argument("--kind", action="append",
+                    choices=("page", "segment", "fact", "agent_trait", "trait"),
+                    help="only this kind (repeatable)")
+    ms.add_argument("--json", action="store_true", help="print them as JSON")
     s = add("stats", "counters as JSON or Prometheus text")
     s.add_argument("--user", help="one user's counters")
     s.add_argument("--prometheus", action="store_true", help="Prometheus text format")
-    e = add("export", "export a user to a file (.json, else msgpack)")
+    e = add("export", "export a user to a file (.json, else msgpack; - for JSON on stdout)")
     e.add_argument("user")
     e.add_argument("file")
+    e.add_argument("--force", action="store_true", help="overwrite an existing file")
     m = add("import", "import a user from an export file")
     m.add_argument("file")
     m.add_argument("--as", dest="as_user", help="store under this user id")
-    f = add("forget", "delete every file of a user")
+    f = add("forget", "delete every file of a user (asks first on a terminal)")
     f.add_argument("user")
+    f.add_argument("--yes", "-y", action="store_true", help="do not ask")
     rp = add("repair", "salvage a user's damaged files: keep every intact record, keep the "
              "damaged originals as backups")
     rp.add_argument("user")
-    r = add("rebalance", "change a sharded data directory's shard count (no facade open)")
+    r = add("rebalance", "change a data directory's shard count while nothing has it open "
+            "(--shards 1: back to an unsharded data directory)")
     r.add_argument("--shards", type=int, required=True, help="the new shard count")
     b = add("bench", "run a benchmark from the bench/ folder of a source checkout")
     b.add_argument("which", choices=sorted(BENCHES))
@@ -109,7 +134,7 @@ def _parser() -> argparse.ArgumentParser:
 
 _COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "demo": run_demo, "doctor": run_doctor, "chat": commands.chat, "ingest": commands.ingest,
-    "inspect": commands.inspect, "stats": commands.stats, "export": commands.export,
+    "inspect": commands.inspect, "memories": commands.memories, "stats": commands.stats, "export": commands.export,
     "import": commands.import_, "forget": commands.forget, "repair": commands.repair,
     "rebalance": commands.rebalance,
     "bench": run_bench,
@@ -128,10 +153,16 @@ _COMMANDS.update(dict.fromkeys(("serve", "mcp", "keys"), _server_command))
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``memoryos`` command with ``argv`` (default ``sys.argv[1:]``); return the
     exit code (0 ok, 2 bad input or unknown user, 1 unexpected failure, 130 interrupted)."""
-    args = _parser().parse_args(argv)
-    for name in ("data_dir", "config"):
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if args.command is None:  # bare `memoryos`: what it can do, not an error
+        parser.print_help()
+        return 0
+    for name in ("data_dir", "config", "tenant"):
         if not hasattr(args, name):
             setattr(args, name, None)
+    if not hasattr(args, "ray"):
+        args.ray = False
     from ..errors import MemoryOSError
 
     err = console(stderr=True)

@@ -24,7 +24,7 @@ BENCHES: dict[str, str] = {
     "crash": "crash_bench", "supervisor": "supervisor_bench", "gateway": "gateway_bench",
     "store": "store_bench", "ann": "ann_bench", "lifecycle": "lifecycle_bench",
     "provider": "provider_bench", "client-cpu": "client_cpu", "cold": "cold_bench",
-    "ray": "ray_bench", "longmemeval": "longmemeval",
+    "ray": "ray_bench", "longmemeval": "longmemeval", "stats": "stats_bench",
 }
 """Benchmark name on the command line -> script in ``bench/`` (without ``.py``)."""
 

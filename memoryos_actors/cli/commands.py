@@ -1,8 +1,10 @@
 """The ``memoryos`` commands that work on a data directory: ``chat``, ``ingest``,
 ``inspect``, ``stats``, ``export``, ``import``, ``forget`` and ``repair``.
 
-The read commands (``inspect``, ``stats``, ``export``) open the data directory read-only:
-they take no lock and never change a file in it.
+The read commands (``inspect``, ``memories``, ``stats``, ``export``) open the data
+directory read-only (``stats`` reads its files without opening it): they take no lock and
+never change a file in it, so they work while a server runs. ``--tenant`` maps user ids as
+the server does; a sharded data directory opens with in-process shards (``--ray``: Ray).
 
 Each takes the parsed command line and returns the exit code; expected failures raise a
 :class:`~memoryos_actors.errors.MemoryOSError` or :class:`UsageError`, which the entry point
@@ -16,25 +18,31 @@ import json
 import re
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from ._common import (
+    UsageError,
     config_from_args,
     data_dir,
     existing_data_dir,
+    lib_user,
     open_memory,
+    open_reader,
     plain,
     quiet_logging,
     require_user,
+    shown_user,
 )
 from ._common import console as make_console
 from ._stop import StopRequested, StopSignals, open_until_stopped
 from .prometheus import render_prometheus
 from .render import show_user, state_dict
 
-__all__ = ["chat", "export", "forget", "import_", "ingest", "inspect", "repair", "stats"]
+__all__ = ["chat", "export", "forget", "import_", "ingest", "inspect", "memories", "rebalance",
+           "repair", "stats"]
 
 
 # -- chat ----------------------------------------------------------------------------------
@@ -52,22 +60,37 @@ def chat(args: argparse.Namespace) -> int:
 
     console = make_console()
     interactive = sys.stdin.isatty()
+    user = lib_user(args, args.user)
+    assistant = lib_user(args, args.assistant)  # assistants are per tenant, like users
     provider_check(args, config_from_args(args))
     with StopSignals("finishing the reply in flight, then closing the memory system",
                      shutdown_timeout=args.shutdown_timeout) as stop, \
             open_until_stopped(args, data_dir(args), stop) as mem:
         if interactive:
-            backend = mem.gateway_service.stats().get("backend")
+            # A sharded directory's facade has a gateway per shard, not one to ask.
+            gateway = getattr(mem, "gateway_service", None)
+            backend = gateway.stats().get("backend") if gateway is not None else "sharded"
             console.print(f"chatting as {args.user!r} with memory ({backend} backend); "
                           "Ctrl-D or /quit to leave")
         for line in _input_lines(interactive, stop):
             text = line.strip()
             if not text:
                 continue
-            if text in ("/quit", "/exit"):
-                break
-            finished, reply = stop.call(mem.chat_reply, args.user, text,
-                                        assistant_id=args.assistant)
+            command = _SLASH_COMMAND.match(text)
+            if command is not None:
+                # Commands talk to this program, not to the assistant: never stored.
+                name = command.group(1)
+                if name in ("quit", "exit"):
+                    break
+                if name == "help":
+                    console.print(_CHAT_HELP)
+                else:
+                    console.print(plain(f"unknown command /{name}; /help lists them"),
+                                  style="yellow")
+                continue
+            if text.startswith("//"):
+                text = text[1:]  # "//x" sends "/x" as text
+            finished, reply = stop.call(mem.chat_reply, user, text, assistant_id=assistant)
             if not finished:
                 console.print("stopped without the reply in flight; it may or may not be "
                               "stored", style="yellow")
@@ -77,6 +100,12 @@ def chat(args: argparse.Namespace) -> int:
                       file=sys.stderr, flush=True)
             console.print(plain(f"assistant: {reply.text}"))
     return stop.exit_code(sigint=130)
+
+
+_SLASH_COMMAND = re.compile(r"^/([A-Za-z][\w-]*)(?:\s|$)")
+_CHAT_HELP = ("/help  this list\n/quit  leave (also /exit or Ctrl-D)\n"
+              "A line starting with // is sent as text starting with /. "
+              "Commands are never stored.")
 
 
 def _input_lines(interactive: bool, stop: StopSignals) -> Iterator[str]:
@@ -102,6 +131,22 @@ class _Turn:
     response: str
     timestamp: float | None
     where: str  # "path:line" or "path: sample page" for error messages
+    turn_key: str
+
+
+def _derived_key(source: str, user_id: str, position: int, query: str, response: str,
+                 timestamp: float | None) -> str:
+    """The turn key of a record without one: its source's name, its position among the
+    source's turns of that user, and its content. Re-reading the same file (whole, or
+    after a stop) gives the same keys, so each turn is stored once; the same words said
+    again later in the file are another turn (another position)."""
+    import hashlib
+
+    h = hashlib.blake2b(digest_size=16)
+    for part in (source, user_id, str(position), query, response, repr(timestamp)):
+        h.update(part.encode("utf-8", "surrogatepass"))
+        h.update(b"\x1f")
+    return "ingest:" + h.hexdigest()
 
 
 def _detect_format(path: Path, requested: str) -> str:
@@ -124,23 +169,48 @@ def _detect_format(path: Path, requested: str) -> str:
     return "locomo" if head.startswith(b"[") else "jsonl"
 
 
-def _load_turns(path: Path, fmt: str, limit: int | None) -> list[_Turn]:
-    """Read and validate every turn of ``path`` before anything is stored."""
+def _load_turns(path: Path, fmt: str, limit: int | None,
+                map_user: Callable[[str], str]) -> list[_Turn]:
+    """Read and validate every turn of ``path`` before anything is stored; ``map_user``
+    gives the library id of a record's user (the tenant's mapping)."""
+    positions: dict[str, int] = {}
+
+    def position(user: str) -> int:
+        positions[user] = positions.get(user, 0) + 1
+        return positions[user]
+
     if fmt == "jsonl":
         from ..datasets.turns import read_turns
 
-        turns = [_Turn(t.user_id, t.query, t.response, t.timestamp, f"{path}:{t.line}")
-                 for t in read_turns(path)]
+        turns = []
+        for t in read_turns(path):  # every line is checked, also beyond --limit
+            where = f"{path}:{t.line}"
+            key = t.turn_key or _derived_key(path.name, t.user_id, position(t.user_id),
+                                             t.query, t.response, t.timestamp)
+            turns.append(_Turn(_mapped(map_user, t.user_id, where), t.query, t.response,
+                               t.timestamp, where, key))
         return turns if limit is None else turns[:limit]
     from ..datasets.locomo import load_locomo
 
     return [
-        _Turn(conv.sample_id, page.query, page.response, page.timestamp,
-              f"{path}: {conv.sample_id} page {page.index}")
+        _Turn(_mapped(map_user, conv.sample_id, f"{path}: {conv.sample_id}"), page.query,
+              page.response, page.timestamp, f"{path}: {conv.sample_id} page {page.index}",
+              _derived_key(path.name, conv.sample_id, page.index, page.query, page.response,
+                           page.timestamp))
         for conv in load_locomo(path, limit)
         for page in conv.pages
         if page.query or page.response
     ]
+
+
+def _mapped(map_user: Callable[[str], str], user: str, where: str) -> str:
+    """``map_user(user)``, its refusal naming the record."""
+    from ..errors import InvalidInput
+
+    try:
+        return map_user(user)
+    except InvalidInput as exc:
+        raise InvalidInput(f"{where}: {exc}") from None
 
 
 def ingest(args: argparse.Namespace) -> int:
@@ -165,7 +235,7 @@ def ingest(args: argparse.Namespace) -> int:
     console = make_console()
     path = Path(args.file)
     fmt = _detect_format(path, args.format)
-    turns = _load_turns(path, fmt, args.limit)
+    turns = _load_turns(path, fmt, args.limit, lambda u: lib_user(args, u))
     if not turns:
         from ..datasets import DatasetError
 
@@ -192,10 +262,13 @@ def ingest(args: argparse.Namespace) -> int:
             if stop.requested:
                 return  # the turn in flight is finished; no new one is started
             try:
-                mem.add_turn(turn.user_id, turn.query, turn.response, timestamp=turn.timestamp)
+                # The key makes a re-run (or a run after a stop) store each turn once.
+                mem.add_turn(turn.user_id, turn.query, turn.response, timestamp=turn.timestamp,
+                             turn_key=turn.turn_key)
             except InvalidInput as exc:
                 raise InvalidInput(f"{turn.where}: {exc}") from None
-            per_user[turn.user_id] = per_user.get(turn.user_id, 0) + 1
+            shown = shown_user(args, turn.user_id)
+            per_user[shown] = per_user.get(shown, 0) + 1
             stored += 1
             progress.advance(task)
             if every and stored % every == 0:
@@ -204,6 +277,8 @@ def ingest(args: argparse.Namespace) -> int:
     with StopSignals("finishing the turn in flight, then closing the memory system",
                      shutdown_timeout=args.shutdown_timeout) as stop:
         with open_until_stopped(args, data_dir(args), stop) as mem:
+            users = sorted({t.user_id for t in turns})
+            before = _turn_counts(mem, users)
             t0 = time.perf_counter()
             with Progress(TextColumn("ingesting"), BarColumn(), MofNCompleteColumn(),
                           TextColumn("turns"), TimeElapsedColumn(), console=console,
@@ -217,11 +292,14 @@ def ingest(args: argparse.Namespace) -> int:
                 # same work within --shutdown-timeout.
                 stop.call(mem.flush, give_up_at=1)
             total_s = time.perf_counter() - t0
+            done, after = stop.call(_turn_counts, mem, users)
+            new = sum(after[u] - before[u] for u in users) if done and after else None
         if stop.requested:
             nxt = f"; the first turn not stored is {turns[stored].where}" \
                 if stored < len(turns) else ""
             err.print(plain(f"memoryos: ingest stopped by {stop.name}: {stored} of "
-                            f"{len(turns)} turns stored{nxt}"), soft_wrap=True)
+                            f"{len(turns)} turns stored{nxt}; run the same command again "
+                            "to store the rest (no turn is stored twice)"), soft_wrap=True)
     table = Table("user", "turns ingested", title=f"{path.name} ({fmt})", title_justify="left")
     for user, count in sorted(per_user.items()):
         table.add_row(plain(user), str(count))
@@ -232,61 +310,123 @@ def ingest(args: argparse.Namespace) -> int:
         f"ingested {len(turns)} turns for {len(per_user)} users: stored in {stored_s:.2f} s "
         f"({len(turns) / max(stored_s, 1e-9):.0f} turns/s), settled in {total_s:.2f} s"
     )
+    if new is not None and new < len(turns):
+        console.print(f"{new} turns were new; {len(turns) - new} were stored before (same "
+                      "turn_key) and were not stored again")
     return 0
+
+
+def _turn_counts(mem: Any, users: list[str]) -> dict[str, int]:
+    """How many turns each user has (0 for a user with no data yet)."""
+    from ..errors import UnknownUser
+
+    counts = {}
+    for user in users:
+        try:
+            counts[user] = mem.user_state(user).turns
+        except UnknownUser:
+            counts[user] = 0
+    return counts
 
 
 # -- inspect -------------------------------------------------------------------------------
 
 
 def inspect(args: argparse.Namespace) -> int:
+    """``memoryos inspect``: a user's tiers, read-only (works while a server runs)."""
     console = make_console()
-    with open_memory(args, existing_data_dir(args), read_only=True) as mem:
-        require_user(mem, args.user)
-        state = mem.user_state(args.user)
+    user = lib_user(args, args.user)
+    with open_reader(args, existing_data_dir(args), user) as mem:
+        require_user(mem, user, args)
+        state = mem.user_state(user)
         if args.json:
             print(json.dumps(state_dict(state), indent=2, default=str))
             return 0
         show_user(console, state, max_segments=None if args.all else 10,
-                   show_pages=args.pages, max_stm=None)
-        archived = len(mem.archive(args.user))
+                  show_pages=args.pages, max_stm=None)
+        archived = len(mem.archive(user))
         if archived:
             console.print(f"archive: {archived} records evicted from MTM (kept on disk)")
     return 0
+
+
+def memories(args: argparse.Namespace) -> int:
+    """``memoryos memories``: every memory of a user with its id, read-only (works while a
+    server runs); ``--kind`` keeps some kinds."""
+    user = lib_user(args, args.user)
+    kinds = tuple(args.kind) if args.kind else None
+    with open_reader(args, existing_data_dir(args), user) as mem:
+        require_user(mem, user, args)
+        items = mem.memories(user, kinds)
+    rows = [_memory_dict(args, m) for m in items]
+    if args.json:
+        print(json.dumps(rows, indent=2, default=str))
+        return 0
+    from ._common import one_line, when
+
+    for row in rows:
+        stamp = when(row["timestamp"] or None)  # a trait has no time (0.0)
+        print(f"{row['memory_id']:<28} {row['tier']:<8} {stamp:<16}  "
+              f"{one_line(str(row['text']), 60)}")
+    print(f"{len(items)} {'memory' if len(items) == 1 else 'memories'} of {args.user!r}",
+          file=sys.stderr)
+    return 0
+
+
+def _memory_dict(args: argparse.Namespace, m: Any) -> dict[str, Any]:
+    """A memory as a dict, its ids as the tenant names them (as the server lists them)."""
+    from dataclasses import asdict
+
+    from ._common import tenant
+
+    row = asdict(m)
+    t = tenant(args)
+    if t is not None:
+        from ..server.tenancy import external_memory_id
+
+        row["memory_id"] = external_memory_id(t, m.memory_id)
+        if m.assistant_id is not None:
+            row["assistant_id"] = shown_user(args, m.assistant_id)
+    return row
 
 
 # -- stats ---------------------------------------------------------------------------------
 
 
 def stats(args: argparse.Namespace) -> int:
-    from ..errors import CorruptDataError
-    from ..store.userstore import list_users
+    """``memoryos stats``: counters of what the data directory holds, read from its files
+    without activating any user (see :mod:`~memoryos_actors.disk_stats`), with
+    ``--user`` one user's. Works while a server runs, and on a sharded data directory."""
+    from ..disk_stats import stored_stats, user_stored_stats
+    from ._common import shard_dirs, tenant
 
-    with open_memory(args, existing_data_dir(args), read_only=True) as mem:
-        if args.user:
-            require_user(mem, args.user)
-            st = mem.stats(args.user)
-        else:
-            stored = {"users": 0, "turns": 0, "stm_pages": 0, "mtm_segments": 0,
-                      "mtm_pages": 0, "kb_facts": 0, "traits_set": 0, "archived_records": 0}
-            # One user's damage stays that user's: it is listed, the others are counted.
-            damaged: dict[str, str] = {}
-            names = list_users(mem.data_dir, damaged=damaged)
-            users = set(mem.users())  # without the shared assistant personas
-            for user in (u for u in names if u in users):
-                try:
-                    per = mem.stats(user)
-                except CorruptDataError as exc:
-                    damaged[user] = str(exc)
-                    continue
-                stored["users"] += 1
-                for key in stored:
-                    if key != "users":
-                        stored[key] += int(per.get(key, 0))
-            st = mem.stats()
-            st["stored"] = stored
-            st["damaged"] = {**st.get("damaged", {}), **dict(sorted(damaged.items()))}
-            st["damaged_users"] = len(st["damaged"])
-            st["tree_restarts"] = _tree_restarts(mem.tree())
+    path = existing_data_dir(args)
+    quiet_logging(config_from_args(args))
+    if args.user:
+        user = lib_user(args, args.user)
+        with open_reader(args, path, user) as mem:
+            require_user(mem, user, args)
+            st = {"user_id": args.user,
+                  **user_stored_stats(mem.data_dir, user)}
+    else:
+        t = tenant(args)
+        st = {"users": 0, "stored": {}, "damaged": {}, "damaged_users": 0}
+        for root in shard_dirs(path):
+            users = None
+            if t is not None:
+                from ..server.tenancy import tenant_prefix
+                from ..store.userstore import list_users
+
+                users = [u for u in list_users(root) if u.startswith(tenant_prefix(t))]
+            part = stored_stats(root, users)
+            for key, value in part["stored"].items():
+                st["stored"][key] = st["stored"].get(key, 0) + value
+            st["damaged"].update({shown_user(args, u): e for u, e in part["damaged"].items()})
+        st["users"] = st["stored"].get("users", 0)
+        st["damaged"] = dict(sorted(st["damaged"].items()))
+        st["damaged_users"] = len(st["damaged"])
+        if t is not None:
+            st["tenant"] = t
     if args.prometheus:
         sys.stdout.write(render_prometheus(st))
     else:
@@ -294,38 +434,82 @@ def stats(args: argparse.Namespace) -> int:
     return 0
 
 
-def _tree_restarts(tree: str) -> int:
-    """Sum of ``restarts=N`` over every child in ``MemoryOS.tree()`` text."""
-    return sum(int(n) for n in re.findall(r"restarts=(\d+)", tree))
-
 # -- export / import / forget ----------------------------------------------------------------
 
 
 def export(args: argparse.Namespace) -> int:
-    with open_memory(args, existing_data_dir(args), read_only=True) as mem:
-        require_user(mem, args.user)
-        out = mem.export_user(args.user, args.file)
-        turns = mem.user_state(args.user).turns
+    """``memoryos export USER FILE``: the user's export file, read-only (works while a
+    server runs). An existing FILE is kept unless ``--force``; ``-`` writes JSON to stdout."""
+    import shutil
+    import tempfile
+
+    user = lib_user(args, args.user)
+    to_stdout = args.file == "-"
+    target = Path(args.file)
+    if not to_stdout and target.exists() and not args.force:
+        raise UsageError(f"{target} exists; pass --force to overwrite it")
+    with open_reader(args, existing_data_dir(args), user) as mem:
+        require_user(mem, user, args)
+        turns = mem.user_state(user).turns
+        if to_stdout:
+            with tempfile.TemporaryDirectory(prefix="memoryos-export-") as tmp:
+                out = mem.export_user(user, Path(tmp) / "export.json")
+                with out.open("rb") as fh:
+                    sys.stdout.flush()
+                    shutil.copyfileobj(fh, sys.stdout.buffer)
+                sys.stdout.buffer.flush()
+            print(f"exported {args.user!r} ({turns} turns) to stdout", file=sys.stderr)
+            return 0
+        out = mem.export_user(user, target)
     print(f"exported {args.user!r} ({turns} turns) to {out}")
     return 0
 
 
 def import_(args: argparse.Namespace) -> int:
+    """``memoryos import FILE [--as USER]``: store an export file's user (under the tenant
+    when one is given)."""
     from ..datasets import DatasetError
+    from ._common import tenant
 
     if not Path(args.file).is_file():
         raise DatasetError(f"{args.file}: no such file")
+    as_user = lib_user(args, args.as_user) if args.as_user else None
+    t = tenant(args)
+    if as_user is None and t is not None:
+        from ..errors import InvalidInput
+        from ..server.keys import check_tenant
+        from ..server.tenancy import internal_id
+        from ..store.export import read_export
+
+        original = str(read_export(args.file).get("user_id", ""))
+        # A tenant's user keeps its name in the tenant it is imported into.
+        owner, _, name = original.partition(":")
+        try:
+            check_tenant(owner)
+        except InvalidInput:
+            name = original  # no tenant's id: the whole id is the name
+        as_user = internal_id(t, name or original)
     with open_memory(args, data_dir(args)) as mem:
-        uid = mem.import_user(args.file, user_id=args.as_user)
+        uid = mem.import_user(args.file, user_id=as_user)
         turns = mem.user_state(uid).turns
-    print(f"imported {args.file} as user {uid!r} ({turns} turns)")
+    print(f"imported {args.file} as user {shown_user(args, uid)!r} ({turns} turns)")
     return 0
 
 
 def forget(args: argparse.Namespace) -> int:
+    """``memoryos forget USER``: delete every file of the user; on a terminal it asks
+    first, unless ``--yes``."""
+    user = lib_user(args, args.user)
     with open_memory(args, existing_data_dir(args)) as mem:
-        require_user(mem, args.user)
-        report = mem.forget_user(args.user)
+        require_user(mem, user, args)
+        if not args.yes and sys.stdin.isatty():
+            turns = mem.user_state(user).turns
+            answer = input(f"delete every memory of {args.user!r} ({turns} turns) in "
+                           f"{mem.data_dir}? This cannot be undone. [y/N] ")
+            if answer.strip().lower() not in ("y", "yes"):
+                print(f"kept {args.user!r}")
+                return 1
+        report = mem.forget_user(user)
     print(f"forgot {args.user!r}: removed {len(report.removed_files)} files")
     for path in report.removed_files:
         print(f"  {path}")
@@ -334,13 +518,24 @@ def forget(args: argparse.Namespace) -> int:
 
 def repair(args: argparse.Namespace) -> int:
     from ..repair import repair_user
-    from ..store.lock import DataDirLock
+    from ._common import sharded
 
     path = existing_data_dir(args)
+    user = lib_user(args, args.user)
     quiet_logging(config_from_args(args))  # a bad config fails here as in every command
-    # The lock: no server or other command may have the directory open meanwhile.
-    with DataDirLock(path):
-        report = repair_user(path, args.user)
+    layout = sharded(path)
+    if layout is not None:
+        from ..cluster import shard_dir, shard_of
+
+        # The top directory's lock keeps a sharded facade out, the shard's any other.
+        with _locked(path):
+            shard = shard_dir(path, shard_of(user, layout.shards))
+            with _locked(shard):
+                report = repair_user(shard, user)
+    else:
+        # The lock: no server or other command may have the directory open meanwhile.
+        with _locked(path):
+            report = repair_user(path, user)
     if not report.changed:
         print(f"{args.user!r}: nothing to repair")
         return 0
@@ -353,12 +548,41 @@ def repair(args: argparse.Namespace) -> int:
     return 0
 
 
-def rebalance(args: argparse.Namespace) -> int:
-    from ..cluster import rebalance_shards
+def _locked(path: Path) -> Any:
+    """The data directory lock of ``path``; refused with who holds it (a server: how to
+    reach it)."""
+    from ..errors import DataDirLocked
+    from ..store.lock import DataDirLock
+    from ._common import server_note
 
-    report = rebalance_shards(existing_data_dir(args), args.shards)
-    print(f"{report.shards_before} -> {report.shards_after} shards: moved "
-          f"{len(report.moved)} users, removed {len(report.removed_dirs)} empty shards")
+    try:
+        return DataDirLock(path)
+    except DataDirLocked as exc:
+        note = server_note(path)
+        raise DataDirLocked(note) if note else exc from None
+
+
+def rebalance(args: argparse.Namespace) -> int:
+    """``memoryos rebalance --shards N``: move users between shard directories; ``--shards
+    1`` makes the data directory an in-process (unsharded) one again."""
+    from ..cluster import rebalance_shards, unshard
+
+    path = existing_data_dir(args)
+    _locked(path).close()  # a running server is named, with how to reach it
+    report = unshard(path) if args.shards == 1 else rebalance_shards(path, args.shards)
+    if report.shards_before == report.shards_after == 0:
+        print(f"{path} is not sharded: nothing to do")
+        return 0
+
+    before, after = report.shards_before, report.shards_after
+    change = (f"{before} -> {after} shards" if before and after else
+              f"unsharded -> {after} shards" if after else f"{before} shards -> unsharded")
+    print(f"{change}: moved {len(report.moved)} users, removed {len(report.removed_dirs)} "
+          "empty shards")
+
+    def where(n: int) -> str:
+        return "unsharded" if n < 0 else f"shard {n}"
+
     for user, (src, dst) in sorted(report.moved.items()):
-        print(f"  {user}: {'unsharded' if src < 0 else f'shard {src}'} -> shard {dst}")
+        print(plain(f"  {user}: {where(src)} -> {where(dst)}"))
     return 0

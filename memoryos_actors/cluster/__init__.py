@@ -10,7 +10,9 @@
 
 Users are placed on shards by a stable hash of their id (:func:`shard_of`); each shard is
 one process running the in-process system over its own data directory under the data
-directory; :func:`rebalance_shards` changes the shard count. Names are loaded on first
+directory; :func:`rebalance_shards` changes the shard count and :func:`unshard` makes it
+an in-process data directory again. :class:`InProcessCluster` opens a sharded data
+directory with its shards in the calling process. Names are loaded on first
 use: importing this package does not import Ray.
 """
 
@@ -22,13 +24,16 @@ from .._lazy import lazy_getattr
 
 _EXPORTS: dict[str, str] = {
     "ClusterMemoryOS": "memoryos_actors.cluster._facade",
+    "InProcessCluster": "memoryos_actors.cluster._local",
     "RayCluster": "memoryos_actors.cluster._ray",
+    "open_data_dir": "memoryos_actors.cluster._local",
     "RebalanceReport": "memoryos_actors.cluster._placement",
     "ShardInfo": "memoryos_actors.cluster._backend",
     "rebalance_shards": "memoryos_actors.cluster._placement",
     "read_layout": "memoryos_actors.cluster._placement",
     "shard_dir": "memoryos_actors.cluster._placement",
     "shard_of": "memoryos_actors.cluster._placement",
+    "unshard": "memoryos_actors.cluster._placement",
 }
 
 __all__ = sorted(_EXPORTS)
@@ -36,7 +41,15 @@ __all__ = sorted(_EXPORTS)
 if TYPE_CHECKING:
     from ._backend import ShardInfo
     from ._facade import ClusterMemoryOS
-    from ._placement import RebalanceReport, read_layout, rebalance_shards, shard_dir, shard_of
+    from ._local import InProcessCluster, open_data_dir
+    from ._placement import (
+        RebalanceReport,
+        read_layout,
+        rebalance_shards,
+        shard_dir,
+        shard_of,
+        unshard,
+    )
     from ._ray import RayCluster
 
 

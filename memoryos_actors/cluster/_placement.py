@@ -50,6 +50,7 @@ __all__ = [
     "rebalance_shards",
     "shard_dir",
     "shard_of",
+    "unshard",
     "user_key",
     "write_layout",
 ]
@@ -208,7 +209,8 @@ class RebalanceReport:
 
     Attributes:
         shards_before: the shard count before (0 for an in-process data directory).
-        shards_after: the shard count now.
+        shards_after: the shard count now (0: an in-process data directory again, after
+            :func:`unshard`).
         moved: per moved user id, its ``(from, to)`` shard (``from`` is -1 for a user of an
             in-process data directory).
         removed_dirs: shard directories deleted because they were beyond the new count.
@@ -326,3 +328,42 @@ def rebalance_shards(data_dir: str | os.PathLike[str], shards: int) -> Rebalance
             users_root.rmdir()
         write_layout(root, ShardLayout(shards))
     return RebalanceReport(before, shards, moved, tuple(removed))
+
+
+def unshard(data_dir: str | os.PathLike[str]) -> RebalanceReport:
+    """Turn a sharded ``data_dir`` back into an in-process data directory (users under
+    ``data_dir/users/``, no ``shards.json``, no shard directories).
+
+    Like :func:`rebalance_shards`, run it while nothing has the data directory open (it
+    takes the same locks), and it is safe to interrupt: every user first moves to shard 0
+    (a rebalance to one shard), then out of it, one rename per user, and the layout file
+    goes last; running it again finishes the job. ``moved`` maps each user to
+    ``(shard, -1)``. A directory that is not sharded is left as it is.
+    """
+    root = Path(data_dir)
+    if not root.is_dir():
+        raise InvalidInput(f"{root}: no such data directory")
+    if read_layout(root) is None:
+        return RebalanceReport(0, 0, {}, ())
+    first = rebalance_shards(root, 1)
+    moved = {uid: (src, -1) for uid, (src, _dst) in first.moved.items()}
+    removed = list(first.removed_dirs)
+    with DataDirLock(root):
+        only = shard_dir(root, 0)
+        if only.is_dir():
+            with DataDirLock(only):
+                for uid in list_users(only):
+                    _move_user(uid, only, root)
+                    moved.setdefault(uid, (0, -1))
+            if not _remove_if_empty(only):
+                left = sorted(p.name for p in only.iterdir())
+                raise StorageError(f"{only} still holds {', '.join(left)} after its users "
+                                   "moved out; move or delete them, then run this again")
+            removed.append(str(only))
+        try:
+            (root / LAYOUT_FILE).unlink(missing_ok=True)
+            fsync_dir(root)
+        except OSError as exc:
+            raise StorageError(f"{root / LAYOUT_FILE}: cannot remove the shard layout: "
+                               f"{exc}") from exc
+    return RebalanceReport(first.shards_before, 0, moved, tuple(removed))

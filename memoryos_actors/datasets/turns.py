@@ -1,9 +1,13 @@
-"""Read JSON Lines files of turns: one ``{user_id, query, response, timestamp}`` per line.
+"""Read JSON Lines files of turns: one ``{user_id, query, response, timestamp, turn_key}``
+per line.
 
 ``user_id`` is required and must be a non-empty string. ``query`` and ``response`` are
 strings (either may be missing or empty, not both). ``timestamp`` is optional: seconds since
 the Unix epoch as a number; when it is absent or ``null`` the memory system's clock stamps
-the turn. Blank lines are skipped. Any other shape is an error naming the file and line.
+the turn. ``turn_key`` is optional: a string of 1 to 200 bytes of UTF-8 naming the turn,
+so that storing it again (re-running the file) stores it once; ``memoryos ingest`` derives
+one from the record when it is absent. Other fields are ignored. Blank lines are skipped.
+Any other shape is an error naming the file and line.
 """
 
 from __future__ import annotations
@@ -18,7 +22,10 @@ from typing import Any
 
 from ._errors import DatasetError
 
-__all__ = ["DatasetError", "TurnRecord", "count_turns", "read_turns"]
+__all__ = ["MAX_TURN_KEY_BYTES", "DatasetError", "TurnRecord", "count_turns", "read_turns"]
+
+#: Longest ``turn_key``, bytes of UTF-8 (the limit of ``MemoryOS.add_turn``).
+MAX_TURN_KEY_BYTES = 200
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,6 +38,7 @@ class TurnRecord:
         response: what the assistant answered (may be empty).
         timestamp: seconds since the Unix epoch, or None to use the system clock.
         line: the 1-based line of the file it came from (for error messages).
+        turn_key: the record's own idempotency key, or None.
     """
 
     user_id: str
@@ -38,6 +46,7 @@ class TurnRecord:
     response: str
     timestamp: float | None
     line: int
+    turn_key: str | None = None
 
 
 def _field(rec: dict[str, Any], name: str, where: str) -> str:
@@ -68,7 +77,12 @@ def _parse(text: str, where: str, number: int) -> TurnRecord:
         if isinstance(ts, bool) or not isinstance(ts, (int, float)) or not math.isfinite(ts):
             raise DatasetError(f"{where}: 'timestamp' must be a number of seconds, got {ts!r}")
         ts = float(ts)
-    return TurnRecord(user_id, query, response, ts, number)
+    key = rec.get("turn_key")
+    if key is not None and (not isinstance(key, str) or not key
+                            or len(key.encode("utf-8", "surrogatepass")) > MAX_TURN_KEY_BYTES):
+        raise DatasetError(f"{where}: 'turn_key' must be a string of 1 to "
+                           f"{MAX_TURN_KEY_BYTES} bytes, got {key!r:.60}")
+    return TurnRecord(user_id, query, response, ts, number, key)
 
 
 def read_turns(path: str | os.PathLike[str]) -> Iterator[TurnRecord]:

@@ -258,16 +258,15 @@ class OfflineBackend:
 
     def _chat_reply(self, payload: dict[str, Any]) -> dict[str, Any]:
         query = str(payload.get("query") or "")
-        lines = [ln.strip(" -*\t") for ln in str(payload.get("context") or "").splitlines()]
-        lines = [ln for ln in lines if len(tokenize(ln)) >= 3]
+        lines = _memory_statements(str(payload.get("context") or ""), query)
         if not lines:
-            return {"reply": "I don't have anything in memory about that yet."}
+            return {"reply": _NOTHING_REPLY}
         e = self._emb.embed([query, *lines])
         qk = {_stem(t) for t in keywords(query)}
         overlap = [len(qk & {_stem(t) for t in keywords(ln)}) / max(1, len(qk)) for ln in lines]
         scores = e[1:] @ e[0] + np.array(overlap, dtype=np.float32)
         best = lines[int(np.argmax(scores))]
-        return {"reply": f"From what I remember: \u201c{_snip(best, 300)}\u201d"}
+        return {"reply": f"{_QUOTE_OPENER} \u201c{_snip(best, 300)}\u201d"}
 
     # -- helpers ------------------------------------------------------------------------
 
@@ -284,6 +283,35 @@ class OfflineBackend:
         scores = scores * np.minimum(1.0, lengths / 6.0)
         top = sorted(np.argsort(-scores, kind="stable")[:n].tolist())
         return [sentences[i] for i in top]
+
+
+_NOTHING_REPLY = "I don't have anything in memory about that yet."
+_QUOTE_OPENER = "From what I remember:"
+# A rendered context line may start with its time, "[2026-11-23 19:41] ", and may hold
+# several "User: ... Assistant: ..." statements (a thread summary puts them on one line).
+_STAMP = re.compile(r"^\[[^\]]{1,40}\]\s*")
+_SPEAKER = re.compile(r"\b(?:User|Assistant):\s*")
+
+
+def _memory_statements(context: str, query: str) -> list[str]:
+    """What a reply may quote from a rendered memory context: each stored statement on its
+    own, without the context's markdown headings, time stamps or speaker labels, and
+    without earlier offline replies (quoting one would nest quotes of quotes) or questions
+    (the user's own question is no memory of an answer)."""
+    out: list[str] = []
+    asked = " ".join(query.split()).casefold()
+    for raw in context.splitlines():
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        line = _STAMP.sub("", line).strip(" -*\t")
+        for part in _SPEAKER.split(line):
+            text = part.strip(" -*\t")
+            if (len(tokenize(text)) < 3 or text.startswith((_QUOTE_OPENER, _NOTHING_REPLY))
+                    or text.endswith("?") or " ".join(text.split()).casefold() == asked):
+                continue
+            out.append(text)
+    return _dedupe(out)
 
 
 def _dedupe(items: Iterable[str]) -> list[str]:

@@ -8,9 +8,10 @@ a command runs.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime as _dt
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from ..cli._stop import add_shutdown_timeout
@@ -39,6 +40,20 @@ def _need(extra: str, *modules: str) -> None:
                            f"pip install \"memoryos-actors[{extra}]\"")
 
 
+@contextlib.contextmanager
+def _named_holder(path: Path) -> Iterator[None]:
+    """A locked data directory is refused naming who holds it (a server: where it
+    listens; a desktop client's MCP over stdio on a served directory sees one line)."""
+    from ..cli._common import server_note
+    from ..errors import DataDirLocked
+
+    try:
+        yield
+    except DataDirLocked as exc:
+        note = server_note(path)
+        raise DataDirLocked(note) if note else exc from None
+
+
 def _serve(args: argparse.Namespace) -> int:
     _need("server", "fastapi", "uvicorn", "prometheus_client", "jinja2")
     if args.mcp:
@@ -61,7 +76,8 @@ def _serve(args: argparse.Namespace) -> int:
         rate_per_second=args.rate, burst=args.burst, mcp=args.mcp,
         ready_file=Path(args.ready_file) if args.ready_file else None,
     )
-    serve(settings, shutdown_timeout=args.shutdown_timeout)
+    with _named_holder(settings.data_dir):
+        serve(settings, shutdown_timeout=args.shutdown_timeout, ray=args.ray)
     return 0
 
 
@@ -74,8 +90,11 @@ def _mcp(args: argparse.Namespace) -> int:
     provider_check(args, config)
     from .run import serve_mcp_stdio
 
-    serve_mcp_stdio(_data_dir(args), config, args.tenant,
-                    shutdown_timeout=args.shutdown_timeout)
+    from ..cli._common import tenant
+
+    with _named_holder(_data_dir(args)):
+        serve_mcp_stdio(_data_dir(args), config, tenant(args) or "default",
+                        shutdown_timeout=args.shutdown_timeout, ray=args.ray)
     return 0
 
 
@@ -84,9 +103,12 @@ def _keys(args: argparse.Namespace) -> int:
 
     store = KeyStore(_keys_file(args))
     if args.action == "add":
-        if not args.tenant:
+        from ..cli._common import tenant
+
+        owner = tenant(args)  # --tenant, else $MEMORYOS_TENANT
+        if not owner:
             raise InvalidInput("keys add needs --tenant NAME")
-        key, rec = store.add(args.tenant, rate_per_second=args.rate, burst=args.burst,
+        key, rec = store.add(owner, rate_per_second=args.rate, burst=args.burst,
                              note=args.note or "")
         print(key)
         print(f"# key {rec.key_id} for tenant {rec.tenant!r} added to {store.path}; "
@@ -124,14 +146,14 @@ def add_parsers(add: Callable[[str, str], argparse.ArgumentParser]) -> None:
     s.add_argument("--ready-file", help="write {host, port, pid} as JSON here once serving")
     add_shutdown_timeout(s, "the requests in flight")
     add_skip_flag(s)
-    m = add("mcp", "serve MCP over stdio for one tenant's users (extra: mcp)")
-    m.add_argument("--tenant", default="default", help="whose users (default: default)")
+    # --tenant (whose users) is the global option: mcp defaults it to 'default'.
+    m = add("mcp", "serve MCP over stdio for one tenant's users (--tenant, default "
+            "'default'; extra: mcp)")
     add_shutdown_timeout(m, "the answers to the requests in flight")
     add_skip_flag(m)
     k = add("keys", "manage the API keys of `memoryos serve`")
     k.add_argument("action", choices=("add", "list", "revoke"))
     k.add_argument("key_id", nargs="?", help="revoke: the key id")
-    k.add_argument("--tenant", help="add: the tenant the key belongs to")
     k.add_argument("--rate", type=float, help="add: requests per second for this key")
     k.add_argument("--burst", type=int, help="add: burst for this key")
     k.add_argument("--note", help="add: free text")

@@ -64,8 +64,11 @@ def build_mcp(
     ``fixed_tenant``; a call with neither is refused. ``lifespan`` runs around the
     server (stdio: it opens and closes the memory system).
     """
+    from .. import __version__
+
+    # serverInfo.version: clients show it and log it, and tell releases apart by it.
     server = MCPServer("memoryos-actors", instructions=_INSTRUCTIONS, log_level="WARNING",
-                       lifespan=lifespan)
+                       lifespan=lifespan, version=__version__)
 
     def tenant(ctx: Context) -> str:
         request = ctx.request_context.request

@@ -43,14 +43,31 @@ def _bind(host: str, port: int) -> socket.socket:
 
 
 def _write_ready(path: Path, host: str, port: int) -> None:
+    _write_json(path, {"host": host, "port": port, "pid": os.getpid()})
+
+
+def _write_server_file(data_dir: Path, url: str, mcp: bool) -> Path | None:
+    """Say where this server listens, in the data directory it holds (see
+    :data:`~memoryos_actors.cli._common.SERVER_FILE`): a command refused by the lock names
+    it. Advice only: a failure to write it is no reason not to serve."""
+    from ..cli._common import SERVER_FILE
+
+    path = Path(data_dir) / SERVER_FILE
+    try:
+        _write_json(path, {"url": url, "pid": os.getpid(), "mcp": mcp})
+    except OSError:
+        return None
+    return path
+
+
+def _write_json(path: Path, doc: dict[str, Any]) -> None:
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps({"host": host, "port": port, "pid": os.getpid()}),
-                   encoding="utf-8")
+    tmp.write_text(json.dumps(doc), encoding="utf-8")
     os.replace(tmp, path)
 
 
 def serve(settings: ServerSettings, *,
-          shutdown_timeout: float = DEFAULT_SHUTDOWN_TIMEOUT_S) -> None:
+          shutdown_timeout: float = DEFAULT_SHUTDOWN_TIMEOUT_S, ray: bool = False) -> None:
     """Serve the HTTP API until SIGTERM or SIGINT, then stop gracefully.
 
     The first signal closes the listening socket and the idle connections; requests in
@@ -61,7 +78,7 @@ def serve(settings: ServerSettings, *,
     """
     import uvicorn
 
-    from ..system import MemoryOS
+    from ..cluster import open_data_dir
 
     class _Server(uvicorn.Server):
         @contextlib.contextmanager
@@ -77,10 +94,14 @@ def serve(settings: ServerSettings, *,
                 return
             if settings.ready_file is not None:
                 _write_ready(settings.ready_file, settings.host, port)
+            nonlocal server_file
+            server_file = _write_server_file(settings.data_dir,
+                                             f"http://{settings.host}:{port}", settings.mcp)
             print(f"memoryos: serving http://{settings.host}:{port} (OpenAPI at /docs)",
                   file=sys.stderr, flush=True)
 
     server: _Server | None = None
+    server_file: Path | None = None
 
     def on_signal(count: int) -> None:
         if server is not None:
@@ -108,7 +129,7 @@ def serve(settings: ServerSettings, *,
         try:
             # Opened here, not in the app's lifespan, so a locked or damaged data directory
             # is the typed error the CLI reports (exit code 2), not a log line from uvicorn.
-            memory = MemoryOS.open(settings.data_dir, settings.config)
+            memory = open_data_dir(settings.data_dir, settings.config, ray=ray)
         except BaseException:
             sock.close()
             raise
@@ -128,6 +149,8 @@ def serve(settings: ServerSettings, *,
         finally:
             uvicorn_log.removeFilter(quiet_cancellations)
             sock.close()
+            if server_file is not None:
+                server_file.unlink(missing_ok=True)  # before the lock goes with close()
             stop.closing()
             memory.close(timeout=shutdown_timeout)
         if not stop.requested and not server.started:
@@ -135,16 +158,18 @@ def serve(settings: ServerSettings, *,
 
 
 def serve_mcp_stdio(data_dir: Path, config: MemoryConfig, tenant: str, *,
-                    shutdown_timeout: float = DEFAULT_SHUTDOWN_TIMEOUT_S) -> None:
+                    shutdown_timeout: float = DEFAULT_SHUTDOWN_TIMEOUT_S,
+                    ray: bool = False) -> None:
     """Serve MCP over stdin/stdout for ``tenant``'s users until stdin closes or a stop signal.
 
     On SIGTERM or SIGINT no new request is run (each gets an error answer); the requests in
     flight get up to ``shutdown_timeout`` seconds for their answers; then the input ends,
     the memory system is closed (``shutdown_timeout`` seconds for its background work) and
     this returns. A second signal ends the input at once: requests still in flight are
-    answered with the SDK's "connection closed" error.
+    answered with the SDK's "connection closed" error. A sharded data directory is served
+    with its shards in this process, or on Ray with ``ray``.
     """
-    from ..system import MemoryOS
+    from ..cluster import open_data_dir
     from .mcp_server import build_mcp
     from .stdio_relay import StdioRelay
 
@@ -165,7 +190,7 @@ def serve_mcp_stdio(data_dir: Path, config: MemoryConfig, tenant: str, *,
         # Opened before the MCP server starts, so a locked or damaged data directory is the
         # typed error the CLI reports at once (exit code 2), not an error inside the SDK's
         # task group, which would wait for the client to close stdin first.
-        memory = AsyncMemoryOS(MemoryOS.open(data_dir, config))
+        memory = AsyncMemoryOS(open_data_dir(data_dir, config, ray=ray))
 
         @asynccontextmanager
         async def lifespan(_server: Any) -> AsyncIterator[None]:

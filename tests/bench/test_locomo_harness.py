@@ -421,7 +421,7 @@ def test_baseline_run_writes_results_json_and_prints_a_table(
             str(data_file),
             "--systems",
             "bm25,flat",
-            "--out",
+            "--out-dir",
             str(out),
             "--no-plot",
             "--no-progress",
@@ -458,7 +458,7 @@ def test_the_data_path_can_come_from_the_environment(
         [
             "--systems",
             "bm25",
-            "--out",
+            "--out-dir",
             str(out),
             "--no-plot",
             "--no-progress",
@@ -477,7 +477,7 @@ def test_unknown_systems_and_missing_data_exit_with_code_2(
 ) -> None:
     assert (
         locomo.main(
-            ["--data", str(data_file), "--systems", "grep", "--out", str(tmp_path), "--no-progress"]
+            ["--data", str(data_file), "--systems", "grep", "--out-dir", str(tmp_path), "--no-progress"]
         )
         == 2
     )
@@ -489,7 +489,7 @@ def test_unknown_systems_and_missing_data_exit_with_code_2(
                 str(tmp_path / "nope.json"),
                 "--systems",
                 "bm25",
-                "--out",
+                "--out-dir",
                 str(tmp_path),
                 "--no-progress",
             ]
@@ -504,7 +504,7 @@ def test_the_any10_chart_is_written_as_png(data_file: Path, tmp_path: Path) -> N
     out = tmp_path / "results"
     assert (
         locomo.main(
-            ["--data", str(data_file), "--systems", "bm25", "--out", str(out), "--no-progress"]
+            ["--data", str(data_file), "--systems", "bm25", "--out-dir", str(out), "--no-progress"]
         )
         == 0
     )

@@ -334,24 +334,18 @@ def test_unknown_user_and_missing_data_dir_are_clean_errors(tmp_path: Path) -> N
     assert not (tmp_path / "absent").exists()
 
 
-def test_stats_prometheus_is_valid_and_counts_stored_turns_and_llm_usage(
+def test_stats_prometheus_is_valid_and_counts_stored_turns(
     tmp_path: Path, turns_file: Path
 ) -> None:
+    # stats reads the files and activates no user: the live counters (turns since start,
+    # LLM calls, restarts) are a running server's, at /metrics.
     data = tmp_path / "data"
     _ok(_run("ingest", str(turns_file), data_dir=data))
     _ok(_run("chat", "--user", "ann", data_dir=data, stdin="What is my cat called?\n"))
     samples = parse_prometheus(_ok(_run("stats", "--prometheus", data_dir=data)))
     assert _value(samples, "memoryos_stored_turns") == 4
     assert _value(samples, "memoryos_users") == 2
-    assert _value(samples, "memoryos_active_users") == 2
-    for name in ("memoryos_turns_total", "memoryos_user_group_restarts_total",
-                 "memoryos_actor_restarts_total", "memoryos_llm_calls_total",
-                 "memoryos_llm_latency_seconds_count", "memoryos_embedding_texts_total"):
-        assert name in samples, name
-    assert {labels["type"] for labels, _ in samples["memoryos_llm_tokens_total"]} == {
-        "prompt", "completion"}
-    assert {labels["quantile"] for labels, _ in samples["memoryos_llm_latency_seconds"]} == {
-        "0.5", "0.95", "0.99"}
+    assert _value(samples, "memoryos_damaged_users") == 0
     user = parse_prometheus(_ok(_run("stats", "--user", "ann", "--prometheus", data_dir=data)))
     assert _value(user, "memoryos_user_turns", user="ann") == 3
 

@@ -219,7 +219,8 @@ def test_the_rebalance_command_moves_users_and_reports_them(tmp_path: Path) -> N
 def test_the_cluster_module_exports_exactly_these_names() -> None:
     import memoryos_actors.cluster as cluster
 
-    assert cluster.__all__ == ["ClusterMemoryOS", "RayCluster", "RebalanceReport", "ShardInfo",
-                               "read_layout", "rebalance_shards", "shard_dir", "shard_of"]
+    assert cluster.__all__ == ["ClusterMemoryOS", "InProcessCluster", "RayCluster",
+                               "RebalanceReport", "ShardInfo", "open_data_dir", "read_layout",
+                               "rebalance_shards", "shard_dir", "shard_of", "unshard"]
     for name in cluster.__all__:
         assert getattr(cluster, name) is not None

@@ -1,0 +1,247 @@
+"""The ``memoryos`` command as an operator meets it (issue #25): one namespace with the
+server, re-runnable ingest, sharded data directories, and the small frictions. Every test
+runs the command in a subprocess."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import memoryos_actors
+
+_REPO = Path(__file__).resolve().parents[2]
+
+
+def _run(*args: str, data_dir: Path | None = None, stdin: str = "",
+         env: dict[str, str] | None = None, cwd: Path | None = None
+         ) -> subprocess.CompletedProcess[str]:
+    base = {k: v for k, v in os.environ.items() if not k.startswith("MEMORYOS_")}
+    cmd = [sys.executable, "-m", "memoryos_actors"]
+    if data_dir is not None:
+        cmd += ["--data-dir", str(data_dir)]
+    return subprocess.run(
+        [*cmd, *args], input=stdin, capture_output=True, text=True, timeout=180,
+        env={**base, "COLUMNS": "100", "PYTHONPATH": str(_REPO), **(env or {})},
+        cwd=cwd or _REPO, check=False)
+
+
+def _ok(proc: subprocess.CompletedProcess[str]) -> str:
+    assert proc.returncode == 0, proc.stderr
+    assert "Traceback" not in proc.stderr
+    return proc.stdout
+
+
+def _turns(data: Path, user: str, *tenant: str) -> int:
+    return int(json.loads(_ok(_run(*tenant, "inspect", user, "--json", data_dir=data)))["turns"])
+
+
+def _jsonl(path: Path, records: list[dict[str, Any]]) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    return path
+
+
+# -- small frictions -----------------------------------------------------------------------
+
+
+def test_version_flag_and_bare_command_print_and_exit_0() -> None:
+    version = _run("--version")
+    assert version.returncode == 0 and memoryos_actors.__version__ in version.stdout
+    bare = _run()
+    assert bare.returncode == 0, bare.stderr
+    assert "usage: memoryos" in bare.stdout and "ingest" in bare.stdout
+    assert bare.stderr == ""
+
+
+def test_export_keeps_an_existing_file_unless_forced_and_dash_is_stdout(
+    tmp_path: Path,
+) -> None:
+    data = tmp_path / "data"
+    _ok(_run("ingest", str(_jsonl(tmp_path / "t.jsonl", [
+        {"user_id": "ann", "query": "My cat is called Miso.", "response": "Cute!"}])),
+        data_dir=data))
+    target = tmp_path / "ann.json"
+    target.write_text("precious", encoding="utf-8")
+    refused = _run("export", "ann", str(target), data_dir=data)
+    assert refused.returncode == 2 and "--force" in refused.stderr
+    assert target.read_text(encoding="utf-8") == "precious"
+    _ok(_run("export", "ann", str(target), "--force", data_dir=data))
+    assert "Miso" in target.read_text(encoding="utf-8")
+    out = _run("export", "ann", "-", data_dir=data, cwd=tmp_path)
+    assert "Miso" in json.dumps(json.loads(_ok(out)))  # the whole of stdout is the export
+    assert not (tmp_path / "-").exists()
+    # The file on stdout imports like any export.
+    copy = tmp_path / "copy.json"
+    copy.write_text(out.stdout, encoding="utf-8")
+    _ok(_run("import", str(copy), "--as", "ann2", data_dir=data))
+    assert _turns(data, "ann2") == 1
+
+
+def test_forget_asks_on_a_terminal_and_yes_skips_the_question(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    _ok(_run("ingest", str(_jsonl(tmp_path / "t.jsonl", [
+        {"user_id": u, "query": "I like kites.", "response": "Nice."} for u in ("ann", "bo")
+    ])), data_dir=data))
+
+    def forget_on_a_tty(answer: str) -> subprocess.CompletedProcess[str]:
+        leader, follower = os.openpty()
+        try:
+            os.write(leader, answer.encode())  # typed ahead: the terminal keeps it
+            base = {k: v for k, v in os.environ.items() if not k.startswith("MEMORYOS_")}
+            return subprocess.run(
+                [sys.executable, "-m", "memoryos_actors", "--data-dir", str(data), "forget",
+                 "ann"], stdin=follower, capture_output=True, text=True, timeout=120,
+                env={**base, "PYTHONPATH": str(_REPO)}, cwd=_REPO, check=False)
+        finally:
+            os.close(follower)
+            os.close(leader)
+
+    kept = forget_on_a_tty("n\n")
+    assert kept.returncode == 1 and "[y/N]" in kept.stdout, kept.stdout + kept.stderr
+    assert _turns(data, "ann") == 1
+    gone = forget_on_a_tty("y\n")
+    assert gone.returncode == 0 and "forgot 'ann'" in gone.stdout
+    assert _run("inspect", "ann", data_dir=data).returncode == 2
+    assert "forgot 'bo'" in _ok(_run("forget", "bo", "--yes", data_dir=data))
+
+
+def test_chat_slash_commands_are_never_stored_and_replies_do_not_nest(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    out = _ok(_run("chat", "--user", "sam", "--skip-provider-check", data_dir=data, stdin=(
+        "I adopted a beagle called Rufus last week\n/help\n"
+        "what is my dog called?\n/nonsense\nwhat is my dog called again?\n"
+        "and what was my dog called once more?\n")))
+    assert "/quit" in out  # the help was shown
+    state = json.loads(_ok(_run("inspect", "sam", "--json", data_dir=data)))
+    stored = [p["query"] for p in state["stm"]]
+    assert state["turns"] == 4 and not any(q.startswith("/") for q in stored), stored
+    replies = [line for line in out.splitlines() if line.startswith("assistant:")]
+    assert len(replies) == 4
+    for reply in replies[1:]:
+        # The offline backend quotes what was said, once: no quoted reply inside a reply,
+        # no speaker labels, times or markdown headings of the rendered context.
+        assert reply.count("From what I remember") == 1, reply
+        for noise in ("User:", "Assistant:", "##", "[20"):
+            assert noise not in reply, reply
+        assert "Rufus" in reply, reply
+
+
+# -- one namespace -------------------------------------------------------------------------
+
+
+def test_tenant_option_maps_ids_as_the_server_does_and_a_miss_names_the_tenant(
+    tmp_path: Path,
+) -> None:
+    from memoryos_actors.server.tenancy import internal_id
+    from memoryos_actors.store.userstore import list_users
+
+    data = tmp_path / "data"
+    turns = _jsonl(tmp_path / "t.jsonl", [
+        {"user_id": "zoe", "query": "I live in Lyon.", "response": "Lovely city."}])
+    _ok(_run("ingest", str(turns), data_dir=data, env={"MEMORYOS_TENANT": "me"}))
+    assert list_users(data) == [internal_id("me", "zoe")]
+    assert _turns(data, "zoe", "--tenant", "me") == 1
+    for args in (("inspect", "zoe"), ("--tenant", "other", "stats", "--user", "zoe")):
+        miss = _run(*args, data_dir=data)
+        assert miss.returncode == 2 and "Traceback" not in miss.stderr
+        assert "tenant 'me'" in miss.stderr and "--tenant me" in miss.stderr, miss.stderr
+    stats = json.loads(_ok(_run("--tenant", "other", "stats", data_dir=data)))
+    assert stats["stored"]["users"] == 0
+    _ok(_run("--tenant", "me", "export", "zoe", str(tmp_path / "zoe.json"), data_dir=data))
+    _ok(_run("--tenant", "other", "import", str(tmp_path / "zoe.json"), data_dir=data))
+    assert _turns(data, "zoe", "--tenant", "other") == 1
+    assert sorted(list_users(data)) == [internal_id("me", "zoe"), internal_id("other", "zoe")]
+
+
+# -- ingest you can re-run -----------------------------------------------------------------
+
+
+def test_ingest_run_twice_stores_each_turn_once(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    records = [
+        {"user_id": "ann", "query": "My cat is called Miso.", "response": "Cute!"},
+        {"user_id": "ann", "query": "ok", "response": "ok", "turn_key": "msg-2"},
+        {"user_id": "bo", "query": "I play the cello.", "response": "Lovely."},
+        # The same words again later are another turn.
+        {"user_id": "ann", "query": "My cat is called Miso.", "response": "Cute!"},
+    ]
+    path = _jsonl(tmp_path / "turns.jsonl", records)
+    _ok(_run("ingest", str(path), data_dir=data))
+    again = _ok(_run("ingest", str(path), data_dir=data))
+    assert "0 turns were new" in again
+    assert _turns(data, "ann") == 3 and _turns(data, "bo") == 1
+    # A record's own key wins: the same key with other words is the turn stored before.
+    _jsonl(path, [*records, {"user_id": "ann", "query": "other words", "response": "x",
+                             "turn_key": "msg-2"}])
+    _ok(_run("ingest", str(path), data_dir=data))
+    assert _turns(data, "ann") == 3
+    bad = _jsonl(tmp_path / "bad.jsonl", [{"user_id": "a", "query": "q", "turn_key": 7}])
+    refused = _run("ingest", str(bad), data_dir=data)
+    assert refused.returncode == 2 and "bad.jsonl:1: 'turn_key'" in refused.stderr
+
+
+def test_ingest_locomo_run_twice_stores_each_page_once(tmp_path: Path) -> None:
+    sample = {
+        "sample_id": "conv-1",
+        "conversation": {
+            "speaker_a": "Ann", "speaker_b": "Bo",
+            "session_1_date_time": "1:56 pm on 8 May, 2023",
+            "session_1": [
+                {"speaker": "Ann", "dia_id": "D1:1", "text": "I started pottery."},
+                {"speaker": "Bo", "dia_id": "D1:2", "text": "How is it going?"},
+                {"speaker": "Ann", "dia_id": "D1:3", "text": "My teacher is patient."},
+                {"speaker": "Bo", "dia_id": "D1:4", "text": "That helps."},
+            ],
+        },
+        "qa": [],
+    }
+    path = tmp_path / "locomo.json"
+    path.write_text(json.dumps([sample]), encoding="utf-8")
+    data = tmp_path / "data"
+    _ok(_run("ingest", str(path), data_dir=data))
+    first = _turns(data, "conv-1")
+    _ok(_run("ingest", str(path), data_dir=data))
+    assert first >= 2 and _turns(data, "conv-1") == first
+
+
+# -- sharded data directories --------------------------------------------------------------
+
+
+def test_every_command_works_on_a_sharded_directory_and_one_shard_unshards_it(
+    tmp_path: Path,
+) -> None:
+    from memoryos_actors import MemoryOS
+
+    data = tmp_path / "data"
+    users = [f"u{n}" for n in range(6)]
+    _ok(_run("ingest", str(_jsonl(tmp_path / "a.jsonl", [
+        {"user_id": u, "query": f"{u} likes kites number {n}.", "response": "ok"}
+        for n, u in enumerate(users)])), data_dir=data))
+    _ok(_run("rebalance", "--shards", "2", data_dir=data))
+    assert (data / "shards.json").exists()
+    # Writes (in-process shards), reads (the user's shard, read-only), and the rest.
+    _ok(_run("ingest", str(_jsonl(tmp_path / "b.jsonl", [
+        {"user_id": u, "query": f"{u} also likes tea.", "response": "ok"} for u in users])),
+        data_dir=data))
+    _ok(_run("chat", "--user", "u0", "--skip-provider-check", data_dir=data,
+             stdin="what do I like?\n"))
+    assert _turns(data, "u0") == 3 and _turns(data, "u5") == 2
+    stats = json.loads(_ok(_run("stats", data_dir=data)))
+    assert stats["stored"]["users"] == 6 and stats["stored"]["turns"] == 13
+    assert "page:p1" in _ok(_run("memories", "u1", data_dir=data))
+    _ok(_run("export", "u1", str(tmp_path / "u1.json"), data_dir=data))
+    _ok(_run("forget", "u1", "--yes", data_dir=data))
+    _ok(_run("import", str(tmp_path / "u1.json"), "--as", "u1-back", data_dir=data))
+    _ok(_run("repair", "u2", data_dir=data))
+    # Back to one plain directory: no layout file, no shard directories, every user there.
+    _ok(_run("rebalance", "--shards", "1", data_dir=data))
+    assert not (data / "shards.json").exists()
+    assert not list(data.glob("shard-*"))
+    with MemoryOS.open(data, read_only=True) as mem:
+        assert sorted(mem.users()) == sorted([*(u for u in users if u != "u1"), "u1-back"])
+    assert _turns(data, "u0") == 3 and _turns(data, "u1-back") == 2
