@@ -47,6 +47,7 @@ from ..messages import AgentProfile, ContextItem, MemoryContext, UserProfile
 from ..store.userstore import user_exists
 from ..system import AsyncMemoryOS, MemoryOS
 from . import models as m
+from .docs import mount_docs
 from .keys import KeyRecord, KeyStore
 from .listing import read_memories
 from .metrics import ServerMetrics
@@ -56,7 +57,8 @@ from .tenancy import external_id, external_memory_id, internal_id, internal_memo
 __all__ = ["ServerSettings", "create_app"]
 
 _PUBLIC = frozenset({"/healthz", "/readyz", "/metrics", "/docs", "/docs/oauth2-redirect",
-                     "/redoc", "/openapi.json"})
+                     "/docs/assets",
+                     "/openapi.json"})
 _METHODS = frozenset({"GET", "POST", "PUT", "DELETE", "PATCH", "HEAD", "OPTIONS"})
 _KEY_SCOPE = "memoryos.key"
 ASGIApp = Callable[[dict[str, Any], Callable[[], Awaitable[dict[str, Any]]],
@@ -401,7 +403,10 @@ def create_app(settings: ServerSettings, *, keys: KeyStore | None = None,
         summary="Long-term memory for LLM agents and chat bots (MemoryOS tiers as actors).",
         description=(__doc__ or "").split("\n\n", 1)[1] if __doc__ else None,
         lifespan=lifespan,
+        # The documentation pages are served by mount_docs, from local files.
+        docs_url=None, redoc_url=None,
     )
+    mount_docs(app)
     app.add_exception_handler(MemoryOSError, _memory_error)
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(StarletteHTTPException, _http_error)
