@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from fastapi import APIRouter, FastAPI, Request, Response, Security
+from fastapi import APIRouter, FastAPI, Query, Request, Response, Security
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from fastapi.security import APIKeyHeader, HTTPBearer
@@ -44,12 +44,13 @@ from ..errors import (
 )
 from ..memories import Memory, MemoryEvent
 from ..messages import AgentProfile, ContextItem, MemoryContext, UserProfile
+from ..paging import decode_cursor, memory_sort_key, page_of
 from ..store.userstore import user_exists
 from ..system import AsyncMemoryOS, MemoryOS
 from . import models as m
 from .docs import mount_docs
 from .keys import KeyRecord, KeyStore
-from .listing import read_memories
+from .listing import DEFAULT_LIMIT, MAX_LIMIT, memory_kinds, read_memories
 from .metrics import ServerMetrics
 from .ratelimit import RateLimiter
 from .tenancy import external_id, external_memory_id, internal_id, internal_memory_id
@@ -156,6 +157,19 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
           "Retry-After (seconds)."},
     503: {"model": m.ErrorBody, "description": "Overloaded or shutting down; see Retry-After."},
 }
+
+
+# -- paging parameters, shared by the listing routes ---------------------------------------------
+
+_LIMIT = Query(DEFAULT_LIMIT, ge=1, le=MAX_LIMIT,
+               description=f"Most items in one page of the listing (1..{MAX_LIMIT}).")
+_CURSOR = Query(None, description="Where the page starts: the `next_cursor` of the previous "
+                "page, unchanged (omit it for the first page). The order is stable: paging "
+                "while turns are added neither skips nor repeats an item. 422 for a cursor "
+                "that did not come from this listing.")
+_KIND = Query(None, description="Only memories of these kinds: page, segment, fact, "
+              "agent_trait, trait (repeat the parameter or separate kinds with commas). "
+              "Default: every kind.")
 
 
 # -- the gate: auth, rate limit, body size, before the app --------------------------------------
@@ -434,13 +448,18 @@ def create_app(settings: ServerSettings, *, keys: KeyStore | None = None,
 
     @v1.get("/users", summary="List the tenant's users", response_model=m.UsersResponse,
             tags=["users"])
-    async def list_users(request: Request) -> m.UsersResponse:
-        """Every user of this key's tenant that has stored data, sorted."""
+    async def list_users(request: Request, limit: int = _LIMIT,
+                         cursor: str | None = _CURSOR) -> m.UsersResponse:
+        """The users of this key's tenant that have stored data, sorted by id, one page at
+        a time (see ``limit`` and ``cursor``)."""
+        after = None if cursor is None else decode_cursor(cursor, "users", (str,))
         tenant = tenant_of(request)
         mem = state.memory()
         ids = set(await mem.users()) | set(await mem.active_users())
         found = (external_id(tenant, uid) for uid in ids)
-        return m.UsersResponse(users=sorted(u for u in found if u is not None))
+        users, next_cursor = page_of([u for u in found if u is not None],
+                                     lambda u: (u,), "users", limit, after)
+        return m.UsersResponse(users=users, next_cursor=next_cursor)
 
     @v1.post("/users/{user_id}/turns", status_code=201, summary="Add a turn",
              response_model=m.AddTurnResponse, tags=["memory"])
@@ -486,12 +505,24 @@ def create_app(settings: ServerSettings, *, keys: KeyStore | None = None,
 
     @v1.get("/users/{user_id}/memories", summary="List a user's memories",
             response_model=m.MemoriesResponse, tags=["memory"])
-    async def memories(request: Request, user_id: str) -> m.MemoriesResponse:
-        """Every stored page (STM, MTM, archive) and segment with its id and location, the
-        knowledge-base facts, the user traits and what is known about each assistant."""
+    async def memories(request: Request, user_id: str, limit: int = _LIMIT,
+                       cursor: str | None = _CURSOR,
+                       kind: list[str] | None = _KIND) -> m.MemoriesResponse:
+        """The user's memories with their ids and where each is now, one page at a time:
+        stored turns (pages, in short-term memory, mid-term memory or the archive), topic
+        segments, facts learned about the user (``kb``), user traits, and what is known
+        about each assistant (its profile, always; its traits, in the page that holds
+        them).
+
+        Memories come in a fixed order: pages, segments, facts, assistant traits, user
+        traits, each oldest first by id. A page holds at most ``limit`` memories in all;
+        ``next_cursor`` fetches the next page, and is null on the last one."""
+        kinds = memory_kinds(kind)
+        after = None if cursor is None else decode_cursor(cursor, "memories",
+                                                          (int, int, str))
         tenant, uid = await known(request, user_id)
         st, archived = await read_memories(state.memory(), uid)
-        return _memories(tenant, user_id, st, archived)
+        return _memories(tenant, user_id, st, archived, kinds, limit, after)
 
     @v1.get("/users/{user_id}/profile", summary="Get the user's profile",
             response_model=m.UserProfileBody, tags=["profiles"])
@@ -605,14 +636,25 @@ def create_app(settings: ServerSettings, *, keys: KeyStore | None = None,
 
     @v1.get("/users/{user_id}/memories/{memory_id}/history", summary="A memory's history",
             response_model=m.MemoryHistoryResponse, tags=["memory"])
-    async def memory_history(request: Request, user_id: str,
-                             memory_id: str) -> m.MemoryHistoryResponse:
+    async def memory_history(request: Request, user_id: str, memory_id: str,
+                             limit: int = _LIMIT, cursor: str | None = _CURSOR
+                             ) -> m.MemoryHistoryResponse:
         """What changed the memory and when, oldest first: created, changed (a persona
-        update changed a trait), corrected, deleted."""
+        update changed a trait), corrected, deleted. A deleted memory keeps only the
+        fact and time of its deletion. One page at a time (see ``limit`` and
+        ``cursor``)."""
+        after = None if cursor is None else decode_cursor(cursor, "history", (float, int))
         tenant, events = await on_memory(request, user_id, memory_id,
                                          lambda mem, u, i: mem.memory_history(u, i))
+        # Key: (time, n-th event at that time); events are only ever added later.
+        keyed, seen = [], {}
+        for e in events:
+            seen[e.at] = seen.get(e.at, -1) + 1
+            keyed.append(((float(e.at), seen[e.at]), e))
+        shown, next_cursor = page_of(keyed, lambda x: x[0], "history", limit, after)
         return m.MemoryHistoryResponse(user_id=user_id, memory_id=memory_id,
-                                       events=[_event_out(tenant, e) for e in events])
+                                       events=[_event_out(tenant, e) for _k, e in shown],
+                                       next_cursor=next_cursor)
 
     app.include_router(v1)
     # The memory page (/ui): same keys, tenants and request limits as /v1.
@@ -694,44 +736,54 @@ def _version() -> str:
     return __version__
 
 
-def _memories(tenant: str, user_id: str, st: Any, archived: list[dict[str, Any]]
+def _memories(tenant: str, user_id: str, st: Any, archived: list[dict[str, Any]],
+              kinds: frozenset[str], limit: int, after: tuple[Any, ...] | None
               ) -> m.MemoriesResponse:
+    """One page of the user's memories of ``kinds``, in the listing order of
+    :func:`~memoryos_actors.paging.memory_sort_key`, after the cursor key ``after``."""
     def aid(internal: str) -> str:
         return external_id(tenant, internal) or internal
 
-    pages: list[m.PageOut] = []
-    segments: list[m.SegmentOut] = []
+    # (memory id, section, item): every memory once, then one page of them is shown.
+    found: list[tuple[str, str, Any]] = []
 
-    def page(p: Any, location: str, seg: str | None) -> m.PageOut:
+    def page(p: Any, location: str, seg: str | None) -> None:
+        if "page" not in kinds:
+            return
         get = p.get if isinstance(p, dict) else lambda k: getattr(p, k)
-        return m.PageOut(page_id=str(get("page_id")), memory_id=f"page:{get('page_id')}",
-                         location=location,  # type: ignore[arg-type]
-                         segment_id=seg, assistant_id=aid(str(get("assistant_id"))),
-                         timestamp=float(get("timestamp")), query=str(get("query")),
-                         response=str(get("response")))
+        out = m.PageOut(page_id=str(get("page_id")), memory_id=f"page:{get('page_id')}",
+                        location=location,  # type: ignore[arg-type]
+                        segment_id=seg, assistant_id=aid(str(get("assistant_id"))),
+                        timestamp=float(get("timestamp")), query=str(get("query")),
+                        response=str(get("response")))
+        found.append((out.memory_id, "pages", out))
+
+    def segment(out: m.SegmentOut) -> None:
+        if "segment" in kinds:
+            found.append((out.memory_id, "segments", out))
 
     for p in (*st.outbox, *st.stm):  # the outbox: pages leaving STM, not placed yet
-        pages.append(page(p, "stm", None))
+        page(p, "stm", None)
     for seg in st.segments:
-        pages.extend(page(p, "mtm", seg.segment_id) for p in seg.pages)
-        segments.append(m.SegmentOut(segment_id=seg.segment_id,
-                                     memory_id=f"segment:{seg.segment_id}",
-                                     location="mtm", heat=seg.heat,
-                                     summary=seg.summary, keywords=sorted(seg.keywords),
-                                     page_ids=[p.page_id for p in seg.pages]))
+        for p in seg.pages:
+            page(p, "mtm", seg.segment_id)
+        segment(m.SegmentOut(segment_id=seg.segment_id, memory_id=f"segment:{seg.segment_id}",
+                             location="mtm", heat=seg.heat, summary=seg.summary,
+                             keywords=sorted(seg.keywords),
+                             page_ids=[p.page_id for p in seg.pages]))
     for rec in archived:
         if rec.get("t") == "segment":
             seg = rec["segment"]
             sid = str(seg["segment_id"])
-            pages.extend(page(p, "archive", sid) for p in seg["pages"])
-            segments.append(m.SegmentOut(segment_id=sid, memory_id=f"segment:{sid}",
-                                         location="archive",
-                                         heat=float(seg.get("heat", 0.0)),
-                                         summary=str(seg.get("summary", "")),
-                                         keywords=sorted(seg.get("keywords", ())),
-                                         page_ids=[str(p["page_id"]) for p in seg["pages"]]))
+            for p in seg["pages"]:
+                page(p, "archive", sid)
+            segment(m.SegmentOut(segment_id=sid, memory_id=f"segment:{sid}",
+                                 location="archive", heat=float(seg.get("heat", 0.0)),
+                                 summary=str(seg.get("summary", "")),
+                                 keywords=sorted(seg.get("keywords", ())),
+                                 page_ids=[str(p["page_id"]) for p in seg["pages"]]))
         elif rec.get("t") == "page":
-            pages.append(page(rec["page"], "archive", rec.get("segment_id")))
+            page(rec["page"], "archive", rec.get("segment_id"))
 
     def fact(e: Any, assistant: str | None = None) -> m.FactOut:
         mid = (f"fact:{e.entry_id}" if assistant is None
@@ -739,15 +791,28 @@ def _memories(tenant: str, user_id: str, st: Any, archived: list[dict[str, Any]]
         return m.FactOut(entry_id=e.entry_id, memory_id=mid, text=e.text,
                          timestamp=e.timestamp, source_segment=e.source_segment)
 
+    if "fact" in kinds:
+        found.extend((f.memory_id, "kb", f) for f in (fact(e) for e in st.kb))
+    if "agent_trait" in kinds:
+        for a, v in st.agents.items():
+            found.extend((f.memory_id, f"agent:{aid(a)}", f)
+                         for f in (fact(t, a) for t in v.get("traits", ())))
+    if "trait" in kinds:
+        found.extend((f"trait:{t.name}", "traits",
+                      m.TraitOut(name=t.name, category=t.category, level=t.level,
+                                 evidence=t.evidence, memory_id=f"trait:{t.name}"))
+                     for t in st.traits)
+    shown, next_cursor = page_of(found, lambda x: memory_sort_key(x[0]), "memories", limit,
+                                 after)
+    sections: dict[str, list[Any]] = {}
+    for _mid, section, item in shown:
+        sections.setdefault(section, []).append(item)
     return m.MemoriesResponse(
-        user_id=user_id, turns=st.turns, pages=pages, segments=segments,
-        kb=[fact(e) for e in st.kb],
-        traits=[m.TraitOut(name=t.name, category=t.category, level=t.level,
-                           evidence=t.evidence, memory_id=f"trait:{t.name}")
-                for t in st.traits],
+        user_id=user_id, turns=st.turns, pages=sections.get("pages", []),
+        segments=sections.get("segments", []), kb=sections.get("kb", []),
+        traits=sections.get("traits", []),
         agents={aid(a): m.AgentMemory(profile=_profile_dict(v["profile"]),
-                                      traits=[fact(t, a) for t in v.get("traits", ())])
+                                      traits=sections.get(f"agent:{aid(a)}", []))
                 for a, v in st.agents.items()},
+        next_cursor=next_cursor,
     )
-
-

@@ -2,11 +2,33 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
+from ..errors import InvalidInput
+from ..store.edits import MEMORY_KINDS
 from ..system import AsyncMemoryOS, UserState
 
-__all__ = ["page_count", "read_memories"]
+__all__ = ["DEFAULT_LIMIT", "MAX_LIMIT", "memory_kinds", "page_count", "read_memories"]
+
+#: Items in one page of a listing (HTTP and MCP) when the caller gives no limit.
+DEFAULT_LIMIT = 100
+#: Most items one page of a listing may hold.
+MAX_LIMIT = 1000
+
+
+def memory_kinds(given: Iterable[str] | str | None) -> frozenset[str]:
+    """The memory kinds a listing asks for: every kind for None or nothing, else the kinds
+    named (each value may be a comma-separated list); :class:`InvalidInput` for a kind
+    that does not exist."""
+    if isinstance(given, str):
+        given = (given,)
+    named = {k.strip() for v in (given or ()) for k in v.split(",") if k.strip()}
+    bad = sorted(named - set(MEMORY_KINDS))
+    if bad:
+        raise InvalidInput(f"kind must be among {', '.join(MEMORY_KINDS)}; got "
+                           f"{', '.join(bad)}")
+    return frozenset(named or MEMORY_KINDS)
 
 
 def page_count(state: UserState, archived: list[dict[str, Any]]) -> int:

@@ -17,6 +17,7 @@ __all__ = [
 
 #: Largest ``top_k`` a retrieve request may ask for, items per tier.
 MAX_TOP_K = 100
+_NEXT = ("Pass it as `cursor` to get the next page of the listing; null on the last page.")
 
 
 class _In(BaseModel):
@@ -184,12 +185,14 @@ class MemoriesResponse(BaseModel):
     kb: list[FactOut]
     traits: list[TraitOut]
     agents: dict[str, AgentMemory]
+    next_cursor: str | None = Field(None, description=_NEXT)
 
 
 class UsersResponse(BaseModel):
     """The tenant's users with stored data."""
 
     users: list[str]
+    next_cursor: str | None = Field(None, description=_NEXT)
 
 
 class ForgetResponse(BaseModel):
@@ -286,3 +289,4 @@ class MemoryHistoryResponse(BaseModel):
     user_id: str
     memory_id: str
     events: list[MemoryEventOut]
+    next_cursor: str | None = Field(None, description=_NEXT)
