@@ -7,6 +7,10 @@ reaches the memory system: the key (401), the key's request limit (429 with
 whose users a request can name (see :mod:`.tenancy`): another tenant's user is simply not
 found (404). ``/healthz``, ``/readyz``, ``/metrics`` and the OpenAPI pages need no key.
 
+The API's published text (``/openapi.json``, ``/docs``) is written for API users: it is
+:data:`API_DESCRIPTION`, the routes' summaries and docstrings (Markdown), and the models'
+docstrings and field descriptions (:mod:`.models`). Keep notes for developers out of them.
+
 Why this module is a little over 600 lines: it is the route table, one short function per
 route with its OpenAPI documentation; models, tenancy, keys, metrics and listing are
 modules of their own.
@@ -25,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from fastapi import APIRouter, FastAPI, Query, Request, Response, Security
+from fastapi import Path as PathParam
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from fastapi.security import APIKeyHeader, HTTPBearer
@@ -55,7 +60,36 @@ from .metrics import ServerMetrics
 from .ratelimit import RateLimiter
 from .tenancy import external_id, external_memory_id, internal_id, internal_memory_id
 
-__all__ = ["ServerSettings", "create_app"]
+__all__ = ["API_DESCRIPTION", "ServerSettings", "create_app"]
+
+#: The API's description on ``/docs`` and in ``/openapi.json`` (Markdown, for API users).
+API_DESCRIPTION = """\
+Long-term memory for LLM agents and chat bots. Store each exchange with a user as a *turn*;
+before answering, *retrieve* what the memory holds about the user's message (recent
+dialogue, earlier relevant turns with their topic summaries, facts and traits learned about
+the user); or let the server *chat*: retrieve, answer with its LLM and store the turn.
+Every memory has an id (`page:p12`, `segment:s3`, `fact:f7`, `agent_trait:<assistant>:a2`,
+`trait:<name>`) and can be listed, read, corrected and deleted.
+
+**Authentication.** Every `/v1` route needs an API key, sent as
+`Authorization: Bearer <key>` or `X-API-Key: <key>` (use the *Authorize* button here).
+`/healthz`, `/readyz`, `/metrics` and this documentation need none.
+
+**Tenants.** A key belongs to a tenant, and user and assistant ids are per tenant: two
+tenants' `alice` are different users, and another tenant's user is simply not found (404).
+Ids go in the URL path, percent-encoded (1 to 256 characters, no `/` or control characters,
+not `.` or `..`).
+
+**Errors.** Every error answers `{"error": {"type": ..., "message": ...}}`: 401 missing or
+wrong key; 404 no such user or memory; 413 body too large; 415 body not JSON; 422 invalid
+input (the message names the field); 429 the key's request limit (see `Retry-After`); 502
+the LLM provider's configuration is wrong (chat only); 503 overloaded or shutting down (see
+`Retry-After`). A refused request stores nothing.
+
+**Paging.** Listings come in pages: `limit` items at most (default 100), and the answer's
+`next_cursor`, passed back unchanged as `cursor`, gives the next page (null on the last).
+The order is stable: paging while turns are added neither skips nor repeats an item.
+"""
 
 _PUBLIC = frozenset({"/healthz", "/readyz", "/metrics", "/docs", "/docs/oauth2-redirect",
                      "/docs/assets",
@@ -147,15 +181,27 @@ def _http_error(_request: Request, exc: Exception) -> JSONResponse:
     return _error(exc.status_code, kind, str(exc.detail), headers=exc.headers)
 
 
+def _err(description: str) -> dict[str, Any]:
+    return {"model": m.ErrorBody, "description": description}
+
+
+# Answers any /v1 route may give.
 _ERRORS: dict[int | str, dict[str, Any]] = {
-    401: {"model": m.ErrorBody, "description": "Missing or wrong API key."},
-    404: {"model": m.ErrorBody, "description": "No such user for this key's tenant."},
-    413: {"model": m.ErrorBody, "description": "Request body too large."},
-    415: {"model": m.ErrorBody, "description": "Body is not Content-Type: application/json."},
-    422: {"model": m.ErrorBody, "description": "Invalid input (the message says what)."},
-    429: {"model": m.ErrorBody, "description": "Request limit of the key reached; see "
-          "Retry-After (seconds)."},
-    503: {"model": m.ErrorBody, "description": "Overloaded or shutting down; see Retry-After."},
+    401: _err("Missing or wrong API key."),
+    422: _err("Invalid input: a malformed id, parameter or body (the message names it)."),
+    429: _err("The key's request limit is reached; retry after `Retry-After` seconds."),
+    503: _err("Overloaded, starting or shutting down; retry after `Retry-After` seconds."),
+}
+# Answers of routes that take a JSON body.
+_BODY: dict[int | str, dict[str, Any]] = {
+    413: _err("Request body too large."),
+    415: _err("The body is not sent as `Content-Type: application/json`."),
+}
+_NO_USER: dict[int | str, dict[str, Any]] = {
+    404: _err("The user has no stored data (under this key's tenant)."),
+}
+_NO_MEMORY: dict[int | str, dict[str, Any]] = {
+    404: _err("No such user, or the user has no such memory (or it was deleted)."),
 }
 
 
@@ -163,6 +209,10 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
 
 _LIMIT = Query(DEFAULT_LIMIT, ge=1, le=MAX_LIMIT,
                description=f"Most items in one page of the listing (1..{MAX_LIMIT}).")
+_USER_ID = PathParam(description="The user's id in your tenant, percent-encoded.")
+_ASSISTANT_ID = PathParam(description="The assistant's id in your tenant.")
+_MEMORY_ID = PathParam(description="The memory's id, as listed: `page:p12`, `segment:s3`, "
+                       "`fact:f7`, `agent_trait:<assistant>:a2` or `trait:<name>`.")
 _CURSOR = Query(None, description="Where the page starts: the `next_cursor` of the previous "
                 "page, unchanged (omit it for the first page). The order is stable: paging "
                 "while turns are added neither skips nor repeats an item. 422 for a cursor "
@@ -415,7 +465,7 @@ def create_app(settings: ServerSettings, *, keys: KeyStore | None = None,
         title="memoryos-actors",
         version=_version(),
         summary="Long-term memory for LLM agents and chat bots (MemoryOS tiers as actors).",
-        description=(__doc__ or "").split("\n\n", 1)[1] if __doc__ else None,
+        description=API_DESCRIPTION,
         lifespan=lifespan,
         # The documentation pages are served by mount_docs, from local files.
         docs_url=None, redoc_url=None,
@@ -446,12 +496,15 @@ def create_app(settings: ServerSettings, *, keys: KeyStore | None = None,
             raise UnknownUser(f"no user {user_id!r}")
         return tenant, uid
 
+    # The routes' summaries and docstrings are published as the API's documentation
+    # (Markdown, for API users).
+
     @v1.get("/users", summary="List the tenant's users", response_model=m.UsersResponse,
-            tags=["users"])
+            tags=["users"], response_description="One page of user ids.")
     async def list_users(request: Request, limit: int = _LIMIT,
                          cursor: str | None = _CURSOR) -> m.UsersResponse:
         """The users of this key's tenant that have stored data, sorted by id, one page at
-        a time (see ``limit`` and ``cursor``)."""
+        a time (see `limit` and `cursor`)."""
         after = None if cursor is None else decode_cursor(cursor, "users", (str,))
         tenant = tenant_of(request)
         mem = state.memory()
@@ -462,12 +515,16 @@ def create_app(settings: ServerSettings, *, keys: KeyStore | None = None,
         return m.UsersResponse(users=users, next_cursor=next_cursor)
 
     @v1.post("/users/{user_id}/turns", status_code=201, summary="Add a turn",
-             response_model=m.AddTurnResponse, tags=["memory"])
-    async def add_turn(request: Request, user_id: str,
-                       body: m.AddTurnRequest) -> m.AddTurnResponse:
-        """Store one turn; answers once it is in the user's write-ahead log.
+             response_model=m.AddTurnResponse, tags=["memory"], responses=_BODY,
+             response_description="The turn is stored.")
+    async def add_turn(request: Request, body: m.AddTurnRequest,
+                       user_id: str = _USER_ID) -> m.AddTurnResponse:
+        """Store one exchange with the user: what the user said and what the assistant
+        answered. Answers once the turn is durable (in the user's write-ahead log).
 
-        Creates the user on the first turn. Send ``turn_key`` to make a retry safe.
+        Creates the user on the first turn. Send a `turn_key` (e.g. your message id) to make
+        a retry safe: a turn sent again with the key of one of the user's recent turns is
+        stored once, and the answer names the first page.
         """
         tenant = tenant_of(request)
         page_id = await state.memory().add_turn(
@@ -477,25 +534,35 @@ def create_app(settings: ServerSettings, *, keys: KeyStore | None = None,
         return m.AddTurnResponse(user_id=user_id, page_id=page_id)
 
     @v1.post("/users/{user_id}/retrieve", summary="Retrieve memory for a query",
-             response_model=m.RetrieveResponse, tags=["memory"])
-    async def retrieve(request: Request, user_id: str,
-                       body: m.RetrieveRequest) -> m.RetrieveResponse:
-        """Pages, segments, facts and traits relevant to ``query``, with provenance and the
-        rendered prompt context. 404 if the user has no data."""
+             response_model=m.RetrieveResponse, tags=["memory"],
+             responses={**_NO_USER, **_BODY},
+             response_description="What the memory holds about the query.")
+    async def retrieve(request: Request, body: m.RetrieveRequest,
+                       user_id: str = _USER_ID) -> m.RetrieveResponse:
+        """What the user's memory holds about `query`: the recent dialogue, earlier turns
+        relevant to it with their topic summaries, facts and traits learned about the user,
+        and the assistant's persona; each item with its id, score and where it came from.
+        `rendered` is the same as text to put in an LLM prompt. Reading changes nothing
+        but how "warm" the topics used are. 404 if the user has no data."""
         tenant, uid = await known(request, user_id)
         ctx = await state.memory().retrieve(
             uid, body.query, internal_id(tenant, body.assistant_id, "assistant_id"))
         return _context(ctx, user_id, body.assistant_id, body.top_k)
 
     @v1.post("/users/{user_id}/chat", summary="Answer from memory and store the turn",
-             response_model=m.ChatResponse, tags=["memory"], responses=_ERRORS_CHAT)
-    async def chat(request: Request, user_id: str, body: m.ChatRequest) -> m.ChatResponse:
-        """Retrieve, generate a reply with the configured LLM, store the turn.
+             response_model=m.ChatResponse, tags=["memory"],
+             responses={**_BODY, **_ERRORS_CHAT},
+             response_description="The reply; the turn is stored.")
+    async def chat(request: Request, body: m.ChatRequest,
+                   user_id: str = _USER_ID) -> m.ChatResponse:
+        """Retrieve memory for the message, answer it with the server's LLM, and store the
+        exchange as a turn. Creates the user on the first message.
 
-        During a provider outage the offline fallback replies and the answer says so
-        (``degraded``, ``reason``). A provider configuration error is a 502 naming it
-        (``ProviderAuthError``, ``ProviderModelNotFound``, ``ProviderUnreachable``), never
-        a fallback reply; nothing is stored then."""
+        During an LLM provider outage a simple offline answer is given instead and the
+        reply says so (`degraded`, `reason`). A provider configuration error (rejected key,
+        unknown model, unreachable address) is a 502 naming it (`ProviderAuthError`,
+        `ProviderModelNotFound`, `ProviderUnreachable`), never an offline answer; nothing
+        is stored then."""
         tenant = tenant_of(request)
         reply = await state.memory().chat_reply(
             internal_id(tenant, user_id), body.query,
@@ -504,19 +571,20 @@ def create_app(settings: ServerSettings, *, keys: KeyStore | None = None,
                               reason=reply.reason)
 
     @v1.get("/users/{user_id}/memories", summary="List a user's memories",
-            response_model=m.MemoriesResponse, tags=["memory"])
-    async def memories(request: Request, user_id: str, limit: int = _LIMIT,
+            response_model=m.MemoriesResponse, tags=["memory"], responses=_NO_USER,
+            response_description="One page of the user's memories.")
+    async def memories(request: Request, user_id: str = _USER_ID, limit: int = _LIMIT,
                        cursor: str | None = _CURSOR,
                        kind: list[str] | None = _KIND) -> m.MemoriesResponse:
         """The user's memories with their ids and where each is now, one page at a time:
         stored turns (pages, in short-term memory, mid-term memory or the archive), topic
-        segments, facts learned about the user (``kb``), user traits, and what is known
+        segments, facts learned about the user (`kb`), user traits, and what is known
         about each assistant (its profile, always; its traits, in the page that holds
         them).
 
         Memories come in a fixed order: pages, segments, facts, assistant traits, user
-        traits, each oldest first by id. A page holds at most ``limit`` memories in all;
-        ``next_cursor`` fetches the next page, and is null on the last one."""
+        traits, each oldest first by id. A page holds at most `limit` memories in all;
+        `next_cursor` fetches the next page, and is null on the last one."""
         kinds = memory_kinds(kind)
         after = None if cursor is None else decode_cursor(cursor, "memories",
                                                           (int, int, str))
@@ -525,18 +593,22 @@ def create_app(settings: ServerSettings, *, keys: KeyStore | None = None,
         return _memories(tenant, user_id, st, archived, kinds, limit, after)
 
     @v1.get("/users/{user_id}/profile", summary="Get the user's profile",
-            response_model=m.UserProfileBody, tags=["profiles"])
-    async def get_profile(request: Request, user_id: str) -> m.UserProfileBody:
-        """The static profile set for the user."""
+            response_model=m.UserProfileBody, tags=["profiles"], responses=_NO_USER,
+            response_description="The user's profile.")
+    async def get_profile(request: Request, user_id: str = _USER_ID) -> m.UserProfileBody:
+        """The static profile set for the user (name, gender, birth year, extras); empty
+        fields if none was set."""
         _tenant, uid = await known(request, user_id)
         st = await state.memory().user_state(uid)
         return m.UserProfileBody(**_profile_dict(st.profile))
 
     @v1.put("/users/{user_id}/profile", summary="Set the user's profile",
-            response_model=m.UserProfileBody, tags=["profiles"])
-    async def put_profile(request: Request, user_id: str,
-                          body: m.UserProfileBody) -> m.UserProfileBody:
-        """Replace the user's static profile (durable on return). Creates the user."""
+            response_model=m.UserProfileBody, tags=["profiles"], responses=_BODY,
+            response_description="The profile, as stored.")
+    async def put_profile(request: Request, body: m.UserProfileBody,
+                          user_id: str = _USER_ID) -> m.UserProfileBody:
+        """Replace the user's static profile; it is durable when this answers and shows in
+        every later retrieval. Creates the user."""
         uid = internal_id(tenant_of(request), user_id)
         profile = UserProfile(name=body.name, gender=body.gender, birth_year=body.birth_year,
                               extras=tuple(sorted(body.extras.items())))
@@ -545,10 +617,12 @@ def create_app(settings: ServerSettings, *, keys: KeyStore | None = None,
 
     @v1.get("/users/{user_id}/agents/{assistant_id}/profile",
             summary="Get an assistant's persona for the user",
-            response_model=m.AgentProfileBody, tags=["profiles"])
-    async def get_agent_profile(request: Request, user_id: str,
-                                assistant_id: str) -> m.AgentProfileBody:
-        """The assistant's static persona as stored in this user's memory."""
+            response_model=m.AgentProfileBody, tags=["profiles"], responses=_NO_USER,
+            response_description="The assistant's persona.")
+    async def get_agent_profile(request: Request, user_id: str = _USER_ID,
+                                assistant_id: str = _ASSISTANT_ID) -> m.AgentProfileBody:
+        """The assistant's static persona (role, character) as this user's memory holds
+        it; empty fields if none was set."""
         tenant, uid = await known(request, user_id)
         st = await state.memory().user_state(uid)
         agent = st.agents.get(internal_id(tenant, assistant_id, "assistant_id"))
@@ -558,10 +632,13 @@ def create_app(settings: ServerSettings, *, keys: KeyStore | None = None,
 
     @v1.put("/users/{user_id}/agents/{assistant_id}/profile",
             summary="Set an assistant's persona for the user",
-            response_model=m.AgentProfileBody, tags=["profiles"])
-    async def put_agent_profile(request: Request, user_id: str, assistant_id: str,
-                                body: m.AgentProfileBody) -> m.AgentProfileBody:
-        """Replace the assistant's static persona (durable on return). Creates the user."""
+            response_model=m.AgentProfileBody, tags=["profiles"], responses=_BODY,
+            response_description="The persona, as stored.")
+    async def put_agent_profile(request: Request, body: m.AgentProfileBody,
+                                user_id: str = _USER_ID,
+                                assistant_id: str = _ASSISTANT_ID) -> m.AgentProfileBody:
+        """Replace the assistant's static persona in this user's memory; durable when this
+        answers. Creates the user."""
         tenant = tenant_of(request)
         profile = AgentProfile(role=body.role, character=body.character,
                                extras=tuple(sorted(body.extras.items())))
@@ -571,9 +648,12 @@ def create_app(settings: ServerSettings, *, keys: KeyStore | None = None,
         return body
 
     @v1.get("/users/{user_id}/export", summary="Export everything stored for a user",
-            tags=["users"], response_model=dict[str, Any])
-    async def export(request: Request, user_id: str) -> dict[str, Any]:
-        """The user's portable export (the format of ``memoryos export``), as JSON."""
+            tags=["users"], response_model=dict[str, Any], responses=_NO_USER,
+            response_description="The user's export.")
+    async def export(request: Request, user_id: str = _USER_ID) -> dict[str, Any]:
+        """Everything stored for the user (turns, segments, facts, traits, profiles, the
+        archive and the memories' history), as one JSON document: the format
+        `memoryos export` writes and `memoryos import` reads."""
         _tenant, uid = await known(request, user_id)
         with tempfile.TemporaryDirectory(prefix="memoryos-export-") as tmp:
             path = Path(tmp) / "export.json"
@@ -582,9 +662,10 @@ def create_app(settings: ServerSettings, *, keys: KeyStore | None = None,
         return _relabel(json.loads(text), uid, user_id)
 
     @v1.delete("/users/{user_id}", summary="Forget a user", response_model=m.ForgetResponse,
-               tags=["users"])
-    async def forget(request: Request, user_id: str) -> m.ForgetResponse:
-        """Delete every file of the user (other users are untouched); reports what went."""
+               tags=["users"], responses=_NO_USER, response_description="What was deleted.")
+    async def forget(request: Request, user_id: str = _USER_ID) -> m.ForgetResponse:
+        """Delete everything stored about the user, for good; other users are untouched.
+        The answer says how many files went."""
         _tenant, uid = await known(request, user_id)
         report = await state.memory().forget_user(uid)
         return m.ForgetResponse(user_id=user_id, removed_files=len(report.removed_files),
@@ -602,47 +683,57 @@ def create_app(settings: ServerSettings, *, keys: KeyStore | None = None,
             raise UnknownMemory(f"user {user_id!r} has no memory {memory_id!r}") from None
 
     @v1.get("/users/{user_id}/memories/{memory_id}", summary="Get one memory",
-            response_model=m.MemoryOut, tags=["memory"])
-    async def get_memory(request: Request, user_id: str, memory_id: str) -> m.MemoryOut:
-        """One memory by id (``page:p12``, ``segment:s3``, ``fact:f7``,
-        ``agent_trait:<assistant>:a2``, ``trait:<name>``), with where it is now and where
-        it came from. 404 if the user has no such memory (or it was deleted)."""
+            response_model=m.MemoryOut, tags=["memory"], responses=_NO_MEMORY,
+            response_description="The memory.")
+    async def get_memory(request: Request, user_id: str = _USER_ID,
+                         memory_id: str = _MEMORY_ID) -> m.MemoryOut:
+        """One memory by id (`page:p12`, `segment:s3`, `fact:f7`,
+        `agent_trait:<assistant>:a2`, `trait:<name>`), with where it is now and where it
+        came from. 404 if the user has no such memory (or it was deleted)."""
         tenant, found = await on_memory(request, user_id, memory_id,
                                         lambda mem, u, i: mem.get_memory(u, i))
         return _memory_out(tenant, found)
 
     @v1.delete("/users/{user_id}/memories/{memory_id}", summary="Delete one memory",
-               response_model=m.MemoryEventOut, tags=["memory"])
-    async def delete_memory(request: Request, user_id: str,
-                            memory_id: str) -> m.MemoryEventOut:
-        """Delete one memory from every tier, the cold index, exports and caches; retrieval
-        never returns it again (a segment goes with its pages). Durable once answered.
-        The answer carries the deleted text; the memory's history keeps only the event."""
+               response_model=m.MemoryEventOut, tags=["memory"], responses=_NO_MEMORY,
+               response_description="The deletion, with the deleted text.")
+    async def delete_memory(request: Request, user_id: str = _USER_ID,
+                            memory_id: str = _MEMORY_ID) -> m.MemoryEventOut:
+        """Delete one memory everywhere it is kept (recent dialogue, topic segments, the
+        archive and its search index, exports, caches): retrieval never returns it again.
+        Deleting a segment deletes its turns. Durable when this answers. The answer
+        carries the deleted text; the memory's history keeps only that it was deleted,
+        and when. Facts learned from a deleted turn are memories of their own: delete them
+        too."""
         tenant, event = await on_memory(request, user_id, memory_id,
                                         lambda mem, u, i: mem.delete_memory(u, i))
         return _event_out(tenant, event)
 
     @v1.patch("/users/{user_id}/memories/{memory_id}", summary="Correct one memory",
-              response_model=m.MemoryEventOut, tags=["memory"])
-    async def correct_memory(request: Request, user_id: str, memory_id: str,
-                             body: m.MemoryCorrection) -> m.MemoryEventOut:
-        """Correct a fact or agent trait (a new sentence) or a user trait (a new level).
-        The old value stays in the memory's history; retrieval returns the new one. 422
-        for pages and segments (delete them instead)."""
+              response_model=m.MemoryEventOut, tags=["memory"],
+              responses={**_NO_MEMORY, **_BODY},
+              response_description="The correction, with the old and new value.")
+    async def correct_memory(request: Request, body: m.MemoryCorrection,
+                             user_id: str = _USER_ID,
+                             memory_id: str = _MEMORY_ID) -> m.MemoryEventOut:
+        """Correct a fact or an assistant trait (`value`: the new sentence) or a user trait
+        (`value`: low, medium or high). The old value stays in the memory's history;
+        retrieval returns the new one. Durable when this answers. 422 for turns (pages)
+        and segments: delete them instead."""
         tenant, event = await on_memory(
             request, user_id, memory_id,
             lambda mem, u, i: mem.correct_memory(u, i, body.value, body.evidence))
         return _event_out(tenant, event)
 
     @v1.get("/users/{user_id}/memories/{memory_id}/history", summary="A memory's history",
-            response_model=m.MemoryHistoryResponse, tags=["memory"])
-    async def memory_history(request: Request, user_id: str, memory_id: str,
-                             limit: int = _LIMIT, cursor: str | None = _CURSOR
-                             ) -> m.MemoryHistoryResponse:
+            response_model=m.MemoryHistoryResponse, tags=["memory"], responses=_NO_MEMORY,
+            response_description="One page of the memory's changes.")
+    async def memory_history(request: Request, user_id: str = _USER_ID,
+                             memory_id: str = _MEMORY_ID, limit: int = _LIMIT,
+                             cursor: str | None = _CURSOR) -> m.MemoryHistoryResponse:
         """What changed the memory and when, oldest first: created, changed (a persona
         update changed a trait), corrected, deleted. A deleted memory keeps only the
-        fact and time of its deletion. One page at a time (see ``limit`` and
-        ``cursor``)."""
+        fact and time of its deletion. One page at a time (see `limit` and `cursor`)."""
         after = None if cursor is None else decode_cursor(cursor, "history", (float, int))
         tenant, events = await on_memory(request, user_id, memory_id,
                                          lambda mem, u, i: mem.memory_history(u, i))
@@ -664,19 +755,23 @@ def create_app(settings: ServerSettings, *, keys: KeyStore | None = None,
     mount_ui(app, memory=state.memory, keys=keystore, limiter=limiter,
              data_dir=settings.data_dir, config=settings.config)
 
-    @app.get("/healthz", summary="Liveness", response_model=m.HealthResponse, tags=["ops"])
+    @app.get("/healthz", summary="Liveness", response_model=m.HealthResponse, tags=["ops"],
+             response_description="The process serves HTTP.")
     async def healthz() -> m.HealthResponse:
-        """200 while the process serves HTTP."""
+        """200 while the process serves HTTP (no key needed)."""
         return m.HealthResponse(status="ok")
 
     @app.get("/readyz", summary="Readiness", response_model=m.ReadyResponse, tags=["ops"],
-             responses={503: {"model": m.HealthResponse, "description": "Not ready."}})
+             responses={503: {"model": m.HealthResponse,
+                              "description": "Not ready: starting or stopping."}},
+             response_description="Ready for memory calls.")
     async def readyz() -> Response:
-        """200 when the memory system is open and accepting calls, else 503.
+        """200 when the server accepts memory calls, else 503 (no key needed).
 
-        ``llm`` tells how the provider is doing (its circuit breakers, a configuration
-        error, the last failure); a degraded provider does not make the server unready,
-        since memory calls still work and replies come from the fallback, marked so."""
+        `llm` tells how the LLM provider is doing (its circuit breakers, a configuration
+        error, the last failure). A degraded provider does not make the server unready:
+        memory calls still work, and chat replies come from the offline fallback, marked
+        so."""
         ready = state.status == "ok"
         body: dict[str, Any] = {"status": state.status}
         if ready and state.mem is not None:
@@ -690,7 +785,9 @@ def create_app(settings: ServerSettings, *, keys: KeyStore | None = None,
              responses={200: {"content": {CONTENT_TYPE_LATEST: {}},
                               "description": "Prometheus text format."}})
     async def prometheus() -> Response:
-        """HTTP traffic by route and status, and the memory system's counters."""
+        """Metrics in Prometheus text format (no key needed): HTTP requests by route and
+        status with latency histograms, refusals by reason, the memory system's counters
+        and the LLM provider's state. No user, tenant or key appears in them."""
         text = await asyncio.to_thread(generate_latest, metrics.registry)
         return Response(text, media_type=CONTENT_TYPE_LATEST)
 
