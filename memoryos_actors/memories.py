@@ -156,8 +156,9 @@ class MemoryEditing:
         provenance: pages (STM, MTM and archive), segments, facts, agent traits and the user
         traits that have a level. Deleted memories are not listed.
 
-        In a stable order: by kind (in the order above), then oldest first (by the
-        sequence number in the id, which never changes as a page moves between tiers).
+        In a stable order: by kind (in the order above), then oldest first by the
+        sequence number in the id (which never changes as a page moves between tiers;
+        traits, which have none, by name).
         With ``limit`` (1 or more), at most that many, and the list's ``next_cursor``
         (None on the last page) gives the rest: ``memories(user, cursor=page.next_cursor,
         limit=...)``. Paging while turns are added neither skips nor repeats a memory that

@@ -32,7 +32,7 @@ _KIND_ORDER = {"page": 0, "segment": 1, "fact": 2, "agent_trait": 3, "trait": 4}
 _TRAILING_NUMBER = re.compile(r"(\d+)$")
 
 
-class MemoryList(list):  # type: ignore[type-arg]
+class MemoryList(list[Any]):
     """A list of :class:`~memoryos_actors.Memory` (one page of a listing) that also says
     where the next page starts.
 

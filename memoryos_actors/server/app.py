@@ -582,8 +582,8 @@ def create_app(settings: ServerSettings, *, keys: KeyStore | None = None,
         about each assistant (its profile, always; its traits, in the page that holds
         them).
 
-        Memories come in a fixed order: pages, segments, facts, assistant traits, user
-        traits, each oldest first by id. A page holds at most `limit` memories in all;
+        Memories come in a fixed order: pages, segments, facts, assistant traits (each
+        oldest first, by the number in its id), then user traits by name. A page holds at most `limit` memories in all;
         `next_cursor` fetches the next page, and is null on the last one."""
         kinds = memory_kinds(kind)
         after = None if cursor is None else decode_cursor(cursor, "memories",
@@ -738,7 +738,8 @@ def create_app(settings: ServerSettings, *, keys: KeyStore | None = None,
         tenant, events = await on_memory(request, user_id, memory_id,
                                          lambda mem, u, i: mem.memory_history(u, i))
         # Key: (time, n-th event at that time); events are only ever added later.
-        keyed, seen = [], {}
+        keyed: list[tuple[tuple[float, int], MemoryEvent]] = []
+        seen: dict[float, int] = {}
         for e in events:
             seen[e.at] = seen.get(e.at, -1) + 1
             keyed.append(((float(e.at), seen[e.at]), e))

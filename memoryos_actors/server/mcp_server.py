@@ -144,8 +144,8 @@ def build_mcp(
                             ) -> dict[str, Any]:
         """The user's stored turns (page id, where it is: stm, mtm or archive; the query and
         response), the facts learned about the user and the user's traits, one page at a
-        time: at most limit items (1..1000), in a fixed order (pages, facts, traits, each
-        oldest first). If next_cursor is not null, call again with cursor=next_cursor for
+        time: at most limit items (1..1000), in a fixed order (pages and facts oldest first,
+        then traits by name). If next_cursor is not null, call again with cursor=next_cursor for
         the rest. kind: only page, fact or trait (comma-separated for several)."""
         kinds = memory_kinds(kind) if kind else _MCP_KINDS
         if not kinds <= _MCP_KINDS:

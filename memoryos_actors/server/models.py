@@ -145,8 +145,8 @@ class UserProfileBody(_In):
 class AgentProfileBody(_In):
     """The assistant's persona as this user sees it."""
 
-    role: str = Field("", description="What the assistant is, e.g. \"a patient tutor\".")
-    character: str = Field("", description="How it behaves and talks.")
+    role: str = Field(default="", description="What the assistant is, e.g. \"a patient tutor\".")
+    character: str = Field(default="", description="How it behaves and talks.")
     extras: dict[str, str] = Field(default_factory=dict, description=_EXTRAS)
 
 
