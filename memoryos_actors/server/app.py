@@ -8,10 +8,11 @@ whose users a request can name (see :mod:`.tenancy`): another tenant's user is s
 found (404). ``/healthz``, ``/readyz``, ``/metrics`` and the OpenAPI pages need no key.
 
 The API's published text (``/openapi.json``, ``/docs``) is written for API users: it is
-:data:`API_DESCRIPTION`, the routes' summaries and docstrings (Markdown), and the models'
-docstrings and field descriptions (:mod:`.models`). Keep notes for developers out of them.
+the description, shared parameters and error answers in :mod:`.docs`, the routes'
+summaries and docstrings (Markdown), and the models' docstrings and field descriptions
+(:mod:`.models`). Keep notes for developers out of them.
 
-Why this module is a little over 600 lines: it is the route table, one short function per
+Why this module is over 700 lines: it is the route table, one short function per
 route with its OpenAPI documentation; models, tenancy, keys, metrics and listing are
 modules of their own.
 """
@@ -28,8 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from fastapi import APIRouter, FastAPI, Query, Request, Response, Security
-from fastapi import Path as PathParam
+from fastapi import APIRouter, FastAPI, Request, Response, Security
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from fastapi.security import APIKeyHeader, HTTPBearer
@@ -49,47 +49,32 @@ from ..errors import (
 )
 from ..memories import Memory, MemoryEvent
 from ..messages import AgentProfile, ContextItem, MemoryContext, UserProfile
-from ..paging import decode_cursor, memory_sort_key, page_of
+from ..paging import decode_cursor, page_of
 from ..store.userstore import user_exists
 from ..system import AsyncMemoryOS, MemoryOS
 from . import models as m
-from .docs import mount_docs
+from .docs import (
+    API_DESCRIPTION,
+    ASSISTANT_ID,
+    BODY_ERRORS,
+    CHAT_ERRORS,
+    CURSOR,
+    ERRORS,
+    KIND,
+    LIMIT,
+    MEMORY_ID,
+    NO_MEMORY,
+    NO_USER,
+    USER_ID,
+    mount_docs,
+)
 from .keys import KeyRecord, KeyStore
-from .listing import DEFAULT_LIMIT, MAX_LIMIT, memory_kinds, read_memories
+from .listing import memories_response, memory_kinds, profile_dict, read_memories
 from .metrics import ServerMetrics
 from .ratelimit import RateLimiter
 from .tenancy import external_id, external_memory_id, internal_id, internal_memory_id
 
-__all__ = ["API_DESCRIPTION", "ServerSettings", "create_app"]
-
-#: The API's description on ``/docs`` and in ``/openapi.json`` (Markdown, for API users).
-API_DESCRIPTION = """\
-Long-term memory for LLM agents and chat bots. Store each exchange with a user as a *turn*;
-before answering, *retrieve* what the memory holds about the user's message (recent
-dialogue, earlier relevant turns with their topic summaries, facts and traits learned about
-the user); or let the server *chat*: retrieve, answer with its LLM and store the turn.
-Every memory has an id (`page:p12`, `segment:s3`, `fact:f7`, `agent_trait:<assistant>:a2`,
-`trait:<name>`) and can be listed, read, corrected and deleted.
-
-**Authentication.** Every `/v1` route needs an API key, sent as
-`Authorization: Bearer <key>` or `X-API-Key: <key>` (use the *Authorize* button here).
-`/healthz`, `/readyz`, `/metrics` and this documentation need none.
-
-**Tenants.** A key belongs to a tenant, and user and assistant ids are per tenant: two
-tenants' `alice` are different users, and another tenant's user is simply not found (404).
-Ids go in the URL path, percent-encoded (1 to 256 characters, no `/` or control characters,
-not `.` or `..`).
-
-**Errors.** Every error answers `{"error": {"type": ..., "message": ...}}`: 401 missing or
-wrong key; 404 no such user or memory; 413 body too large; 415 body not JSON; 422 invalid
-input (the message names the field); 429 the key's request limit (see `Retry-After`); 502
-the LLM provider's configuration is wrong (chat only); 503 overloaded or shutting down (see
-`Retry-After`). A refused request stores nothing.
-
-**Paging.** Listings come in pages: `limit` items at most (default 100), and the answer's
-`next_cursor`, passed back unchanged as `cursor`, gives the next page (null on the last).
-The order is stable: paging while turns are added neither skips nor repeats an item.
-"""
+__all__ = ["ServerSettings", "create_app"]
 
 _PUBLIC = frozenset({"/healthz", "/readyz", "/metrics", "/docs", "/docs/oauth2-redirect",
                      "/docs/assets",
@@ -150,13 +135,6 @@ _STATUS: tuple[tuple[type[MemoryOSError], int], ...] = (
     (ActorCrashed, 503),
     (GatewayError, 502),
 )
-_ERRORS_CHAT: dict[int | str, dict[str, Any]] = {
-    502: {"model": m.ErrorBody, "description": "The LLM provider refused the call for a "
-          "configuration reason (ProviderAuthError, ProviderModelNotFound, "
-          "ProviderUnreachable); the message says what to fix."},
-}
-
-
 def _memory_error(_request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, MemoryOSError)
     status = next((code for cls, code in _STATUS if isinstance(exc, cls)), 500)
@@ -179,47 +157,6 @@ def _http_error(_request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, StarletteHTTPException)
     kind = {404: "NotFound", 405: "MethodNotAllowed"}.get(exc.status_code, "HTTPError")
     return _error(exc.status_code, kind, str(exc.detail), headers=exc.headers)
-
-
-def _err(description: str) -> dict[str, Any]:
-    return {"model": m.ErrorBody, "description": description}
-
-
-# Answers any /v1 route may give.
-_ERRORS: dict[int | str, dict[str, Any]] = {
-    401: _err("Missing or wrong API key."),
-    422: _err("Invalid input: a malformed id, parameter or body (the message names it)."),
-    429: _err("The key's request limit is reached; retry after `Retry-After` seconds."),
-    503: _err("Overloaded, starting or shutting down; retry after `Retry-After` seconds."),
-}
-# Answers of routes that take a JSON body.
-_BODY: dict[int | str, dict[str, Any]] = {
-    413: _err("Request body too large."),
-    415: _err("The body is not sent as `Content-Type: application/json`."),
-}
-_NO_USER: dict[int | str, dict[str, Any]] = {
-    404: _err("The user has no stored data (under this key's tenant)."),
-}
-_NO_MEMORY: dict[int | str, dict[str, Any]] = {
-    404: _err("No such user, or the user has no such memory (or it was deleted)."),
-}
-
-
-# -- paging parameters, shared by the listing routes ---------------------------------------------
-
-_LIMIT = Query(DEFAULT_LIMIT, ge=1, le=MAX_LIMIT,
-               description=f"Most items in one page of the listing (1..{MAX_LIMIT}).")
-_USER_ID = PathParam(description="The user's id in your tenant, percent-encoded.")
-_ASSISTANT_ID = PathParam(description="The assistant's id in your tenant.")
-_MEMORY_ID = PathParam(description="The memory's id, as listed: `page:p12`, `segment:s3`, "
-                       "`fact:f7`, `agent_trait:<assistant>:a2` or `trait:<name>`.")
-_CURSOR = Query(None, description="Where the page starts: the `next_cursor` of the previous "
-                "page, unchanged (omit it for the first page). The order is stable: paging "
-                "while turns are added neither skips nor repeats an item. 422 for a cursor "
-                "that did not come from this listing.")
-_KIND = Query(None, description="Only memories of these kinds: page, segment, fact, "
-              "agent_trait, trait (repeat the parameter or separate kinds with commas). "
-              "Default: every kind.")
 
 
 # -- the gate: auth, rate limit, body size, before the app --------------------------------------
@@ -372,12 +309,6 @@ def _item(it: ContextItem) -> m.ContextItemOut:
                             why=it.why)
 
 
-def _profile_dict(profile: UserProfile | AgentProfile) -> dict[str, Any]:
-    d = profile.to_dict()
-    d["extras"] = {k: v for k, v in profile.extras}
-    return d
-
-
 def _context(ctx: MemoryContext, user: str, assistant: str, k: int) -> m.RetrieveResponse:
     return m.RetrieveResponse(
         user_id=user, assistant_id=assistant, query=ctx.query,
@@ -386,7 +317,7 @@ def _context(ctx: MemoryContext, user: str, assistant: str, k: int) -> m.Retriev
         agent_traits=[_item(i) for i in ctx.agent_traits[:k]],
         traits=[m.TraitOut(name=t.name, category=t.category, level=t.level,
                            evidence=t.evidence) for t in ctx.traits],
-        profile=_profile_dict(ctx.lpm_profile), agent_profile=_profile_dict(ctx.agent_profile),
+        profile=profile_dict(ctx.lpm_profile), agent_profile=profile_dict(ctx.agent_profile),
         rendered=ctx.render(), elapsed_ms=ctx.elapsed_ms,
     )
 
@@ -479,7 +410,7 @@ def create_app(settings: ServerSettings, *, keys: KeyStore | None = None,
     header = APIKeyHeader(name="X-API-Key", auto_error=False, description="API key")
     # The gate checks the key; these only document it on the OpenAPI page.
     v1 = APIRouter(prefix="/v1", dependencies=[Security(bearer), Security(header)],
-                   responses=_ERRORS)
+                   responses=ERRORS)
 
     def tenant_of(request: Request) -> str:
         rec: KeyRecord = request.scope[_KEY_SCOPE]
@@ -501,8 +432,8 @@ def create_app(settings: ServerSettings, *, keys: KeyStore | None = None,
 
     @v1.get("/users", summary="List the tenant's users", response_model=m.UsersResponse,
             tags=["users"], response_description="One page of user ids.")
-    async def list_users(request: Request, limit: int = _LIMIT,
-                         cursor: str | None = _CURSOR) -> m.UsersResponse:
+    async def list_users(request: Request, limit: int = LIMIT,
+                         cursor: str | None = CURSOR) -> m.UsersResponse:
         """The users of this key's tenant that have stored data, sorted by id, one page at
         a time (see `limit` and `cursor`)."""
         after = None if cursor is None else decode_cursor(cursor, "users", (str,))
@@ -515,10 +446,10 @@ def create_app(settings: ServerSettings, *, keys: KeyStore | None = None,
         return m.UsersResponse(users=users, next_cursor=next_cursor)
 
     @v1.post("/users/{user_id}/turns", status_code=201, summary="Add a turn",
-             response_model=m.AddTurnResponse, tags=["memory"], responses=_BODY,
+             response_model=m.AddTurnResponse, tags=["memory"], responses=BODY_ERRORS,
              response_description="The turn is stored.")
     async def add_turn(request: Request, body: m.AddTurnRequest,
-                       user_id: str = _USER_ID) -> m.AddTurnResponse:
+                       user_id: str = USER_ID) -> m.AddTurnResponse:
         """Store one exchange with the user: what the user said and what the assistant
         answered. Answers once the turn is durable (in the user's write-ahead log).
 
@@ -535,10 +466,10 @@ def create_app(settings: ServerSettings, *, keys: KeyStore | None = None,
 
     @v1.post("/users/{user_id}/retrieve", summary="Retrieve memory for a query",
              response_model=m.RetrieveResponse, tags=["memory"],
-             responses={**_NO_USER, **_BODY},
+             responses={**NO_USER, **BODY_ERRORS},
              response_description="What the memory holds about the query.")
     async def retrieve(request: Request, body: m.RetrieveRequest,
-                       user_id: str = _USER_ID) -> m.RetrieveResponse:
+                       user_id: str = USER_ID) -> m.RetrieveResponse:
         """What the user's memory holds about `query`: the recent dialogue, earlier turns
         relevant to it with their topic summaries, facts and traits learned about the user,
         and the assistant's persona; each item with its id, score and where it came from.
@@ -551,10 +482,10 @@ def create_app(settings: ServerSettings, *, keys: KeyStore | None = None,
 
     @v1.post("/users/{user_id}/chat", summary="Answer from memory and store the turn",
              response_model=m.ChatResponse, tags=["memory"],
-             responses={**_BODY, **_ERRORS_CHAT},
+             responses={**BODY_ERRORS, **CHAT_ERRORS},
              response_description="The reply; the turn is stored.")
     async def chat(request: Request, body: m.ChatRequest,
-                   user_id: str = _USER_ID) -> m.ChatResponse:
+                   user_id: str = USER_ID) -> m.ChatResponse:
         """Retrieve memory for the message, answer it with the server's LLM, and store the
         exchange as a turn. Creates the user on the first message.
 
@@ -571,11 +502,11 @@ def create_app(settings: ServerSettings, *, keys: KeyStore | None = None,
                               reason=reply.reason)
 
     @v1.get("/users/{user_id}/memories", summary="List a user's memories",
-            response_model=m.MemoriesResponse, tags=["memory"], responses=_NO_USER,
+            response_model=m.MemoriesResponse, tags=["memory"], responses=NO_USER,
             response_description="One page of the user's memories.")
-    async def memories(request: Request, user_id: str = _USER_ID, limit: int = _LIMIT,
-                       cursor: str | None = _CURSOR,
-                       kind: list[str] | None = _KIND) -> m.MemoriesResponse:
+    async def memories(request: Request, user_id: str = USER_ID, limit: int = LIMIT,
+                       cursor: str | None = CURSOR,
+                       kind: list[str] | None = KIND) -> m.MemoriesResponse:
         """The user's memories with their ids and where each is now, one page at a time:
         stored turns (pages, in short-term memory, mid-term memory or the archive), topic
         segments, facts learned about the user (`kb`), user traits, and what is known
@@ -590,23 +521,23 @@ def create_app(settings: ServerSettings, *, keys: KeyStore | None = None,
                                                           (int, int, str))
         tenant, uid = await known(request, user_id)
         st, archived = await read_memories(state.memory(), uid)
-        return _memories(tenant, user_id, st, archived, kinds, limit, after)
+        return memories_response(tenant, user_id, st, archived, kinds, limit, after)
 
     @v1.get("/users/{user_id}/profile", summary="Get the user's profile",
-            response_model=m.UserProfileBody, tags=["profiles"], responses=_NO_USER,
+            response_model=m.UserProfileBody, tags=["profiles"], responses=NO_USER,
             response_description="The user's profile.")
-    async def get_profile(request: Request, user_id: str = _USER_ID) -> m.UserProfileBody:
+    async def get_profile(request: Request, user_id: str = USER_ID) -> m.UserProfileBody:
         """The static profile set for the user (name, gender, birth year, extras); empty
         fields if none was set."""
         _tenant, uid = await known(request, user_id)
         st = await state.memory().user_state(uid)
-        return m.UserProfileBody(**_profile_dict(st.profile))
+        return m.UserProfileBody(**profile_dict(st.profile))
 
     @v1.put("/users/{user_id}/profile", summary="Set the user's profile",
-            response_model=m.UserProfileBody, tags=["profiles"], responses=_BODY,
+            response_model=m.UserProfileBody, tags=["profiles"], responses=BODY_ERRORS,
             response_description="The profile, as stored.")
     async def put_profile(request: Request, body: m.UserProfileBody,
-                          user_id: str = _USER_ID) -> m.UserProfileBody:
+                          user_id: str = USER_ID) -> m.UserProfileBody:
         """Replace the user's static profile; it is durable when this answers and shows in
         every later retrieval. Creates the user."""
         uid = internal_id(tenant_of(request), user_id)
@@ -617,10 +548,10 @@ def create_app(settings: ServerSettings, *, keys: KeyStore | None = None,
 
     @v1.get("/users/{user_id}/agents/{assistant_id}/profile",
             summary="Get an assistant's persona for the user",
-            response_model=m.AgentProfileBody, tags=["profiles"], responses=_NO_USER,
+            response_model=m.AgentProfileBody, tags=["profiles"], responses=NO_USER,
             response_description="The assistant's persona.")
-    async def get_agent_profile(request: Request, user_id: str = _USER_ID,
-                                assistant_id: str = _ASSISTANT_ID) -> m.AgentProfileBody:
+    async def get_agent_profile(request: Request, user_id: str = USER_ID,
+                                assistant_id: str = ASSISTANT_ID) -> m.AgentProfileBody:
         """The assistant's static persona (role, character) as this user's memory holds
         it; empty fields if none was set."""
         tenant, uid = await known(request, user_id)
@@ -628,15 +559,15 @@ def create_app(settings: ServerSettings, *, keys: KeyStore | None = None,
         agent = st.agents.get(internal_id(tenant, assistant_id, "assistant_id"))
         if agent is None:
             return m.AgentProfileBody()
-        return m.AgentProfileBody(**_profile_dict(agent["profile"]))
+        return m.AgentProfileBody(**profile_dict(agent["profile"]))
 
     @v1.put("/users/{user_id}/agents/{assistant_id}/profile",
             summary="Set an assistant's persona for the user",
-            response_model=m.AgentProfileBody, tags=["profiles"], responses=_BODY,
+            response_model=m.AgentProfileBody, tags=["profiles"], responses=BODY_ERRORS,
             response_description="The persona, as stored.")
     async def put_agent_profile(request: Request, body: m.AgentProfileBody,
-                                user_id: str = _USER_ID,
-                                assistant_id: str = _ASSISTANT_ID) -> m.AgentProfileBody:
+                                user_id: str = USER_ID,
+                                assistant_id: str = ASSISTANT_ID) -> m.AgentProfileBody:
         """Replace the assistant's static persona in this user's memory; durable when this
         answers. Creates the user."""
         tenant = tenant_of(request)
@@ -648,9 +579,9 @@ def create_app(settings: ServerSettings, *, keys: KeyStore | None = None,
         return body
 
     @v1.get("/users/{user_id}/export", summary="Export everything stored for a user",
-            tags=["users"], response_model=dict[str, Any], responses=_NO_USER,
+            tags=["users"], response_model=dict[str, Any], responses=NO_USER,
             response_description="The user's export.")
-    async def export(request: Request, user_id: str = _USER_ID) -> dict[str, Any]:
+    async def export(request: Request, user_id: str = USER_ID) -> dict[str, Any]:
         """Everything stored for the user (turns, segments, facts, traits, profiles, the
         archive and the memories' history), as one JSON document: the format
         `memoryos export` writes and `memoryos import` reads."""
@@ -662,8 +593,8 @@ def create_app(settings: ServerSettings, *, keys: KeyStore | None = None,
         return _relabel(json.loads(text), uid, user_id)
 
     @v1.delete("/users/{user_id}", summary="Forget a user", response_model=m.ForgetResponse,
-               tags=["users"], responses=_NO_USER, response_description="What was deleted.")
-    async def forget(request: Request, user_id: str = _USER_ID) -> m.ForgetResponse:
+               tags=["users"], responses=NO_USER, response_description="What was deleted.")
+    async def forget(request: Request, user_id: str = USER_ID) -> m.ForgetResponse:
         """Delete everything stored about the user, for good; other users are untouched.
         The answer says how many files went."""
         _tenant, uid = await known(request, user_id)
@@ -683,10 +614,10 @@ def create_app(settings: ServerSettings, *, keys: KeyStore | None = None,
             raise UnknownMemory(f"user {user_id!r} has no memory {memory_id!r}") from None
 
     @v1.get("/users/{user_id}/memories/{memory_id}", summary="Get one memory",
-            response_model=m.MemoryOut, tags=["memory"], responses=_NO_MEMORY,
+            response_model=m.MemoryOut, tags=["memory"], responses=NO_MEMORY,
             response_description="The memory.")
-    async def get_memory(request: Request, user_id: str = _USER_ID,
-                         memory_id: str = _MEMORY_ID) -> m.MemoryOut:
+    async def get_memory(request: Request, user_id: str = USER_ID,
+                         memory_id: str = MEMORY_ID) -> m.MemoryOut:
         """One memory by id (`page:p12`, `segment:s3`, `fact:f7`,
         `agent_trait:<assistant>:a2`, `trait:<name>`), with where it is now and where it
         came from. 404 if the user has no such memory (or it was deleted)."""
@@ -695,10 +626,10 @@ def create_app(settings: ServerSettings, *, keys: KeyStore | None = None,
         return _memory_out(tenant, found)
 
     @v1.delete("/users/{user_id}/memories/{memory_id}", summary="Delete one memory",
-               response_model=m.MemoryEventOut, tags=["memory"], responses=_NO_MEMORY,
+               response_model=m.MemoryEventOut, tags=["memory"], responses=NO_MEMORY,
                response_description="The deletion, with the deleted text.")
-    async def delete_memory(request: Request, user_id: str = _USER_ID,
-                            memory_id: str = _MEMORY_ID) -> m.MemoryEventOut:
+    async def delete_memory(request: Request, user_id: str = USER_ID,
+                            memory_id: str = MEMORY_ID) -> m.MemoryEventOut:
         """Delete one memory everywhere it is kept (recent dialogue, topic segments, the
         archive and its search index, exports, caches): retrieval never returns it again.
         Deleting a segment deletes its turns. Durable when this answers. The answer
@@ -711,11 +642,11 @@ def create_app(settings: ServerSettings, *, keys: KeyStore | None = None,
 
     @v1.patch("/users/{user_id}/memories/{memory_id}", summary="Correct one memory",
               response_model=m.MemoryEventOut, tags=["memory"],
-              responses={**_NO_MEMORY, **_BODY},
+              responses={**NO_MEMORY, **BODY_ERRORS},
               response_description="The correction, with the old and new value.")
     async def correct_memory(request: Request, body: m.MemoryCorrection,
-                             user_id: str = _USER_ID,
-                             memory_id: str = _MEMORY_ID) -> m.MemoryEventOut:
+                             user_id: str = USER_ID,
+                             memory_id: str = MEMORY_ID) -> m.MemoryEventOut:
         """Correct a fact or an assistant trait (`value`: the new sentence) or a user trait
         (`value`: low, medium or high). The old value stays in the memory's history;
         retrieval returns the new one. Durable when this answers. 422 for turns (pages)
@@ -726,11 +657,11 @@ def create_app(settings: ServerSettings, *, keys: KeyStore | None = None,
         return _event_out(tenant, event)
 
     @v1.get("/users/{user_id}/memories/{memory_id}/history", summary="A memory's history",
-            response_model=m.MemoryHistoryResponse, tags=["memory"], responses=_NO_MEMORY,
+            response_model=m.MemoryHistoryResponse, tags=["memory"], responses=NO_MEMORY,
             response_description="One page of the memory's changes.")
-    async def memory_history(request: Request, user_id: str = _USER_ID,
-                             memory_id: str = _MEMORY_ID, limit: int = _LIMIT,
-                             cursor: str | None = _CURSOR) -> m.MemoryHistoryResponse:
+    async def memory_history(request: Request, user_id: str = USER_ID,
+                             memory_id: str = MEMORY_ID, limit: int = LIMIT,
+                             cursor: str | None = CURSOR) -> m.MemoryHistoryResponse:
         """What changed the memory and when, oldest first: created, changed (a persona
         update changed a trait), corrected, deleted. A deleted memory keeps only the
         fact and time of its deletion. One page at a time (see `limit` and `cursor`)."""
@@ -832,85 +763,3 @@ def _version() -> str:
     from .. import __version__
 
     return __version__
-
-
-def _memories(tenant: str, user_id: str, st: Any, archived: list[dict[str, Any]],
-              kinds: frozenset[str], limit: int, after: tuple[Any, ...] | None
-              ) -> m.MemoriesResponse:
-    """One page of the user's memories of ``kinds``, in the listing order of
-    :func:`~memoryos_actors.paging.memory_sort_key`, after the cursor key ``after``."""
-    def aid(internal: str) -> str:
-        return external_id(tenant, internal) or internal
-
-    # (memory id, section, item): every memory once, then one page of them is shown.
-    found: list[tuple[str, str, Any]] = []
-
-    def page(p: Any, location: str, seg: str | None) -> None:
-        if "page" not in kinds:
-            return
-        get = p.get if isinstance(p, dict) else lambda k: getattr(p, k)
-        out = m.PageOut(page_id=str(get("page_id")), memory_id=f"page:{get('page_id')}",
-                        location=location,  # type: ignore[arg-type]
-                        segment_id=seg, assistant_id=aid(str(get("assistant_id"))),
-                        timestamp=float(get("timestamp")), query=str(get("query")),
-                        response=str(get("response")))
-        found.append((out.memory_id, "pages", out))
-
-    def segment(out: m.SegmentOut) -> None:
-        if "segment" in kinds:
-            found.append((out.memory_id, "segments", out))
-
-    for p in (*st.outbox, *st.stm):  # the outbox: pages leaving STM, not placed yet
-        page(p, "stm", None)
-    for seg in st.segments:
-        for p in seg.pages:
-            page(p, "mtm", seg.segment_id)
-        segment(m.SegmentOut(segment_id=seg.segment_id, memory_id=f"segment:{seg.segment_id}",
-                             location="mtm", heat=seg.heat, summary=seg.summary,
-                             keywords=sorted(seg.keywords),
-                             page_ids=[p.page_id for p in seg.pages]))
-    for rec in archived:
-        if rec.get("t") == "segment":
-            seg = rec["segment"]
-            sid = str(seg["segment_id"])
-            for p in seg["pages"]:
-                page(p, "archive", sid)
-            segment(m.SegmentOut(segment_id=sid, memory_id=f"segment:{sid}",
-                                 location="archive", heat=float(seg.get("heat", 0.0)),
-                                 summary=str(seg.get("summary", "")),
-                                 keywords=sorted(seg.get("keywords", ())),
-                                 page_ids=[str(p["page_id"]) for p in seg["pages"]]))
-        elif rec.get("t") == "page":
-            page(rec["page"], "archive", rec.get("segment_id"))
-
-    def fact(e: Any, assistant: str | None = None) -> m.FactOut:
-        mid = (f"fact:{e.entry_id}" if assistant is None
-               else f"agent_trait:{aid(assistant)}:{e.entry_id}")
-        return m.FactOut(entry_id=e.entry_id, memory_id=mid, text=e.text,
-                         timestamp=e.timestamp, source_segment=e.source_segment)
-
-    if "fact" in kinds:
-        found.extend((f.memory_id, "kb", f) for f in (fact(e) for e in st.kb))
-    if "agent_trait" in kinds:
-        for a, v in st.agents.items():
-            found.extend((f.memory_id, f"agent:{aid(a)}", f)
-                         for f in (fact(t, a) for t in v.get("traits", ())))
-    if "trait" in kinds:
-        found.extend((f"trait:{t.name}", "traits",
-                      m.TraitOut(name=t.name, category=t.category, level=t.level,
-                                 evidence=t.evidence, memory_id=f"trait:{t.name}"))
-                     for t in st.traits)
-    shown, next_cursor = page_of(found, lambda x: memory_sort_key(x[0]), "memories", limit,
-                                 after)
-    sections: dict[str, list[Any]] = {}
-    for _mid, section, item in shown:
-        sections.setdefault(section, []).append(item)
-    return m.MemoriesResponse(
-        user_id=user_id, turns=st.turns, pages=sections.get("pages", []),
-        segments=sections.get("segments", []), kb=sections.get("kb", []),
-        traits=sections.get("traits", []),
-        agents={aid(a): m.AgentMemory(profile=_profile_dict(v["profile"]),
-                                      traits=sections.get(f"agent:{aid(a)}", []))
-                for a, v in st.agents.items()},
-        next_cursor=next_cursor,
-    )
