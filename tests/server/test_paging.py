@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -60,6 +61,18 @@ def _add(c: httpx.Client, user: str, first: int, n: int) -> None:
         assert r.status_code == 201, r.text
 
 
+def _poll(what: Any, message: str, timeout: float = 60.0) -> Any:
+    """``what()`` once it returns something truthy; fails with ``message`` after
+    ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        got = what()
+        if got:
+            return got
+        assert time.monotonic() < deadline, message
+        time.sleep(0.05)
+
+
 def _ids(body: dict[str, Any]) -> list[str]:
     """Every memory id in one answer of GET .../memories."""
     ids = [p["memory_id"] for p in body["pages"]]
@@ -94,9 +107,16 @@ def _walk(c: httpx.Client, url: str, limit: int, between: Any = None) -> list[li
 def test_limit_is_honoured_and_the_cursor_walks_every_memory_once(site: Site) -> None:
     with site.client() as c:
         _add(c, "walker", 1, 30)
-        everything = c.get("/v1/users/walker/memories", params={"limit": 1000}).json()
+
+        def spread() -> dict[str, Any] | None:
+            """The whole listing once pages are in all three places (placing pages that
+            left STM happens in the background)."""
+            body = c.get("/v1/users/walker/memories", params={"limit": 1000}).json()
+            places = {p["location"] for p in body["pages"]}
+            return body if places == {"stm", "mtm", "archive"} else None
+
+        everything = _poll(spread, "pages never reached MTM and the archive")
         assert everything["next_cursor"] is None
-        assert {p["location"] for p in everything["pages"]} == {"stm", "mtm", "archive"}
         assert len(everything["pages"]) == 30
         full = _ids(everything)
         pages = _walk(c, "/v1/users/walker/memories", 7)
