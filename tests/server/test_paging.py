@@ -151,9 +151,11 @@ def test_kind_filters_the_listing(site: Site) -> None:
         pages = c.get("/v1/users/kinds/memories", params={"kind": "page"}).json()
         assert len(pages["pages"]) == 16 and pages["segments"] == [] and pages["kb"] == []
         # Segments appear once pages that left STM are placed (in the background).
-        other = _poll(lambda: (lambda b: b if b["segments"] else None)(
-            c.get("/v1/users/kinds/memories?kind=segment&kind=trait").json()),
-            "no segment was ever listed")
+        def with_segments() -> dict[str, Any] | None:
+            body = c.get("/v1/users/kinds/memories?kind=segment&kind=trait").json()
+            return body if body["segments"] else None
+
+        other = _poll(with_segments, "no segment was ever listed")
         assert other["pages"] == []
         # (Compared by id: a segment's summary and heat may change in between.)
         assert _ids(c.get("/v1/users/kinds/memories", params={"kind": "segment,trait"}
