@@ -44,6 +44,7 @@ _EXPORTS: dict[str, str] = {
     "Memory": "memoryos_actors.memories",
     "MemoryEvent": "memoryos_actors.memories",
     "ArchivedMemories": "memoryos_actors.memories",
+    "MemoryList": "memoryos_actors.memories",
     "Overloaded": "memoryos_actors.errors",
     "SystemClosed": "memoryos_actors.errors",
     "StorageError": "memoryos_actors.errors",

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from .clock import Clock
 from .config import MemoryConfig
 from .directory import UserPhase
-from .memories import ArchivedMemories, Memory, MemoryEvent
+from .memories import ArchivedMemories, Memory, MemoryEvent, MemoryList
 from .messages import AgentProfile, MemoryContext, UserProfile
 from .reports import ChatReply, ForgetReport, RepairReport, UserState
 
@@ -154,9 +154,10 @@ class AsyncMemoryOS:
         """See :meth:`MemoryOS.stored_page_ids`."""
         return await self._run(self.sync.stored_page_ids, user_id)
 
-    async def memories(self, user_id: str, kinds: Iterable[str] | None = None) -> list[Memory]:
+    async def memories(self, user_id: str, kinds: Iterable[str] | None = None,
+                       limit: int | None = None, cursor: str | None = None) -> MemoryList:
         """See :meth:`MemoryOS.memories`."""
-        return await self._run(self.sync.memories, user_id, kinds)
+        return await self._run(self.sync.memories, user_id, kinds, limit, cursor)
 
     async def get_memory(self, user_id: str, memory_id: str) -> Memory:
         """See :meth:`MemoryOS.get_memory`."""

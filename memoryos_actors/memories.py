@@ -18,6 +18,7 @@ from .actors.protocol import ApplyEdit, EditMemory, Inspect, ReadHistory
 from .directory import UserEntry
 from .errors import InvalidInput, UnknownMemory
 from .messages import TraitLevel
+from .paging import MemoryList, check_limit, decode_cursor, memory_sort_key, page_of
 from .store.edits import (
     EDITABLE_KINDS,
     MEMORY_KINDS,
@@ -28,7 +29,7 @@ from .store.edits import (
 from .validation import check_text as _check_text
 from .validation import check_user_id as _check_user_id
 
-__all__ = ["ArchivedMemories", "Memory", "MemoryEditing", "MemoryEvent"]
+__all__ = ["ArchivedMemories", "Memory", "MemoryEditing", "MemoryEvent", "MemoryList"]
 
 #: Most archived memories one :meth:`MemoryEditing.archived_memories` call returns.
 MAX_ARCHIVED_LIMIT = 500
@@ -149,13 +150,30 @@ class MemoryEditing:
 
     # -- reading ---------------------------------------------------------------------------
 
-    def memories(self, user_id: str, kinds: Iterable[str] | None = None) -> list[Memory]:
-        """Every memory of ``user_id`` (of ``kinds`` only, if given), with ids and provenance:
-        pages (STM, MTM and archive, oldest first), segments, facts, agent traits and the
-        user traits that have a level. Deleted memories are not listed."""
+    def memories(self, user_id: str, kinds: Iterable[str] | None = None,
+                 limit: int | None = None, cursor: str | None = None) -> MemoryList:
+        """The memories of ``user_id`` (of ``kinds`` only, if given), with ids and
+        provenance: pages (STM, MTM and archive), segments, facts, agent traits and the user
+        traits that have a level. Deleted memories are not listed.
+
+        In a stable order: by kind (in the order above), then oldest first by the
+        sequence number in the id (which never changes as a page moves between tiers;
+        traits, which have none, by name).
+        With ``limit`` (1 or more), at most that many, and the list's ``next_cursor``
+        (None on the last page) gives the rest: ``memories(user, cursor=page.next_cursor,
+        limit=...)``. Paging while turns are added neither skips nor repeats a memory that
+        existed when paging began. A cursor that did not come from this call (or was
+        changed) is :class:`InvalidInput`. Each call still reads the whole user.
+        """
         uid = _check_user_id(user_id)
         wanted = self._check_kinds(kinds)
-        return self._call(uid, lambda entry: self._list(entry, uid, wanted), create=False)
+        check_limit(limit)
+        after = None if cursor is None else decode_cursor(cursor, "memories",
+                                                          (int, int, str))
+        listed = self._call(uid, lambda entry: self._list(entry, uid, wanted), create=False)
+        shown, next_cursor = page_of(listed, lambda m: memory_sort_key(m.memory_id),
+                                     "memories", limit, after)
+        return MemoryList(shown, next_cursor)
 
     def get_memory(self, user_id: str, memory_id: str) -> Memory:
         """The memory ``memory_id`` of ``user_id``; :class:`UnknownMemory` if it has none

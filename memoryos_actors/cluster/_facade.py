@@ -54,7 +54,7 @@ from ._placement import shard_dir, shard_of
 from ._shard import error_from_reply
 
 if TYPE_CHECKING:
-    from memoryos_actors.memories import ArchivedMemories, Memory, MemoryEvent
+    from memoryos_actors.memories import ArchivedMemories, Memory, MemoryEvent, MemoryList
     from memoryos_actors.reports import RepairReport
     from memoryos_actors.system import ForgetReport, UserState
 
@@ -338,10 +338,11 @@ class ClusterMemoryOS:
         unique within the user's shard process (a restarted shard starts them again)."""
         return self._call_user(user_id, "user_epoch", retry=True)
 
-    def memories(self, user_id: str, kinds: Iterable[str] | None = None) -> list[Memory]:
+    def memories(self, user_id: str, kinds: Iterable[str] | None = None,
+                 limit: int | None = None, cursor: str | None = None) -> MemoryList:
         """See :meth:`MemoryOS.memories <memoryos_actors.MemoryOS.memories>`."""
         return self._call_user(user_id, "memories", None if kinds is None else list(kinds),
-                               retry=True)
+                               limit, cursor, retry=True)
 
     def get_memory(self, user_id: str, memory_id: str) -> Memory:
         """See :meth:`MemoryOS.get_memory <memoryos_actors.MemoryOS.get_memory>`."""

@@ -7,7 +7,12 @@ reaches the memory system: the key (401), the key's request limit (429 with
 whose users a request can name (see :mod:`.tenancy`): another tenant's user is simply not
 found (404). ``/healthz``, ``/readyz``, ``/metrics`` and the OpenAPI pages need no key.
 
-Why this module is a little over 600 lines: it is the route table, one short function per
+The API's published text (``/openapi.json``, ``/docs``) is written for API users: it is
+the description, shared parameters and error answers in :mod:`.docs`, the routes'
+summaries and docstrings (Markdown), and the models' docstrings and field descriptions
+(:mod:`.models`). Keep notes for developers out of them.
+
+Why this module is over 700 lines: it is the route table, one short function per
 route with its OpenAPI documentation; models, tenancy, keys, metrics and listing are
 modules of their own.
 """
@@ -44,11 +49,27 @@ from ..errors import (
 )
 from ..memories import Memory, MemoryEvent
 from ..messages import AgentProfile, ContextItem, MemoryContext, UserProfile
+from ..paging import decode_cursor, page_of
 from ..store.userstore import user_exists
 from ..system import AsyncMemoryOS, MemoryOS
 from . import models as m
+from .docs import (
+    API_DESCRIPTION,
+    ASSISTANT_ID,
+    BODY_ERRORS,
+    CHAT_ERRORS,
+    CURSOR,
+    ERRORS,
+    KIND,
+    LIMIT,
+    MEMORY_ID,
+    NO_MEMORY,
+    NO_USER,
+    USER_ID,
+    mount_docs,
+)
 from .keys import KeyRecord, KeyStore
-from .listing import read_memories
+from .listing import memories_response, memory_kinds, profile_dict, read_memories
 from .metrics import ServerMetrics
 from .ratelimit import RateLimiter
 from .tenancy import external_id, external_memory_id, internal_id, internal_memory_id
@@ -56,7 +77,8 @@ from .tenancy import external_id, external_memory_id, internal_id, internal_memo
 __all__ = ["ServerSettings", "create_app"]
 
 _PUBLIC = frozenset({"/healthz", "/readyz", "/metrics", "/docs", "/docs/oauth2-redirect",
-                     "/redoc", "/openapi.json"})
+                     "/docs/assets",
+                     "/openapi.json"})
 _METHODS = frozenset({"GET", "POST", "PUT", "DELETE", "PATCH", "HEAD", "OPTIONS"})
 _KEY_SCOPE = "memoryos.key"
 ASGIApp = Callable[[dict[str, Any], Callable[[], Awaitable[dict[str, Any]]],
@@ -113,13 +135,6 @@ _STATUS: tuple[tuple[type[MemoryOSError], int], ...] = (
     (ActorCrashed, 503),
     (GatewayError, 502),
 )
-_ERRORS_CHAT: dict[int | str, dict[str, Any]] = {
-    502: {"model": m.ErrorBody, "description": "The LLM provider refused the call for a "
-          "configuration reason (ProviderAuthError, ProviderModelNotFound, "
-          "ProviderUnreachable); the message says what to fix."},
-}
-
-
 def _memory_error(_request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, MemoryOSError)
     status = next((code for cls, code in _STATUS if isinstance(exc, cls)), 500)
@@ -142,18 +157,6 @@ def _http_error(_request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, StarletteHTTPException)
     kind = {404: "NotFound", 405: "MethodNotAllowed"}.get(exc.status_code, "HTTPError")
     return _error(exc.status_code, kind, str(exc.detail), headers=exc.headers)
-
-
-_ERRORS: dict[int | str, dict[str, Any]] = {
-    401: {"model": m.ErrorBody, "description": "Missing or wrong API key."},
-    404: {"model": m.ErrorBody, "description": "No such user for this key's tenant."},
-    413: {"model": m.ErrorBody, "description": "Request body too large."},
-    415: {"model": m.ErrorBody, "description": "Body is not Content-Type: application/json."},
-    422: {"model": m.ErrorBody, "description": "Invalid input (the message says what)."},
-    429: {"model": m.ErrorBody, "description": "Request limit of the key reached; see "
-          "Retry-After (seconds)."},
-    503: {"model": m.ErrorBody, "description": "Overloaded or shutting down; see Retry-After."},
-}
 
 
 # -- the gate: auth, rate limit, body size, before the app --------------------------------------
@@ -306,12 +309,6 @@ def _item(it: ContextItem) -> m.ContextItemOut:
                             why=it.why)
 
 
-def _profile_dict(profile: UserProfile | AgentProfile) -> dict[str, Any]:
-    d = profile.to_dict()
-    d["extras"] = {k: v for k, v in profile.extras}
-    return d
-
-
 def _context(ctx: MemoryContext, user: str, assistant: str, k: int) -> m.RetrieveResponse:
     return m.RetrieveResponse(
         user_id=user, assistant_id=assistant, query=ctx.query,
@@ -320,7 +317,7 @@ def _context(ctx: MemoryContext, user: str, assistant: str, k: int) -> m.Retriev
         agent_traits=[_item(i) for i in ctx.agent_traits[:k]],
         traits=[m.TraitOut(name=t.name, category=t.category, level=t.level,
                            evidence=t.evidence) for t in ctx.traits],
-        profile=_profile_dict(ctx.lpm_profile), agent_profile=_profile_dict(ctx.agent_profile),
+        profile=profile_dict(ctx.lpm_profile), agent_profile=profile_dict(ctx.agent_profile),
         rendered=ctx.render(), elapsed_ms=ctx.elapsed_ms,
     )
 
@@ -399,9 +396,12 @@ def create_app(settings: ServerSettings, *, keys: KeyStore | None = None,
         title="memoryos-actors",
         version=_version(),
         summary="Long-term memory for LLM agents and chat bots (MemoryOS tiers as actors).",
-        description=(__doc__ or "").split("\n\n", 1)[1] if __doc__ else None,
+        description=API_DESCRIPTION,
         lifespan=lifespan,
+        # The documentation pages are served by mount_docs, from local files.
+        docs_url=None, redoc_url=None,
     )
+    mount_docs(app)
     app.add_exception_handler(MemoryOSError, _memory_error)
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(StarletteHTTPException, _http_error)
@@ -410,7 +410,7 @@ def create_app(settings: ServerSettings, *, keys: KeyStore | None = None,
     header = APIKeyHeader(name="X-API-Key", auto_error=False, description="API key")
     # The gate checks the key; these only document it on the OpenAPI page.
     v1 = APIRouter(prefix="/v1", dependencies=[Security(bearer), Security(header)],
-                   responses=_ERRORS)
+                   responses=ERRORS)
 
     def tenant_of(request: Request) -> str:
         rec: KeyRecord = request.scope[_KEY_SCOPE]
@@ -427,23 +427,35 @@ def create_app(settings: ServerSettings, *, keys: KeyStore | None = None,
             raise UnknownUser(f"no user {user_id!r}")
         return tenant, uid
 
+    # The routes' summaries and docstrings are published as the API's documentation
+    # (Markdown, for API users).
+
     @v1.get("/users", summary="List the tenant's users", response_model=m.UsersResponse,
-            tags=["users"])
-    async def list_users(request: Request) -> m.UsersResponse:
-        """Every user of this key's tenant that has stored data, sorted."""
+            tags=["users"], response_description="One page of user ids.")
+    async def list_users(request: Request, limit: int = LIMIT,
+                         cursor: str | None = CURSOR) -> m.UsersResponse:
+        """The users of this key's tenant that have stored data, sorted by id, one page at
+        a time (see `limit` and `cursor`)."""
+        after = None if cursor is None else decode_cursor(cursor, "users", (str,))
         tenant = tenant_of(request)
         mem = state.memory()
         ids = set(await mem.users()) | set(await mem.active_users())
         found = (external_id(tenant, uid) for uid in ids)
-        return m.UsersResponse(users=sorted(u for u in found if u is not None))
+        users, next_cursor = page_of([u for u in found if u is not None],
+                                     lambda u: (u,), "users", limit, after)
+        return m.UsersResponse(users=users, next_cursor=next_cursor)
 
     @v1.post("/users/{user_id}/turns", status_code=201, summary="Add a turn",
-             response_model=m.AddTurnResponse, tags=["memory"])
-    async def add_turn(request: Request, user_id: str,
-                       body: m.AddTurnRequest) -> m.AddTurnResponse:
-        """Store one turn; answers once it is in the user's write-ahead log.
+             response_model=m.AddTurnResponse, tags=["memory"], responses=BODY_ERRORS,
+             response_description="The turn is stored.")
+    async def add_turn(request: Request, body: m.AddTurnRequest,
+                       user_id: str = USER_ID) -> m.AddTurnResponse:
+        """Store one exchange with the user: what the user said and what the assistant
+        answered. Answers once the turn is durable (in the user's write-ahead log).
 
-        Creates the user on the first turn. Send ``turn_key`` to make a retry safe.
+        Creates the user on the first turn. Send a `turn_key` (e.g. your message id) to make
+        a retry safe: a turn sent again with the key of one of the user's recent turns is
+        stored once, and the answer names the first page.
         """
         tenant = tenant_of(request)
         page_id = await state.memory().add_turn(
@@ -453,25 +465,35 @@ def create_app(settings: ServerSettings, *, keys: KeyStore | None = None,
         return m.AddTurnResponse(user_id=user_id, page_id=page_id)
 
     @v1.post("/users/{user_id}/retrieve", summary="Retrieve memory for a query",
-             response_model=m.RetrieveResponse, tags=["memory"])
-    async def retrieve(request: Request, user_id: str,
-                       body: m.RetrieveRequest) -> m.RetrieveResponse:
-        """Pages, segments, facts and traits relevant to ``query``, with provenance and the
-        rendered prompt context. 404 if the user has no data."""
+             response_model=m.RetrieveResponse, tags=["memory"],
+             responses={**NO_USER, **BODY_ERRORS},
+             response_description="What the memory holds about the query.")
+    async def retrieve(request: Request, body: m.RetrieveRequest,
+                       user_id: str = USER_ID) -> m.RetrieveResponse:
+        """What the user's memory holds about `query`: the recent dialogue, earlier turns
+        relevant to it with their topic summaries, facts and traits learned about the user,
+        and the assistant's persona; each item with its id, score and where it came from.
+        `rendered` is the same as text to put in an LLM prompt. Reading changes nothing
+        but how "warm" the topics used are. 404 if the user has no data."""
         tenant, uid = await known(request, user_id)
         ctx = await state.memory().retrieve(
             uid, body.query, internal_id(tenant, body.assistant_id, "assistant_id"))
         return _context(ctx, user_id, body.assistant_id, body.top_k)
 
     @v1.post("/users/{user_id}/chat", summary="Answer from memory and store the turn",
-             response_model=m.ChatResponse, tags=["memory"], responses=_ERRORS_CHAT)
-    async def chat(request: Request, user_id: str, body: m.ChatRequest) -> m.ChatResponse:
-        """Retrieve, generate a reply with the configured LLM, store the turn.
+             response_model=m.ChatResponse, tags=["memory"],
+             responses={**BODY_ERRORS, **CHAT_ERRORS},
+             response_description="The reply; the turn is stored.")
+    async def chat(request: Request, body: m.ChatRequest,
+                   user_id: str = USER_ID) -> m.ChatResponse:
+        """Retrieve memory for the message, answer it with the server's LLM, and store the
+        exchange as a turn. Creates the user on the first message.
 
-        During a provider outage the offline fallback replies and the answer says so
-        (``degraded``, ``reason``). A provider configuration error is a 502 naming it
-        (``ProviderAuthError``, ``ProviderModelNotFound``, ``ProviderUnreachable``), never
-        a fallback reply; nothing is stored then."""
+        During an LLM provider outage a simple offline answer is given instead and the
+        reply says so (`degraded`, `reason`). A provider configuration error (rejected key,
+        unknown model, unreachable address) is a 502 naming it (`ProviderAuthError`,
+        `ProviderModelNotFound`, `ProviderUnreachable`), never an offline answer; nothing
+        is stored then."""
         tenant = tenant_of(request)
         reply = await state.memory().chat_reply(
             internal_id(tenant, user_id), body.query,
@@ -480,27 +502,44 @@ def create_app(settings: ServerSettings, *, keys: KeyStore | None = None,
                               reason=reply.reason)
 
     @v1.get("/users/{user_id}/memories", summary="List a user's memories",
-            response_model=m.MemoriesResponse, tags=["memory"])
-    async def memories(request: Request, user_id: str) -> m.MemoriesResponse:
-        """Every stored page (STM, MTM, archive) and segment with its id and location, the
-        knowledge-base facts, the user traits and what is known about each assistant."""
+            response_model=m.MemoriesResponse, tags=["memory"], responses=NO_USER,
+            response_description="One page of the user's memories.")
+    async def memories(request: Request, user_id: str = USER_ID, limit: int = LIMIT,
+                       cursor: str | None = CURSOR,
+                       kind: list[str] | None = KIND) -> m.MemoriesResponse:
+        """The user's memories with their ids and where each is now, one page at a time:
+        stored turns (pages, in short-term memory, mid-term memory or the archive), topic
+        segments, facts learned about the user (`kb`), user traits, and what is known
+        about each assistant (its profile, always; its traits, in the page that holds
+        them).
+
+        Memories come in a fixed order: pages, segments, facts, assistant traits (each
+        oldest first, by the number in its id), then user traits by name. A page holds at most `limit` memories in all;
+        `next_cursor` fetches the next page, and is null on the last one."""
+        kinds = memory_kinds(kind)
+        after = None if cursor is None else decode_cursor(cursor, "memories",
+                                                          (int, int, str))
         tenant, uid = await known(request, user_id)
         st, archived = await read_memories(state.memory(), uid)
-        return _memories(tenant, user_id, st, archived)
+        return memories_response(tenant, user_id, st, archived, kinds, limit, after)
 
     @v1.get("/users/{user_id}/profile", summary="Get the user's profile",
-            response_model=m.UserProfileBody, tags=["profiles"])
-    async def get_profile(request: Request, user_id: str) -> m.UserProfileBody:
-        """The static profile set for the user."""
+            response_model=m.UserProfileBody, tags=["profiles"], responses=NO_USER,
+            response_description="The user's profile.")
+    async def get_profile(request: Request, user_id: str = USER_ID) -> m.UserProfileBody:
+        """The static profile set for the user (name, gender, birth year, extras); empty
+        fields if none was set."""
         _tenant, uid = await known(request, user_id)
         st = await state.memory().user_state(uid)
-        return m.UserProfileBody(**_profile_dict(st.profile))
+        return m.UserProfileBody(**profile_dict(st.profile))
 
     @v1.put("/users/{user_id}/profile", summary="Set the user's profile",
-            response_model=m.UserProfileBody, tags=["profiles"])
-    async def put_profile(request: Request, user_id: str,
-                          body: m.UserProfileBody) -> m.UserProfileBody:
-        """Replace the user's static profile (durable on return). Creates the user."""
+            response_model=m.UserProfileBody, tags=["profiles"], responses=BODY_ERRORS,
+            response_description="The profile, as stored.")
+    async def put_profile(request: Request, body: m.UserProfileBody,
+                          user_id: str = USER_ID) -> m.UserProfileBody:
+        """Replace the user's static profile; it is durable when this answers and shows in
+        every later retrieval. Creates the user."""
         uid = internal_id(tenant_of(request), user_id)
         profile = UserProfile(name=body.name, gender=body.gender, birth_year=body.birth_year,
                               extras=tuple(sorted(body.extras.items())))
@@ -509,23 +548,28 @@ def create_app(settings: ServerSettings, *, keys: KeyStore | None = None,
 
     @v1.get("/users/{user_id}/agents/{assistant_id}/profile",
             summary="Get an assistant's persona for the user",
-            response_model=m.AgentProfileBody, tags=["profiles"])
-    async def get_agent_profile(request: Request, user_id: str,
-                                assistant_id: str) -> m.AgentProfileBody:
-        """The assistant's static persona as stored in this user's memory."""
+            response_model=m.AgentProfileBody, tags=["profiles"], responses=NO_USER,
+            response_description="The assistant's persona.")
+    async def get_agent_profile(request: Request, user_id: str = USER_ID,
+                                assistant_id: str = ASSISTANT_ID) -> m.AgentProfileBody:
+        """The assistant's static persona (role, character) as this user's memory holds
+        it; empty fields if none was set."""
         tenant, uid = await known(request, user_id)
         st = await state.memory().user_state(uid)
         agent = st.agents.get(internal_id(tenant, assistant_id, "assistant_id"))
         if agent is None:
             return m.AgentProfileBody()
-        return m.AgentProfileBody(**_profile_dict(agent["profile"]))
+        return m.AgentProfileBody(**profile_dict(agent["profile"]))
 
     @v1.put("/users/{user_id}/agents/{assistant_id}/profile",
             summary="Set an assistant's persona for the user",
-            response_model=m.AgentProfileBody, tags=["profiles"])
-    async def put_agent_profile(request: Request, user_id: str, assistant_id: str,
-                                body: m.AgentProfileBody) -> m.AgentProfileBody:
-        """Replace the assistant's static persona (durable on return). Creates the user."""
+            response_model=m.AgentProfileBody, tags=["profiles"], responses=BODY_ERRORS,
+            response_description="The persona, as stored.")
+    async def put_agent_profile(request: Request, body: m.AgentProfileBody,
+                                user_id: str = USER_ID,
+                                assistant_id: str = ASSISTANT_ID) -> m.AgentProfileBody:
+        """Replace the assistant's static persona in this user's memory; durable when this
+        answers. Creates the user."""
         tenant = tenant_of(request)
         profile = AgentProfile(role=body.role, character=body.character,
                                extras=tuple(sorted(body.extras.items())))
@@ -535,9 +579,12 @@ def create_app(settings: ServerSettings, *, keys: KeyStore | None = None,
         return body
 
     @v1.get("/users/{user_id}/export", summary="Export everything stored for a user",
-            tags=["users"], response_model=dict[str, Any])
-    async def export(request: Request, user_id: str) -> dict[str, Any]:
-        """The user's portable export (the format of ``memoryos export``), as JSON."""
+            tags=["users"], response_model=dict[str, Any], responses=NO_USER,
+            response_description="The user's export.")
+    async def export(request: Request, user_id: str = USER_ID) -> dict[str, Any]:
+        """Everything stored for the user (turns, segments, facts, traits, profiles, the
+        archive and the memories' history), as one JSON document: the format
+        `memoryos export` writes and `memoryos import` reads."""
         _tenant, uid = await known(request, user_id)
         with tempfile.TemporaryDirectory(prefix="memoryos-export-") as tmp:
             path = Path(tmp) / "export.json"
@@ -546,9 +593,10 @@ def create_app(settings: ServerSettings, *, keys: KeyStore | None = None,
         return _relabel(json.loads(text), uid, user_id)
 
     @v1.delete("/users/{user_id}", summary="Forget a user", response_model=m.ForgetResponse,
-               tags=["users"])
-    async def forget(request: Request, user_id: str) -> m.ForgetResponse:
-        """Delete every file of the user (other users are untouched); reports what went."""
+               tags=["users"], responses=NO_USER, response_description="What was deleted.")
+    async def forget(request: Request, user_id: str = USER_ID) -> m.ForgetResponse:
+        """Delete everything stored about the user, for good; other users are untouched.
+        The answer says how many files went."""
         _tenant, uid = await known(request, user_id)
         report = await state.memory().forget_user(uid)
         return m.ForgetResponse(user_id=user_id, removed_files=len(report.removed_files),
@@ -566,48 +614,70 @@ def create_app(settings: ServerSettings, *, keys: KeyStore | None = None,
             raise UnknownMemory(f"user {user_id!r} has no memory {memory_id!r}") from None
 
     @v1.get("/users/{user_id}/memories/{memory_id}", summary="Get one memory",
-            response_model=m.MemoryOut, tags=["memory"])
-    async def get_memory(request: Request, user_id: str, memory_id: str) -> m.MemoryOut:
-        """One memory by id (``page:p12``, ``segment:s3``, ``fact:f7``,
-        ``agent_trait:<assistant>:a2``, ``trait:<name>``), with where it is now and where
-        it came from. 404 if the user has no such memory (or it was deleted)."""
+            response_model=m.MemoryOut, tags=["memory"], responses=NO_MEMORY,
+            response_description="The memory.")
+    async def get_memory(request: Request, user_id: str = USER_ID,
+                         memory_id: str = MEMORY_ID) -> m.MemoryOut:
+        """One memory by id (`page:p12`, `segment:s3`, `fact:f7`,
+        `agent_trait:<assistant>:a2`, `trait:<name>`), with where it is now and where it
+        came from. 404 if the user has no such memory (or it was deleted)."""
         tenant, found = await on_memory(request, user_id, memory_id,
                                         lambda mem, u, i: mem.get_memory(u, i))
         return _memory_out(tenant, found)
 
     @v1.delete("/users/{user_id}/memories/{memory_id}", summary="Delete one memory",
-               response_model=m.MemoryEventOut, tags=["memory"])
-    async def delete_memory(request: Request, user_id: str,
-                            memory_id: str) -> m.MemoryEventOut:
-        """Delete one memory from every tier, the cold index, exports and caches; retrieval
-        never returns it again (a segment goes with its pages). Durable once answered.
-        The answer carries the deleted text; the memory's history keeps only the event."""
+               response_model=m.MemoryEventOut, tags=["memory"], responses=NO_MEMORY,
+               response_description="The deletion, with the deleted text.")
+    async def delete_memory(request: Request, user_id: str = USER_ID,
+                            memory_id: str = MEMORY_ID) -> m.MemoryEventOut:
+        """Delete one memory everywhere it is kept (recent dialogue, topic segments, the
+        archive and its search index, exports, caches): retrieval never returns it again.
+        Deleting a segment deletes its turns. Durable when this answers. The answer
+        carries the deleted text; the memory's history keeps only that it was deleted,
+        and when. Facts learned from a deleted turn are memories of their own: delete them
+        too."""
         tenant, event = await on_memory(request, user_id, memory_id,
                                         lambda mem, u, i: mem.delete_memory(u, i))
         return _event_out(tenant, event)
 
     @v1.patch("/users/{user_id}/memories/{memory_id}", summary="Correct one memory",
-              response_model=m.MemoryEventOut, tags=["memory"])
-    async def correct_memory(request: Request, user_id: str, memory_id: str,
-                             body: m.MemoryCorrection) -> m.MemoryEventOut:
-        """Correct a fact or agent trait (a new sentence) or a user trait (a new level).
-        The old value stays in the memory's history; retrieval returns the new one. 422
-        for pages and segments (delete them instead)."""
+              response_model=m.MemoryEventOut, tags=["memory"],
+              responses={**NO_MEMORY, **BODY_ERRORS},
+              response_description="The correction, with the old and new value.")
+    async def correct_memory(request: Request, body: m.MemoryCorrection,
+                             user_id: str = USER_ID,
+                             memory_id: str = MEMORY_ID) -> m.MemoryEventOut:
+        """Correct a fact or an assistant trait (`value`: the new sentence) or a user trait
+        (`value`: low, medium or high). The old value stays in the memory's history;
+        retrieval returns the new one. Durable when this answers. 422 for turns (pages)
+        and segments: delete them instead."""
         tenant, event = await on_memory(
             request, user_id, memory_id,
             lambda mem, u, i: mem.correct_memory(u, i, body.value, body.evidence))
         return _event_out(tenant, event)
 
     @v1.get("/users/{user_id}/memories/{memory_id}/history", summary="A memory's history",
-            response_model=m.MemoryHistoryResponse, tags=["memory"])
-    async def memory_history(request: Request, user_id: str,
-                             memory_id: str) -> m.MemoryHistoryResponse:
+            response_model=m.MemoryHistoryResponse, tags=["memory"], responses=NO_MEMORY,
+            response_description="One page of the memory's changes.")
+    async def memory_history(request: Request, user_id: str = USER_ID,
+                             memory_id: str = MEMORY_ID, limit: int = LIMIT,
+                             cursor: str | None = CURSOR) -> m.MemoryHistoryResponse:
         """What changed the memory and when, oldest first: created, changed (a persona
-        update changed a trait), corrected, deleted."""
+        update changed a trait), corrected, deleted. A deleted memory keeps only the
+        fact and time of its deletion. One page at a time (see `limit` and `cursor`)."""
+        after = None if cursor is None else decode_cursor(cursor, "history", (float, int))
         tenant, events = await on_memory(request, user_id, memory_id,
                                          lambda mem, u, i: mem.memory_history(u, i))
+        # Key: (time, n-th event at that time); events are only ever added later.
+        keyed: list[tuple[tuple[float, int], MemoryEvent]] = []
+        seen: dict[float, int] = {}
+        for e in events:
+            seen[e.at] = seen.get(e.at, -1) + 1
+            keyed.append(((float(e.at), seen[e.at]), e))
+        shown, next_cursor = page_of(keyed, lambda x: x[0], "history", limit, after)
         return m.MemoryHistoryResponse(user_id=user_id, memory_id=memory_id,
-                                       events=[_event_out(tenant, e) for e in events])
+                                       events=[_event_out(tenant, e) for _k, e in shown],
+                                       next_cursor=next_cursor)
 
     app.include_router(v1)
     # The memory page (/ui): same keys, tenants and request limits as /v1.
@@ -617,19 +687,23 @@ def create_app(settings: ServerSettings, *, keys: KeyStore | None = None,
     mount_ui(app, memory=state.memory, keys=keystore, limiter=limiter,
              data_dir=settings.data_dir, config=settings.config)
 
-    @app.get("/healthz", summary="Liveness", response_model=m.HealthResponse, tags=["ops"])
+    @app.get("/healthz", summary="Liveness", response_model=m.HealthResponse, tags=["ops"],
+             response_description="The process serves HTTP.")
     async def healthz() -> m.HealthResponse:
-        """200 while the process serves HTTP."""
+        """200 while the process serves HTTP (no key needed)."""
         return m.HealthResponse(status="ok")
 
     @app.get("/readyz", summary="Readiness", response_model=m.ReadyResponse, tags=["ops"],
-             responses={503: {"model": m.HealthResponse, "description": "Not ready."}})
+             responses={503: {"model": m.HealthResponse,
+                              "description": "Not ready: starting or stopping."}},
+             response_description="Ready for memory calls.")
     async def readyz() -> Response:
-        """200 when the memory system is open and accepting calls, else 503.
+        """200 when the server accepts memory calls, else 503 (no key needed).
 
-        ``llm`` tells how the provider is doing (its circuit breakers, a configuration
-        error, the last failure); a degraded provider does not make the server unready,
-        since memory calls still work and replies come from the fallback, marked so."""
+        `llm` tells how the LLM provider is doing (its circuit breakers, a configuration
+        error, the last failure). A degraded provider does not make the server unready:
+        memory calls still work, and chat replies come from the offline fallback, marked
+        so."""
         ready = state.status == "ok"
         body: dict[str, Any] = {"status": state.status}
         if ready and state.mem is not None:
@@ -643,7 +717,9 @@ def create_app(settings: ServerSettings, *, keys: KeyStore | None = None,
              responses={200: {"content": {CONTENT_TYPE_LATEST: {}},
                               "description": "Prometheus text format."}})
     async def prometheus() -> Response:
-        """HTTP traffic by route and status, and the memory system's counters."""
+        """Metrics in Prometheus text format (no key needed): HTTP requests by route and
+        status with latency histograms, refusals by reason, the memory system's counters
+        and the LLM provider's state. No user, tenant or key appears in them."""
         text = await asyncio.to_thread(generate_latest, metrics.registry)
         return Response(text, media_type=CONTENT_TYPE_LATEST)
 
@@ -687,62 +763,3 @@ def _version() -> str:
     from .. import __version__
 
     return __version__
-
-
-def _memories(tenant: str, user_id: str, st: Any, archived: list[dict[str, Any]]
-              ) -> m.MemoriesResponse:
-    def aid(internal: str) -> str:
-        return external_id(tenant, internal) or internal
-
-    pages: list[m.PageOut] = []
-    segments: list[m.SegmentOut] = []
-
-    def page(p: Any, location: str, seg: str | None) -> m.PageOut:
-        get = p.get if isinstance(p, dict) else lambda k: getattr(p, k)
-        return m.PageOut(page_id=str(get("page_id")), memory_id=f"page:{get('page_id')}",
-                         location=location,  # type: ignore[arg-type]
-                         segment_id=seg, assistant_id=aid(str(get("assistant_id"))),
-                         timestamp=float(get("timestamp")), query=str(get("query")),
-                         response=str(get("response")))
-
-    for p in (*st.outbox, *st.stm):  # the outbox: pages leaving STM, not placed yet
-        pages.append(page(p, "stm", None))
-    for seg in st.segments:
-        pages.extend(page(p, "mtm", seg.segment_id) for p in seg.pages)
-        segments.append(m.SegmentOut(segment_id=seg.segment_id,
-                                     memory_id=f"segment:{seg.segment_id}",
-                                     location="mtm", heat=seg.heat,
-                                     summary=seg.summary, keywords=sorted(seg.keywords),
-                                     page_ids=[p.page_id for p in seg.pages]))
-    for rec in archived:
-        if rec.get("t") == "segment":
-            seg = rec["segment"]
-            sid = str(seg["segment_id"])
-            pages.extend(page(p, "archive", sid) for p in seg["pages"])
-            segments.append(m.SegmentOut(segment_id=sid, memory_id=f"segment:{sid}",
-                                         location="archive",
-                                         heat=float(seg.get("heat", 0.0)),
-                                         summary=str(seg.get("summary", "")),
-                                         keywords=sorted(seg.get("keywords", ())),
-                                         page_ids=[str(p["page_id"]) for p in seg["pages"]]))
-        elif rec.get("t") == "page":
-            pages.append(page(rec["page"], "archive", rec.get("segment_id")))
-
-    def fact(e: Any, assistant: str | None = None) -> m.FactOut:
-        mid = (f"fact:{e.entry_id}" if assistant is None
-               else f"agent_trait:{aid(assistant)}:{e.entry_id}")
-        return m.FactOut(entry_id=e.entry_id, memory_id=mid, text=e.text,
-                         timestamp=e.timestamp, source_segment=e.source_segment)
-
-    return m.MemoriesResponse(
-        user_id=user_id, turns=st.turns, pages=pages, segments=segments,
-        kb=[fact(e) for e in st.kb],
-        traits=[m.TraitOut(name=t.name, category=t.category, level=t.level,
-                           evidence=t.evidence, memory_id=f"trait:{t.name}")
-                for t in st.traits],
-        agents={aid(a): m.AgentMemory(profile=_profile_dict(v["profile"]),
-                                      traits=[fact(t, a) for t in v.get("traits", ())])
-                for a, v in st.agents.items()},
-    )
-
-

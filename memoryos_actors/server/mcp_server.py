@@ -20,15 +20,19 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import ToolAnnotations
 
-from ..errors import MemoryOSError, UnknownMemory, UnknownUser
+from ..errors import InvalidInput, MemoryOSError, UnknownMemory, UnknownUser
+from ..paging import check_limit, decode_cursor, memory_sort_key, page_of
 from ..store.userstore import user_exists
 from ..system import AsyncMemoryOS
-from .listing import read_memories
+from .listing import DEFAULT_LIMIT, MAX_LIMIT, memory_kinds, read_memories
 from .tenancy import external_id, internal_id, internal_memory_id
 
 __all__ = ["build_mcp"]
 
 T = TypeVar("T")
+
+#: The memory kinds list_memories shows (segments and assistant traits are left to HTTP).
+_MCP_KINDS = frozenset({"page", "fact", "trait"})
 
 _INSTRUCTIONS = (
     "Long-term memory of users' conversations. Call add_turn after each exchange with a "
@@ -138,28 +142,53 @@ def build_mcp(
 
     @server.tool(annotations=ToolAnnotations(read_only_hint=True))
     @_tool_errors
-    async def list_memories(user_id: str, ctx: Context) -> dict[str, Any]:
-        """Every stored turn of the user (page id, where it is: stm, mtm or archive; the
-        query and response) and the facts learned about the user."""
+    async def list_memories(user_id: str, ctx: Context, limit: int = DEFAULT_LIMIT,
+                            cursor: str | None = None, kind: str | None = None
+                            ) -> dict[str, Any]:
+        """The user's stored turns (page id, where it is: stm, mtm or archive; the query and
+        response), the facts learned about the user and the user's traits, one page at a
+        time: at most limit items (1..1000), in a fixed order (pages and facts oldest first,
+        then traits by name). If next_cursor is not null, call again with cursor=next_cursor for
+        the rest. kind: only page, fact or trait (comma-separated for several)."""
+        kinds = memory_kinds(kind) if kind else _MCP_KINDS
+        if not kinds <= _MCP_KINDS:
+            raise InvalidInput(f"kind must be among {', '.join(sorted(_MCP_KINDS))}")
+        check_limit(limit, MAX_LIMIT)
+        after = None if cursor is None else decode_cursor(cursor, "memories",
+                                                          (int, int, str))
         _t, uid = await existing(ctx, user_id)
         st, archived = await read_memories(memory(), uid)
-        pages = [{"page_id": p.page_id, "memory_id": f"page:{p.page_id}", "location": "stm",
-                  "query": p.query, "response": p.response} for p in (*st.outbox, *st.stm)]
+        found: list[dict[str, Any]] = []
+
+        def pages(located: Any, location: str) -> None:
+            if "page" in kinds:
+                found.extend({"page_id": str(p["page_id"]), "memory_id": f"page:{p['page_id']}",
+                              "location": location, "query": str(p["query"]),
+                              "response": str(p["response"])} for p in located)
+
+        pages(({"page_id": p.page_id, "query": p.query, "response": p.response}
+               for p in (*st.outbox, *st.stm)), "stm")
         for seg in st.segments:
-            pages.extend({"page_id": p.page_id, "memory_id": f"page:{p.page_id}",
-                          "location": "mtm", "query": p.query, "response": p.response}
-                         for p in seg.pages)
+            pages(({"page_id": p.page_id, "query": p.query, "response": p.response}
+                   for p in seg.pages), "mtm")
         for rec in archived:
-            found = rec["segment"]["pages"] if rec.get("t") == "segment" else (
-                [rec["page"]] if rec.get("t") == "page" else [])
-            pages.extend({"page_id": str(p["page_id"]), "memory_id": f"page:{p['page_id']}",
-                          "location": "archive", "query": str(p["query"]),
-                          "response": str(p["response"])} for p in found)
-        return {"user_id": user_id, "turns": st.turns, "pages": pages,
-                "facts": [{"entry_id": e.entry_id, "memory_id": f"fact:{e.entry_id}",
-                           "text": e.text} for e in st.kb],
-                "traits": [{"memory_id": f"trait:{t.name}", "level": t.level,
-                            "evidence": t.evidence} for t in st.traits]}
+            pages(rec["segment"]["pages"] if rec.get("t") == "segment" else (
+                [rec["page"]] if rec.get("t") == "page" else []), "archive")
+        if "fact" in kinds:
+            found.extend({"entry_id": e.entry_id, "memory_id": f"fact:{e.entry_id}",
+                          "text": e.text} for e in st.kb)
+        if "trait" in kinds:
+            found.extend({"memory_id": f"trait:{t.name}", "level": t.level,
+                          "evidence": t.evidence} for t in st.traits)
+        shown, next_cursor = page_of(found, lambda x: memory_sort_key(x["memory_id"]),
+                                     "memories", limit, after)
+        section = {"page": "pages", "fact": "facts", "trait": "traits"}
+        out: dict[str, Any] = {"user_id": user_id, "turns": st.turns, "pages": [],
+                               "facts": [], "traits": []}
+        for item in shown:
+            out[section[item["memory_id"].split(":", 1)[0]]].append(item)
+        out["next_cursor"] = next_cursor
+        return out
 
     @server.tool(annotations=ToolAnnotations(destructive_hint=True, idempotent_hint=False))
     @_tool_errors

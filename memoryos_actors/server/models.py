@@ -1,4 +1,8 @@
-"""Request and response bodies of the HTTP API (pydantic models; they make the OpenAPI page)."""
+"""Request and response bodies of the HTTP API (pydantic models).
+
+Their docstrings and field descriptions are the API's published documentation
+(``/openapi.json``, ``/docs``): written for API users, in Markdown.
+"""
 
 from __future__ import annotations
 
@@ -17,6 +21,11 @@ __all__ = [
 
 #: Largest ``top_k`` a retrieve request may ask for, items per tier.
 MAX_TOP_K = 100
+_NEXT = ("Pass it as `cursor` to get the next page of the listing; null on the last page.")
+_USER = "The user, as named in the request."
+_ASSISTANT = "The assistant (default: `default`)."
+_SECONDS = "Seconds since the epoch."
+_EXTRAS = "Further free-form fields, name to text."
 
 
 class _In(BaseModel):
@@ -38,17 +47,19 @@ class AddTurnRequest(_In):
 
 
 class AddTurnResponse(BaseModel):
-    """The turn is in the user's write-ahead log."""
+    """The turn is stored: it is in the user's write-ahead log and survives a crash."""
 
-    user_id: str
-    page_id: str = Field(description="Id of the stored page (p<seq>).")
+    user_id: str = Field(description=_USER)
+    page_id: str = Field(description="Id of the stored page: `p` and the turn's sequence "
+                         "number for this user, e.g. `p12` (its memory id is `page:p12`).")
 
 
 class RetrieveRequest(_In):
     """What to look up in the user's memory."""
 
     query: str = Field(description="The text to retrieve memory for.")
-    assistant_id: str = "default"
+    assistant_id: str = Field("default", description="The assistant whose persona and "
+                              "traits to include.")
     top_k: int = Field(10, ge=1, le=MAX_TOP_K, description="At most this many items per "
                        f"section of the answer (1..{MAX_TOP_K}).")
 
@@ -56,40 +67,47 @@ class RetrieveRequest(_In):
 class ContextItemOut(BaseModel):
     """One retrieved item with its provenance."""
 
-    tier: Literal["stm", "mtm", "lpm", "archive"]
+    tier: Literal["stm", "mtm", "lpm", "archive"] = Field(
+        description="Where it was found: stm (recent dialogue), mtm (mid-term topic "
+        "segments), lpm (long-term persona: facts and traits) or archive.")
     kind: str = Field(description="page, segment, fact or agent_trait.")
-    item_id: str
-    text: str
-    score: float
-    segment_id: str | None = None
-    timestamp: float | None = Field(None, description="Seconds since the epoch.")
+    item_id: str = Field(description="Its id within its kind, e.g. `p12`, `s3`, `f7`.")
+    text: str = Field(description="Its content as shown to the LLM.")
+    score: float = Field(description="Relevance to the query (higher is closer; recent "
+                         "dialogue scores 1).")
+    segment_id: str | None = Field(None, description="The topic segment holding a page.")
+    timestamp: float | None = Field(None, description=_SECONDS)
     why: str = Field("", description="How the item was chosen.")
 
 
 class TraitOut(BaseModel):
     """A user trait that has a level."""
 
-    name: str
-    category: str
-    level: str | None
-    evidence: str
-    memory_id: str | None = Field(None, description="``trait:<name>`` (memory listings).")
+    name: str = Field(description="The trait's name, one of 90 (e.g. `sense_of_humor`).")
+    category: str = Field(description="Its group of traits.")
+    level: str | None = Field(description="low, medium or high.")
+    evidence: str = Field(description="What the level is based on.")
+    memory_id: str | None = Field(None, description="`trait:<name>` (in memory listings).")
 
 
 class RetrieveResponse(BaseModel):
     """Everything retrieved for one query, and the same as prompt text."""
 
-    user_id: str
-    assistant_id: str
-    query: str
-    stm: list[ContextItemOut]
-    mtm: list[ContextItemOut]
-    segments: list[ContextItemOut]
-    kb: list[ContextItemOut]
-    agent_traits: list[ContextItemOut]
-    traits: list[TraitOut]
-    profile: dict[str, Any]
-    agent_profile: dict[str, Any]
+    user_id: str = Field(description=_USER)
+    assistant_id: str = Field(description=_ASSISTANT)
+    query: str = Field(description="The query, as sent.")
+    stm: list[ContextItemOut] = Field(description="The most recent turns, oldest first.")
+    mtm: list[ContextItemOut] = Field(description="Earlier turns relevant to the query, "
+                                      "best first.")
+    segments: list[ContextItemOut] = Field(description="Summaries of the topic segments "
+                                           "those turns belong to.")
+    kb: list[ContextItemOut] = Field(description="Facts learned about the user, best "
+                                     "first.")
+    agent_traits: list[ContextItemOut] = Field(description="What the assistant learned "
+                                               "about itself with this user.")
+    traits: list[TraitOut] = Field(description="The user's traits that have a level.")
+    profile: dict[str, Any] = Field(description="The user's static profile.")
+    agent_profile: dict[str, Any] = Field(description="The assistant's static persona.")
     rendered: str = Field(description="The context as prompt text, in sections.")
     elapsed_ms: float = Field(description="Time retrieval took, milliseconds.")
 
@@ -97,15 +115,16 @@ class RetrieveResponse(BaseModel):
 class ChatRequest(_In):
     """A message to answer from memory."""
 
-    query: str
-    assistant_id: str = "default"
+    query: str = Field(description="The user's message.")
+    assistant_id: str = Field("default", description="The assistant that answers.")
 
 
 class ChatResponse(BaseModel):
     """The reply; the turn (query and reply) is stored."""
 
-    user_id: str
-    reply: str
+    user_id: str = Field(description=_USER)
+    reply: str = Field(description="The assistant's answer (stored with the query as a "
+                       "turn).")
     degraded: bool = Field(
         False, description="True when the configured LLM was unavailable (5xx answers, "
         "timeouts, its circuit breaker open) and the offline fallback wrote the reply.")
@@ -117,87 +136,97 @@ class ChatResponse(BaseModel):
 class UserProfileBody(_In):
     """Static facts about the user."""
 
-    name: str | None = None
-    gender: str | None = None
-    birth_year: int | None = Field(None, ge=1, le=9999)
-    extras: dict[str, str] = Field(default_factory=dict)
+    name: str | None = Field(None, description="The user's name.")
+    gender: str | None = Field(None, description="The user's gender, as the user gives it.")
+    birth_year: int | None = Field(None, ge=1, le=9999, description="Year of birth.")
+    extras: dict[str, str] = Field(default_factory=dict, description=_EXTRAS)
 
 
 class AgentProfileBody(_In):
     """The assistant's persona as this user sees it."""
 
-    role: str = ""
-    character: str = ""
-    extras: dict[str, str] = Field(default_factory=dict)
+    role: str = Field(default="", description="What the assistant is, e.g. \"a patient tutor\".")
+    character: str = Field(default="", description="How it behaves and talks.")
+    extras: dict[str, str] = Field(default_factory=dict, description=_EXTRAS)
 
 
 class PageOut(BaseModel):
     """A stored turn and where it is now."""
 
-    page_id: str
-    memory_id: str = Field(description="``page:<page id>``: for the per-memory routes.")
-    location: Literal["stm", "mtm", "archive"]
-    segment_id: str | None
-    assistant_id: str
-    timestamp: float
-    query: str
-    response: str
+    page_id: str = Field(description="`p` and the turn's sequence number, e.g. `p12`.")
+    memory_id: str = Field(description="`page:<page id>`: for the per-memory routes.")
+    location: Literal["stm", "mtm", "archive"] = Field(
+        description="Where the turn is now: stm (recent dialogue), mtm (a topic segment) "
+        "or archive (evicted from mid-term memory, still listed and searchable).")
+    segment_id: str | None = Field(description="The topic segment holding it (mtm, "
+                                   "archive).")
+    assistant_id: str = Field(description="The assistant of the turn.")
+    timestamp: float = Field(description=_SECONDS)
+    query: str = Field(description="What the user said.")
+    response: str = Field(description="What the assistant answered.")
 
 
 class SegmentOut(BaseModel):
     """A topic segment (in MTM or evicted to the archive)."""
 
-    segment_id: str
-    memory_id: str = Field(description="``segment:<segment id>``.")
-    location: Literal["mtm", "archive"]
-    heat: float
-    summary: str
-    keywords: list[str]
-    page_ids: list[str]
+    segment_id: str = Field(description="e.g. `s3`.")
+    memory_id: str = Field(description="`segment:<segment id>`.")
+    location: Literal["mtm", "archive"] = Field(description="mtm, or archive once evicted.")
+    heat: float = Field(description="How often and how recently the segment was used; "
+                        "the coldest segments are evicted to the archive first.")
+    summary: str = Field(description="A summary of its turns.")
+    keywords: list[str] = Field(description="Its keywords.")
+    page_ids: list[str] = Field(description="Its turns, oldest first.")
 
 
 class FactOut(BaseModel):
     """A fact in the user's knowledge base, or a trait of an assistant."""
 
-    entry_id: str
-    memory_id: str = Field(description="``fact:<entry id>`` or "
-                           "``agent_trait:<assistant>:<entry id>``.")
-    text: str
-    timestamp: float
-    source_segment: str | None = None
+    entry_id: str = Field(description="e.g. `f7` (a fact) or `a2` (an assistant trait).")
+    memory_id: str = Field(description="`fact:<entry id>` or "
+                           "`agent_trait:<assistant>:<entry id>`.")
+    text: str = Field(description="The fact or trait, one sentence.")
+    timestamp: float = Field(description="When it was learned, " + _SECONDS.lower())
+    source_segment: str | None = Field(None, description="The topic segment it was "
+                                       "learned from.")
 
 
 class AgentMemory(BaseModel):
     """What the user's memory holds about one assistant."""
 
-    profile: dict[str, Any]
-    traits: list[FactOut]
+    profile: dict[str, Any] = Field(description="The assistant's persona for this user.")
+    traits: list[FactOut] = Field(description="What the assistant learned about itself "
+                                  "with this user (those in this page of the listing).")
 
 
 class MemoriesResponse(BaseModel):
-    """Every memory of a user, with ids and provenance."""
+    """One page of a user's memories, with ids and provenance."""
 
-    user_id: str
+    user_id: str = Field(description=_USER)
     turns: int = Field(description="Turns stored so far.")
-    pages: list[PageOut]
-    segments: list[SegmentOut]
-    kb: list[FactOut]
-    traits: list[TraitOut]
-    agents: dict[str, AgentMemory]
+    pages: list[PageOut] = Field(description="Stored turns, oldest first.")
+    segments: list[SegmentOut] = Field(description="Topic segments, oldest first.")
+    kb: list[FactOut] = Field(description="Facts learned about the user, oldest first.")
+    traits: list[TraitOut] = Field(description="The user's traits that have a level.")
+    agents: dict[str, AgentMemory] = Field(description="Per assistant id: its persona and "
+                                           "traits.")
+    next_cursor: str | None = Field(None, description=_NEXT)
 
 
 class UsersResponse(BaseModel):
-    """The tenant's users with stored data."""
+    """One page of the tenant's users with stored data, sorted by id."""
 
-    users: list[str]
+    users: list[str] = Field(description="User ids.")
+    next_cursor: str | None = Field(None, description=_NEXT)
 
 
 class ForgetResponse(BaseModel):
     """What deleting a user removed."""
 
-    user_id: str
-    removed_files: int
-    was_active: bool
+    user_id: str = Field(description=_USER)
+    removed_files: int = Field(description="Files deleted.")
+    was_active: bool = Field(description="Whether the user's memory was loaded when it was "
+                             "deleted.")
 
 
 class LLMHealth(BaseModel):
@@ -207,7 +236,8 @@ class LLMHealth(BaseModel):
         description="offline: the offline backend, no provider; degraded: a circuit breaker "
         "is not closed, replies come from the offline fallback; misconfigured: a "
         "configuration error (key, model, base URL) since the last successful call.")
-    backend: str
+    backend: str = Field(description="The configured LLM, e.g. `offline` or a provider's "
+                         "model name.")
     breaker: dict[str, str] = Field(
         description="Circuit breaker state per operation (completion, embedding): closed, "
         "open or half_open.")
@@ -219,7 +249,8 @@ class LLMHealth(BaseModel):
 class HealthResponse(BaseModel):
     """Liveness or readiness."""
 
-    status: Literal["ok", "starting", "stopping"]
+    status: Literal["ok", "starting", "stopping"] = Field(
+        description="ok: serving; starting or stopping: not accepting memory calls.")
 
 
 class ReadyResponse(HealthResponse):
@@ -234,32 +265,43 @@ class ErrorDetail(BaseModel):
     """What went wrong."""
 
     type: str = Field(description="Error class, e.g. InvalidInput, Unauthorized, RateLimited.")
-    message: str
-    details: list[dict[str, Any]] | None = None
+    message: str = Field(description="What went wrong and, where it helps, what to do.")
+    details: list[dict[str, Any]] | None = Field(
+        None, description="For invalid input: one entry per problem, with the field "
+        "(`loc`) and the `message`.")
 
 
 class ErrorBody(BaseModel):
     """Body of every error response."""
 
-    error: ErrorDetail
+    error: ErrorDetail = Field(description="The error.")
 
 
 class MemoryOut(BaseModel):
-    """One memory of a user (see the library's ``Memory``)."""
+    """One memory of a user, where it is now and where it came from."""
 
-    memory_id: str
-    kind: Literal["page", "segment", "fact", "agent_trait", "trait"]
-    tier: Literal["stm", "mtm", "archive", "lpm"]
+    memory_id: str = Field(description="`page:p12`, `segment:s3`, `fact:f7`, "
+                           "`agent_trait:<assistant>:a2` or `trait:<name>`.")
+    kind: Literal["page", "segment", "fact", "agent_trait", "trait"] = Field(
+        description="What it is: a stored turn (page), a topic segment, a fact about the "
+        "user, an assistant's trait, or a user trait.")
+    tier: Literal["stm", "mtm", "archive", "lpm"] = Field(
+        description="Where it is now: stm, mtm, archive or lpm (long-term persona).")
     text: str = Field(description="A page's query and response on two lines, a segment's "
                       "summary, a fact's or agent trait's sentence, a trait's level.")
-    timestamp: float
-    assistant_id: str | None = None
-    segment_id: str | None = None
-    source_segment: str | None = None
-    page_ids: list[str] = Field(default_factory=list)
-    evidence: str = ""
-    edited: bool = False
-    chain_id: str | None = None
+    timestamp: float = Field(description="When it was stored or learned, seconds since the "
+                             "epoch (0 for a trait).")
+    assistant_id: str | None = Field(None, description="The assistant of a page or "
+                                     "assistant trait.")
+    segment_id: str | None = Field(None, description="The topic segment holding a page.")
+    source_segment: str | None = Field(None, description="The segment a fact or assistant "
+                                       "trait was learned from.")
+    page_ids: list[str] = Field(default_factory=list, description="A segment's pages, "
+                                "oldest first.")
+    evidence: str = Field("", description="A trait's evidence.")
+    edited: bool = Field(False, description="Whether it was corrected since it was learned.")
+    chain_id: str | None = Field(None, description="The dialogue chain of a page (turns "
+                                 "that continue one conversation).")
 
 
 class MemoryCorrection(_In):
@@ -270,19 +312,24 @@ class MemoryCorrection(_In):
 
 
 class MemoryEventOut(BaseModel):
-    """One change of a memory (see the library's ``MemoryEvent``)."""
+    """One change of a memory."""
 
-    memory_id: str
-    action: Literal["created", "changed", "corrected", "deleted"]
-    at: float
-    old: str | None
-    new: str | None
-    by: str
+    memory_id: str = Field(description="The memory.")
+    action: Literal["created", "changed", "corrected", "deleted"] = Field(
+        description="created; changed (a persona update changed a trait); corrected (by "
+        "this API); deleted.")
+    at: float = Field(description="When, " + _SECONDS.lower())
+    old: str | None = Field(description="The value before (null when created; the deleted "
+                            "text only in the answer to the delete itself).")
+    new: str | None = Field(description="The value after (null when deleted).")
+    by: str = Field(description="What made the change: turn, segmentation, persona update "
+                    "of <segment>, or edit (a call of this API).")
 
 
 class MemoryHistoryResponse(BaseModel):
-    """What changed a memory and when, oldest first."""
+    """One page of what changed a memory and when, oldest first."""
 
-    user_id: str
-    memory_id: str
-    events: list[MemoryEventOut]
+    user_id: str = Field(description=_USER)
+    memory_id: str = Field(description="The memory.")
+    events: list[MemoryEventOut] = Field(description="The changes, oldest first.")
+    next_cursor: str | None = Field(None, description=_NEXT)

@@ -250,6 +250,12 @@ def test_single_memories_are_listed_deleted_corrected_and_exported_the_same(
     pages = mem.memories(ann, kinds=["page"])
     assert all(isinstance(m, Memory) for m in pages)
     assert [m.memory_id for m in pages] == ["page:p1", "page:p2"]
+    first = mem.memories(ann, kinds=["page"], limit=1)
+    assert [m.memory_id for m in first] == ["page:p1"] and first.next_cursor
+    rest = mem.memories(ann, kinds=["page"], limit=1, cursor=first.next_cursor)
+    assert [m.memory_id for m in rest] == ["page:p2"] and rest.next_cursor is None
+    with pytest.raises(InvalidInput):
+        mem.memories(ann, cursor="nonsense")
     event = mem.delete_memory(ann, "page:p1")
     assert isinstance(event, MemoryEvent) and event.action == "deleted"
     with pytest.raises(UnknownMemory):

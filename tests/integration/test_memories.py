@@ -86,6 +86,40 @@ def mem(open_mem) -> MemoryOS:
     return m
 
 
+def test_memories_come_in_pages_that_adding_turns_never_skips_or_repeats(
+        mem: MemoryOS) -> None:
+    everything = mem.memories(USER)
+    assert everything.next_cursor is None
+    before = [m.memory_id for m in everything]
+    walked: list[str] = []
+    cursor = None
+    added = TURNS
+    while True:
+        page = mem.memories(USER, limit=25, cursor=cursor)
+        assert len(page) <= 25
+        walked += [m.memory_id for m in page]
+        cursor = page.next_cursor
+        if cursor is None:
+            break
+        # New turns push older pages from STM to MTM and from MTM to the archive.
+        for i in range(added + 1, added + 8):
+            mem.add_turn(USER, f"Turn {i}: the codeword is {_secret(i)} today.", "Noted.")
+        added += 7
+        mem.flush()
+    assert added > TURNS + 14
+    assert sorted(i for i, n in Counter(walked).items() if n > 1) == []
+    assert sorted(set(before) - set(walked)) == []
+    # Pages first, oldest first, whichever tier each is in now.
+    first = mem.memories(USER, kinds=["page"], limit=10)
+    assert [_seq(m.memory_id) for m in first] == list(range(1, 11))
+    assert first.next_cursor is not None
+    for bad in ("x", first.next_cursor[:-2], first.next_cursor + "A"):
+        with pytest.raises(InvalidInput):
+            mem.memories(USER, cursor=bad)
+    with pytest.raises(InvalidInput):
+        mem.memories(USER, limit=0)
+
+
 def test_every_stored_page_is_listed_once_with_its_tier_and_segment(mem: MemoryOS) -> None:
     listed = mem.memories(USER)
     pages = [m for m in listed if m.kind == "page"]
