@@ -448,7 +448,8 @@ class STMActor(SupervisedActor):
             waiting = self._next_without_meta() if self.meta_inflight is None else []
             if not waiting or waiting[0].page_id != page_ids[0]:
                 for page_id, data in zip(page_ids, answers):
-                    self._late_meta(page_id, data, done.degraded)
+                    self._late_meta(page_id, self._unquote(page_ids[0], page_id, data),
+                                    done.degraded)
                 return
         if self.meta_timer is not None:
             self.meta_timer.cancel()
@@ -456,8 +457,21 @@ class STMActor(SupervisedActor):
         self.meta_inflight = None
         # The gateway checked that a batch answer has one entry per page, in order.
         for page_id, data in zip(page_ids, answers):
-            self._apply_meta(page_id, data)
+            self._apply_meta(page_id, self._unquote(page_ids[0], page_id, data))
         self._pump()
+
+    def _unquote(self, first_id: str, page_id: str, data: dict[str, Any]) -> dict[str, Any]:
+        """``data`` (a meta answer for ``page_id`` from a job starting at ``first_id``)
+        without its chain summary when a page that summary may quote was deleted while the
+        job was out: the page before the job's first and the job's pages before this one
+        (a deleted page's text must not come back in its successor's summary)."""
+        edits = self.env.store.edits
+        first, seq = int(first_id[1:]), int(page_id[1:])
+        if data.get("meta_chain") and edits.deleted_pages and any(
+                edits.page_deleted(s) for s in range(max(1, first - 1), seq)):
+            self.env.metrics.inc("meta_chains_scrubbed")
+            return {**data, "meta_chain": ""}
+        return data
 
     def _apply_meta(self, page_id: str, data: dict[str, object]) -> None:
         """Set one page's chain meta from its answer; the page's own WAL record follows."""

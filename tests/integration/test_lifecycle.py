@@ -57,6 +57,27 @@ def test_a_reply_for_a_forgotten_incarnation_never_reaches_the_new_one(open_mem)
     assert mem.stats()["stale_replies_dropped"] >= 2
 
 
+def test_a_meta_answer_that_quotes_a_page_deleted_meanwhile_loses_its_chain_summary(
+        open_mem) -> None:
+    # A page's chain summary is asked for with the page before it as context. When that
+    # page is deleted while the answer is out, the answer (in time, or late as a redo)
+    # must not bring the deleted text back in its successor's summary.
+    mem = open_mem()
+    mem.add_turn("u", "My locker code is walnut", "noted")
+    mem.add_turn("u", "I like tea", "noted")
+    mem.flush()
+    mem.delete_memory("u", "page:p1")
+    stm = mem.registry.require(actor_names("u")[0])
+    quoting = {"continues": True, "meta_chain": "locker code is walnut; likes tea",
+               "keywords": ["tea"]}
+    stm.tell(CompletionDone("page_meta", "p2", quoting, degraded=False,
+                            epoch=mem.user_epoch("u")))
+    mem.flush()
+    (page,) = mem.user_state("u").stm
+    assert page.page_id == "p2" and "walnut" not in page.meta_chain
+    assert "walnut" not in mem.retrieve("u", "what is my locker code").render()
+
+
 def test_forget_purges_the_users_gateway_cache_redo_queue_and_degraded_records(open_mem) -> None:
     mem = open_mem()
     for i in range(12):
