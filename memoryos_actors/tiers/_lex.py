@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from typing import overload
 
 from ..text import STOPWORDS, tokenize
 
-__all__ = ["BM25_B", "BM25_K1", "FIRST_PERSON", "CorpusStats", "LexIndex", "asks_about_user",
-           "bm25_idf", "bm25_score", "bm25_scorer", "stem", "terms"]
+__all__ = ["BM25_B", "BM25_K1", "FIRST_PERSON", "CorpusStats", "LexIndex", "TermString",
+           "asks_about_user", "bm25_idf", "bm25_score", "bm25_scorer", "stem", "terms"]
 
 BM25_K1 = 1.2
 """BM25 term-frequency saturation."""
@@ -68,6 +69,103 @@ def terms(text: str) -> list[str]:
     return [stem(t) for t in tokenize(text) if t not in STOPWORDS and len(t) > 1]
 
 
+class TermString(Sequence[str]):
+    """A document's index terms (:func:`terms`) kept as the one string they are stored as,
+    ``" ".join(terms)``, and read as the sequence of terms.
+
+    The cold tier reads hundreds of candidates a query, each with hundreds of terms, and
+    BM25 needs only each one's length and the counts of a few query terms: both come from
+    the string (``str`` searches, in C) without making a Python string per term. The tuple
+    of terms is made only when it is indexed or iterated. Terms never hold white space
+    (tokens are runs of letters and digits), so the string splits back into exactly them.
+    A slice from the start (``terms[:n]``, a page's query side) is a view of the same
+    string, counted the same way.
+
+    Args:
+        text: the terms joined by single spaces (empty for no terms).
+    """
+
+    __slots__ = ("_len", "_limit", "_spaced", "_terms", "text")
+
+    def __init__(self, text: str, _limit: int | None = None) -> None:
+        self.text = text
+        n = text.count(" ") + 1 if text else 0
+        #: Only the first ``_limit`` terms of ``text`` belong to this sequence (None: all).
+        self._limit = _limit if _limit is not None and _limit < n else None
+        self._len = n if self._limit is None else self._limit
+        self._spaced: str | None = None
+        self._terms: tuple[str, ...] | None = None
+
+    def _tuple(self) -> tuple[str, ...]:
+        if self._terms is None:
+            split = self.text.split()
+            self._terms = tuple(split if self._limit is None else split[: self._limit])
+        return self._terms
+
+    def __len__(self) -> int:
+        return self._len
+
+    @overload
+    def __getitem__(self, index: int) -> str: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[str]: ...
+
+    def __getitem__(self, index: int | slice) -> str | Sequence[str]:
+        if (isinstance(index, slice) and index.start in (None, 0) and index.step is None
+                and index.stop is not None and index.stop >= 0):
+            if index.stop >= self._len:
+                return self
+            view = TermString(self.text, index.stop)
+            view._spaced = self._spaced
+            return view
+        return self._tuple()[index]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._tuple())
+
+    def __contains__(self, term: object) -> bool:
+        return isinstance(term, str) and self.count(term) > 0
+
+    def count(self, term: object) -> int:
+        """How many times ``term`` occurs (0 for anything that is not a term)."""
+        if not isinstance(term, str) or not term or " " in term:
+            return self._tuple().count(term)
+        text = self.text
+        if term not in text:
+            return 0  # most (document, query term) pairs: one scan in C
+        if self._spaced is None:
+            self._spaced = f" {text} "
+        spaced, pattern = self._spaced, f" {term} "
+        if self._limit is None:
+            n = spaced.count(pattern)
+            if not n or f" {term} {term} " not in spaced:
+                return n
+            # Neighbouring equal terms share the space between them and str.count skips
+            # overlapping matches: walk them as below.
+        n = 0
+        pos = spaced.find(pattern)
+        while pos >= 0:
+            # The match's leading space is preceded by one space per term before it.
+            if self._limit is not None and spaced.count(" ", 0, pos) >= self._limit:
+                break
+            n += 1
+            pos = spaced.find(pattern, pos + len(pattern) - 1)
+        return n
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, (TermString, tuple, list)):
+            return self._tuple() == tuple(other)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self._tuple())
+
+    def __repr__(self) -> str:
+        return f"TermString({self.text!r})" if self._limit is None else (
+            f"TermString({self.text!r})[:{self._limit}]")
+
+
 @dataclass(frozen=True, slots=True)
 class CorpusStats:
     """Size, total length and per-term document frequencies of a corpus (for BM25)."""
@@ -106,7 +204,9 @@ def bm25_scorer(
     def score(doc_terms: Iterable[str]) -> float:
         # Counting the few query terms in the term tuple (in C) costs less than building
         # a Counter of the whole document; retrieval scores hundreds of cold candidates.
-        terms_ = doc_terms if isinstance(doc_terms, (tuple, list)) else tuple(doc_terms)
+        # (A cold item's TermString counts in its stored string, without splitting it.)
+        terms_ = (doc_terms if isinstance(doc_terms, (tuple, list, TermString))
+                  else tuple(doc_terms))
         length = len(terms_)
         total = 0.0
         for term, w in weights.items():
