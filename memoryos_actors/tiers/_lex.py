@@ -79,21 +79,23 @@ class TermString(Sequence[str]):
     of terms is made only when it is indexed or iterated. Terms never hold white space
     (tokens are runs of letters and digits), so the string splits back into exactly them.
     A slice from the start (``terms[:n]``, a page's query side) is a view of the same
-    string, counted the same way.
+    string that shares what was found in it.
 
     Args:
         text: the terms joined by single spaces (empty for no terms).
     """
 
-    __slots__ = ("_len", "_limit", "_spaced", "_terms", "text")
+    __slots__ = ("_found", "_len", "_limit", "_spaced", "_terms", "text")
 
-    def __init__(self, text: str, _limit: int | None = None) -> None:
+    def __init__(self, text: str) -> None:
         self.text = text
-        n = text.count(" ") + 1 if text else 0
+        self._len = text.count(" ") + 1 if text else 0
         #: Only the first ``_limit`` terms of ``text`` belong to this sequence (None: all).
-        self._limit = _limit if _limit is not None and _limit < n else None
-        self._len = n if self._limit is None else self._limit
-        self._spaced: str | None = None
+        self._limit: int | None = None
+        self._spaced = ""
+        #: term -> where it occurs in ``_spaced`` (offsets of its leading spaces), shared
+        #: with the views of this string.
+        self._found: dict[str, tuple[int, ...]] = {}
         self._terms: tuple[str, ...] | None = None
 
     def _tuple(self) -> tuple[str, ...]:
@@ -116,8 +118,9 @@ class TermString(Sequence[str]):
                 and index.stop is not None and index.stop >= 0):
             if index.stop >= self._len:
                 return self
-            view = TermString(self.text, index.stop)
-            view._spaced = self._spaced
+            view = TermString.__new__(TermString)
+            view.text, view._len, view._limit = self.text, index.stop, index.stop
+            view._spaced, view._found, view._terms = self._spaced, self._found, None
             return view
         return self._tuple()[index]
 
@@ -127,31 +130,49 @@ class TermString(Sequence[str]):
     def __contains__(self, term: object) -> bool:
         return isinstance(term, str) and self.count(term) > 0
 
+    def _where(self, term: str) -> tuple[int, ...]:
+        """Offsets in `` text `` (the text between two spaces) of the leading space of each occurrence of ``term``."""
+        found = self._found.get(term)
+        if found is not None:
+            return found
+        if term not in self.text:  # most (document, query term) pairs: one scan in C
+            found = ()
+        else:
+            if not self._spaced:
+                self._spaced = f" {self.text} "
+            spaced, pattern = self._spaced, f" {term} "
+            step = len(pattern) - 1  # equal neighbours share the space between them
+            at: list[int] = []
+            pos = spaced.find(pattern)
+            while pos >= 0:
+                at.append(pos)
+                pos = spaced.find(pattern, pos + step)
+            found = tuple(at)
+        self._found[term] = found
+        return found
+
     def count(self, term: object) -> int:
         """How many times ``term`` occurs (0 for anything that is not a term)."""
         if not isinstance(term, str) or not term or " " in term:
             return self._tuple().count(term)
-        text = self.text
-        if term not in text:
-            return 0  # most (document, query term) pairs: one scan in C
-        if self._spaced is None:
-            self._spaced = f" {text} "
-        spaced, pattern = self._spaced, f" {term} "
+        found = self._where(term)
+        if self._limit is None or not found:
+            return len(found)
+        # In a view: the occurrences with fewer than ``_limit`` terms before them (one
+        # space before each term's leading space).
+        spaced, limit = self._spaced or f" {self.text} ", self._limit
+        return sum(1 for pos in found if spaced.count(" ", 0, pos) < limit)
+
+    def counts(self, terms_: Sequence[str]) -> list[int]:
+        """:meth:`count` of each of ``terms_``, in order (one call for a query's terms)."""
+        found = self._found
         if self._limit is None:
-            n = spaced.count(pattern)
-            if not n or f" {term} {term} " not in spaced:
-                return n
-            # Neighbouring equal terms share the space between them and str.count skips
-            # overlapping matches: walk them as below.
-        n = 0
-        pos = spaced.find(pattern)
-        while pos >= 0:
-            # The match's leading space is preceded by one space per term before it.
-            if self._limit is not None and spaced.count(" ", 0, pos) >= self._limit:
-                break
-            n += 1
-            pos = spaced.find(pattern, pos + len(pattern) - 1)
-        return n
+            out = []
+            for term in terms_:
+                at = found.get(term)
+                out.append(len(at) if at is not None else self.count(term))
+            return out
+        return [self.count(term) for term in terms_]
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, (TermString, tuple, list)):
@@ -201,18 +222,25 @@ def bm25_scorer(
     k1, b = BM25_K1, BM25_B
     plus = BM25_K1 + 1.0
 
+    items = tuple(weights.items())
+    keys = tuple(term for term, _ in items)
+
     def score(doc_terms: Iterable[str]) -> float:
         # Counting the few query terms in the term tuple (in C) costs less than building
         # a Counter of the whole document; retrieval scores hundreds of cold candidates.
-        # (A cold item's TermString counts in its stored string, without splitting it.)
-        terms_ = (doc_terms if isinstance(doc_terms, (tuple, list, TermString))
-                  else tuple(doc_terms))
-        length = len(terms_)
+        if type(doc_terms) is TermString:
+            # A cold item's terms: counted in its stored string, never split.
+            length = len(doc_terms)
+            tfs: Iterable[int] = doc_terms.counts(keys)
+        else:
+            terms_ = doc_terms if isinstance(doc_terms, (tuple, list)) else tuple(doc_terms)
+            length = len(terms_)
+            tfs = [terms_.count(term) for term in keys]
         total = 0.0
-        for term, w in weights.items():
-            tf = terms_.count(term)
+        norm = k1 * (1.0 - b + b * length / avg)  # the same for every term of a document
+        for (_, w), tf in zip(items, tfs):
             if tf:
-                total += w * tf * plus / (tf + k1 * (1.0 - b + b * length / avg))
+                total += w * tf * plus / (tf + norm)
         return total
 
     return score
