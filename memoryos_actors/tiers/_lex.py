@@ -131,7 +131,8 @@ class TermString(Sequence[str]):
         return isinstance(term, str) and self.count(term) > 0
 
     def _where(self, term: str) -> tuple[int, ...]:
-        """Offsets in `` text `` (the text between two spaces) of the leading space of each occurrence of ``term``."""
+        """Where ``term`` (a term: no space, not empty) occurs: the offset in
+        ``" " + text + " "`` of each occurrence's leading space."""
         found = self._found.get(term)
         if found is not None:
             return found
@@ -164,15 +165,24 @@ class TermString(Sequence[str]):
         return sum(1 for pos in found if spaced.count(" ", 0, pos) < limit)
 
     def counts(self, terms_: Sequence[str]) -> list[int]:
-        """:meth:`count` of each of ``terms_``, in order (one call for a query's terms)."""
-        found = self._found
-        if self._limit is None:
-            out = []
-            for term in terms_:
-                at = found.get(term)
-                out.append(len(at) if at is not None else self.count(term))
-            return out
-        return [self.count(term) for term in terms_]
+        """:meth:`count` of each of ``terms_``, in order: one call for a query's terms,
+        each looked up in the string at most once for this string and its views."""
+        found, text, limit = self._found, self.text, self._limit
+        out: list[int] = []
+        for term in terms_:
+            at = found.get(term)
+            if at is None:
+                if not isinstance(term, str) or not term or " " in term:
+                    out.append(self.count(term))
+                    continue
+                at = self._where(term) if term in text else ()
+                found[term] = at
+            if limit is None or not at:
+                out.append(len(at))
+            else:  # a view: see count()
+                spaced = self._spaced or f" {text} "
+                out.append(sum(1 for pos in at if spaced.count(" ", 0, pos) < limit))
+        return out
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, (TermString, tuple, list)):
