@@ -44,8 +44,8 @@ import numpy.typing as npt
 from memoryos_actors.errors import StorageError
 from memoryos_actors.store._framing import log
 from memoryos_actors.store.edits import EditLog
-from memoryos_actors.tiers._lex import TermString
-from memoryos_actors.tiers._lex import bm25_idf  # re-exported: the cold tier's BM25 idf
+# bm25_idf is re-exported: the cold tier's BM25 idf.
+from memoryos_actors.tiers._lex import TermString, bm25_idf
 
 __all__ = [
     "CACHE_KIB",
@@ -104,9 +104,10 @@ class ColdItem:
 
     ``seq`` is the page's turn seq (``None`` for facts and traits), ``timestamp`` seconds
     since the epoch, ``archive_seq`` the archive record it came from, ``terms`` its index
-    terms (with repeats, in order; a :class:`~memoryos_actors.tiers._lex.TermString` when
-    read from the index, split only if iterated), ``embedding`` a float32 unit vector or ``None`` when the archive
-    record carried none, ``record`` the page or KB-entry dict as archived.
+    terms (with repeats, in order; read from the index, a
+    :class:`~memoryos_actors.tiers._lex.TermString`, split only if iterated), ``embedding``
+    a float32 unit vector or ``None`` when the archive record carried none, ``record`` the
+    page or KB-entry dict as archived.
     ``query_terms`` is how many of a page's ``terms`` come from its query side (the user's
     words; they come first), or ``None`` when the index does not know (rows indexed before
     it counted them).
