@@ -10,12 +10,10 @@ and reports, per retrieve: wall time p50/p95/p99/max (ms) and the process CPU ti
 (``time.process_time``, all threads) p50/p95/p99.
 
 It also reports what was retrieved: the recall of the first measured round (a hit as in
-``bench/longmemeval.py``) and a SHA-256 of every page and segment returned (tier, id,
-score to 9 decimals, ``why``) by every measured retrieve. Two versions of the code that
-rank the same give the same digest (the bench runs with ``PYTHONHASHSEED=0``): a latency
-change must leave it unchanged. (Facts and traits are left out: the offline LLM's
-persona work owed at the reopen finishes while the questions run, at a time that depends
-on the machine.)
+``bench/longmemeval.py``) and a SHA-256 of the ranked past pages (``ctx.mtm``: tier, id,
+score to 9 decimals, ``why``) of every measured retrieve (``--dump FILE`` writes them
+out). Two versions of the code that rank the same give the same digest (the bench runs
+with ``PYTHONHASHSEED=0``): a latency change must leave it unchanged.
 
 A/B runs of two checkouts on the same kept data, alternated (the machine is shared):
 
@@ -34,6 +32,7 @@ add a little time of their own.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime as _dt
 import hashlib
 import json
@@ -161,8 +160,9 @@ def _time_stages() -> tuple[dict[str, int], dict[str, int]]:
 
 
 def measure(data_dir: Path, haystack: Any, marker: dict[str, Any], rounds: int,
-            warmup: int, stages: bool = False) -> dict[str, Any]:
-    """Run the questions on a copy of the kept data; latencies, recall and digest."""
+            warmup: int, stages: bool = False, dump: Any = None) -> dict[str, Any]:
+    """Run the questions on a copy of the kept data; latencies, recall and digest (and
+    every ranked page, one line each, into the text file ``dump`` when given)."""
     import memoryos_actors
     from memoryos_actors import MemoryOS
 
@@ -187,9 +187,11 @@ def measure(data_dir: Path, haystack: Any, marker: dict[str, Any], rounds: int,
                     ctx = mem.retrieve(USER, q.question, timestamp=q.timestamp)
                     wall.append(1000 * (time.perf_counter() - t0))
                     cpu.append(1000 * (time.process_time() - c0))
-                    for item in ctx.stm + ctx.mtm + ctx.segments:
-                        digest.update(f"{item.tier}|{item.item_id}|{item.score:.9f}|"
-                                      f"{item.why}\n".encode())
+                    ranked = "".join(f"{item.tier}|{item.item_id}|{item.score:.9f}|{item.why}\n"
+                                     for item in ctx.mtm)
+                    digest.update(ranked.encode())
+                    if dump is not None:
+                        dump.write(f"# {r} {q.question_id}\n{ranked}")
                     if r == 0:
                         got = {index.get(str(p), -1) for p in ctx.page_ids()}
                         hits += not q.pages.isdisjoint(got)
@@ -212,6 +214,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--items", type=int, default=500, help="history length in items")
     p.add_argument("--rounds", type=int, default=2, help="passes over the questions")
     p.add_argument("--warmup", type=int, default=20, help="unmeasured questions first")
+    p.add_argument("--dump", default=None, metavar="FILE",
+                   help="write every ranked page of every measured retrieve to FILE")
     p.add_argument("--stages", action="store_true",
                    help="also report the thread CPU time of each stage of the retrieve path")
     p.add_argument("--name", default=None,
@@ -241,7 +245,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"ingested {marker['pages']} pages in {marker['ingest_seconds']:.0f} s",
               file=sys.stderr)
     load_before = os.getloadavg()
-    result = measure(data_dir, haystack, marker, args.rounds, args.warmup, args.stages)
+    with contextlib.ExitStack() as stack:
+        dump = (stack.enter_context(open(args.dump, "w", encoding="utf-8"))
+                if args.dump else None)
+        result = measure(data_dir, haystack, marker, args.rounds, args.warmup, args.stages,
+                         dump)
     shown = list(sys.argv[1:] if argv is None else argv)
     for i, arg in enumerate(shown[:-1]):
         if arg in ("--data", "--data-dir"):  # no path of this machine in the results
