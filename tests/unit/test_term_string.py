@@ -57,3 +57,15 @@ def test_terms_of_real_text_survive_the_round_trip_through_their_string() -> Non
     assert list(ts) == words
     for word in set(words):
         assert ts.count(word) == words.count(word)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(term_lists, max_size=6), st.lists(probes, max_size=6),
+       st.integers(min_value=0, max_value=30))
+def test_terms_found_for_many_strings_at_once_count_as_found_one_by_one(
+        docs: list[list[str]], asked: list[str], cut: int) -> None:
+    strings = [TermString(" ".join(words)) for words in docs]
+    TermString.find_all(strings, asked)
+    for ts, words in zip(strings, docs, strict=True):
+        assert ts.counts(asked) == [words.count(p) for p in asked]
+        assert ts[:cut].counts(asked) == [words[:cut].count(p) for p in asked]
