@@ -33,7 +33,7 @@ import os
 import sqlite3
 import threading
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -44,7 +44,8 @@ import numpy.typing as npt
 from memoryos_actors.errors import StorageError
 from memoryos_actors.store._framing import log
 from memoryos_actors.store.edits import EditLog
-from memoryos_actors.tiers._lex import bm25_idf  # re-exported: the cold tier's BM25 idf
+# bm25_idf is re-exported: the cold tier's BM25 idf.
+from memoryos_actors.tiers._lex import TermString, bm25_idf
 
 __all__ = [
     "CACHE_KIB",
@@ -103,8 +104,10 @@ class ColdItem:
 
     ``seq`` is the page's turn seq (``None`` for facts and traits), ``timestamp`` seconds
     since the epoch, ``archive_seq`` the archive record it came from, ``terms`` its index
-    terms (with repeats), ``embedding`` a float32 unit vector or ``None`` when the archive
-    record carried none, ``record`` the page or KB-entry dict as archived.
+    terms (with repeats, in order; read from the index, a
+    :class:`~memoryos_actors.tiers._lex.TermString`, split only if iterated), ``embedding``
+    a float32 unit vector or ``None`` when the archive record carried none, ``record`` the
+    page or KB-entry dict as archived.
     ``query_terms`` is how many of a page's ``terms`` come from its query side (the user's
     words; they come first), or ``None`` when the index does not know (rows indexed before
     it counted them).
@@ -118,7 +121,7 @@ class ColdItem:
     archive_seq: int
     text: str
     keywords: frozenset[str]
-    terms: tuple[str, ...]
+    terms: Sequence[str]
     embedding: npt.NDArray[np.float32] | None
     raw_record: dict[str, Any] | bytes
     query_terms: int | None = None
@@ -681,6 +684,8 @@ class ColdIndex:
         ).fetchall()
         rows.sort(key=lambda r: rank_of[r[0]])
         items = [item for item in _row_items(r[1:] for r in rows) if item.kind in kinds][:limit]
+        # The caller scores every candidate for these terms: find them all in one go.
+        TermString.find_all([i.terms for i in items if isinstance(i.terms, TermString)], qt)
         return ColdCandidates(items=tuple(items), **stats)
 
     def _kind_count(self, db: sqlite3.Connection, kind: str) -> int:
@@ -828,7 +833,7 @@ def _row_items(rows: Iterable[tuple[Any, ...]]) -> list[ColdItem]:
             item_id=item_id, kind=kind, seq=None if seq is None else int(seq),
             segment_id=sid, timestamp=float(ts), archive_seq=int(aseq), text=text,
             keywords=frozenset(kws.split()) if kws else frozenset(),
-            terms=tuple(terms_.split()) if terms_ else (),
+            terms=TermString(terms_) if terms_ else (),
             embedding=emb, raw_record=bytes(rec), query_terms=None if nq is None else int(nq),
         )
         for (item_id, kind, seq, sid, ts, aseq, text, kws, terms_, _blob, rec, nq), emb

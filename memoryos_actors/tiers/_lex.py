@@ -9,15 +9,17 @@ Terms are lower-case words minus stop words, lightly stemmed (:func:`stem`) so t
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from typing import overload
 
 from ..text import STOPWORDS, tokenize
 
-__all__ = ["BM25_B", "BM25_K1", "FIRST_PERSON", "CorpusStats", "LexIndex", "asks_about_user",
-           "bm25_idf", "bm25_score", "bm25_scorer", "stem", "terms"]
+__all__ = ["BM25_B", "BM25_K1", "FIRST_PERSON", "CorpusStats", "LexIndex", "TermString",
+           "asks_about_user", "bm25_idf", "bm25_score", "bm25_scorer", "stem", "terms"]
 
 BM25_K1 = 1.2
 """BM25 term-frequency saturation."""
@@ -68,6 +70,164 @@ def terms(text: str) -> list[str]:
     return [stem(t) for t in tokenize(text) if t not in STOPWORDS and len(t) > 1]
 
 
+class TermString(Sequence[str]):
+    """A document's index terms (:func:`terms`) kept as the one string they are stored as,
+    ``" ".join(terms)``, and read as the sequence of terms.
+
+    The cold tier reads hundreds of candidates a query, each with hundreds of terms, and
+    BM25 needs only each one's length and the counts of a few query terms: both come from
+    the string (``str`` searches, in C) without making a Python string per term. The tuple
+    of terms is made only when it is indexed or iterated. Terms never hold white space
+    (tokens are runs of letters and digits), so the string splits back into exactly them.
+    A slice from the start (``terms[:n]``, a page's query side) is a view of the same
+    string that shares what was found in it.
+
+    Args:
+        text: the terms joined by single spaces (empty for no terms).
+    """
+
+    __slots__ = ("_found", "_len", "_limit", "_spaced", "_terms", "text")
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self._len = text.count(" ") + 1 if text else 0
+        #: Only the first ``_limit`` terms of ``text`` belong to this sequence (None: all).
+        self._limit: int | None = None
+        self._spaced = ""
+        #: term -> where it occurs in ``_spaced`` (offsets of its leading spaces), shared
+        #: with the views of this string.
+        self._found: dict[str, tuple[int, ...]] = {}
+        self._terms: tuple[str, ...] | None = None
+
+    def _tuple(self) -> tuple[str, ...]:
+        if self._terms is None:
+            split = self.text.split()
+            self._terms = tuple(split if self._limit is None else split[: self._limit])
+        return self._terms
+
+    def __len__(self) -> int:
+        return self._len
+
+    @overload
+    def __getitem__(self, index: int) -> str: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[str]: ...
+
+    def __getitem__(self, index: int | slice) -> str | Sequence[str]:
+        if (isinstance(index, slice) and index.start in (None, 0) and index.step is None
+                and index.stop is not None and index.stop >= 0):
+            if index.stop >= self._len:
+                return self
+            view = TermString.__new__(TermString)
+            view.text, view._len, view._limit = self.text, index.stop, index.stop
+            view._spaced, view._found, view._terms = self._spaced, self._found, None
+            return view
+        return self._tuple()[index]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._tuple())
+
+    def __contains__(self, term: object) -> bool:
+        return isinstance(term, str) and self.count(term) > 0
+
+    def _where(self, term: str) -> tuple[int, ...]:
+        """Where ``term`` (a term: no space, not empty) occurs: the offset in
+        ``" " + text + " "`` of each occurrence's leading space."""
+        found = self._found.get(term)
+        if found is not None:
+            return found
+        if term not in self.text:  # most (document, query term) pairs: one scan in C
+            found = ()
+        else:
+            if not self._spaced:
+                self._spaced = f" {self.text} "
+            spaced, pattern = self._spaced, f" {term} "
+            step = len(pattern) - 1  # equal neighbours share the space between them
+            at: list[int] = []
+            pos = spaced.find(pattern)
+            while pos >= 0:
+                at.append(pos)
+                pos = spaced.find(pattern, pos + step)
+            found = tuple(at)
+        self._found[term] = found
+        return found
+
+    def count(self, term: object) -> int:
+        """How many times ``term`` occurs (0 for anything that is not a term)."""
+        if not isinstance(term, str) or not term or " " in term:
+            return self._tuple().count(term)
+        found = self._where(term)
+        if self._limit is None or not found:
+            return len(found)
+        # In a view: the occurrences with fewer than ``_limit`` terms before them (one
+        # space before each term's leading space).
+        spaced, limit = self._spaced or f" {self.text} ", self._limit
+        return sum(1 for pos in found if spaced.count(" ", 0, pos) < limit)
+
+    @staticmethod
+    def find_all(strings: Sequence[TermString], terms_: Iterable[str]) -> None:
+        """Look up each of ``terms_`` in all of ``strings`` at once (what :meth:`count`
+        would find in each, kept for it): one scan of their joined text per term instead
+        of one per string and term. For the cold candidates of a query, which are then
+        scored for its terms."""
+        wanted = [t for t in dict.fromkeys(terms_) if isinstance(t, str) and t and " " not in t]
+        if not strings or not wanted:
+            return
+        # Each string as " text ", end to end: a match (" term ") never spans two of
+        # them, and its offset minus its string's start is its offset in that one.
+        starts: list[int] = []
+        at = 0
+        for ts in strings:
+            starts.append(at)
+            at += len(ts.text) + 2
+        joined = "".join([f" {ts.text} " for ts in strings])
+        for term in wanted:
+            pattern = f" {term} "
+            step = len(pattern) - 1  # equal neighbours share the space between them
+            hits: dict[int, list[int]] = {}
+            pos = joined.find(pattern)
+            while pos >= 0:
+                i = bisect.bisect_right(starts, pos) - 1
+                hits.setdefault(i, []).append(pos - starts[i])
+                pos = joined.find(pattern, pos + step)
+            for i, ts in enumerate(strings):
+                found = hits.get(i)
+                ts._found[term] = tuple(found) if found else ()
+
+    def counts(self, terms_: Sequence[str]) -> list[int]:
+        """:meth:`count` of each of ``terms_``, in order: one call for a query's terms,
+        each looked up in the string at most once for this string and its views."""
+        found, text, limit = self._found, self.text, self._limit
+        out: list[int] = []
+        for term in terms_:
+            at = found.get(term)
+            if at is None:
+                if not isinstance(term, str) or not term or " " in term:
+                    out.append(self.count(term))
+                    continue
+                at = self._where(term) if term in text else ()
+                found[term] = at
+            if limit is None or not at:
+                out.append(len(at))
+            else:  # a view: see count()
+                spaced = self._spaced or f" {text} "
+                out.append(sum(1 for pos in at if spaced.count(" ", 0, pos) < limit))
+        return out
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, (TermString, tuple, list)):
+            return self._tuple() == tuple(other)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self._tuple())
+
+    def __repr__(self) -> str:
+        return f"TermString({self.text!r})" if self._limit is None else (
+            f"TermString({self.text!r})[:{self._limit}]")
+
+
 @dataclass(frozen=True, slots=True)
 class CorpusStats:
     """Size, total length and per-term document frequencies of a corpus (for BM25)."""
@@ -103,16 +263,25 @@ def bm25_scorer(
     k1, b = BM25_K1, BM25_B
     plus = BM25_K1 + 1.0
 
+    items = tuple(weights.items())
+    keys = tuple(term for term, _ in items)
+
     def score(doc_terms: Iterable[str]) -> float:
         # Counting the few query terms in the term tuple (in C) costs less than building
         # a Counter of the whole document; retrieval scores hundreds of cold candidates.
-        terms_ = doc_terms if isinstance(doc_terms, (tuple, list)) else tuple(doc_terms)
-        length = len(terms_)
+        if type(doc_terms) is TermString:
+            # A cold item's terms: counted in its stored string, never split.
+            length = len(doc_terms)
+            tfs: Iterable[int] = doc_terms.counts(keys)
+        else:
+            terms_ = doc_terms if isinstance(doc_terms, (tuple, list)) else tuple(doc_terms)
+            length = len(terms_)
+            tfs = [terms_.count(term) for term in keys]
         total = 0.0
-        for term, w in weights.items():
-            tf = terms_.count(term)
+        norm = k1 * (1.0 - b + b * length / avg)  # the same for every term of a document
+        for (_, w), tf in zip(items, tfs):
             if tf:
-                total += w * tf * plus / (tf + k1 * (1.0 - b + b * length / avg))
+                total += w * tf * plus / (tf + norm)
         return total
 
     return score

@@ -1,0 +1,71 @@
+"""A cold candidate's terms read from their stored string (``TermString``) are the same
+sequence as the split tuple, and BM25 scores them bit for bit the same."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from memoryos_actors.tiers._lex import TermString, bm25_scorer, terms
+
+# Few distinct terms, some prefixes of others ("b", "bb", "bbb") and one with an
+# apostrophe, so lists are full of repeats, neighbouring equal terms and near matches.
+VOCAB = ["b", "bb", "bbb", "ab", "ba", "o'neil", "neil", "ünï", "42"]
+term_lists = st.lists(st.sampled_from(VOCAB), max_size=25)
+probes = st.sampled_from([*VOCAB, "zz", "b b", "", " b", "o"])
+
+
+@settings(max_examples=300, deadline=None)
+@given(term_lists, st.integers(min_value=0, max_value=30), st.lists(probes, max_size=8))
+def test_a_term_string_reads_as_the_tuple_of_its_terms(
+        words: list[str], cut: int, asked: list[str]) -> None:
+    ts = TermString(" ".join(words))
+    head = ts[:cut]
+    # Counting in the view first or in the whole first must not matter (they share
+    # what they found in the string).
+    for probe in asked:
+        assert head.count(probe) == words[:cut].count(probe)
+        assert ts.count(probe) == words.count(probe)
+        assert (probe in ts) == (probe in words)
+    assert len(ts) == len(words) and len(head) == len(words[:cut])
+    assert list(ts) == words and list(head) == words[:cut]
+    assert ts == tuple(words) and head == tuple(words[:cut])
+    assert ts[:cut] == tuple(words[:cut])
+    if words:
+        assert ts[len(words) - 1] == words[-1]
+    assert ts.counts(asked) == [words.count(p) for p in asked]
+
+
+@settings(max_examples=300, deadline=None)
+@given(term_lists, st.integers(min_value=0, max_value=30),
+       st.lists(st.sampled_from(VOCAB), min_size=1, max_size=5),
+       st.floats(min_value=0.5, max_value=50.0))
+def test_bm25_of_a_term_string_equals_bm25_of_the_tuple_exactly(
+        words: list[str], cut: int, query: list[str], avg_len: float) -> None:
+    df = {t: 1 + i for i, t in enumerate(VOCAB)}
+    score = bm25_scorer(query, 100, avg_len, df)
+    ts = TermString(" ".join(words))
+    assert score(ts) == score(tuple(words))
+    assert score(ts[:cut]) == score(tuple(words[:cut]))
+
+
+def test_terms_of_real_text_survive_the_round_trip_through_their_string() -> None:
+    text = ("I'm moving to O’Neil Street — no, no, no: Köln first! Hiking, hikes and "
+            "hiked; 42 km, twice twice.")
+    words = terms(text)
+    ts = TermString(" ".join(words))
+    assert list(ts) == words
+    for word in set(words):
+        assert ts.count(word) == words.count(word)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(term_lists, max_size=6), st.lists(probes, max_size=6),
+       st.integers(min_value=0, max_value=30))
+def test_terms_found_for_many_strings_at_once_count_as_found_one_by_one(
+        docs: list[list[str]], asked: list[str], cut: int) -> None:
+    strings = [TermString(" ".join(words)) for words in docs]
+    TermString.find_all(strings, asked)
+    for ts, words in zip(strings, docs, strict=True):
+        assert ts.counts(asked) == [words.count(p) for p in asked]
+        assert ts[:cut].counts(asked) == [words[:cut].count(p) for p in asked]
