@@ -211,3 +211,37 @@ def test_the_best_lexical_match_is_always_in_the_answer(
         best = max(scores.values())
         returned = {int(pid[1:]) for pid in _ids(hits)}
         assert any(abs(scores[s] - best) < 1e-9 for s in returned if s in scores)
+
+
+_PARTS = st.fixed_dictionaries({
+    "lexical": st.floats(0.0, 1.0), "cosine": st.floats(-1.0, 1.0),
+    "keywords": st.floats(0.0, 1.0), "segment": st.floats(-1.0, 2.0),
+    "chars": st.integers(1, 5_000)})
+
+
+def _rank(final: dict[int, float], seq: int) -> int:
+    """Candidates ranked above ``seq`` (best first; equal scores, newer first, as search)."""
+    return sum(1 for x in final if (final[x], x) > (final[seq], seq))
+
+
+@settings(max_examples=300, deadline=None)
+@given(seqs=st.lists(st.integers(1, 40), min_size=2, max_size=15, unique=True),
+       data=st.data(),
+       source=st.sampled_from(["lexical", "cosine", "keywords", "segment"]),
+       rise=st.floats(1e-6, 2.0))
+def test_fusion_is_monotone_in_each_source(seqs, data, source, rise) -> None:
+    from memoryos_actors.tiers.mtm import base_score, fused_scores
+
+    parts = {seq: data.draw(_PARTS) for seq in seqs}
+    target = data.draw(st.sampled_from(seqs))
+    chars = {seq: p["chars"] for seq, p in parts.items()}
+
+    def final() -> dict[int, float]:
+        base = {seq: base_score(p["lexical"], p["cosine"], p["keywords"], p["segment"])
+                for seq, p in parts.items()}
+        return fused_scores(base, chars)
+
+    before = _rank(final(), target)
+    limit = {"lexical": 1.0, "cosine": 1.0, "keywords": 1.0, "segment": 2.0}[source]
+    parts[target] = {**parts[target], source: min(parts[target][source] + rise, limit)}
+    assert _rank(final(), target) <= before
