@@ -4,8 +4,8 @@ Pure functions (no clock, no I/O) used by hybrid retrieval:
 
 * :func:`time_window` reads a time reference in a query ("yesterday", "last week",
   "3 months ago", "last Saturday", "the past two months", "on May 3, 2023", "in May 2023",
-  "in February", "in 2022") as a ``[start, end)`` window of epoch seconds, relative to the time of the
-  question. Pages written inside the window get a bonus.
+  "in February", "in 2022") as a ``[start, end)`` window of epoch seconds, relative to
+  the time of the question. Pages written inside the window get a bonus.
 * :func:`supersedes` decides whether a newer page states a change of something an older
   page stated ("I moved, now I live in Berlin" after "I live in Paris"): the older page
   must match at least half of the query's terms, the newer one all of those, and the newer
