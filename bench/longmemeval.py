@@ -43,6 +43,7 @@ import json
 import os
 import re
 import shlex
+import shutil
 import sys
 import tempfile
 import time
@@ -124,6 +125,9 @@ QUESTION_TYPES: tuple[str, ...] = (
 
 USER = "longmemeval"
 """The one user id of the memory systems."""
+
+KEPT_MARKER = "ingested.json"
+"""File beside kept data (``--keep-data``): what was ingested and the page-id mapping."""
 
 _RETRY_FIRST_DELAY_S = 0.05
 _RETRY_MAX_DELAY_S = 2.0
@@ -322,24 +326,52 @@ class _BM25System:
 
 
 class _MemoryOSSystem:
-    """The memory system through its public API, the whole haystack as one user."""
+    """The memory system through its public API, the whole haystack as one user.
 
-    def __init__(self, name: str, data_dir: Path, extra: Mapping[str, Any]) -> None:
+    With ``kept`` (a directory), the ingested data is kept there with the page-id mapping
+    (:data:`KEPT_MARKER`); a later run with the same pages and settings copies it into
+    ``data_dir`` and skips the ingest. Ingest does not depend on the ranking rules, so
+    ranking changes can be measured without ingesting again; the copy keeps the kept data
+    as it was after ingest (questions mark segments as visited).
+    """
+
+    def __init__(self, name: str, data_dir: Path, extra: Mapping[str, Any],
+                 kept: Path | None = None) -> None:
         from memoryos_actors import MemoryConfig, MemoryOS
 
         self.name = name
         settings = {"top_k_pages": TOP_K, **dict(extra)}
         self._config = MemoryConfig(**settings)
+        self._kept = kept
+        self._index: dict[str, int] = {}
+        self.reused_ingest = False
+        if kept is not None and (kept / KEPT_MARKER).is_file():
+            shutil.rmtree(data_dir, ignore_errors=True)
+            shutil.copytree(kept / "data", data_dir)
+            marker = json.loads((kept / KEPT_MARKER).read_text(encoding="utf-8"))
+            self._kept_key = marker["key"]
+            self._index = {k: int(v) for k, v in marker["pages"].items()}
+            self.reused_ingest = True
         data_dir.mkdir(parents=True, exist_ok=True)
+        self._data_dir = data_dir
         self._stack = ExitStack()
         self._mem = self._stack.enter_context(MemoryOS.open(data_dir, config=self._config))
-        self._index: dict[str, int] = {}
         self.overloaded_retries = 0
         self.foreign_page_ids = 0
+
+    def _key(self, haystack: Haystack) -> dict[str, Any]:
+        config = {k: v for k, v in dataclasses.asdict(self._config).items()
+                  if isinstance(v, (str, int, float, bool, type(None)))}
+        return {"items": haystack.items, "pages": len(haystack.pages), "config": config}
 
     def ingest(self, haystack: Haystack) -> None:
         from memoryos_actors.errors import Overloaded
 
+        if self.reused_ingest:
+            if self._kept_key != self._key(haystack):
+                raise BenchError(f"kept data in {self._kept} was ingested with other pages "
+                                 "or settings; remove it or use another --keep-data")
+            return
         for page in haystack.pages:
             delay = _RETRY_FIRST_DELAY_S
             while True:
@@ -355,6 +387,19 @@ class _MemoryOSSystem:
                     delay = min(2 * delay, _RETRY_MAX_DELAY_S)
             self._index[str(page_id)] = page.index
         self._mem.flush()
+        if self._kept is not None:
+            # Close to write the state out, keep a copy, and open the working copy again.
+            self._stack.close()
+            shutil.rmtree(self._kept, ignore_errors=True)
+            self._kept.mkdir(parents=True)
+            shutil.copytree(self._data_dir, self._kept / "data")
+            (self._kept / KEPT_MARKER).write_text(json.dumps(
+                {"key": self._key(haystack), "pages": self._index}), encoding="utf-8")
+            from memoryos_actors import MemoryOS
+
+            self._stack = ExitStack()
+            self._mem = self._stack.enter_context(
+                MemoryOS.open(self._data_dir, config=self._config))
 
     def context(self, question: HaystackQuestion) -> list[int]:
         ctx = self._mem.retrieve(USER, question.question, timestamp=question.timestamp)
@@ -372,22 +417,24 @@ class _MemoryOSSystem:
         if config.get("embedding_model"):
             config["embedding_model"] = Path(str(config["embedding_model"])).name
         return {"config": config, "add_turn_overloaded_retries": self.overloaded_retries,
-                "foreign_page_ids": self.foreign_page_ids}
+                "foreign_page_ids": self.foreign_page_ids,
+                "ingest_reused_from_kept_data": self.reused_ingest}
 
     def close(self) -> None:
         self._stack.close()
 
 
-def _make_system(name: str, work_dir: Path, memory_config: Mapping[str, Any]) -> Any:
+def _make_system(name: str, work_dir: Path, memory_config: Mapping[str, Any],
+                 kept: Path | None = None) -> Any:
     if name in ("bm25", "bm25-no-stopwords"):
         return _BM25System(stopwords=name == "bm25")
     if name == "memoryos-hybrid":
         return _MemoryOSSystem(name, work_dir / name, {"retrieval_mode": "hybrid",
-                                                       **memory_config})
+                                                       **memory_config}, kept)
     if name == "memoryos-hybrid-no-eviction":
         return _MemoryOSSystem(name, work_dir / name, {
             "retrieval_mode": "hybrid", **memory_config,
-            "mtm_capacity": NO_EVICTION, "segment_max_pages": NO_EVICTION})
+            "mtm_capacity": NO_EVICTION, "segment_max_pages": NO_EVICTION}, kept)
     raise BenchError(f"unknown system {name!r}; choose from {', '.join(ALL_SYSTEMS)}")
 
 
@@ -420,9 +467,13 @@ def run_length(
     work_dir: Path,
     memory_config: Mapping[str, Any] | None = None,
     log: Callable[[str], None] = lambda _: None,
+    keep_data: Path | None = None,
 ) -> dict[str, Any]:
     """Run every system over ``haystack``; per system: overall and per-type hits and
     recall, the questions missed, and timings (seconds; query latencies in ms).
+
+    With ``keep_data``, each memory system's ingested data is kept in
+    ``keep_data/<items>/<system>`` and reused by later runs (see :class:`_MemoryOSSystem`).
 
     Raises:
         BenchError: a system is unknown.
@@ -432,12 +483,16 @@ def run_length(
         raise BenchError(f"unknown system(s) {unknown}; choose from {', '.join(ALL_SYSTEMS)}")
     results: dict[str, Any] = {}
     for name in systems:
-        system = _make_system(name, work_dir / f"{haystack.items}", dict(memory_config or {}))
+        kept = None if keep_data is None else keep_data / f"{haystack.items}" / name
+        system = _make_system(name, work_dir / f"{haystack.items}", dict(memory_config or {}),
+                              kept)
         try:
             started = time.perf_counter()
             system.ingest(haystack)
             ingest_s = time.perf_counter() - started
-            log(f"{name}: {len(haystack.pages)} pages ingested in {ingest_s:.1f} s")
+            reused = getattr(system, "reused_ingest", False)
+            log(f"{name}: {len(haystack.pages)} pages "
+                + ("from kept data" if reused else f"ingested in {ingest_s:.1f} s"))
             hits: dict[str, bool] = {}
             latencies: list[float] = []
             for q in haystack.questions:
@@ -547,6 +602,10 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--name", default=None,
                         help="stem of the JSON file (default: longmemeval, "
                         "longmemeval_minilm with --embedder minilm)")
+    parser.add_argument("--keep-data", default=None, metavar="DIR",
+                        help="keep each memory system's ingested data in DIR and reuse it "
+                        "in later runs with the same pages and settings (ingest does not "
+                        "depend on the ranking rules)")
     parser.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     return parser.parse_args(argv)
 
@@ -582,7 +641,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 log(f"{length} items: {len(haystack.pages)} pages, "
                     f"{len(haystack.questions)} questions")
                 results = run_length(haystack, systems, work_dir=Path(work),
-                                     memory_config=memory_config, log=log)
+                                     memory_config=memory_config, log=log,
+                                     keep_data=Path(args.keep_data) if args.keep_data
+                                     else None)
                 for r in results.values():
                     r["pages"] = len(haystack.pages)
                 by_length[str(length)] = results
@@ -592,7 +653,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     targets = check_targets(by_length)
     shown = list(sys.argv[1:] if argv is None else argv)
     for i, arg in enumerate(shown[:-1]):
-        if arg in ("--model-dir", "--data", "--out-dir"):  # no path of this machine
+        if arg in ("--model-dir", "--data", "--out-dir", "--keep-data"):  # no path of this machine
             shown[i + 1] = f"<dir>/{Path(shown[i + 1]).name}"
     report = {
         "benchmark": "longmemeval-global-haystack",

@@ -93,6 +93,8 @@ __all__ = [
     "MIN_CANDIDATES",
     "SEGMENT_KEYWORD_LIMIT",
     "MTMCore",
+    "base_score",
+    "fused_scores",
     "MTMEffects",
     "MTMHits",
 ]
@@ -172,6 +174,41 @@ _SRC_NAMES = ((_SRC_SEGMENT, "segment"), (_SRC_DENSE, "dense"), (_SRC_BM25, "bm2
 ColdWindow = Callable[[float, float, int], "tuple[int, Mapping[int, ColdItem]]"]
 """Counts the archived pages written in ``[start, end)`` and, when at most ``limit``,
 returns them by seq (:meth:`~memoryos_actors.store.cold.ColdIndex.pages_between`)."""
+
+
+def base_score(lexical: float, cosine: float, keywords: float, segment: float) -> float:
+    """Hybrid mode: a candidate's base score from its sources, each weighted
+    (:data:`HYBRID_LEXICAL_WEIGHT` and the others): its BM25 share (BM25 over the best of
+    the pool, in [0, 1]), cos(page, query), Jaccard(query keywords, page keywords) and its
+    segment's F_score. Weights are positive, so the score never falls as a source rises."""
+    return (HYBRID_LEXICAL_WEIGHT * lexical + HYBRID_DENSE_WEIGHT * cosine
+            + HYBRID_KEYWORD_WEIGHT * keywords + HYBRID_SEGMENT_WEIGHT * segment)
+
+
+def _near(base: Mapping[int, float], chars: Mapping[int, int], seq: int) -> float:
+    """The best base score of the turn just before or after ``seq``, each scaled by how
+    much of a passage of NEIGHBOUR_PASSAGE_CHARS the two turns fill: next to a long turn,
+    which holds its own context, the neighbour counts for less."""
+    best = 0.0
+    own = chars[seq]
+    for n in (seq - 1, seq + 1):
+        b = base.get(n)
+        if b is not None:
+            best = max(best, b * min(1.0, NEIGHBOUR_PASSAGE_CHARS / max(own + chars[n], 1)))
+    return best
+
+
+def fused_scores(base: Mapping[int, float], chars: Mapping[int, int]) -> dict[int, float]:
+    """Hybrid mode: each candidate's score (by page seq) from the base scores
+    (:func:`base_score`) of the candidates: its own plus :data:`HYBRID_NEIGHBOR_WEIGHT`
+    times the best of the turns beside it (seq - 1, seq + 1), scaled down for long turns
+    (``chars``: each candidate's length in characters; see :data:`NEIGHBOUR_PASSAGE_CHARS`).
+
+    Monotone: raising one candidate's base score by d raises its own score by d and any
+    other's by at most HYBRID_NEIGHBOR_WEIGHT * d < d, so it never falls in the ranking.
+    """
+    return {seq: b + HYBRID_NEIGHBOR_WEIGHT * _near(base, chars, seq)
+            for seq, b in base.items()}
 
 
 def _query_side(item: ColdItem) -> int:
@@ -841,37 +878,16 @@ class MTMCore:
             self._score_parts(parts, sorted(fresh), q, kw, bm25, best_bm25, seg_f, archived)
         base, chars = parts.base, parts.chars
 
-        # The best base score of the turn just before or after each candidate, each scaled
-        # by how much of a passage of NEIGHBOUR_PASSAGE_CHARS the two turns fill: next to a
-        # long turn, which holds its own context, the neighbour counts for less. One pass
-        # over every candidate, min() and max() written out (same results, fewer calls).
-        beside: dict[int, float] = {}
-        passage, base_get = NEIGHBOUR_PASSAGE_CHARS, base.get
-        for seq in base:
-            best = 0.0
-            own = chars[seq]
-            for n in (seq - 1, seq + 1):
-                b = base_get(n)
-                if b is not None:
-                    span = own + chars[n]
-                    if 1 > span:
-                        span = 1
-                    share = passage / span
-                    v = b * (share if share < 1.0 else 1.0)
-                    if v > best:
-                        best = v
-            beside[seq] = best
-        near = beside.__getitem__
+        def near(seq: int) -> float:
+            return _near(base, chars, seq)
 
-        final: dict[int, float] = {}
+        final = fused_scores(base, chars)
         notes: dict[int, str] = {}
-        w_near = HYBRID_NEIGHBOR_WEIGHT
-        for seq, b in base.items():
-            score = b + w_near * beside[seq]
-            if window is not None and window[0] <= self._cand_time(seq, archived) < window[1]:
-                score += window_bonus
-                notes[seq] = f" + {window_bonus:.2f} in the time window the query names"
-            final[seq] = score
+        if window is not None:
+            for seq in final:
+                if window[0] <= self._cand_time(seq, archived) < window[1]:
+                    final[seq] += window_bonus
+                    notes[seq] = f" + {window_bonus:.2f} in the time window the query names"
         # Best first; equal scores, newer first. The supersede pass only reorders the
         # answer: which pages are returned is decided by relevance alone.
         order = heapq.nlargest(top_k, final, key=lambda x: (final[x], x))
@@ -1013,12 +1029,9 @@ class MTMCore:
                 page = pages[_index_of(pages, seq)]
                 page_kw = page.keywords
                 chars[seq] = len(page.query) + len(page.response)
-            lex = bm25_get(seq, 0.0) / best_bm25
-            if 1.0 < lex:  # min(lex, 1.0)
-                lex = 1.0
-            inter = len(kw & page_kw) if n_kw else 0
-            j = inter / (n_kw + len(page_kw) - inter) if inter else 0.0
-            base[seq] = w_lex * lex + w_dense * cos_of[seq] + w_kw * j + w_seg * f
+            lex = min(bm25.get(seq, 0.0) / best_bm25, 1.0)
+            j = jaccard(kw, page_kw)
+            base[seq] = base_score(lex, cos_of[seq], j, f)
             lex_of[seq] = lex
             kw_of[seq] = j
             f_of[seq] = f

@@ -3,9 +3,9 @@
 Pure functions (no clock, no I/O) used by hybrid retrieval:
 
 * :func:`time_window` reads a time reference in a query ("yesterday", "last week",
-  "3 months ago", "last Saturday", "the past two months", "in May 2023", "in February",
-  "in 2022") as a ``[start, end)`` window of epoch seconds, relative to the time of the
-  question. Pages written inside the window get a bonus.
+  "3 months ago", "last Saturday", "the past two months", "on May 3, 2023", "in May 2023",
+  "in February", "in 2022") as a ``[start, end)`` window of epoch seconds, relative to
+  the time of the question. Pages written inside the window get a bonus.
 * :func:`supersedes` decides whether a newer page states a change of something an older
   page stated ("I moved, now I live in Berlin" after "I live in Paris"): the older page
   must match at least half of the query's terms, the newer one all of those, and the newer
@@ -70,6 +70,18 @@ _MONTH_YEAR = re.compile(r"\b(" + _MONTH_NAMES + r")\.?,? (\d{4})\b")
 _MONTH = re.compile(r"\b(?:in|during|since|of|early|late|mid)[ -](?:the month of )?("
                     + _MONTH_NAMES + r")\b(?!\.?,? \d)")
 _YEAR = re.compile(r"\b(?:in|during|of) (\d{4})\b")
+# A calendar day: "October 13, 2023", "May 3rd", "1 February, 2023", "the 5th of June".
+_ORD = r"(?:st|nd|rd|th)?"
+_MONTH_DAY = re.compile(r"(\w+ )?\b(" + _MONTH_NAMES + r")\.? (\d{1,2})(st|nd|rd|th)?"
+                        + r"(?!\d)(?!:)(?:,? (\d{4}))?\b")
+# "may" and "march" followed by a number are verbs unless a preposition, an ordinal or a
+# year says they are dates ("I may 3D print it", "we march 20 miles").
+_VERB_MONTHS = frozenset({"may", "march"})
+_DATE_PREPOSITIONS = frozenset({"on", "of", "since", "by", "before", "after", "until",
+                                "till", "from", "in", "during"})
+_DAY_MONTH = re.compile(r"\b(\d{1,2})" + _ORD + r" (?:of )?(" + _MONTH_NAMES
+                        + r")\b\.?(?:,? (\d{4}))?")
+_BEFORE_AFTER = re.compile(r"\b(before|after|since|until|till|by)\s+(?:the\s+)?$")
 
 
 def _month_window(year: int, month: int) -> tuple[float, float]:
@@ -99,6 +111,12 @@ def time_window(query: str, now: float) -> tuple[float, float] | None:
       half a day of slack each side (times are UTC; the user's day may be shifted);
     * "last/past N days|weeks|months|years" and "last/past week|weekend|month|year": the
       span up to now;
+    * a calendar day, "October 13, 2023", "May 3rd", "1 February, 2023", "the 5th of June"
+      (without a year: its latest occurrence that began before now): that day, with half a
+      day of slack before and a day after (a turn is often stamped when its session began);
+      after "before", "until" or "by", the week up to and including that day; after
+      "after" or "since", the week from it. "may" and "march" followed by a number are
+      read as dates only after a preposition, with an ordinal or with a year;
     * "<Month> <year>" and "in <year>": those calendar periods;
     * "in/during/since <Month>" without a year: that month's latest occurrence that began
       before now (this year's, or last year's when it has not begun yet).
@@ -129,6 +147,9 @@ def time_window(query: str, now: float) -> tuple[float, float] | None:
     if m:
         span = {"day": 1.0, "week": 7.0, "weekend": 7.0, "month": 31.0, "year": 366.0}[m.group(1)]
         return now - span * _DAY, now + 1.0
+    day = _named_day(q, now)
+    if day is not None:
+        return day
     m = _MONTH_YEAR.search(q)
     if m:
         year = int(m.group(2))
@@ -147,6 +168,40 @@ def time_window(query: str, now: float) -> tuple[float, float] | None:
         month = _MONTHS[m.group(1)]
         return _month_window(asked.year - (month > asked.month), month)
     return None
+
+
+def _named_day(q: str, now: float) -> tuple[float, float] | None:
+    """The window of a calendar day the (lower-case) query names, see :func:`time_window`."""
+    m = _MONTH_DAY.search(q)
+    if m and m.group(2) in _VERB_MONTHS and not (m.group(4) or m.group(5)) and (
+            (m.group(1) or "").strip() not in _DATE_PREPOSITIONS):
+        m = None
+    if m:
+        month, day, year = _MONTHS[m.group(2)], int(m.group(3)), m.group(5)
+    else:
+        m = _DAY_MONTH.search(q)
+        if m is None:
+            return None
+        day, month, year = int(m.group(1)), _MONTHS[m.group(2)], m.group(3)
+    asked = _dt.datetime.fromtimestamp(now, _dt.UTC)
+    try:
+        if year is not None:
+            date = _dt.datetime(int(year), month, day, tzinfo=_dt.UTC)
+        else:
+            # No year: that day's latest occurrence that began before the question.
+            date = _dt.datetime(asked.year, month, day, tzinfo=_dt.UTC)
+            if date.timestamp() > now:
+                date = _dt.datetime(asked.year - 1, month, day, tzinfo=_dt.UTC)
+    except ValueError:
+        return None  # "February 30", "the 45th of May": no such day
+    start = date.timestamp()
+    cue = _BEFORE_AFTER.search(q[: m.start(2) if m.re is _MONTH_DAY else m.start()])
+    if cue is not None and cue.group(1) in ("before", "until", "till", "by"):
+        # "the week before May 3": what happened then, often told on that day itself.
+        return start - 8 * _DAY, start + 1.5 * _DAY
+    if cue is not None:
+        return start - _DAY / 2, start + 8 * _DAY
+    return start - _DAY / 2, start + 1.5 * _DAY
 
 
 def asks_about_past(query: str) -> bool:

@@ -181,3 +181,21 @@ def test_unknown_systems_and_missing_data_exit_with_code_2(
     assert lme.main(["--data", str(tmp_path / "nope.json"), "--out-dir", str(tmp_path),
                      "--quiet"]) == 2
     assert not (tmp_path / "longmemeval.json").exists()
+
+
+def test_kept_data_is_reused_with_the_same_answers_and_refused_for_other_settings(
+    data_file: Path, tmp_path: Path
+) -> None:
+    hay = lme.build_haystack(lme.load_items(data_file), 4)
+    kept = tmp_path / "kept"
+    first = lme.run_length(hay, ["memoryos-hybrid"], work_dir=tmp_path / "w1", keep_data=kept)
+    assert (kept / "4" / "memoryos-hybrid" / lme.KEPT_MARKER).is_file()
+    again = lme.run_length(hay, ["memoryos-hybrid"], work_dir=tmp_path / "w2", keep_data=kept)
+    settings = again["memoryos-hybrid"]["settings"]
+    assert settings["ingest_reused_from_kept_data"] is True
+    assert not first["memoryos-hybrid"]["settings"]["ingest_reused_from_kept_data"]
+    for key in ("overall", "per_type", "missed"):
+        assert again["memoryos-hybrid"][key] == first["memoryos-hybrid"][key]
+    with pytest.raises(lme.BenchError, match="other pages or settings"):
+        lme.run_length(hay, ["memoryos-hybrid"], work_dir=tmp_path / "w3", keep_data=kept,
+                       memory_config={"stm_capacity": 3})

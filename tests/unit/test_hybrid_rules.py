@@ -105,6 +105,44 @@ def test_a_month_without_a_year_is_its_latest_occurrence_before_the_question() -
     assert (start, end) == (NOW - 90 * DAY, NOW + 1.0)
 
 
+def test_a_question_naming_a_calendar_day_finds_the_page_of_that_day() -> None:
+    mtm = _core()
+    # Dinners every third day; the one of May 3 is no closer to the query otherwise.
+    may3 = dt.datetime(2023, 5, 3, 19, tzinfo=dt.UTC).timestamp()
+    for seq in range(20, 41):
+        day = may3 + (seq - 30) * 3 * DAY
+        if seq == 30:
+            mtm.insert(_says(seq, "Dinner with my aunt Rosa, she cooked", day), e(3))
+        else:
+            mtm.insert(_says(seq, f"Dinner number {seq} with a friend was fun", day), e(0))
+    hits = mtm.search(e(0), frozenset({"dinner"}), top_k=5, mode="hybrid",
+                      query_text="Who did I have dinner with on May 3, 2023?", now=NOW)
+    assert _ids(hits)[0] == "p30"
+    assert "time window" in hits.pages[0].why
+
+
+def test_calendar_days_in_questions() -> None:
+    def day(q: str) -> tuple[str, str] | None:
+        w = time_window(q, NOW)
+        if w is None:
+            return None
+        return tuple(dt.datetime.fromtimestamp(t, dt.UTC).strftime("%Y-%m-%d %H")
+                     for t in w)  # type: ignore[return-value]
+
+    assert day("What did Gina find on 1 February, 2023?") == ("2023-01-31 12", "2023-02-02 12")
+    assert day("what painting did she show on October 13, 2022") == (
+        "2022-10-12 12", "2022-10-14 12")
+    # No year: the latest such day before the question (asked on 2023-06-15).
+    assert day("what did I read on the 20th of June?") == ("2022-06-19 12", "2022-06-21 12")
+    assert day("what did I cook on May 3rd") == ("2023-05-02 12", "2023-05-04 12")
+    # "the week before <day>": the week up to and including that day.
+    assert day("what did John do the week before August 3, 2022") == (
+        "2022-07-26 00", "2022-08-04 12")
+    assert day("I may 3D print it") is None and day("we march 20 miles") is None
+    assert day("on February 30, 2023") is None  # no such day
+    assert day("what happened in May 2023") == ("2023-05-01 00", "2023-06-01 00")
+
+
 # ----------------------------------------------------------------- changed facts
 
 
@@ -211,3 +249,37 @@ def test_the_best_lexical_match_is_always_in_the_answer(
         best = max(scores.values())
         returned = {int(pid[1:]) for pid in _ids(hits)}
         assert any(abs(scores[s] - best) < 1e-9 for s in returned if s in scores)
+
+
+_PARTS = st.fixed_dictionaries({
+    "lexical": st.floats(0.0, 1.0), "cosine": st.floats(-1.0, 1.0),
+    "keywords": st.floats(0.0, 1.0), "segment": st.floats(-1.0, 2.0),
+    "chars": st.integers(1, 5_000)})
+
+
+def _rank(final: dict[int, float], seq: int) -> int:
+    """Candidates ranked above ``seq`` (best first; equal scores, newer first, as search)."""
+    return sum(1 for x in final if (final[x], x) > (final[seq], seq))
+
+
+@settings(max_examples=300, deadline=None)
+@given(seqs=st.lists(st.integers(1, 40), min_size=2, max_size=15, unique=True),
+       data=st.data(),
+       source=st.sampled_from(["lexical", "cosine", "keywords", "segment"]),
+       rise=st.floats(1e-6, 2.0))
+def test_fusion_is_monotone_in_each_source(seqs, data, source, rise) -> None:
+    from memoryos_actors.tiers.mtm import base_score, fused_scores
+
+    parts = {seq: data.draw(_PARTS) for seq in seqs}
+    target = data.draw(st.sampled_from(seqs))
+    chars = {seq: p["chars"] for seq, p in parts.items()}
+
+    def final() -> dict[int, float]:
+        base = {seq: base_score(p["lexical"], p["cosine"], p["keywords"], p["segment"])
+                for seq, p in parts.items()}
+        return fused_scores(base, chars)
+
+    before = _rank(final(), target)
+    limit = {"lexical": 1.0, "cosine": 1.0, "keywords": 1.0, "segment": 2.0}[source]
+    parts[target] = {**parts[target], source: min(parts[target][source] + rise, limit)}
+    assert _rank(final(), target) <= before
