@@ -13,7 +13,7 @@ tenants = st.from_regex(r"[a-z0-9][a-z0-9_.-]{0,10}", fullmatch=True)
 users = st.text(
     st.characters(blacklist_categories=("Cs", "Cc"), blacklist_characters="/"),
     min_size=1, max_size=40,
-).filter(lambda s: s.strip() == s)
+).filter(lambda s: s.strip() == s and s not in (".", ".."))  # dot segments: refused
 
 
 @given(tenants, users, tenants, users)
