@@ -423,12 +423,12 @@ class MTMActor(SupervisedActor):
         return True
 
     def _insert(self, page: Page, now: float) -> None:
+        if not self.complete:
+            return  # stopping with earlier pages unplaced: never place past that hole
         if page.seq <= self.core.max_seq or page.seq in self.archived:
             return  # already placed (replayed from the WAL): inserts are idempotent
         if page.seq > self.core.max_seq + 1 and not self._catch_up(page.seq - 1):
-            return  # stopping with earlier pages unplaced: never place past that hole
-        if not self.complete:
-            return
+            return  # the catch-up was just cut short by a stop request
         if self.env.store.edits.page_deleted(page.seq):
             return  # deleted while on its way from STM
         self._place(page, now)
