@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
 from collections.abc import Iterator
 from typing import Any
 
 import httpx
 import pytest
+from browser import wait_for
 from srvutil import Server, add_key, start_server
 
 CONFIG = """\
@@ -61,18 +61,6 @@ def _add(c: httpx.Client, user: str, first: int, n: int) -> None:
         assert r.status_code == 201, r.text
 
 
-def _poll(what: Any, message: str, timeout: float = 60.0) -> Any:
-    """``what()`` once it returns something truthy; fails with ``message`` after
-    ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while True:
-        got = what()
-        if got:
-            return got
-        assert time.monotonic() < deadline, message
-        time.sleep(0.05)
-
-
 def _ids(body: dict[str, Any]) -> list[str]:
     """Every memory id in one answer of GET .../memories."""
     ids = [p["memory_id"] for p in body["pages"]]
@@ -115,7 +103,7 @@ def test_limit_is_honoured_and_the_cursor_walks_every_memory_once(site: Site) ->
             places = {p["location"] for p in body["pages"]}
             return body if places == {"stm", "mtm", "archive"} else None
 
-        everything = _poll(spread, "pages never reached MTM and the archive")
+        everything = wait_for(spread, "pages never reached MTM and the archive", timeout=60.0)
         assert everything["next_cursor"] is None
         assert len(everything["pages"]) == 30
         full = _ids(everything)
@@ -155,7 +143,7 @@ def test_kind_filters_the_listing(site: Site) -> None:
             body = c.get("/v1/users/kinds/memories?kind=segment&kind=trait").json()
             return body if body["segments"] else None
 
-        other = _poll(with_segments, "no segment was ever listed")
+        other = wait_for(with_segments, "no segment was ever listed", timeout=60.0)
         assert other["pages"] == []
         # (Compared by id: a segment's summary and heat may change in between.)
         assert _ids(c.get("/v1/users/kinds/memories", params={"kind": "segment,trait"}
