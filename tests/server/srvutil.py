@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass
+from typing import Any
 from pathlib import Path
 
 import httpx
@@ -122,3 +123,18 @@ class Deployment:
     globex: str
     limited: str
 
+
+
+def stdio_mcp_params(tmp_path: Path) -> Any:
+    """``StdioServerParameters`` for ``memoryos mcp --tenant acme`` over a fresh data
+    directory and :data:`CONFIG_TOML` in ``tmp_path`` (the official client's launch)."""
+    from mcp import StdioServerParameters
+
+    config = tmp_path / "config.toml"
+    config.write_text(CONFIG_TOML)
+    return StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "memoryos_actors", "--data-dir", str(tmp_path / "data"), "--config",
+              str(config), "mcp", "--tenant", "acme"],
+        cwd=str(tmp_path),
+    )

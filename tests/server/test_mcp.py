@@ -5,16 +5,15 @@ from __future__ import annotations
 
 import asyncio
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
-from srvutil import CONFIG_TOML, Deployment
+from srvutil import Deployment, stdio_mcp_params
 
 pytest.importorskip("mcp")
 
-from mcp import Client, StdioServerParameters  # noqa: E402
+from mcp import Client  # noqa: E402
 
 TOOLS = {"add_turn", "retrieve", "chat", "list_users", "list_memories", "delete_memory",
          "correct_memory", "forget_user"}
@@ -83,14 +82,7 @@ async def _session(client: Client) -> None:
 
 
 def test_mcp_over_stdio_adds_retrieves_lists_and_forgets(tmp_path: Path) -> None:
-    config = tmp_path / "config.toml"
-    config.write_text(CONFIG_TOML)
-    params = StdioServerParameters(
-        command=sys.executable,
-        args=["-m", "memoryos_actors", "--data-dir", str(tmp_path / "data"), "--config",
-              str(config), "mcp", "--tenant", "acme"],
-        cwd=str(tmp_path),
-    )
+    params = stdio_mcp_params(tmp_path)
 
     async def main() -> None:
         async with Client(params) as client:
