@@ -7,6 +7,7 @@ and the directory is fsynced so the rename itself survives a machine crash.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -91,7 +92,11 @@ def atomic_write(path: Path, content: bytes | Callable[[BinaryIO], None], what: 
                 os.fsync(f.fileno())
         os.replace(tmp, path)
     except OSError as exc:
-        tmp.unlink(missing_ok=True)
+        # Removing the temp file can fail for the reason the write did (a name too long
+        # for the file system, a directory gone): the caller must still get the typed
+        # error for the write, not this second one.
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
         raise StorageError(f"{path}: writing {what} failed: {exc}") from exc
     if durable:
         fsync_dir(path.parent)

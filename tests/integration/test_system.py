@@ -18,6 +18,7 @@ from memoryos_actors import (
     ManualClock,
     MemoryConfig,
     MemoryOS,
+    StorageError,
     SystemClosed,
     UnknownUser,
     UserProfile,
@@ -364,3 +365,16 @@ def test_agent_persona_is_per_user_unless_configured_as_shared(open_mem) -> None
     assert "@assistant:default" not in shared.users()
     with pytest.raises(InvalidInput, match="reserved"):
         shared.add_turn("@assistant:default", "q", "r")
+
+
+def test_export_to_a_name_too_long_for_the_file_system_is_a_storage_error(
+    open_mem, tmp_path: Path,
+) -> None:
+    # Found by the hostile-input property test: the failed write's clean-up raised a bare
+    # OSError (the temp file's name was too long as well) in place of StorageError.
+    mem = open_mem()
+    mem.add_turn("e", "my cat is called Miso", "noted")
+    with pytest.raises(StorageError, match="writing export failed"):
+        mem.export_user("e", tmp_path / ("x" * 252))
+    out = mem.export_user("e", tmp_path / "e.msgpack")
+    assert out.exists()

@@ -43,3 +43,14 @@ def test_a_streamed_write_is_written_in_full(tmp_path: Path) -> None:
 
     atomic_write(target, chunks, "copy")
     assert target.read_bytes() == b"".join(bytes([i]) * 1000 for i in range(5))
+
+
+@pytest.mark.parametrize("length", [252, 300])
+def test_a_name_the_file_system_refuses_is_a_storage_error(tmp_path: Path, length: int) -> None:
+    # 252 characters: the name itself fits (255 at most on Linux) but its temp file
+    # ("<name>.tmp") does not; 300: neither does. Cleaning up the temp file fails the same
+    # way, and that second OSError must not escape in place of the typed error.
+    target = tmp_path / ("x" * length)
+    with pytest.raises(StorageError, match="writing export failed"):
+        atomic_write(target, b"data", "export")
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
