@@ -17,8 +17,10 @@ import os
 from pathlib import Path
 from typing import Any
 
-from .actors.base import ASSISTANT_PREFIX
 from .errors import CorruptDataError, StorageError
+# Only the store: this module must stay cheap to import, as ``memoryos stats`` is one
+# process per call (no actors, no numpy).
+from .store.paths import ASSISTANT_PREFIX
 from .store.userstore import UserStore, list_users
 
 __all__ = ["STORED_KEYS", "stored_stats", "user_stored_stats"]

@@ -401,14 +401,17 @@ def stats(args: argparse.Namespace) -> int:
     from ._common import shard_dirs, tenant
 
     path = existing_data_dir(args)
-    quiet_logging(config_from_args(args))
+    cfg = config_from_args(args)
     if args.user:
+        quiet_logging(cfg)
         user = lib_user(args, args.user)
         with open_reader(args, path, user) as mem:
             require_user(mem, user, args)
             st = {"user_id": args.user,
                   **user_stored_stats(mem.data_dir, user)}
     else:
+        # Only the store may log here (damaged files): set the output up if it does.
+        quiet_logging(cfg, on_first_event=True)
         t = tenant(args)
         st = {"users": 0, "stored": {}, "damaged": {}, "damaged_users": 0}
         for root in shard_dirs(path):
