@@ -17,9 +17,9 @@ import os
 from pathlib import Path
 from typing import Any
 
+# Only the store (no actors, no numpy): ``memoryos stats`` is one process per call, and
+# its imports are a good part of its time.
 from .errors import CorruptDataError, StorageError
-# Only the store: this module must stay cheap to import, as ``memoryos stats`` is one
-# process per call (no actors, no numpy).
 from .store.paths import ASSISTANT_PREFIX
 from .store.userstore import UserStore, list_users
 

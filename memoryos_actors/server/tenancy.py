@@ -15,7 +15,6 @@ from ..errors import InvalidInput
 from ..validation import DOT_SEGMENTS
 
 __all__ = [
-    "relabel_user_id",
     "MAX_ID_CHARS", "check_external_id", "external_id", "external_memory_id", "internal_id",
     "internal_memory_id", "relabel_user_id", "tenant_prefix",
 ]
