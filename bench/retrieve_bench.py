@@ -21,7 +21,8 @@ A/B runs of two checkouts on the same kept data, alternated (the machine is shar
     PYTHONPATH=OTHER_CHECKOUT python bench/retrieve_bench.py --data-dir DIR --name b
 
 (``PYTHONPATH`` puts the other checkout's ``memoryos_actors`` first; the result records
-which file was imported.)
+which file was imported.) The results go to ``--out-dir`` (default: ``memoryos-bench`` in
+the system's temporary directory; ``--out-dir bench/results`` records a run there).
 
 ``--stages`` also reports where the CPU goes: the thread CPU time (``time.thread_time``,
 so waiting for the GIL or a lock does not count) of each stage of the retrieve path, per
@@ -51,6 +52,7 @@ from typing import Any
 # memory system's code, this checkout only supplies the bench helpers.
 sys.path.append(str(Path(__file__).resolve().parent.parent))
 
+from bench._out import add_out_dir, write_result  # noqa: E402
 from bench.longmemeval import (  # noqa: E402
     TOP_K,
     USER,
@@ -219,7 +221,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--stages", action="store_true",
                    help="also report the thread CPU time of each stage of the retrieve path")
     p.add_argument("--name", default=None,
-                   help="write bench/results/retrieve_NAME.json (default: print only)")
+                   help="results file retrieve_NAME.json (default: retrieve.json)")
+    add_out_dir(p)
     args = p.parse_args(argv)
     if argv is None and os.environ.get("PYTHONHASHSEED") != "0":
         # The order of a set of query terms follows string hashing, which Python seeds
@@ -272,10 +275,9 @@ def main(argv: Sequence[str] | None = None) -> int:
           f"{load_before[0]:.1f} -> {report['machine']['load_average_after'][0]:.1f}")
     for label, row in result.get("stages_cpu_ms_per_retrieve", {}).items():
         print(f"  {row['ms']:7.2f} ms  {row['calls']:6.1f} calls  {label}")
-    if args.name:
-        out = Path(__file__).resolve().parent / "results" / f"retrieve_{args.name}.json"
-        out.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
-        print(f"results: {out}")
+    out = write_result(args, f"retrieve_{args.name}.json" if args.name else "retrieve.json",
+                       report)
+    print(f"results: {out}")
     return 0
 
 

@@ -7,6 +7,14 @@ times: ``stored_stats`` in this process (what ``memoryos stats`` computes), the 
 user, which activates each one. Target: 1,000 users in under 1 s.
 
     python bench/stats_bench.py --users 1000 --turns 10 --activation
+
+An A/B run of two checkouts on the same kept data, alternated (the machine is shared):
+
+    PYTHONPATH=OTHER_CHECKOUT python bench/stats_bench.py --keep-data DIR --name stats_a --label a
+    python bench/stats_bench.py --keep-data DIR --name stats_b --label b
+
+(``PYTHONPATH`` puts the other checkout's ``memoryos_actors`` first, in this process and
+in the ``memoryos stats`` subprocess; the bench's own helpers come from this checkout.)
 """
 
 from __future__ import annotations
@@ -14,6 +22,7 @@ from __future__ import annotations
 import argparse
 import os
 import platform
+import resource
 import shutil
 import subprocess
 import sys
@@ -23,11 +32,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+# After PYTHONPATH and site-packages: an A/B run's PYTHONPATH chooses the memory system's
+# code; this checkout supplies it otherwise, and the bench helpers always.
+sys.path.append(str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _out import add_out_dir, write_result  # noqa: E402
 
+import memoryos_actors  # noqa: E402
 from memoryos_actors import MemoryConfig, MemoryOS  # noqa: E402
 from memoryos_actors.disk_stats import stored_stats  # noqa: E402
 
@@ -42,6 +54,12 @@ def _fill(data: Path, users: int, turns: int) -> None:
         mem.flush()
 
 
+def _children_cpu() -> float:
+    """CPU seconds (user + system) of the finished child processes so far."""
+    use = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return use.ru_utime + use.ru_stime
+
+
 def _best_of(runs: int, fn: Any, clock: Any = time.perf_counter) -> tuple[float, Any]:
     best, value = float("inf"), None
     for _ in range(runs):
@@ -52,7 +70,7 @@ def _best_of(runs: int, fn: Any, clock: Any = time.perf_counter) -> tuple[float,
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the benchmark; print and write ``stats.json``; return 0."""
+    """Run the benchmark; print and write ``<--name>.json`` (default ``stats.json``); return 0."""
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--users", type=int, default=1000)
     p.add_argument("--turns", type=int, default=10, help="turns per user")
@@ -60,11 +78,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--activation", action="store_true",
                    help="also time MemoryOS.stats(user) for every user (slow)")
     p.add_argument("--keep-data", help="data directory to fill once and reuse")
+    p.add_argument("--name", default="stats", help="stem of the results file (default: stats)")
+    p.add_argument("--label", default=None,
+                   help="what this run measures (e.g. main or branch), kept in the results")
     add_out_dir(p)
     args = p.parse_args(argv)
     words = list(sys.argv[1:] if argv is None else argv)
     if args.keep_data:  # the command as a reader can repeat it, without this machine's path
         words = ["DIR" if w == args.keep_data else w for w in words]
+    if args.out_dir and os.path.isabs(args.out_dir):
+        words = ["OUT" if w == args.out_dir else w for w in words]
     command = "python bench/stats_bench.py " + " ".join(words)
     load_before = os.getloadavg()[0]
     scratch = None
@@ -83,8 +106,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         cpu_s, _ = _best_of(args.runs, lambda: stored_stats(data), clock=time.process_time)
         env = {k: v for k, v in os.environ.items() if not k.startswith("MEMORYOS_")}
         cmd = [sys.executable, "-m", "memoryos_actors", "--data-dir", str(data), "stats"]
-        cli_s, _ = _best_of(args.runs, lambda: subprocess.run(
-            cmd, env=env, capture_output=True, check=True))
+        # ``-m`` imports from the working directory first: run the command where the code
+        # this process measured lives, so both parts measure the same checkout.
+        code_root = Path(memoryos_actors.__file__).resolve().parent.parent
+
+        def run_stats() -> Any:
+            return subprocess.run(cmd, env=env, cwd=code_root, capture_output=True, check=True)
+
+        cli_s, _ = _best_of(args.runs, run_stats)
+        # The command's own CPU time (start-up included): best of the same number of runs.
+        cli_cpu_s, _ = _best_of(args.runs, run_stats, clock=_children_cpu)
         load_after = os.getloadavg()[0]
         result: dict[str, Any] = {
             "users": found["stored"]["users"],
@@ -93,6 +124,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "stored_stats_s": round(disk_s, 3),
             "stored_stats_cpu_s": round(cpu_s, 3),
             "cli_stats_s": round(cli_s, 3),
+            "cli_stats_cpu_s": round(cli_cpu_s, 3),
             "runs": args.runs,
             "cpus": os.cpu_count(),
             "load_avg_1m_before": round(load_before, 2),
@@ -101,6 +133,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             "command": command,
             "python": platform.python_version(),
         }
+        if args.label:
+            result["label"] = args.label
         if args.activation:
             def activate_all() -> int:
                 with MemoryOS.open(data, MemoryConfig(log_level="error"),
@@ -113,7 +147,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         if scratch is not None:
             shutil.rmtree(scratch, ignore_errors=True)
-    path = write_result(args, "stats.json", result)
+    path = write_result(args, f"{args.name}.json", result)
     for key, value in result.items():
         print(f"{key:>20}: {value}")
     print(f"target: {result['users']} users in under 1 s: "

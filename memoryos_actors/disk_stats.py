@@ -17,8 +17,10 @@ import os
 from pathlib import Path
 from typing import Any
 
-from .actors.base import ASSISTANT_PREFIX
+# Only the store (no actors, no numpy): ``memoryos stats`` is one process per call, and
+# its imports are a good part of its time.
 from .errors import CorruptDataError, StorageError
+from .store.paths import ASSISTANT_PREFIX
 from .store.userstore import UserStore, list_users
 
 __all__ = ["STORED_KEYS", "stored_stats", "user_stored_stats"]

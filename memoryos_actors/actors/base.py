@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..errors import Overloaded
+from ..store.paths import ASSISTANT_PREFIX
 from .persist import recover
 
 if TYPE_CHECKING:
@@ -282,9 +283,6 @@ class Metrics:
         return out
 
 
-#: User ids with this prefix are reserved: the shared persona of an assistant lives in the
-#: LPM of the pseudo-user ``ASSISTANT_PREFIX + assistant_id`` (``shared_agent_persona``).
-ASSISTANT_PREFIX = "@assistant:"
 
 
 def persona_owner(user_id: str, assistant_id: str, shared: bool) -> str:

@@ -87,16 +87,21 @@ def config_from_args(args: argparse.Namespace, **overrides: Any) -> MemoryConfig
     return cfg.evolve(**overrides) if overrides else cfg
 
 
-def quiet_logging(cfg: MemoryConfig) -> None:
+def quiet_logging(cfg: MemoryConfig, *, on_first_event: bool = False) -> None:
     """Keep library and third-party logs at the configured level on stderr.
 
     pykka reports a crashed actor through the standard ``logging`` module with a traceback;
     the supervisor already restarts it and says so through structlog, so on the terminal
-    the traceback is noise unless the user asked for debug output.
+    the traceback is noise unless the user asked for debug output. With
+    ``on_first_event``, for a command that starts no actor and whose only log events can
+    come from the store, structlog is set up (and imported) only if one is logged.
     """
-    from ..logs import configure_logging
+    from ..logs import configure_logging, configure_logging_on_first_event
 
-    configure_logging(cfg.log_level, cfg.log_format, force=True)
+    if on_first_event:
+        configure_logging_on_first_event(cfg.log_level, cfg.log_format)
+    else:
+        configure_logging(cfg.log_level, cfg.log_format, force=True)
     if cfg.log_level != "debug":
         logging.getLogger("pykka").setLevel(logging.CRITICAL)
     for noisy in ("LiteLLM", "litellm", "httpx", "openai"):

@@ -165,16 +165,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.ray = False
     from ..errors import MemoryOSError
 
-    err = console(stderr=True)
+    # The error console is made only when needed: rich costs a short command its start-up.
     try:
         return _COMMANDS[args.command](args)
     except (MemoryOSError, UsageError) as exc:
         kind = "" if isinstance(exc, UsageError) else f"{type(exc).__name__}: "
         message = str(exc.args[0]) if exc.args else str(exc)
-        err.print(plain(f"memoryos: error: {kind}{message}"), soft_wrap=True)
+        console(stderr=True).print(plain(f"memoryos: error: {kind}{message}"), soft_wrap=True)
         return 2
     except KeyboardInterrupt:
-        err.print("memoryos: interrupted")
+        console(stderr=True).print("memoryos: interrupted")
         return 130
     except BrokenPipeError:
         # Output piped into a pager or `head` that exited: not an error worth a traceback.

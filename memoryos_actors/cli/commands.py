@@ -19,7 +19,7 @@ import re
 import sys
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -338,7 +338,8 @@ def inspect(args: argparse.Namespace) -> int:
     user = lib_user(args, args.user)
     with open_reader(args, existing_data_dir(args), user) as mem:
         require_user(mem, user, args)
-        state = mem.user_state(user)
+        # Named as the command line names it (the tenant's id, as the server shows it).
+        state = replace(mem.user_state(user), user_id=args.user)
         if args.json:
             print(json.dumps(state_dict(state), indent=2, default=str))
             return 0
@@ -401,14 +402,17 @@ def stats(args: argparse.Namespace) -> int:
     from ._common import shard_dirs, tenant
 
     path = existing_data_dir(args)
-    quiet_logging(config_from_args(args))
+    cfg = config_from_args(args)
     if args.user:
+        quiet_logging(cfg)
         user = lib_user(args, args.user)
         with open_reader(args, path, user) as mem:
             require_user(mem, user, args)
             st = {"user_id": args.user,
                   **user_stored_stats(mem.data_dir, user)}
     else:
+        # Only the store may log here (damaged files): set the output up if it does.
+        quiet_logging(cfg, on_first_event=True)
         t = tenant(args)
         st = {"users": 0, "stored": {}, "damaged": {}, "damaged_users": 0}
         for root in shard_dirs(path):
@@ -454,15 +458,27 @@ def export(args: argparse.Namespace) -> int:
         if to_stdout:
             with tempfile.TemporaryDirectory(prefix="memoryos-export-") as tmp:
                 out = mem.export_user(user, Path(tmp) / "export.json")
+                out = _tenant_export(args, user, out)
                 with out.open("rb") as fh:
                     sys.stdout.flush()
                     shutil.copyfileobj(fh, sys.stdout.buffer)
                 sys.stdout.buffer.flush()
             print(f"exported {args.user!r} ({turns} turns) to stdout", file=sys.stderr)
             return 0
-        out = mem.export_user(user, target)
+        out = _tenant_export(args, user, mem.export_user(user, target))
     print(f"exported {args.user!r} ({turns} turns) to {out}")
     return 0
+
+
+def _tenant_export(args: argparse.Namespace, user: str, path: Path) -> Path:
+    """With a tenant, the export at ``path`` names its user by the tenant's id, as the
+    server's export does (``memoryos --tenant T import`` reads either)."""
+    if args.user == user:
+        return path
+    from ..server.tenancy import relabel_user_id
+    from ..store.export import read_export, write_export
+
+    return write_export(path, relabel_user_id(read_export(path), user, args.user))
 
 
 def import_(args: argparse.Namespace) -> int:

@@ -72,7 +72,13 @@ from .keys import KeyRecord, KeyStore
 from .listing import memories_response, memory_kinds, profile_dict, read_memories
 from .metrics import ServerMetrics
 from .ratelimit import RateLimiter
-from .tenancy import external_id, external_memory_id, internal_id, internal_memory_id
+from .tenancy import (
+    external_id,
+    external_memory_id,
+    internal_id,
+    internal_memory_id,
+    relabel_user_id,
+)
 
 __all__ = ["ServerSettings", "create_app"]
 
@@ -320,16 +326,6 @@ def _context(ctx: MemoryContext, user: str, assistant: str, k: int) -> m.Retriev
         profile=profile_dict(ctx.lpm_profile), agent_profile=profile_dict(ctx.agent_profile),
         rendered=ctx.render(), elapsed_ms=ctx.elapsed_ms,
     )
-
-
-def _relabel(value: Any, internal: str, external: str) -> Any:
-    """``value`` with every ``user_id`` equal to ``internal`` replaced by ``external``."""
-    if isinstance(value, dict):
-        return {k: (external if k == "user_id" and v == internal else
-                    _relabel(v, internal, external)) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_relabel(v, internal, external) for v in value]
-    return value
 
 
 # -- the app ------------------------------------------------------------------------------------
@@ -590,7 +586,7 @@ def create_app(settings: ServerSettings, *, keys: KeyStore | None = None,
             path = Path(tmp) / "export.json"
             await state.memory().export_user(uid, path)
             text = await asyncio.to_thread(path.read_text, encoding="utf-8")
-        return _relabel(json.loads(text), uid, user_id)
+        return relabel_user_id(json.loads(text), uid, user_id)
 
     @v1.delete("/users/{user_id}", summary="Forget a user", response_model=m.ForgetResponse,
                tags=["users"], responses=NO_USER, response_description="What was deleted.")

@@ -9,13 +9,14 @@ are scoped the same way, so shared assistant personas are never shared across te
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from ..errors import InvalidInput
 from ..validation import DOT_SEGMENTS
 
 __all__ = [
     "MAX_ID_CHARS", "check_external_id", "external_id", "external_memory_id", "internal_id",
-    "internal_memory_id", "tenant_prefix",
+    "internal_memory_id", "relabel_user_id", "tenant_prefix",
 ]
 
 #: Longest user or assistant id a tenant may use, characters.
@@ -86,3 +87,15 @@ def external_memory_id(tenant: str, memory_id: str) -> str:
         return memory_id
     aid = external_id(tenant, ref.assistant) or ref.assistant
     return MemoryRef(ref.kind, ref.key, aid).memory_id
+
+
+def relabel_user_id(value: Any, internal: str, external: str) -> Any:
+    """``value`` (an export's payload or JSON document) with every ``user_id`` equal to
+    ``internal`` replaced by ``external``: a tenant's export names its user as the tenant
+    does (the HTTP export and ``memoryos --tenant T export`` both)."""
+    if isinstance(value, dict):
+        return {k: (external if k == "user_id" and v == internal else
+                    relabel_user_id(v, internal, external)) for k, v in value.items()}
+    if isinstance(value, list):
+        return [relabel_user_id(v, internal, external) for v in value]
+    return value

@@ -30,6 +30,7 @@ This module is private; :mod:`memoryos_actors.store.wal` and
 from __future__ import annotations
 
 import bisect
+import io
 import os
 import shutil
 import struct
@@ -42,7 +43,6 @@ from pathlib import Path
 from typing import Any, BinaryIO, Literal, Self
 
 import msgpack
-import structlog
 
 from memoryos_actors.errors import (
     ConfigError,
@@ -50,6 +50,7 @@ from memoryos_actors.errors import (
     InvalidInput,
     StorageError,
 )
+from memoryos_actors.logs import lazy_logger
 from memoryos_actors.store._files import atomic_write, fsync_dir, is_blank, tmp_path
 
 __all__ = [
@@ -62,7 +63,8 @@ __all__ = [
     "unpack_record",
 ]
 
-log = structlog.get_logger("memoryos.store")
+# Lazy: readers such as ``memoryos stats`` import structlog only if they log something.
+log = lazy_logger("memoryos.store")
 
 FsyncPolicy = Literal["always", "interval", "never"]
 FSYNC_POLICIES: tuple[str, ...] = ("always", "interval", "never")
@@ -330,16 +332,21 @@ def walk_damaged(fd: int, offset: int, size: int, prev_seq: int, reason: str
                 return damages, frames
 
 
+_KEEP_AT_OPEN_BYTES = 4 * 1024 * 1024
+"""Largest log (bytes) whose records a read-only open keeps in memory for its first read."""
+
 MARK_EVERY = 256
 """A log that keeps marks remembers where every ``MARK_EVERY``-th frame starts, so reading
 from a given seq seeks close to it instead of walking every frame before it."""
 
 
 def scan(path: Path, magic: bytes, version: int, kind: str, *, marks: bool = False,
-         fd: int | None = None) -> _Scan:
+         fd: int | None = None, keep: list[tuple[int, bytes]] | None = None) -> _Scan:
     """Validate every frame of ``path`` (read through ``fd`` when given) and report where
     valid data ends (with ``marks``, also where every ``MARK_EVERY``-th frame starts), and,
-    past damage, every damaged range and how many intact frames follow."""
+    past damage, every damaged range and how many intact frames follow. With ``keep`` (a
+    list), the ``(seq, payload)`` of every valid frame before the first damage is appended
+    to it."""
     own = fd is None
     if fd is None:
         fd = os.open(path, os.O_RDONLY)
@@ -347,9 +354,14 @@ def scan(path: Path, magic: bytes, version: int, kind: str, *, marks: bool = Fal
         size = os.fstat(fd).st_size
         found: list[tuple[int, int]] = []
         last_offset = 0
-        # Buffered: two reads per frame stay in user space. It moves the descriptor's
-        # offset, which nothing else relies on (every other read of it is a pread).
-        f = open(fd, "rb", closefd=False)  # noqa: SIM115 - closed below
+        # Buffered: two reads per frame stay in user space. A large file is read through
+        # the descriptor, moving its offset, which nothing else relies on (every other read
+        # of it is a pread).
+        f: Any
+        if size <= _KEEP_AT_OPEN_BYTES:  # a small log: one read, then frames from memory
+            f = io.BytesIO(os.pread(fd, size, 0))
+        else:
+            f = open(fd, "rb", closefd=False)  # noqa: SIM115 - closed below
         try:
             f.seek(0)
             base = read_header(f, path, magic, version, kind)
@@ -362,6 +374,8 @@ def scan(path: Path, magic: bytes, version: int, kind: str, *, marks: bool = Fal
                     reason = got
                     break
                 seq = got[0]
+                if keep is not None:
+                    keep.append(got)
                 if marks and seq % MARK_EVERY == 0:
                     found.append((seq, offset))
                 last_offset = offset
@@ -519,7 +533,8 @@ class RecordLog:
     file missing or blank; the caller decides whether that is safe to start over from.
 
     With ``read_only=True`` the file is never created, cut, fsynced, locked or written, and
-    may be missing (an empty log) or, with ``empty_if_blank``, blank; a torn tail is left
+    may be missing (an empty log) or, with ``empty_if_blank`` (a flag, or a function asked
+    only when the file is not a readable log), blank; a torn tail is left
     where it is and not read (another process may be appending). Appends are kept in
     memory only, for this object's life (the bookkeeping of a read-only session), and
     :meth:`flush` does nothing. The records read are those of the file as it was opened.
@@ -545,7 +560,7 @@ class RecordLog:
         sync_create: bool = True,
         on_first_sync: Callable[[], None] | None = None,
         read_only: bool = False,
-        empty_if_blank: bool = False,
+        empty_if_blank: bool | Callable[[], bool] = False,
     ) -> None:
         if fsync not in FSYNC_POLICIES:
             raise ConfigError(f"fsync must be one of {', '.join(FSYNC_POLICIES)}, not {fsync!r}")
@@ -568,12 +583,15 @@ class RecordLog:
         self._fd: int | None = None
         self._overlay: list[tuple[int, bytes]] = []
         self._hide_below = 0
-        self._key = os.path.realpath(self.path)
-        if self.read_only:
+        #: Read-only: the records the opening scan read, kept for the first read (which
+        #: is then served without reading the file a second time); None once used.
+        self._kept: list[tuple[int, bytes]] | None = None
+        if self.read_only:  # never registered as open: no key (realpath costs syscalls)
             self._file = None
             self._open_read_only(empty_if_blank)
             self._closed = False
             return
+        self._key = os.path.realpath(self.path)
         with _open_paths_lock:
             if self._key in _open_paths:
                 raise StorageError(f"{self.path}: {self.KIND} is already open in this process")
@@ -590,7 +608,7 @@ class RecordLog:
 
     # -- opening and recovery -------------------------------------------------------------
 
-    def _open_read_only(self, empty_if_blank: bool) -> None:
+    def _open_read_only(self, empty_if_blank: bool | Callable[[], bool]) -> None:
         self._checkpoint_current = True
         self._marks: list[tuple[int, int]] = []
         self._base = self._last_seq = self._synced_seq = 0
@@ -603,15 +621,26 @@ class RecordLog:
         except OSError as exc:
             raise StorageError(f"{self.path}: cannot read {self.KIND}: {exc}") from exc
         try:
-            if empty_if_blank and is_blank(self.path):
-                os.close(fd)
-                return
             result = None
+            kept: list[tuple[int, bytes]] | None = None
             if self.CHECKPOINT:
                 result = _read_checkpoint(self.path, self.MAGIC, self.VERSION, self.KIND, fd)
+            elif os.fstat(fd).st_size <= _KEEP_AT_OPEN_BYTES:
+                # A read-only open is mostly followed by one read of every record (a
+                # recovery, ``memoryos stats``): keep what the scan reads for it.
+                kept = []
             if result is None:
-                result = scan(self.path, self.MAGIC, self.VERSION, self.KIND,
-                              marks=self.CHECKPOINT, fd=fd)
+                try:
+                    result = scan(self.path, self.MAGIC, self.VERSION, self.KIND,
+                                  marks=self.CHECKPOINT, fd=fd, keep=kept)
+                except CorruptDataError:
+                    # A blank file has no readable header: only then is it worth asking
+                    # whether blank is allowed (the caller's test may read other files).
+                    if is_blank(self.path) and (
+                            empty_if_blank() if callable(empty_if_blank) else empty_if_blank):
+                        os.close(fd)
+                        return
+                    raise
             if result.bad_reason is not None:
                 if result.later_valid:
                     raise self._refusal(result)
@@ -629,6 +658,7 @@ class RecordLog:
         self._end = result.valid_end
         self._last_offset = result.last_offset
         self._marks = list(result.marks)
+        self._kept = kept
 
     def _open(self) -> Any:
         tmp = tmp_path(self.path)
@@ -833,15 +863,18 @@ class RecordLog:
 
     def _iter_payloads(self, after_seq: int = 0) -> Iterator[tuple[int, bytes]]:
         overlay: list[tuple[int, bytes]] = []
+        kept: list[tuple[int, bytes]] | None = None
         with self._lock:
             if self._closed:
                 raise StorageError(f"{self.path}: {self.KIND} is closed")
             if self.read_only:
                 after_seq = max(after_seq, self._hide_below - 1)
                 overlay = list(self._overlay)
+                kept, self._kept = self._kept, None
                 # Reads see the file opened with the log, whatever another process renames
-                # into place meanwhile.
-                f: Any = None if self._fd is None else self._same_file_reader(self._fd)
+                # into place meanwhile (the records kept at open are that file's).
+                f: Any = None if self._fd is None or kept is not None \
+                    else self._same_file_reader(self._fd)
             else:
                 # Opening under the lock pins the current file: a concurrent truncate
                 # renames a new file into place, and this handle keeps reading the old,
@@ -853,6 +886,8 @@ class RecordLog:
                 # The last mark at or before the first frame wanted (marks only grow).
                 i = bisect.bisect_right(self._marks, (after_seq + 1, end)) - 1
                 start = self._marks[i]
+        if kept is not None:
+            yield from ((seq, payload) for seq, payload in kept if seq > after_seq)
         if f is not None:
             try:
                 yield from self._disk_payloads(f, after_seq, end, start)

@@ -29,6 +29,7 @@ import hashlib
 from memoryos_actors.errors import InvalidInput
 
 __all__ = [
+    "ASSISTANT_PREFIX",
     "MAX_DIR_NAME_CHARS",
     "MAX_USER_ID_BYTES",
     "user_dir_name",
@@ -38,6 +39,12 @@ __all__ = [
 
 MAX_USER_ID_BYTES = 4096
 """Longest accepted user id, in UTF-8 bytes."""
+
+#: User ids with this prefix are reserved: the shared persona of an assistant lives in the
+#: LPM of the pseudo-user ``ASSISTANT_PREFIX + assistant_id`` (``shared_agent_persona``).
+#: Defined here, at the bottom of the layers, because readers of stored data (``memoryos
+#: stats``) must tell such pseudo-users from users without importing the actors.
+ASSISTANT_PREFIX = "@assistant:"
 
 _PLAIN_PREFIX = "u-"
 _HASHED_PREFIX = "h-"

@@ -75,13 +75,15 @@ def _generation_path(directory: Path, generation: int) -> Path:
 def list_snapshots(directory: str | os.PathLike[str]) -> list[tuple[int, Path]]:
     """``(generation, path)`` of every snapshot file in ``directory``, newest first."""
     d = Path(directory)
-    if not d.is_dir():
+    try:
+        names = os.listdir(d)
+    except (FileNotFoundError, NotADirectoryError):
         return []
     found = []
-    for entry in d.iterdir():
-        m = _NAME.match(entry.name)
+    for name in names:  # a Path only for the matches: readers list every user's snapshots
+        m = _NAME.match(name)
         if m:
-            found.append((int(m.group(1)), entry))
+            found.append((int(m.group(1)), d / name))
     found.sort(reverse=True)
     return found
 

@@ -37,7 +37,7 @@ import threading
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Self
+from typing import TYPE_CHECKING, Any, Self
 
 from memoryos_actors.errors import (
     CorruptDataError,
@@ -50,7 +50,6 @@ from memoryos_actors.errors import (
 from memoryos_actors.store._files import atomic_write, fsync_dir, fsync_file, is_blank
 from memoryos_actors.store._framing import NewerFormatError, log
 from memoryos_actors.store.archive import Archive
-from memoryos_actors.store.cold import COLD_FILE, ColdIndex
 from memoryos_actors.store.edits import EditLog
 from memoryos_actors.store.paths import user_dir_name, user_id_from_dir_name, validate_user_id
 from memoryos_actors.store.snapshot import (
@@ -60,6 +59,9 @@ from memoryos_actors.store.snapshot import (
     write_snapshot,
 )
 from memoryos_actors.store.wal import WAL
+
+if TYPE_CHECKING:
+    from memoryos_actors.store.cold import ColdIndex
 
 __all__ = [
     "ARCHIVE_FILE",
@@ -169,11 +171,30 @@ def user_path(root: str | os.PathLike[str], user_id: str) -> Path:
     return Path(root) / USERS_DIR / user_dir_name(user_id)
 
 
-def _read_meta(path: Path) -> UserMeta:
+def _meta_bytes(path: Path) -> bytes | None:
+    """The meta file's bytes, None when it is missing; :class:`CorruptDataError` when it
+    cannot be read (one read: its blankness and its content both come from these bytes)."""
     try:
-        raw = path.read_bytes()
+        return path.read_bytes()
+    except FileNotFoundError:
+        return None
     except OSError as exc:
         raise CorruptDataError(f"{path}: cannot read meta: {exc}") from exc
+
+
+def _blank(raw: bytes) -> bool:
+    """Whether file content ``raw`` is blank (as :func:`~memoryos_actors.store._files.is_blank`)."""
+    return raw.count(0) == len(raw)
+
+
+def _read_meta(path: Path) -> UserMeta:
+    raw = _meta_bytes(path)
+    if raw is None:
+        raise CorruptDataError(f"{path}: cannot read meta: missing")
+    return _parse_meta(raw, path)
+
+
+def _parse_meta(raw: bytes, path: Path) -> UserMeta:
     try:
         doc = json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, ValueError) as exc:
@@ -227,12 +248,13 @@ def list_users(root: str | os.PathLike[str], *,
             continue
         meta = entry / META_FILE
         reason = f"{meta}: missing, and {entry.name!r} is not a plain user dir name"
-        if meta.exists() and not is_blank(meta):
-            try:
-                found.append(_read_meta(meta).user_id)
+        try:
+            raw = _meta_bytes(meta)
+            if raw is not None and not _blank(raw):
+                found.append(_parse_meta(raw, meta).user_id)
                 continue
-            except CorruptDataError as exc:
-                reason = str(exc)
+        except CorruptDataError as exc:
+            reason = str(exc)
         decoded = user_id_from_dir_name(entry.name)
         if decoded is None:
             if _holds_nothing(entry):
@@ -327,9 +349,10 @@ class UserStore:
         self.meta = self._open_meta(create, config_fingerprint, embedder)
         self.snapshot_dir = self.dir / SNAPSHOT_DIR
         fresh = not self._durable
-        blank_wal = False
+        blank_wal: Any = False
         if self.read_only:
-            blank_wal = self._wal_is_leftover()
+            # Asked only if the WAL does not read as a log: most opens never pay for it.
+            blank_wal = self._wal_is_leftover
         elif not fresh:
             self._discard_blank_wal()
         try:
@@ -368,11 +391,21 @@ class UserStore:
         #: The user's per-memory edits (deletions, corrections), as of :meth:`load`; the
         #: LPM actor adds new ones. Readers of the archive apply them.
         self.edits = EditLog()
-        #: The cold index over the archive; opened on first use, closed with the store.
-        self.cold = ColdIndex(self.dir / COLD_FILE, self.archive, user_id,
-                              edits=lambda: self.edits, read_only=self.read_only)
+        self._cold: ColdIndex | None = None
         self._snapshot_lsn: int | None = None
         self._closed = False
+
+    @property
+    def cold(self) -> ColdIndex:
+        """The cold index over the archive; made on first use (its module, with numpy and
+        the lexical tools, is imported only then: readers that never search, such as
+        ``memoryos stats``, do without it), opened on first search, closed with the store."""
+        if self._cold is None:
+            from memoryos_actors.store.cold import COLD_FILE, ColdIndex
+
+            self._cold = ColdIndex(self.dir / COLD_FILE, self.archive, self.user_id,
+                                   edits=lambda: self.edits, read_only=self.read_only)
+        return self._cold
 
     # -- meta --------------------------------------------------------------------------------
 
@@ -380,11 +413,12 @@ class UserStore:
                    embedder: tuple[str, int] | None) -> UserMeta:
         meta_path = self.dir / META_FILE
         if self.dir.is_dir():
-            blank = meta_path.exists() and is_blank(meta_path)
+            raw = _meta_bytes(meta_path)
+            blank = raw is not None and _blank(raw)
             if blank:
                 log.warning("user_meta_blank", path=str(meta_path), user_id=self.user_id)
-            if meta_path.exists() and not blank:
-                meta = _read_meta(meta_path)
+            if raw is not None and not blank:
+                meta = _parse_meta(raw, meta_path)
                 if meta.user_id != self.user_id:
                     raise StorageError(
                         f"{meta_path}: directory belongs to user {meta.user_id!r}, "
@@ -626,7 +660,8 @@ class UserStore:
             self.wal.close()
         finally:
             try:
-                self.cold.close()
+                if self._cold is not None:
+                    self._cold.close()
             finally:
                 self.archive.close()
 

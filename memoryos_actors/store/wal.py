@@ -60,7 +60,7 @@ class WAL(RecordLog):
         sync_create: bool = True,
         on_first_sync: Callable[[], None] | None = None,
         read_only: bool = False,
-        empty_if_blank: bool = False,
+        empty_if_blank: bool | Callable[[], bool] = False,
     ) -> None:
         super().__init__(path, fsync=fsync, interval=interval, sync_create=sync_create,
                          on_first_sync=on_first_sync, read_only=read_only,

@@ -1,0 +1,50 @@
+"""With ``--tenant``, the command line names users as the server does for that tenant's
+keys, in what it prints and in the files it writes, not only in what it reads (issue #25:
+one namespace). Every command runs in a subprocess."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from memoryos_actors.store.export import read_export
+
+_REPO = Path(__file__).resolve().parents[2]
+
+
+def _ok(*args: str, data: Path) -> str:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMORYOS_")}
+    done = subprocess.run(
+        [sys.executable, "-m", "memoryos_actors", "--data-dir", str(data), *args],
+        capture_output=True, text=True, timeout=180, cwd=_REPO, check=False,
+        env={**env, "COLUMNS": "100", "PYTHONPATH": str(_REPO)})
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def test_inspect_and_export_name_the_user_by_the_tenants_id(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    turns = tmp_path / "t.jsonl"
+    turns.write_text(json.dumps({"user_id": "zoe", "query": "I live in Lyon.",
+                                 "response": "Lovely city."}) + "\n", encoding="utf-8")
+    _ok("--tenant", "acme", "ingest", str(turns), data=data)
+
+    state = json.loads(_ok("--tenant", "acme", "inspect", "zoe", "--json", data=data))
+    assert state["user_id"] == "zoe" and state["turns"] == 1
+    shown = _ok("--tenant", "acme", "inspect", "zoe", data=data)
+    assert "user zoe" in shown and "acme:" not in shown
+
+    for name in ("zoe.json", "zoe.bin"):  # JSON and msgpack exports alike
+        _ok("--tenant", "acme", "export", "zoe", str(tmp_path / name), data=data)
+        assert read_export(tmp_path / name)["user_id"] == "zoe"
+        assert b"acme:" not in (tmp_path / name).read_bytes()
+    piped = _ok("--tenant", "acme", "export", "zoe", "-", data=data)
+    assert "acme:" not in piped and '"user_id": "zoe"' in piped
+
+    # The file moves between tenants as the server's export would.
+    _ok("--tenant", "beta", "import", str(tmp_path / "zoe.bin"), data=data)
+    moved = json.loads(_ok("--tenant", "beta", "inspect", "zoe", "--json", data=data))
+    assert moved["user_id"] == "zoe" and moved["turns"] == 1
