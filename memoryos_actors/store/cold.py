@@ -684,8 +684,6 @@ class ColdIndex:
         ).fetchall()
         rows.sort(key=lambda r: rank_of[r[0]])
         items = [item for item in _row_items(r[1:] for r in rows) if item.kind in kinds][:limit]
-        # The caller scores every candidate for these terms: find them all in one go.
-        TermString.find_all([i.terms for i in items if isinstance(i.terms, TermString)], qt)
         return ColdCandidates(items=tuple(items), **stats)
 
     def _kind_count(self, db: sqlite3.Connection, kind: str) -> int:
