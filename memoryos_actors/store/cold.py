@@ -683,7 +683,8 @@ class ColdIndex:
             order,
         ).fetchall()
         rows.sort(key=lambda r: rank_of[r[0]])
-        items = [item for item in _row_items(r[1:] for r in rows) if item.kind in kinds][:limit]
+        # Rows of other kinds are left out before any item is made (column 2 is the kind).
+        items = _row_items([r[1:] for r in rows if r[2] in kinds][:limit])
         return ColdCandidates(items=tuple(items), **stats)
 
     def _kind_count(self, db: sqlite3.Connection, kind: str) -> int:

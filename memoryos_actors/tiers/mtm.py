@@ -893,8 +893,13 @@ class MTMCore:
             avg_user = self._user_side_length(cold)
             for seq, v in self._lex_user.weighted_scores(idf, avg_user).items():
                 bm25[seq] = bm25.get(seq, 0.0) + USER_SIDE_WEIGHT * v
-        for seq in sorted(bm25, key=lambda x: (-bm25[x], -x))[:LEXICAL_CANDIDATES]:
-            source[seq] = source.get(seq, 0) | _SRC_BM25
+        if bm25:
+            # The LEXICAL_CANDIDATES best (best BM25 first; equal ones, newer first).
+            hot_seqs = np.fromiter(bm25.keys(), dtype=np.int64, count=len(bm25))
+            hot_bm25 = np.fromiter(bm25.values(), dtype=np.float64, count=len(bm25))
+            best_hot = hot_seqs[np.lexsort((hot_seqs, hot_bm25))[::-1][:LEXICAL_CANDIDATES]]
+            for seq in best_hot.tolist():
+                source[seq] = source.get(seq, 0) | _SRC_BM25
         archived: dict[int, ColdItem] = {}
         keys, weights = list(idf), list(idf.values())
 
@@ -930,8 +935,9 @@ class MTMCore:
                 for n in (seq - 1, seq + 1):
                     if n in self._page_segment and n not in source:
                         source[n] = _SRC_NEIGHBOUR
-        best_bm25 = max((bm25.get(x, 0.0) for x in source), default=0.0) or 1.0
-        rows = self._score_rows(sorted(source), q, kw, bm25, best_bm25, seg_f, archived)
+        # BM25 shares are of the best BM25 of these candidates (fetched neighbours, below,
+        # are scored against it too).
+        rows, best_bm25 = self._score_rows(sorted(source), q, kw, bm25, None, seg_f, archived)
         if HYBRID_NEIGHBOR_WEIGHT > 0 and cold_pages is not None and len(rows.seqs):
             # Archived neighbours: fetched only around the strongest candidates (a
             # neighbour matters when it, or the page beside it, can reach the top_k).
@@ -952,8 +958,8 @@ class MTMCore:
                 bm25[n] = score
                 source[n] = _SRC_NEIGHBOUR
             if fresh:
-                more = self._score_rows(sorted(n for n, _ in fresh), q, kw, bm25, best_bm25,
-                                        seg_f, archived)
+                more, _ = self._score_rows(sorted(n for n, _ in fresh), q, kw, bm25, best_bm25,
+                                           seg_f, archived)
                 rows = rows.concat(more).take(np.argsort(np.concatenate(
                     (rows.seqs, more.seqs)), kind="stable"))
         seqs = rows.seqs
@@ -1064,23 +1070,28 @@ class MTMCore:
         q: npt.NDArray[np.float32],
         kw: frozenset[str],
         bm25: Mapping[int, float],
-        best_bm25: float,
+        best_bm25: float | None,
         seg_f: dict[str, float],
         archived: Mapping[int, ColdItem],
-    ) -> _Rows:
+    ) -> tuple[_Rows, float]:
         """The rows (:class:`_Rows`) of ``seqs`` (ascending): base score of each and its
         parts, raw BM25, length and time; the segment F_score of hot candidates' segments
-        not ranked yet goes into ``seg_f``."""
+        not ranked yet goes into ``seg_f``. The BM25 share is of ``best_bm25``, or when it
+        is None of the best BM25 of ``seqs`` (1 when none is above 0); returns the rows
+        and the best used."""
         hot = [x for x in seqs if x not in archived]
         cold = [x for x in seqs if x in archived]
         cos = np.empty(len(hot) + len(cold), dtype=np.float64)
         cos[:len(hot)] = self._page_cos(q, hot)
         if cold:
-            mat = np.zeros((len(cold), self._dim), dtype=np.float32)
-            for i, x in enumerate(cold):
-                emb = archived[x].embedding
-                if emb is not None and emb.shape == (self._dim,):
-                    mat[i] = emb
+            embs = [archived[x].embedding for x in cold]
+            if all(e is not None and e.shape == (self._dim,) for e in embs):
+                mat = np.stack(embs).astype(np.float32, copy=False)  # type: ignore[arg-type]
+            else:  # an archived page without an embedding has cosine 0
+                mat = np.zeros((len(cold), self._dim), dtype=np.float32)
+                for i, emb in enumerate(embs):
+                    if emb is not None and emb.shape == (self._dim,):
+                        mat[i] = emb
             cos[len(hot):] = np.clip(mat.astype(np.float64) @ q.astype(np.float64), -1.0, 1.0)
         # F_score of the segments of hot candidates not ranked yet: one matrix product.
         page_segment = self._page_segment
@@ -1100,14 +1111,21 @@ class MTMCore:
                          dtype=np.int64)
         times = np.array([t for _, _, t in hot_info] + [i.timestamp for i in cold_items],
                          dtype=np.float64)
-        kws = np.array([jaccard(kw, k) for _, k, _ in hot_info]
-                       + [jaccard(kw, i.keywords) for i in cold_items], dtype=np.float64)
+        # jaccard(kw, page keywords), inline: |a & b| / |a | b| with |a | b| counted as
+        # |a| + |b| - |a & b| (the same integers, so the same quotient).
+        n_kw = len(kw)
+        page_kws = [k for _, k, _ in hot_info] + [i.keywords for i in cold_items]
+        kws = np.array([0.0 if kw.isdisjoint(k) else
+                        (shared := len(kw & k)) / (n_kw + len(k) - shared) for k in page_kws],
+                       dtype=np.float64)
         order = hot + cold
         raw = np.array([bm25.get(x, 0.0) for x in order], dtype=np.float64)
+        if best_bm25 is None:
+            best_bm25 = (float(raw.max()) if len(raw) else 0.0) or 1.0
         lex = np.minimum(raw / best_bm25, 1.0)
         rows = _Rows(np.array(order, dtype=np.int64), base_scores(lex, cos, kws, seg), raw,
                      chars, cos, kws, lex, seg, times)
-        return rows.take(np.argsort(rows.seqs, kind="stable"))
+        return rows.take(np.argsort(rows.seqs, kind="stable")), best_bm25
 
     def _cand_facts(self, seq: int, archived: Mapping[int, ColdItem]
                     ) -> tuple[str, float, str, Iterable[str]]:
