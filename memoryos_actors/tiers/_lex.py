@@ -95,7 +95,9 @@ class TermString(Sequence[str]):
 
     def __init__(self, text: str) -> None:
         self.text = text
-        self._len = text.count(" ") + 1 if text else 0
+        #: How many terms (-1: not counted yet; counted when first asked, as most cold
+        #: candidates are scored in bulk by :func:`term_counts`, which counts them all).
+        self._len = -1 if text else 0
         #: Only the first ``_limit`` terms of ``text`` belong to this sequence (None: all).
         self._limit: int | None = None
         self._spaced = ""
@@ -111,6 +113,8 @@ class TermString(Sequence[str]):
         return self._terms
 
     def __len__(self) -> int:
+        if self._len < 0:
+            self._len = self.text.count(" ") + 1
         return self._len
 
     @overload
@@ -122,7 +126,7 @@ class TermString(Sequence[str]):
     def __getitem__(self, index: int | slice) -> str | Sequence[str]:
         if (isinstance(index, slice) and index.start in (None, 0) and index.step is None
                 and index.stop is not None and index.stop >= 0):
-            if index.stop >= self._len:
+            if index.stop >= len(self):
                 return self
             view = TermString.__new__(TermString)
             view.text, view._len, view._limit = self.text, index.stop, index.stop
@@ -335,12 +339,21 @@ def term_counts(
     sizes = np.fromiter((len(x) + 2 for x in texts), dtype=np.int64, count=n)
     starts = np.zeros(n, dtype=np.int64)
     np.cumsum(sizes[:-1], out=starts[1:])
-    lengths = np.fromiter((len(d) for d in docs), dtype=np.int64, count=n)
+    # A document's " terms " holds one space more than it has terms (two for no terms).
+    spaces = np.flatnonzero(np.frombuffer(joined, dtype=np.uint8) == 32)
+    first_space = np.searchsorted(spaces, starts)
+    counted = np.diff(np.append(first_space, len(spaces))) - 1
+    counted[sizes == 2] = 0
+    for i, d in enumerate(docs):
+        if type(d) is TermString:
+            if d._len < 0:
+                d._len = int(counted[i])
+        else:  # any sequence of terms: its own length
+            counted[i] = len(d)
+    lengths = counted
     heads = None
     if limits is not None:
         heads = np.minimum(np.asarray(limits, dtype=np.int64), lengths)
-        spaces = np.flatnonzero(np.frombuffer(joined, dtype=np.uint8) == 32)
-        first_space = np.searchsorted(spaces, starts)
     find = joined.find
     for j, term in enumerate(terms_):
         if not isinstance(term, str) or not term or " " in term:
