@@ -46,7 +46,6 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
-import heapq
 import math
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
