@@ -115,11 +115,14 @@ _STAGES = (
     ("memoryos_actors.actors.mtm", "MTMActor", ("_search",)),
     ("memoryos_actors.actors.lpm", "LPMActor", ("_with_archived",)),
     ("memoryos_actors.tiers.mtm", "MTMCore",
-     ("search", "_ranked_segments", "_search_hybrid", "_score_parts", "_supersede",
-      "_window_candidates")),
+     ("search", "_ranked_segments", "_search_hybrid", "_score_parts", "_score_rows",
+      "_supersede", "_window_candidates")),
+    # Functions mtm imported by name are timed where mtm calls them.
+    ("memoryos_actors.tiers.mtm", "", ("fused_score_array", "term_counts", "bm25_scores")),
     ("memoryos_actors.store.cold", "ColdIndex", ("search", "pages_by_seq", "pages_between")),
     ("memoryos_actors.store.cold", "", ("_ranked_rowids", "_row_items")),
     ("memoryos_actors.tiers._lex", "LexIndex", ("weighted_scores",)),
+    ("memoryos_actors.tiers._lex", "TermString", ("find_all",)),
     ("memoryos_actors.tiers._ann", "AnnIndex", ("candidates", "dots")),
 )
 
@@ -152,12 +155,14 @@ def _time_stages() -> tuple[dict[str, int], dict[str, int]]:
                 label = f"{owner_name or module_name.rsplit('.', 1)[-1]}.{name}"
                 setattr(owner, name, timed(label, getattr(owner, name)))
     mtm = importlib.import_module("memoryos_actors.tiers.mtm")
-    make_scorer = mtm.bm25_scorer
+    if hasattr(mtm, "bm25_scorer"):  # code that scores archived pages one at a time
+        make_scorer = mtm.bm25_scorer
 
-    def scorer(*args: Any, **kwargs: Any) -> Any:
-        return timed("BM25 of one archived page (cold_lexical)", make_scorer(*args, **kwargs))
+        def scorer(*args: Any, **kwargs: Any) -> Any:
+            return timed("BM25 of one archived page (cold_lexical)",
+                         make_scorer(*args, **kwargs))
 
-    mtm.bm25_scorer = scorer
+        mtm.bm25_scorer = scorer
     return cpu, calls
 
 

@@ -105,8 +105,18 @@ def _stats(values: Sequence[float]) -> dict[str, float]:
             "max": max(values), "n": len(values)}
 
 
+def _process_cpu_s(pid: int) -> float | None:
+    """CPU time (user + system, seconds) the process ``pid`` used so far, from
+    ``/proc/PID/stat`` (None where there is no such file)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def measure(base: str, key: str, texts: list[str], args: argparse.Namespace,
-            archived_page: str | None) -> dict[str, Any]:
+            archived_page: str | None, server_pid: int | None = None) -> dict[str, Any]:
     import httpx
 
     out: dict[str, Any] = {}
@@ -149,7 +159,10 @@ def measure(base: str, key: str, texts: list[str], args: argparse.Namespace,
         server: list[float] = []
         trip: list[float] = []
         retrieve: list[float] = []
+        cpu_before = None
         for n in range(args.warmup + args.queries):
+            if n == args.warmup and server_pid is not None:
+                cpu_before = _process_cpu_s(server_pid)
             query = " ".join(rng.sample(texts[rng.randrange(len(texts))].split(), 4))
             t0 = time.perf_counter()
             resp = c.get(f"{user}/search", params={"q": query})
@@ -160,8 +173,15 @@ def measure(base: str, key: str, texts: list[str], args: argparse.Namespace,
                 server.append(_server_ms(resp))
                 retrieve.append(_server_ms(resp, "retrieve"))
                 trip.append(dt)
+        cpu_after = _process_cpu_s(server_pid) if server_pid is not None else None
         out["search"] = {"server_ms": _stats(server), "round_trip_ms": _stats(trip),
-                         "retrieve_ms": _stats(retrieve)}
+                         "retrieve_ms": _stats(retrieve),
+                         # The server process's CPU time over the timed searches, per
+                         # search (its background work included; a mean, as the
+                         # process's counters tick in 10 ms).
+                         "server_cpu_ms_per_search": None if cpu_before is None
+                         or cpu_after is None
+                         else 1000.0 * (cpu_after - cpu_before) / max(args.queries, 1)}
     return out
 
 
@@ -197,7 +217,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 time.sleep(0.05)
             base = f"http://127.0.0.1:{json.loads(ready.read_text())['port']}"
             archived = _an_archived_page(root / "data") if where["archived_pages"] else None
-            timings = measure(base, key, texts, args, archived)
+            timings = measure(base, key, texts, args, archived, proc.pid)
         finally:
             proc.send_signal(signal.SIGTERM)
             try:
@@ -259,6 +279,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     r = result["search"]["retrieve_ms"]
     print(f"{'  of which retrieve':<24} p50 {r['p50']:7.1f}  p95 {r['p95']:7.1f}  p99 "
           f"{r['p99']:7.1f} ms")
+    cpu = result["search"].get("server_cpu_ms_per_search")
+    if cpu is not None:
+        print(f"{'  server CPU per search':<24} {cpu:7.1f} ms (mean)")
     print(f"load average (1 min) before {result['load_before']:.1f}, after "
           f"{result['load_after']:.1f} on {os.cpu_count()} CPUs")
     return 0

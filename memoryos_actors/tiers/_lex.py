@@ -14,12 +14,17 @@ import math
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import overload
+from typing import TYPE_CHECKING, overload
 
 from ..text import STOPWORDS, tokenize
 
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
 __all__ = ["BM25_B", "BM25_K1", "FIRST_PERSON", "CorpusStats", "LexIndex", "TermString",
-           "asks_about_user", "bm25_idf", "bm25_score", "bm25_scorer", "stem", "terms"]
+           "asks_about_user", "bm25_idf", "bm25_score", "bm25_scorer", "bm25_scores", "stem",
+           "term_counts", "terms"]
 
 BM25_K1 = 1.2
 """BM25 term-frequency saturation."""
@@ -90,7 +95,9 @@ class TermString(Sequence[str]):
 
     def __init__(self, text: str) -> None:
         self.text = text
-        self._len = text.count(" ") + 1 if text else 0
+        #: How many terms (-1: not counted yet; counted when first asked, as most cold
+        #: candidates are scored in bulk by :func:`term_counts`, which counts them all).
+        self._len = -1 if text else 0
         #: Only the first ``_limit`` terms of ``text`` belong to this sequence (None: all).
         self._limit: int | None = None
         self._spaced = ""
@@ -106,6 +113,8 @@ class TermString(Sequence[str]):
         return self._terms
 
     def __len__(self) -> int:
+        if self._len < 0:
+            self._len = self.text.count(" ") + 1
         return self._len
 
     @overload
@@ -117,7 +126,7 @@ class TermString(Sequence[str]):
     def __getitem__(self, index: int | slice) -> str | Sequence[str]:
         if (isinstance(index, slice) and index.start in (None, 0) and index.step is None
                 and index.stop is not None and index.stop >= 0):
-            if index.stop >= self._len:
+            if index.stop >= len(self):
                 return self
             view = TermString.__new__(TermString)
             view.text, view._len, view._limit = self.text, index.stop, index.stop
@@ -285,6 +294,109 @@ def bm25_scorer(
         return total
 
     return score
+
+
+def _terms_text(doc: Sequence[str]) -> str:
+    """A document's terms as the one string ``" ".join(terms)`` (a TermString's own text;
+    a view's text holds all the terms, so it is joined afresh)."""
+    if type(doc) is TermString and doc._limit is None:
+        return doc.text
+    return " ".join(doc)
+
+
+def term_counts(
+    docs: Sequence[Sequence[str]], terms_: Sequence[str],
+    limits: Sequence[int] | None = None,
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64],
+           npt.NDArray[np.int64] | None, npt.NDArray[np.int64] | None]:
+    """How often each of ``terms_`` occurs in each of ``docs`` (sequences of terms, such as
+    :class:`TermString`), for many documents at once: ``(tf, lengths, head_tf,
+    head_lengths)``, where ``tf[i, j]`` counts ``terms_[j]`` in ``docs[i]`` and
+    ``lengths[i]`` is ``len(docs[i])``. With ``limits``, ``head_tf`` and ``head_lengths``
+    are the same for the first ``limits[i]`` terms of each document (``docs[i][:limits[i]]``,
+    a page's query side); else both are None.
+
+    The same numbers as ``doc.count(term)`` and ``len(doc)`` for each pair, found with one
+    scan of all documents per term (in C) rather than one per document and term: the cold
+    tier's candidates are hundreds of documents of hundreds of terms, scored for the few
+    terms of a query. A term that is empty or holds a space occurs nowhere (terms never
+    hold white space).
+    """
+    import numpy as np
+
+    n, t = len(docs), len(terms_)
+    tf = np.zeros((n, t), dtype=np.int64)
+    head = np.zeros((n, t), dtype=np.int64) if limits is not None else None
+    if not n:
+        empty = np.zeros(0, dtype=np.int64)
+        return tf, empty, head, (empty if limits is not None else None)
+    # Every document as " terms ", end to end, in UTF-8 (a space is one byte, so a match
+    # of b" term " is exactly an occurrence of the term, and never spans two documents);
+    # a term's index in its document is the number of spaces between the document's
+    # start and the match.
+    texts = [_terms_text(d).encode() for d in docs]
+    joined = b"".join([b" " + x + b" " for x in texts])
+    sizes = np.fromiter((len(x) + 2 for x in texts), dtype=np.int64, count=n)
+    starts = np.zeros(n, dtype=np.int64)
+    np.cumsum(sizes[:-1], out=starts[1:])
+    # A document's " terms " holds one space more than it has terms (two for no terms).
+    spaces = np.flatnonzero(np.frombuffer(joined, dtype=np.uint8) == 32)
+    first_space = np.searchsorted(spaces, starts)
+    counted = np.diff(np.append(first_space, len(spaces))) - 1
+    counted[sizes == 2] = 0
+    for i, d in enumerate(docs):
+        if type(d) is TermString:
+            if d._len < 0:
+                d._len = int(counted[i])
+        else:  # any sequence of terms: its own length
+            counted[i] = len(d)
+    lengths = counted
+    heads = None
+    if limits is not None:
+        heads = np.minimum(np.asarray(limits, dtype=np.int64), lengths)
+    find = joined.find
+    for j, term in enumerate(terms_):
+        if not isinstance(term, str) or not term or " " in term:
+            continue
+        pattern = f" {term} ".encode()
+        step = len(pattern) - 1  # equal neighbours share the space between them
+        found: list[int] = []
+        pos = find(pattern)
+        while pos >= 0:
+            found.append(pos)
+            pos = find(pattern, pos + step)
+        if not found:
+            continue
+        at = np.array(found, dtype=np.int64)
+        doc = np.searchsorted(starts, at, side="right") - 1
+        tf[:, j] = np.bincount(doc, minlength=n)
+        if heads is not None and head is not None:
+            index = np.searchsorted(spaces, at) - first_space[doc]
+            head[:, j] = np.bincount(doc[index < heads[doc]], minlength=n)
+    return tf, lengths, head, heads
+
+
+def bm25_scores(
+    tf: npt.NDArray[np.int64], lengths: npt.NDArray[np.int64], weights: Sequence[float],
+    avg_len: float,
+) -> npt.NDArray[np.float64]:
+    """BM25 of many documents at once from their counts (:func:`term_counts`): ``tf[i, j]``
+    occurrences of query term ``j`` (weight ``weights[j]``, its idf) in document ``i`` of
+    ``lengths[i]`` terms. Bit for bit what :func:`bm25_scorer` gives each document with
+    the same weights in the same order: the same operations, term by term, in its order."""
+    import numpy as np
+
+    avg = avg_len or 1.0
+    k1, b = BM25_K1, BM25_B
+    plus = BM25_K1 + 1.0
+    norm = k1 * (1.0 - b + b * lengths / avg)
+    total = np.zeros(len(lengths), dtype=np.float64)
+    for j, w in enumerate(weights):
+        col = tf[:, j]
+        hit = col > 0
+        if hit.any():
+            total[hit] += w * col[hit] * plus / (col[hit] + norm[hit])
+    return total
 
 
 class LexIndex:

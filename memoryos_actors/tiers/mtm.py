@@ -46,7 +46,6 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
-import heapq
 import math
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
@@ -70,7 +69,15 @@ from memoryos_actors.messages import (
 )
 from memoryos_actors.scoring import heat, jaccard
 from memoryos_actors.tiers._ann import AnnIndex
-from memoryos_actors.tiers._lex import LexIndex, asks_about_user, bm25_idf, bm25_scorer, stem, terms
+from memoryos_actors.tiers._lex import (
+    LexIndex,
+    asks_about_user,
+    bm25_idf,
+    bm25_scores,
+    stem,
+    term_counts,
+    terms,
+)
 from memoryos_actors.tiers.temporal import asks_about_past, supersedes, time_window
 
 if TYPE_CHECKING:
@@ -211,6 +218,44 @@ def fused_scores(base: Mapping[int, float], chars: Mapping[int, int]) -> dict[in
             for seq, b in base.items()}
 
 
+def base_scores(
+    lexical: npt.NDArray[np.float64], cosine: npt.NDArray[np.float64],
+    keywords: npt.NDArray[np.float64], segment: npt.NDArray[np.float64],
+) -> npt.NDArray[np.float64]:
+    """:func:`base_score` of many candidates at once (one array per source, one row per
+    candidate), bit for bit: the same operations in the same order, element by element."""
+    return (HYBRID_LEXICAL_WEIGHT * lexical + HYBRID_DENSE_WEIGHT * cosine
+            + HYBRID_KEYWORD_WEIGHT * keywords + HYBRID_SEGMENT_WEIGHT * segment)
+
+
+def _neighbour_bests(
+    seqs: npt.NDArray[np.int64], base: npt.NDArray[np.float64],
+    chars: npt.NDArray[np.int64],
+) -> npt.NDArray[np.float64]:
+    """:func:`_near` of every candidate, for candidates in ascending seq order: the turns
+    beside row ``i`` can only be rows ``i - 1`` and ``i + 1``."""
+    best = np.zeros(len(seqs), dtype=np.float64)
+    if len(seqs) < 2:
+        return best
+    beside = (seqs[1:] - seqs[:-1]) == 1  # rows i and i + 1 are neighbouring turns
+    scale = np.minimum(1.0, NEIGHBOUR_PASSAGE_CHARS / np.maximum(chars[:-1] + chars[1:], 1))
+    # As _near: the turn before first, then the turn after, each only if it is there.
+    best[1:] = np.where(beside, np.maximum(best[1:], base[:-1] * scale), best[1:])
+    best[:-1] = np.where(beside, np.maximum(best[:-1], base[1:] * scale), best[:-1])
+    return best
+
+
+def fused_score_array(
+    seqs: npt.NDArray[np.int64], base: npt.NDArray[np.float64],
+    chars: npt.NDArray[np.int64],
+) -> npt.NDArray[np.float64]:
+    """:func:`fused_scores` of candidates given as arrays in ascending (distinct) seq
+    order: ``base[i]`` and ``chars[i]`` of the candidate of turn ``seqs[i]``. Bit for bit
+    the pure function's values (tests/unit/test_hybrid_rules.py checks it), without a
+    Python step per candidate; retrieval scores hundreds a query."""
+    return base + HYBRID_NEIGHBOR_WEIGHT * _neighbour_bests(seqs, base, chars)
+
+
 def _query_side(item: ColdItem) -> int:
     """How many of an archived page's terms are its query side's (its first ones)."""
     if item.query_terms is not None:
@@ -219,18 +264,32 @@ def _query_side(item: ColdItem) -> int:
     return len(terms(str(item.record.get("query", ""))))
 
 
-class _Parts:
-    """Hybrid scores of a query's candidates, by page seq: the base score and its parts."""
+class _Rows:
+    """Hybrid scores of a query's candidates, one row each: turn seq, base score and its
+    parts (BM25 share, cosine, keyword Jaccard, segment F), raw BM25, length in characters
+    and time. Arrays, so fusion and ranking are a few numpy operations."""
 
-    __slots__ = ("base", "chars", "cos", "kw", "lex", "seg")
+    __slots__ = ("base", "bm25", "chars", "cos", "kw", "lex", "seg", "seqs", "times")
 
-    def __init__(self) -> None:
-        self.base: dict[int, float] = {}
-        self.chars: dict[int, int] = {}
-        self.lex: dict[int, float] = {}
-        self.cos: dict[int, float] = {}
-        self.kw: dict[int, float] = {}
-        self.seg: dict[int, float] = {}
+    def __init__(self, seqs: npt.NDArray[np.int64], base: npt.NDArray[np.float64],
+                 bm25: npt.NDArray[np.float64], chars: npt.NDArray[np.int64],
+                 cos: npt.NDArray[np.float64], kw: npt.NDArray[np.float64],
+                 lex: npt.NDArray[np.float64], seg: npt.NDArray[np.float64],
+                 times: npt.NDArray[np.float64]) -> None:
+        self.seqs, self.base, self.bm25, self.chars = seqs, base, bm25, chars
+        self.cos, self.kw, self.lex, self.seg, self.times = cos, kw, lex, seg, times
+
+    def take(self, index: npt.NDArray[np.intp]) -> _Rows:
+        """These rows in the order (or the subset) ``index`` gives."""
+        return _Rows(*(getattr(self, name)[index] for name in _ROW_FIELDS))
+
+    def concat(self, other: _Rows) -> _Rows:
+        """These rows then ``other``'s."""
+        return _Rows(*(np.concatenate((getattr(self, name), getattr(other, name)))
+                       for name in _ROW_FIELDS))
+
+
+_ROW_FIELDS = ("seqs", "base", "bm25", "chars", "cos", "kw", "lex", "seg", "times")
 
 
 def page_terms(page: Page) -> list[str]:
@@ -354,6 +413,10 @@ class MTMCore:
         # the first person; and the pages' times in order, for time windows.
         self._lex_user = LexIndex()
         self._times: list[tuple[float, int]] = []
+        # Per page (by seq), what hybrid scoring reads of every candidate: its length in
+        # characters, its keywords and its time (kept with the BM25 indexes, so in step
+        # with the pages held; a page is immutable in what these read).
+        self._page_info: dict[int, tuple[int, frozenset[str], float]] = {}
         self._chains: dict[str, str] = {}  # dialogue chain id -> segment id, oldest first
         self._next_segment = 1
         self._max_seq = 0
@@ -446,11 +509,14 @@ class MTMCore:
         self._lex.add(page.seq, page_terms(page))
         self._lex_user.add(page.seq, terms(page.query))
         bisect.insort(self._times, (page.timestamp, page.seq))
+        self._page_info[page.seq] = (len(page.query) + len(page.response), page.keywords,
+                                     page.timestamp)
 
     def _unindex_text(self, page: Page) -> None:
         """Remove a page from what :meth:`_index_text` added it to."""
         self._lex.remove(page.seq)
         self._lex_user.remove(page.seq)
+        self._page_info.pop(page.seq, None)
         i = bisect.bisect_left(self._times, (page.timestamp, page.seq))
         if i < len(self._times) and self._times[i] == (page.timestamp, page.seq):
             del self._times[i]
@@ -819,30 +885,43 @@ class MTMCore:
         bm25 = self._lex.weighted_scores(idf, avg)
         # A question in the first person is about the user: the user's own words (a page's
         # query side) are scored again, with the same idf, normalised by their own length.
-        user_side = None
+        user_side = False
+        avg_user = 1.0
         if USER_SIDE_WEIGHT > 0 and query_text and asks_about_user(query_text):
+            user_side = True
             avg_user = self._user_side_length(cold)
             for seq, v in self._lex_user.weighted_scores(idf, avg_user).items():
                 bm25[seq] = bm25.get(seq, 0.0) + USER_SIDE_WEIGHT * v
-            user_side = bm25_scorer(qt, n_all, avg_user, {}, idf=idf)
-        for seq in sorted(bm25, key=lambda x: (-bm25[x], -x))[:LEXICAL_CANDIDATES]:
-            source[seq] = source.get(seq, 0) | _SRC_BM25
+        if bm25:
+            # The LEXICAL_CANDIDATES best (best BM25 first; equal ones, newer first).
+            hot_seqs = np.fromiter(bm25.keys(), dtype=np.int64, count=len(bm25))
+            hot_bm25 = np.fromiter(bm25.values(), dtype=np.float64, count=len(bm25))
+            best_hot = hot_seqs[np.lexsort((hot_seqs, hot_bm25))[::-1][:LEXICAL_CANDIDATES]]
+            for seq in best_hot.tolist():
+                source[seq] = source.get(seq, 0) | _SRC_BM25
         archived: dict[int, ColdItem] = {}
-        page_bm25 = bm25_scorer(qt, n_all, avg, {}, idf=idf)
+        keys, weights = list(idf), list(idf.values())
 
-        def cold_lexical(item: ColdItem) -> float:
-            score = page_bm25(item.terms)
-            if user_side is not None:
-                score += USER_SIDE_WEIGHT * user_side(item.terms[:_query_side(item)])
-            return score
+        def cold_lexical(items: list[ColdItem]) -> list[float]:
+            """BM25 of archived pages, as the hot pages': all of them at once (bit for bit
+            what bm25_scorer gives each one, with the same idf in the same order)."""
+            if not items:
+                return []
+            limits = [_query_side(item) for item in items] if user_side else None
+            tf, lengths, head, heads = term_counts([item.terms for item in items], keys, limits)
+            scores = bm25_scores(tf, lengths, weights, avg)
+            if head is not None and heads is not None:
+                scores = scores + USER_SIDE_WEIGHT * bm25_scores(head, heads, weights,
+                                                                 avg_user)
+            return scores.tolist()
 
         if cold is not None:
-            for item in cold.items:
-                if item.seq is None or item.seq in self._page_segment:
-                    continue
-                archived[item.seq] = item
-                bm25[item.seq] = cold_lexical(item)
-                source[item.seq] = source.get(item.seq, 0) | _SRC_ARCHIVE
+            found = [item for item in cold.items
+                     if item.seq is not None and item.seq not in self._page_segment]
+            for item, score in zip(found, cold_lexical(found), strict=True):
+                archived[item.seq] = item  # type: ignore[index]
+                bm25[item.seq] = score  # type: ignore[index]
+                source[item.seq] = source.get(item.seq, 0) | _SRC_ARCHIVE  # type: ignore[index]
         window = time_window(query_text, now) if query_text and now is not None else None
         window_bonus = 0.0
         if window is not None:
@@ -855,62 +934,71 @@ class MTMCore:
                 for n in (seq - 1, seq + 1):
                     if n in self._page_segment and n not in source:
                         source[n] = _SRC_NEIGHBOUR
-        best_bm25 = max((bm25.get(x, 0.0) for x in source), default=0.0) or 1.0
-        parts = _Parts()
-        self._score_parts(parts, sorted(source), q, kw, bm25, best_bm25, seg_f, archived)
-        if HYBRID_NEIGHBOR_WEIGHT > 0 and cold_pages is not None:
+        # BM25 shares are of the best BM25 of these candidates (fetched neighbours, below,
+        # are scored against it too).
+        rows, best_bm25 = self._score_rows(sorted(source), q, kw, bm25, None, seg_f, archived)
+        if HYBRID_NEIGHBOR_WEIGHT > 0 and cold_pages is not None and len(rows.seqs):
             # Archived neighbours: fetched only around the strongest candidates (a
             # neighbour matters when it, or the page beside it, can reach the top_k).
-            base = parts.base
-            pool = heapq.nlargest(max(_NEIGHBOUR_FETCH_FACTOR * top_k, _NEIGHBOUR_FETCH_MIN), base,
-                                 key=base.__getitem__)
+            # Best base score first, equal ones in seq order (as heapq.nlargest over the
+            # candidates in seq order).
+            n_pool = max(_NEIGHBOUR_FETCH_FACTOR * top_k, _NEIGHBOUR_FETCH_MIN)
+            pool = rows.seqs[np.argsort(-rows.base, kind="stable")[:n_pool]].tolist()
+            scored = set(rows.seqs.tolist())
             wanted = {n for seq in pool for n in (seq - 1, seq + 1)
-                      if n > 0 and n not in base and n not in self._page_segment}
+                      if n > 0 and n not in scored and n not in self._page_segment}
             fetched = cold_pages(wanted) if wanted else {}
-            fresh = []
-            for n, item in fetched.items():
-                if n in self._page_segment or n in base:
-                    continue
+            fresh = [(n, item) for n, item in fetched.items()
+                     if n not in self._page_segment and n not in scored]
+            lexical = (cold_lexical([item for _, item in fresh]) if cold is not None
+                       else [0.0] * len(fresh))
+            for (n, item), score in zip(fresh, lexical, strict=True):
                 archived[n] = item
-                bm25[n] = cold_lexical(item) if cold is not None else 0.0
+                bm25[n] = score
                 source[n] = _SRC_NEIGHBOUR
-                fresh.append(n)
-            self._score_parts(parts, sorted(fresh), q, kw, bm25, best_bm25, seg_f, archived)
-        base, chars = parts.base, parts.chars
-
-        def near(seq: int) -> float:
-            return _near(base, chars, seq)
-
-        final = fused_scores(base, chars)
+            if fresh:
+                more, _ = self._score_rows(sorted(n for n, _ in fresh), q, kw, bm25, best_bm25,
+                                           seg_f, archived)
+                rows = rows.concat(more).take(np.argsort(np.concatenate(
+                    (rows.seqs, more.seqs)), kind="stable"))
+        seqs = rows.seqs
+        near = _neighbour_bests(seqs, rows.base, rows.chars)
+        final = fused_score_array(seqs, rows.base, rows.chars)
         notes: dict[int, str] = {}
         if window is not None:
-            for seq in final:
-                if window[0] <= self._cand_time(seq, archived) < window[1]:
-                    final[seq] += window_bonus
-                    notes[seq] = f" + {window_bonus:.2f} in the time window the query names"
+            inside = (rows.times >= window[0]) & (rows.times < window[1])
+            final = np.where(inside, final + window_bonus, final)
+            for seq in seqs[inside].tolist():
+                notes[seq] = f" + {window_bonus:.2f} in the time window the query names"
         # Best first; equal scores, newer first. The supersede pass only reorders the
         # answer: which pages are returned is decided by relevance alone.
-        order = heapq.nlargest(top_k, final, key=lambda x: (final[x], x))
+        top = np.lexsort((seqs, final))[::-1][:top_k]
+        order: list[int] = seqs[top].tolist()
+        final_of: dict[int, float] = dict(zip(order, final[top].tolist(), strict=True))
         if query_text and not asks_about_past(query_text):
-            order = self._supersede(order, final, qt, archived, notes, bm25)
+            order = self._supersede(order, final_of, qt, archived, notes, bm25)
         # Fusion must not bury the strongest lexical match: it keeps a place in the answer.
-        lexical_best = max(final, key=lambda x: (bm25.get(x, 0.0), x), default=None)
-        if (lexical_best is not None and bm25.get(lexical_best, 0.0) > 0
-                and lexical_best not in order):
-            last = order[-1]
-            final[lexical_best] = final[last]
-            notes[lexical_best] = (notes.get(lexical_best, "")
-                                   + "; kept in the answer: the best lexical match")
-            order[-1] = lexical_best
+        if len(seqs):
+            i = int(np.lexsort((seqs, rows.bm25))[-1])
+            lexical_best, lexical_score = int(seqs[i]), float(rows.bm25[i])
+            if lexical_score > 0 and lexical_best not in final_of:
+                last = order[-1]
+                final_of[lexical_best] = final_of[last]
+                notes[lexical_best] = (notes.get(lexical_best, "")
+                                       + "; kept in the answer: the best lexical match")
+                order[-1] = lexical_best
+        row_of = {seq: i for i, seq in enumerate(seqs.tolist())}
         hits: list[PageHit] = []
         visited: dict[str, tuple[float, _Segment]] = {}
         for seq in order:
-            score = final[seq]
-            beside = near(seq)
-            lex, c, j, f = parts.lex[seq], parts.cos[seq], parts.kw[seq], parts.seg[seq]
+            score = final_of[seq]
+            i = row_of[seq]
+            beside = float(near[i])
+            lex, c = float(rows.lex[i]), float(rows.cos[i])
+            j, f = float(rows.kw[i]), float(rows.seg[i])
             terms_ = (f"{HYBRID_LEXICAL_WEIGHT:g}*bm25={lex:.2f} + {HYBRID_DENSE_WEIGHT:g}*cos={c:.2f}"
                       f" + {HYBRID_KEYWORD_WEIGHT:g}*kw={j:.2f}{notes.get(seq, '')}")
-            if user_side is not None:
+            if user_side:
                 terms_ += " (bm25 counts the user's words twice: a question in the first person)"
             via = "+".join(sorted(name for bit, name in _SRC_NAMES if source[seq] & bit))
             if seq in archived:
@@ -947,7 +1035,7 @@ class MTMCore:
         source: dict[int, int],
         archived: dict[int, ColdItem],
         bm25: dict[int, float],
-        cold_lexical: Callable[[ColdItem], float],
+        cold_lexical: Callable[[list[ColdItem]], list[float]],
     ) -> float:
         """The bonus of a page in the time window a query names, and (when the window holds
         at most WINDOW_CANDIDATES pages) every page in it added to the candidates.
@@ -965,83 +1053,78 @@ class MTMCore:
         if n_window <= WINDOW_CANDIDATES:
             for _, seq in self._times[lo:hi]:
                 source[seq] = source.get(seq, 0) | _SRC_TIME
-            for seq, item in cold_in.items():
-                if seq in self._page_segment:
-                    continue
-                if seq not in archived:
-                    archived[seq] = item
-                    bm25[seq] = cold_lexical(item)
-                source[seq] = source.get(seq, 0) | _SRC_TIME
+            new = [(seq, item) for seq, item in cold_in.items()
+                   if seq not in self._page_segment and seq not in archived]
+            for (seq, item), score in zip(new, cold_lexical([i for _, i in new]), strict=True):
+                archived[seq] = item
+                bm25[seq] = score
+            for seq in cold_in:
+                if seq not in self._page_segment:
+                    source[seq] = source.get(seq, 0) | _SRC_TIME
         return TIME_WINDOW_WEIGHT * bm25_idf(n_all, n_window) / bm25_idf(n_all, 1)
 
-    def _score_parts(
+    def _score_rows(
         self,
-        parts: _Parts,
         seqs: list[int],
         q: npt.NDArray[np.float32],
         kw: frozenset[str],
         bm25: Mapping[int, float],
-        best_bm25: float,
+        best_bm25: float | None,
         seg_f: dict[str, float],
         archived: Mapping[int, ColdItem],
-    ) -> None:
-        """Base score of each of ``seqs`` and its parts (BM25 share, cosine, keyword
-        Jaccard, segment F) into ``parts``."""
+    ) -> tuple[_Rows, float]:
+        """The rows (:class:`_Rows`) of ``seqs`` (ascending): base score of each and its
+        parts, raw BM25, length and time; the segment F_score of hot candidates' segments
+        not ranked yet goes into ``seg_f``. The BM25 share is of ``best_bm25``, or when it
+        is None of the best BM25 of ``seqs`` (1 when none is above 0); returns the rows
+        and the best used."""
         hot = [x for x in seqs if x not in archived]
-        cos_of: dict[int, float] = dict(zip(hot, self._page_cos(q, hot).tolist(), strict=True))
         cold = [x for x in seqs if x in archived]
+        cos = np.empty(len(hot) + len(cold), dtype=np.float64)
+        cos[:len(hot)] = self._page_cos(q, hot)
         if cold:
-            mat = np.zeros((len(cold), self._dim), dtype=np.float32)
-            for i, x in enumerate(cold):
-                emb = archived[x].embedding
-                if emb is not None and emb.shape == (self._dim,):
-                    mat[i] = emb
-            cos = np.clip(mat.astype(np.float64) @ q.astype(np.float64), -1.0, 1.0)
-            cos_of.update(zip(cold, cos.tolist(), strict=True))
+            embs = [archived[x].embedding for x in cold]
+            if all(e is not None and e.shape == (self._dim,) for e in embs):
+                mat = np.stack(embs).astype(np.float32, copy=False)  # type: ignore[arg-type]
+            else:  # an archived page without an embedding has cosine 0
+                mat = np.zeros((len(cold), self._dim), dtype=np.float32)
+                for i, emb in enumerate(embs):
+                    if emb is not None and emb.shape == (self._dim,):
+                        mat[i] = emb
+            cos[len(hot):] = np.clip(mat.astype(np.float64) @ q.astype(np.float64), -1.0, 1.0)
         # F_score of the segments of hot candidates not ranked yet: one matrix product.
-        unscored = list({sid: None for sid in (self._page_segment[x] for x in hot)
-                         if sid not in seg_f})
+        page_segment = self._page_segment
+        sids = [page_segment[x] for x in hot]
+        unscored = list({sid: None for sid in sids if sid not in seg_f})
         if unscored:
             segs = [self._segments[sid] for sid in unscored]
-            cos = np.clip(self._seg_index.dots(q, [seg.number for seg in segs]), -1.0, 1.0)
-            for sid, seg, c in zip(unscored, segs, cos.tolist(), strict=True):
+            seg_cos = np.clip(self._seg_index.dots(q, [seg.number for seg in segs]), -1.0, 1.0)
+            for sid, seg, c in zip(unscored, segs, seg_cos.tolist(), strict=True):
                 seg_f[sid] = c + jaccard(seg.keywords, kw)
-        base, lex_of, kw_of, f_of = parts.base, parts.lex, parts.kw, parts.seg
-        chars = parts.chars
-        parts.cos.update(cos_of)
-        # Hundreds of candidates: names looked up once, Jaccard inline (|a & b| over
-        # |a| + |b| - |a & b|, the size of the union, without building it).
-        page_segment, segments, bm25_get = self._page_segment, self._segments, bm25.get
-        w_lex, w_dense = HYBRID_LEXICAL_WEIGHT, HYBRID_DENSE_WEIGHT
-        w_kw, w_seg = HYBRID_KEYWORD_WEIGHT, HYBRID_SEGMENT_WEIGHT
+        info = self._page_info
+        hot_info = [info[x] for x in hot]
+        cold_items = [archived[x] for x in cold]
+        # An archived page's segment is gone: no segment F_score term (0).
+        seg = np.array([seg_f[sid] for sid in sids] + [0.0] * len(cold), dtype=np.float64)
+        chars = np.array([c for c, _, _ in hot_info] + [len(i.text) for i in cold_items],
+                         dtype=np.int64)
+        times = np.array([t for _, _, t in hot_info] + [i.timestamp for i in cold_items],
+                         dtype=np.float64)
+        # jaccard(kw, page keywords), inline: |a & b| / |a | b| with |a | b| counted as
+        # |a| + |b| - |a & b| (the same integers, so the same quotient).
         n_kw = len(kw)
-        for seq in seqs:
-            item = archived.get(seq)
-            if item is not None:
-                # The segment is gone: no segment F_score term for an archived page.
-                f = 0.0
-                page_kw = item.keywords
-                chars[seq] = len(item.text)
-            else:
-                sid = page_segment[seq]
-                pages = segments[sid].pages
-                f = seg_f[sid]
-                page = pages[_index_of(pages, seq)]
-                page_kw = page.keywords
-                chars[seq] = len(page.query) + len(page.response)
-            lex = min(bm25.get(seq, 0.0) / best_bm25, 1.0)
-            j = jaccard(kw, page_kw)
-            base[seq] = base_score(lex, cos_of[seq], j, f)
-            lex_of[seq] = lex
-            kw_of[seq] = j
-            f_of[seq] = f
-
-    def _cand_time(self, seq: int, archived: Mapping[int, ColdItem]) -> float:
-        item = archived.get(seq)
-        if item is not None:
-            return item.timestamp
-        seg = self._segments[self._page_segment[seq]]
-        return seg.pages[_index_of(seg.pages, seq)].timestamp
+        page_kws = [k for _, k, _ in hot_info] + [i.keywords for i in cold_items]
+        kws = np.array([0.0 if kw.isdisjoint(k) else
+                        (shared := len(kw & k)) / (n_kw + len(k) - shared) for k in page_kws],
+                       dtype=np.float64)
+        order = hot + cold
+        raw = np.array([bm25.get(x, 0.0) for x in order], dtype=np.float64)
+        if best_bm25 is None:
+            best_bm25 = (float(raw.max()) if len(raw) else 0.0) or 1.0
+        lex = np.minimum(raw / best_bm25, 1.0)
+        rows = _Rows(np.array(order, dtype=np.int64), base_scores(lex, cos, kws, seg), raw,
+                     chars, cos, kws, lex, seg, times)
+        return rows.take(np.argsort(rows.seqs, kind="stable")), best_bm25
 
     def _cand_facts(self, seq: int, archived: Mapping[int, ColdItem]
                     ) -> tuple[str, float, str, Iterable[str]]:

@@ -283,3 +283,27 @@ def test_fusion_is_monotone_in_each_source(seqs, data, source, rise) -> None:
     limit = {"lexical": 1.0, "cosine": 1.0, "keywords": 1.0, "segment": 2.0}[source]
     parts[target] = {**parts[target], source: min(parts[target][source] + rise, limit)}
     assert _rank(final(), target) <= before
+
+
+@settings(max_examples=300, deadline=None)
+@given(seqs=st.lists(st.integers(1, 60), max_size=25, unique=True), data=st.data())
+def test_fusion_over_arrays_equals_the_pure_functions_exactly(seqs, data) -> None:
+    """The arrays search ranks with give every candidate the pure functions' score, bit
+    for bit (so the ranking, ties included, is theirs)."""
+    import numpy as np
+
+    from memoryos_actors.tiers.mtm import base_score, base_scores, fused_score_array, fused_scores
+
+    seqs = sorted(seqs)
+    parts = [data.draw(_PARTS) for _ in seqs]
+    base = {seq: base_score(p["lexical"], p["cosine"], p["keywords"], p["segment"])
+            for seq, p in zip(seqs, parts, strict=True)}
+    chars = {seq: p["chars"] for seq, p in zip(seqs, parts, strict=True)}
+    column = {name: np.array([p[name] for p in parts], dtype=np.float64)
+              for name in ("lexical", "cosine", "keywords", "segment")}
+    fast_base = base_scores(column["lexical"], column["cosine"], column["keywords"],
+                            column["segment"])
+    assert fast_base.tolist() == [base[s] for s in seqs]
+    fast = fused_score_array(np.array(seqs, dtype=np.int64), fast_base,
+                             np.array([chars[s] for s in seqs], dtype=np.int64))
+    assert fast.tolist() == [fused_scores(base, chars)[s] for s in seqs]

@@ -69,3 +69,46 @@ def test_terms_found_for_many_strings_at_once_count_as_found_one_by_one(
     for ts, words in zip(strings, docs, strict=True):
         assert ts.counts(asked) == [words.count(p) for p in asked]
         assert ts[:cut].counts(asked) == [words[:cut].count(p) for p in asked]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(term_lists, st.integers(min_value=0, max_value=30)), max_size=8),
+       st.lists(probes, max_size=6), st.booleans())
+def test_counts_of_many_documents_at_once_are_each_documents_own(
+        docs: list[tuple[list[str], int]], asked: list[str], as_strings: bool) -> None:
+    from memoryos_actors.tiers._lex import term_counts
+
+    # Stored strings, or plain tuples (a document need not come from the cold index).
+    seqs = [TermString(" ".join(w)) if as_strings else tuple(w) for w, _ in docs]
+    cuts = [cut for _, cut in docs]
+    tf, lengths, head, heads = term_counts(seqs, asked, cuts)
+    assert head is not None and heads is not None
+    for i, (words, cut) in enumerate(docs):
+        assert lengths[i] == len(words) and heads[i] == len(words[:cut])
+        assert tf[i].tolist() == [words.count(p) for p in asked]
+        assert head[i].tolist() == [words[:cut].count(p) for p in asked]
+    tf2, lengths2, none, none2 = term_counts(seqs, asked)
+    assert none is None and none2 is None
+    assert tf2.tolist() == tf.tolist() and lengths2.tolist() == lengths.tolist()
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(term_lists, st.integers(min_value=0, max_value=30)), max_size=8),
+       st.lists(st.sampled_from(VOCAB), min_size=1, max_size=5),
+       st.floats(min_value=0.5, max_value=50.0), st.floats(min_value=0.5, max_value=50.0))
+def test_bm25_of_many_documents_at_once_equals_each_ones_bm25_exactly(
+        docs: list[tuple[list[str], int]], query: list[str], avg_len: float,
+        avg_head: float) -> None:
+    from memoryos_actors.tiers._lex import bm25_idf, bm25_scores, term_counts
+
+    idf = {t: bm25_idf(100, 1 + VOCAB.index(t)) for t in dict.fromkeys(query)}
+    score = bm25_scorer(query, 100, avg_len, {}, idf=idf)
+    score_head = bm25_scorer(query, 100, avg_head, {}, idf=idf)
+    seqs = [TermString(" ".join(w)) for w, _ in docs]
+    tf, lengths, head, heads = term_counts(seqs, list(idf), [cut for _, cut in docs])
+    assert head is not None and heads is not None
+    full = bm25_scores(tf, lengths, list(idf.values()), avg_len).tolist()
+    part = bm25_scores(head, heads, list(idf.values()), avg_head).tolist()
+    for i, (words, cut) in enumerate(docs):
+        assert full[i] == score(tuple(words))
+        assert part[i] == score_head(tuple(words[:cut]))
