@@ -32,6 +32,7 @@ another, each timed (an attempt that ends in ``Overloaded`` too), then a reopen 
 writers' ledger check.
 
     python bench/lifecycle_bench.py --trials 200
+    python bench/lifecycle_bench.py --trials 0 --latency-rounds 30   # the timed rounds only
 
 Results go to ``bench/results/lifecycle.json``: trials with a problem (target 0), the
 problems of the first ones, operation counts and latency percentiles (ms) of the race
@@ -583,8 +584,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"{i + 1} trials, {len(failed)} with problems", flush=True)
     latency: dict[str, Any] | None = None
     if args.latency_rounds > 0:
+        load_before = os.getloadavg()
+        cpu0, wall0 = time.process_time(), time.perf_counter()
         with tempfile.TemporaryDirectory(prefix="memoryos-lifecycle-") as tmp:
             latency = run_latency(Path(tmp), args.latency_rounds, args.flooders, args.seed)
+        # The machine is shared: the load average and this process's CPU time beside the
+        # wall time say how much of it the rounds had.
+        latency["seconds"] = round(time.perf_counter() - wall0, 1)
+        latency["process_cpu_seconds"] = round(time.process_time() - cpu0, 1)
+        latency["loadavg_1_5_15_before"] = [round(x, 2) for x in load_before]
+        latency["loadavg_1_5_15_after"] = [round(x, 2) for x in os.getloadavg()]
     result: dict[str, Any] = {
         "bench": "lifecycle",
         "date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
