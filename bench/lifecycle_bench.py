@@ -379,7 +379,8 @@ def _check_flood(mem: MemoryOS, problems: list[str], flood_acks: dict[str, list[
             continue
         twice = [k for k, n in stored.items() if n > 1]
         missing = [k for k in keys if not stored[k]]
-        foreign = [k for k in stored if k not in set(keys) and k not in unknown]
+        acked = set(keys)  # once, not per stored key: a flooded user has ~10^5 turns
+        foreign = [k for k in stored if k not in acked and k not in unknown]
         for what, found in (("stored twice", twice), ("missing", missing),
                             ("stored but never acknowledged", foreign)):
             if found:
