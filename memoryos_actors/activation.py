@@ -60,7 +60,8 @@ _ASK_TIMEOUT_S = 120.0
 def _placement_backlog(user_id: str, cfg: Any) -> PlacementBacklog:
     """The user's placement queue: ``placement_backlog_seconds`` of MTM's measured pace,
     never fewer pages than two chain-meta batches (so meta is still asked for in full
-    batches) and never more than four times ``max_inflight_per_user``."""
+    batches) and never more than four times ``max_inflight_per_user`` (the limit until
+    the pace is measured)."""
     cap = max(64, cfg.max_inflight_per_user * 4)
     floor = min(cap, max(16, 2 * cfg.meta_batch_max_pages))
     return PlacementBacklog(f"user {user_id!r} MTM backlog", cfg.placement_backlog_seconds,

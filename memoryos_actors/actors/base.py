@@ -204,7 +204,9 @@ class PlacementBacklog(Backlog):
     calls while more pages were queued, averaged) and the limit set to the pages it drains
     in ``drain_seconds``, between ``floor`` and ``cap``. The pipeline's throughput does not
     change (the consumer always has work queued while writers wait); only the queue's
-    length in time does. Until the pace is known the limit is ``floor``. Thread-safe.
+    length in time does. Until the pace is known (a fresh incarnation, or one still
+    placing the pages a previous one left: that catch-up releases nothing) the limit is
+    ``cap``, so writes are not held up while MTM recovers. Thread-safe.
     """
 
     __slots__ = ("_busy_since", "_pace", "cap", "drain_seconds", "floor")
@@ -215,7 +217,7 @@ class PlacementBacklog(Backlog):
     def __init__(self, name: str, drain_seconds: float, floor: int, cap: int) -> None:
         if not 1 <= floor <= cap:
             raise ValueError(f"need 1 <= floor <= cap, got floor={floor!r}, cap={cap!r}")
-        super().__init__(floor, name)
+        super().__init__(cap, name)
         self.drain_seconds = drain_seconds
         self.floor = floor
         self.cap = cap

@@ -202,13 +202,19 @@ def test_a_flooded_users_placement_queue_holds_half_a_second_of_work_not_256_pag
     # Every barrier on a user (flush, export_user) waits for the pages queued before it,
     # so the queue admits placement_backlog_seconds (0.5 s) of MTM's measured pace. Here
     # each placement waits for a 50 ms embedding call: 0.5 s is 10 pages, below the floor
-    # of two chain-meta batches, so the queue never holds more than that floor (plus the
-    # one turn the writer may have in flight). It used to fill up to 256 pages.
+    # of two chain-meta batches. Until MTM's pace is measured the queue may take up to
+    # its fixed limit (4 * max_inflight_per_user, at least 64: what it always took before);
+    # once more turns than that (and STM's) are acknowledged, each later one was admitted
+    # below the floor, and the queue never holds more than the floor again (plus the one
+    # turn the writer may have in flight).
     with FakeOpenAIServer(latency=0.05) as slow:
         cfg = _config(slow, embedder="litellm", embedding_model="openai/fake-embed",
-                      mtm_capacity=100_000, heat_tick_seconds=3600.0)
+                      mtm_capacity=100_000, heat_tick_seconds=3600.0,
+                      max_inflight_per_user=16)
         mem = open_mem(cfg)
         floor = 2 * cfg.meta_batch_max_pages
+        cap = max(64, 4 * cfg.max_inflight_per_user)
+        start = cap + cfg.stm_capacity + 10  # from here on the floor holds
         stop = threading.Event()
         acked: list[str] = []
         errors: list[BaseException] = []
@@ -229,10 +235,11 @@ def test_a_flooded_users_placement_queue_holds_half_a_second_of_work_not_256_pag
         writer.start()
         peak = 0
         try:
-            deadline = time.monotonic() + 120.0
-            while len(acked) < 120 and writer.is_alive():  # ~110 queued on the old limit
+            deadline = time.monotonic() + 180.0
+            while len(acked) < start + 20 and writer.is_alive():
                 assert time.monotonic() < deadline, "the writer made no progress"
-                peak = max(peak, mem.stats()["placement_backlog"])
+                if len(acked) >= start:
+                    peak = max(peak, mem.stats()["placement_backlog"])
                 stop.wait(0.005)  # sampling a gauge, not waiting for a condition
         finally:
             stop.set()
