@@ -32,6 +32,7 @@ another, each timed (an attempt that ends in ``Overloaded`` too), then a reopen 
 writers' ledger check.
 
     python bench/lifecycle_bench.py --trials 200
+    python bench/lifecycle_bench.py --trials 0 --latency-rounds 30   # the timed rounds only
 
 Results go to ``bench/results/lifecycle.json``: trials with a problem (target 0), the
 problems of the first ones, operation counts and latency percentiles (ms) of the race
@@ -378,7 +379,8 @@ def _check_flood(mem: MemoryOS, problems: list[str], flood_acks: dict[str, list[
             continue
         twice = [k for k, n in stored.items() if n > 1]
         missing = [k for k in keys if not stored[k]]
-        foreign = [k for k in stored if k not in set(keys) and k not in unknown]
+        acked = set(keys)  # once, not per stored key: a flooded user has ~10^5 turns
+        foreign = [k for k in stored if k not in acked and k not in unknown]
         for what, found in (("stored twice", twice), ("missing", missing),
                             ("stored but never acknowledged", foreign)):
             if found:
@@ -433,7 +435,8 @@ LATENCY_IDLE_TURNS = 50
 BUSY_PAUSE_S = 0.05
 
 
-def run_latency(root: Path, rounds: int, flooders: int, seed: int) -> dict[str, Any]:
+def run_latency(root: Path, rounds: int, flooders: int, seed: int,
+                round_seconds: float = 0.0) -> dict[str, Any]:
     """Lifecycle operations one after another, timed, on a system with the default
     configuration while ``flooders`` threads flood their own users (see ``main``).
 
@@ -444,6 +447,11 @@ def run_latency(root: Path, rounds: int, flooders: int, seed: int) -> dict[str, 
     before, and ``forget_user`` of one. Every attempt is timed, ``Overloaded`` ones too (and
     counted). After the rounds the system is reopened and every written turn checked to be
     stored exactly once.
+
+    With ``round_seconds`` > 0, round ``r`` starts no earlier than ``r * round_seconds``
+    after the first: the users' histories (which an export's size follows) then grow with
+    the round number alone, not with how fast the operations ran, so two builds are
+    compared at the same history.
     """
     rng = random.Random(seed)
     cfg = MemoryConfig(fsync="never", log_level="critical")
@@ -460,7 +468,11 @@ def run_latency(root: Path, rounds: int, flooders: int, seed: int) -> dict[str, 
         flood.start()
         busy.start()
         time.sleep(2.0)  # let the flood build its backlog before the first operation
+        first = time.monotonic()
         for r in range(rounds):
+            wait = first + r * round_seconds - time.monotonic()
+            if wait > 0:
+                time.sleep(wait)
             order = ["export_idle", "export_busy", "export_flooded", "flush", "passivate",
                      "forget"]
             if not flood.users:
@@ -515,6 +527,7 @@ def run_latency(root: Path, rounds: int, flooders: int, seed: int) -> dict[str, 
     return {
         "config": "MemoryConfig defaults, fsync=never",
         "rounds": rounds,
+        "round_seconds": round_seconds,
         "flooders": flooders,
         "flooded_turns": sum(len(v) for v in flood.acks.values()),
         "busy_user_turns": sum(len(v) for v in busy.acks.values()),
@@ -556,6 +569,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--name", default="lifecycle.json", help="result file name in --out-dir")
     p.add_argument("--latency-rounds", type=int, default=60,
                    help="rounds of timed operations under the flood, default configuration")
+    p.add_argument("--round-seconds", type=float, default=0.0,
+                   help="start timed round r no earlier than r * this after the first "
+                        "(same history per round for an A/B; 0: back to back)")
     args = p.parse_args(argv)
     failed: list[TrialResult] = []
     ops: Counter[str] = Counter()
@@ -583,8 +599,17 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"{i + 1} trials, {len(failed)} with problems", flush=True)
     latency: dict[str, Any] | None = None
     if args.latency_rounds > 0:
+        load_before = os.getloadavg()
+        cpu0, wall0 = time.process_time(), time.perf_counter()
         with tempfile.TemporaryDirectory(prefix="memoryos-lifecycle-") as tmp:
-            latency = run_latency(Path(tmp), args.latency_rounds, args.flooders, args.seed)
+            latency = run_latency(Path(tmp), args.latency_rounds, args.flooders, args.seed,
+                                  args.round_seconds)
+        # The machine is shared: the load average and this process's CPU time beside the
+        # wall time say how much of it the rounds had.
+        latency["seconds"] = round(time.perf_counter() - wall0, 1)
+        latency["process_cpu_seconds"] = round(time.process_time() - cpu0, 1)
+        latency["loadavg_1_5_15_before"] = [round(x, 2) for x in load_before]
+        latency["loadavg_1_5_15_after"] = [round(x, 2) for x in os.getloadavg()]
     result: dict[str, Any] = {
         "bench": "lifecycle",
         "date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),

@@ -22,7 +22,7 @@ from supervisor import ChildKind, ChildSpec, Restart, Strategy, Supervisor
 
 from .actors import persist
 from .actors.base import (
-    Backlog,
+    PlacementBacklog,
     Preload,
     UserEnv,
     actor_names,
@@ -55,6 +55,17 @@ _HEADROOM_PASSIVATIONS = 32
 
 #: Seconds a single actor request may take before the facade gives up on it.
 _ASK_TIMEOUT_S = 120.0
+
+
+def _placement_backlog(user_id: str, cfg: Any) -> PlacementBacklog:
+    """The user's placement queue: ``placement_backlog_seconds`` of MTM's measured pace,
+    never fewer pages than two chain-meta batches (so meta is still asked for in full
+    batches) and never more than four times ``max_inflight_per_user`` (the limit until
+    the pace is measured)."""
+    cap = max(64, cfg.max_inflight_per_user * 4)
+    floor = min(cap, max(16, 2 * cfg.meta_batch_max_pages))
+    return PlacementBacklog(f"user {user_id!r} MTM backlog", cfg.placement_backlog_seconds,
+                            floor, cap)
 
 
 class _StartOnce:
@@ -192,8 +203,7 @@ class UserActivation:
             gateway=self._gateway,
             registry=self.registry,
             clock=self.clock,
-            insert_backlog=Backlog(max(64, cfg.max_inflight_per_user * 4),
-                                   f"user {entry.user_id!r} MTM backlog"),
+            insert_backlog=_placement_backlog(entry.user_id, cfg),
             metrics=self.metrics,
             epoch=entry.epoch,
             preload=Preload(persist.recover(store)),

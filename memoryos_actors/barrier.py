@@ -18,8 +18,9 @@ One barrier walks the user's tiers in order, each step a short request to one ac
    of its unanswered gateway jobs (:class:`~.actors.protocol.OwedJobs`): a fixed set,
    waited for until each is answered and applied (summary stored, persona update told to
    LPM). The wait is on the user's :class:`~.actors.base.JobWatch`, not on more requests
-   to MTM: under a flood MTM's mailbox holds a placement backlog (up to the insert
-   backlog's limit), and each request would wait all of it again. A restarted MTM
+   to MTM: under a flood MTM's mailbox holds a placement backlog (about
+   ``placement_backlog_seconds`` of work, see :class:`~.actors.base.PlacementBacklog`),
+   and each request would wait all of it again. A restarted MTM
    (another incarnation token) recovered from the files; it is asked again.
 3. A mailbox barrier on LPM (and on the shared personas, with ``shared_agent_persona``)
    covers the persona updates MTM told it.
@@ -108,7 +109,8 @@ class Barriers:
         It never waits for the process to be quiet: turns stored after the call (for any
         user, the same one too) start work it does not wait for, so it returns under a
         continuous write flood. It may cover some of that later work (what was already
-        queued when it looked). A user that is passive has nothing in flight (what it owes
+        queued when it looked). Under a flood it waits about ``placement_backlog_seconds``
+        per flooded user (the placement work its queue admits), the users side by side. A user that is passive has nothing in flight (what it owes
         is in its files, asked for again when it is next activated), and a user passivated
         or forgotten while flush waits is not waited for any longer, for the same reason.
         A degraded answer (the provider was down) counts as the answer; its redo once the

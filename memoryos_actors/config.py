@@ -198,6 +198,9 @@ class MemoryConfig:
     idle_timeout_seconds: float = _f(300.0, "passivate an idle user group after, seconds")
     max_inflight_per_user: int = _f(64, "requests in flight per user")
     max_inflight_total: int = _f(4096, "requests in flight overall")
+    placement_backlog_seconds: float = _f(
+        0.5, "placement work a user's queue admits, seconds (what a flush waits under a flood)"
+    )
     overload_timeout_seconds: float = _f(5.0, "wait for capacity before Overloaded, seconds")
     log_format: LogFormat = _f("console", '"console" or "json"')
     log_level: LogLevel = _f("warning", "debug, info, warning, error or critical")
@@ -235,7 +238,7 @@ class MemoryConfig:
                 raise ConfigError(f"{name} must be >= 1 or None (unlimited), got {value!r}")
         positive_float = (
             "recency_mu", "heat_tick_seconds", "llm_timeout_seconds", "breaker_reset_seconds",
-            "fsync_interval_seconds", "idle_timeout_seconds",
+            "fsync_interval_seconds", "idle_timeout_seconds", "placement_backlog_seconds",
         )
         for name in positive_float:
             if getattr(self, name) <= 0:

@@ -37,6 +37,7 @@ __all__ = [
     "GatewayClient",
     "JobWatch",
     "Metrics",
+    "PlacementBacklog",
     "Preload",
     "UserEnv",
     "actor_names",
@@ -191,6 +192,66 @@ class Backlog:
     def pending(self) -> int:
         """Items reserved and not yet released."""
         return self._count
+
+
+class PlacementBacklog(Backlog):
+    """A user's placement queue (pages between ``add_turn`` and their placement in MTM),
+    bounded by how long it takes to drain rather than by a fixed count.
+
+    Any barrier on the user (``flush``, ``export_user``) waits for the pages queued before
+    it, so a queue admitted by count alone holds, under a flood, its whole count of work:
+    256 pages at ~10 ms each under load is 2.5 s that every flush of the user waits. Here
+    the consumer's pace is measured (the time between two consecutive :meth:`release`
+    calls while more pages were queued, averaged) and the limit set to the pages it drains
+    in ``drain_seconds``, between ``floor`` and ``cap``. The pipeline's throughput does not
+    change (the consumer always has work queued while writers wait); only the queue's
+    length in time does. Until the pace is known (a fresh incarnation, or one still
+    placing the pages a previous one left: that catch-up releases nothing) the limit is
+    ``cap``, so writes are not held up while MTM recovers. Thread-safe.
+    """
+
+    __slots__ = ("_busy_since", "_pace", "cap", "drain_seconds", "floor")
+
+    #: Weight of the newest interval in the running mean of the consumer's pace.
+    _ALPHA = 1.0 / 16.0
+
+    def __init__(self, name: str, drain_seconds: float, floor: int, cap: int) -> None:
+        if not 1 <= floor <= cap:
+            raise ValueError(f"need 1 <= floor <= cap, got floor={floor!r}, cap={cap!r}")
+        super().__init__(cap, name)
+        self.drain_seconds = drain_seconds
+        self.floor = floor
+        self.cap = cap
+        #: Seconds per item the consumer takes while it has work queued (None: not known).
+        self._pace: float | None = None
+        #: When the last release happened with more items queued behind it (monotonic s).
+        self._busy_since: float | None = None
+
+    def release(self, n: int = 1) -> None:
+        """Free ``n`` slots (the consumer takes an item), and update the pace and limit."""
+        now = time.monotonic()
+        with self._cond:
+            if self._busy_since is not None and n == 1:
+                gap = now - self._busy_since
+                pace = gap if self._pace is None else self._pace + self._ALPHA * (gap - self._pace)
+                self._pace = pace
+                fits = int(self.drain_seconds / pace) if pace > 0 else self.cap
+                self.limit = max(self.floor, min(self.cap, fits))
+            # Only an interval in which the consumer had work all along measures its pace.
+            self._busy_since = now if self._count > n else None
+            self._count = max(0, self._count - n)
+            self._cond.notify_all()
+
+    def reset(self) -> None:
+        """Forget every pending item (the consumer restarted and lost its mailbox)."""
+        with self._cond:
+            self._busy_since = None
+        super().reset()
+
+    @property
+    def pace(self) -> float | None:
+        """Measured seconds per item while the consumer is busy (None: not measured yet)."""
+        return self._pace
 
 
 class JobWatch:

@@ -262,9 +262,6 @@ class STMActor(SupervisedActor):
         if msg.turn_key and msg.turn_key in self.recent_keys:
             return self.recent_keys[msg.turn_key]  # stored before a crash: answer, don't redo
         env = self.env
-        # The caller already waited for room in the background queues (never wait here:
-        # this actor is the one that drains them). Count this page as pending placement.
-        env.insert_backlog.force_acquire()
         seq = self.seq + 1
         page = Page(
             user_id=env.user_id,
@@ -275,19 +272,17 @@ class STMActor(SupervisedActor):
             response=msg.response,
             timestamp=msg.timestamp,
         )
-        try:
-            env.store.wal.append(turn_record(page, msg.turn_key))
-        except BaseException:
-            env.insert_backlog.release()
-            raise
+        env.store.wal.append(turn_record(page, msg.turn_key))
         self.seq = seq
         if msg.turn_key:
             self._remember_key(msg.turn_key, page.page_id)
         evicted = self.core.push(page)
         if evicted is not None:
+            # The caller already waited for room in the placement queue (never wait here:
+            # this actor is one that drains it). The page pushed out is pending placement
+            # from now on; only MTM releases it, so the queue's pace is MTM's.
+            env.insert_backlog.force_acquire()
             self.outbox.append((evicted, page.timestamp))
-        else:
-            env.insert_backlog.release()
         self._pump()
         self.turns_since_snapshot += 1
         if self.turns_since_snapshot >= env.config.snapshot_every_turns:

@@ -1,11 +1,13 @@
 """The memory system against the loopback fake provider: what real models are asked and
 what their answers do (persona traits, chain summaries in the reply prompt, batched chain
-meta, flush without extra summaries)."""
+meta, flush without extra summaries, a flooded user's placement queue bounded in time)."""
 
 from __future__ import annotations
 
 import json
 import math
+import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -20,6 +22,7 @@ from gwhelpers import KEY_ENV, TOPIC_TURNS
 from memoryos_actors import MemoryOS
 from memoryos_actors.clock import ManualClock
 from memoryos_actors.config import MemoryConfig
+from memoryos_actors.errors import Overloaded
 
 
 def _config(server: FakeOpenAIServer, **overrides: Any) -> MemoryConfig:
@@ -191,3 +194,64 @@ def test_a_promoted_segment_that_owes_its_summary_gets_both_from_one_call(
     state = mem.user_state("one")
     assert "ONE-CALL summary of the jokes" in [seg.summary for seg in state.segments]
     assert {t.name: t.level for t in state.traits if t.level}.get("sense_of_humor") == "high"
+
+
+def test_a_flooded_users_placement_queue_holds_half_a_second_of_work_not_256_pages(
+    open_mem: Callable[..., MemoryOS]
+) -> None:
+    # Every barrier on a user (flush, export_user) waits for the pages queued before it,
+    # so the queue admits placement_backlog_seconds (0.5 s) of MTM's measured pace. Here
+    # each placement waits for a 50 ms embedding call: 0.5 s is 10 pages, below the floor
+    # of two chain-meta batches. Until MTM's pace is measured the queue may take up to
+    # its fixed limit (4 * max_inflight_per_user, at least 64: what it always took before);
+    # once more turns than that (and STM's) are acknowledged, each later one was admitted
+    # below the floor, and the queue never holds more than the floor again (plus the one
+    # turn the writer may have in flight).
+    with FakeOpenAIServer(latency=0.05) as slow:
+        cfg = _config(slow, embedder="litellm", embedding_model="openai/fake-embed",
+                      mtm_capacity=100_000, heat_tick_seconds=3600.0,
+                      max_inflight_per_user=16)
+        mem = open_mem(cfg)
+        floor = 2 * cfg.meta_batch_max_pages
+        cap = max(64, 4 * cfg.max_inflight_per_user)
+        start = cap + cfg.stm_capacity + 10  # from here on the floor holds
+        stop = threading.Event()
+        acked: list[str] = []
+        errors: list[BaseException] = []
+
+        def write() -> None:
+            n = 0
+            while not stop.is_set():
+                try:
+                    acked.append(mem.add_turn("w", f"turn {n} about my garden", "noted"))
+                except Overloaded:
+                    continue
+                except BaseException as exc:  # noqa: BLE001 - reported below
+                    errors.append(exc)
+                    return
+                n += 1
+
+        writer = threading.Thread(target=write, name="flood-w")
+        writer.start()
+        peak = 0
+        try:
+            deadline = time.monotonic() + 180.0
+            while len(acked) < start + 20 and writer.is_alive():
+                assert time.monotonic() < deadline, "the writer made no progress"
+                if len(acked) >= start:
+                    peak = max(peak, mem.stats()["placement_backlog"])
+                stop.wait(0.005)  # sampling a gauge, not waiting for a condition
+        finally:
+            stop.set()
+            writer.join(60.0)
+        assert not errors, errors
+        assert peak <= floor + 1, f"{peak} pages queued for placement (at most {floor + 1})"
+        # Still every page that left STM is placed once flush returns.
+        mem.flush()
+        placed = {p.page_id for seg in mem.user_state("w").segments for p in seg.pages}
+        for rec in mem.archive("w"):  # evicted from MTM: placed before
+            if rec["t"] == "segment":
+                placed.update(p["page_id"] for p in rec["segment"]["pages"])
+            elif rec["t"] == "page":
+                placed.add(rec["page"]["page_id"])
+        assert placed == set(acked[:len(acked) - cfg.stm_capacity])
