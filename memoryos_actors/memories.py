@@ -435,7 +435,13 @@ class MemoryEditing:
             # One archived memory is looked up in the cold index; reading the whole
             # archive is left for listings and what the index does not hold.
             out.extend([found] if found is not None else self._archived(entry, kinds))
-        return out
+        # STM, MTM and the archive are looked at one after the other, in the direction
+        # pages move: a page (or segment) that moved on between two looks is in both.
+        # It is listed once, as the later look found it.
+        latest = {m.memory_id: m for m in out}
+        if len(latest) == len(out):
+            return out
+        return [m for m in out if latest[m.memory_id] is m]
 
     @staticmethod
     def _archived_one(entry: UserEntry, ref: MemoryRef) -> Memory | None:

@@ -343,3 +343,36 @@ def test_deletes_racing_writers_lose_no_other_turn(open_mem) -> None:
     mem.close()
     mem = open_mem()
     assert sorted(mem.stored_page_ids(USER), key=lambda p: int(p[1:])) == want
+
+
+def test_a_page_that_moves_on_while_the_user_is_listed_is_listed_once(
+        mem: MemoryOS, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The listing takes STM's picture, then MTM's, then reads the archive: a page that
+    # leaves STM (or MTM) between two of those looks is in two pictures. Here a writer
+    # pushes the oldest STM page on to MTM right after STM's picture is taken.
+    stm_name = actor_names(USER)[0]
+    ask = mem._ask
+    moved: list[str] = []
+
+    def ask_then_write(name: str, message: object, *args: Any, **kw: Any) -> Any:
+        answer = ask(name, message, *args, **kw)
+        if name == stm_name and type(message).__name__ == "Inspect" and not moved:
+            moved.append(answer.pages[0].page_id)
+
+            def write() -> None:
+                mem.add_turn(USER, "One more turn pushes the oldest page on.", "Noted.")
+                mem.flush(user_id=USER)
+
+            writer = threading.Thread(target=write)
+            writer.start()
+            writer.join(60)
+            assert not writer.is_alive()
+        return answer
+
+    monkeypatch.setattr(mem, "_ask", ask_then_write)
+    listed = [m.memory_id for m in mem.memories(USER, kinds=["page"])]
+    monkeypatch.undo()
+    assert moved and f"page:{moved[0]}" in listed
+    assert sorted(i for i, n in Counter(listed).items() if n > 1) == []
+    # Listed once, in the tier it was found in last.
+    assert mem.get_memory(USER, f"page:{moved[0]}").tier == "mtm"
