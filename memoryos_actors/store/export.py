@@ -20,6 +20,7 @@ import json
 import os
 import struct
 import zlib
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -63,26 +64,25 @@ def _tagged(value: Any) -> Any:
         if (len(value) == 1 and set(value) <= _TAGS) or \
                 not all(isinstance(k, str) for k in value):
             return _to_json(value)
-        changed: dict[str, Any] | None = None
-        for k, v in value.items():
-            if isinstance(v, (dict, list, tuple)):
-                w = _tagged(v)
-                if w is not v:
-                    if changed is None:
-                        changed = dict(value)
-                    changed[k] = w
-        return value if changed is None else changed
+        return _tag_children(value.items(), value, dict)
     if isinstance(value, (list, tuple)):
-        items: list[Any] | None = None
-        for i, v in enumerate(value):
-            if isinstance(v, (dict, list, tuple)):
-                w = _tagged(v)
-                if w is not v:
-                    if items is None:
-                        items = list(value)
-                    items[i] = w
-        return value if items is None else items
+        return _tag_children(enumerate(value), value, list)
     return value
+
+
+def _tag_children(children: Iterable[tuple[Any, Any]], value: Any,
+                  copy: Callable[[Any], Any]) -> Any:
+    """``value`` (a dict or a sequence) with its ``(key or index, child)`` ``children``
+    passed through :func:`_tagged`; copied with ``copy`` only when a child changed."""
+    changed: Any = None
+    for k, v in children:
+        if isinstance(v, (dict, list, tuple)):
+            w = _tagged(v)
+            if w is not v:
+                if changed is None:
+                    changed = copy(value)
+                changed[k] = w
+    return value if changed is None else changed
 
 
 def _bytes_to_json(value: Any) -> Any:
