@@ -331,10 +331,12 @@ def test_mtm_holds_gateway_jobs_while_the_gateway_is_full_and_sends_them_later(o
         # No room at the gateway: the actor still answers at once (it used to block up to
         # overload_timeout_seconds per job, then drop it) and holds the jobs.
         assert mtm.ask(Pending(), timeout=30) == len(segments)
+        # Counted while every slot is still held: once they are released, MTM's retry
+        # timer may send the held jobs at any moment, before this line could run.
+        submitted = gateway.submitted
     finally:
         for slot in slots:
             gateway.release(slot)
-    submitted = gateway.submitted
     mem.flush()  # the held jobs go out once there is room; flush waits for them
     assert mtm.ask(Pending(), timeout=30) == 0
     assert gateway.submitted - submitted >= len(segments)
