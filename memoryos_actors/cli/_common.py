@@ -268,7 +268,12 @@ def require_user(mem: Any, user: str, args: argparse.Namespace | None = None) ->
         more = f" and {len(tenants) - 3} more" if len(tenants) > 3 else ""
         hint = f"--tenant {tenants[0]}" if len(tenants) == 1 else "--tenant NAME"
         found.append(f"under tenant{'s' if len(tenants) > 1 else ''} {shown}{more} ({hint})")
-    if plain_id:
+    if plain_id and t is not None and name.startswith(f"{t}:"):
+        # The library's id of this very tenant's user, given with the tenant as well.
+        own = name[len(t) + 1:]
+        found.append(f"without a tenant: it is tenant {t!r}'s user {own!r} "
+                     f"(with --tenant {t}, name it {own!r})")
+    elif plain_id:
         found.append("without a tenant (drop --tenant and $MEMORYOS_TENANT)")
     hint = f"; a user {name!r} exists " + " and ".join(found) if found else ""
     where_dir = data_dir(args) if args is not None else mem.data_dir

@@ -48,3 +48,22 @@ def test_inspect_and_export_name_the_user_by_the_tenants_id(tmp_path: Path) -> N
     _ok("--tenant", "beta", "import", str(tmp_path / "zoe.bin"), data=data)
     moved = json.loads(_ok("--tenant", "beta", "inspect", "zoe", "--json", data=data))
     assert moved["user_id"] == "zoe" and moved["turns"] == 1
+
+
+def test_a_tenants_user_named_by_its_library_id_under_that_tenant_gets_the_right_hint(
+        tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    turns = tmp_path / "t.jsonl"
+    turns.write_text(json.dumps({"user_id": "zoe", "query": "I live in Lyon.",
+                                 "response": "Lovely city."}) + "\n", encoding="utf-8")
+    _ok("--tenant", "acme", "ingest", str(turns), data=data)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMORYOS_")}
+    miss = subprocess.run(
+        [sys.executable, "-m", "memoryos_actors", "--data-dir", str(data),
+         "--tenant", "acme", "inspect", "acme:zoe"],
+        capture_output=True, text=True, timeout=180, cwd=_REPO, check=False,
+        env={**env, "COLUMNS": "200", "PYTHONPATH": str(_REPO)})
+    assert miss.returncode != 0
+    # Not "drop --tenant": the user meant is acme's zoe, named 'zoe' under --tenant acme.
+    assert "name it 'zoe'" in miss.stderr, miss.stderr
+    assert "drop --tenant" not in miss.stderr, miss.stderr
