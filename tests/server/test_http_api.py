@@ -90,6 +90,8 @@ def test_agent_profile_put_then_get_round_trips(deployment: Deployment) -> None:
 
 
 def test_list_users_shows_only_the_tenants_users(deployment: Deployment) -> None:
+    with deployment.server.client(deployment.acme) as a:  # its own user: runs alone too
+        assert _turn(a, "ann", "hello from acme").status_code == 201
     with deployment.server.client(deployment.globex) as g:
         assert _turn(g, "gina", "hello from globex").status_code == 201
         users = g.get("/v1/users").json()["users"]
