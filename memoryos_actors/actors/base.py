@@ -344,8 +344,6 @@ class Metrics:
         return out
 
 
-
-
 def persona_owner(user_id: str, assistant_id: str, shared: bool) -> str:
     """Whose LPM holds the persona of ``assistant_id`` as ``user_id`` sees it."""
     return ASSISTANT_PREFIX + assistant_id if shared else user_id

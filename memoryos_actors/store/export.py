@@ -43,8 +43,6 @@ _TAGS = frozenset({"$b64", "$map"})
 
 
 def _to_json(value: Any) -> Any:
-    if isinstance(value, (bytes, bytearray, memoryview)):
-        return {"$b64": base64.b64encode(bytes(value)).decode("ascii")}
     if isinstance(value, dict):
         if all(isinstance(k, str) for k in value) and not (len(value) == 1 and set(value) <= _TAGS):
             return {k: _to_json(v) for k, v in value.items()}
@@ -53,7 +51,7 @@ def _to_json(value: Any) -> Any:
         return [_to_json(v) for v in value]
     if value is None or isinstance(value, (str, bool, int, float)):
         return value
-    raise InvalidInput(f"cannot export a value of type {type(value).__name__}")
+    return _bytes_to_json(value)  # bytes as $b64; any other type refused
 
 
 def _tagged(value: Any) -> Any:
