@@ -93,14 +93,16 @@ json_values = st.recursive(
     ),
     lambda inner: st.one_of(
         st.lists(inner, max_size=4),
-        st.dictionaries(st.one_of(st.text(max_size=5), st.integers(0, 9)), inner, max_size=4),
+        # Tag names as keys (a map whose only key is one must be escaped), ints as keys.
+        st.dictionaries(st.one_of(st.text(max_size=5), st.integers(0, 9),
+                                  st.sampled_from(["$b64", "$map"])), inner, max_size=4),
     ),
     max_leaves=12,
 )
 
 
 @given(st.dictionaries(st.text(max_size=6), json_values, max_size=4))
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=150, deadline=None)
 def test_any_payload_round_trips_through_json(payload: dict) -> None:
     import tempfile
 
