@@ -86,3 +86,29 @@ def wait_for(what: Callable[[], Any], message: str, timeout: float = WAIT_S) -> 
             return got
         assert time.monotonic() < deadline, message
         time.sleep(0.05)
+
+
+def log_in(driver: Any, base_url: str, key: str) -> None:
+    """Log in to the memory page at ``base_url`` with ``key``, from the keyboard (the key
+    typed into its box, the form sent with Enter), as a fresh browser session."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+
+    driver.delete_all_cookies()
+    driver.get(base_url + "/ui/login")
+    box = driver.find_element(By.ID, "key")
+    box.send_keys(key)
+    box.send_keys(Keys.ENTER)
+    wait_for(lambda: urlsplit(driver.current_url).path == "/ui/users",
+             "login did not lead to the users page")
+
+
+def main_text(driver: Any) -> str:
+    """The text of the page's main part ("" while the page is being replaced)."""
+    from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
+    from selenium.webdriver.common.by import By
+
+    try:
+        return str(driver.find_element(By.TAG_NAME, "main").text)
+    except (NoSuchElementException, StaleElementReferenceException):
+        return ""

@@ -9,10 +9,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote, urlsplit
+from urllib.parse import quote
 
 import pytest
-from browser import chromium_paths, foreign, start_browser, wait_for
+from browser import chromium_paths, foreign, log_in, main_text, start_browser, wait_for
 from srvutil import Server, add_key, start_server
 
 if chromium_paths() is None:
@@ -20,8 +20,6 @@ if chromium_paths() is None:
 
 from selenium.common.exceptions import (
     NoAlertPresentException,
-    NoSuchElementException,
-    StaleElementReferenceException,
 )
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
@@ -121,21 +119,10 @@ def _status(site: Site, driver: Any, url: str) -> int:
 
 
 def _login(site: Site, driver: Any, key: str) -> None:
-    driver.delete_all_cookies()
-    driver.get(site.server.base_url + "/ui/login")
-    box = driver.find_element(By.ID, "key")
-    box.send_keys(key)
-    box.send_keys(Keys.ENTER)  # the form is sent from the keyboard
-    wait_for(lambda: urlsplit(driver.current_url).path == "/ui/users",
-             "login did not lead to the users page")
+    log_in(driver, site.server.base_url, key)
 
 
-def _main_text(driver: Any) -> str:
-    """The text of the page's main part ("" while the page is being replaced)."""
-    try:
-        return str(driver.find_element(By.TAG_NAME, "main").text)
-    except (NoSuchElementException, StaleElementReferenceException):
-        return ""
+_main_text = main_text
 
 
 def _no_script_ran(driver: Any) -> None:

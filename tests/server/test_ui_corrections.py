@@ -10,22 +10,27 @@ installs them)."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
-from urllib.parse import quote, urlsplit
+from urllib.parse import quote
 
 import httpx
 import pytest
-from browser import chromium_paths, foreign, start_browser, wait_for
+from browser import (
+    chromium_paths,
+    foreign,
+    log_in,
+    main_text,
+    requested_urls,
+    start_browser,
+    wait_for,
+)
 from srvutil import Server, add_key, start_server
 
 if chromium_paths() is None:
     pytest.skip("chromium and chromedriver are not installed", allow_module_level=True)
 
-from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
 from selenium.webdriver.common.by import By
 
 # Small tiers and a low promotion threshold: a hot segment is promoted to LPM within a
@@ -106,28 +111,8 @@ def driver(site: Site, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any
 def _only_loopback(site: Site, driver: Any) -> Iterator[None]:
     """After each test: the browser asked no host but 127.0.0.1 for anything."""
     yield
-    for entry in driver.get_log("performance"):
-        message = json.loads(entry["message"])["message"]
-        if message.get("method") == "Network.requestWillBeSent":
-            site.urls.append(message["params"]["request"]["url"])
+    site.urls.extend(requested_urls(driver))
     assert foreign(site.urls) == []
-
-
-def _login(site: Site, driver: Any, key: str) -> None:
-    driver.delete_all_cookies()
-    driver.get(site.server.base_url + "/ui/login")
-    box = driver.find_element(By.ID, "key")
-    box.send_keys(key)
-    box.submit()
-    wait_for(lambda: urlsplit(driver.current_url).path == "/ui/users",
-             "login did not lead to the users page")
-
-
-def _main_text(driver: Any) -> str:
-    try:
-        return str(driver.find_element(By.TAG_NAME, "main").text)
-    except (NoSuchElementException, StaleElementReferenceException):
-        return ""
 
 
 def _correct_on_profile(site: Site, driver: Any, memory_id: str, new: str) -> None:
@@ -142,14 +127,14 @@ def _correct_on_profile(site: Site, driver: Any, memory_id: str, new: str) -> No
     box.clear()
     box.send_keys(new)
     form.find_element(By.TAG_NAME, "button").click()
-    wait_for(lambda: f"Corrected {memory_id}:" in _main_text(driver),
+    wait_for(lambda: f"Corrected {memory_id}:" in main_text(driver),
              f"no confirmation of the correction of {memory_id}")
 
 
 def _check_corrected(site: Site, driver: Any, memory_id: str, old: str, new: str,
                      query: str, section: str) -> None:
     # The page the correction led to shows the new text and the history old -> new.
-    assert f"-> {new}" in _main_text(driver)
+    assert f"-> {new}" in main_text(driver)
     driver.get(f"{site.server.base_url}/ui/users/{USER}/memories/{quote(memory_id, safe='')}")
     assert new in driver.find_element(By.ID, "memory-text").text
     events = [[td.text for td in tr.find_elements(By.TAG_NAME, "td")]
@@ -184,7 +169,7 @@ def test_correcting_a_fact_on_the_page_is_the_apis_edit(site: Site, driver: Any)
     fact_id, old = next((m, t) for m, t in learned.items()
                         if m.startswith("fact:") and "Lisbon" in t)
     new = "User is from Porto, not Lisbon's twin city."
-    _login(site, driver, site.acme)
+    log_in(driver, site.server.base_url, site.acme)
     _correct_on_profile(site, driver, fact_id, new)
     _check_corrected(site, driver, fact_id, old, new, "where is the user from", "kb")
 
@@ -199,7 +184,7 @@ def test_correcting_an_assistant_trait_on_the_page_is_the_apis_edit(
     # The tenant sees its own assistant id, never the library's tenant-scoped one.
     assert trait_id.startswith("agent_trait:default:")
     new = "Assistant: I answer in bullet points."
-    _login(site, driver, site.acme)
+    log_in(driver, site.server.base_url, site.acme)
     _correct_on_profile(site, driver, trait_id, new)
     _check_corrected(site, driver, trait_id, old, new, "how should the assistant answer",
                      "agent_traits")
