@@ -8,7 +8,8 @@ import json
 import os
 import shutil
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -52,6 +53,16 @@ def start_browser(tmp: Path, width: int = 1280, height: int = 900) -> Any:
     env = {**os.environ, "TMPDIR": str(tmp)}
     service = Service(executable_path=driver, env=env)
     return webdriver.Chrome(service=service, options=options)
+
+
+@contextmanager
+def browser_session(tmp: Path) -> Iterator[Any]:
+    """A headless Chromium (see :func:`start_browser`) that quits when the block ends."""
+    driver = start_browser(tmp)
+    try:
+        yield driver
+    finally:
+        driver.quit()
 
 
 def requested_urls(driver: Any) -> list[str]:

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from browser import chromium_paths, foreign, requested_urls, start_browser, wait_for
+from browser import browser_session, chromium_paths, foreign, requested_urls, wait_for
 from srvutil import Deployment
 
 if chromium_paths() is None:
@@ -20,11 +20,8 @@ from selenium.webdriver.common.by import By
 
 @pytest.fixture(scope="module")
 def driver(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    d = start_browser(tmp_path_factory.mktemp("chromium-docs"))
-    try:
+    with browser_session(tmp_path_factory.mktemp("chromium-docs")) as d:
         yield d
-    finally:
-        d.quit()
 
 
 def _texts(driver: Any, css: str) -> list[str]:

@@ -12,7 +12,7 @@ from typing import Any
 from urllib.parse import quote
 
 import pytest
-from browser import chromium_paths, foreign, log_in, main_text, start_browser, wait_for
+from browser import browser_session, chromium_paths, foreign, log_in, main_text, wait_for
 from srvutil import Server, add_key, start_server
 
 if chromium_paths() is None:
@@ -88,11 +88,8 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
 
 @pytest.fixture(scope="module")
 def driver(site: Site, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    d = start_browser(tmp_path_factory.mktemp("chromium"))
-    try:
+    with browser_session(tmp_path_factory.mktemp("chromium")) as d:
         yield d
-    finally:
-        d.quit()
 
 
 @pytest.fixture(autouse=True)

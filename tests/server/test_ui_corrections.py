@@ -18,12 +18,12 @@ from urllib.parse import quote
 import httpx
 import pytest
 from browser import (
+    browser_session,
     chromium_paths,
     foreign,
     log_in,
     main_text,
     requested_urls,
-    start_browser,
     wait_for,
 )
 from srvutil import Server, add_key, start_server
@@ -100,11 +100,8 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
 
 @pytest.fixture(scope="module")
 def driver(site: Site, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    d = start_browser(tmp_path_factory.mktemp("chromium"))
-    try:
+    with browser_session(tmp_path_factory.mktemp("chromium")) as d:
         yield d
-    finally:
-        d.quit()
 
 
 @pytest.fixture(autouse=True)
