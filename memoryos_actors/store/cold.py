@@ -45,7 +45,7 @@ from memoryos_actors.errors import StorageError
 from memoryos_actors.store._framing import log
 from memoryos_actors.store.edits import EditLog
 # bm25_idf is re-exported: the cold tier's BM25 idf.
-from memoryos_actors.tiers._lex import TermString, bm25_idf
+from memoryos_actors.tiers._lex import TERM_ID_DTYPE, TermString, bm25_idf
 
 __all__ = [
     "CACHE_KIB",
@@ -111,6 +111,10 @@ class ColdItem:
     ``query_terms`` is how many of a page's ``terms`` come from its query side (the user's
     words; they come first), or ``None`` when the index does not know (rows indexed before
     it counted them).
+    ``term_ids`` is ``terms`` with each term replaced by its id in the index's vocabulary
+    (:data:`~memoryos_actors.tiers._lex.TERM_ID_DTYPE` bytes, for
+    :func:`~memoryos_actors.tiers._lex.term_id_counts`), or ``None`` when not read from an
+    index.
     """
 
     item_id: str
@@ -125,6 +129,7 @@ class ColdItem:
     embedding: npt.NDArray[np.float32] | None
     raw_record: dict[str, Any] | bytes
     query_terms: int | None = None
+    term_ids: bytes | None = None
 
     @property
     def record(self) -> dict[str, Any]:
@@ -144,12 +149,25 @@ class ColdCandidates:
 
     ``n_docs`` and ``total_len`` cover every item indexed; ``df`` maps each query term to
     the number of cold items containing it. ``items`` are best first by FTS5's own rank.
+    ``term_ids`` maps each query term looked up to its id in the index's vocabulary (-1:
+    no indexed item ever had it), or is ``None`` when they were not looked up; with it, the
+    items' ``term_ids`` count the query's terms (see :meth:`ids_of`).
     """
 
     items: tuple[ColdItem, ...] = ()
     n_docs: int = 0
     total_len: int = 0
     df: tuple[tuple[str, int], ...] = ()
+    term_ids: tuple[tuple[str, int], ...] | None = None
+
+    def ids_of(self, terms_: Sequence[str]) -> list[int] | None:
+        """The vocabulary id of each of ``terms_`` (-1 for a term no item has), or ``None``
+        when one of them was not looked up (count them in the items' ``terms`` then)."""
+        if self.term_ids is None:
+            return None
+        known = dict(self.term_ids)
+        out = [known.get(t) for t in terms_]
+        return None if any(i is None for i in out) else out  # type: ignore[return-value]
 
     def df_of(self, term: str) -> int:
         """Cold document frequency of ``term`` (0 when it is not a query term)."""
@@ -252,27 +270,35 @@ CREATE TABLE IF NOT EXISTS items (
     terms TEXT NOT NULL,
     emb BLOB,
     record BLOB NOT NULL,
-    nq INTEGER
+    nq INTEGER,
+    tids BLOB
 );
 CREATE INDEX IF NOT EXISTS items_seq ON items(seq);
 CREATE INDEX IF NOT EXISTS items_ts_kind ON items(ts, kind);
 CREATE TABLE IF NOT EXISTS df (term TEXT PRIMARY KEY, n INTEGER NOT NULL) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS vocab (id INTEGER PRIMARY KEY, term TEXT NOT NULL UNIQUE);
 CREATE VIRTUAL TABLE IF NOT EXISTS fts USING fts5(
     terms, content='', tokenize='unicode61 remove_diacritics 0'
 );
 """
 
 _COLUMNS = ("item_id, kind, seq, segment_id, ts, archive_seq, text, keywords, terms, emb, "
-            "record, nq")
+            "record, nq, tids")
 
 #: Added to format 2 in place: an index made before them gets them when it is opened (its
 #: older rows keep ``nq`` NULL). The query side's term count, and the index over item times
 #: (time first: an index led by ``kind`` would be chosen for the ``kind = 'page' AND seq IN``
 #: lookups of neighbouring turns and scan every page; the listing reads, newest first of
-#: one kind, walk it backwards).
+#: one kind, walk it backwards). Then each item's terms as ids (``tids``) in a vocabulary
+#: of every term indexed (``vocab``), so a query counts its terms in its candidates with
+#: numpy; they are derived from ``terms``, so an older index gets them for every row when
+#: the column is added (:func:`_fill_term_ids`, in the same transaction).
 _UPGRADES = (
     ("column", "nq", "ALTER TABLE items ADD COLUMN nq INTEGER"),
     ("index", "items_ts_kind", "CREATE INDEX IF NOT EXISTS items_ts_kind ON items(ts, kind)"),
+    ("table", "vocab",
+     "CREATE TABLE IF NOT EXISTS vocab (id INTEGER PRIMARY KEY, term TEXT NOT NULL UNIQUE)"),
+    ("column", "tids", "ALTER TABLE items ADD COLUMN tids BLOB"),
 )
 
 
@@ -492,29 +518,31 @@ class ColdIndex:
         edits = self._edits() if self._edits is not None else None
         db.execute("BEGIN")
         try:
+            items: list[ColdItem] = []
             for seq, raw in fresh:
                 rec = edits.apply(raw) if edits else raw
-                if rec is None:
-                    continue  # everything in it was deleted
-                for item in record_items(seq, rec):
-                    emb = None if item.embedding is None else item.embedding.astype("<f2").tobytes()
-                    cur = db.execute(
-                        f"INSERT OR IGNORE INTO items ({_COLUMNS}) VALUES "
-                        "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                        (item.item_id, item.kind, item.seq, item.segment_id, item.timestamp,
-                         item.archive_seq, item.text, " ".join(sorted(item.keywords)),
-                         " ".join(item.terms), emb,
-                         msgpack.packb(item.record, use_bin_type=True), item.query_terms),
-                    )
-                    if cur.rowcount != 1:
-                        continue  # already indexed (an item archived twice)
-                    db.execute("INSERT INTO fts (rowid, terms) VALUES (?, ?)",
-                               (cur.lastrowid, _fts_text(item.kind, " ".join(item.terms))))
-                    n_docs += 1
-                    total_len += len(item.terms)
-                    df.update(set(item.terms))
-                    if item.kind in kind_n:
-                        kind_n[item.kind] += 1
+                if rec is not None:  # None: everything in it was deleted
+                    items.extend(record_items(seq, rec))
+            term_ids = _term_ids(db, [item.terms for item in items])
+            for item, tids in zip(items, term_ids, strict=True):
+                emb = None if item.embedding is None else item.embedding.astype("<f2").tobytes()
+                cur = db.execute(
+                    f"INSERT OR IGNORE INTO items ({_COLUMNS}) VALUES "
+                    "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    (item.item_id, item.kind, item.seq, item.segment_id, item.timestamp,
+                     item.archive_seq, item.text, " ".join(sorted(item.keywords)),
+                     " ".join(item.terms), emb,
+                     msgpack.packb(item.record, use_bin_type=True), item.query_terms, tids),
+                )
+                if cur.rowcount != 1:
+                    continue  # already indexed (an item archived twice)
+                db.execute("INSERT INTO fts (rowid, terms) VALUES (?, ?)",
+                           (cur.lastrowid, _fts_text(item.kind, " ".join(item.terms))))
+                n_docs += 1
+                total_len += len(item.terms)
+                df.update(set(item.terms))
+                if item.kind in kind_n:
+                    kind_n[item.kind] += 1
             db.executemany(
                 "INSERT INTO df VALUES (?, ?) ON CONFLICT(term) DO UPDATE SET n = n + excluded.n",
                 df.items(),
@@ -585,10 +613,11 @@ class ColdIndex:
                     emb = rec.get("emb")
                     # A corrected item is one text: no query side is known any more.
                     db.execute(
-                        "UPDATE items SET text = ?, terms = ?, emb = ?, record = ?, nq = 0 "
-                        "WHERE id = ?",
+                        "UPDATE items SET text = ?, terms = ?, emb = ?, record = ?, nq = 0, "
+                        "tids = ? WHERE id = ?",
                         (text, " ".join(new_terms), emb if emb else None,
-                         msgpack.packb(record, use_bin_type=True), rowid))
+                         msgpack.packb(record, use_bin_type=True),
+                         _term_ids(db, [new_terms])[0], rowid))
                     db.execute("INSERT INTO fts (rowid, terms) VALUES (?, ?)",
                                (rowid, _fts_text(kind, " ".join(new_terms))))
                     df.update(set(new_terms))
@@ -645,8 +674,11 @@ class ColdIndex:
             f"SELECT term, n FROM df WHERE term IN ({','.join('?' for _ in qt)})", qt
         ).fetchall()
         dfs = {str(t): int(n) for t, n in df_rows if int(n) > 0}
+        ids = dict.fromkeys(qt, -1)
+        ids.update(db.execute(
+            f"SELECT term, id FROM vocab WHERE term IN ({','.join('?' for _ in qt)})", qt))
         stats = dict(n_docs=self._n_docs, total_len=self._total_len,
-                     df=tuple(dfs.items()))
+                     df=tuple(dfs.items()), term_ids=tuple(ids.items()))
         pages_only = kinds == ("page",)
         # Kinds with no item are not asked for; for the rarer kinds (facts, traits), the
         # MATCH finds at most as many items as there are of them.
@@ -847,29 +879,64 @@ def _row_items(rows: Iterable[tuple[Any, ...]]) -> list[ColdItem]:
             keywords=frozenset(kws.split()) if kws else frozenset(),
             terms=TermString(terms_) if terms_ else (),
             embedding=emb, raw_record=bytes(rec), query_terms=None if nq is None else int(nq),
+            term_ids=tids,
         )
-        for (item_id, kind, seq, sid, ts, aseq, text, kws, terms_, _blob, rec, nq), emb
+        for (item_id, kind, seq, sid, ts, aseq, text, kws, terms_, _blob, rec, nq, tids), emb
         in zip(rows, embs, strict=True)
     ]
 
 
 def _upgrade(db: sqlite3.Connection) -> None:
-    """Add what :data:`_UPGRADES` lists to an index made before it existed."""
-    columns = {row[1] for row in db.execute("PRAGMA table_info(items)")}
-    indexes = {row[1] for row in db.execute("PRAGMA index_list(items)")}
-    todo = [sql for what, name, sql in _UPGRADES
-            if name not in (columns if what == "column" else indexes)]
+    """Add what :data:`_UPGRADES` lists to an index made before it existed (and, with the
+    ``tids`` column, every row's term ids)."""
+    have = {"column": {row[1] for row in db.execute("PRAGMA table_info(items)")},
+            "index": {row[1] for row in db.execute("PRAGMA index_list(items)")},
+            "table": {row[0] for row in db.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table'")}}
+    todo = [(name, sql) for what, name, sql in _UPGRADES if name not in have[what]]
     if not todo:
         return
     db.execute("BEGIN")
     try:
-        for sql in todo:
+        for name, sql in todo:
             db.execute(sql)
+            if name == "tids":
+                _fill_term_ids(db)
         db.execute("COMMIT")
     except BaseException:
         with contextlib.suppress(sqlite3.Error):
             db.execute("ROLLBACK")
         raise
+
+
+def _term_ids(db: sqlite3.Connection, docs: Sequence[Sequence[str]]) -> list[bytes]:
+    """Each of ``docs`` (sequences of terms) as its terms' ids in the index's vocabulary
+    (:data:`~memoryos_actors.tiers._lex.TERM_ID_DTYPE` bytes), adding the terms it lacks.
+    Inside the caller's transaction."""
+    distinct = list(dict.fromkeys(t for doc in docs for t in doc))
+    db.executemany("INSERT OR IGNORE INTO vocab (term) VALUES (?)", ((t,) for t in distinct))
+    id_of: dict[str, int] = {}
+    for i in range(0, len(distinct), 500):  # within SQLite's limit of bound parameters
+        chunk = distinct[i:i + 500]
+        id_of.update(db.execute(
+            f"SELECT term, id FROM vocab WHERE term IN ({','.join('?' for _ in chunk)})",
+            chunk))
+    return [np.array([id_of[t] for t in doc], dtype=TERM_ID_DTYPE).tobytes() for doc in docs]
+
+
+def _fill_term_ids(db: sqlite3.Connection, batch: int = 1000) -> None:
+    """Give every row without term ids its own (an index made before they were kept):
+    a batch of rows at a time, read by rowid."""
+    last = 0
+    while True:
+        rows = db.execute("SELECT id, terms FROM items WHERE id > ? AND tids IS NULL "
+                          "ORDER BY id LIMIT ?", (last, batch)).fetchall()
+        if not rows:
+            return
+        ids = _term_ids(db, [terms_.split() if terms_ else () for _, terms_ in rows])
+        db.executemany("UPDATE items SET tids = ? WHERE id = ?",
+                       [(tids, rowid) for (rowid, _), tids in zip(rows, ids, strict=True)])
+        last = rows[-1][0]
 
 
 def match_plan(qt: list[str], dfs: Mapping[str, int], n_docs: int

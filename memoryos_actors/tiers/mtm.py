@@ -76,6 +76,7 @@ from memoryos_actors.tiers._lex import (
     bm25_scores,
     stem,
     term_counts,
+    term_id_counts,
     terms,
 )
 from memoryos_actors.tiers.temporal import asks_about_past, supersedes, time_window
@@ -901,6 +902,9 @@ class MTMCore:
                 source[seq] = source.get(seq, 0) | _SRC_BM25
         archived: dict[int, ColdItem] = {}
         keys, weights = list(idf), list(idf.values())
+        # The query terms' ids in the cold index's vocabulary: archived pages' terms are
+        # then counted from their stored ids (numpy), not searched for in their text.
+        key_ids = cold.ids_of(keys) if cold is not None else None
 
         def cold_lexical(items: list[ColdItem]) -> list[float]:
             """BM25 of archived pages, as the hot pages': all of them at once (bit for bit
@@ -908,7 +912,12 @@ class MTMCore:
             if not items:
                 return []
             limits = [_query_side(item) for item in items] if user_side else None
-            tf, lengths, head, heads = term_counts([item.terms for item in items], keys, limits)
+            stored = [item.term_ids for item in items]
+            if key_ids is not None and None not in stored:
+                tf, lengths, head, heads = term_id_counts(stored, key_ids, limits)  # type: ignore[arg-type]
+            else:  # rows read without their ids: the same counts from their terms
+                tf, lengths, head, heads = term_counts([item.terms for item in items], keys,
+                                                       limits)
             scores = bm25_scores(tf, lengths, weights, avg)
             if head is not None and heads is not None:
                 scores = scores + USER_SIDE_WEIGHT * bm25_scores(head, heads, weights,

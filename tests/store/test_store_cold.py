@@ -355,3 +355,43 @@ def test_a_match_wider_than_the_rank_window_ranks_only_its_newest_items(
         monkeypatch.setattr(cold, "RANK_WINDOW", 1000)
         wide = store.cold.search(terms("quokka"), 5)
         assert all(i.seq is not None and i.seq <= 40 for i in wide.items)
+
+
+def _stored_terms(path: Path) -> dict[str, tuple[list[str], list[str]]]:
+    """item id -> (its terms, its stored term ids read back through the vocabulary)."""
+    import sqlite3
+
+    db = sqlite3.connect(path)
+    try:
+        vocab = dict(db.execute("SELECT id, term FROM vocab").fetchall())
+        return {item_id: (terms_.split(),
+                          [vocab[int(i)] for i in np.frombuffer(tids or b"", dtype="<u4")])
+                for item_id, terms_, tids in db.execute("SELECT item_id, terms, tids FROM items")}
+    finally:
+        db.close()
+
+
+def test_an_index_made_before_term_ids_gets_them_when_opened(tmp_path: Path) -> None:
+    import sqlite3
+
+    with _open(tmp_path) as store:
+        _fill(store)
+        before = store.cold.search(terms("my quokka hiked the granite ridge"), 10)
+        path = store.dir / COLD_FILE
+    # As an index of the version before: no vocabulary, no term ids.
+    db = sqlite3.connect(path)
+    db.execute("ALTER TABLE items DROP COLUMN tids")
+    db.execute("DROP TABLE vocab")
+    db.commit()
+    db.close()
+    with _open(tmp_path) as store:
+        after = store.cold.search(terms("my quokka hiked the granite ridge"), 10)
+        assert store.cold.rebuilds == 0  # upgraded in place, not rebuilt
+        _fill(store)  # archived again: indexed once, ids and all
+        store.cold.search(["violin"])
+    stored = _stored_terms(path)
+    assert set(stored) == {"p1", "p2", "p3"}
+    assert all(ids == words and words for words, ids in stored.values())
+    assert [i.item_id for i in after.items] == [i.item_id for i in before.items]
+    assert all(i.term_ids is not None for i in after.items)
+    assert after.ids_of(["quokka"]) is not None and after.ids_of(["never-asked"]) is None
