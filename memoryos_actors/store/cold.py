@@ -54,6 +54,7 @@ __all__ = [
     "ColdCandidates",
     "ColdIndex",
     "ColdItem",
+    "ColdRow",
     "bm25_idf",
     "emb_to_f16",
     "match_plan",
@@ -111,10 +112,6 @@ class ColdItem:
     ``query_terms`` is how many of a page's ``terms`` come from its query side (the user's
     words; they come first), or ``None`` when the index does not know (rows indexed before
     it counted them).
-    ``term_ids`` is ``terms`` with each term replaced by its id in the index's vocabulary
-    (:data:`~memoryos_actors.tiers._lex.TERM_ID_DTYPE` bytes, for
-    :func:`~memoryos_actors.tiers._lex.term_id_counts`), or ``None`` when not read from an
-    index.
     """
 
     item_id: str
@@ -129,7 +126,14 @@ class ColdItem:
     embedding: npt.NDArray[np.float32] | None
     raw_record: dict[str, Any] | bytes
     query_terms: int | None = None
-    term_ids: bytes | None = None
+
+    #: Text and record included (a :class:`ColdRow` has neither).
+    complete = True
+
+    @property
+    def chars(self) -> int:
+        """Length of ``text`` in characters."""
+        return len(self.text)
 
     @property
     def record(self) -> dict[str, Any]:
@@ -144,17 +148,44 @@ class ColdItem:
 
 
 @dataclass(frozen=True, slots=True)
+class ColdRow:
+    """What scoring needs of one archived item, read without its text and record (the
+    cold index's narrow ``cand`` table: a query reads hundreds of candidates and returns a
+    few; their full :class:`ColdItem` comes from :meth:`ColdIndex.pages_by_seq`).
+
+    Fields as in :class:`ColdItem`; ``chars`` is the length of its text in characters and
+    ``term_ids`` its terms, in order, as ids in the index's vocabulary
+    (:data:`~memoryos_actors.tiers._lex.TERM_ID_DTYPE` bytes, for
+    :func:`~memoryos_actors.tiers._lex.term_id_counts`; see
+    :meth:`ColdCandidates.ids_of`). ``query_terms`` is known for every page.
+    """
+
+    kind: str
+    seq: int | None
+    timestamp: float
+    chars: int
+    keywords: frozenset[str]
+    term_ids: bytes
+    embedding: npt.NDArray[np.float32] | None
+    query_terms: int | None
+
+    #: Neither text nor record: see :class:`ColdItem` for those.
+    complete = False
+
+
+@dataclass(frozen=True, slots=True)
 class ColdCandidates:
     """Lexical candidates from the cold tier plus the statistics to score them with BM25.
 
     ``n_docs`` and ``total_len`` cover every item indexed; ``df`` maps each query term to
     the number of cold items containing it. ``items`` are best first by FTS5's own rank.
+    ``items`` are :class:`ColdRow` s when asked for ``light`` ones.
     ``term_ids`` maps each query term looked up to its id in the index's vocabulary (-1:
-    no indexed item ever had it), or is ``None`` when they were not looked up; with it, the
-    items' ``term_ids`` count the query's terms (see :meth:`ids_of`).
+    no indexed item ever had it), or is ``None`` when they were not looked up; with it,
+    :class:`ColdRow` s' ``term_ids`` count the query's terms (see :meth:`ids_of`).
     """
 
-    items: tuple[ColdItem, ...] = ()
+    items: tuple[ColdItem, ...] | tuple[ColdRow, ...] = ()
     n_docs: int = 0
     total_len: int = 0
     df: tuple[tuple[str, int], ...] = ()
@@ -163,6 +194,8 @@ class ColdCandidates:
     def ids_of(self, terms_: Sequence[str]) -> list[int] | None:
         """The vocabulary id of each of ``terms_`` (-1 for a term no item has), or ``None``
         when one of them was not looked up (count them in the items' ``terms`` then)."""
+        if not terms_:
+            return []
         if self.term_ids is None:
             return None
         known = dict(self.term_ids)
@@ -255,6 +288,18 @@ def record_items(seq: int, record: dict[str, Any]) -> Iterator[ColdItem]:
         )
 
 
+_CAND_TABLE = """CREATE TABLE IF NOT EXISTS cand (
+    id INTEGER PRIMARY KEY,
+    kind TEXT NOT NULL,
+    seq INTEGER,
+    ts REAL NOT NULL,
+    chars INTEGER NOT NULL,
+    nq INTEGER,
+    keywords TEXT NOT NULL,
+    tids BLOB NOT NULL,
+    emb BLOB
+)"""
+
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS items (
@@ -270,35 +315,43 @@ CREATE TABLE IF NOT EXISTS items (
     terms TEXT NOT NULL,
     emb BLOB,
     record BLOB NOT NULL,
-    nq INTEGER,
-    tids BLOB
+    nq INTEGER
 );
 CREATE INDEX IF NOT EXISTS items_seq ON items(seq);
 CREATE INDEX IF NOT EXISTS items_ts_kind ON items(ts, kind);
 CREATE TABLE IF NOT EXISTS df (term TEXT PRIMARY KEY, n INTEGER NOT NULL) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS vocab (id INTEGER PRIMARY KEY, term TEXT NOT NULL UNIQUE);
+""" + _CAND_TABLE + """;
+CREATE INDEX IF NOT EXISTS cand_seq ON cand(seq);
 CREATE VIRTUAL TABLE IF NOT EXISTS fts USING fts5(
     terms, content='', tokenize='unicode61 remove_diacritics 0'
 );
 """
 
 _COLUMNS = ("item_id, kind, seq, segment_id, ts, archive_seq, text, keywords, terms, emb, "
-            "record, nq, tids")
+            "record, nq")
+
+#: The narrow side of an item (table ``cand``, same rowid as ``items``): what scoring reads.
+#: An item's row in ``items`` spans several pages (text, record, terms, embedding: ~8 KB
+#: for a LongMemEval page), so reading hundreds of candidates walked ~3 pages each; here a
+#: row (term ids, embedding, keywords, ~2 KB) fits in one.
+_CAND_COLUMNS = "kind, seq, ts, chars, nq, keywords, tids, emb"
 
 #: Added to format 2 in place: an index made before them gets them when it is opened (its
 #: older rows keep ``nq`` NULL). The query side's term count, and the index over item times
 #: (time first: an index led by ``kind`` would be chosen for the ``kind = 'page' AND seq IN``
 #: lookups of neighbouring turns and scan every page; the listing reads, newest first of
-#: one kind, walk it backwards). Then each item's terms as ids (``tids``) in a vocabulary
-#: of every term indexed (``vocab``), so a query counts its terms in its candidates with
-#: numpy; they are derived from ``terms``, so an older index gets them for every row when
-#: the column is added (:func:`_fill_term_ids`, in the same transaction).
+#: one kind, walk it backwards). Then the vocabulary of every term indexed (``vocab``) and
+#: each item's narrow row (``cand``, see :data:`_CAND_COLUMNS`), with its terms as ids so a
+#: query counts its terms in its candidates with numpy: both are derived from ``items``, so
+#: an older index gets them for every row when it is opened (:func:`_fill_cand`, in the
+#: same transaction as the tables).
 _UPGRADES = (
     ("column", "nq", "ALTER TABLE items ADD COLUMN nq INTEGER"),
     ("index", "items_ts_kind", "CREATE INDEX IF NOT EXISTS items_ts_kind ON items(ts, kind)"),
     ("table", "vocab",
      "CREATE TABLE IF NOT EXISTS vocab (id INTEGER PRIMARY KEY, term TEXT NOT NULL UNIQUE)"),
-    ("column", "tids", "ALTER TABLE items ADD COLUMN tids BLOB"),
+    ("table", "cand", _CAND_TABLE),
 )
 
 
@@ -526,16 +579,20 @@ class ColdIndex:
             term_ids = _term_ids(db, [item.terms for item in items])
             for item, tids in zip(items, term_ids, strict=True):
                 emb = None if item.embedding is None else item.embedding.astype("<f2").tobytes()
+                keywords = " ".join(sorted(item.keywords))
                 cur = db.execute(
                     f"INSERT OR IGNORE INTO items ({_COLUMNS}) VALUES "
-                    "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     (item.item_id, item.kind, item.seq, item.segment_id, item.timestamp,
-                     item.archive_seq, item.text, " ".join(sorted(item.keywords)),
-                     " ".join(item.terms), emb,
-                     msgpack.packb(item.record, use_bin_type=True), item.query_terms, tids),
+                     item.archive_seq, item.text, keywords, " ".join(item.terms), emb,
+                     msgpack.packb(item.record, use_bin_type=True), item.query_terms),
                 )
                 if cur.rowcount != 1:
                     continue  # already indexed (an item archived twice)
+                db.execute(f"INSERT INTO cand (id, {_CAND_COLUMNS}) VALUES "
+                           "(?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                           (cur.lastrowid, item.kind, item.seq, item.timestamp,
+                            len(item.text), item.query_terms, keywords, tids, emb))
                 db.execute("INSERT INTO fts (rowid, terms) VALUES (?, ?)",
                            (cur.lastrowid, _fts_text(item.kind, " ".join(item.terms))))
                 n_docs += 1
@@ -600,6 +657,7 @@ class ColdIndex:
                     total_len -= len(old_terms)
                     if rec.get("op") == "delete":
                         db.execute("DELETE FROM items WHERE id = ?", (rowid,))
+                        db.execute("DELETE FROM cand WHERE id = ?", (rowid,))
                         n_docs -= 1
                         if kind in kind_n:
                             kind_n[kind] -= 1
@@ -613,11 +671,14 @@ class ColdIndex:
                     emb = rec.get("emb")
                     # A corrected item is one text: no query side is known any more.
                     db.execute(
-                        "UPDATE items SET text = ?, terms = ?, emb = ?, record = ?, nq = 0, "
-                        "tids = ? WHERE id = ?",
+                        "UPDATE items SET text = ?, terms = ?, emb = ?, record = ?, nq = 0 "
+                        "WHERE id = ?",
                         (text, " ".join(new_terms), emb if emb else None,
-                         msgpack.packb(record, use_bin_type=True),
-                         _term_ids(db, [new_terms])[0], rowid))
+                         msgpack.packb(record, use_bin_type=True), rowid))
+                    db.execute(
+                        "UPDATE cand SET chars = ?, nq = 0, tids = ?, emb = ? WHERE id = ?",
+                        (len(text), _term_ids(db, [new_terms])[0], emb if emb else None,
+                         rowid))
                     db.execute("INSERT INTO fts (rowid, terms) VALUES (?, ?)",
                                (rowid, _fts_text(kind, " ".join(new_terms))))
                     df.update(set(new_terms))
@@ -650,8 +711,10 @@ class ColdIndex:
         return self._db is not None
 
     def search(self, query_terms: Iterable[str], limit: int = 200,
-               kinds: tuple[str, ...] = ("page",)) -> ColdCandidates:
-        """The ``limit`` items of ``kinds`` that FTS5 ranks best for ``query_terms``.
+               kinds: tuple[str, ...] = ("page",), *, light: bool = False) -> ColdCandidates:
+        """The ``limit`` items of ``kinds`` that FTS5 ranks best for ``query_terms``: as
+        :class:`ColdItem` s, or with ``light`` as :class:`ColdRow` s (what scoring needs,
+        read from the narrow table; several times less to read).
 
         An empty archive answers without creating an index file.
         """
@@ -664,9 +727,10 @@ class ColdIndex:
             # None of these kinds indexed, nothing left to index: answered without the
             # lock (LPM's query for archived facts never waits for MTM's for pages).
             return ColdCandidates(n_docs=self._n_docs, total_len=self._total_len)
-        return self._guard(self._search, qt, limit, kinds)
+        return self._guard(self._search, qt, limit, kinds, light)
 
-    def _search(self, qt: list[str], limit: int, kinds: tuple[str, ...]) -> ColdCandidates:
+    def _search(self, qt: list[str], limit: int, kinds: tuple[str, ...],
+                light: bool = False) -> ColdCandidates:
         self._catch_up()
         db = self._db
         assert db is not None
@@ -711,13 +775,17 @@ class ColdIndex:
             return ColdCandidates(**stats)
         rank_of = {rowid: i for i, rowid in enumerate(order)}
         rows = db.execute(
-            f"SELECT id, {_COLUMNS} FROM items WHERE id IN ({','.join('?' for _ in order)})",
+            f"SELECT id, {_CAND_COLUMNS if light else _COLUMNS} FROM "
+            f"{'cand' if light else 'items'} WHERE id IN ({','.join('?' for _ in order)})",
             order,
         ).fetchall()
         rows.sort(key=lambda r: rank_of[r[0]])
-        # Rows of other kinds are left out before any item is made (column 2 is the kind).
-        items = _row_items([r[1:] for r in rows if r[2] in kinds][:limit])
-        return ColdCandidates(items=tuple(items), **stats)
+        # Rows of other kinds are left out before any item is made (the kind is column 1
+        # of a narrow row, 2 of a full one).
+        at = 1 if light else 2
+        kept = [r[1:] for r in rows if r[at] in kinds][:limit]
+        items = _cand_rows(kept) if light else _row_items(kept)
+        return ColdCandidates(items=tuple(items), **stats)  # type: ignore[arg-type]
 
     def _kind_count(self, db: sqlite3.Connection, kind: str) -> int:
         """Items of ``kind`` in the index (counted from its FTS5 token once per open)."""
@@ -767,24 +835,30 @@ class ColdIndex:
             "WHERE kind = ? GROUP BY d ORDER BY d", (day_seconds, kind)).fetchall()
         return [(int(d), int(c)) for d, c in rows]
 
-    def pages_by_seq(self, seqs: Iterable[int]) -> dict[int, ColdItem]:
-        """The archived pages among turn ``seqs``, by seq (used for neighbouring turns)."""
+    def pages_by_seq(self, seqs: Iterable[int], *, light: bool = False
+                     ) -> dict[int, ColdItem] | dict[int, ColdRow]:
+        """The archived pages among turn ``seqs``, by seq (used for neighbouring turns, and
+        for the few candidates a search returns); with ``light``, as :class:`ColdRow` s."""
         wanted = sorted({int(s) for s in seqs})
         if not wanted or (self._db is None and self._archive_last() == 0):
             return {}
-        return self._guard(self._pages_by_seq, wanted)
+        result: dict[int, ColdItem] | dict[int, ColdRow] = self._guard(
+            self._pages_by_seq, wanted, light)
+        return result
 
-    def _pages_by_seq(self, wanted: list[int]) -> dict[int, ColdItem]:
+    def _pages_by_seq(self, wanted: list[int], light: bool = False
+                      ) -> dict[int, ColdItem] | dict[int, ColdRow]:
         db = self._db
         assert db is not None
-        out: dict[int, ColdItem] = {}
+        out: dict[int, Any] = {}
+        columns, table = (_CAND_COLUMNS, "cand") if light else (_COLUMNS, "items")
         for i in range(0, len(wanted), 500):
             chunk = wanted[i:i + 500]
             rows = db.execute(
-                f"SELECT {_COLUMNS} FROM items WHERE kind = 'page' AND seq IN "
+                f"SELECT {columns} FROM {table} WHERE kind = 'page' AND seq IN "
                 f"({','.join('?' for _ in chunk)})", chunk,
             ).fetchall()
-            for item in _row_items(rows):
+            for item in (_cand_rows(rows) if light else _row_items(rows)):
                 out[int(item.seq)] = item  # type: ignore[arg-type]
         return out
 
@@ -858,20 +932,23 @@ def _f16_to_f32(raw: bytes) -> npt.NDArray[np.float32]:
     return _F16_TABLE[np.frombuffer(raw, dtype="<u2")]
 
 
-def _row_items(rows: Iterable[tuple[Any, ...]]) -> list[ColdItem]:
-    """Items from ``items`` rows (columns :data:`_COLUMNS`); the embeddings of a batch are
-    decoded together (one float16-to-float32 conversion, each item a row of it)."""
-    rows = list(rows)
-    blobs = [r[9] for r in rows]
+def _embeddings(blobs: Sequence[bytes | None]) -> list[npt.NDArray[np.float32] | None]:
+    """Stored float16 embeddings as float32 vectors (None stays None): a batch of one size
+    decoded together (one conversion, each vector a row of it)."""
     sizes = {len(b) for b in blobs if b is not None}
-    embs: list[npt.NDArray[np.float32] | None]
     if len(sizes) == 1 and (size := sizes.pop()) and size % 2 == 0:
         full = [b for b in blobs if b is not None]
         mat = _f16_to_f32(b"".join(full)).reshape(len(full), size // 2)
         it = iter(mat)
-        embs = [None if b is None else next(it) for b in blobs]
-    else:
-        embs = [None if b is None else _emb_from(b) for b in blobs]
+        return [None if b is None else next(it) for b in blobs]
+    return [None if b is None else _emb_from(b) for b in blobs]
+
+
+def _row_items(rows: Iterable[tuple[Any, ...]]) -> list[ColdItem]:
+    """Items from ``items`` rows (columns :data:`_COLUMNS`); the embeddings of a batch are
+    decoded together (one float16-to-float32 conversion, each item a row of it)."""
+    rows = list(rows)
+    embs = _embeddings([r[9] for r in rows])
     return [
         ColdItem(
             item_id=item_id, kind=kind, seq=None if seq is None else int(seq),
@@ -879,16 +956,27 @@ def _row_items(rows: Iterable[tuple[Any, ...]]) -> list[ColdItem]:
             keywords=frozenset(kws.split()) if kws else frozenset(),
             terms=TermString(terms_) if terms_ else (),
             embedding=emb, raw_record=bytes(rec), query_terms=None if nq is None else int(nq),
-            term_ids=tids,
         )
-        for (item_id, kind, seq, sid, ts, aseq, text, kws, terms_, _blob, rec, nq, tids), emb
+        for (item_id, kind, seq, sid, ts, aseq, text, kws, terms_, _blob, rec, nq), emb
         in zip(rows, embs, strict=True)
+    ]
+
+
+def _cand_rows(rows: Iterable[tuple[Any, ...]]) -> list[ColdRow]:
+    """:class:`ColdRow` s from ``cand`` rows (columns :data:`_CAND_COLUMNS`)."""
+    rows = list(rows)
+    embs = _embeddings([r[7] for r in rows])
+    return [
+        ColdRow(kind=kind, seq=None if seq is None else int(seq), timestamp=float(ts),
+                chars=int(chars), keywords=frozenset(kws.split()) if kws else frozenset(),
+                term_ids=tids, embedding=emb, query_terms=None if nq is None else int(nq))
+        for (kind, seq, ts, chars, nq, kws, tids, _blob), emb in zip(rows, embs, strict=True)
     ]
 
 
 def _upgrade(db: sqlite3.Connection) -> None:
     """Add what :data:`_UPGRADES` lists to an index made before it existed (and, with the
-    ``tids`` column, every row's term ids)."""
+    ``cand`` table, every item's narrow row)."""
     have = {"column": {row[1] for row in db.execute("PRAGMA table_info(items)")},
             "index": {row[1] for row in db.execute("PRAGMA index_list(items)")},
             "table": {row[0] for row in db.execute(
@@ -900,8 +988,8 @@ def _upgrade(db: sqlite3.Connection) -> None:
     try:
         for name, sql in todo:
             db.execute(sql)
-            if name == "tids":
-                _fill_term_ids(db)
+            if name == "cand":
+                _fill_cand(db)
         db.execute("COMMIT")
     except BaseException:
         with contextlib.suppress(sqlite3.Error):
@@ -924,19 +1012,31 @@ def _term_ids(db: sqlite3.Connection, docs: Sequence[Sequence[str]]) -> list[byt
     return [np.array([id_of[t] for t in doc], dtype=TERM_ID_DTYPE).tobytes() for doc in docs]
 
 
-def _fill_term_ids(db: sqlite3.Connection, batch: int = 1000) -> None:
-    """Give every row without term ids its own (an index made before they were kept):
-    a batch of rows at a time, read by rowid."""
+def _fill_cand(db: sqlite3.Connection, batch: int = 1000) -> None:
+    """Give every item its narrow row (an index made before ``cand`` existed), a batch of
+    rows at a time in rowid order. A page indexed before its query side was counted
+    (``nq`` NULL) gets the count from its archived record, as a search would make it."""
+    import msgpack
+
     last = 0
     while True:
-        rows = db.execute("SELECT id, terms FROM items WHERE id > ? AND tids IS NULL "
-                          "ORDER BY id LIMIT ?", (last, batch)).fetchall()
+        rows = db.execute(
+            "SELECT id, kind, seq, ts, text, nq, keywords, terms, emb, "
+            "CASE WHEN nq IS NULL AND kind = 'page' THEN record END "
+            "FROM items WHERE id > ? ORDER BY id LIMIT ?", (last, batch)).fetchall()
         if not rows:
-            return
-        ids = _term_ids(db, [terms_.split() if terms_ else () for _, terms_ in rows])
-        db.executemany("UPDATE items SET tids = ? WHERE id = ?",
-                       [(tids, rowid) for (rowid, _), tids in zip(rows, ids, strict=True)])
+            break
+        ids = _term_ids(db, [terms_.split() if terms_ else () for *_, terms_, _e, _r in rows])
+        out = []
+        for (rowid, kind, seq, ts, text, nq, kws, _t, emb, rec), tids in zip(
+                rows, ids, strict=True):
+            if rec is not None:
+                nq = _query_terms(msgpack.unpackb(rec, raw=False, strict_map_key=False))
+            out.append((rowid, kind, seq, ts, len(text), nq, kws, tids, emb))
+        db.executemany(f"INSERT INTO cand (id, {_CAND_COLUMNS}) VALUES "
+                       "(?, ?, ?, ?, ?, ?, ?, ?, ?)", out)
         last = rows[-1][0]
+    db.execute("CREATE INDEX IF NOT EXISTS cand_seq ON cand(seq)")
 
 
 def match_plan(qt: list[str], dfs: Mapping[str, int], n_docs: int

@@ -365,8 +365,9 @@ def _stored_terms(path: Path) -> dict[str, tuple[list[str], list[str]]]:
     try:
         vocab = dict(db.execute("SELECT id, term FROM vocab").fetchall())
         return {item_id: (terms_.split(),
-                          [vocab[int(i)] for i in np.frombuffer(tids or b"", dtype="<u4")])
-                for item_id, terms_, tids in db.execute("SELECT item_id, terms, tids FROM items")}
+                          [vocab[int(i)] for i in np.frombuffer(tids, dtype="<u4")])
+                for item_id, terms_, tids in db.execute(
+                    "SELECT item_id, terms, tids FROM items JOIN cand USING (id)")}
     finally:
         db.close()
 
@@ -378,14 +379,18 @@ def test_an_index_made_before_term_ids_gets_them_when_opened(tmp_path: Path) -> 
         _fill(store)
         before = store.cold.search(terms("my quokka hiked the granite ridge"), 10)
         path = store.dir / COLD_FILE
-    # As an index of the version before: no vocabulary, no term ids.
+    # As an index of the version before: no vocabulary, no narrow rows; and a page indexed
+    # before its query side was counted.
     db = sqlite3.connect(path)
-    db.execute("ALTER TABLE items DROP COLUMN tids")
+    db.execute("DROP TABLE cand")
     db.execute("DROP TABLE vocab")
+    db.execute("UPDATE items SET nq = NULL WHERE item_id = 'p1'")
     db.commit()
     db.close()
     with _open(tmp_path) as store:
         after = store.cold.search(terms("my quokka hiked the granite ridge"), 10)
+        light = store.cold.search(terms("my quokka hiked the granite ridge"), 10, light=True)
+        rows = store.cold.pages_by_seq([1, 2, 3], light=True)
         assert store.cold.rebuilds == 0  # upgraded in place, not rebuilt
         _fill(store)  # archived again: indexed once, ids and all
         store.cold.search(["violin"])
@@ -393,5 +398,13 @@ def test_an_index_made_before_term_ids_gets_them_when_opened(tmp_path: Path) -> 
     assert set(stored) == {"p1", "p2", "p3"}
     assert all(ids == words and words for words, ids in stored.values())
     assert [i.item_id for i in after.items] == [i.item_id for i in before.items]
-    assert all(i.term_ids is not None for i in after.items)
-    assert after.ids_of(["quokka"]) is not None and after.ids_of(["never-asked"]) is None
+    # The narrow rows say what the full items say.
+    assert [r.seq for r in light.items] == [i.seq for i in after.items]
+    for item in after.items:
+        row = rows[item.seq]
+        assert (row.kind, row.timestamp, row.keywords, row.chars) == (
+            item.kind, item.timestamp, item.keywords, len(item.text))
+        assert row.query_terms == len(terms(item.record["query"]))
+        assert row.embedding is not None and item.embedding is not None
+        assert row.embedding.tolist() == item.embedding.tolist()
+    assert light.ids_of(["quokka"]) is not None and light.ids_of(["never-asked"]) is None
