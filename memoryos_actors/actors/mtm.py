@@ -374,7 +374,7 @@ class MTMActor(SupervisedActor):
                 cold = store.cold.search(qt, LEXICAL_CANDIDATES, light=True)
                 cold_pages = store.cold.pages_by_seq
                 cold_rows = functools.partial(store.cold.pages_by_seq, light=True)
-                cold_window = store.cold.pages_between
+                cold_window = functools.partial(store.cold.pages_between, light=True)
             except MemoryOSError as exc:
                 # The cold index is derived data: answer from the hot tiers rather than fail.
                 log.warning("mtm.cold_search_failed", user=self.env.user_id, error=str(exc))

@@ -862,18 +862,19 @@ class ColdIndex:
                 out[int(item.seq)] = item  # type: ignore[arg-type]
         return out
 
-    def pages_between(self, start: float, end: float, limit: int
-                      ) -> tuple[int, dict[int, ColdItem]]:
+    def pages_between(self, start: float, end: float, limit: int, *, light: bool = False
+                      ) -> tuple[int, dict[int, ColdItem] | dict[int, ColdRow]]:
         """How many archived pages were written in ``[start, end)`` (epoch seconds), and,
-        when that is at most ``limit``, those pages by seq (else an empty dict)."""
+        when that is at most ``limit``, those pages by seq (else an empty dict); with
+        ``light``, as :class:`ColdRow` s."""
         if self._db is None and self._archive_last() == 0:
             return 0, {}
-        result: tuple[int, dict[int, ColdItem]] = self._guard(
-            self._pages_between, float(start), float(end), int(limit))
+        result: tuple[int, dict[int, Any]] = self._guard(
+            self._pages_between, float(start), float(end), int(limit), light)
         return result
 
-    def _pages_between(self, start: float, end: float, limit: int
-                       ) -> tuple[int, dict[int, ColdItem]]:
+    def _pages_between(self, start: float, end: float, limit: int, light: bool = False
+                       ) -> tuple[int, dict[int, Any]]:
         db = self._db
         assert db is not None
         (count,) = db.execute(
@@ -881,10 +882,18 @@ class ColdIndex:
             (start, end)).fetchone()
         if not count or count > limit:
             return int(count), {}
-        rows = db.execute(
-            f"SELECT {_COLUMNS} FROM items WHERE kind = 'page' AND ts >= ? AND ts < ?",
-            (start, end)).fetchall()
-        return int(count), {item.seq: item for item in _row_items(rows) if item.seq is not None}
+        if light:
+            # The ids from the index over (ts, kind) alone, then their narrow rows.
+            ids = [r for (r,) in db.execute(
+                "SELECT id FROM items WHERE kind = 'page' AND ts >= ? AND ts < ?", (start, end))]
+            rows = db.execute(f"SELECT {_CAND_COLUMNS} FROM cand WHERE id IN "
+                              f"({','.join('?' for _ in ids)})", ids).fetchall()
+            found: list[Any] = _cand_rows(rows)
+        else:
+            found = _row_items(db.execute(
+                f"SELECT {_COLUMNS} FROM items WHERE kind = 'page' AND ts >= ? AND ts < ?",
+                (start, end)).fetchall())
+        return int(count), {item.seq: item for item in found if item.seq is not None}
 
     def item_ids(self) -> set[str]:
         """Ids of every indexed item (for tests and inspection; O(items))."""

@@ -179,9 +179,11 @@ _SRC_NAMES = ((_SRC_SEGMENT, "segment"), (_SRC_DENSE, "dense"), (_SRC_BM25, "bm2
               (_SRC_ARCHIVE, "archive-bm25"), (_SRC_NEIGHBOUR, "neighbour"),
               (_SRC_TIME, "time-window"))
 
-ColdWindow = Callable[[float, float, int], "tuple[int, Mapping[int, ColdItem]]"]
+ColdWindow = Callable[[float, float, int],
+                     "tuple[int, Mapping[int, ColdItem] | Mapping[int, ColdRow]]"]
 """Counts the archived pages written in ``[start, end)`` and, when at most ``limit``,
-returns them by seq (:meth:`~memoryos_actors.store.cold.ColdIndex.pages_between`)."""
+returns them by seq, in full or as scoring rows
+(:meth:`~memoryos_actors.store.cold.ColdIndex.pages_between`)."""
 
 
 def base_score(lexical: float, cosine: float, keywords: float, segment: float) -> float:

@@ -87,7 +87,7 @@ def _searches(root: Path, plain: bool, light: bool = False) -> list[list[tuple[A
             return {s: _plain(i) for s, i in found.items()} if plain else found
 
         def window(start: float, end: float, limit: int) -> tuple[int, Mapping[int, ColdItem]]:
-            n, found = cold.pages_between(start, end, limit)
+            n, found = cold.pages_between(start, end, limit, light=light)
             return n, ({s: _plain(i) for s, i in found.items()} if plain else found)
 
         out = []
