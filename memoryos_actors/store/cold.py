@@ -36,7 +36,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -147,8 +147,7 @@ class ColdItem:
         return raw
 
 
-@dataclass(frozen=True, slots=True)
-class ColdRow:
+class ColdRow(NamedTuple):
     """What scoring needs of one archived item, read without its text and record (the
     cold index's narrow ``cand`` table: a query reads hundreds of candidates and returns a
     few; their full :class:`ColdItem` comes from :meth:`ColdIndex.pages_by_seq`).
@@ -157,7 +156,8 @@ class ColdRow:
     ``term_ids`` its terms, in order, as ids in the index's vocabulary
     (:data:`~memoryos_actors.tiers._lex.TERM_ID_DTYPE` bytes, for
     :func:`~memoryos_actors.tiers._lex.term_id_counts`; see
-    :meth:`ColdCandidates.ids_of`). ``query_terms`` is known for every page.
+    :meth:`ColdCandidates.ids_of`). ``query_terms`` is known for every page. A named tuple
+    (immutable, made in one step): a query reads hundreds.
     """
 
     kind: str
@@ -972,13 +972,14 @@ def _row_items(rows: Iterable[tuple[Any, ...]]) -> list[ColdItem]:
 
 
 def _cand_rows(rows: Iterable[tuple[Any, ...]]) -> list[ColdRow]:
-    """:class:`ColdRow` s from ``cand`` rows (columns :data:`_CAND_COLUMNS`)."""
+    """:class:`ColdRow` s from ``cand`` rows (columns :data:`_CAND_COLUMNS`; SQLite gives
+    the columns' own types: seq, chars and nq int or None, ts float)."""
     rows = list(rows)
     embs = _embeddings([r[7] for r in rows])
+    make, empty = tuple.__new__, frozenset()
     return [
-        ColdRow(kind=kind, seq=None if seq is None else int(seq), timestamp=float(ts),
-                chars=int(chars), keywords=frozenset(kws.split()) if kws else frozenset(),
-                term_ids=tids, embedding=emb, query_terms=None if nq is None else int(nq))
+        make(ColdRow, (kind, seq, ts, chars, frozenset(kws.split()) if kws else empty,
+                       tids, emb, nq))
         for (kind, seq, ts, chars, nq, kws, tids, _blob), emb in zip(rows, embs, strict=True)
     ]
 
