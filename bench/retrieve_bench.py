@@ -263,7 +263,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                          dump)
     shown = list(sys.argv[1:] if argv is None else argv)
     for i, arg in enumerate(shown[:-1]):
-        if arg in ("--data", "--data-dir"):  # no path of this machine in the results
+        if arg in ("--data", "--data-dir", "--out-dir"):  # no path of this machine in results
             shown[i + 1] = f"<dir>/{Path(shown[i + 1]).name}"
     report = {
         "benchmark": "retrieve-latency-longmemeval",
