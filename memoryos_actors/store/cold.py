@@ -469,6 +469,8 @@ class ColdIndex:
                  # Records are indexed with every edit known now already applied.
                  ("edits", len(self._edits()) if self._edits is not None else 0)],
             )
+            db.execute("INSERT OR REPLACE INTO meta VALUES ('cand_at', ?)",
+                       (_cand_at(dict(db.execute("SELECT key, value FROM meta"))),))
             db.execute("COMMIT")
         meta = dict(db.execute("SELECT key, value FROM meta").fetchall())
         if meta.get("format") != _FORMAT:
@@ -476,7 +478,7 @@ class ColdIndex:
         if meta.get("user_id") != self.user_id:
             raise _Damaged(f"belongs to user {meta.get('user_id')!r}")
         if not fresh:
-            _upgrade(db)
+            _upgrade(db, meta)
         try:
             self._indexed = int(meta["archive_seq"])
             self._n_docs = int(meta["n_docs"])
@@ -608,6 +610,8 @@ class ColdIndex:
             db.executemany("UPDATE meta SET value = ? WHERE key = ?",
                            [(last, "archive_seq"), (n_docs, "n_docs"),
                             (total_len, "total_len")])
+            db.execute("INSERT OR REPLACE INTO meta VALUES ('cand_at', ?)",
+                       (_cand_at({"archive_seq": last, "edits": self._edits_applied}),))
             db.execute("COMMIT")
         except BaseException:
             with contextlib.suppress(sqlite3.Error):
@@ -689,7 +693,9 @@ class ColdIndex:
             db.execute("DELETE FROM df WHERE n <= 0")
             db.executemany("INSERT OR REPLACE INTO meta VALUES (?, ?)",
                            [("edits", len(records)), ("n_docs", n_docs),
-                            ("total_len", total_len)])
+                            ("total_len", total_len),
+                            ("cand_at", _cand_at({"archive_seq": self._indexed,
+                                                  "edits": len(records)}))])
             db.execute("COMMIT")
         except BaseException:
             with contextlib.suppress(sqlite3.Error):
@@ -984,22 +990,37 @@ def _cand_rows(rows: Iterable[tuple[Any, ...]]) -> list[ColdRow]:
     ]
 
 
-def _upgrade(db: sqlite3.Connection) -> None:
+def _cand_at(meta: Mapping[str, Any]) -> str:
+    """The archive seq and edit count an index's narrow rows were last brought up to (meta
+    key ``cand_at``, written with them): a version of this module that does not keep them
+    changes the index without changing it, and the next open sees they differ."""
+    return f"{int(meta.get('archive_seq') or 0)}:{int(meta.get('edits') or 0)}"
+
+
+def _upgrade(db: sqlite3.Connection, meta: Mapping[str, Any]) -> None:
     """Add what :data:`_UPGRADES` lists to an index made before it existed (and, with the
-    ``cand`` table, every item's narrow row)."""
+    ``cand`` table, every item's narrow row); narrow rows that are not in step with the
+    items (written to by a version without them, see :func:`_cand_at`) are made again."""
     have = {"column": {row[1] for row in db.execute("PRAGMA table_info(items)")},
             "index": {row[1] for row in db.execute("PRAGMA index_list(items)")},
             "table": {row[0] for row in db.execute(
                 "SELECT name FROM sqlite_master WHERE type = 'table'")}}
+    stale = "cand" in have["table"] and meta.get("cand_at") != _cand_at(meta)
+    if stale:
+        have["table"].discard("cand")
     todo = [(name, sql) for what, name, sql in _UPGRADES if name not in have[what]]
     if not todo:
         return
     db.execute("BEGIN")
     try:
+        if stale:
+            db.execute("DROP TABLE cand")  # and its index
         for name, sql in todo:
             db.execute(sql)
             if name == "cand":
                 _fill_cand(db)
+                db.execute("INSERT OR REPLACE INTO meta VALUES ('cand_at', ?)",
+                           (_cand_at(meta),))
         db.execute("COMMIT")
     except BaseException:
         with contextlib.suppress(sqlite3.Error):

@@ -408,3 +408,28 @@ def test_an_index_made_before_term_ids_gets_them_when_opened(tmp_path: Path) -> 
         assert row.embedding is not None and item.embedding is not None
         assert row.embedding.tolist() == item.embedding.tolist()
     assert light.ids_of(["quokka"]) is not None and light.ids_of(["never-asked"]) is None
+
+
+def test_narrow_rows_left_behind_by_a_version_without_them_are_made_again(
+        tmp_path: Path) -> None:
+    import sqlite3
+
+    with _open(tmp_path) as store:
+        _fill(store)
+        store.cold.search(["violin"])
+        path = store.dir / COLD_FILE
+    # As a version that does not keep narrow rows leaves the index after indexing record 2
+    # (the page about the violin): its item, but no narrow row, and "cand_at" behind.
+    db = sqlite3.connect(path)
+    db.execute("DELETE FROM cand WHERE id = (SELECT id FROM items WHERE item_id = 'p3')")
+    db.execute("UPDATE meta SET value = '1:0' WHERE key = 'cand_at'")
+    db.commit()
+    db.close()
+    with _open(tmp_path) as store:
+        light = store.cold.search(terms("violin strings"), 10, light=True)
+        assert [r.seq for r in light.items] == [3]
+        assert set(store.cold.pages_by_seq([1, 2, 3], light=True)) == {1, 2, 3}
+        assert store.cold.rebuilds == 0
+    stored = _stored_terms(path)
+    assert set(stored) == {"p1", "p2", "p3"}
+    assert all(ids == words for words, ids in stored.values())
