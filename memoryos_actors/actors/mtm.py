@@ -363,7 +363,8 @@ class MTMActor(SupervisedActor):
     # -- work ----------------------------------------------------------------------------
 
     def _search(self, message: MTMSearch) -> Any:
-        cold = cold_pages = cold_window = cold_rows = None
+        cold = cold_pages = cold_window = None
+        cold_rows: Any = None  # narrow rows by seq (ColdIndex.pages_by_seq, light)
         store = self.env.store
         if message.mode == "hybrid" and self.env.config.cold_tier:
             # The cold tier: archived pages, scored with MTM's under one formula.

@@ -36,7 +36,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, Literal, NamedTuple, overload
 
 import numpy as np
 import numpy.typing as npt
@@ -169,8 +169,10 @@ class ColdRow(NamedTuple):
     embedding: npt.NDArray[np.float32] | None
     query_terms: int | None
 
-    #: Neither text nor record: see :class:`ColdItem` for those.
-    complete = False
+    @property
+    def complete(self) -> bool:
+        """False: neither text nor record (see :class:`ColdItem` for those)."""
+        return False
 
 
 @dataclass(frozen=True, slots=True)
@@ -841,6 +843,17 @@ class ColdIndex:
             "WHERE kind = ? GROUP BY d ORDER BY d", (day_seconds, kind)).fetchall()
         return [(int(d), int(c)) for d, c in rows]
 
+    @overload
+    def pages_by_seq(self, seqs: Iterable[int]) -> dict[int, ColdItem]: ...
+
+    @overload
+    def pages_by_seq(self, seqs: Iterable[int], *, light: Literal[False]
+                     ) -> dict[int, ColdItem]: ...
+
+    @overload
+    def pages_by_seq(self, seqs: Iterable[int], *, light: Literal[True]
+                     ) -> dict[int, ColdRow]: ...
+
     def pages_by_seq(self, seqs: Iterable[int], *, light: bool = False
                      ) -> dict[int, ColdItem] | dict[int, ColdRow]:
         """The archived pages among turn ``seqs``, by seq (used for neighbouring turns, and
@@ -982,7 +995,7 @@ def _cand_rows(rows: Iterable[tuple[Any, ...]]) -> list[ColdRow]:
     the columns' own types: seq, chars and nq int or None, ts float)."""
     rows = list(rows)
     embs = _embeddings([r[7] for r in rows])
-    make, empty = tuple.__new__, frozenset()
+    make, empty = tuple.__new__, frozenset[str]()
     return [
         make(ColdRow, (kind, seq, ts, chars, frozenset(kws.split()) if kws else empty,
                        tids, emb, nq))

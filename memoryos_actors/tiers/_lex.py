@@ -22,9 +22,9 @@ if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
 
-__all__ = ["BM25_B", "BM25_K1", "FIRST_PERSON", "CorpusStats", "LexIndex", "TermString",
-           "asks_about_user", "bm25_idf", "bm25_score", "bm25_scorer", "bm25_scores", "stem",
-           "TERM_ID_DTYPE", "term_counts", "term_id_counts", "terms"]
+__all__ = ["BM25_B", "BM25_K1", "FIRST_PERSON", "TERM_ID_DTYPE", "CorpusStats", "LexIndex",
+           "TermString", "asks_about_user", "bm25_idf", "bm25_score", "bm25_scorer", "bm25_scores", "stem",
+           "term_counts", "term_id_counts", "terms"]
 
 BM25_K1 = 1.2
 """BM25 term-frequency saturation."""

@@ -263,8 +263,16 @@ def _query_side(item: ColdItem | ColdRow) -> int:
     """How many of an archived page's terms are its query side's (its first ones)."""
     if item.query_terms is not None:
         return item.query_terms
-    # Indexed before the count was kept: read it from the archived page itself.
-    return len(terms(str(item.record.get("query", ""))))
+    # Indexed before the count was kept: read it from the archived page itself (a narrow
+    # row always has the count: the index fills it in for every page).
+    return len(terms(str(_full(item).record.get("query", ""))))
+
+
+def _full(item: ColdItem | ColdRow) -> ColdItem:
+    """``item`` read in full (the search reads the pages it returns in full first)."""
+    if not item.complete:
+        raise TypeError(f"an archived page read as a scoring row only: {item!r}")
+    return item  # type: ignore[return-value]
 
 
 class _Rows:
@@ -1011,13 +1019,12 @@ class MTMCore:
         if query_text and not asks_about_past(query_text):
             order = self._supersede(order, final_of, qt, archived, notes, bm25)
         # Fusion must not bury the strongest lexical match: it keeps a place in the answer.
-        if order:
-            if lexical_score > 0 and lexical_best not in final_of:
-                last = order[-1]
-                final_of[lexical_best] = final_of[last]
-                notes[lexical_best] = (notes.get(lexical_best, "")
-                                       + "; kept in the answer: the best lexical match")
-                order[-1] = lexical_best
+        if order and lexical_score > 0 and lexical_best not in final_of:
+            last = order[-1]
+            final_of[lexical_best] = final_of[last]
+            notes[lexical_best] = (notes.get(lexical_best, "")
+                                   + "; kept in the answer: the best lexical match")
+            order[-1] = lexical_best
         row_of = {seq: i for i, seq in enumerate(seqs.tolist())}
         hits: list[PageHit] = []
         visited: dict[str, tuple[float, _Segment]] = {}
@@ -1033,7 +1040,7 @@ class MTMCore:
                 terms_ += " (bm25 counts the user's words twice: a question in the first person)"
             via = "+".join(sorted(name for bit, name in _SRC_NAMES if source[seq] & bit))
             if seq in archived:
-                item = archived[seq]
+                item = _full(archived[seq])
                 sid = item.segment_id or "archive"
                 why = (f"archive (archive record {item.archive_seq}, was in segment {sid}) via "
                        f"{via}: {terms_} + {HYBRID_NEIGHBOR_WEIGHT:g}*neighbour={beside:.2f}")
@@ -1064,9 +1071,9 @@ class MTMCore:
         n_all: int,
         cold_window: ColdWindow | None,
         source: dict[int, int],
-        archived: dict[int, ColdItem],
+        archived: dict[int, ColdItem | ColdRow],
         bm25: dict[int, float],
-        cold_lexical: Callable[[list[ColdItem]], list[float]],
+        cold_lexical: Callable[[list[ColdItem | ColdRow]], list[float]],
     ) -> float:
         """The bonus of a page in the time window a query names, and (when the window holds
         at most WINDOW_CANDIDATES pages) every page in it added to the candidates.
@@ -1102,7 +1109,7 @@ class MTMCore:
         bm25: Mapping[int, float],
         best_bm25: float | None,
         seg_f: dict[str, float],
-        archived: Mapping[int, ColdItem],
+        archived: Mapping[int, ColdItem | ColdRow],
     ) -> tuple[_Rows, float]:
         """The rows (:class:`_Rows`) of ``seqs`` (ascending): base score of each and its
         parts, raw BM25, length and time; the segment F_score of hot candidates' segments
@@ -1157,12 +1164,13 @@ class MTMCore:
                      chars, cos, kws, lex, seg, times)
         return rows.take(np.argsort(rows.seqs, kind="stable")), best_bm25
 
-    def _cand_facts(self, seq: int, archived: Mapping[int, ColdItem]
+    def _cand_facts(self, seq: int, archived: Mapping[int, ColdItem | ColdRow]
                     ) -> tuple[str, float, str, Iterable[str]]:
         """``(page id, time, text, index terms)`` of a candidate page, hot or archived
         (archived ones from the index row: no record is decoded)."""
-        item = archived.get(seq)
-        if item is not None:
+        found = archived.get(seq)
+        if found is not None:
+            item = _full(found)
             return item.item_id, item.timestamp, item.text, item.terms
         seg = self._segments[self._page_segment[seq]]
         page = seg.pages[_index_of(seg.pages, seq)]
@@ -1174,7 +1182,7 @@ class MTMCore:
         order: list[int],
         final: dict[int, float],
         qt: list[str],
-        archived: Mapping[int, ColdItem],
+        archived: Mapping[int, ColdItem | ColdRow],
         notes: dict[int, str],
         lexical: Mapping[int, float],
     ) -> list[int]:
