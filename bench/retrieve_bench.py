@@ -118,9 +118,12 @@ _STAGES = (
      ("search", "_ranked_segments", "_search_hybrid", "_score_parts", "_score_rows",
       "_supersede", "_window_candidates")),
     # Functions mtm imported by name are timed where mtm calls them.
-    ("memoryos_actors.tiers.mtm", "", ("fused_score_array", "term_counts", "bm25_scores")),
+    ("memoryos_actors.tiers.mtm", "",
+     ("fused_score_array", "term_counts", "term_id_counts", "bm25_scores")),
     ("memoryos_actors.store.cold", "ColdIndex", ("search", "pages_by_seq", "pages_between")),
-    ("memoryos_actors.store.cold", "", ("_ranked_rowids", "_row_items")),
+    ("memoryos_actors.store.cold", "", ("_ranked_rowids", "_row_items", "_cand_rows")),
+    ("memoryos_actors.actors.workers", "", ("build_context",)),
+    ("memoryos_actors.actors.base", "GatewayClient", ("embed_one",)),
     ("memoryos_actors.tiers._lex", "LexIndex", ("weighted_scores",)),
     ("memoryos_actors.tiers._lex", "TermString", ("find_all",)),
     ("memoryos_actors.tiers._ann", "AnnIndex", ("candidates", "dots")),
@@ -260,7 +263,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                          dump)
     shown = list(sys.argv[1:] if argv is None else argv)
     for i, arg in enumerate(shown[:-1]):
-        if arg in ("--data", "--data-dir"):  # no path of this machine in the results
+        if arg in ("--data", "--data-dir", "--out-dir"):  # no path of this machine in results
             shown[i + 1] = f"<dir>/{Path(shown[i + 1]).name}"
     report = {
         "benchmark": "retrieve-latency-longmemeval",

@@ -28,6 +28,7 @@ after the LLM timeout with all its retries is asked again.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import secrets
 import threading
 from collections import OrderedDict, deque
@@ -39,7 +40,7 @@ import structlog
 from supervisor import SupervisedActor, TimerRef, send_after
 
 from ..errors import MemoryOSError, StorageError
-from ..messages import Page, SegmentRecord
+from ..messages import Page, SegmentRecord, normalize_keywords
 from ..store.cold import emb_to_f16
 from ..tiers._lex import stem
 from ..tiers.mtm import LEXICAL_CANDIDATES, MTMCore
@@ -363,18 +364,22 @@ class MTMActor(SupervisedActor):
 
     def _search(self, message: MTMSearch) -> Any:
         cold = cold_pages = cold_window = None
+        cold_rows: Any = None  # narrow rows by seq (ColdIndex.pages_by_seq, light)
         store = self.env.store
         if message.mode == "hybrid" and self.env.config.cold_tier:
             # The cold tier: archived pages, scored with MTM's under one formula.
-            qt = [stem(k) for k in message.query_keywords]
+            # The core's query terms (its idf keys), so the cold index gives each one's id.
+            qt = [stem(k) for k in normalize_keywords(message.query_keywords)]
             try:
-                cold = store.cold.search(qt, LEXICAL_CANDIDATES)
+                # Candidates as narrow scoring rows; the few returned are read in full.
+                cold = store.cold.search(qt, LEXICAL_CANDIDATES, light=True)
                 cold_pages = store.cold.pages_by_seq
-                cold_window = store.cold.pages_between
+                cold_rows = functools.partial(store.cold.pages_by_seq, light=True)
+                cold_window = functools.partial(store.cold.pages_between, light=True)
             except MemoryOSError as exc:
                 # The cold index is derived data: answer from the hot tiers rather than fail.
                 log.warning("mtm.cold_search_failed", user=self.env.user_id, error=str(exc))
-                cold = cold_pages = cold_window = None
+                cold = cold_pages = cold_window = cold_rows = None
         return self.core.search(
             emb_from_bytes(message.query_embedding),
             message.query_keywords,
@@ -386,6 +391,7 @@ class MTMActor(SupervisedActor):
             cold_pages=cold_pages,
             query_text=message.query_text,
             cold_window=cold_window,
+            cold_rows=cold_rows,
         )
 
     def _catch_up(self, upto_seq: int, records: Any = None) -> bool:

@@ -36,7 +36,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, NamedTuple, overload
 
 import numpy as np
 import numpy.typing as npt
@@ -45,7 +45,7 @@ from memoryos_actors.errors import StorageError
 from memoryos_actors.store._framing import log
 from memoryos_actors.store.edits import EditLog
 # bm25_idf is re-exported: the cold tier's BM25 idf.
-from memoryos_actors.tiers._lex import TermString, bm25_idf
+from memoryos_actors.tiers._lex import TERM_ID_DTYPE, TermString, bm25_idf
 
 __all__ = [
     "CACHE_KIB",
@@ -54,6 +54,7 @@ __all__ = [
     "ColdCandidates",
     "ColdIndex",
     "ColdItem",
+    "ColdRow",
     "bm25_idf",
     "emb_to_f16",
     "match_plan",
@@ -126,6 +127,14 @@ class ColdItem:
     raw_record: dict[str, Any] | bytes
     query_terms: int | None = None
 
+    #: Text and record included (a :class:`ColdRow` has neither).
+    complete = True
+
+    @property
+    def chars(self) -> int:
+        """Length of ``text`` in characters."""
+        return len(self.text)
+
     @property
     def record(self) -> dict[str, Any]:
         """The page or KB-entry dict as archived."""
@@ -138,18 +147,62 @@ class ColdItem:
         return raw
 
 
+class ColdRow(NamedTuple):
+    """What scoring needs of one archived item, read without its text and record (the
+    cold index's narrow ``cand`` table: a query reads hundreds of candidates and returns a
+    few; their full :class:`ColdItem` comes from :meth:`ColdIndex.pages_by_seq`).
+
+    Fields as in :class:`ColdItem`; ``chars`` is the length of its text in characters and
+    ``term_ids`` its terms, in order, as ids in the index's vocabulary
+    (:data:`~memoryos_actors.tiers._lex.TERM_ID_DTYPE` bytes, for
+    :func:`~memoryos_actors.tiers._lex.term_id_counts`; see
+    :meth:`ColdCandidates.ids_of`). ``query_terms`` is known for every page. A named tuple
+    (immutable, made in one step): a query reads hundreds.
+    """
+
+    kind: str
+    seq: int | None
+    timestamp: float
+    chars: int
+    keywords: frozenset[str]
+    term_ids: bytes
+    embedding: npt.NDArray[np.float32] | None
+    query_terms: int | None
+
+    @property
+    def complete(self) -> bool:
+        """False: neither text nor record (see :class:`ColdItem` for those)."""
+        return False
+
+
 @dataclass(frozen=True, slots=True)
 class ColdCandidates:
     """Lexical candidates from the cold tier plus the statistics to score them with BM25.
 
     ``n_docs`` and ``total_len`` cover every item indexed; ``df`` maps each query term to
     the number of cold items containing it. ``items`` are best first by FTS5's own rank.
+    ``items`` are :class:`ColdRow` s when asked for ``light`` ones.
+    ``term_ids`` maps each query term looked up to its id in the index's vocabulary (-1:
+    no indexed item ever had it), or is ``None`` when they were not looked up; with it,
+    :class:`ColdRow` s' ``term_ids`` count the query's terms (see :meth:`ids_of`).
     """
 
-    items: tuple[ColdItem, ...] = ()
+    items: tuple[ColdItem, ...] | tuple[ColdRow, ...] = ()
     n_docs: int = 0
     total_len: int = 0
     df: tuple[tuple[str, int], ...] = ()
+    term_ids: tuple[tuple[str, int], ...] | None = None
+
+    def ids_of(self, terms_: Sequence[str]) -> list[int] | None:
+        """The vocabulary id of each of ``terms_`` (-1 for a term no item has), or ``None``
+        when one of them was not looked up (count them in the items' ``terms`` then)."""
+        if not terms_:
+            return []
+        if self.term_ids is None:
+            return None
+        known = dict(self.term_ids)
+        out = [known.get(t) for t in terms_]
+        return None if any(i is None for i in out) else out  # type: ignore[return-value]
 
     def df_of(self, term: str) -> int:
         """Cold document frequency of ``term`` (0 when it is not a query term)."""
@@ -237,6 +290,18 @@ def record_items(seq: int, record: dict[str, Any]) -> Iterator[ColdItem]:
         )
 
 
+_CAND_TABLE = """CREATE TABLE IF NOT EXISTS cand (
+    id INTEGER PRIMARY KEY,
+    kind TEXT NOT NULL,
+    seq INTEGER,
+    ts REAL NOT NULL,
+    chars INTEGER NOT NULL,
+    nq INTEGER,
+    keywords TEXT NOT NULL,
+    tids BLOB NOT NULL,
+    emb BLOB
+)"""
+
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS items (
@@ -257,6 +322,9 @@ CREATE TABLE IF NOT EXISTS items (
 CREATE INDEX IF NOT EXISTS items_seq ON items(seq);
 CREATE INDEX IF NOT EXISTS items_ts_kind ON items(ts, kind);
 CREATE TABLE IF NOT EXISTS df (term TEXT PRIMARY KEY, n INTEGER NOT NULL) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS vocab (id INTEGER PRIMARY KEY, term TEXT NOT NULL UNIQUE);
+""" + _CAND_TABLE + """;
+CREATE INDEX IF NOT EXISTS cand_seq ON cand(seq);
 CREATE VIRTUAL TABLE IF NOT EXISTS fts USING fts5(
     terms, content='', tokenize='unicode61 remove_diacritics 0'
 );
@@ -265,14 +333,27 @@ CREATE VIRTUAL TABLE IF NOT EXISTS fts USING fts5(
 _COLUMNS = ("item_id, kind, seq, segment_id, ts, archive_seq, text, keywords, terms, emb, "
             "record, nq")
 
+#: The narrow side of an item (table ``cand``, same rowid as ``items``): what scoring reads.
+#: An item's row in ``items`` spans several pages (text, record, terms, embedding: ~8 KB
+#: for a LongMemEval page), so reading hundreds of candidates walked ~3 pages each; here a
+#: row (term ids, embedding, keywords, ~2 KB) fits in one.
+_CAND_COLUMNS = "kind, seq, ts, chars, nq, keywords, tids, emb"
+
 #: Added to format 2 in place: an index made before them gets them when it is opened (its
 #: older rows keep ``nq`` NULL). The query side's term count, and the index over item times
 #: (time first: an index led by ``kind`` would be chosen for the ``kind = 'page' AND seq IN``
 #: lookups of neighbouring turns and scan every page; the listing reads, newest first of
-#: one kind, walk it backwards).
+#: one kind, walk it backwards). Then the vocabulary of every term indexed (``vocab``) and
+#: each item's narrow row (``cand``, see :data:`_CAND_COLUMNS`), with its terms as ids so a
+#: query counts its terms in its candidates with numpy: both are derived from ``items``, so
+#: an older index gets them for every row when it is opened (:func:`_fill_cand`, in the
+#: same transaction as the tables).
 _UPGRADES = (
     ("column", "nq", "ALTER TABLE items ADD COLUMN nq INTEGER"),
     ("index", "items_ts_kind", "CREATE INDEX IF NOT EXISTS items_ts_kind ON items(ts, kind)"),
+    ("table", "vocab",
+     "CREATE TABLE IF NOT EXISTS vocab (id INTEGER PRIMARY KEY, term TEXT NOT NULL UNIQUE)"),
+    ("table", "cand", _CAND_TABLE),
 )
 
 
@@ -390,6 +471,8 @@ class ColdIndex:
                  # Records are indexed with every edit known now already applied.
                  ("edits", len(self._edits()) if self._edits is not None else 0)],
             )
+            db.execute("INSERT OR REPLACE INTO meta VALUES ('cand_at', ?)",
+                       (_cand_at(dict(db.execute("SELECT key, value FROM meta"))),))
             db.execute("COMMIT")
         meta = dict(db.execute("SELECT key, value FROM meta").fetchall())
         if meta.get("format") != _FORMAT:
@@ -397,7 +480,7 @@ class ColdIndex:
         if meta.get("user_id") != self.user_id:
             raise _Damaged(f"belongs to user {meta.get('user_id')!r}")
         if not fresh:
-            _upgrade(db)
+            _upgrade(db, meta)
         try:
             self._indexed = int(meta["archive_seq"])
             self._n_docs = int(meta["n_docs"])
@@ -492,29 +575,35 @@ class ColdIndex:
         edits = self._edits() if self._edits is not None else None
         db.execute("BEGIN")
         try:
+            items: list[ColdItem] = []
             for seq, raw in fresh:
                 rec = edits.apply(raw) if edits else raw
-                if rec is None:
-                    continue  # everything in it was deleted
-                for item in record_items(seq, rec):
-                    emb = None if item.embedding is None else item.embedding.astype("<f2").tobytes()
-                    cur = db.execute(
-                        f"INSERT OR IGNORE INTO items ({_COLUMNS}) VALUES "
-                        "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                        (item.item_id, item.kind, item.seq, item.segment_id, item.timestamp,
-                         item.archive_seq, item.text, " ".join(sorted(item.keywords)),
-                         " ".join(item.terms), emb,
-                         msgpack.packb(item.record, use_bin_type=True), item.query_terms),
-                    )
-                    if cur.rowcount != 1:
-                        continue  # already indexed (an item archived twice)
-                    db.execute("INSERT INTO fts (rowid, terms) VALUES (?, ?)",
-                               (cur.lastrowid, _fts_text(item.kind, " ".join(item.terms))))
-                    n_docs += 1
-                    total_len += len(item.terms)
-                    df.update(set(item.terms))
-                    if item.kind in kind_n:
-                        kind_n[item.kind] += 1
+                if rec is not None:  # None: everything in it was deleted
+                    items.extend(record_items(seq, rec))
+            term_ids = _term_ids(db, [item.terms for item in items])
+            for item, tids in zip(items, term_ids, strict=True):
+                emb = None if item.embedding is None else item.embedding.astype("<f2").tobytes()
+                keywords = " ".join(sorted(item.keywords))
+                cur = db.execute(
+                    f"INSERT OR IGNORE INTO items ({_COLUMNS}) VALUES "
+                    "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    (item.item_id, item.kind, item.seq, item.segment_id, item.timestamp,
+                     item.archive_seq, item.text, keywords, " ".join(item.terms), emb,
+                     msgpack.packb(item.record, use_bin_type=True), item.query_terms),
+                )
+                if cur.rowcount != 1:
+                    continue  # already indexed (an item archived twice)
+                db.execute(f"INSERT INTO cand (id, {_CAND_COLUMNS}) VALUES "
+                           "(?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                           (cur.lastrowid, item.kind, item.seq, item.timestamp,
+                            len(item.text), item.query_terms, keywords, tids, emb))
+                db.execute("INSERT INTO fts (rowid, terms) VALUES (?, ?)",
+                           (cur.lastrowid, _fts_text(item.kind, " ".join(item.terms))))
+                n_docs += 1
+                total_len += len(item.terms)
+                df.update(set(item.terms))
+                if item.kind in kind_n:
+                    kind_n[item.kind] += 1
             db.executemany(
                 "INSERT INTO df VALUES (?, ?) ON CONFLICT(term) DO UPDATE SET n = n + excluded.n",
                 df.items(),
@@ -523,6 +612,8 @@ class ColdIndex:
             db.executemany("UPDATE meta SET value = ? WHERE key = ?",
                            [(last, "archive_seq"), (n_docs, "n_docs"),
                             (total_len, "total_len")])
+            db.execute("INSERT OR REPLACE INTO meta VALUES ('cand_at', ?)",
+                       (_cand_at({"archive_seq": last, "edits": self._edits_applied}),))
             db.execute("COMMIT")
         except BaseException:
             with contextlib.suppress(sqlite3.Error):
@@ -572,6 +663,7 @@ class ColdIndex:
                     total_len -= len(old_terms)
                     if rec.get("op") == "delete":
                         db.execute("DELETE FROM items WHERE id = ?", (rowid,))
+                        db.execute("DELETE FROM cand WHERE id = ?", (rowid,))
                         n_docs -= 1
                         if kind in kind_n:
                             kind_n[kind] -= 1
@@ -589,6 +681,10 @@ class ColdIndex:
                         "WHERE id = ?",
                         (text, " ".join(new_terms), emb if emb else None,
                          msgpack.packb(record, use_bin_type=True), rowid))
+                    db.execute(
+                        "UPDATE cand SET chars = ?, nq = 0, tids = ?, emb = ? WHERE id = ?",
+                        (len(text), _term_ids(db, [new_terms])[0], emb if emb else None,
+                         rowid))
                     db.execute("INSERT INTO fts (rowid, terms) VALUES (?, ?)",
                                (rowid, _fts_text(kind, " ".join(new_terms))))
                     df.update(set(new_terms))
@@ -599,7 +695,9 @@ class ColdIndex:
             db.execute("DELETE FROM df WHERE n <= 0")
             db.executemany("INSERT OR REPLACE INTO meta VALUES (?, ?)",
                            [("edits", len(records)), ("n_docs", n_docs),
-                            ("total_len", total_len)])
+                            ("total_len", total_len),
+                            ("cand_at", _cand_at({"archive_seq": self._indexed,
+                                                  "edits": len(records)}))])
             db.execute("COMMIT")
         except BaseException:
             with contextlib.suppress(sqlite3.Error):
@@ -621,8 +719,10 @@ class ColdIndex:
         return self._db is not None
 
     def search(self, query_terms: Iterable[str], limit: int = 200,
-               kinds: tuple[str, ...] = ("page",)) -> ColdCandidates:
-        """The ``limit`` items of ``kinds`` that FTS5 ranks best for ``query_terms``.
+               kinds: tuple[str, ...] = ("page",), *, light: bool = False) -> ColdCandidates:
+        """The ``limit`` items of ``kinds`` that FTS5 ranks best for ``query_terms``: as
+        :class:`ColdItem` s, or with ``light`` as :class:`ColdRow` s (what scoring needs,
+        read from the narrow table; several times less to read).
 
         An empty archive answers without creating an index file.
         """
@@ -635,9 +735,10 @@ class ColdIndex:
             # None of these kinds indexed, nothing left to index: answered without the
             # lock (LPM's query for archived facts never waits for MTM's for pages).
             return ColdCandidates(n_docs=self._n_docs, total_len=self._total_len)
-        return self._guard(self._search, qt, limit, kinds)
+        return self._guard(self._search, qt, limit, kinds, light)
 
-    def _search(self, qt: list[str], limit: int, kinds: tuple[str, ...]) -> ColdCandidates:
+    def _search(self, qt: list[str], limit: int, kinds: tuple[str, ...],
+                light: bool = False) -> ColdCandidates:
         self._catch_up()
         db = self._db
         assert db is not None
@@ -645,8 +746,11 @@ class ColdIndex:
             f"SELECT term, n FROM df WHERE term IN ({','.join('?' for _ in qt)})", qt
         ).fetchall()
         dfs = {str(t): int(n) for t, n in df_rows if int(n) > 0}
+        ids = dict.fromkeys(qt, -1)
+        ids.update(db.execute(
+            f"SELECT term, id FROM vocab WHERE term IN ({','.join('?' for _ in qt)})", qt))
         stats = dict(n_docs=self._n_docs, total_len=self._total_len,
-                     df=tuple(dfs.items()))
+                     df=tuple(dfs.items()), term_ids=tuple(ids.items()))
         pages_only = kinds == ("page",)
         # Kinds with no item are not asked for; for the rarer kinds (facts, traits), the
         # MATCH finds at most as many items as there are of them.
@@ -679,13 +783,17 @@ class ColdIndex:
             return ColdCandidates(**stats)
         rank_of = {rowid: i for i, rowid in enumerate(order)}
         rows = db.execute(
-            f"SELECT id, {_COLUMNS} FROM items WHERE id IN ({','.join('?' for _ in order)})",
+            f"SELECT id, {_CAND_COLUMNS if light else _COLUMNS} FROM "
+            f"{'cand' if light else 'items'} WHERE id IN ({','.join('?' for _ in order)})",
             order,
         ).fetchall()
         rows.sort(key=lambda r: rank_of[r[0]])
-        # Rows of other kinds are left out before any item is made (column 2 is the kind).
-        items = _row_items([r[1:] for r in rows if r[2] in kinds][:limit])
-        return ColdCandidates(items=tuple(items), **stats)
+        # Rows of other kinds are left out before any item is made (the kind is column 1
+        # of a narrow row, 2 of a full one).
+        at = 1 if light else 2
+        kept = [r[1:] for r in rows if r[at] in kinds][:limit]
+        items = _cand_rows(kept) if light else _row_items(kept)
+        return ColdCandidates(items=tuple(items), **stats)  # type: ignore[arg-type]
 
     def _kind_count(self, db: sqlite3.Connection, kind: str) -> int:
         """Items of ``kind`` in the index (counted from its FTS5 token once per open)."""
@@ -735,39 +843,57 @@ class ColdIndex:
             "WHERE kind = ? GROUP BY d ORDER BY d", (day_seconds, kind)).fetchall()
         return [(int(d), int(c)) for d, c in rows]
 
-    def pages_by_seq(self, seqs: Iterable[int]) -> dict[int, ColdItem]:
-        """The archived pages among turn ``seqs``, by seq (used for neighbouring turns)."""
+    @overload
+    def pages_by_seq(self, seqs: Iterable[int]) -> dict[int, ColdItem]: ...
+
+    @overload
+    def pages_by_seq(self, seqs: Iterable[int], *, light: Literal[False]
+                     ) -> dict[int, ColdItem]: ...
+
+    @overload
+    def pages_by_seq(self, seqs: Iterable[int], *, light: Literal[True]
+                     ) -> dict[int, ColdRow]: ...
+
+    def pages_by_seq(self, seqs: Iterable[int], *, light: bool = False
+                     ) -> dict[int, ColdItem] | dict[int, ColdRow]:
+        """The archived pages among turn ``seqs``, by seq (used for neighbouring turns, and
+        for the few candidates a search returns); with ``light``, as :class:`ColdRow` s."""
         wanted = sorted({int(s) for s in seqs})
         if not wanted or (self._db is None and self._archive_last() == 0):
             return {}
-        return self._guard(self._pages_by_seq, wanted)
+        result: dict[int, ColdItem] | dict[int, ColdRow] = self._guard(
+            self._pages_by_seq, wanted, light)
+        return result
 
-    def _pages_by_seq(self, wanted: list[int]) -> dict[int, ColdItem]:
+    def _pages_by_seq(self, wanted: list[int], light: bool = False
+                      ) -> dict[int, ColdItem] | dict[int, ColdRow]:
         db = self._db
         assert db is not None
-        out: dict[int, ColdItem] = {}
+        out: dict[int, Any] = {}
+        columns, table = (_CAND_COLUMNS, "cand") if light else (_COLUMNS, "items")
         for i in range(0, len(wanted), 500):
             chunk = wanted[i:i + 500]
             rows = db.execute(
-                f"SELECT {_COLUMNS} FROM items WHERE kind = 'page' AND seq IN "
+                f"SELECT {columns} FROM {table} WHERE kind = 'page' AND seq IN "
                 f"({','.join('?' for _ in chunk)})", chunk,
             ).fetchall()
-            for item in _row_items(rows):
+            for item in (_cand_rows(rows) if light else _row_items(rows)):
                 out[int(item.seq)] = item  # type: ignore[arg-type]
         return out
 
-    def pages_between(self, start: float, end: float, limit: int
-                      ) -> tuple[int, dict[int, ColdItem]]:
+    def pages_between(self, start: float, end: float, limit: int, *, light: bool = False
+                      ) -> tuple[int, dict[int, ColdItem] | dict[int, ColdRow]]:
         """How many archived pages were written in ``[start, end)`` (epoch seconds), and,
-        when that is at most ``limit``, those pages by seq (else an empty dict)."""
+        when that is at most ``limit``, those pages by seq (else an empty dict); with
+        ``light``, as :class:`ColdRow` s."""
         if self._db is None and self._archive_last() == 0:
             return 0, {}
-        result: tuple[int, dict[int, ColdItem]] = self._guard(
-            self._pages_between, float(start), float(end), int(limit))
+        result: tuple[int, dict[int, Any]] = self._guard(
+            self._pages_between, float(start), float(end), int(limit), light)
         return result
 
-    def _pages_between(self, start: float, end: float, limit: int
-                       ) -> tuple[int, dict[int, ColdItem]]:
+    def _pages_between(self, start: float, end: float, limit: int, light: bool = False
+                       ) -> tuple[int, dict[int, Any]]:
         db = self._db
         assert db is not None
         (count,) = db.execute(
@@ -775,10 +901,18 @@ class ColdIndex:
             (start, end)).fetchone()
         if not count or count > limit:
             return int(count), {}
-        rows = db.execute(
-            f"SELECT {_COLUMNS} FROM items WHERE kind = 'page' AND ts >= ? AND ts < ?",
-            (start, end)).fetchall()
-        return int(count), {item.seq: item for item in _row_items(rows) if item.seq is not None}
+        if light:
+            # The ids from the index over (ts, kind) alone, then their narrow rows.
+            ids = [r for (r,) in db.execute(
+                "SELECT id FROM items WHERE kind = 'page' AND ts >= ? AND ts < ?", (start, end))]
+            rows = db.execute(f"SELECT {_CAND_COLUMNS} FROM cand WHERE id IN "
+                              f"({','.join('?' for _ in ids)})", ids).fetchall()
+            found: list[Any] = _cand_rows(rows)
+        else:
+            found = _row_items(db.execute(
+                f"SELECT {_COLUMNS} FROM items WHERE kind = 'page' AND ts >= ? AND ts < ?",
+                (start, end)).fetchall())
+        return int(count), {item.seq: item for item in found if item.seq is not None}
 
     def item_ids(self) -> set[str]:
         """Ids of every indexed item (for tests and inspection; O(items))."""
@@ -826,20 +960,23 @@ def _f16_to_f32(raw: bytes) -> npt.NDArray[np.float32]:
     return _F16_TABLE[np.frombuffer(raw, dtype="<u2")]
 
 
-def _row_items(rows: Iterable[tuple[Any, ...]]) -> list[ColdItem]:
-    """Items from ``items`` rows (columns :data:`_COLUMNS`); the embeddings of a batch are
-    decoded together (one float16-to-float32 conversion, each item a row of it)."""
-    rows = list(rows)
-    blobs = [r[9] for r in rows]
+def _embeddings(blobs: Sequence[bytes | None]) -> list[npt.NDArray[np.float32] | None]:
+    """Stored float16 embeddings as float32 vectors (None stays None): a batch of one size
+    decoded together (one conversion, each vector a row of it)."""
     sizes = {len(b) for b in blobs if b is not None}
-    embs: list[npt.NDArray[np.float32] | None]
     if len(sizes) == 1 and (size := sizes.pop()) and size % 2 == 0:
         full = [b for b in blobs if b is not None]
         mat = _f16_to_f32(b"".join(full)).reshape(len(full), size // 2)
         it = iter(mat)
-        embs = [None if b is None else next(it) for b in blobs]
-    else:
-        embs = [None if b is None else _emb_from(b) for b in blobs]
+        return [None if b is None else next(it) for b in blobs]
+    return [None if b is None else _emb_from(b) for b in blobs]
+
+
+def _row_items(rows: Iterable[tuple[Any, ...]]) -> list[ColdItem]:
+    """Items from ``items`` rows (columns :data:`_COLUMNS`); the embeddings of a batch are
+    decoded together (one float16-to-float32 conversion, each item a row of it)."""
+    rows = list(rows)
+    embs = _embeddings([r[9] for r in rows])
     return [
         ColdItem(
             item_id=item_id, kind=kind, seq=None if seq is None else int(seq),
@@ -853,23 +990,97 @@ def _row_items(rows: Iterable[tuple[Any, ...]]) -> list[ColdItem]:
     ]
 
 
-def _upgrade(db: sqlite3.Connection) -> None:
-    """Add what :data:`_UPGRADES` lists to an index made before it existed."""
-    columns = {row[1] for row in db.execute("PRAGMA table_info(items)")}
-    indexes = {row[1] for row in db.execute("PRAGMA index_list(items)")}
-    todo = [sql for what, name, sql in _UPGRADES
-            if name not in (columns if what == "column" else indexes)]
+def _cand_rows(rows: Iterable[tuple[Any, ...]]) -> list[ColdRow]:
+    """:class:`ColdRow` s from ``cand`` rows (columns :data:`_CAND_COLUMNS`; SQLite gives
+    the columns' own types: seq, chars and nq int or None, ts float)."""
+    rows = list(rows)
+    embs = _embeddings([r[7] for r in rows])
+    make, empty = tuple.__new__, frozenset[str]()
+    return [
+        make(ColdRow, (kind, seq, ts, chars, frozenset(kws.split()) if kws else empty,
+                       tids, emb, nq))
+        for (kind, seq, ts, chars, nq, kws, tids, _blob), emb in zip(rows, embs, strict=True)
+    ]
+
+
+def _cand_at(meta: Mapping[str, Any]) -> str:
+    """The archive seq and edit count an index's narrow rows were last brought up to (meta
+    key ``cand_at``, written with them): a version of this module that does not keep them
+    changes the index without changing it, and the next open sees they differ."""
+    return f"{int(meta.get('archive_seq') or 0)}:{int(meta.get('edits') or 0)}"
+
+
+def _upgrade(db: sqlite3.Connection, meta: Mapping[str, Any]) -> None:
+    """Add what :data:`_UPGRADES` lists to an index made before it existed (and, with the
+    ``cand`` table, every item's narrow row); narrow rows that are not in step with the
+    items (written to by a version without them, see :func:`_cand_at`) are made again."""
+    have = {"column": {row[1] for row in db.execute("PRAGMA table_info(items)")},
+            "index": {row[1] for row in db.execute("PRAGMA index_list(items)")},
+            "table": {row[0] for row in db.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table'")}}
+    stale = "cand" in have["table"] and meta.get("cand_at") != _cand_at(meta)
+    if stale:
+        have["table"].discard("cand")
+    todo = [(name, sql) for what, name, sql in _UPGRADES if name not in have[what]]
     if not todo:
         return
     db.execute("BEGIN")
     try:
-        for sql in todo:
+        if stale:
+            db.execute("DROP TABLE cand")  # and its index
+        for name, sql in todo:
             db.execute(sql)
+            if name == "cand":
+                _fill_cand(db)
+                db.execute("INSERT OR REPLACE INTO meta VALUES ('cand_at', ?)",
+                           (_cand_at(meta),))
         db.execute("COMMIT")
     except BaseException:
         with contextlib.suppress(sqlite3.Error):
             db.execute("ROLLBACK")
         raise
+
+
+def _term_ids(db: sqlite3.Connection, docs: Sequence[Sequence[str]]) -> list[bytes]:
+    """Each of ``docs`` (sequences of terms) as its terms' ids in the index's vocabulary
+    (:data:`~memoryos_actors.tiers._lex.TERM_ID_DTYPE` bytes), adding the terms it lacks.
+    Inside the caller's transaction."""
+    distinct = list(dict.fromkeys(t for doc in docs for t in doc))
+    db.executemany("INSERT OR IGNORE INTO vocab (term) VALUES (?)", ((t,) for t in distinct))
+    id_of: dict[str, int] = {}
+    for i in range(0, len(distinct), 500):  # within SQLite's limit of bound parameters
+        chunk = distinct[i:i + 500]
+        id_of.update(db.execute(
+            f"SELECT term, id FROM vocab WHERE term IN ({','.join('?' for _ in chunk)})",
+            chunk))
+    return [np.array([id_of[t] for t in doc], dtype=TERM_ID_DTYPE).tobytes() for doc in docs]
+
+
+def _fill_cand(db: sqlite3.Connection, batch: int = 1000) -> None:
+    """Give every item its narrow row (an index made before ``cand`` existed), a batch of
+    rows at a time in rowid order. A page indexed before its query side was counted
+    (``nq`` NULL) gets the count from its archived record, as a search would make it."""
+    import msgpack
+
+    last = 0
+    while True:
+        rows = db.execute(
+            "SELECT id, kind, seq, ts, text, nq, keywords, terms, emb, "
+            "CASE WHEN nq IS NULL AND kind = 'page' THEN record END "
+            "FROM items WHERE id > ? ORDER BY id LIMIT ?", (last, batch)).fetchall()
+        if not rows:
+            break
+        ids = _term_ids(db, [terms_.split() if terms_ else () for *_, terms_, _e, _r in rows])
+        out = []
+        for (rowid, kind, seq, ts, text, nq, kws, _t, emb, rec), tids in zip(
+                rows, ids, strict=True):
+            if rec is not None:
+                nq = _query_terms(msgpack.unpackb(rec, raw=False, strict_map_key=False))
+            out.append((rowid, kind, seq, ts, len(text), nq, kws, tids, emb))
+        db.executemany(f"INSERT INTO cand (id, {_CAND_COLUMNS}) VALUES "
+                       "(?, ?, ?, ?, ?, ?, ?, ?, ?)", out)
+        last = rows[-1][0]
+    db.execute("CREATE INDEX IF NOT EXISTS cand_seq ON cand(seq)")
 
 
 def match_plan(qt: list[str], dfs: Mapping[str, int], n_docs: int

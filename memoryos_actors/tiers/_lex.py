@@ -22,9 +22,9 @@ if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
 
-__all__ = ["BM25_B", "BM25_K1", "FIRST_PERSON", "CorpusStats", "LexIndex", "TermString",
-           "asks_about_user", "bm25_idf", "bm25_score", "bm25_scorer", "bm25_scores", "stem",
-           "term_counts", "terms"]
+__all__ = ["BM25_B", "BM25_K1", "FIRST_PERSON", "TERM_ID_DTYPE", "CorpusStats", "LexIndex",
+           "TermString", "asks_about_user", "bm25_idf", "bm25_score", "bm25_scorer", "bm25_scores", "stem",
+           "term_counts", "term_id_counts", "terms"]
 
 BM25_K1 = 1.2
 """BM25 term-frequency saturation."""
@@ -373,6 +373,56 @@ def term_counts(
         if heads is not None and head is not None:
             index = np.searchsorted(spaces, at) - first_space[doc]
             head[:, j] = np.bincount(doc[index < heads[doc]], minlength=n)
+    return tf, lengths, head, heads
+
+
+TERM_ID_DTYPE = "<u4"
+"""How a document's term ids are stored (:func:`term_id_counts`): little-endian uint32, one
+per term, in the document's order."""
+
+
+def term_id_counts(
+    docs: Sequence[bytes], ids: Sequence[int], limits: Sequence[int] | None = None,
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64],
+           npt.NDArray[np.int64] | None, npt.NDArray[np.int64] | None]:
+    """:func:`term_counts` of documents stored as term ids: ``docs[i]`` is document ``i``'s
+    terms, in order, each replaced by its id in one vocabulary (:data:`TERM_ID_DTYPE`
+    bytes), and ``ids[j]`` the id of query term ``j`` in that vocabulary (any negative
+    number for a term the vocabulary lacks: it occurs nowhere). Returns ``(tf, lengths,
+    head_tf, head_lengths)`` exactly as :func:`term_counts` gives them for the documents'
+    terms and the query's terms: the same integers, so the same BM25 to the last bit.
+
+    A document's length is its number of ids, and a query term's occurrences are found with
+    one comparison of all documents' ids at once (numpy), not by searching text: the cold
+    tier's candidates are hundreds of documents of hundreds of terms.
+    """
+    import numpy as np
+
+    n, t = len(docs), len(ids)
+    width = np.dtype(TERM_ID_DTYPE).itemsize
+    tf = np.zeros((n, t), dtype=np.int64)
+    head = np.zeros((n, t), dtype=np.int64) if limits is not None else None
+    lengths = np.fromiter((len(d) // width for d in docs), dtype=np.int64, count=n)
+    heads = (np.minimum(np.asarray(limits, dtype=np.int64), lengths)
+             if limits is not None else None)
+    if not n:
+        return tf, lengths, head, heads
+    flat = np.frombuffer(b"".join(docs), dtype=TERM_ID_DTYPE)
+    # Document i's ids are flat[starts[i]:starts[i] + lengths[i]]; an empty document
+    # shares its start with the next, so "the last start at or before a position" is
+    # always the document holding it.
+    starts = np.zeros(n, dtype=np.int64)
+    np.cumsum(lengths[:-1], out=starts[1:])
+    for j, tid in enumerate(ids):
+        if tid < 0:
+            continue
+        at = np.flatnonzero(flat == tid)
+        if not len(at):
+            continue
+        doc = np.searchsorted(starts, at, side="right") - 1
+        tf[:, j] = np.bincount(doc, minlength=n)
+        if heads is not None and head is not None:
+            head[:, j] = np.bincount(doc[(at - starts[doc]) < heads[doc]], minlength=n)
     return tf, lengths, head, heads
 
 

@@ -76,12 +76,13 @@ from memoryos_actors.tiers._lex import (
     bm25_scores,
     stem,
     term_counts,
+    term_id_counts,
     terms,
 )
 from memoryos_actors.tiers.temporal import asks_about_past, supersedes, time_window
 
 if TYPE_CHECKING:
-    from memoryos_actors.store.cold import ColdCandidates, ColdItem
+    from memoryos_actors.store.cold import ColdCandidates, ColdItem, ColdRow
 
 __all__ = [
     "CANDIDATE_FACTOR",
@@ -178,9 +179,11 @@ _SRC_NAMES = ((_SRC_SEGMENT, "segment"), (_SRC_DENSE, "dense"), (_SRC_BM25, "bm2
               (_SRC_ARCHIVE, "archive-bm25"), (_SRC_NEIGHBOUR, "neighbour"),
               (_SRC_TIME, "time-window"))
 
-ColdWindow = Callable[[float, float, int], "tuple[int, Mapping[int, ColdItem]]"]
+ColdWindow = Callable[[float, float, int],
+                     "tuple[int, Mapping[int, ColdItem] | Mapping[int, ColdRow]]"]
 """Counts the archived pages written in ``[start, end)`` and, when at most ``limit``,
-returns them by seq (:meth:`~memoryos_actors.store.cold.ColdIndex.pages_between`)."""
+returns them by seq, in full or as scoring rows
+(:meth:`~memoryos_actors.store.cold.ColdIndex.pages_between`)."""
 
 
 def base_score(lexical: float, cosine: float, keywords: float, segment: float) -> float:
@@ -256,12 +259,20 @@ def fused_score_array(
     return base + HYBRID_NEIGHBOR_WEIGHT * _neighbour_bests(seqs, base, chars)
 
 
-def _query_side(item: ColdItem) -> int:
+def _query_side(item: ColdItem | ColdRow) -> int:
     """How many of an archived page's terms are its query side's (its first ones)."""
     if item.query_terms is not None:
         return item.query_terms
-    # Indexed before the count was kept: read it from the archived page itself.
-    return len(terms(str(item.record.get("query", ""))))
+    # Indexed before the count was kept: read it from the archived page itself (a narrow
+    # row always has the count: the index fills it in for every page).
+    return len(terms(str(_full(item).record.get("query", ""))))
+
+
+def _full(item: ColdItem | ColdRow) -> ColdItem:
+    """``item`` read in full (the search reads the pages it returns in full first)."""
+    if not item.complete:
+        raise TypeError(f"an archived page read as a scoring row only: {item!r}")
+    return item  # type: ignore[return-value]
 
 
 class _Rows:
@@ -743,6 +754,7 @@ class MTMCore:
         cold_pages: Callable[[Iterable[int]], Mapping[int, ColdItem]] | None = None,
         query_text: str = "",
         cold_window: ColdWindow | None = None,
+        cold_rows: Callable[[Iterable[int]], Mapping[int, ColdRow]] | None = None,
     ) -> MTMHits:
         """Find the pages most relevant to a query; mark the segments used as visited.
 
@@ -795,6 +807,10 @@ class MTMCore:
                 :data:`USER_SIDE_WEIGHT` times the BM25 of each page's query side.
             cold_window: hybrid mode only: counts (and, for small windows, returns) the
                 archived pages written in a time window, so they can be candidates.
+            cold_rows: hybrid mode only: as ``cold_pages``, but what scoring needs of each
+                page (:class:`~memoryos_actors.store.cold.ColdRow`), for neighbouring turns.
+                ``cold``'s items may be such rows too (with the query terms' ids); the
+                pages returned are then read in full through ``cold_pages``.
 
         In hybrid mode the neighbour term is scaled by the two turns' length
         (:data:`NEIGHBOUR_PASSAGE_CHARS`), and the candidate with the best BM25 is always
@@ -820,7 +836,7 @@ class MTMCore:
             visited, hits = self._search_paper(q, ranked, top_k)
         else:
             visited, hits = self._search_hybrid(q, kw, ranked, top_k, cold, cold_pages,
-                                                query_text, t, cold_window)
+                                                query_text, t, cold_window, cold_rows)
 
         seg_hits: list[SegmentHit] = []
         for f, seg in sorted(visited, key=lambda fs: (-fs[0], fs[1].number)):
@@ -861,6 +877,7 @@ class MTMCore:
         query_text: str = "",
         now: float | None = None,
         cold_window: ColdWindow | None = None,
+        cold_rows: Callable[[Iterable[int]], Mapping[int, ColdRow]] | None = None,
     ) -> tuple[list[tuple[float, _Segment]], list[PageHit]]:
         # Hundreds of candidates a query: their scores live in flat dicts of floats and
         # their sources in bit flags, so a query leaves few objects for the garbage
@@ -899,16 +916,24 @@ class MTMCore:
             best_hot = hot_seqs[np.lexsort((hot_seqs, hot_bm25))[::-1][:LEXICAL_CANDIDATES]]
             for seq in best_hot.tolist():
                 source[seq] = source.get(seq, 0) | _SRC_BM25
-        archived: dict[int, ColdItem] = {}
+        archived: dict[int, ColdItem | ColdRow] = {}
         keys, weights = list(idf), list(idf.values())
+        # The query terms' ids in the cold index's vocabulary: archived pages' terms are
+        # then counted from their stored ids (numpy), not searched for in their text.
+        key_ids = cold.ids_of(keys) if cold is not None else None
 
-        def cold_lexical(items: list[ColdItem]) -> list[float]:
+        def cold_lexical(items: list[ColdItem | ColdRow]) -> list[float]:
             """BM25 of archived pages, as the hot pages': all of them at once (bit for bit
             what bm25_scorer gives each one, with the same idf in the same order)."""
             if not items:
                 return []
             limits = [_query_side(item) for item in items] if user_side else None
-            tf, lengths, head, heads = term_counts([item.terms for item in items], keys, limits)
+            stored = [getattr(item, "term_ids", None) for item in items]
+            if key_ids is not None and None not in stored:
+                tf, lengths, head, heads = term_id_counts(stored, key_ids, limits)  # type: ignore[arg-type]
+            else:  # full items: the same counts from their terms
+                tf, lengths, head, heads = term_counts(
+                    [item.terms for item in items], keys, limits)  # type: ignore[union-attr]
             scores = bm25_scores(tf, lengths, weights, avg)
             if head is not None and heads is not None:
                 scores = scores + USER_SIDE_WEIGHT * bm25_scores(head, heads, weights,
@@ -947,7 +972,7 @@ class MTMCore:
             scored = set(rows.seqs.tolist())
             wanted = {n for seq in pool for n in (seq - 1, seq + 1)
                       if n > 0 and n not in scored and n not in self._page_segment}
-            fetched = cold_pages(wanted) if wanted else {}
+            fetched = (cold_rows or cold_pages)(wanted) if wanted else {}
             fresh = [(n, item) for n, item in fetched.items()
                      if n not in self._page_segment and n not in scored]
             lexical = (cold_lexical([item for _, item in fresh]) if cold is not None
@@ -975,18 +1000,31 @@ class MTMCore:
         top = np.lexsort((seqs, final))[::-1][:top_k]
         order: list[int] = seqs[top].tolist()
         final_of: dict[int, float] = dict(zip(order, final[top].tolist(), strict=True))
-        if query_text and not asks_about_past(query_text):
-            order = self._supersede(order, final_of, qt, archived, notes, bm25)
-        # Fusion must not bury the strongest lexical match: it keeps a place in the answer.
+        lexical_best, lexical_score = -1, 0.0
         if len(seqs):
             i = int(np.lexsort((seqs, rows.bm25))[-1])
             lexical_best, lexical_score = int(seqs[i]), float(rows.bm25[i])
-            if lexical_score > 0 and lexical_best not in final_of:
-                last = order[-1]
-                final_of[lexical_best] = final_of[last]
-                notes[lexical_best] = (notes.get(lexical_best, "")
-                                       + "; kept in the answer: the best lexical match")
-                order[-1] = lexical_best
+        # Archived pages read as scoring rows: the ones that can be returned, read in full.
+        light = [seq for seq in (*order, lexical_best)
+                 if seq in archived and not archived[seq].complete]
+        if light:
+            full = cold_pages(light) if cold_pages is not None else {}
+            for seq in light:
+                if seq in full:
+                    archived[seq] = full[seq]
+            # A page deleted since it was scored is not returned.
+            order = [seq for seq in order if seq not in archived or archived[seq].complete]
+            if lexical_best in archived and not archived[lexical_best].complete:
+                lexical_score = 0.0
+        if query_text and not asks_about_past(query_text):
+            order = self._supersede(order, final_of, qt, archived, notes, bm25)
+        # Fusion must not bury the strongest lexical match: it keeps a place in the answer.
+        if order and lexical_score > 0 and lexical_best not in final_of:
+            last = order[-1]
+            final_of[lexical_best] = final_of[last]
+            notes[lexical_best] = (notes.get(lexical_best, "")
+                                   + "; kept in the answer: the best lexical match")
+            order[-1] = lexical_best
         row_of = {seq: i for i, seq in enumerate(seqs.tolist())}
         hits: list[PageHit] = []
         visited: dict[str, tuple[float, _Segment]] = {}
@@ -1002,7 +1040,7 @@ class MTMCore:
                 terms_ += " (bm25 counts the user's words twice: a question in the first person)"
             via = "+".join(sorted(name for bit, name in _SRC_NAMES if source[seq] & bit))
             if seq in archived:
-                item = archived[seq]
+                item = _full(archived[seq])
                 sid = item.segment_id or "archive"
                 why = (f"archive (archive record {item.archive_seq}, was in segment {sid}) via "
                        f"{via}: {terms_} + {HYBRID_NEIGHBOR_WEIGHT:g}*neighbour={beside:.2f}")
@@ -1033,9 +1071,9 @@ class MTMCore:
         n_all: int,
         cold_window: ColdWindow | None,
         source: dict[int, int],
-        archived: dict[int, ColdItem],
+        archived: dict[int, ColdItem | ColdRow],
         bm25: dict[int, float],
-        cold_lexical: Callable[[list[ColdItem]], list[float]],
+        cold_lexical: Callable[[list[ColdItem | ColdRow]], list[float]],
     ) -> float:
         """The bonus of a page in the time window a query names, and (when the window holds
         at most WINDOW_CANDIDATES pages) every page in it added to the candidates.
@@ -1071,7 +1109,7 @@ class MTMCore:
         bm25: Mapping[int, float],
         best_bm25: float | None,
         seg_f: dict[str, float],
-        archived: Mapping[int, ColdItem],
+        archived: Mapping[int, ColdItem | ColdRow],
     ) -> tuple[_Rows, float]:
         """The rows (:class:`_Rows`) of ``seqs`` (ascending): base score of each and its
         parts, raw BM25, length and time; the segment F_score of hot candidates' segments
@@ -1106,7 +1144,7 @@ class MTMCore:
         cold_items = [archived[x] for x in cold]
         # An archived page's segment is gone: no segment F_score term (0).
         seg = np.array([seg_f[sid] for sid in sids] + [0.0] * len(cold), dtype=np.float64)
-        chars = np.array([c for c, _, _ in hot_info] + [len(i.text) for i in cold_items],
+        chars = np.array([c for c, _, _ in hot_info] + [i.chars for i in cold_items],
                          dtype=np.int64)
         times = np.array([t for _, _, t in hot_info] + [i.timestamp for i in cold_items],
                          dtype=np.float64)
@@ -1126,12 +1164,13 @@ class MTMCore:
                      chars, cos, kws, lex, seg, times)
         return rows.take(np.argsort(rows.seqs, kind="stable")), best_bm25
 
-    def _cand_facts(self, seq: int, archived: Mapping[int, ColdItem]
+    def _cand_facts(self, seq: int, archived: Mapping[int, ColdItem | ColdRow]
                     ) -> tuple[str, float, str, Iterable[str]]:
         """``(page id, time, text, index terms)`` of a candidate page, hot or archived
         (archived ones from the index row: no record is decoded)."""
-        item = archived.get(seq)
-        if item is not None:
+        found = archived.get(seq)
+        if found is not None:
+            item = _full(found)
             return item.item_id, item.timestamp, item.text, item.terms
         seg = self._segments[self._page_segment[seq]]
         page = seg.pages[_index_of(seg.pages, seq)]
@@ -1143,7 +1182,7 @@ class MTMCore:
         order: list[int],
         final: dict[int, float],
         qt: list[str],
-        archived: Mapping[int, ColdItem],
+        archived: Mapping[int, ColdItem | ColdRow],
         notes: dict[int, str],
         lexical: Mapping[int, float],
     ) -> list[int]:

@@ -1,8 +1,10 @@
 """Hybrid retrieval over a real cold index ranks exactly as over plainly split candidates.
 
 The cold index hands MTM its candidates with their terms as the stored string
-(:class:`~memoryos_actors.tiers._lex.TermString`), counted without splitting; the
-straightforward reference gives the same candidates with their terms split into a tuple.
+(:class:`~memoryos_actors.tiers._lex.TermString`), counted without splitting, or as
+narrow scoring rows (:class:`~memoryos_actors.store.cold.ColdRow`: terms as vocabulary ids,
+no text, the returned pages read in full afterwards); the straightforward reference gives
+the same candidates with their terms split into a tuple.
 On a hand-made history whose pages mostly left the hot tiers, every question (first person
 or not, naming a day or not, about a fact that changed) gets the same pages, in the same
 order, with the same scores to the last bit and the same ``why``.
@@ -11,6 +13,7 @@ order, with the same scores to the last bit and the same ``why``.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -18,7 +21,7 @@ from typing import Any
 from memoryos_actors import MemoryConfig, MemoryOS
 from memoryos_actors.clock import ManualClock
 from memoryos_actors.gateway.embedders import make_embedder
-from memoryos_actors.store.cold import ColdCandidates, ColdItem
+from memoryos_actors.store.cold import ColdCandidates, ColdItem, ColdRow
 from memoryos_actors.store.userstore import UserStore
 from memoryos_actors.text import keywords
 from memoryos_actors.tiers._lex import TermString, stem
@@ -67,9 +70,10 @@ def _history(root: Path) -> None:
         mem.flush()
 
 
-def _searches(root: Path, plain: bool) -> list[list[tuple[Any, ...]]]:
+def _searches(root: Path, plain: bool, light: bool = False) -> list[list[tuple[Any, ...]]]:
     """Every question's hits from a core restored from the stored state, with the cold
-    index's candidates as it returns them or split into tuples (``plain``)."""
+    index's candidates as it returns them, split into tuples (``plain``) or as narrow rows
+    (``light``, as the MTM actor asks for them)."""
     embedder = make_embedder(CONFIG)
     store = UserStore(root, USER, CONFIG)
     try:
@@ -83,20 +87,24 @@ def _searches(root: Path, plain: bool) -> list[list[tuple[Any, ...]]]:
             return {s: _plain(i) for s, i in found.items()} if plain else found
 
         def window(start: float, end: float, limit: int) -> tuple[int, Mapping[int, ColdItem]]:
-            n, found = cold.pages_between(start, end, limit)
+            n, found = cold.pages_between(start, end, limit, light=light)
             return n, ({s: _plain(i) for s, i in found.items()} if plain else found)
 
         out = []
         for question, emb in zip(QUESTIONS, embedder.embed(QUESTIONS), strict=True):
             kw = keywords(question)
-            found = cold.search([stem(k) for k in kw], LEXICAL_CANDIDATES)
-            if plain:
+            found = cold.search([stem(k) for k in kw], LEXICAL_CANDIDATES, light=light)
+            if light:
+                assert all(isinstance(i, ColdRow) for i in found.items)
+            elif plain:
                 found = ColdCandidates(tuple(_plain(i) for i in found.items), found.n_docs,
                                        found.total_len, found.df)
             else:
                 assert all(isinstance(i.terms, TermString) for i in found.items)
             hits = core.search(emb, kw, now=T0 + 14 * DAY, cold=found, cold_pages=pages,
-                               query_text=question, cold_window=window)
+                               query_text=question, cold_window=window,
+                               cold_rows=functools.partial(cold.pages_by_seq, light=True)
+                               if light else None)
             out.append([(h.page.page_id, h.tier, h.segment_id, h.score, h.why)
                         for h in hits.pages])
         return out
@@ -111,3 +119,11 @@ def test_retrieval_ranks_archived_pages_as_plainly_split_candidates(tmp_path: Pa
     # The history reached the archive, and the questions found archived pages.
     assert any(tier == "archive" for hits in fast for _, tier, *_ in hits)
     assert fast == plain
+
+
+def test_retrieval_over_narrow_rows_ranks_as_over_full_candidates(tmp_path: Path) -> None:
+    _history(tmp_path)
+    light = _searches(tmp_path, plain=False, light=True)
+    plain = _searches(tmp_path, plain=True)
+    assert any(tier == "archive" for hits in light for _, tier, *_ in hits)
+    assert light == plain

@@ -355,3 +355,81 @@ def test_a_match_wider_than_the_rank_window_ranks_only_its_newest_items(
         monkeypatch.setattr(cold, "RANK_WINDOW", 1000)
         wide = store.cold.search(terms("quokka"), 5)
         assert all(i.seq is not None and i.seq <= 40 for i in wide.items)
+
+
+def _stored_terms(path: Path) -> dict[str, tuple[list[str], list[str]]]:
+    """item id -> (its terms, its stored term ids read back through the vocabulary)."""
+    import sqlite3
+
+    db = sqlite3.connect(path)
+    try:
+        vocab = dict(db.execute("SELECT id, term FROM vocab").fetchall())
+        return {item_id: (terms_.split(),
+                          [vocab[int(i)] for i in np.frombuffer(tids, dtype="<u4")])
+                for item_id, terms_, tids in db.execute(
+                    "SELECT item_id, terms, tids FROM items JOIN cand USING (id)")}
+    finally:
+        db.close()
+
+
+def test_an_index_made_before_term_ids_gets_them_when_opened(tmp_path: Path) -> None:
+    import sqlite3
+
+    with _open(tmp_path) as store:
+        _fill(store)
+        before = store.cold.search(terms("my quokka hiked the granite ridge"), 10)
+        path = store.dir / COLD_FILE
+    # As an index of the version before: no vocabulary, no narrow rows; and a page indexed
+    # before its query side was counted.
+    db = sqlite3.connect(path)
+    db.execute("DROP TABLE cand")
+    db.execute("DROP TABLE vocab")
+    db.execute("UPDATE items SET nq = NULL WHERE item_id = 'p1'")
+    db.commit()
+    db.close()
+    with _open(tmp_path) as store:
+        after = store.cold.search(terms("my quokka hiked the granite ridge"), 10)
+        light = store.cold.search(terms("my quokka hiked the granite ridge"), 10, light=True)
+        rows = store.cold.pages_by_seq([1, 2, 3], light=True)
+        assert store.cold.rebuilds == 0  # upgraded in place, not rebuilt
+        _fill(store)  # archived again: indexed once, ids and all
+        store.cold.search(["violin"])
+    stored = _stored_terms(path)
+    assert set(stored) == {"p1", "p2", "p3"}
+    assert all(ids == words and words for words, ids in stored.values())
+    assert [i.item_id for i in after.items] == [i.item_id for i in before.items]
+    # The narrow rows say what the full items say.
+    assert [r.seq for r in light.items] == [i.seq for i in after.items]
+    for item in after.items:
+        row = rows[item.seq]
+        assert (row.kind, row.timestamp, row.keywords, row.chars) == (
+            item.kind, item.timestamp, item.keywords, len(item.text))
+        assert row.query_terms == len(terms(item.record["query"]))
+        assert row.embedding is not None and item.embedding is not None
+        assert row.embedding.tolist() == item.embedding.tolist()
+    assert light.ids_of(["quokka"]) is not None and light.ids_of(["never-asked"]) is None
+
+
+def test_narrow_rows_left_behind_by_a_version_without_them_are_made_again(
+        tmp_path: Path) -> None:
+    import sqlite3
+
+    with _open(tmp_path) as store:
+        _fill(store)
+        store.cold.search(["violin"])
+        path = store.dir / COLD_FILE
+    # As a version that does not keep narrow rows leaves the index after indexing record 2
+    # (the page about the violin): its item, but no narrow row, and "cand_at" behind.
+    db = sqlite3.connect(path)
+    db.execute("DELETE FROM cand WHERE id = (SELECT id FROM items WHERE item_id = 'p3')")
+    db.execute("UPDATE meta SET value = '1:0' WHERE key = 'cand_at'")
+    db.commit()
+    db.close()
+    with _open(tmp_path) as store:
+        light = store.cold.search(terms("violin strings"), 10, light=True)
+        assert [r.seq for r in light.items] == [3]
+        assert set(store.cold.pages_by_seq([1, 2, 3], light=True)) == {1, 2, 3}
+        assert store.cold.rebuilds == 0
+    stored = _stored_terms(path)
+    assert set(stored) == {"p1", "p2", "p3"}
+    assert all(ids == words for words, ids in stored.values())

@@ -134,13 +134,25 @@ def _archive(store: UserStore, n_segments: int = 6) -> None:
     store.archive_append(_fact("f2", "User sings in a choir."))
 
 
-def _stats(store: UserStore) -> tuple[int, int, dict[str, int], set[str], dict[str, int]]:
+def _stats(store: UserStore) -> tuple[int, int, dict[str, int], set[str], dict[str, int],
+                                      dict[str, Any]]:
     db = store.cold._db
     assert db is not None
     df = dict(db.execute("SELECT term, n FROM df WHERE n > 0").fetchall())
     # The per-kind counts kept as items come and go (a fresh index counts from zero).
     kinds = {k: store.cold._kind_count(db, k) for k in ("page", "fact", "agent_trait")}
-    return store.cold._n_docs, store.cold._total_len, df, store.cold.item_ids(), kinds
+    # Each item's narrow row, its term ids read back as terms: a corrected item's are its
+    # new ones (the ids themselves differ between an index and its rebuild: numbered as
+    # met).
+    vocab = dict(db.execute("SELECT id, term FROM vocab").fetchall())
+    # (``nq`` is left out: a corrected item's is 0 in both tables, "no query side known",
+    # and a rebuild counts it afresh.)
+    ids = {item_id: (kind, seq, ts, chars, kws, emb,
+                     [vocab[int(i)] for i in np.frombuffer(tids, dtype="<u4")])
+           for item_id, kind, seq, ts, chars, kws, emb, tids in db.execute(
+               "SELECT item_id, c.kind, c.seq, c.ts, c.chars, c.keywords, c.emb, c.tids "
+               "FROM items JOIN cand AS c USING (id)")}
+    return store.cold._n_docs, store.cold._total_len, df, store.cold.item_ids(), kinds, ids
 
 
 @settings(max_examples=15, deadline=None)

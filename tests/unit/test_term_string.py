@@ -112,3 +112,28 @@ def test_bm25_of_many_documents_at_once_equals_each_ones_bm25_exactly(
     for i, (words, cut) in enumerate(docs):
         assert full[i] == score(tuple(words))
         assert part[i] == score_head(tuple(words[:cut]))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(term_lists, st.integers(min_value=0, max_value=30)), max_size=8),
+       st.lists(probes, max_size=6), st.booleans(), st.randoms(use_true_random=False))
+def test_counts_from_term_ids_are_the_counts_from_the_terms(
+        docs: list[tuple[list[str], int]], asked: list[str], with_limits: bool,
+        rnd: object) -> None:
+    import numpy as np
+
+    from memoryos_actors.tiers._lex import TERM_ID_DTYPE, term_counts, term_id_counts
+
+    # A vocabulary with ids in any order (an index numbers terms as it first meets them).
+    ids = list(range(len(VOCAB)))
+    rnd.shuffle(ids)  # type: ignore[attr-defined]
+    id_of = dict(zip(VOCAB, ids, strict=True))
+    stored = [np.array([id_of[w] for w in words], dtype=TERM_ID_DTYPE).tobytes()
+              for words, _ in docs]
+    cuts = [cut for _, cut in docs] if with_limits else None
+    got = term_id_counts(stored, [id_of.get(p, -1) for p in asked], cuts)
+    want = term_counts([TermString(" ".join(words)) for words, _ in docs], asked, cuts)
+    for a, b in zip(got, want, strict=True):
+        assert (a is None) == (b is None)
+        if a is not None:
+            assert a.dtype == b.dtype and a.tolist() == b.tolist()
