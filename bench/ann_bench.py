@@ -21,11 +21,11 @@ import sys
 import time
 from pathlib import Path
 from typing import Any
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/_out.py
+import numpy as np
 from _out import add_out_dir  # noqa: E402
 from _out import out_dir as bench_out_dir  # noqa: E402
-
-import numpy as np
 
 from memoryos_actors.tiers._ann import AnnIndex
 

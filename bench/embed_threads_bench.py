@@ -35,6 +35,7 @@ import threading
 import time
 from pathlib import Path
 from typing import Any
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/_out.py
 from _out import add_out_dir  # noqa: E402
 from _out import out_dir as bench_out_dir  # noqa: E402
@@ -43,7 +44,6 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.locomo import ENV_MODEL_DIR, load_locomo, long_history, resolve_data_path
-
 
 
 def _percentile(values: list[float], q: float) -> float:

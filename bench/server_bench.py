@@ -25,6 +25,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/_out.py
 from _out import add_out_dir  # noqa: E402
 from _out import out_dir as bench_out_dir  # noqa: E402
@@ -54,7 +55,7 @@ def _phase(clients: int, users: int, per_user: int, time_limit: float,
                     t0 = time.perf_counter()
                     call(c, u, i)
                     lat[c].append((time.perf_counter() - t0) * 1000.0)
-        except BaseException as exc:  # reported after the phase
+        except BaseException as exc:  # noqa: BLE001 - reported after the phase
             errors.append(exc)
 
     threads = [threading.Thread(target=worker, args=(c,)) for c in range(clients)]

@@ -25,6 +25,7 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/_out.py
 from _out import add_out_dir  # noqa: E402
 from _out import out_dir as bench_out_dir  # noqa: E402
@@ -277,7 +278,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.switch_interval_ms is not None:
         name = name.replace(".json", f"_switch{args.switch_interval_ms:g}ms.json")
     (out / name).write_text(json.dumps(r, indent=2) + "\n")
-    print(f"| metric | value |\n| --- | --- |")
+    print("| metric | value |\n| --- | --- |")
     print(f"| turns/s (acknowledged) | {r['ack_turns_per_s']:.0f} |")
     print(f"| turns/s (settled, incl. background) | {r['settled_turns_per_s']:.0f} |")
     for key in ("add_turn_ms", "retrieve_ms"):

@@ -36,9 +36,10 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/_out.py
 from _out import add_out_dir  # noqa: E402
 from _out import out_dir as bench_out_dir  # noqa: E402
@@ -264,10 +265,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     result["command"] = "python bench/ui_bench.py " + " ".join(
         "DIR" if a.startswith("/") else a for a in (argv if argv is not None else sys.argv[1:]))
     (bench_out_dir(args) / "ui_bench.json").write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
-    show: Callable[[str, dict[str, Any]], None] = lambda name, d: print(
-        f"{name:<24} server p50 {d['server_ms']['p50']:7.1f}  p95 "
-        f"{d['server_ms']['p95']:7.1f}  p99 {d['server_ms']['p99']:7.1f} ms   round trip "
-        f"p95 {d['round_trip_ms']['p95']:7.1f} ms")
+    def show(name: str, d: dict[str, Any]) -> None:
+        print(f"{name:<24} server p50 {d['server_ms']['p50']:7.1f}  p95 "
+              f"{d['server_ms']['p95']:7.1f}  p99 {d['server_ms']['p99']:7.1f} ms   round trip "
+              f"p95 {d['round_trip_ms']['p95']:7.1f} ms")
     print(f"{args.pages} pages: {result['where']}")
     first = result["user_page_first_open"]
     print(f"{'user page, first open':<24} server {first['server_ms']:7.1f} ms (activation "

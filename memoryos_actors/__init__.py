@@ -63,7 +63,54 @@ _EXPORTS: dict[str, str] = {
     "DoctorCheck": "memoryos_actors.checkup",
 }
 
-__all__ = sorted(_EXPORTS)
+# Written out (tools read it without importing the package); a test checks it names
+# exactly the lazily loaded names above.
+__all__ = [
+    "ActorCrashed",
+    "AgentProfile",
+    "ArchivedMemories",
+    "AsyncMemoryOS",
+    "ChatReply",
+    "Clock",
+    "ConfigError",
+    "ContextItem",
+    "CorruptDataError",
+    "DataDirLocked",
+    "DoctorCheck",
+    "DoctorReport",
+    "EmbedderMismatch",
+    "ForgetReport",
+    "GatewayError",
+    "InvalidInput",
+    "ManualClock",
+    "Memory",
+    "MemoryConfig",
+    "MemoryContext",
+    "MemoryEvent",
+    "MemoryList",
+    "MemoryOS",
+    "MemoryOSError",
+    "Overloaded",
+    "Page",
+    "ProviderAuthError",
+    "ProviderConfigError",
+    "ProviderModelNotFound",
+    "ProviderUnavailable",
+    "ProviderUnreachable",
+    "ReadOnlyError",
+    "RepairReport",
+    "RepairedFile",
+    "StorageError",
+    "SystemClock",
+    "SystemClosed",
+    "TraitLevel",
+    "UnknownMemory",
+    "UnknownUser",
+    "UserPhase",
+    "UserProfile",
+    "UserState",
+    "doctor",
+]
 
 # The public methods of MemoryOS, which AsyncMemoryOS offers as coroutines (``open`` is a
 # classmethod of both). The README's API list and tests/docs/test_public_api.py check

@@ -339,7 +339,7 @@ class UserActivation:
                     # next activation asks for them.
                     self._drain_user(entry.user_id, summaries=False)
                     stm.ask(Snapshot(), timeout=_ASK_TIMEOUT_S)
-            except Exception as exc:  # the snapshot is an optimisation; the WAL has everything
+            except Exception as exc:  # noqa: BLE001 - the snapshot is an optimisation; the WAL has everything
                 log.warning("user.passivate_snapshot_failed", user=entry.user_id,
                             error=repr(exc))
         try:
@@ -351,13 +351,13 @@ class UserActivation:
                 supervisor.stop(group, timeout=_ASK_TIMEOUT_S)
         except supervisor.SupervisorError:
             pass  # the group was never adopted or already gone
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - passivation goes on; the log says why
             log.warning("user.passivate_stop_failed", user=entry.user_id, error=repr(exc))
         store, entry.store = entry.store, None
         if store is not None:
             try:
                 store.close()
-            except Exception as exc:
+            except Exception as exc:  # noqa: BLE001 - logged; the entry is left passive
                 log.warning("user.store_close_failed", user=entry.user_id, error=repr(exc))
 
     def _passivate(self, entry: UserEntry) -> None:

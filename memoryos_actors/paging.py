@@ -81,7 +81,7 @@ def decode_cursor(cursor: str, listing: str, shape: Sequence[type]) -> Key:
         raise bad from None
     if version != _VERSION or name != listing or not isinstance(key, list) or len(
             key) != len(shape) or not all(
-            isinstance(v, t) and not isinstance(v, bool) for v, t in zip(key, shape)):
+            isinstance(v, t) and not isinstance(v, bool) for v, t in zip(key, shape, strict=True)):
         raise bad
     return tuple(key)
 

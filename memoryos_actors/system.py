@@ -85,8 +85,8 @@ if TYPE_CHECKING:
 
 from .activation import _ASK_TIMEOUT_S, _BG_PASSIVATIONS, SlotDemand, UserActivation
 from .barrier import Barriers
-from .memories import Memory, MemoryEditing, MemoryEvent
 from .inspection import Inspection
+from .memories import MemoryEditing
 from .portability import Portability
 from .reports import ChatReply, ForgetReport, UserState
 from .validation import check_path as _check_path

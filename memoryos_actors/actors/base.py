@@ -360,7 +360,7 @@ def reply_state(env: Any, message: Any, state: Any) -> Any:
     if ref is not None:
         try:
             ref.tell(StateReply(message.token, state))
-        except Exception:  # the asker stopped meanwhile: its snapshot is dropped
+        except Exception:  # noqa: BLE001, S110 - the asker stopped meanwhile: its snapshot is dropped
             pass
     return None
 
@@ -523,7 +523,7 @@ class GatewayClient:
                 ref.tell(job)
                 self.submitted += 1
                 return True
-            except Exception:  # the worker died between lookup and tell
+            except Exception:  # noqa: BLE001, S110 - the worker died between lookup and tell
                 pass
         self.release(slot)
         return False

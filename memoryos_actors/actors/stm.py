@@ -311,7 +311,7 @@ class STMActor(SupervisedActor):
         try:
             lpm.tell(GetState(env.stm_name, token))
             mtm.tell(GetState(env.stm_name, token))
-        except Exception:  # a sibling died between lookup and tell
+        except Exception:  # noqa: BLE001 - a sibling died between lookup and tell
             self.pending_snapshot = None
             return
         self.snapshot_timer = send_after(self.actor_ref, _STATE_TIMEOUT_S,
@@ -442,7 +442,7 @@ class STMActor(SupervisedActor):
             # one that would be asked for; otherwise it is late.
             waiting = self._next_without_meta() if self.meta_inflight is None else []
             if not waiting or waiting[0].page_id != page_ids[0]:
-                for page_id, data in zip(page_ids, answers):
+                for page_id, data in zip(page_ids, answers, strict=True):
                     self._late_meta(page_id, self._unquote(page_ids[0], page_id, data),
                                     done.degraded)
                 return
@@ -451,7 +451,7 @@ class STMActor(SupervisedActor):
             self.meta_timer = None
         self.meta_inflight = None
         # The gateway checked that a batch answer has one entry per page, in order.
-        for page_id, data in zip(page_ids, answers):
+        for page_id, data in zip(page_ids, answers, strict=True):
             self._apply_meta(page_id, self._unquote(page_ids[0], page_id, data))
         self._pump()
 
@@ -576,7 +576,7 @@ class STMActor(SupervisedActor):
             return False  # MTM is restarting; try again shortly
         try:
             ref.tell(insert)
-        except Exception:  # died between lookup and tell
+        except Exception:  # noqa: BLE001 - died between lookup and tell
             return False
         return True
 

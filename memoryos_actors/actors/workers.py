@@ -217,7 +217,7 @@ class HeatTicker(SupervisedActor):
                     if ref is not None:
                         try:
                             ref.tell(HeatTick())
-                        except Exception:  # stopped between lookup and tell
+                        except Exception:  # noqa: BLE001, S110 - stopped between lookup and tell
                             pass
             return None
         if isinstance(message, Ping):

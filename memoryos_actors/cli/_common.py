@@ -14,7 +14,6 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from ..config import MemoryConfig
-    from ..system import MemoryOS
 
 __all__ = [
     "DEFAULT_DATA_DIR",

@@ -173,7 +173,7 @@ class RayShardHost(ShardHost):
         for actor in self._actors:
             try:
                 ray.kill(actor, no_restart=True)
-            except Exception:  # noqa: BLE001 - already gone
+            except Exception:  # noqa: BLE001, S110 - already gone
                 pass
         self._actors = []
         if self._started_ray:

@@ -302,7 +302,8 @@ def load_conversation(sample: Mapping[str, Any]) -> Conversation:
         try:
             start = parse_session_datetime(str(body[date_key]))
         except (KeyError, ValueError) as exc:
-            raise DatasetError(f"{sample_id}: session {number} has no usable {date_key}: {exc}")
+            raise DatasetError(
+                f"{sample_id}: session {number} has no usable {date_key}: {exc}") from exc
         sessions.append((number, start, body[f"session_{number}"]))
     pages = build_pages(sessions, speaker_a, speaker_b)
     known = {dia_id for page in pages for dia_id in page.dia_ids}

@@ -336,8 +336,7 @@ class SentenceTransformerEmbedder:
         except TypeError:  # older sentence-transformers without local_files_only
             kwargs.pop("local_files_only", None)
             self._model = SentenceTransformer(model, **kwargs)
-        get_dim = getattr(self._model, "get_embedding_dimension", None) or getattr(
-            self._model, "get_sentence_embedding_dimension")
+        get_dim = getattr(self._model, "get_embedding_dimension", None) or self._model.get_sentence_embedding_dimension
         dim = get_dim()
         if dim is None:
             dim = int(self._model.encode(["dimension probe"]).shape[1])

@@ -229,7 +229,7 @@ class _LoopThread:
             if cleanup is not None:
                 try:
                     await cleanup()
-                except Exception:  # noqa: BLE001 - closing connections is best effort
+                except Exception:  # noqa: BLE001, S110 - closing connections is best effort
                     pass
             await self.loop.shutdown_default_executor()
 
@@ -712,10 +712,10 @@ class GatewayService:
         keys = [content_key("embed", name, t) for t in texts]
         rows: list[np.ndarray | None] = [self._embeddings.get(k) for k in keys]
         if user_id is not None:
-            for k, r in zip(keys, rows):
+            for k, r in zip(keys, rows, strict=True):
                 if r is not None:
                     self._embeddings.note_owner(k, user_id)
-        missing = list(dict.fromkeys(t for t, r in zip(texts, rows) if r is None))
+        missing = list(dict.fromkeys(t for t, r in zip(texts, rows, strict=True) if r is None))
         self._acct.record_embed_request(len(texts), sum(r is not None for r in rows))
         if missing:
             # Coalescing saves round trips to a provider; an in-process embedder gains
@@ -724,7 +724,7 @@ class GatewayService:
                 mat = self._batcher.submit(missing)
             else:
                 mat = self._embed_direct(missing)
-            fresh = dict(zip(missing, mat))
+            fresh = dict(zip(missing, mat, strict=True))
             for i, t in enumerate(texts):
                 if rows[i] is None:
                     rows[i] = fresh[t]

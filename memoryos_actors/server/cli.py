@@ -88,9 +88,8 @@ def _mcp(args: argparse.Namespace) -> int:
 
     config = MemoryConfig.load(args.config)
     provider_check(args, config)
-    from .run import serve_mcp_stdio
-
     from ..cli._common import tenant
+    from .run import serve_mcp_stdio
 
     with _named_holder(_data_dir(args)):
         serve_mcp_stdio(_data_dir(args), config, tenant(args) or "default",

@@ -44,6 +44,7 @@ import numpy.typing as npt
 from memoryos_actors.errors import StorageError
 from memoryos_actors.store._framing import log
 from memoryos_actors.store.edits import EditLog
+
 # bm25_idf is re-exported: the cold tier's BM25 idf.
 from memoryos_actors.tiers._lex import TERM_ID_DTYPE, TermString, bm25_idf
 

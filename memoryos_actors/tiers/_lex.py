@@ -288,7 +288,7 @@ def bm25_scorer(
             tfs = [terms_.count(term) for term in keys]
         total = 0.0
         norm = k1 * (1.0 - b + b * length / avg)  # the same for every term of a document
-        for (_, w), tf in zip(items, tfs):
+        for (_, w), tf in zip(items, tfs, strict=True):
             if tf:
                 total += w * tf * plus / (tf + norm)
         return total

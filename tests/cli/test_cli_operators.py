@@ -11,8 +11,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 import memoryos_actors
 
 _REPO = Path(__file__).resolve().parents[2]

@@ -6,9 +6,9 @@ import random
 import threading
 
 import pytest
+from gwhelpers import SleepRecorder
 from hypothesis import given
 from hypothesis import strategies as st
-from gwhelpers import SleepRecorder
 
 from memoryos_actors.clock import ManualClock
 from memoryos_actors.gateway.accounting import Accounting, LatencyHistogram

@@ -6,12 +6,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from sysutil import SMALL, turn_text
 
 from memoryos_actors import MemoryConfig, MemoryOS
 from memoryos_actors.store.cold import COLD_FILE
 from memoryos_actors.store.userstore import user_path
-
-from sysutil import SMALL, turn_text
 
 USER = "cold-user"
 TURNS = 400

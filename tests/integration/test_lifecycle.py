@@ -383,7 +383,7 @@ def test_activations_at_the_cap_wait_for_background_passivations_not_their_own(
         try:
             for i in range(3):
                 mem.add_turn(user, f"turn {i} of {user}", "ok")
-        except BaseException as exc:  # pragma: no cover - reported below
+        except BaseException as exc:  # noqa: BLE001 # pragma: no cover - reported below
             errors.append(exc)
 
     threads = [threading.Thread(target=work, args=(f"cap-{n}",), name=f"caller-{n}")

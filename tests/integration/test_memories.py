@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from sysutil import SMALL, turn_text
 
 from memoryos_actors import (
     InvalidInput,
@@ -25,8 +26,6 @@ from memoryos_actors.actors.base import actor_names
 from memoryos_actors.actors.protocol import CompletionDone
 from memoryos_actors.store.cold import COLD_FILE
 from memoryos_actors.store.userstore import user_path
-
-from sysutil import SMALL, turn_text
 
 USER = "mem-user"
 TURNS = 120

@@ -8,6 +8,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from sysutil import SMALL, all_page_ids, turn_text
 
 import supervisor
 from memoryos_actors import (
@@ -24,8 +25,6 @@ from memoryos_actors import (
     UserProfile,
 )
 from memoryos_actors.actors.base import actor_names
-
-from sysutil import SMALL, all_page_ids, turn_text
 
 
 def test_add_turn_returns_sequential_page_ids(open_mem) -> None:
@@ -252,7 +251,7 @@ def test_two_hundred_users_from_sixteen_threads_each_keep_their_own_history(open
             for i in range(1, 11):
                 for u in chunk:
                     mem.add_turn(u, *turn_text(u, i))
-        except BaseException as exc:  # pragma: no cover - reported below
+        except BaseException as exc:  # noqa: BLE001 # pragma: no cover - reported below
             errors.append(exc)
 
     threads = [threading.Thread(target=work, args=(users[i::16],)) for i in range(16)]

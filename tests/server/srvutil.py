@@ -9,8 +9,8 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass
-from typing import Any
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -48,7 +48,8 @@ class Server:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait(STOP_TIMEOUT_S)
-                raise AssertionError(f"server did not stop on {sig!r}: {self.log_text()}")
+                raise AssertionError(
+                    f"server did not stop on {sig!r}: {self.log_text()}") from None
         return self.proc.returncode
 
     def log_text(self) -> str:

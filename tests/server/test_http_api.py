@@ -254,9 +254,9 @@ def test_another_tenants_user_is_not_found(deployment: Deployment) -> None:
 
 
 def test_a_revoked_key_stops_working_without_a_restart(deployment: Deployment) -> None:
-    from memoryos_actors.server.keys import KeyStore
-
     import time
+
+    from memoryos_actors.server.keys import KeyStore
 
     key = add_live_key(deployment.server, deployment.root, "acme")
     with deployment.server.client(key) as c:

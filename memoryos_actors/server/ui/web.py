@@ -91,11 +91,8 @@ _STATUS: tuple[tuple[type[MemoryOSError], int, str], ...] = (
 
 def ui_error_of(exc: MemoryOSError) -> UIError:
     """The error page for a library error (the same statuses as the JSON API)."""
-    for cls, status, title in _STATUS:
-        if isinstance(exc, cls):
-            break
-    else:
-        status, title = 500, "Error"
+    status, title = next(((s, t) for cls, s, t in _STATUS if isinstance(exc, cls)),
+                         (500, "Error"))
     message = str(exc.args[0]) if exc.args else type(exc).__name__
     return UIError(status, title, message, 1 if status == 503 else None)
 
