@@ -16,18 +16,54 @@ from memoryos_actors import AsyncMemoryOS, MemoryOS, MemoryOSError
 
 README = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
 
-EXPORTED = sorted([
-    "ActorCrashed", "AgentProfile", "ArchivedMemories", "AsyncMemoryOS", "ChatReply", "Clock", "ConfigError",
-    "ContextItem", "CorruptDataError", "DataDirLocked", "DoctorCheck", "DoctorReport",
-    "EmbedderMismatch", "ForgetReport", "GatewayError", "InvalidInput", "ManualClock",
-    "Memory", "MemoryConfig", "MemoryContext", "MemoryEvent", "MemoryList", "MemoryOS",
-    "MemoryOSError",
-    "Overloaded", "Page", "ProviderAuthError", "ProviderConfigError", "ProviderModelNotFound",
-    "ProviderUnavailable", "ProviderUnreachable", "ReadOnlyError", "RepairReport",
-    "RepairedFile", "StorageError", "SystemClock",
-    "SystemClosed", "TraitLevel", "UnknownMemory", "UnknownUser", "UserPhase", "UserProfile",
-    "UserState", "doctor",
-])
+EXPORTED = sorted(
+    [
+        "ActorCrashed",
+        "AgentProfile",
+        "ArchivedMemories",
+        "AsyncMemoryOS",
+        "ChatReply",
+        "Clock",
+        "ConfigError",
+        "ContextItem",
+        "CorruptDataError",
+        "DataDirLocked",
+        "DoctorCheck",
+        "DoctorReport",
+        "EmbedderMismatch",
+        "ForgetReport",
+        "GatewayError",
+        "InvalidInput",
+        "ManualClock",
+        "Memory",
+        "MemoryConfig",
+        "MemoryContext",
+        "MemoryEvent",
+        "MemoryList",
+        "MemoryOS",
+        "MemoryOSError",
+        "Overloaded",
+        "Page",
+        "ProviderAuthError",
+        "ProviderConfigError",
+        "ProviderModelNotFound",
+        "ProviderUnavailable",
+        "ProviderUnreachable",
+        "ReadOnlyError",
+        "RepairReport",
+        "RepairedFile",
+        "StorageError",
+        "SystemClock",
+        "SystemClosed",
+        "TraitLevel",
+        "UnknownMemory",
+        "UnknownUser",
+        "UserPhase",
+        "UserProfile",
+        "UserState",
+        "doctor",
+    ]
+)
 
 
 def _public(cls: type) -> set[str]:
@@ -91,7 +127,8 @@ def test_the_readme_lists_every_facade_method_and_no_other() -> None:
 
 def test_the_readme_lists_every_exported_error_and_no_other() -> None:
     exported = {
-        name for name in memoryos_actors.__all__
+        name
+        for name in memoryos_actors.__all__
         if isinstance(getattr(memoryos_actors, name), type)
         and issubclass(getattr(memoryos_actors, name), MemoryOSError)
         and name != "MemoryOSError"
