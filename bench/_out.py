@@ -22,9 +22,12 @@ RESULTS_DIR = Path(__file__).resolve().parent / "results"
 def add_out_dir(parser: argparse.ArgumentParser) -> None:
     """Add ``--out-dir DIR`` to ``parser``."""
     parser.add_argument(
-        "--out-dir", default=None, metavar="DIR",
+        "--out-dir",
+        default=None,
+        metavar="DIR",
         help="folder for the results (default: memoryos-bench in the system's temporary "
-             "directory; pass bench/results to update the committed results)")
+        "directory; pass bench/results to update the committed results)",
+    )
 
 
 def out_dir(args: argparse.Namespace) -> Path:

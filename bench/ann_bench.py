@@ -21,11 +21,11 @@ import sys
 import time
 from pathlib import Path
 from typing import Any
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/_out.py
+import numpy as np
 from _out import add_out_dir  # noqa: E402
 from _out import out_dir as bench_out_dir  # noqa: E402
-
-import numpy as np
 
 from memoryos_actors.tiers._ann import AnnIndex
 
@@ -81,8 +81,10 @@ def main(argv: list[str] | None = None) -> int:
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=2) + "\n")
     print("| metric | value |\n| --- | --- |")
-    print(f"| build {result['vectors']} x {result['dim']} graph, median ms | "
-          f"{result['build_ms_median']:.1f} |")
+    print(
+        f"| build {result['vectors']} x {result['dim']} graph, median ms | "
+        f"{result['build_ms_median']:.1f} |"
+    )
     print(f"| load the saved graph, median ms | {result['load_ms_median']:.1f} |")
     print(f"| build / load | {result['build_over_load']:.0f}x |")
     return 0

@@ -20,6 +20,7 @@ import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/_out.py
 from _out import add_out_dir  # noqa: E402
 from _out import out_dir as bench_out_dir  # noqa: E402

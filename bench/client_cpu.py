@@ -39,6 +39,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/_out.py
 from _out import add_out_dir  # noqa: E402
 from _out import out_dir as bench_out_dir  # noqa: E402
@@ -62,7 +63,9 @@ def start_server(latency_s: float) -> tuple[subprocess.Popen[str], str]:
     )
     proc = subprocess.Popen(
         [sys.executable, "-c", code, str(_ROOT / "tests" / "gateway"), str(latency_s)],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
     )
     assert proc.stdout is not None
     return proc, proc.stdout.readline().strip()
@@ -71,12 +74,17 @@ def start_server(latency_s: float) -> tuple[subprocess.Popen[str], str]:
 def messages() -> list[dict[str, str]]:
     from memoryos_actors.gateway.prompts import render_messages
 
-    return render_messages("page_meta", {
-        "page": {"query": "I went hiking on the ridge trail with new boots.",
-                 "response": "Nice! How did the boots hold up on the rocks?"},
-        "previous_page": None,
-        "previous_meta_chain": "",
-    })
+    return render_messages(
+        "page_meta",
+        {
+            "page": {
+                "query": "I went hiking on the ridge trail with new boots.",
+                "response": "Nice! How did the boots hold up on the rocks?",
+            },
+            "previous_page": None,
+            "previous_meta_chain": "",
+        },
+    )
 
 
 def measure(run: Callable[[int], None], calls: int, warmup: int, repeats: int) -> dict[str, Any]:
@@ -117,20 +125,34 @@ def paths(base_url: str, concurrency: int) -> dict[str, Callable[[], Callable[[i
 
         def run(n: int) -> None:
             for _ in range(n):
-                r = litellm.completion(model="openai/fake-model", messages=msgs,
-                                       api_base=base_url, api_key=KEY, max_retries=0,
-                                       temperature=0.0, max_tokens=512)
+                r = litellm.completion(
+                    model="openai/fake-model",
+                    messages=msgs,
+                    api_base=base_url,
+                    api_key=KEY,
+                    max_retries=0,
+                    temperature=0.0,
+                    max_tokens=512,
+                )
                 json.loads(r.choices[0].message.content)
+
         return run
 
     def litellm_async() -> Callable[[int], None]:
         import litellm
 
         async def one() -> None:
-            r = await litellm.acompletion(model="openai/fake-model", messages=msgs,
-                                          api_base=base_url, api_key=KEY, max_retries=0,
-                                          temperature=0.0, max_tokens=512)
+            r = await litellm.acompletion(
+                model="openai/fake-model",
+                messages=msgs,
+                api_base=base_url,
+                api_key=KEY,
+                max_retries=0,
+                temperature=0.0,
+                max_tokens=512,
+            )
             json.loads(r.choices[0].message.content)
+
         return lambda n: _gather(one, n, concurrency)
 
     def openai_sync() -> Callable[[int], None]:
@@ -140,9 +162,14 @@ def paths(base_url: str, concurrency: int) -> dict[str, Callable[[], Callable[[i
 
         def run(n: int) -> None:
             for _ in range(n):
-                r = client.chat.completions.create(model="fake-model", messages=msgs,  # type: ignore[arg-type]
-                                                   temperature=0.0, max_tokens=512)
+                r = client.chat.completions.create(
+                    model="fake-model",
+                    messages=msgs,  # type: ignore[arg-type]
+                    temperature=0.0,
+                    max_tokens=512,
+                )
                 json.loads(r.choices[0].message.content or "{}")
+
         return run
 
     def openai_async() -> Callable[[int], None]:
@@ -156,13 +183,18 @@ def paths(base_url: str, concurrency: int) -> dict[str, Callable[[], Callable[[i
                 async def one() -> None:
                     async with sem:
                         r = await client.chat.completions.create(
-                            model="fake-model", messages=msgs,  # type: ignore[arg-type]
-                            temperature=0.0, max_tokens=512)
+                            model="fake-model",
+                            messages=msgs,  # type: ignore[arg-type]
+                            temperature=0.0,
+                            max_tokens=512,
+                        )
                         json.loads(r.choices[0].message.content or "{}")
 
                 await asyncio.gather(*(one() for _ in range(n)))
                 await client.close()
+
             asyncio.run(main())
+
         return run
 
     def httpx_sync() -> Callable[[int], None]:
@@ -174,6 +206,7 @@ def paths(base_url: str, concurrency: int) -> dict[str, Callable[[], Callable[[i
             for _ in range(n):
                 r = client.post("/chat/completions", json=body)
                 json.loads(r.json()["choices"][0]["message"]["content"])
+
         return run
 
     def httpx_async() -> Callable[[int], None]:
@@ -192,7 +225,9 @@ def paths(base_url: str, concurrency: int) -> dict[str, Callable[[], Callable[[i
                             json.loads(r.json()["choices"][0]["message"]["content"])
 
                     await asyncio.gather(*(one() for _ in range(n)))
+
             asyncio.run(main())
+
         return run
 
     def aiohttp_async() -> Callable[[int], None]:
@@ -207,13 +242,14 @@ def paths(base_url: str, concurrency: int) -> dict[str, Callable[[], Callable[[i
 
                     async def one() -> None:
                         async with sem:
-                            async with session.post(f"{base_url}/chat/completions",
-                                                    json=body) as r:
+                            async with session.post(f"{base_url}/chat/completions", json=body) as r:
                                 data = await r.json()
                             json.loads(data["choices"][0]["message"]["content"])
 
                     await asyncio.gather(*(one() for _ in range(n)))
+
             asyncio.run(main())
+
         return run
 
     def gateway_async() -> Callable[[int], None]:
@@ -221,28 +257,42 @@ def paths(base_url: str, concurrency: int) -> dict[str, Callable[[], Callable[[i
         from memoryos_actors.gateway.service import GatewayService
 
         os.environ["MEMORYOS_BENCH_KEY"] = KEY
-        cfg = MemoryConfig(llm_backend="litellm", llm_model="openai/fake-model",
-                           llm_base_url=base_url, llm_api_key_env="MEMORYOS_BENCH_KEY",
-                           llm_max_concurrency=concurrency, cache_size=0)
+        cfg = MemoryConfig(
+            llm_backend="litellm",
+            llm_model="openai/fake-model",
+            llm_base_url=base_url,
+            llm_api_key_env="MEMORYOS_BENCH_KEY",
+            llm_max_concurrency=concurrency,
+            cache_size=0,
+        )
         service = GatewayService(cfg)
-        payload = {"page": {"query": "q", "response": "r"}, "previous_page": None,
-                   "previous_meta_chain": ""}
+        payload = {
+            "page": {"query": "q", "response": "r"},
+            "previous_page": None,
+            "previous_meta_chain": "",
+        }
         counter = iter(range(10**9))
 
         def run(n: int) -> None:
-            futures = [service.submit("page_meta",
-                                      {**payload, "previous_meta_chain": str(next(counter))})
-                       for _ in range(n)]
+            futures = [
+                service.submit("page_meta", {**payload, "previous_meta_chain": str(next(counter))})
+                for _ in range(n)
+            ]
             for f in futures:
                 assert not f.result(60).degraded
+
         run.service = service  # type: ignore[attr-defined]
         return run
 
     return {
-        "litellm_sync": litellm_sync, "litellm_async": litellm_async,
-        "openai_sync": openai_sync, "openai_async": openai_async,
-        "httpx_sync": httpx_sync, "httpx_async": httpx_async,
-        "aiohttp_async": aiohttp_async, "gateway_async": gateway_async,
+        "litellm_sync": litellm_sync,
+        "litellm_async": litellm_async,
+        "openai_sync": openai_sync,
+        "openai_async": openai_async,
+        "httpx_sync": httpx_sync,
+        "httpx_async": httpx_async,
+        "aiohttp_async": aiohttp_async,
+        "gateway_async": gateway_async,
     }
 
 
@@ -273,9 +323,14 @@ def main(argv: list[str] | None = None) -> int:
         proc.stdin.close()
         proc.wait(10)
     out = {
-        "command": "python bench/client_cpu.py " + " ".join(argv if argv is not None else sys.argv[1:]),
-        "calls": args.calls, "repeats": args.repeats, "concurrency": args.concurrency,
-        "latency_ms": args.latency_ms, "cpu_count": os.cpu_count(), "paths": results,
+        "command": "python bench/client_cpu.py "
+        + " ".join(argv if argv is not None else sys.argv[1:]),
+        "calls": args.calls,
+        "repeats": args.repeats,
+        "concurrency": args.concurrency,
+        "latency_ms": args.latency_ms,
+        "cpu_count": os.cpu_count(),
+        "paths": results,
     }
     (bench_out_dir(args) / "client_cpu.json").write_text(json.dumps(out, indent=2) + "\n")
     return 0

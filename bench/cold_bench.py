@@ -32,14 +32,35 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/_out.py
 from _out import add_out_dir  # noqa: E402
 from _out import out_dir as bench_out_dir  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-_SYLLABLES = ["ka", "lo", "mi", "ren", "tu", "sa", "vo", "ne", "ri", "dal", "pe", "gu",
-              "zor", "fi", "ba", "quen", "hol", "ter", "wi", "sum"]
+_SYLLABLES = [
+    "ka",
+    "lo",
+    "mi",
+    "ren",
+    "tu",
+    "sa",
+    "vo",
+    "ne",
+    "ri",
+    "dal",
+    "pe",
+    "gu",
+    "zor",
+    "fi",
+    "ba",
+    "quen",
+    "hol",
+    "ter",
+    "wi",
+    "sum",
+]
 T0 = 1_700_000_000.0
 
 
@@ -73,8 +94,10 @@ class TurnGen:
     def _sentence(self, n: int) -> str:
         import bisect
 
-        return " ".join(self.words[min(bisect.bisect(self.cum, self.rng.random()),
-                                       len(self.words) - 1)] for _ in range(n))
+        return " ".join(
+            self.words[min(bisect.bisect(self.cum, self.rng.random()), len(self.words) - 1)]
+            for _ in range(n)
+        )
 
     def turn(self) -> tuple[str, str]:
         return self._sentence(14), self._sentence(10)
@@ -92,8 +115,9 @@ def pct(values: Sequence[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))]
 
 
-def run_one(pages: int, queries: int, warmup: int, seed: int,
-            keep: str | None = None) -> dict[str, Any]:
+def run_one(
+    pages: int, queries: int, warmup: int, seed: int, keep: str | None = None
+) -> dict[str, Any]:
     """Ingest ``pages`` turns for one user, then time ``queries`` retrievals.
 
     With ``keep``, the data directory is ``<keep>/pages<N>`` and is kept: a later run with
@@ -104,8 +128,9 @@ def run_one(pages: int, queries: int, warmup: int, seed: int,
 
     gen = TurnGen(seed)
     texts: list[str] = []
-    cfg = MemoryConfig(fsync="never", log_level="error", snapshot_every_turns=5000,
-                       heat_tick_seconds=3600.0)
+    cfg = MemoryConfig(
+        fsync="never", log_level="error", snapshot_every_turns=5000, heat_tick_seconds=3600.0
+    )
     clock = ManualClock(T0)
     out: dict[str, Any] = {"pages": pages}
     with contextlib.ExitStack() as stack:
@@ -164,16 +189,25 @@ def run_one(pages: int, queries: int, warmup: int, seed: int,
                 if n >= warmup:
                     lat.append(dt)
                     archive_hits += sum(1 for it in ctx.mtm if it.tier == "archive")
-            out["retrieve_ms"] = {"p50": pct(lat, 0.5), "p90": pct(lat, 0.9),
-                                  "p99": pct(lat, 0.99), "max": max(lat),
-                                  "mean": sum(lat) / len(lat), "n": len(lat)}
+            out["retrieve_ms"] = {
+                "p50": pct(lat, 0.5),
+                "p90": pct(lat, 0.9),
+                "p99": pct(lat, 0.99),
+                "max": max(lat),
+                "mean": sum(lat) / len(lat),
+                "n": len(lat),
+            }
             out["archive_items_per_answer"] = archive_hits / len(lat)
             out["rss_mb_after_queries"] = rss_mb()
             udir = user_path(tmp, "u")
-            out["archive_mb"] = (udir / "archive.log").stat().st_size / 2**20 \
-                if (udir / "archive.log").exists() else 0.0
-            out["cold_index_mb"] = (udir / "cold.db").stat().st_size / 2**20 \
-                if (udir / "cold.db").exists() else 0.0
+            out["archive_mb"] = (
+                (udir / "archive.log").stat().st_size / 2**20
+                if (udir / "archive.log").exists()
+                else 0.0
+            )
+            out["cold_index_mb"] = (
+                (udir / "cold.db").stat().st_size / 2**20 if (udir / "cold.db").exists() else 0.0
+            )
         out["rss_mb_at_start"] = rss_start
         out["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
     return out
@@ -181,20 +215,24 @@ def run_one(pages: int, queries: int, warmup: int, seed: int,
 
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--pages", default="2000,20000,100000",
-                   help="comma-separated history lengths (pages)")
+    p.add_argument(
+        "--pages", default="2000,20000,100000", help="comma-separated history lengths (pages)"
+    )
     p.add_argument("--queries", type=int, default=500)
     p.add_argument("--warmup", type=int, default=20)
     p.add_argument("--seed", type=int, default=11)
     p.add_argument("--one", type=int, default=None, help=argparse.SUPPRESS)
     add_out_dir(p)
-    p.add_argument("--keep-data", default=None, metavar="DIR",
-                   help="keep each size's data directory under DIR and reuse it on later "
-                        "runs (no ingest): for A/B runs of two versions of the code")
+    p.add_argument(
+        "--keep-data",
+        default=None,
+        metavar="DIR",
+        help="keep each size's data directory under DIR and reuse it on later "
+        "runs (no ingest): for A/B runs of two versions of the code",
+    )
     args = p.parse_args(argv)
     if args.one is not None:
-        print(json.dumps(run_one(args.one, args.queries, args.warmup, args.seed,
-                                 args.keep_data)))
+        print(json.dumps(run_one(args.one, args.queries, args.warmup, args.seed, args.keep_data)))
         return 0
     runs: list[dict[str, Any]] = []
     out = bench_out_dir(args)
@@ -204,9 +242,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         result = {
             "benchmark": "cold-tier-scale",
             "command": " ".join(["python", "bench/cold_bench.py", *(argv or sys.argv[1:])]),
-            "machine": {"python": platform.python_version(), "platform": platform.platform(),
-                        "cpu_count": os.cpu_count(),
-                        "load_average_at_end": os.getloadavg()},
+            "machine": {
+                "python": platform.python_version(),
+                "platform": platform.platform(),
+                "cpu_count": os.cpu_count(),
+                "load_average_at_end": os.getloadavg(),
+            },
             "runs": runs,
         }
         (out / "cold_scale.json").write_text(json.dumps(result, indent=2) + "\n")
@@ -214,19 +255,34 @@ def main(argv: Sequence[str] | None = None) -> int:
     for n in (int(x) for x in args.pages.split(",") if x.strip()):
         # One process per size: RSS and peak RSS are that size's alone.
         proc = subprocess.run(
-            [sys.executable, __file__, "--one", str(n), "--queries", str(args.queries),
-             "--warmup", str(args.warmup), "--seed", str(args.seed),
-             *(["--keep-data", args.keep_data] if args.keep_data else [])],
-            check=True, capture_output=True, text=True,
+            [
+                sys.executable,
+                __file__,
+                "--one",
+                str(n),
+                "--queries",
+                str(args.queries),
+                "--warmup",
+                str(args.warmup),
+                "--seed",
+                str(args.seed),
+                *(["--keep-data", args.keep_data] if args.keep_data else []),
+            ],
+            check=True,
+            capture_output=True,
+            text=True,
         )
         run = json.loads(proc.stdout.strip().splitlines()[-1])
         runs.append(run)
         r = run["retrieve_ms"]
-        print(f"{n:>7} pages: retrieve p50 {r['p50']:.1f} ms p99 {r['p99']:.1f} ms; "
-              f"RSS {run['rss_mb_after_queries']:.0f} MiB (peak {run['peak_rss_mb']:.0f}); "
-              f"hot {run['hot_pages']} archived {run['archived_pages']}; "
-              f"activation + first retrieve {run['first_retrieve_after_activation_ms']:.0f} ms; "
-              f"ingest {run['ingest_pages_per_second'] or 0:.0f} pages/s", flush=True)
+        print(
+            f"{n:>7} pages: retrieve p50 {r['p50']:.1f} ms p99 {r['p99']:.1f} ms; "
+            f"RSS {run['rss_mb_after_queries']:.0f} MiB (peak {run['peak_rss_mb']:.0f}); "
+            f"hot {run['hot_pages']} archived {run['archived_pages']}; "
+            f"activation + first retrieve {run['first_retrieve_after_activation_ms']:.0f} ms; "
+            f"ingest {run['ingest_pages_per_second'] or 0:.0f} pages/s",
+            flush=True,
+        )
         write()  # after each size: a long run that is stopped keeps what it measured
     return 0
 

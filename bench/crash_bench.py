@@ -24,6 +24,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/_out.py
 from _out import add_out_dir  # noqa: E402
 from _out import out_dir as bench_out_dir  # noqa: E402
@@ -82,8 +83,13 @@ def trial(data_dir: Path, rng: random.Random, max_delay_s: float = 1.0) -> dict[
         if len(parts) == 2 and parts[0] in acked:
             acked[parts[0]].append(parts[1])
     t0 = time.perf_counter()
-    cfg = MemoryConfig(fsync="always", mtm_capacity=8, segment_max_pages=4,
-                       snapshot_every_turns=25, log_level="critical")
+    cfg = MemoryConfig(
+        fsync="always",
+        mtm_capacity=8,
+        segment_max_pages=4,
+        snapshot_every_turns=25,
+        log_level="critical",
+    )
     lost = duplicated = 0
     with MemoryOS.open(data_dir, cfg) as mem:
         for user in USERS:
@@ -120,8 +126,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         for n in range(args.trials):
             r = trial(Path(tmp), rng, args.max_delay)
             results.append(r)
-            print(f"trial {n + 1}: acked {r['acked']} lost {r['lost']} "
-                  f"duplicated {r['duplicated']} recovery {r['recovery_ms']:.1f} ms", flush=True)
+            print(
+                f"trial {n + 1}: acked {r['acked']} lost {r['lost']} "
+                f"duplicated {r['duplicated']} recovery {r['recovery_ms']:.1f} ms",
+                flush=True,
+            )
     rec = sorted(r["recovery_ms"] for r in results)
     summary = {
         "bench": "crash",

@@ -35,6 +35,7 @@ import threading
 import time
 from pathlib import Path
 from typing import Any
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/_out.py
 from _out import add_out_dir  # noqa: E402
 from _out import out_dir as bench_out_dir  # noqa: E402
@@ -43,7 +44,6 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.locomo import ENV_MODEL_DIR, load_locomo, long_history, resolve_data_path
-
 
 
 def _percentile(values: list[float], q: float) -> float:
@@ -64,15 +64,22 @@ def _ingest(args: argparse.Namespace) -> dict[str, Any]:
 
     pages = _page_texts(args.data, args.pages)
     config = MemoryConfig(
-        embedder="sentence-transformers", embedding_model=args.model_dir,
-        embedding_sha256=MINILM_L6_V2_SHA256, embedding_threads=args.threads,
-        top_k_pages=20, log_level="error")
+        embedder="sentence-transformers",
+        embedding_model=args.model_dir,
+        embedding_sha256=MINILM_L6_V2_SHA256,
+        embedding_threads=args.threads,
+        top_k_pages=20,
+        log_level="error",
+    )
     latencies: list[float] = []
     backlog: list[int] = []
     overloaded = 0
     stop = threading.Event()
-    with tempfile.TemporaryDirectory(prefix="embed-threads-") as data_dir, \
-            MemoryOS.open(Path(data_dir), config=config) as mem:
+    with (
+        tempfile.TemporaryDirectory(prefix="embed-threads-") as data_dir,
+        MemoryOS.open(Path(data_dir), config=config) as mem,
+    ):
+
         def sample() -> None:
             while not stop.wait(0.5):
                 backlog.append(int(mem.stats()["placement_backlog"]))
@@ -85,8 +92,13 @@ def _ingest(args: argparse.Namespace) -> dict[str, Any]:
                 t0 = time.perf_counter()
                 while True:
                     try:
-                        mem.add_turn("long-history", query, response, timestamp=timestamp,
-                                     turn_key=f"page-{i}")
+                        mem.add_turn(
+                            "long-history",
+                            query,
+                            response,
+                            timestamp=timestamp,
+                            turn_key=f"page-{i}",
+                        )
                         break
                     except Overloaded:
                         overloaded += 1
@@ -108,16 +120,20 @@ def _ingest(args: argparse.Namespace) -> dict[str, Any]:
         "add_seconds": added,
         "ingest_with_flush_seconds": total,
         "pages_per_second": len(pages) / total,
-        "add_turn_ms": {"p50": 1000 * _percentile(latencies, 0.5),
-                        "p99": 1000 * _percentile(latencies, 0.99),
-                        "max": 1000 * max(latencies)},
+        "add_turn_ms": {
+            "p50": 1000 * _percentile(latencies, 0.5),
+            "p99": 1000 * _percentile(latencies, 0.99),
+            "max": 1000 * max(latencies),
+        },
         "overloaded_answers": overloaded,
         "placement_backlog_max": max(backlog, default=0),
         "embed_calls": embed["batches"],
         "embed_texts": embed["texts"],
-        "embed_call_ms": {"p50": embed["latency"]["p50_ms"],
-                          "p95": embed["latency"]["p95_ms"],
-                          "mean": embed["latency"]["mean_ms"]},
+        "embed_call_ms": {
+            "p50": embed["latency"]["p50_ms"],
+            "p95": embed["latency"]["p95_ms"],
+            "mean": embed["latency"]["mean_ms"],
+        },
     }
 
 
@@ -127,17 +143,18 @@ def _batch(args: argparse.Namespace) -> dict[str, Any]:
 
     n = args.batch_texts
     texts = [f"{q}\n{r}" for q, r, _ in _page_texts(args.data, 3 * n)]
-    embedder = SentenceTransformerEmbedder(args.model_dir, expected_sha256=MINILM_L6_V2_SHA256,
-                                           num_threads=args.threads)
+    embedder = SentenceTransformerEmbedder(
+        args.model_dir, expected_sha256=MINILM_L6_V2_SHA256, num_threads=args.threads
+    )
     embedder.embed(texts[:4])  # warm-up
     sizes = [int(s) for s in args.batch_sizes.split(",")]
     passes: dict[int, list[float]] = {s: [] for s in sizes}
     for rep in range(3):
-        chunk = texts[rep * n:(rep + 1) * n]
+        chunk = texts[rep * n : (rep + 1) * n]
         for size in sizes:
             t0 = time.perf_counter()
             for i in range(0, len(chunk), size):
-                embedder.embed(chunk[i:i + size])
+                embedder.embed(chunk[i : i + size])
             passes[size].append(1000 * (time.perf_counter() - t0) / len(chunk))
     return {
         "embedding_threads": args.threads,
@@ -148,33 +165,56 @@ def _batch(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _child(args: argparse.Namespace, mode: str, threads: int) -> dict[str, Any]:
-    cmd = [sys.executable, str(Path(__file__).resolve()), "--child", mode,
-           "--threads-one", str(threads), "--pages", str(args.pages),
-           "--batch-texts", str(args.batch_texts), "--batch-sizes", args.batch_sizes,
-           "--model-dir", args.model_dir]
+    cmd = [
+        sys.executable,
+        str(Path(__file__).resolve()),
+        "--child",
+        mode,
+        "--threads-one",
+        str(threads),
+        "--pages",
+        str(args.pages),
+        "--batch-texts",
+        str(args.batch_texts),
+        "--batch-sizes",
+        args.batch_sizes,
+        "--model-dir",
+        args.model_dir,
+    ]
     if args.data:
         cmd += ["--data", args.data]
-    out = subprocess.run(cmd, check=True, capture_output=True, text=True,
-                         env={**os.environ, "TQDM_DISABLE": "1"})
+    out = subprocess.run(
+        cmd, check=True, capture_output=True, text=True, env={**os.environ, "TQDM_DISABLE": "1"}
+    )
     result: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
     return result
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python bench/embed_threads_bench.py",
-                                     description=__doc__.split("\n", 1)[0])
-    parser.add_argument("--model-dir", default=os.environ.get(ENV_MODEL_DIR),
-                        help=f"local all-MiniLM-L6-v2 directory (default: ${ENV_MODEL_DIR})")
+    parser = argparse.ArgumentParser(
+        prog="python bench/embed_threads_bench.py", description=__doc__.split("\n", 1)[0]
+    )
+    parser.add_argument(
+        "--model-dir",
+        default=os.environ.get(ENV_MODEL_DIR),
+        help=f"local all-MiniLM-L6-v2 directory (default: ${ENV_MODEL_DIR})",
+    )
     parser.add_argument("--data", default=None, help="LoCoMo JSON file (as bench/locomo.py)")
     parser.add_argument("--pages", type=int, default=300, help="pages ingested per setting")
-    parser.add_argument("--threads", default="2,1",
-                        help="embedding_threads values, in run order (default: 2,1)")
-    parser.add_argument("--batch-texts", type=int, default=256,
-                        help="texts per pass of the batch measurement (0: skip it)")
+    parser.add_argument(
+        "--threads", default="2,1", help="embedding_threads values, in run order (default: 2,1)"
+    )
+    parser.add_argument(
+        "--batch-texts",
+        type=int,
+        default=256,
+        help="texts per pass of the batch measurement (0: skip it)",
+    )
     parser.add_argument("--batch-sizes", default="1,4,16,64")
     add_out_dir(parser)
-    parser.add_argument("--name", default="embed_threads",
-                        help="results file stem (default: embed_threads)")
+    parser.add_argument(
+        "--name", default="embed_threads", help="results file stem (default: embed_threads)"
+    )
     parser.add_argument("--child", choices=("ingest", "batch"), help=argparse.SUPPRESS)
     parser.add_argument("--threads-one", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -196,21 +236,29 @@ def main(argv: list[str] | None = None) -> int:
         "benchmark": "embed-threads",
         "date": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
         "command": shlex.join(["python", "bench/embed_threads_bench.py", *shown]),
-        "machine": {"python": platform.python_version(), "cpu_count": os.cpu_count(),
-                    "load_average_before": load_before, "load_average_after": os.getloadavg()},
+        "machine": {
+            "python": platform.python_version(),
+            "cpu_count": os.cpu_count(),
+            "load_average_before": load_before,
+            "load_average_after": os.getloadavg(),
+        },
         "ingest": ingest,
         "batch": batch,
     }
     path = bench_out_dir(args) / f"{args.name}.json"
     path.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
-    print("| embedding_threads | ingest+flush s | add_turn p50 / p99 / max ms | Overloaded | "
-          "backlog max | embed call p50 ms |")
+    print(
+        "| embedding_threads | ingest+flush s | add_turn p50 / p99 / max ms | Overloaded | "
+        "backlog max | embed call p50 ms |"
+    )
     print("| ---: | ---: | --- | ---: | ---: | ---: |")
     for r in ingest:
         a = r["add_turn_ms"]
-        print(f"| {r['embedding_threads']} | {r['ingest_with_flush_seconds']:.1f} | "
-              f"{a['p50']:.1f} / {a['p99']:.1f} / {a['max']:.0f} | {r['overloaded_answers']} | "
-              f"{r['placement_backlog_max']} | {r['embed_call_ms']['p50']:.1f} |")
+        print(
+            f"| {r['embedding_threads']} | {r['ingest_with_flush_seconds']:.1f} | "
+            f"{a['p50']:.1f} / {a['p99']:.1f} / {a['max']:.0f} | {r['overloaded_answers']} | "
+            f"{r['placement_backlog_max']} | {r['embed_call_ms']['p50']:.1f} |"
+        )
     for b in batch:
         cells = ", ".join(f"batch {s}: {v:.1f}" for s, v in b["ms_per_text_median_of_3"].items())
         print(f"embedder alone, {b['embedding_threads']} thread(s), ms per text: {cells}")

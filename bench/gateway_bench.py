@@ -23,6 +23,7 @@ import threading
 import time
 from pathlib import Path
 from typing import Any
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/_out.py
 from _out import add_out_dir  # noqa: E402
 from _out import out_dir as bench_out_dir  # noqa: E402
@@ -45,8 +46,10 @@ TOPICS = [
 def _turn(user: int, i: int) -> tuple[str, str]:
     # Runs of 5 turns per topic, so segments form and continuity is mostly true.
     name, line = TOPICS[(i // 5 + user) % len(TOPICS)]
-    return (f"{line} Turn {i} of user {user}: what about {name} next?",
-            f"About {name}: here is advice number {i} for you.")
+    return (
+        f"{line} Turn {i} of user {user}: what about {name} next?",
+        f"About {name}: here is advice number {i} for you.",
+    )
 
 
 def run_system(server: FakeOpenAIServer, users: int, turns: int) -> dict[str, Any]:
@@ -55,9 +58,15 @@ def run_system(server: FakeOpenAIServer, users: int, turns: int) -> dict[str, An
     from memoryos_actors.system import MemoryOS
 
     cfg = MemoryConfig(
-        llm_backend="litellm", llm_model="openai/fake-model", llm_base_url=server.base_url,
-        llm_api_key_env=KEY_ENV, embedder="litellm", embedding_model="openai/fake-embed",
-        llm_timeout_seconds=10.0, fsync="never", log_level="error",
+        llm_backend="litellm",
+        llm_model="openai/fake-model",
+        llm_base_url=server.base_url,
+        llm_api_key_env=KEY_ENV,
+        embedder="litellm",
+        embedding_model="openai/fake-embed",
+        llm_timeout_seconds=10.0,
+        fsync="never",
+        log_level="error",
         summary_debounce_seconds=0.05,
     )
     with tempfile.TemporaryDirectory() as tmp, MemoryOS.open(tmp, cfg) as mem:
@@ -87,9 +96,15 @@ def run_simulated(
     from memoryos_actors.gateway import GatewayService
 
     cfg = SimpleNamespace(
-        llm_backend="litellm", llm_model="openai/fake-model", llm_base_url=server.base_url,
-        llm_api_key_env=KEY_ENV, embedder="litellm", embedding_model="openai/fake-embed",
-        llm_timeout_seconds=10.0, llm_max_concurrency=8, embed_coalesce_ms=2.0,
+        llm_backend="litellm",
+        llm_model="openai/fake-model",
+        llm_base_url=server.base_url,
+        llm_api_key_env=KEY_ENV,
+        embedder="litellm",
+        embedding_model="openai/fake-embed",
+        llm_timeout_seconds=10.0,
+        llm_max_concurrency=8,
+        embed_coalesce_ms=2.0,
     )
     svc = GatewayService(cfg)
     t0 = time.perf_counter()
@@ -103,8 +118,11 @@ def run_simulated(
             q, r = _turn(u, i)
             page = {"query": q, "response": r}
             svc.embed([f"{q} {r}"])
-            meta = svc.complete("page_meta", {"page": page, "previous_page": prev,
-                                              "previous_meta_chain": chain}, user_id=f"user{u}")
+            meta = svc.complete(
+                "page_meta",
+                {"page": page, "previous_page": prev, "previous_meta_chain": chain},
+                user_id=f"user{u}",
+            )
             chain = meta.data["meta_chain"]
             pending.append(page)
             topic_turns += 1
@@ -112,8 +130,9 @@ def run_simulated(
                 svc.complete("segment_summary", {"pages": pending}, user_id=f"user{u}")
                 pending = []
             if topic_turns >= promote_every:
-                svc.complete("persona_update", {"pages": [page], "trait_names": []},
-                             user_id=f"user{u}")
+                svc.complete(
+                    "persona_update", {"pages": [page], "trait_names": []}, user_id=f"user{u}"
+                )
                 topic_turns = 0
             prev = page
 
@@ -158,8 +177,9 @@ def main(argv: list[str] | None = None) -> int:
                     raise
                 error = f"{type(exc).__name__}: {exc}"
         if result is None:
-            result = run_simulated(server, args.users, args.turns, args.promote_every,
-                                   args.debounce)
+            result = run_simulated(
+                server, args.users, args.turns, args.promote_every, args.debounce
+            )
         chat_http, embed_http = server.chat_requests, server.embed_requests
         batch_sizes = list(server.state.embed_batch_sizes)
 
@@ -188,10 +208,13 @@ def main(argv: list[str] | None = None) -> int:
         "embed_http_requests": embed_http,
         "embed_texts": g["embeddings"]["texts"],
         "embed_cache_hits": g["embeddings"]["cache_hits"],
-        "embed_batch_size_mean": round(sum(batch_sizes) / len(batch_sizes), 2) if batch_sizes else 0,
+        "embed_batch_size_mean": round(sum(batch_sizes) / len(batch_sizes), 2)
+        if batch_sizes
+        else 0,
         "embed_batch_size_max": max(batch_sizes) if batch_sizes else 0,
         "embed_requests_per_http_call": round(g["embeddings"]["requests"] / embed_http, 2)
-        if embed_http else 0,
+        if embed_http
+        else 0,
     }
     (bench_out_dir(args) / "gateway.json").write_text(json.dumps(out, indent=2) + "\n")
     print(json.dumps(out, indent=2))

@@ -59,6 +59,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/_out.py
 from _out import add_out_dir  # noqa: E402
 from _out import out_dir as bench_out_dir  # noqa: E402
@@ -147,8 +148,9 @@ class Flood:
     per user in order, the keys whose call ended without an answer, each acknowledged
     ``add_turn``'s latency (ms), and any error other than ``Overloaded`` (a problem)."""
 
-    def __init__(self, mem: MemoryOS, tag: str, threads: int, prefix: str = "flood",
-                 pause: float = 0.0) -> None:
+    def __init__(
+        self, mem: MemoryOS, tag: str, threads: int, prefix: str = "flood", pause: float = 0.0
+    ) -> None:
         self.mem = mem
         self.tag = tag
         self.pause = pause
@@ -159,8 +161,9 @@ class Flood:
         self.problems: list[str] = []
         self.lock = threading.Lock()
         self._stop = threading.Event()
-        self._threads = [threading.Thread(target=self._write, args=(u,), name=f"flood-{u}")
-                         for u in self.users]
+        self._threads = [
+            threading.Thread(target=self._write, args=(u,), name=f"flood-{u}") for u in self.users
+        ]
 
     def start(self) -> None:
         for t in self._threads:
@@ -203,8 +206,16 @@ class Flood:
                 self._stop.wait(self.pause)
 
 
-def run_trial(root: Path, seed: int, *, writers: int = 3, turns: int = 40,
-              ops: int = 12, overload_s: float = 2.0, flooders: int = 2) -> TrialResult:
+def run_trial(
+    root: Path,
+    seed: int,
+    *,
+    writers: int = 3,
+    turns: int = 40,
+    ops: int = 12,
+    overload_s: float = 2.0,
+    flooders: int = 2,
+) -> TrialResult:
     """One race trial in the empty directory ``root`` (see the module docstring)."""
     rng = random.Random(seed)
     result = TrialResult(seed)
@@ -232,8 +243,7 @@ def run_trial(root: Path, seed: int, *, writers: int = 3, turns: int = 40,
             started = time.monotonic()
             for _attempt in range(20):
                 try:
-                    mem.add_turn(user, f"turn k={key} from writer {w}", f"noted {i}",
-                                 turn_key=key)
+                    mem.add_turn(user, f"turn k={key} from writer {w}", f"noted {i}", turn_key=key)
                 except Overloaded:
                     time.sleep(wr.random() * 0.01)
                     continue
@@ -278,8 +288,9 @@ def run_trial(root: Path, seed: int, *, writers: int = 3, turns: int = 40,
                     timed(op, started)
                     keys = _KEY.findall((root / "export-idle.json").read_text("utf-8"))
                     if len(set(keys)) != IDLE_TURNS:
-                        problem(f"export of {IDLE} holds {len(set(keys))} of its "
-                                f"{IDLE_TURNS} turns")
+                        problem(
+                            f"export of {IDLE} holds {len(set(keys))} of its {IDLE_TURNS} turns"
+                        )
                 elif op == "export_busy":
                     user = rng.choice(flood.users)
                     before = flood.acked(user)
@@ -288,8 +299,10 @@ def run_trial(root: Path, seed: int, *, writers: int = 3, turns: int = 40,
                     timed(op, started)
                     missing = before - set(_KEY.findall(path.read_text("utf-8")))
                     if missing:
-                        problem(f"export of {user} lacks {len(missing)} turns acknowledged "
-                                f"before it, e.g. {sorted(missing)[:3]}")
+                        problem(
+                            f"export of {user} lacks {len(missing)} turns acknowledged "
+                            f"before it, e.g. {sorted(missing)[:3]}"
+                        )
                 elif op == "forget":
                     t0 = time.monotonic()
                     mem.forget_user(user)
@@ -368,8 +381,9 @@ def run_trial(root: Path, seed: int, *, writers: int = 3, turns: int = 40,
     return result
 
 
-def _check_flood(mem: MemoryOS, problems: list[str], flood_acks: dict[str, list[str]],
-                 unknown: set[str]) -> None:
+def _check_flood(
+    mem: MemoryOS, problems: list[str], flood_acks: dict[str, list[str]], unknown: set[str]
+) -> None:
     """Every acknowledged flood turn is stored exactly once, and nothing else is."""
     for user, keys in flood_acks.items():
         try:
@@ -381,15 +395,23 @@ def _check_flood(mem: MemoryOS, problems: list[str], flood_acks: dict[str, list[
         missing = [k for k in keys if not stored[k]]
         acked = set(keys)  # once, not per stored key: a flooded user has ~10^5 turns
         foreign = [k for k in stored if k not in acked and k not in unknown]
-        for what, found in (("stored twice", twice), ("missing", missing),
-                            ("stored but never acknowledged", foreign)):
+        for what, found in (
+            ("stored twice", twice),
+            ("missing", missing),
+            ("stored but never acknowledged", foreign),
+        ):
             if found:
                 problems.append(f"{user}: {len(found)} turns {what}, e.g. {found[:3]}")
 
 
-def _check(mem: MemoryOS, result: TrialResult, acks: list[Ack],
-           forgets: dict[str, list[tuple[float, float]]],
-           imports: list[tuple[float, float, frozenset[str]]], unknown: set[str]) -> None:
+def _check(
+    mem: MemoryOS,
+    result: TrialResult,
+    acks: list[Ack],
+    forgets: dict[str, list[tuple[float, float]]],
+    imports: list[tuple[float, float, frozenset[str]]],
+    unknown: set[str],
+) -> None:
     by_user: dict[str, list[Ack]] = {u: [] for u in USERS}
     for ack in acks:
         by_user[ack.user].append(ack)
@@ -435,8 +457,9 @@ LATENCY_IDLE_TURNS = 50
 BUSY_PAUSE_S = 0.05
 
 
-def run_latency(root: Path, rounds: int, flooders: int, seed: int,
-                round_seconds: float = 0.0) -> dict[str, Any]:
+def run_latency(
+    root: Path, rounds: int, flooders: int, seed: int, round_seconds: float = 0.0
+) -> dict[str, Any]:
     """Lifecycle operations one after another, timed, on a system with the default
     configuration while ``flooders`` threads flood their own users (see ``main``).
 
@@ -473,15 +496,19 @@ def run_latency(root: Path, rounds: int, flooders: int, seed: int,
             wait = first + r * round_seconds - time.monotonic()
             if wait > 0:
                 time.sleep(wait)
-            order = ["export_idle", "export_busy", "export_flooded", "flush", "passivate",
-                     "forget"]
+            order = ["export_idle", "export_busy", "export_flooded", "flush", "passivate", "forget"]
             if not flood.users:
                 order.remove("export_flooded")
             rng.shuffle(order)
             for op in order:
-                user = {"export_idle": IDLE, "passivate": "pas", "forget": f"gone{r}",
-                        "export_busy": busy.users[0], "flush": "",
-                        "export_flooded": rng.choice(flood.users) if flood.users else ""}[op]
+                user = {
+                    "export_idle": IDLE,
+                    "passivate": "pas",
+                    "forget": f"gone{r}",
+                    "export_busy": busy.users[0],
+                    "flush": "",
+                    "export_flooded": rng.choice(flood.users) if flood.users else "",
+                }[op]
                 if op in ("passivate", "forget"):
                     for i in range(3):
                         mem.add_turn(user, f"turn {i} of {user}", "ok")
@@ -510,8 +537,10 @@ def run_latency(root: Path, rounds: int, flooders: int, seed: int,
                     if op == "export_idle" and len(keys) != LATENCY_IDLE_TURNS:
                         problems.append(f"export of {IDLE} holds {len(keys)} of its turns")
                     if before - keys:
-                        problems.append(f"export of {user} lacks {len(before - keys)} turns "
-                                        "acknowledged before it")
+                        problems.append(
+                            f"export of {user} lacks {len(before - keys)} turns "
+                            "acknowledged before it"
+                        )
     finally:
         flood.stop()
         busy.stop()
@@ -535,10 +564,15 @@ def run_latency(root: Path, rounds: int, flooders: int, seed: int,
         "op_ms": summary,
         "overloaded": dict(sorted(overloaded.items())),
         "flood_add_turn_ms": _summary(flood.ms),
-        "targets_p99_ms": {op: {"target": target, "p99": summary.get(op, {}).get("p99"),
-                                "met": summary.get(op, {}).get("p99", float("inf")) <= target
-                                and not overloaded[op]}
-                           for op, target in TARGETS_P99_MS.items()},
+        "targets_p99_ms": {
+            op: {
+                "target": target,
+                "p99": summary.get(op, {}).get("p99"),
+                "met": summary.get(op, {}).get("p99", float("inf")) <= target
+                and not overloaded[op],
+            }
+            for op, target in TARGETS_P99_MS.items()
+        },
         "problems": problems[:20],
     }
 
@@ -552,8 +586,13 @@ def _pct(values: Sequence[float], p: float) -> float:
 
 def _summary(values: Sequence[float]) -> dict[str, float]:
     """Count and p50 / p95 / p99 / max of ``values`` (milliseconds)."""
-    return {"n": len(values), "p50": round(_pct(values, 50), 2), "p95": round(_pct(values, 95), 2),
-            "p99": round(_pct(values, 99), 2), "max": round(max(values, default=0.0), 2)}
+    return {
+        "n": len(values),
+        "p50": round(_pct(values, 50), 2),
+        "p95": round(_pct(values, 95), 2),
+        "p99": round(_pct(values, 99), 2),
+        "max": round(max(values, default=0.0), 2),
+    }
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -563,15 +602,27 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--writers", type=int, default=3)
     p.add_argument("--turns", type=int, default=40, help="turns per writer per trial")
     p.add_argument("--ops", type=int, default=12, help="lifecycle operations per trial")
-    p.add_argument("--flooders", type=int, default=2,
-                   help="threads each flooding its own user with turns during a trial")
+    p.add_argument(
+        "--flooders",
+        type=int,
+        default=2,
+        help="threads each flooding its own user with turns during a trial",
+    )
     add_out_dir(p)
     p.add_argument("--name", default="lifecycle.json", help="result file name in --out-dir")
-    p.add_argument("--latency-rounds", type=int, default=60,
-                   help="rounds of timed operations under the flood, default configuration")
-    p.add_argument("--round-seconds", type=float, default=0.0,
-                   help="start timed round r no earlier than r * this after the first "
-                        "(same history per round for an A/B; 0: back to back)")
+    p.add_argument(
+        "--latency-rounds",
+        type=int,
+        default=60,
+        help="rounds of timed operations under the flood, default configuration",
+    )
+    p.add_argument(
+        "--round-seconds",
+        type=float,
+        default=0.0,
+        help="start timed round r no earlier than r * this after the first "
+        "(same history per round for an A/B; 0: back to back)",
+    )
     args = p.parse_args(argv)
     failed: list[TrialResult] = []
     ops: Counter[str] = Counter()
@@ -583,8 +634,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     t0 = time.perf_counter()
     for i in range(args.trials):
         with tempfile.TemporaryDirectory(prefix="memoryos-lifecycle-") as tmp:
-            res = run_trial(Path(tmp), args.seed + i, writers=args.writers, turns=args.turns,
-                            ops=args.ops, flooders=args.flooders)
+            res = run_trial(
+                Path(tmp),
+                args.seed + i,
+                writers=args.writers,
+                turns=args.turns,
+                ops=args.ops,
+                flooders=args.flooders,
+            )
         ops.update(res.ops)
         acked += res.acked
         flooded += res.flooded
@@ -602,8 +659,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         load_before = os.getloadavg()
         cpu0, wall0 = time.process_time(), time.perf_counter()
         with tempfile.TemporaryDirectory(prefix="memoryos-lifecycle-") as tmp:
-            latency = run_latency(Path(tmp), args.latency_rounds, args.flooders, args.seed,
-                                  args.round_seconds)
+            latency = run_latency(
+                Path(tmp), args.latency_rounds, args.flooders, args.seed, args.round_seconds
+            )
         # The machine is shared: the load average and this process's CPU time beside the
         # wall time say how much of it the rounds had.
         latency["seconds"] = round(time.perf_counter() - wall0, 1)

@@ -56,6 +56,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import ExitStack
 from pathlib import Path
 from typing import Any, Literal, Protocol
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/_out.py
 from _out import add_out_dir  # noqa: E402
 from _out import out_dir as bench_out_dir  # noqa: E402
@@ -109,8 +110,13 @@ KS: tuple[int, ...] = (5, 10, 20)
 """Cut-offs (pages) at which recall is measured."""
 
 ALL_SYSTEMS: tuple[str, ...] = (
-    "memoryos-hybrid", "memoryos-hybrid-hot-only", "memoryos-hybrid-no-eviction",
-    "memoryos-paper", "memoryos-paper-exact", "bm25", "flat",
+    "memoryos-hybrid",
+    "memoryos-hybrid-hot-only",
+    "memoryos-hybrid-no-eviction",
+    "memoryos-paper",
+    "memoryos-paper-exact",
+    "bm25",
+    "flat",
 )
 """Every system the harness knows, in report order.
 
@@ -416,8 +422,9 @@ class _MemoryOSSystem:
                 f"could not be imported ({exc}); run with --systems bm25,flat meanwhile"
             ) from exc
         self.name = name or f"memoryos-{mode}"
-        self._config = MemoryConfig(top_k_pages=top_k_pages, retrieval_mode=mode,
-                                    **dict(extra or {}))
+        self._config = MemoryConfig(
+            top_k_pages=top_k_pages, retrieval_mode=mode, **dict(extra or {})
+        )
         self._track_hot = track_hot
         self._hot: dict[str, set[str]] = {}
         self._evidence_pages = 0
@@ -459,8 +466,11 @@ class _MemoryOSSystem:
         delay = _RETRY_FIRST_DELAY_S
         while True:
             try:
-                return str(self._mem.add_turn(user_id, page.query, page.response,
-                                              timestamp=page.timestamp, turn_key=key))
+                return str(
+                    self._mem.add_turn(
+                        user_id, page.query, page.response, timestamp=page.timestamp, turn_key=key
+                    )
+                )
             except Overloaded:
                 self.overloaded_retries += 1
                 time.sleep(delay)
@@ -520,7 +530,9 @@ class _MemoryOSSystem:
                 "archived_evidence_pages": self._evidence_pages_cold,
                 "share_of_evidence_pages_archived": (
                     self._evidence_pages_cold / self._evidence_pages
-                    if self._evidence_pages else None),
+                    if self._evidence_pages
+                    else None
+                ),
                 "questions_with_all_evidence_archived": self._questions_all_cold,
                 "questions": self._questions,
                 "hot_pages_after_ingest": {k: len(v) for k, v in self._hot.items()},
@@ -545,22 +557,40 @@ def _make_system(
     if name == "flat":
         return _FlatSystem(embedder_factory())
     if name == "memoryos-hybrid":
-        return _MemoryOSSystem("hybrid", work_dir / name, top_k_pages, extra=extra,
-                               track_hot=track_hot)
+        return _MemoryOSSystem(
+            "hybrid", work_dir / name, top_k_pages, extra=extra, track_hot=track_hot
+        )
     if name == "memoryos-hybrid-hot-only":
-        return _MemoryOSSystem("hybrid", work_dir / name, top_k_pages, name=name,
-                               extra={**extra, "cold_tier": False}, track_hot=track_hot)
+        return _MemoryOSSystem(
+            "hybrid",
+            work_dir / name,
+            top_k_pages,
+            name=name,
+            extra={**extra, "cold_tier": False},
+            track_hot=track_hot,
+        )
     if name == "memoryos-hybrid-no-eviction":
         return _MemoryOSSystem(
-            "hybrid", work_dir / name, top_k_pages, name=name,
+            "hybrid",
+            work_dir / name,
+            top_k_pages,
+            name=name,
             extra={**extra, "mtm_capacity": NO_EVICTION, "segment_max_pages": NO_EVICTION},
-            track_hot=track_hot)
+            track_hot=track_hot,
+        )
     if name == "memoryos-paper":
-        return _MemoryOSSystem("paper", work_dir / name, top_k_pages, extra=extra,
-                               track_hot=track_hot)
+        return _MemoryOSSystem(
+            "paper", work_dir / name, top_k_pages, extra=extra, track_hot=track_hot
+        )
     if name == "memoryos-paper-exact":
-        return _MemoryOSSystem("paper", work_dir / name, top_k_pages, name=name,
-                               extra={**extra, "paper_exact": True}, track_hot=track_hot)
+        return _MemoryOSSystem(
+            "paper",
+            work_dir / name,
+            top_k_pages,
+            name=name,
+            extra={**extra, "paper_exact": True},
+            track_hot=track_hot,
+        )
     raise BenchError(f"unknown system {name!r}; choose from {', '.join(ALL_SYSTEMS)}")
 
 
@@ -589,8 +619,11 @@ def long_history(conversations: Sequence[Conversation]) -> Conversation:
     if not conversations:
         raise BenchError("long-history mode needs at least one conversation")
     tagged = sorted(
-        ((page.timestamp, ci, page.index, conv.sample_id, page)
-         for ci, conv in enumerate(conversations) for page in conv.pages),
+        (
+            (page.timestamp, ci, page.index, conv.sample_id, page)
+            for ci, conv in enumerate(conversations)
+            for page in conv.pages
+        ),
         key=lambda t: t[:3],
     )
     pages = tuple(
@@ -599,7 +632,8 @@ def long_history(conversations: Sequence[Conversation]) -> Conversation:
     )
     questions = tuple(
         dataclasses.replace(q, evidence=tuple(f"{conv.sample_id}:{d}" for d in q.evidence))
-        for conv in conversations for q in conv.questions
+        for conv in conversations
+        for q in conv.questions
     )
     evidence: dict[str, Any] = {}
     for conv in conversations:
@@ -919,18 +953,28 @@ def _embedder_setup(
     def factory() -> Embedder:
         if "e" not in shared:
             shared["e"] = SentenceTransformerEmbedder(
-                model_dir, expected_sha256=MINILM_L6_V2_SHA256, num_threads=threads)
+                model_dir, expected_sha256=MINILM_L6_V2_SHA256, num_threads=threads
+            )
         embedder: Embedder = shared["e"]
         return embedder
 
     # A model embedder is much slower than hashing, so MTM's placement queue fills and
     # add_turn answers Overloaded; the ingest loop waits and retries with the same turn
     # key (see _MemoryOSSystem._add_turn), as a client should.
-    config = {"embedder": "sentence-transformers", "embedding_model": str(model_dir),
-              "embedding_sha256": MINILM_L6_V2_SHA256}
-    return config, factory, {"name": "sentence-transformers/all-MiniLM-L6-v2",
-                             "model_dir": Path(model_dir).name,
-                             "model_safetensors_sha256": MINILM_L6_V2_SHA256}
+    config = {
+        "embedder": "sentence-transformers",
+        "embedding_model": str(model_dir),
+        "embedding_sha256": MINILM_L6_V2_SHA256,
+    }
+    return (
+        config,
+        factory,
+        {
+            "name": "sentence-transformers/all-MiniLM-L6-v2",
+            "model_dir": Path(model_dir).name,
+            "model_safetensors_sha256": MINILM_L6_V2_SHA256,
+        },
+    )
 
 
 def _machine_info() -> dict[str, Any]:
@@ -1004,7 +1048,10 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         f"${ENV_MODEL_DIR}); its model.safetensors is checked against the known sha256",
     )
     parser.add_argument(
-        "--set", action="append", default=[], metavar="NAME=VALUE",
+        "--set",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
         help="a MemoryConfig setting for the memoryos systems (repeatable)",
     )
     parser.add_argument("--no-plot", action="store_true", help="do not draw the PNG chart")
@@ -1069,7 +1116,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             "memoryos": "one run with top_k_pages = max(k), ranking = ctx.page_ids() "
             "truncated at k; user_id = sample_id",
             "mode": "long-history: all conversations as one user, pages in time order, "
-            "every question asked after the last page" if args.long_history
+            "every question asked after the last page"
+            if args.long_history
             else "per-conversation: one user per conversation",
             "embedder": embedder_info,
             "hybrid_weights_note": "the hybrid scorer's weights were chosen on LoCoMo "

@@ -108,8 +108,12 @@ TURN_SPACING_SECONDS = 30.0
 DEFAULT_LENGTHS: tuple[int, ...] = (100, 200, 500)
 """History lengths (items of the file, from the first) run when ``--lengths`` is not given."""
 
-ALL_SYSTEMS: tuple[str, ...] = ("memoryos-hybrid", "memoryos-hybrid-no-eviction", "bm25",
-                                "bm25-no-stopwords")
+ALL_SYSTEMS: tuple[str, ...] = (
+    "memoryos-hybrid",
+    "memoryos-hybrid-no-eviction",
+    "bm25",
+    "bm25-no-stopwords",
+)
 """Every system the harness knows, in report order. ``bm25-no-stopwords`` is BM25 without
 the stop-word list (the baseline issue #24 quoted); ``bm25`` leaves out the memory system's
 stop words, as ``bench/locomo.py`` does, and is the stronger of the two here."""
@@ -118,8 +122,12 @@ DEFAULT_SYSTEMS: tuple[str, ...] = ("memoryos-hybrid", "bm25", "bm25-no-stopword
 """Systems run when ``--systems`` is not given."""
 
 QUESTION_TYPES: tuple[str, ...] = (
-    "knowledge-update", "multi-session", "single-session-assistant",
-    "single-session-preference", "single-session-user", "temporal-reasoning",
+    "knowledge-update",
+    "multi-session",
+    "single-session-assistant",
+    "single-session-preference",
+    "single-session-user",
+    "temporal-reasoning",
 )
 """LongMemEval's question types, in report order."""
 
@@ -131,7 +139,9 @@ KEPT_MARKER = "ingested.json"
 
 _RETRY_FIRST_DELAY_S = 0.05
 _RETRY_MAX_DELAY_S = 2.0
-_DATE_RE = re.compile(r"^\s*(\d{4})/(\d{1,2})/(\d{1,2})\s*(?:\([A-Za-z]+\))?\s*(\d{1,2}):(\d{2})\s*$")
+_DATE_RE = re.compile(
+    r"^\s*(\d{4})/(\d{1,2})/(\d{1,2})\s*(?:\([A-Za-z]+\))?\s*(\d{1,2}):(\d{2})\s*$"
+)
 
 
 # --------------------------------------------------------------------------------------
@@ -224,7 +234,8 @@ def load_items(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
     file = Path(path)
     if not file.is_file():
         raise BenchError(
-            f"LongMemEval data not found at {file}; pass --data PATH or set {ENV_DATA_PATH}")
+            f"LongMemEval data not found at {file}; pass --data PATH or set {ENV_DATA_PATH}"
+        )
     try:
         items = json.loads(file.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
@@ -265,9 +276,14 @@ def build_haystack(items: Sequence[Mapping[str, Any]], n_items: int | None = Non
                     left_out += 2
                     continue
                 has = bool(user.get("has_answer")) or bool(assistant.get("has_answer"))
-                page = HaystackPage(len(pages), position, str(user.get("content", "")),
-                                    str(assistant.get("content", "")),
-                                    start + TURN_SPACING_SECONDS * pair, has)
+                page = HaystackPage(
+                    len(pages),
+                    position,
+                    str(user.get("content", "")),
+                    str(assistant.get("content", "")),
+                    start + TURN_SPACING_SECONDS * pair,
+                    has,
+                )
                 pair += 1
                 pages.append(page)
                 if has:
@@ -287,9 +303,16 @@ def build_haystack(items: Sequence[Mapping[str, Any]], n_items: int | None = Non
             asked = parse_date(item["question_date"])
         except (KeyError, ValueError) as exc:
             raise BenchError(f"item {position}: no usable question_date ({exc})") from None
-        questions.append(HaystackQuestion(
-            str(item.get("question_id", position)), str(item.get("question_type")),
-            str(item["question"]), asked, position, frozenset(evidence)))
+        questions.append(
+            HaystackQuestion(
+                str(item.get("question_id", position)),
+                str(item.get("question_type")),
+                str(item["question"]),
+                asked,
+                position,
+                frozenset(evidence),
+            )
+        )
     return Haystack(len(chosen), tuple(pages), tuple(questions), skipped, left_out)
 
 
@@ -317,9 +340,12 @@ class _BM25System:
         return self._ranker.rank(question.question)[:TOP_K] + self._recent
 
     def describe(self) -> dict[str, Any]:
-        return {"k1": 1.2, "b": 0.75,
-                "stopwords": "memoryos_actors.text.STOPWORDS" if self._stopwords else None,
-                "context": f"top {TOP_K} + the {RECENT} most recent pages"}
+        return {
+            "k1": 1.2,
+            "b": 0.75,
+            "stopwords": "memoryos_actors.text.STOPWORDS" if self._stopwords else None,
+            "context": f"top {TOP_K} + the {RECENT} most recent pages",
+        }
 
     def close(self) -> None:
         self._ranker = None
@@ -335,8 +361,9 @@ class _MemoryOSSystem:
     as it was after ingest (questions mark segments as visited).
     """
 
-    def __init__(self, name: str, data_dir: Path, extra: Mapping[str, Any],
-                 kept: Path | None = None) -> None:
+    def __init__(
+        self, name: str, data_dir: Path, extra: Mapping[str, Any], kept: Path | None = None
+    ) -> None:
         from memoryos_actors import MemoryConfig, MemoryOS
 
         self.name = name
@@ -360,8 +387,11 @@ class _MemoryOSSystem:
         self.foreign_page_ids = 0
 
     def _key(self, haystack: Haystack) -> dict[str, Any]:
-        config = {k: v for k, v in dataclasses.asdict(self._config).items()
-                  if isinstance(v, (str, int, float, bool, type(None)))}
+        config = {
+            k: v
+            for k, v in dataclasses.asdict(self._config).items()
+            if isinstance(v, (str, int, float, bool, type(None)))
+        }
         return {"items": haystack.items, "pages": len(haystack.pages), "config": config}
 
     def ingest(self, haystack: Haystack) -> None:
@@ -369,16 +399,22 @@ class _MemoryOSSystem:
 
         if self.reused_ingest:
             if self._kept_key != self._key(haystack):
-                raise BenchError(f"kept data in {self._kept} was ingested with other pages "
-                                 "or settings; remove it or use another --keep-data")
+                raise BenchError(
+                    f"kept data in {self._kept} was ingested with other pages "
+                    "or settings; remove it or use another --keep-data"
+                )
             return
         for page in haystack.pages:
             delay = _RETRY_FIRST_DELAY_S
             while True:
                 try:
-                    page_id = self._mem.add_turn(USER, page.query, page.response,
-                                                 timestamp=page.timestamp,
-                                                 turn_key=f"lme:{page.index}")
+                    page_id = self._mem.add_turn(
+                        USER,
+                        page.query,
+                        page.response,
+                        timestamp=page.timestamp,
+                        turn_key=f"lme:{page.index}",
+                    )
                     break
                 except Overloaded:
                     # A client under backpressure waits and asks again with the same key.
@@ -393,13 +429,15 @@ class _MemoryOSSystem:
             shutil.rmtree(self._kept, ignore_errors=True)
             self._kept.mkdir(parents=True)
             shutil.copytree(self._data_dir, self._kept / "data")
-            (self._kept / KEPT_MARKER).write_text(json.dumps(
-                {"key": self._key(haystack), "pages": self._index}), encoding="utf-8")
+            (self._kept / KEPT_MARKER).write_text(
+                json.dumps({"key": self._key(haystack), "pages": self._index}), encoding="utf-8"
+            )
             from memoryos_actors import MemoryOS
 
             self._stack = ExitStack()
             self._mem = self._stack.enter_context(
-                MemoryOS.open(self._data_dir, config=self._config))
+                MemoryOS.open(self._data_dir, config=self._config)
+            )
 
     def context(self, question: HaystackQuestion) -> list[int]:
         ctx = self._mem.retrieve(USER, question.question, timestamp=question.timestamp)
@@ -412,29 +450,45 @@ class _MemoryOSSystem:
         return out
 
     def describe(self) -> dict[str, Any]:
-        config = {k: v for k, v in dataclasses.asdict(self._config).items()
-                  if isinstance(v, (str, int, float, bool, type(None)))}
+        config = {
+            k: v
+            for k, v in dataclasses.asdict(self._config).items()
+            if isinstance(v, (str, int, float, bool, type(None)))
+        }
         if config.get("embedding_model"):
             config["embedding_model"] = Path(str(config["embedding_model"])).name
-        return {"config": config, "add_turn_overloaded_retries": self.overloaded_retries,
-                "foreign_page_ids": self.foreign_page_ids,
-                "ingest_reused_from_kept_data": self.reused_ingest}
+        return {
+            "config": config,
+            "add_turn_overloaded_retries": self.overloaded_retries,
+            "foreign_page_ids": self.foreign_page_ids,
+            "ingest_reused_from_kept_data": self.reused_ingest,
+        }
 
     def close(self) -> None:
         self._stack.close()
 
 
-def _make_system(name: str, work_dir: Path, memory_config: Mapping[str, Any],
-                 kept: Path | None = None) -> Any:
+def _make_system(
+    name: str, work_dir: Path, memory_config: Mapping[str, Any], kept: Path | None = None
+) -> Any:
     if name in ("bm25", "bm25-no-stopwords"):
         return _BM25System(stopwords=name == "bm25")
     if name == "memoryos-hybrid":
-        return _MemoryOSSystem(name, work_dir / name, {"retrieval_mode": "hybrid",
-                                                       **memory_config}, kept)
+        return _MemoryOSSystem(
+            name, work_dir / name, {"retrieval_mode": "hybrid", **memory_config}, kept
+        )
     if name == "memoryos-hybrid-no-eviction":
-        return _MemoryOSSystem(name, work_dir / name, {
-            "retrieval_mode": "hybrid", **memory_config,
-            "mtm_capacity": NO_EVICTION, "segment_max_pages": NO_EVICTION}, kept)
+        return _MemoryOSSystem(
+            name,
+            work_dir / name,
+            {
+                "retrieval_mode": "hybrid",
+                **memory_config,
+                "mtm_capacity": NO_EVICTION,
+                "segment_max_pages": NO_EVICTION,
+            },
+            kept,
+        )
     raise BenchError(f"unknown system {name!r}; choose from {', '.join(ALL_SYSTEMS)}")
 
 
@@ -452,8 +506,10 @@ def _tally(haystack: Haystack, hits: Mapping[str, bool]) -> dict[str, Any]:
         row["recall"] = row["hits"] / row["n"]
     n = len(haystack.questions)
     total = sum(hits.values())
-    return {"overall": {"n": n, "hits": total, "recall": total / n if n else None},
-            "per_type": {t: per_type[t] for t in sorted(per_type, key=_type_order)}}
+    return {
+        "overall": {"n": n, "hits": total, "recall": total / n if n else None},
+        "per_type": {t: per_type[t] for t in sorted(per_type, key=_type_order)},
+    }
 
 
 def _type_order(name: str) -> tuple[int, str]:
@@ -484,15 +540,16 @@ def run_length(
     results: dict[str, Any] = {}
     for name in systems:
         kept = None if keep_data is None else keep_data / f"{haystack.items}" / name
-        system = _make_system(name, work_dir / f"{haystack.items}", dict(memory_config or {}),
-                              kept)
+        system = _make_system(name, work_dir / f"{haystack.items}", dict(memory_config or {}), kept)
         try:
             started = time.perf_counter()
             system.ingest(haystack)
             ingest_s = time.perf_counter() - started
             reused = getattr(system, "reused_ingest", False)
-            log(f"{name}: {len(haystack.pages)} pages "
-                + ("from kept data" if reused else f"ingested in {ingest_s:.1f} s"))
+            log(
+                f"{name}: {len(haystack.pages)} pages "
+                + ("from kept data" if reused else f"ingested in {ingest_s:.1f} s")
+            )
             hits: dict[str, bool] = {}
             latencies: list[float] = []
             for q in haystack.questions:
@@ -501,8 +558,9 @@ def run_length(
                 latencies.append(time.perf_counter() - started)
                 hits[q.question_id] = not q.pages.isdisjoint(context)
             result = _tally(haystack, hits)
-            result["missed"] = [q.question_id for q in haystack.questions
-                                if not hits[q.question_id]]
+            result["missed"] = [
+                q.question_id for q in haystack.questions if not hits[q.question_id]
+            ]
             result["settings"] = system.describe()
             result["timings"] = {
                 "ingest_seconds": ingest_s,
@@ -537,19 +595,28 @@ def check_targets(by_length: Mapping[str, Mapping[str, Any]]) -> list[dict[str, 
         row("500 items: behind BM25 by at most one question per type", None, "")
     else:
         a, b = ours["overall"]["recall"], bm25["overall"]["recall"]
-        row("500 items: >= BM25 + 8 points", a >= b + 0.08,
-            f"{100 * a:.1f}% vs BM25 {100 * b:.1f}%")
-        behind = [f"{t} {r['hits']} < {bm25['per_type'][t]['hits']} (of {r['n']})"
-                  for t, r in ours["per_type"].items()
-                  if bm25["per_type"][t]["hits"] - r["hits"] > 1]
-        row("500 items: behind BM25 by at most one question per type", not behind,
-            "; ".join(behind) or "never more than one question behind")
+        row(
+            "500 items: >= BM25 + 8 points", a >= b + 0.08, f"{100 * a:.1f}% vs BM25 {100 * b:.1f}%"
+        )
+        behind = [
+            f"{t} {r['hits']} < {bm25['per_type'][t]['hits']} (of {r['n']})"
+            for t, r in ours["per_type"].items()
+            if bm25["per_type"][t]["hits"] - r["hits"] > 1
+        ]
+        row(
+            "500 items: behind BM25 by at most one question per type",
+            not behind,
+            "; ".join(behind) or "never more than one question behind",
+        )
     mid = by_length.get("200", {}).get("memoryos-hybrid")
     if mid is None:
         row("200 items: >= 92%", None, "needs memoryos-hybrid at 200")
     else:
-        row("200 items: >= 92%", mid["overall"]["recall"] >= 0.92,
-            f"{100 * mid['overall']['recall']:.1f}%")
+        row(
+            "200 items: >= 92%",
+            mid["overall"]["recall"] >= 0.92,
+            f"{100 * mid['overall']['recall']:.1f}%",
+        )
     return checks
 
 
@@ -563,14 +630,18 @@ def markdown_tables(by_length: Mapping[str, Mapping[str, Any]]) -> str:
         first = next(iter(results.values()))
         types = list(first["per_type"])
         header = " | ".join(f"{t} (n={first['per_type'][t]['n']})" for t in types)
-        lines.append(f"| {length} items, {first['pages']:,} pages | {header} | overall "
-                     f"(n={first['overall']['n']}) | retrieve p50 / p99 ms |")
+        lines.append(
+            f"| {length} items, {first['pages']:,} pages | {header} | overall "
+            f"(n={first['overall']['n']}) | retrieve p50 / p99 ms |"
+        )
         lines.append("| --- " + "| ---: " * (len(types) + 2) + "|")
         for name, r in results.items():
             cells = " | ".join(f"{100 * r['per_type'][t]['recall']:.1f}" for t in types)
             tm = r["timings"]
-            lines.append(f"| {name} | {cells} | {100 * r['overall']['recall']:.1f} | "
-                         f"{tm['query_ms_p50']:.1f} / {tm['query_ms_p99']:.1f} |")
+            lines.append(
+                f"| {name} | {cells} | {100 * r['overall']['recall']:.1f} | "
+                f"{tm['query_ms_p50']:.1f} / {tm['query_ms_p99']:.1f} |"
+            )
         lines.append("")
     return "\n".join(lines)
 
@@ -579,33 +650,62 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="python bench/longmemeval.py",
         description="LongMemEval dev set, global haystack: evidence recall of the memory "
-        "system and BM25 per question type and history length.")
-    parser.add_argument("--data", help=f"dev-set JSON (default: ${ENV_DATA_PATH}, else "
-                        f"../shared/data/{DATA_FILE} beside the repository)")
-    parser.add_argument("--lengths", default=",".join(map(str, DEFAULT_LENGTHS)),
-                        help="comma-separated history lengths, in items from the first "
-                        "(default: %(default)s)")
-    parser.add_argument("--systems", default=",".join(DEFAULT_SYSTEMS),
-                        help=f"comma-separated systems (default: %(default)s; known: "
-                        f"{','.join(ALL_SYSTEMS)})")
-    parser.add_argument("--embedder", choices=("hashing", "minilm"), default="hashing",
-                        help="embedder of the memory system (default: hashing); minilm "
-                        "needs --model-dir and the 'st' extra")
-    parser.add_argument("--model-dir", default=None,
-                        help=f"local all-MiniLM-L6-v2 directory for --embedder minilm "
-                        f"(default: ${ENV_MODEL_DIR})")
-    parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
-                        help="a MemoryConfig setting for the memory system (repeatable)")
-    parser.add_argument("--out-dir", default=None,
-                        help="where the JSON goes (default: memoryos-bench in the system's "
-                        "temporary directory; bench/results to record a run)")
-    parser.add_argument("--name", default=None,
-                        help="stem of the JSON file (default: longmemeval, "
-                        "longmemeval_minilm with --embedder minilm)")
-    parser.add_argument("--keep-data", default=None, metavar="DIR",
-                        help="keep each memory system's ingested data in DIR and reuse it "
-                        "in later runs with the same pages and settings (ingest does not "
-                        "depend on the ranking rules)")
+        "system and BM25 per question type and history length.",
+    )
+    parser.add_argument(
+        "--data",
+        help=f"dev-set JSON (default: ${ENV_DATA_PATH}, else "
+        f"../shared/data/{DATA_FILE} beside the repository)",
+    )
+    parser.add_argument(
+        "--lengths",
+        default=",".join(map(str, DEFAULT_LENGTHS)),
+        help="comma-separated history lengths, in items from the first (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--systems",
+        default=",".join(DEFAULT_SYSTEMS),
+        help=f"comma-separated systems (default: %(default)s; known: {','.join(ALL_SYSTEMS)})",
+    )
+    parser.add_argument(
+        "--embedder",
+        choices=("hashing", "minilm"),
+        default="hashing",
+        help="embedder of the memory system (default: hashing); minilm "
+        "needs --model-dir and the 'st' extra",
+    )
+    parser.add_argument(
+        "--model-dir",
+        default=None,
+        help=f"local all-MiniLM-L6-v2 directory for --embedder minilm (default: ${ENV_MODEL_DIR})",
+    )
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a MemoryConfig setting for the memory system (repeatable)",
+    )
+    parser.add_argument(
+        "--out-dir",
+        default=None,
+        help="where the JSON goes (default: memoryos-bench in the system's "
+        "temporary directory; bench/results to record a run)",
+    )
+    parser.add_argument(
+        "--name",
+        default=None,
+        help="stem of the JSON file (default: longmemeval, "
+        "longmemeval_minilm with --embedder minilm)",
+    )
+    parser.add_argument(
+        "--keep-data",
+        default=None,
+        metavar="DIR",
+        help="keep each memory system's ingested data in DIR and reuse it "
+        "in later runs with the same pages and settings (ingest does not "
+        "depend on the ranking rules)",
+    )
     parser.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     return parser.parse_args(argv)
 
@@ -614,10 +714,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Command-line entry point; returns the exit code (0 ok, 2 cannot run)."""
     args = _parse_args(argv)
     data_path = resolve_data_path(args.data)
-    out_dir = (Path(args.out_dir) if args.out_dir
-               else Path(tempfile.gettempdir()) / "memoryos-bench")
+    out_dir = Path(args.out_dir) if args.out_dir else Path(tempfile.gettempdir()) / "memoryos-bench"
     log: Callable[[str], None] = (
-        (lambda _: None) if args.quiet else (lambda m: print(m, file=sys.stderr, flush=True)))
+        (lambda _: None) if args.quiet else (lambda m: print(m, file=sys.stderr, flush=True))
+    )
     try:
         systems = [s.strip() for s in args.systems.split(",") if s.strip()]
         if not systems:
@@ -630,7 +730,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise BenchError("--lengths must name at least one length >= 1")
         items = load_items(data_path)
         memory_config, _, embedder_info = _embedder_setup(
-            argparse.Namespace(embedder=args.embedder, model_dir=args.model_dir, set=args.set))
+            argparse.Namespace(embedder=args.embedder, model_dir=args.model_dir, set=args.set)
+        )
         memory_config = {**memory_config, **_parse_settings(args.set)}
         by_length: dict[str, dict[str, Any]] = {}
         haystacks: dict[str, Haystack] = {}
@@ -638,12 +739,18 @@ def main(argv: Sequence[str] | None = None) -> int:
             for length in lengths:
                 haystack = build_haystack(items, length)
                 haystacks[str(length)] = haystack
-                log(f"{length} items: {len(haystack.pages)} pages, "
-                    f"{len(haystack.questions)} questions")
-                results = run_length(haystack, systems, work_dir=Path(work),
-                                     memory_config=memory_config, log=log,
-                                     keep_data=Path(args.keep_data) if args.keep_data
-                                     else None)
+                log(
+                    f"{length} items: {len(haystack.pages)} pages, "
+                    f"{len(haystack.questions)} questions"
+                )
+                results = run_length(
+                    haystack,
+                    systems,
+                    work_dir=Path(work),
+                    memory_config=memory_config,
+                    log=log,
+                    keep_data=Path(args.keep_data) if args.keep_data else None,
+                )
                 for r in results.values():
                     r["pages"] = len(haystack.pages)
                 by_length[str(length)] = results
@@ -660,13 +767,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         "date": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
         "command": shlex.join(["python", "bench/longmemeval.py", *shown]),
         "machine": _machine_info(),
-        "data": {"file": data_path.name, "sha256_16": _file_digest(data_path),
-                 "licence": "MIT (LongMemEval, Wu et al., ICLR 2025); not redistributed",
-                 "items": len(items)},
+        "data": {
+            "file": data_path.name,
+            "sha256_16": _file_digest(data_path),
+            "licence": "MIT (LongMemEval, Wu et al., ICLR 2025); not redistributed",
+            "items": len(items),
+        },
         "method": {
             "haystack": "the sessions of the first N items, in file order, as one user; "
-                        "a page = (user, assistant) turns at positions (2k, 2k+1) of a "
-                        "session; other turns left out",
+            "a page = (user, assistant) turns at positions (2k, 2k+1) of a "
+            "session; other turns left out",
             "hit": "the context holds a page with one of the question's has_answer turns",
             "memoryos_context": f"ctx.page_ids(): top_k_pages={TOP_K} plus STM",
             "bm25_context": f"top {TOP_K} + the {RECENT} most recent pages",
@@ -674,15 +784,22 @@ def main(argv: Sequence[str] | None = None) -> int:
             "question_time": "each question's question_date",
             "embedder": embedder_info,
         },
-        "haystacks": {k: {"pages": len(h.pages), "questions": len(h.questions),
-                          "left_out_turns": h.left_out_turns, "skipped": dict(h.skipped)}
-                      for k, h in haystacks.items()},
+        "haystacks": {
+            k: {
+                "pages": len(h.pages),
+                "questions": len(h.questions),
+                "left_out_turns": h.left_out_turns,
+                "skipped": dict(h.skipped),
+            }
+            for k, h in haystacks.items()
+        },
         "results": by_length,
         "targets": targets,
     }
     out_dir.mkdir(parents=True, exist_ok=True)
-    stem = args.name or ("longmemeval" if args.embedder == "hashing"
-                         else f"longmemeval_{args.embedder}")
+    stem = args.name or (
+        "longmemeval" if args.embedder == "hashing" else f"longmemeval_{args.embedder}"
+    )
     path = out_dir / f"{stem}.json"
     path.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
     print(markdown_tables(by_length))

@@ -36,6 +36,7 @@ import threading
 import time
 from pathlib import Path
 from typing import Any
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/_out.py
 from _out import add_out_dir  # noqa: E402
 from _out import out_dir as bench_out_dir  # noqa: E402
@@ -48,11 +49,40 @@ from client_cpu import start_server  # noqa: E402
 
 KEY_ENV = "MEMORYOS_BENCH_FAKE_KEY"
 
-_SUBJECTS = ["garden", "violin", "marathon", "sourdough", "telescope", "chess", "kayak",
-             "pottery", "python", "salsa", "beekeeping", "origami", "climbing", "jazz",
-             "knitting", "photography", "surfing", "tea", "poetry", "robotics"]
-_VERBS = ["practised", "planned", "fixed", "studied", "shared", "finished", "started",
-          "improved", "discussed", "tried"]
+_SUBJECTS = [
+    "garden",
+    "violin",
+    "marathon",
+    "sourdough",
+    "telescope",
+    "chess",
+    "kayak",
+    "pottery",
+    "python",
+    "salsa",
+    "beekeeping",
+    "origami",
+    "climbing",
+    "jazz",
+    "knitting",
+    "photography",
+    "surfing",
+    "tea",
+    "poetry",
+    "robotics",
+]
+_VERBS = [
+    "practised",
+    "planned",
+    "fixed",
+    "studied",
+    "shared",
+    "finished",
+    "started",
+    "improved",
+    "discussed",
+    "tried",
+]
 
 
 def dialogue(user: int, turns: int) -> list[tuple[str, str]]:
@@ -64,25 +94,32 @@ def dialogue(user: int, turns: int) -> list[tuple[str, str]]:
         for _ in range(rng.randint(4, 8)):
             i = len(out)
             verb = rng.choice(_VERBS)
-            out.append((
-                f"Today I {verb} my {subject} project, step {i}, user{user} detail "
-                f"{rng.randint(0, 10**6)}.",
-                f"Nice progress on {subject}; what is the next step after {i}?",
-            ))
+            out.append(
+                (
+                    f"Today I {verb} my {subject} project, step {i}, user{user} detail "
+                    f"{rng.randint(0, 10**6)}.",
+                    f"Nice progress on {subject}; what is the next step after {i}?",
+                )
+            )
     return out[:turns]
 
 
-def make_config(base_url: str, provider_limit: int,
-                overrides: dict[str, Any] | None = None) -> Any:
+def make_config(base_url: str, provider_limit: int, overrides: dict[str, Any] | None = None) -> Any:
     """The bench's config: the fake provider, its in-flight limit, and ``overrides``."""
     from memoryos_actors.config import MemoryConfig
 
     os.environ.setdefault(KEY_ENV, "sk-fake-bench")
-    return MemoryConfig(**{
-        "llm_backend": "litellm", "llm_model": "openai/fake-model", "llm_base_url": base_url,
-        "llm_api_key_env": KEY_ENV, "llm_max_concurrency": provider_limit,
-        "log_level": "error", **(overrides or {}),
-    })
+    return MemoryConfig(
+        **{
+            "llm_backend": "litellm",
+            "llm_model": "openai/fake-model",
+            "llm_base_url": base_url,
+            "llm_api_key_env": KEY_ENV,
+            "llm_max_concurrency": provider_limit,
+            "log_level": "error",
+            **(overrides or {}),
+        }
+    )
 
 
 def run_workload(cfg: Any, users: int, turns: int, threads: int, pace_s: float) -> dict[str, Any]:
@@ -123,12 +160,16 @@ def run_workload(cfg: Any, users: int, turns: int, threads: int, pace_s: float) 
             raise errors[0]
     n = users * turns
     calls = g1["calls"] - g0["calls"]
-    by_kind = {k: v["calls"] - g0["by_kind"].get(k, {}).get("calls", 0)
-               for k, v in g1["by_kind"].items()}
+    by_kind = {
+        k: v["calls"] - g0["by_kind"].get(k, {}).get("calls", 0) for k, v in g1["by_kind"].items()
+    }
     return {
-        "users": users, "turns_per_user": turns, "turns": n,
+        "users": users,
+        "turns_per_user": turns,
+        "turns": n,
         "pace_s": pace_s,
-        "acked_s": round(acked, 3), "settled_s": round(settled, 3),
+        "acked_s": round(acked, 3),
+        "settled_s": round(settled, 3),
         "acked_turns_per_s": round(n / acked, 1),
         "settled_turns_per_s": round(n / settled, 1),
         "llm_calls": calls,
@@ -150,8 +191,12 @@ def run_workload(cfg: Any, users: int, turns: int, threads: int, pace_s: float) 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--latency-ms", type=float, default=200.0)
-    p.add_argument("--provider-limit", type=int, default=128,
-                   help="the provider's in-flight limit (llm_max_concurrency)")
+    p.add_argument(
+        "--provider-limit",
+        type=int,
+        default=128,
+        help="the provider's in-flight limit (llm_max_concurrency)",
+    )
     p.add_argument("--users", type=int, default=100)
     p.add_argument("--turns", type=int, default=30)
     p.add_argument("--threads", type=int, default=16)
@@ -159,8 +204,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--paced-turns", type=int, default=30)
     p.add_argument("--workloads", default="load,paced")
     add_out_dir(p)
-    p.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
-                   help="a MemoryConfig setting for this run (repeatable)")
+    p.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a MemoryConfig setting for this run (repeatable)",
+    )
     args = p.parse_args(argv)
     from memoryos_actors.config import parse_settings
 
@@ -173,8 +223,9 @@ def main(argv: list[str] | None = None) -> int:
             results["load"] = run_workload(cfg, args.users, args.turns, args.threads, 0.0)
             print("load ", json.dumps(results["load"]), flush=True)
         if "paced" in args.workloads:
-            results["paced"] = run_workload(cfg, args.paced_users, args.paced_turns,
-                                            args.paced_users, 1.0)
+            results["paced"] = run_workload(
+                cfg, args.paced_users, args.paced_turns, args.paced_users, 1.0
+            )
             print("paced", json.dumps(results["paced"]), flush=True)
     finally:
         assert proc.stdin is not None
@@ -182,10 +233,12 @@ def main(argv: list[str] | None = None) -> int:
         proc.wait(10)
     out = {
         "command": "python bench/provider_bench.py "
-                   + " ".join(argv if argv is not None else sys.argv[1:]),
-        "latency_ms": args.latency_ms, "provider_limit": args.provider_limit,
+        + " ".join(argv if argv is not None else sys.argv[1:]),
+        "latency_ms": args.latency_ms,
+        "provider_limit": args.provider_limit,
         "settings": overrides,
-        "cpu_count": os.cpu_count(), "results": results,
+        "cpu_count": os.cpu_count(),
+        "results": results,
     }
     path = bench_out_dir(args) / f"provider_{int(args.latency_ms)}ms.json"
     path.parent.mkdir(parents=True, exist_ok=True)

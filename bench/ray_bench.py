@@ -36,6 +36,7 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/_out.py
 from _out import add_out_dir  # noqa: E402
 from _out import out_dir as bench_out_dir  # noqa: E402
@@ -85,6 +86,7 @@ def load(shards: int, users: int, turns: int, threads: int, root: Path) -> dict[
     lock = threading.Lock()
     mem = _open(root / f"load-{shards}", shards)
     try:
+
         def user_job(u: int) -> None:
             local = []
             for i in range(1, turns + 1):
@@ -101,7 +103,7 @@ def load(shards: int, users: int, turns: int, threads: int, root: Path) -> dict[
         ack_s = time.perf_counter() - t0
         mem.flush(timeout=3600)
         settle_s = time.perf_counter() - t0
-        rss = ([_rss_mb(i.pid) for i in mem.shard_info()] if shards else [])
+        rss = [_rss_mb(i.pid) for i in mem.shard_info()] if shards else []
     finally:
         mem.close()
     total = users * turns
@@ -194,22 +196,31 @@ def recovery(trials: int, turns_before: int, root: Path, split: bool = False) ->
         "all_turns_stored_once": intact,
     }
     if split:
-        out["shard_restart_seconds"] = {"p50": statistics.median(restarts),
-                                        "max": max(restarts)}
-        out["user_first_call_seconds"] = {"p50": statistics.median(user_recoveries),
-                                          "max": max(user_recoveries)}
+        out["shard_restart_seconds"] = {"p50": statistics.median(restarts), "max": max(restarts)}
+        out["user_first_call_seconds"] = {
+            "p50": statistics.median(user_recoveries),
+            "max": max(user_recoveries),
+        }
     return out
 
 
-def _write_recovery(args: argparse.Namespace, rec: dict[str, Any], init_s: float,
-                    load_before: tuple[float, float, float]) -> None:
+def _write_recovery(
+    args: argparse.Namespace,
+    rec: dict[str, Any],
+    init_s: float,
+    load_before: tuple[float, float, float],
+) -> None:
     import ray
 
     result = {
         "bench": "ray_recovery",
         "date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
-        "machine": {"python": platform.python_version(), "cpus": os.cpu_count(),
-                    "platform": platform.platform(), "ray": ray.__version__},
+        "machine": {
+            "python": platform.python_version(),
+            "cpus": os.cpu_count(),
+            "platform": platform.platform(),
+            "ray": ray.__version__,
+        },
         "command": "python bench/ray_bench.py " + " ".join(sys.argv[1:]),
         "ray_init_s": init_s,
         "load_average_1min": {"before": load_before[0], "after": os.getloadavg()[0]},
@@ -219,10 +230,12 @@ def _write_recovery(args: argparse.Namespace, rec: dict[str, Any], init_s: float
     out.mkdir(parents=True, exist_ok=True)
     (out / "ray_recovery.json").write_text(json.dumps(result, indent=2) + "\n")
     s, r, u = rec["seconds"], rec["shard_restart_seconds"], rec["user_first_call_seconds"]
-    print(f"kill -> next add_turn: p50 {s['p50']:.2f} s, max {s['max']:.2f} s; shard restart "
-          f"p50 {r['p50']:.2f} s, max {r['max']:.2f} s; user's first call p50 {u['p50']:.2f} s, "
-          f"max {u['max']:.2f} s ({rec['trials']} kills; all turns stored once: "
-          f"{rec['all_turns_stored_once']})")
+    print(
+        f"kill -> next add_turn: p50 {s['p50']:.2f} s, max {s['max']:.2f} s; shard restart "
+        f"p50 {r['p50']:.2f} s, max {r['max']:.2f} s; user's first call p50 {u['p50']:.2f} s, "
+        f"max {u['max']:.2f} s ({rec['trials']} kills; all turns stored once: "
+        f"{rec['all_turns_stored_once']})"
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -233,9 +246,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--shards", default="0,1,2,4", help="0 = in-process backend")
     p.add_argument("--overhead-calls", type=int, default=500)
     p.add_argument("--recovery-trials", type=int, default=5)
-    p.add_argument("--recovery-only", action="store_true",
-                   help="only the recovery trials, split into the shard's restart and the "
-                   "user's first call (writes ray_recovery.json)")
+    p.add_argument(
+        "--recovery-only",
+        action="store_true",
+        help="only the recovery trials, split into the shard's restart and the "
+        "user's first call (writes ray_recovery.json)",
+    )
     add_out_dir(p)
     args = p.parse_args(argv)
 
@@ -255,8 +271,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             rec = recovery(args.recovery_trials, 200, root, split=True)
             _write_recovery(args, rec, init_s, load_before)
             return 0
-        runs = [load(int(s), args.users, args.turns, args.threads, root)
-                for s in args.shards.split(",")]
+        runs = [
+            load(int(s), args.users, args.turns, args.threads, root) for s in args.shards.split(",")
+        ]
         over = overhead(args.overhead_calls, root)
         rec = recovery(args.recovery_trials, 200, root)
     finally:
@@ -265,11 +282,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     result = {
         "bench": "ray",
         "date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
-        "machine": {"python": platform.python_version(), "cpus": os.cpu_count(),
-                    "platform": platform.platform(), "ray": ray.__version__},
-        "command": "python bench/ray_bench.py " + " ".join(sys.argv[1:] if argv is None
-                                                           else argv),
-        "users": args.users, "turns_per_user": args.turns, "threads": args.threads,
+        "machine": {
+            "python": platform.python_version(),
+            "cpus": os.cpu_count(),
+            "platform": platform.platform(),
+            "ray": ray.__version__,
+        },
+        "command": "python bench/ray_bench.py " + " ".join(sys.argv[1:] if argv is None else argv),
+        "users": args.users,
+        "turns_per_user": args.turns,
+        "threads": args.threads,
         "ray_init_s": init_s,
         # The machine is shared: its 1-minute load average before and after the run.
         "load_average_1min": {"before": load_before[0], "after": os.getloadavg()[0]},
@@ -280,25 +302,37 @@ def main(argv: Sequence[str] | None = None) -> int:
     out = bench_out_dir(args)
     out.mkdir(parents=True, exist_ok=True)
     (out / "ray.json").write_text(json.dumps(result, indent=2) + "\n")
-    print("| backend | ack turns/s | settled turns/s | add_turn p50 / p95 / p99 ms | shard RSS MiB |")
+    print(
+        "| backend | ack turns/s | settled turns/s | add_turn p50 / p95 / p99 ms | shard RSS MiB |"
+    )
     print("| --- | ---: | ---: | --- | --- |")
     for r in runs:
         a = r["add_turn_ms"]
         rss = ", ".join(f"{x:.0f}" for x in r["shard_rss_mb"]) or "-"
-        print(f"| {r['backend']} | {r['ack_turns_per_s']:.0f} | {r['settled_turns_per_s']:.0f} | "
-              f"{a['p50']:.1f} / {a['p95']:.1f} / {a['p99']:.1f} | {rss} |")
+        print(
+            f"| {r['backend']} | {r['ack_turns_per_s']:.0f} | {r['settled_turns_per_s']:.0f} | "
+            f"{a['p50']:.1f} / {a['p95']:.1f} / {a['p99']:.1f} | {rss} |"
+        )
     o = over
-    print(f"\nno-op call through Ray p50/p99: {o['ray_noop_call_ms']['p50']:.2f} / "
-          f"{o['ray_noop_call_ms']['p99']:.2f} ms")
+    print(
+        f"\nno-op call through Ray p50/p99: {o['ray_noop_call_ms']['p50']:.2f} / "
+        f"{o['ray_noop_call_ms']['p99']:.2f} ms"
+    )
     c = o["ray_noop_call_cpu_ms"]
-    print(f"CPU per no-op call: facade process {c['facade_process']:.2f} ms, "
-          f"shard process {c['shard_process']:.2f} ms")
-    print(f"sequential add_turn p50: in-process {o['in_process_add_turn_ms']['p50']:.2f} ms, "
-          f"Ray {o['ray_add_turn_ms']['p50']:.2f} ms")
+    print(
+        f"CPU per no-op call: facade process {c['facade_process']:.2f} ms, "
+        f"shard process {c['shard_process']:.2f} ms"
+    )
+    print(
+        f"sequential add_turn p50: in-process {o['in_process_add_turn_ms']['p50']:.2f} ms, "
+        f"Ray {o['ray_add_turn_ms']['p50']:.2f} ms"
+    )
     s = rec["seconds"]
-    print(f"recovery after SIGKILL (kill -> next add_turn returns): p50 {s['p50']:.2f} s, "
-          f"max {s['max']:.2f} s over {rec['trials']} trials; "
-          f"all turns stored once: {rec['all_turns_stored_once']}")
+    print(
+        f"recovery after SIGKILL (kill -> next add_turn returns): p50 {s['p50']:.2f} s, "
+        f"max {s['max']:.2f} s over {rec['trials']} trials; "
+        f"all turns stored once: {rec['all_turns_stored_once']}"
+    )
     return 0
 
 

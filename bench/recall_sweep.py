@@ -94,6 +94,7 @@ def _lme(length: int, keep_data: Path, variants: Sequence[str], data: str | None
         shutil.copytree(kept / "data", Path(work) / "data")
         config = MemoryConfig(**marker["key"]["config"])
         with MemoryOS.open(Path(work) / "data", config=config) as mem:
+
             def ask() -> str:
                 hits = {}
                 for q in haystack.questions:
@@ -131,11 +132,18 @@ def _locomo(long: bool, variants: Sequence[str], data: str | None) -> None:
                 acc = RecallAccumulator()
                 for conversation in conversations:
                     for q in conversation.questions:
-                        acc.add(q.category, score_ranking(system.rank(conversation, q),
-                                                          conversation.pages, q.evidence))
+                        acc.add(
+                            q.category,
+                            score_ranking(
+                                system.rank(conversation, q), conversation.pages, q.evidence
+                            ),
+                        )
                 s = acc.summary()
-                cats = " ".join(f"{v['name']} {100 * v['any@10']:.1f}"
-                                for v in s["per_category"].values() if v["n"])
+                cats = " ".join(
+                    f"{v['name']} {100 * v['any@10']:.1f}"
+                    for v in s["per_category"].values()
+                    if v["n"]
+                )
                 return f"any@10 {100 * s['overall']['any@10']:.2f}% | {cats}"
 
             _run(variants, ask)
@@ -145,13 +153,21 @@ def _locomo(long: bool, variants: Sequence[str], data: str | None) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Command-line entry point; returns the exit code."""
-    parser = argparse.ArgumentParser(prog="python bench/recall_sweep.py",
-                                     description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python bench/recall_sweep.py", description=__doc__.split("\n\n")[0]
+    )
     parser.add_argument("dataset", help="lmeN (N items), locomo or locomo-long")
-    parser.add_argument("--variant", action="append", default=[],
-                        help="name[:module.CONST=value,...] (repeatable; default: base)")
-    parser.add_argument("--keep-data", default=None,
-                        help="kept data of bench/longmemeval.py --keep-data (lmeN only)")
+    parser.add_argument(
+        "--variant",
+        action="append",
+        default=[],
+        help="name[:module.CONST=value,...] (repeatable; default: base)",
+    )
+    parser.add_argument(
+        "--keep-data",
+        default=None,
+        help="kept data of bench/longmemeval.py --keep-data (lmeN only)",
+    )
     parser.add_argument("--data", default=None, help="the data set's JSON file")
     args = parser.parse_args(argv)
     variants = args.variant or ["base"]

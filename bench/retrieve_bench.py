@@ -85,16 +85,25 @@ def ingest(data_dir: Path, haystack: Any) -> dict[str, Any]:
             delay = 0.05
             while True:
                 try:
-                    pid = mem.add_turn(USER, page.query, page.response,
-                                       timestamp=page.timestamp, turn_key=f"lme:{page.index}")
+                    pid = mem.add_turn(
+                        USER,
+                        page.query,
+                        page.response,
+                        timestamp=page.timestamp,
+                        turn_key=f"lme:{page.index}",
+                    )
                     break
                 except Overloaded:
                     time.sleep(delay)  # backpressure: wait and retry with the same key
                     delay = min(2 * delay, 2.0)
             index[str(pid)] = page.index
         mem.flush()
-    marker = {"items": haystack.items, "pages": len(haystack.pages),
-              "ingest_seconds": time.perf_counter() - started, "page_index": index}
+    marker = {
+        "items": haystack.items,
+        "pages": len(haystack.pages),
+        "ingest_seconds": time.perf_counter() - started,
+        "page_index": index,
+    }
     (data_dir / _MARKER).write_text(json.dumps(marker), encoding="utf-8")
     return marker
 
@@ -105,8 +114,13 @@ def _pct(values: Sequence[float], q: float) -> float:
 
 
 def _summary(values: Sequence[float]) -> dict[str, float]:
-    return {"p50": _pct(values, 0.50), "p95": _pct(values, 0.95), "p99": _pct(values, 0.99),
-            "max": max(values), "mean": sum(values) / len(values)}
+    return {
+        "p50": _pct(values, 0.50),
+        "p95": _pct(values, 0.95),
+        "p99": _pct(values, 0.99),
+        "max": max(values),
+        "mean": sum(values) / len(values),
+    }
 
 
 #: The stages ``--stages`` times: (module, owner in it or "", function names).
@@ -114,12 +128,25 @@ _STAGES = (
     ("memoryos_actors.actors.workers", "RetrievalWorker", ("_retrieve",)),
     ("memoryos_actors.actors.mtm", "MTMActor", ("_search",)),
     ("memoryos_actors.actors.lpm", "LPMActor", ("_with_archived",)),
-    ("memoryos_actors.tiers.mtm", "MTMCore",
-     ("search", "_ranked_segments", "_search_hybrid", "_score_parts", "_score_rows",
-      "_supersede", "_window_candidates")),
+    (
+        "memoryos_actors.tiers.mtm",
+        "MTMCore",
+        (
+            "search",
+            "_ranked_segments",
+            "_search_hybrid",
+            "_score_parts",
+            "_score_rows",
+            "_supersede",
+            "_window_candidates",
+        ),
+    ),
     # Functions mtm imported by name are timed where mtm calls them.
-    ("memoryos_actors.tiers.mtm", "",
-     ("fused_score_array", "term_counts", "term_id_counts", "bm25_scores")),
+    (
+        "memoryos_actors.tiers.mtm",
+        "",
+        ("fused_score_array", "term_counts", "term_id_counts", "bm25_scores"),
+    ),
     ("memoryos_actors.store.cold", "ColdIndex", ("search", "pages_by_seq", "pages_between")),
     ("memoryos_actors.store.cold", "", ("_ranked_rowids", "_row_items", "_cand_rows")),
     ("memoryos_actors.actors.workers", "", ("build_context",)),
@@ -148,6 +175,7 @@ def _time_stages() -> tuple[dict[str, int], dict[str, int]]:
             finally:
                 cpu[label] = cpu.get(label, 0) + time.thread_time_ns() - t0
                 calls[label] = calls.get(label, 0) + 1
+
         return wrapper
 
     for module_name, owner_name, names in _STAGES:
@@ -162,15 +190,21 @@ def _time_stages() -> tuple[dict[str, int], dict[str, int]]:
         make_scorer = mtm.bm25_scorer
 
         def scorer(*args: Any, **kwargs: Any) -> Any:
-            return timed("BM25 of one archived page (cold_lexical)",
-                         make_scorer(*args, **kwargs))
+            return timed("BM25 of one archived page (cold_lexical)", make_scorer(*args, **kwargs))
 
         mtm.bm25_scorer = scorer
     return cpu, calls
 
 
-def measure(data_dir: Path, haystack: Any, marker: dict[str, Any], rounds: int,
-            warmup: int, stages: bool = False, dump: Any = None) -> dict[str, Any]:
+def measure(
+    data_dir: Path,
+    haystack: Any,
+    marker: dict[str, Any],
+    rounds: int,
+    warmup: int,
+    stages: bool = False,
+    dump: Any = None,
+) -> dict[str, Any]:
     """Run the questions on a copy of the kept data; latencies, recall and digest (and
     every ranked page, one line each, into the text file ``dump`` when given)."""
     import memoryos_actors
@@ -197,47 +231,69 @@ def measure(data_dir: Path, haystack: Any, marker: dict[str, Any], rounds: int,
                     ctx = mem.retrieve(USER, q.question, timestamp=q.timestamp)
                     wall.append(1000 * (time.perf_counter() - t0))
                     cpu.append(1000 * (time.process_time() - c0))
-                    ranked = "".join(f"{item.tier}|{item.item_id}|{item.score:.9f}|{item.why}\n"
-                                     for item in ctx.mtm)
+                    ranked = "".join(
+                        f"{item.tier}|{item.item_id}|{item.score:.9f}|{item.why}\n"
+                        for item in ctx.mtm
+                    )
                     digest.update(ranked.encode())
                     if dump is not None:
                         dump.write(f"# {r} {q.question_id}\n{ranked}")
                     if r == 0:
                         got = {index.get(str(p), -1) for p in ctx.page_ids()}
                         hits += not q.pages.isdisjoint(got)
-    return {"code": str(Path(memoryos_actors.__file__).resolve().parent.parent.name),
-            "retrieves": len(wall), "wall_ms": _summary(wall), "cpu_ms": _summary(cpu),
-            "recall_first_round": {"hits": hits, "n": len(haystack.questions)},
-            "results_sha256": digest.hexdigest(),
-            **({"stages_cpu_ms_per_retrieve": {
-                k: {"ms": v / 1e6 / len(wall), "calls": stage_calls[k] / len(wall)}
-                for k, v in sorted(stage_cpu.items(), key=lambda kv: -kv[1])}}
-               if stages else {})}
+    return {
+        "code": str(Path(memoryos_actors.__file__).resolve().parent.parent.name),
+        "retrieves": len(wall),
+        "wall_ms": _summary(wall),
+        "cpu_ms": _summary(cpu),
+        "recall_first_round": {"hits": hits, "n": len(haystack.questions)},
+        "results_sha256": digest.hexdigest(),
+        **(
+            {
+                "stages_cpu_ms_per_retrieve": {
+                    k: {"ms": v / 1e6 / len(wall), "calls": stage_calls[k] / len(wall)}
+                    for k, v in sorted(stage_cpu.items(), key=lambda kv: -kv[1])
+                }
+            }
+            if stages
+            else {}
+        ),
+    }
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Command-line entry point; returns the exit code (0 ok, 2 cannot run)."""
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--data", help="dev-set JSON (default as bench/longmemeval.py)")
-    p.add_argument("--data-dir", required=True,
-                   help="where the ingested user is kept (made on the first run)")
+    p.add_argument(
+        "--data-dir", required=True, help="where the ingested user is kept (made on the first run)"
+    )
     p.add_argument("--items", type=int, default=500, help="history length in items")
     p.add_argument("--rounds", type=int, default=2, help="passes over the questions")
     p.add_argument("--warmup", type=int, default=20, help="unmeasured questions first")
-    p.add_argument("--dump", default=None, metavar="FILE",
-                   help="write every ranked page of every measured retrieve to FILE")
-    p.add_argument("--stages", action="store_true",
-                   help="also report the thread CPU time of each stage of the retrieve path")
-    p.add_argument("--name", default=None,
-                   help="results file retrieve_NAME.json (default: retrieve.json)")
+    p.add_argument(
+        "--dump",
+        default=None,
+        metavar="FILE",
+        help="write every ranked page of every measured retrieve to FILE",
+    )
+    p.add_argument(
+        "--stages",
+        action="store_true",
+        help="also report the thread CPU time of each stage of the retrieve path",
+    )
+    p.add_argument(
+        "--name", default=None, help="results file retrieve_NAME.json (default: retrieve.json)"
+    )
     add_out_dir(p)
     args = p.parse_args(argv)
     if argv is None and os.environ.get("PYTHONHASHSEED") != "0":
         # The order of a set of query terms follows string hashing, which Python seeds
         # per process; it orders BM25's sums, hence the last bits of scores. One seed for
         # every run makes the digests of two versions comparable.
-        os.execve(sys.executable, [sys.executable, *sys.argv],
-                  {**os.environ, "PYTHONHASHSEED": "0"})
+        os.execve(
+            sys.executable, [sys.executable, *sys.argv], {**os.environ, "PYTHONHASHSEED": "0"}
+        )
     try:
         haystack = build_haystack(load_items(resolve_data_path(args.data)), args.items)
     except BenchError as exc:
@@ -248,19 +304,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     if marker_path.exists():
         marker = json.loads(marker_path.read_text(encoding="utf-8"))
         if marker["items"] != args.items:
-            print(f"retrieve bench: {data_dir} holds {marker['items']} items, not "
-                  f"{args.items}", file=sys.stderr)
+            print(
+                f"retrieve bench: {data_dir} holds {marker['items']} items, not {args.items}",
+                file=sys.stderr,
+            )
             return 2
     else:
         marker = ingest(data_dir, haystack)
-        print(f"ingested {marker['pages']} pages in {marker['ingest_seconds']:.0f} s",
-              file=sys.stderr)
+        print(
+            f"ingested {marker['pages']} pages in {marker['ingest_seconds']:.0f} s", file=sys.stderr
+        )
     load_before = os.getloadavg()
     with contextlib.ExitStack() as stack:
-        dump = (stack.enter_context(open(args.dump, "w", encoding="utf-8"))
-                if args.dump else None)
-        result = measure(data_dir, haystack, marker, args.rounds, args.warmup, args.stages,
-                         dump)
+        dump = stack.enter_context(open(args.dump, "w", encoding="utf-8")) if args.dump else None
+        result = measure(data_dir, haystack, marker, args.rounds, args.warmup, args.stages, dump)
     shown = list(sys.argv[1:] if argv is None else argv)
     for i, arg in enumerate(shown[:-1]):
         if arg in ("--data", "--data-dir", "--out-dir"):  # no path of this machine in results
@@ -269,22 +326,30 @@ def main(argv: Sequence[str] | None = None) -> int:
         "benchmark": "retrieve-latency-longmemeval",
         "date": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
         "command": shlex.join(["python", "bench/retrieve_bench.py", *shown]),
-        "machine": {"python": platform.python_version(), "cpu_count": os.cpu_count(),
-                    "load_average_before": load_before, "load_average_after": os.getloadavg()},
-        "pages": marker["pages"], "questions": len(haystack.questions),
-        "warmup": args.warmup, "rounds": args.rounds, **result,
+        "machine": {
+            "python": platform.python_version(),
+            "cpu_count": os.cpu_count(),
+            "load_average_before": load_before,
+            "load_average_after": os.getloadavg(),
+        },
+        "pages": marker["pages"],
+        "questions": len(haystack.questions),
+        "warmup": args.warmup,
+        "rounds": args.rounds,
+        **result,
     }
     w, c = result["wall_ms"], result["cpu_ms"]
-    print(f"{report['code']}: {result['retrieves']} retrieves at {marker['pages']} pages: wall "
-          f"p50/p95/p99 {w['p50']:.1f}/{w['p95']:.1f}/{w['p99']:.1f} ms, CPU p50/p95/p99 "
-          f"{c['p50']:.1f}/{c['p95']:.1f}/{c['p99']:.1f} ms; recall "
-          f"{result['recall_first_round']['hits']}/{result['recall_first_round']['n']}; "
-          f"results {result['results_sha256'][:16]}; load "
-          f"{load_before[0]:.1f} -> {report['machine']['load_average_after'][0]:.1f}")
+    print(
+        f"{report['code']}: {result['retrieves']} retrieves at {marker['pages']} pages: wall "
+        f"p50/p95/p99 {w['p50']:.1f}/{w['p95']:.1f}/{w['p99']:.1f} ms, CPU p50/p95/p99 "
+        f"{c['p50']:.1f}/{c['p95']:.1f}/{c['p99']:.1f} ms; recall "
+        f"{result['recall_first_round']['hits']}/{result['recall_first_round']['n']}; "
+        f"results {result['results_sha256'][:16]}; load "
+        f"{load_before[0]:.1f} -> {report['machine']['load_average_after'][0]:.1f}"
+    )
     for label, row in result.get("stages_cpu_ms_per_retrieve", {}).items():
         print(f"  {row['ms']:7.2f} ms  {row['calls']:6.1f} calls  {label}")
-    out = write_result(args, f"retrieve_{args.name}.json" if args.name else "retrieve.json",
-                       report)
+    out = write_result(args, f"retrieve_{args.name}.json" if args.name else "retrieve.json", report)
     print(f"results: {out}")
     return 0
 

@@ -25,6 +25,7 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/_out.py
 from _out import add_out_dir  # noqa: E402
 from _out import out_dir as bench_out_dir  # noqa: E402
@@ -47,8 +48,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     from memoryos_actors import MemoryConfig, MemoryOS
 
-    cfg = MemoryConfig(max_active_users=args.max_active, log_level="error",
-                       snapshot_every_turns=1000)
+    cfg = MemoryConfig(
+        max_active_users=args.max_active, log_level="error", snapshot_every_turns=1000
+    )
     peak_threads = threading.active_count()
     stop = threading.Event()
 
@@ -71,8 +73,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                 with lock:
                     done += 1
                     if done % 1000 == 0:
-                        print(f"{done} users, {threading.active_count()} threads, "
-                              f"{mem.stats()['active_users']} active", flush=True)
+                        print(
+                            f"{done} users, {threading.active_count()} threads, "
+                            f"{mem.stats()['active_users']} active",
+                            flush=True,
+                        )
 
             t0 = time.perf_counter()
             with ThreadPoolExecutor(args.threads) as pool:

@@ -25,6 +25,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/_out.py
 from _out import add_out_dir  # noqa: E402
 from _out import out_dir as bench_out_dir  # noqa: E402
@@ -37,8 +38,13 @@ from throughput import pct, query_for, turn  # noqa: E402
 CONFIG = 'log_level = "error"\n'
 
 
-def _phase(clients: int, users: int, per_user: int, time_limit: float,
-           call: Callable[[int, int, int], None]) -> dict[str, float]:
+def _phase(
+    clients: int,
+    users: int,
+    per_user: int,
+    time_limit: float,
+    call: Callable[[int, int, int], None],
+) -> dict[str, float]:
     """Run ``call(client, user, i)`` for every user and i < per_user from ``clients``
     threads (a user belongs to one client); latencies in ms."""
     lat: list[list[float]] = [[] for _ in range(clients)]
@@ -54,7 +60,7 @@ def _phase(clients: int, users: int, per_user: int, time_limit: float,
                     t0 = time.perf_counter()
                     call(c, u, i)
                     lat[c].append((time.perf_counter() - t0) * 1000.0)
-        except BaseException as exc:  # reported after the phase
+        except BaseException as exc:  # noqa: BLE001 - reported after the phase
             errors.append(exc)
 
     threads = [threading.Thread(target=worker, args=(c,)) for c in range(clients)]
@@ -67,9 +73,13 @@ def _phase(clients: int, users: int, per_user: int, time_limit: float,
     if errors:
         raise errors[0]
     flat = [x for per in lat for x in per]
-    return {"calls": len(flat), "seconds": elapsed,
-            "per_s": len(flat) / elapsed if elapsed else 0.0,
-            "p50_ms": pct(flat, 50), "p99_ms": pct(flat, 99)}
+    return {
+        "calls": len(flat),
+        "seconds": elapsed,
+        "per_s": len(flat) / elapsed if elapsed else 0.0,
+        "p50_ms": pct(flat, 50),
+        "p99_ms": pct(flat, 99),
+    }
 
 
 def in_process(args: argparse.Namespace) -> dict[str, object]:
@@ -77,11 +87,21 @@ def in_process(args: argparse.Namespace) -> dict[str, object]:
 
     with tempfile.TemporaryDirectory(prefix="memoryos-srvbench-") as tmp:
         with MemoryOS.open(tmp, MemoryConfig(log_level="error")) as mem:
-            add = _phase(args.clients, args.users, args.turns, args.time_limit,
-                         lambda c, u, i: mem.add_turn(f"user-{u}", *turn(u, i)))
+            add = _phase(
+                args.clients,
+                args.users,
+                args.turns,
+                args.time_limit,
+                lambda c, u, i: mem.add_turn(f"user-{u}", *turn(u, i)),
+            )
             mem.flush()
-            ret = _phase(args.clients, args.users, args.retrieves, args.time_limit,
-                         lambda c, u, i: mem.retrieve(f"user-{u}", query_for(u, i)))
+            ret = _phase(
+                args.clients,
+                args.users,
+                args.retrieves,
+                args.time_limit,
+                lambda c, u, i: mem.retrieve(f"user-{u}", query_for(u, i)),
+            )
     return {"add_turn": add, "retrieve": ret}
 
 
@@ -96,11 +116,30 @@ def over_http(args: argparse.Namespace) -> dict[str, object]:
         (root / "config.toml").write_text(CONFIG)
         ready = root / "ready.json"
         proc = subprocess.Popen(
-            [sys.executable, "-m", "memoryos_actors", "--data-dir", str(root / "data"),
-             "--config", str(root / "config.toml"), "serve", "--host", "127.0.0.1",
-             "--port", "0", "--keys-file", str(root / "keys.json"), "--ready-file",
-             str(ready), "--rate", "1000000", "--burst", "1000000"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            [
+                sys.executable,
+                "-m",
+                "memoryos_actors",
+                "--data-dir",
+                str(root / "data"),
+                "--config",
+                str(root / "config.toml"),
+                "serve",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                "0",
+                "--keys-file",
+                str(root / "keys.json"),
+                "--ready-file",
+                str(ready),
+                "--rate",
+                "1000000",
+                "--burst",
+                "1000000",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
         )
         try:
             deadline = time.monotonic() + 60
@@ -109,20 +148,21 @@ def over_http(args: argparse.Namespace) -> dict[str, object]:
                     raise SystemExit("the server did not start")
                 time.sleep(0.05)
             base = f"http://127.0.0.1:{json.loads(ready.read_text())['port']}"
-            http = [httpx.Client(base_url=base, timeout=60.0,
-                                 headers={"Authorization": f"Bearer {key}"})
-                    for _ in range(args.clients)]
+            http = [
+                httpx.Client(
+                    base_url=base, timeout=60.0, headers={"Authorization": f"Bearer {key}"}
+                )
+                for _ in range(args.clients)
+            ]
 
             def add(c: int, u: int, i: int) -> None:
                 q, r = turn(u, i)
-                resp = http[c].post(f"/v1/users/user-{u}/turns",
-                                    json={"query": q, "response": r})
+                resp = http[c].post(f"/v1/users/user-{u}/turns", json={"query": q, "response": r})
                 if resp.status_code != 201:
                     raise RuntimeError(f"add_turn: {resp.status_code} {resp.text}")
 
             def ret(c: int, u: int, i: int) -> None:
-                resp = http[c].post(f"/v1/users/user-{u}/retrieve",
-                                    json={"query": query_for(u, i)})
+                resp = http[c].post(f"/v1/users/user-{u}/retrieve", json={"query": query_for(u, i)})
                 if resp.status_code != 200:
                     raise RuntimeError(f"retrieve: {resp.status_code} {resp.text}")
 
@@ -132,13 +172,15 @@ def over_http(args: argparse.Namespace) -> dict[str, object]:
                 settle = time.monotonic() + args.time_limit
                 while time.monotonic() < settle:
                     text = http[0].get("/metrics").text
-                    backlog = [ln for ln in text.splitlines()
-                               if ln.startswith("memoryos_placement_backlog ")]
+                    backlog = [
+                        ln
+                        for ln in text.splitlines()
+                        if ln.startswith("memoryos_placement_backlog ")
+                    ]
                     if backlog and float(backlog[0].split()[1]) == 0.0:
                         break
                     time.sleep(0.1)
-                retrieved = _phase(args.clients, args.users, args.retrieves,
-                                   args.time_limit, ret)
+                retrieved = _phase(args.clients, args.users, args.retrieves, args.time_limit, ret)
             finally:
                 for client in http:
                     client.close()
@@ -169,9 +211,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         "date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
         "machine": {"python": platform.python_version(), "cpus": os.cpu_count()},
         "command": "python bench/server_bench.py " + " ".join(sys.argv[1:]),
-        "clients": args.clients, "users": args.users, "turns_per_user": args.turns,
+        "clients": args.clients,
+        "users": args.users,
+        "turns_per_user": args.turns,
         "retrieves_per_user": args.retrieves,
-        "in_process": local, "http": remote,
+        "in_process": local,
+        "http": remote,
     }
     out = bench_out_dir(args)
     out.mkdir(parents=True, exist_ok=True)
@@ -180,8 +225,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     for mode, res in (("in-process", local), ("http", remote)):
         for op in ("add_turn", "retrieve"):
             r = res[op]
-            print(f"{mode:12} {op:9} {r['calls']:6d} {r['per_s']:8.0f} {r['p50_ms']:8.2f} "
-                  f"{r['p99_ms']:8.2f}")
+            print(
+                f"{mode:12} {op:9} {r['calls']:6d} {r['per_s']:8.0f} {r['p50_ms']:8.2f} "
+                f"{r['p99_ms']:8.2f}"
+            )
     return 0
 
 

@@ -49,8 +49,9 @@ def _fill(data: Path, users: int, turns: int) -> None:
     with MemoryOS.open(data, cfg) as mem:
         for u in range(users):
             for t in range(turns):
-                mem.add_turn(f"user-{u:05d}", f"turn {t}: I like topic {t % 7} and {u % 13}",
-                             "noted")
+                mem.add_turn(
+                    f"user-{u:05d}", f"turn {t}: I like topic {t % 7} and {u % 13}", "noted"
+                )
         mem.flush()
 
 
@@ -75,12 +76,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--users", type=int, default=1000)
     p.add_argument("--turns", type=int, default=10, help="turns per user")
     p.add_argument("--runs", type=int, default=3, help="timed runs of each (best is kept)")
-    p.add_argument("--activation", action="store_true",
-                   help="also time MemoryOS.stats(user) for every user (slow)")
+    p.add_argument(
+        "--activation",
+        action="store_true",
+        help="also time MemoryOS.stats(user) for every user (slow)",
+    )
     p.add_argument("--keep-data", help="data directory to fill once and reuse")
     p.add_argument("--name", default="stats", help="stem of the results file (default: stats)")
-    p.add_argument("--label", default=None,
-                   help="what this run measures (e.g. main or branch), kept in the results")
+    p.add_argument(
+        "--label",
+        default=None,
+        help="what this run measures (e.g. main or branch), kept in the results",
+    )
     add_out_dir(p)
     args = p.parse_args(argv)
     words = list(sys.argv[1:] if argv is None else argv)
@@ -136,9 +143,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.label:
             result["label"] = args.label
         if args.activation:
+
             def activate_all() -> int:
-                with MemoryOS.open(data, MemoryConfig(log_level="error"),
-                                   read_only=True) as mem:
+                with MemoryOS.open(data, MemoryConfig(log_level="error"), read_only=True) as mem:
                     return sum(mem.stats(u)["turns"] for u in mem.users())
 
             act_s, turns = _best_of(1, activate_all)
@@ -150,9 +157,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     path = write_result(args, f"{args.name}.json", result)
     for key, value in result.items():
         print(f"{key:>20}: {value}")
-    print(f"target: {result['users']} users in under 1 s: "
-          f"{'met' if result['stored_stats_s'] < 1.0 else 'MISSED'} (stored_stats), "
-          f"{'met' if result['cli_stats_s'] < 1.0 else 'MISSED'} (the whole command)")
+    print(
+        f"target: {result['users']} users in under 1 s: "
+        f"{'met' if result['stored_stats_s'] < 1.0 else 'MISSED'} (stored_stats), "
+        f"{'met' if result['cli_stats_s'] < 1.0 else 'MISSED'} (the whole command)"
+    )
     print(f"wrote {path}")
     return 0
 

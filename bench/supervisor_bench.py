@@ -21,12 +21,12 @@ import sys
 import time
 from pathlib import Path
 from typing import Any
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/_out.py
-from _out import add_out_dir  # noqa: E402
-from _out import out_dir as bench_out_dir  # noqa: E402
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/_out.py
 import pykka
 import structlog
+from _out import add_out_dir  # noqa: E402
+from _out import out_dir as bench_out_dir  # noqa: E402
 
 import supervisor as sv
 

@@ -25,14 +25,35 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/_out.py
 from _out import add_out_dir  # noqa: E402
 from _out import out_dir as bench_out_dir  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-_SYLLABLES = ("ka", "lo", "mi", "ne", "ru", "ta", "vo", "si", "pe", "da", "go", "zu", "fi",
-              "ba", "lu", "ro", "te", "no", "ha", "ki")
+_SYLLABLES = (
+    "ka",
+    "lo",
+    "mi",
+    "ne",
+    "ru",
+    "ta",
+    "vo",
+    "si",
+    "pe",
+    "da",
+    "go",
+    "zu",
+    "fi",
+    "ba",
+    "lu",
+    "ro",
+    "te",
+    "no",
+    "ha",
+    "ki",
+)
 
 
 def _word(n: int) -> str:
@@ -222,8 +243,15 @@ def big_user_retrieval(pages: int, queries: int) -> dict[str, Any]:
                 t0 = time.perf_counter()
                 mem.retrieve("big", q)
                 lat.append((time.perf_counter() - t0) * 1000.0)
-    return {"pages": pages, "mtm_segments": st["mtm_segments"], "mtm_pages": st["mtm_pages"],
-            "queries": queries, "p50": pct(lat, 50), "p95": pct(lat, 95), "p99": pct(lat, 99)}
+    return {
+        "pages": pages,
+        "mtm_segments": st["mtm_segments"],
+        "mtm_pages": st["mtm_pages"],
+        "queries": queries,
+        "p50": pct(lat, 50),
+        "p95": pct(lat, 95),
+        "p99": pct(lat, 99),
+    }
 
 
 def targets(r: dict[str, Any]) -> list[tuple[str, bool, str]]:
@@ -260,10 +288,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--queries", type=int, default=10, help="retrievals per user")
     p.add_argument("--fsync", default="interval", choices=["always", "interval", "never"])
     p.add_argument("--llm-latency-ms", type=float, default=0.0)
-    p.add_argument("--big-user-pages", type=int, default=2000,
-                   help="pages of the single user whose retrieve latency is measured alone")
-    p.add_argument("--switch-interval-ms", type=float, default=None,
-                   help="set sys.setswitchinterval for this run (CPython's default is 5 ms)")
+    p.add_argument(
+        "--big-user-pages",
+        type=int,
+        default=2000,
+        help="pages of the single user whose retrieve latency is measured alone",
+    )
+    p.add_argument(
+        "--switch-interval-ms",
+        type=float,
+        default=None,
+        help="set sys.setswitchinterval for this run (CPython's default is 5 ms)",
+    )
     add_out_dir(p)
     args = p.parse_args(argv)
     if args.switch_interval_ms is not None:
@@ -277,7 +313,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.switch_interval_ms is not None:
         name = name.replace(".json", f"_switch{args.switch_interval_ms:g}ms.json")
     (out / name).write_text(json.dumps(r, indent=2) + "\n")
-    print(f"| metric | value |\n| --- | --- |")
+    print("| metric | value |\n| --- | --- |")
     print(f"| turns/s (acknowledged) | {r['ack_turns_per_s']:.0f} |")
     print(f"| turns/s (settled, incl. background) | {r['settled_turns_per_s']:.0f} |")
     for key in ("add_turn_ms", "retrieve_ms"):
@@ -289,8 +325,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     print(f"| LLM calls per turn | {r['llm_calls_per_turn']:.2f} |")
     b = r["big_user_retrieve_ms"]
-    print(f"| retrieve ms, one user with {b['pages']} pages in {b['mtm_segments']} segments, "
-          f"p50/p95/p99 | {b['p50']:.3f} / {b['p95']:.3f} / {b['p99']:.3f} |")
+    print(
+        f"| retrieve ms, one user with {b['pages']} pages in {b['mtm_segments']} segments, "
+        f"p50/p95/p99 | {b['p50']:.3f} / {b['p95']:.3f} / {b['p99']:.3f} |"
+    )
     print(f"| peak RSS MiB | {r['peak_rss_mb']:.0f} |")
     for name_, ok, measured in targets(r):
         print(f"target {name_}: {'met' if ok else 'MISSED'} ({measured})")

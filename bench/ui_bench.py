@@ -36,9 +36,10 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/_out.py
 from _out import add_out_dir  # noqa: E402
 from _out import out_dir as bench_out_dir  # noqa: E402
@@ -77,7 +78,7 @@ def ingest(data: Path, pages: int, seed: int) -> tuple[list[str], dict[str, int]
             clock.set(t)
             mem.add_turn(uid, q, r, timestamp=t)
             if i % 25 == 24:
-                recent = texts[max(0, i - 200):]
+                recent = texts[max(0, i - 200) :]
                 mem.retrieve(uid, " ".join(rng.choice(recent).split()[:4]), timestamp=t)
         if not reuse:
             for spec in TRAITS[::15]:  # six of the 90, across the three categories
@@ -86,10 +87,14 @@ def ingest(data: Path, pages: int, seed: int) -> tuple[list[str], dict[str, int]
             marker.touch()
         st = mem.user_state(uid)
         arch = mem.archived_memories(uid, limit=0)
-        where = {"stm_pages": len(st.stm), "mtm_segments": len(st.segments),
-                 "mtm_pages": sum(len(s.pages) for s in st.segments),
-                 "archived_pages": arch.total, "facts": len(st.kb),
-                 "traits_with_a_level": len(st.traits)}
+        where = {
+            "stm_pages": len(st.stm),
+            "mtm_segments": len(st.segments),
+            "mtm_pages": sum(len(s.pages) for s in st.segments),
+            "archived_pages": arch.total,
+            "facts": len(st.kb),
+            "traits_with_a_level": len(st.traits),
+        }
     return texts, where
 
 
@@ -101,8 +106,13 @@ def _server_ms(resp: Any, name: str = "app") -> float:
 
 
 def _stats(values: Sequence[float]) -> dict[str, float]:
-    return {"p50": pct(values, 0.5), "p95": pct(values, 0.95), "p99": pct(values, 0.99),
-            "max": max(values), "n": len(values)}
+    return {
+        "p50": pct(values, 0.5),
+        "p95": pct(values, 0.95),
+        "p99": pct(values, 0.99),
+        "max": max(values),
+        "n": len(values),
+    }
 
 
 def _process_cpu_s(pid: int) -> float | None:
@@ -115,8 +125,14 @@ def _process_cpu_s(pid: int) -> float | None:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def measure(base: str, key: str, texts: list[str], args: argparse.Namespace,
-            archived_page: str | None, server_pid: int | None = None) -> dict[str, Any]:
+def measure(
+    base: str,
+    key: str,
+    texts: list[str],
+    args: argparse.Namespace,
+    archived_page: str | None,
+    server_pid: int | None = None,
+) -> dict[str, Any]:
     import httpx
 
     out: dict[str, Any] = {}
@@ -138,13 +154,18 @@ def measure(base: str, key: str, texts: list[str], args: argparse.Namespace,
                 if resp.status_code != 200:
                     raise RuntimeError(f"{path}: {resp.status_code} {resp.text[:300]}")
                 server.append(_server_ms(resp))
-            return {"server_ms": _stats(server), "round_trip_ms": _stats(trip),
-                    "bytes": len(resp.content)}
+            return {
+                "server_ms": _stats(server),
+                "round_trip_ms": _stats(trip),
+                "bytes": len(resp.content),
+            }
 
         t0 = time.perf_counter()
         first = c.get(user)
-        out["user_page_first_open"] = {"server_ms": _server_ms(first),
-                                       "round_trip_ms": (time.perf_counter() - t0) * 1000.0}
+        out["user_page_first_open"] = {
+            "server_ms": _server_ms(first),
+            "round_trip_ms": (time.perf_counter() - t0) * 1000.0,
+        }
         out["user_page"] = timed(user, args.requests)
         few = max(5, args.requests // 4)
         out["archive_first_page"] = timed(f"{user}/archive", few)
@@ -174,14 +195,17 @@ def measure(base: str, key: str, texts: list[str], args: argparse.Namespace,
                 retrieve.append(_server_ms(resp, "retrieve"))
                 trip.append(dt)
         cpu_after = _process_cpu_s(server_pid) if server_pid is not None else None
-        out["search"] = {"server_ms": _stats(server), "round_trip_ms": _stats(trip),
-                         "retrieve_ms": _stats(retrieve),
-                         # The server process's CPU time over the timed searches, per
-                         # search (its background work included; a mean, as the
-                         # process's counters tick in 10 ms).
-                         "server_cpu_ms_per_search": None if cpu_before is None
-                         or cpu_after is None
-                         else 1000.0 * (cpu_after - cpu_before) / max(args.queries, 1)}
+        out["search"] = {
+            "server_ms": _stats(server),
+            "round_trip_ms": _stats(trip),
+            "retrieve_ms": _stats(retrieve),
+            # The server process's CPU time over the timed searches, per
+            # search (its background work included; a mean, as the
+            # process's counters tick in 10 ms).
+            "server_cpu_ms_per_search": None
+            if cpu_before is None or cpu_after is None
+            else 1000.0 * (cpu_after - cpu_before) / max(args.queries, 1),
+        }
     return out
 
 
@@ -202,11 +226,30 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         ready = root / "ready.json"
         ready.unlink(missing_ok=True)
         proc = subprocess.Popen(
-            [sys.executable, "-m", "memoryos_actors", "--data-dir", str(root / "data"),
-             "--config", str(root / "config.toml"), "serve", "--host", "127.0.0.1",
-             "--port", "0", "--keys-file", str(root / "keys.json"), "--ready-file",
-             str(ready), "--rate", "1000000", "--burst", "1000000"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            [
+                sys.executable,
+                "-m",
+                "memoryos_actors",
+                "--data-dir",
+                str(root / "data"),
+                "--config",
+                str(root / "config.toml"),
+                "serve",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                "0",
+                "--keys-file",
+                str(root / "keys.json"),
+                "--ready-file",
+                str(ready),
+                "--rate",
+                "1000000",
+                "--burst",
+                "1000000",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
             env={k: v for k, v in os.environ.items() if not k.startswith("MEMORYOS_")},
         )
         try:
@@ -225,8 +268,12 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
-    return {"pages": args.pages, "ingest_seconds": None if args.keep_data and
-            ingest_s < 5 else ingest_s, "where": where, **timings}
+    return {
+        "pages": args.pages,
+        "ingest_seconds": None if args.keep_data and ingest_s < 5 else ingest_s,
+        "where": where,
+        **timings,
+    }
 
 
 def _an_archived_page(data: Path) -> str | None:
@@ -241,8 +288,9 @@ def _an_archived_page(data: Path) -> str | None:
     if not path.exists():
         return None
     with contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as db:
-        row = db.execute("SELECT item_id FROM items WHERE kind = 'page' "
-                         "ORDER BY seq LIMIT 1 OFFSET 10").fetchone()
+        row = db.execute(
+            "SELECT item_id FROM items WHERE kind = 'page' ORDER BY seq LIMIT 1 OFFSET 10"
+        ).fetchone()
     return f"page:{row[0]}" if row else None
 
 
@@ -259,31 +307,55 @@ def main(argv: Sequence[str] | None = None) -> int:
     load_before = os.getloadavg()[0]
     result = run(args)
     result["load_before"], result["load_after"] = load_before, os.getloadavg()[0]
-    result["machine"] = {"python": platform.python_version(), "cpus": os.cpu_count(),
-                         "platform": platform.platform()}
+    result["machine"] = {
+        "python": platform.python_version(),
+        "cpus": os.cpu_count(),
+        "platform": platform.platform(),
+    }
     result["command"] = "python bench/ui_bench.py " + " ".join(
-        "DIR" if a.startswith("/") else a for a in (argv if argv is not None else sys.argv[1:]))
-    (bench_out_dir(args) / "ui_bench.json").write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
-    show: Callable[[str, dict[str, Any]], None] = lambda name, d: print(
-        f"{name:<24} server p50 {d['server_ms']['p50']:7.1f}  p95 "
-        f"{d['server_ms']['p95']:7.1f}  p99 {d['server_ms']['p99']:7.1f} ms   round trip "
-        f"p95 {d['round_trip_ms']['p95']:7.1f} ms")
+        "DIR" if a.startswith("/") else a for a in (argv if argv is not None else sys.argv[1:])
+    )
+    (bench_out_dir(args) / "ui_bench.json").write_text(
+        json.dumps(result, indent=2) + "\n", encoding="utf-8"
+    )
+
+    def show(name: str, d: dict[str, Any]) -> None:
+        print(
+            f"{name:<24} server p50 {d['server_ms']['p50']:7.1f}  p95 "
+            f"{d['server_ms']['p95']:7.1f}  p99 {d['server_ms']['p99']:7.1f} ms   round trip "
+            f"p95 {d['round_trip_ms']['p95']:7.1f} ms"
+        )
+
     print(f"{args.pages} pages: {result['where']}")
     first = result["user_page_first_open"]
-    print(f"{'user page, first open':<24} server {first['server_ms']:7.1f} ms (activation "
-          f"included), round trip {first['round_trip_ms']:.1f} ms")
-    for name in ("user_page", "archive_first_page", "archive_page_100", "archive_search",
-                 "profile", "users_list", "memory_page_archived", "search"):
+    print(
+        f"{'user page, first open':<24} server {first['server_ms']:7.1f} ms (activation "
+        f"included), round trip {first['round_trip_ms']:.1f} ms"
+    )
+    for name in (
+        "user_page",
+        "archive_first_page",
+        "archive_page_100",
+        "archive_search",
+        "profile",
+        "users_list",
+        "memory_page_archived",
+        "search",
+    ):
         if name in result:
             show(name, result[name])
     r = result["search"]["retrieve_ms"]
-    print(f"{'  of which retrieve':<24} p50 {r['p50']:7.1f}  p95 {r['p95']:7.1f}  p99 "
-          f"{r['p99']:7.1f} ms")
+    print(
+        f"{'  of which retrieve':<24} p50 {r['p50']:7.1f}  p95 {r['p95']:7.1f}  p99 "
+        f"{r['p99']:7.1f} ms"
+    )
     cpu = result["search"].get("server_cpu_ms_per_search")
     if cpu is not None:
         print(f"{'  server CPU per search':<24} {cpu:7.1f} ms (mean)")
-    print(f"load average (1 min) before {result['load_before']:.1f}, after "
-          f"{result['load_after']:.1f} on {os.cpu_count()} CPUs")
+    print(
+        f"load average (1 min) before {result['load_before']:.1f}, after "
+        f"{result['load_after']:.1f} on {os.cpu_count()} CPUs"
+    )
     return 0
 
 

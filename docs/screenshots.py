@@ -83,18 +83,36 @@ def load_demo(data: Path, config_file: Path) -> dict[str, Any]:
     return {"user": user, "query": script.provenance_query, "trait": trait}
 
 
-def start_server(root: Path, data: Path, config_file: Path) -> tuple[subprocess.Popen[bytes],
-                                                                    str, str]:
+def start_server(
+    root: Path, data: Path, config_file: Path
+) -> tuple[subprocess.Popen[bytes], str, str]:
     from memoryos_actors.server.keys import KeyStore
 
     key, _ = KeyStore(root / "keys.json").add(TENANT, note="screenshots")
     ready = root / "ready.json"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "memoryos_actors", "--data-dir", str(data), "--config",
-         str(config_file), "serve", "--host", "127.0.0.1", "--port", "0", "--keys-file",
-         str(root / "keys.json"), "--ready-file", str(ready)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        env={k: v for k, v in os.environ.items() if not k.startswith("MEMORYOS_")})
+        [
+            sys.executable,
+            "-m",
+            "memoryos_actors",
+            "--data-dir",
+            str(data),
+            "--config",
+            str(config_file),
+            "serve",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            "0",
+            "--keys-file",
+            str(root / "keys.json"),
+            "--ready-file",
+            str(ready),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env={k: v for k, v in os.environ.items() if not k.startswith("MEMORYOS_")},
+    )
     deadline = time.monotonic() + 60
     while not ready.exists():
         if proc.poll() is not None or time.monotonic() > deadline:
@@ -112,28 +130,47 @@ def browser(tmp: Path) -> Any:
     chromium = shutil.which("chromium") or shutil.which("chromium-browser")
     driver = shutil.which("chromedriver")
     if not chromium or not driver:
-        raise SystemExit("needs the chromium and chromedriver commands "
-                         "(Debian: apt-get install chromium chromium-driver)")
+        raise SystemExit(
+            "needs the chromium and chromedriver commands "
+            "(Debian: apt-get install chromium chromium-driver)"
+        )
     options = webdriver.ChromeOptions()
     options.binary_location = chromium
-    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage",
-                "--no-first-run", "--disable-background-networking",
-                "--disable-component-update", "--hide-scrollbars",
-                "--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE 127.0.0.1",
-                f"--user-data-dir={tmp / 'profile'}", "--window-size=1280,900"):
+    for arg in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-dev-shm-usage",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--hide-scrollbars",
+        "--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE 127.0.0.1",
+        f"--user-data-dir={tmp / 'profile'}",
+        "--window-size=1280,900",
+    ):
         options.add_argument(arg)
-    return webdriver.Chrome(service=Service(driver, env={**os.environ, "TMPDIR": str(tmp)}),
-                            options=options)
+    return webdriver.Chrome(
+        service=Service(driver, env={**os.environ, "TMPDIR": str(tmp)}), options=options
+    )
 
 
-def shoot(driver: Any, url: str, out: Path, width: int = 1280, height: int = 800,
-          scroll_to: str | None = None, mobile: bool = False) -> int:
+def shoot(
+    driver: Any,
+    url: str,
+    out: Path,
+    width: int = 1280,
+    height: int = 800,
+    scroll_to: str | None = None,
+    mobile: bool = False,
+) -> int:
     """Load ``url`` at ``width`` x ``height`` CSS pixels (from the element ``scroll_to``,
     if given) and save the PNG to ``out``; returns its size in bytes."""
     from selenium.webdriver.common.by import By
 
-    driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", {
-        "width": width, "height": height, "deviceScaleFactor": 1, "mobile": mobile})
+    driver.execute_cdp_cmd(
+        "Emulation.setDeviceMetricsOverride",
+        {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": mobile},
+    )
     driver.get(url)
     if scroll_to:
         el = driver.find_element(By.CSS_SELECTOR, scroll_to)
@@ -147,7 +184,8 @@ def shoot(driver: Any, url: str, out: Path, width: int = 1280, height: int = 800
         image = Image.open(io.BytesIO(png)).convert("RGB")
         buf = io.BytesIO()
         image.quantize(colors=256, method=Image.Quantize.MEDIANCUT).save(
-            buf, format="PNG", optimize=True)
+            buf, format="PNG", optimize=True
+        )
         out.write_bytes(buf.getvalue())
     return out.stat().st_size
 
@@ -175,11 +213,9 @@ def main(argv: list[str] | None = None) -> int:
             shots = [
                 ("ui-users.png", base + "/ui/users", {"height": 420}),
                 ("ui-user.png", user, {"height": 900}),
-                ("ui-search.png", user + "/search?q=" + quote(demo["query"]),
-                 {"height": 760}),
+                ("ui-search.png", user + "/search?q=" + quote(demo["query"]), {"height": 760}),
                 ("ui-profile.png", user + "/profile", {"height": 820}),
-                ("ui-history.png", user + "/memories/trait:" + demo["trait"],
-                 {"height": 720}),
+                ("ui-history.png", user + "/memories/trait:" + demo["trait"], {"height": 720}),
                 ("ui-phone.png", user, {"width": 390, "height": 780, "mobile": True}),
             ]
             total = 0

@@ -64,8 +64,9 @@ def _placement_backlog(user_id: str, cfg: Any) -> PlacementBacklog:
     the pace is measured)."""
     cap = max(64, cfg.max_inflight_per_user * 4)
     floor = min(cap, max(16, 2 * cfg.meta_batch_max_pages))
-    return PlacementBacklog(f"user {user_id!r} MTM backlog", cfg.placement_backlog_seconds,
-                            floor, cap)
+    return PlacementBacklog(
+        f"user {user_id!r} MTM backlog", cfg.placement_backlog_seconds, floor, cap
+    )
 
 
 class _StartOnce:
@@ -153,8 +154,7 @@ class UserActivation:
     def _leave(self, entry: UserEntry) -> None:
         self._dir.leave(entry)
 
-    def _new_store(self, user_id: str, embedder: tuple[str, int],
-                   create: bool = True) -> UserStore:
+    def _new_store(self, user_id: str, embedder: tuple[str, int], create: bool = True) -> UserStore:
         cfg = self.config
         return UserStore(
             self.data_dir,
@@ -170,8 +170,9 @@ class UserActivation:
 
     def _require_data(self, user_id: str) -> None:
         """Raise :class:`UnknownUser` unless ``user_id`` is live or has stored data."""
-        if self._dir.phase(user_id) is not UserPhase.ACTIVE \
-                and not user_exists(self.data_dir, user_id):
+        if self._dir.phase(user_id) is not UserPhase.ACTIVE and not user_exists(
+            self.data_dir, user_id
+        ):
             raise UnknownUser(f"no data for user {user_id!r}")
 
     def _activate(self, entry: UserEntry, deadline: float, create: bool = True) -> None:
@@ -267,8 +268,7 @@ class UserActivation:
         group, so they all count against ``max_active_users``. If every one of them is
         busy, wait for one to go idle, until ``deadline``.
         """
-        self._dir.wait_for_room(me, self.config.max_active_users, deadline,
-                                self._passivate_later)
+        self._dir.wait_for_room(me, self.config.max_active_users, deadline, self._passivate_later)
         self._keep_headroom()
 
     def _passivate_later(self, victim: UserEntry) -> None:
@@ -325,8 +325,11 @@ class UserActivation:
         if snapshot and not self.read_only:
             try:
                 stm = self.registry.lookup(actor_names(entry.user_id)[0])
-                if stm is not None and entry.env is not None \
-                        and not entry.env.mtm_recovered.is_set():
+                if (
+                    stm is not None
+                    and entry.env is not None
+                    and not entry.env.mtm_recovered.is_set()
+                ):
                     # MTM has not finished recovering (activated moments ago on a busy
                     # machine, it may still be placing pages a previous incarnation left):
                     # the files plus the WAL are its whole state, so a snapshot would only
@@ -339,25 +342,25 @@ class UserActivation:
                     # next activation asks for them.
                     self._drain_user(entry.user_id, summaries=False)
                     stm.ask(Snapshot(), timeout=_ASK_TIMEOUT_S)
-            except Exception as exc:  # the snapshot is an optimisation; the WAL has everything
-                log.warning("user.passivate_snapshot_failed", user=entry.user_id,
-                            error=repr(exc))
+            except Exception as exc:  # noqa: BLE001 - the snapshot is an optimisation; the WAL has everything
+                log.warning("user.passivate_snapshot_failed", user=entry.user_id, error=repr(exc))
         try:
             # Taken back from the users supervisor and stopped here, in the caller's
             # thread: groups of different users stop in parallel.
-            group = supervisor.detach_child(self._users_sup, f"user:{entry.user_id}",
-                                            timeout=_ASK_TIMEOUT_S)
+            group = supervisor.detach_child(
+                self._users_sup, f"user:{entry.user_id}", timeout=_ASK_TIMEOUT_S
+            )
             if group is not None:
                 supervisor.stop(group, timeout=_ASK_TIMEOUT_S)
         except supervisor.SupervisorError:
             pass  # the group was never adopted or already gone
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - passivation goes on; the log says why
             log.warning("user.passivate_stop_failed", user=entry.user_id, error=repr(exc))
         store, entry.store = entry.store, None
         if store is not None:
             try:
                 store.close()
-            except Exception as exc:
+            except Exception as exc:  # noqa: BLE001 - logged; the entry is left passive
                 log.warning("user.store_close_failed", user=entry.user_id, error=repr(exc))
 
     def _passivate(self, entry: UserEntry) -> None:

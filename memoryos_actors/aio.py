@@ -57,8 +57,10 @@ class AsyncMemoryOS:
 
         loop = asyncio.get_running_loop()
         sync = await loop.run_in_executor(
-            None, functools.partial(MemoryOS.open, data_dir, config, clock=clock,
-                                    cluster=cluster, read_only=read_only)
+            None,
+            functools.partial(
+                MemoryOS.open, data_dir, config, clock=clock, cluster=cluster, read_only=read_only
+            ),
         )
         return cls(sync)
 
@@ -72,36 +74,52 @@ class AsyncMemoryOS:
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
-    async def add_turn(self, user_id: str, query: str, response: str,
-                       timestamp: float | None = None, assistant_id: str = "default",
-                       *, turn_key: str | None = None) -> str:
+    async def add_turn(
+        self,
+        user_id: str,
+        query: str,
+        response: str,
+        timestamp: float | None = None,
+        assistant_id: str = "default",
+        *,
+        turn_key: str | None = None,
+    ) -> str:
         """See :meth:`MemoryOS.add_turn`."""
-        return await self._run(self.sync.add_turn, user_id, query, response, timestamp,
-                               assistant_id, turn_key=turn_key)
+        return await self._run(
+            self.sync.add_turn, user_id, query, response, timestamp, assistant_id, turn_key=turn_key
+        )
 
-    async def retrieve(self, user_id: str, query: str, assistant_id: str = "default",
-                       timestamp: float | None = None) -> MemoryContext:
+    async def retrieve(
+        self,
+        user_id: str,
+        query: str,
+        assistant_id: str = "default",
+        timestamp: float | None = None,
+    ) -> MemoryContext:
         """See :meth:`MemoryOS.retrieve`."""
         return await self._run(self.sync.retrieve, user_id, query, assistant_id, timestamp)
 
-    async def chat(self, user_id: str, query: str, assistant_id: str = "default", *,
-                   fallback: bool = True) -> str:
+    async def chat(
+        self, user_id: str, query: str, assistant_id: str = "default", *, fallback: bool = True
+    ) -> str:
         """See :meth:`MemoryOS.chat`."""
-        return await self._run(self.sync.chat, user_id, query, assistant_id,
-                               fallback=fallback)
+        return await self._run(self.sync.chat, user_id, query, assistant_id, fallback=fallback)
 
-    async def chat_reply(self, user_id: str, query: str, assistant_id: str = "default", *,
-                         fallback: bool = True) -> ChatReply:
+    async def chat_reply(
+        self, user_id: str, query: str, assistant_id: str = "default", *, fallback: bool = True
+    ) -> ChatReply:
         """See :meth:`MemoryOS.chat_reply`."""
-        return await self._run(self.sync.chat_reply, user_id, query, assistant_id,
-                               fallback=fallback)
+        return await self._run(
+            self.sync.chat_reply, user_id, query, assistant_id, fallback=fallback
+        )
 
     async def set_user_profile(self, user_id: str, profile: UserProfile) -> None:
         """See :meth:`MemoryOS.set_user_profile`."""
         await self._run(self.sync.set_user_profile, user_id, profile)
 
-    async def set_agent_profile(self, user_id: str, profile: AgentProfile,
-                                assistant_id: str = "default") -> None:
+    async def set_agent_profile(
+        self, user_id: str, profile: AgentProfile, assistant_id: str = "default"
+    ) -> None:
         """See :meth:`MemoryOS.set_agent_profile`."""
         await self._run(self.sync.set_agent_profile, user_id, profile, assistant_id)
 
@@ -143,19 +161,31 @@ class AsyncMemoryOS:
         """See :meth:`MemoryOS.archive`."""
         return await self._run(self.sync.archive, user_id, query, limit)
 
-    async def archived_memories(self, user_id: str, kind: str = "page",
-                                query: str | None = None, offset: int = 0, limit: int = 50,
-                                per_day: bool = False) -> ArchivedMemories:
+    async def archived_memories(
+        self,
+        user_id: str,
+        kind: str = "page",
+        query: str | None = None,
+        offset: int = 0,
+        limit: int = 50,
+        per_day: bool = False,
+    ) -> ArchivedMemories:
         """See :meth:`MemoryOS.archived_memories`."""
-        return await self._run(self.sync.archived_memories, user_id, kind, query, offset,
-                               limit, per_day)
+        return await self._run(
+            self.sync.archived_memories, user_id, kind, query, offset, limit, per_day
+        )
 
     async def stored_page_ids(self, user_id: str) -> list[str]:
         """See :meth:`MemoryOS.stored_page_ids`."""
         return await self._run(self.sync.stored_page_ids, user_id)
 
-    async def memories(self, user_id: str, kinds: Iterable[str] | None = None,
-                       limit: int | None = None, cursor: str | None = None) -> MemoryList:
+    async def memories(
+        self,
+        user_id: str,
+        kinds: Iterable[str] | None = None,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> MemoryList:
         """See :meth:`MemoryOS.memories`."""
         return await self._run(self.sync.memories, user_id, kinds, limit, cursor)
 
@@ -171,13 +201,15 @@ class AsyncMemoryOS:
         """See :meth:`MemoryOS.delete_memory`."""
         return await self._run(self.sync.delete_memory, user_id, memory_id)
 
-    async def correct_memory(self, user_id: str, memory_id: str, value: str,
-                             evidence: str = "") -> MemoryEvent:
+    async def correct_memory(
+        self, user_id: str, memory_id: str, value: str, evidence: str = ""
+    ) -> MemoryEvent:
         """See :meth:`MemoryOS.correct_memory`."""
         return await self._run(self.sync.correct_memory, user_id, memory_id, value, evidence)
 
-    async def kill_actor(self, user_id: str, tier: str, reason: str = "kill_actor",
-                         timeout: float = 10.0) -> bool:
+    async def kill_actor(
+        self, user_id: str, tier: str, reason: str = "kill_actor", timeout: float = 10.0
+    ) -> bool:
         """See :meth:`MemoryOS.kill_actor`."""
         return await self._run(self.sync.kill_actor, user_id, tier, reason, timeout)
 

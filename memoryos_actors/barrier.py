@@ -71,8 +71,18 @@ class _UserBarrier:
     """Where one user's barrier is (see the module docstring). ``pages_only`` stops after
     step 1: the pages are handed to MTM."""
 
-    __slots__ = ("epoch", "mark", "owed", "pages_only", "phase", "progress", "request",
-                 "token", "user_id", "watch")
+    __slots__ = (
+        "epoch",
+        "mark",
+        "owed",
+        "pages_only",
+        "phase",
+        "progress",
+        "request",
+        "token",
+        "user_id",
+        "watch",
+    )
 
     def __init__(self, user_id: str, epoch: int, watch: JobWatch, pages_only: bool) -> None:
         self.user_id = user_id
@@ -140,14 +150,14 @@ class Barriers:
         seconds = _check_timeout(timeout)
         self._run_barriers([user_id], time.monotonic() + seconds, seconds, pages_only=True)
 
-    def _run_barriers(self, users: list[str], deadline: float, seconds: float,
-                      *, pages_only: bool) -> None:
+    def _run_barriers(
+        self, users: list[str], deadline: float, seconds: float, *, pages_only: bool
+    ) -> None:
         barriers = []
         for uid in users:
             entry = self._dir.get(uid)
             if entry is not None and entry.phase in _LIVE and entry.env is not None:
-                barriers.append(_UserBarrier(uid, entry.epoch, entry.env.job_watch,
-                                             pages_only))
+                barriers.append(_UserBarrier(uid, entry.epoch, entry.env.job_watch, pages_only))
         pause = 0.001
         while barriers:
             # Each step sends a request or reads an answer, never waits: the users' tiers
@@ -195,8 +205,10 @@ class Barriers:
     def _late(barriers: list[_UserBarrier], seconds: float) -> str:
         names = ", ".join(f"{b.user_id!r} ({b.phase})" for b in barriers[:5])
         more = f" and {len(barriers) - 5} more" if len(barriers) > 5 else ""
-        return (f"the background work submitted before flush did not finish within "
-                f"{seconds:g} s; still waiting for {names}{more}")
+        return (
+            f"the background work submitted before flush did not finish within "
+            f"{seconds:g} s; still waiting for {names}{more}"
+        )
 
     def _barrier_step(self, b: _UserBarrier, deadline: float) -> bool:
         """Move ``b`` on as far as it can go now, without waiting; True once it is done."""
@@ -269,8 +281,7 @@ class Barriers:
             return _NOT_YET
         except Exception as exc:  # noqa: BLE001 - dead, or crashed on it: ask again
             if not isinstance(exc, pykka.ActorDeadError):
-                log.warning("flush.step_crashed", user=b.user_id, actor=name,
-                            error=repr(exc))
+                log.warning("flush.step_crashed", user=b.user_id, actor=name, error=repr(exc))
             b.request = None
             return _NOT_YET
         b.request = None
@@ -293,5 +304,6 @@ class Barriers:
             except pykka.ActorDeadError:
                 pass  # a shared persona is pinned: it is stopping only at close
             except pykka.Timeout:
-                raise Overloaded(f"the shared persona {name!r} did not answer in time; "
-                                 "flush gave up") from None
+                raise Overloaded(
+                    f"the shared persona {name!r} did not answer in time; flush gave up"
+                ) from None

@@ -139,12 +139,14 @@ def doctor(
     cfg = config if config is not None else MemoryConfig()
     path = Path(data_dir)
     keys = Path(keys_file) if keys_file is not None else path / "server-keys.json"
-    return DoctorReport((
-        check_llm(cfg, timeout=timeout),
-        check_embedder(cfg, path, timeout=timeout),
-        check_data_dir(path, min_free_bytes=min_free_bytes),
-        check_key_file(keys, required=keys_file is not None),
-    ))
+    return DoctorReport(
+        (
+            check_llm(cfg, timeout=timeout),
+            check_embedder(cfg, path, timeout=timeout),
+            check_data_dir(path, min_free_bytes=min_free_bytes),
+            check_key_file(keys, required=keys_file is not None),
+        )
+    )
 
 
 def startup_check(config: MemoryConfig, *, timeout: float | None = None) -> list[str]:
@@ -159,8 +161,10 @@ def startup_check(config: MemoryConfig, *, timeout: float | None = None) -> list
     without any call.
     """
     warnings: list[str] = []
-    for check in (check_llm(config, timeout=timeout),
-                  check_embedder(config, None, timeout=timeout)):
+    for check in (
+        check_llm(config, timeout=timeout),
+        check_embedder(config, None, timeout=timeout),
+    ):
         if check.status == "fail":
             if isinstance(check.error, (ProviderConfigError, ConfigError)):
                 raise check.error
@@ -191,8 +195,11 @@ def check_llm(config: MemoryConfig, *, timeout: float | None = None) -> DoctorCh
         from .gateway.litellm_backend import LiteLLMBackend
 
         backend = LiteLLMBackend(
-            model, api_base=config.llm_base_url, api_key_env=config.llm_api_key_env,
-            timeout=_timeout(config, timeout), client=config.llm_client,
+            model,
+            api_base=config.llm_base_url,
+            api_key_env=config.llm_api_key_env,
+            timeout=_timeout(config, timeout),
+            client=config.llm_client,
             json_mode=config.llm_json_mode,
         )
     except ConfigError as exc:
@@ -211,14 +218,24 @@ def check_llm(config: MemoryConfig, *, timeout: float | None = None) -> DoctorCh
     except ConfigError as exc:
         return _failed("llm", exc, started)
     except ImportError as exc:
-        return _failed("llm", ConfigError(
-            f"llm_backend='litellm' needs the 'llm' extra ({exc.name} is missing): "
-            'pip install "memoryos-actors[llm]"'), started)
+        return _failed(
+            "llm",
+            ConfigError(
+                f"llm_backend='litellm' needs the 'llm' extra ({exc.name} is missing): "
+                'pip install "memoryos-actors[llm]"'
+            ),
+            started,
+        )
     spent = time.perf_counter() - started
     mode = {True: "JSON mode", False: "no JSON mode", None: "JSON mode untried"}[
-        backend.json_mode_active]
-    return DoctorCheck("llm", "ok", f"{backend.name} answered in {spent:.1f} s "
-                       f"({mode}, {backend.client_path} client)", seconds=spent)
+        backend.json_mode_active
+    ]
+    return DoctorCheck(
+        "llm",
+        "ok",
+        f"{backend.name} answered in {spent:.1f} s ({mode}, {backend.client_path} client)",
+        seconds=spent,
+    )
 
 
 def _missing_key(config: MemoryConfig, model: str, what: str) -> ProviderAuthError | None:
@@ -234,8 +251,10 @@ def _missing_key(config: MemoryConfig, model: str, what: str) -> ProviderAuthErr
         if os.environ.get(env):
             return None
         fix = f"export {env}=<your key>" + (
-            f", or remove llm_api_key_env if the server at {config.llm_base_url} needs no "
-            "key" if config.llm_base_url else "")
+            f", or remove llm_api_key_env if the server at {config.llm_base_url} needs no key"
+            if config.llm_base_url
+            else ""
+        )
         return ProviderAuthError(f"{what} {model}: {env} is not set: {fix}", hint=fix)
     if config.llm_base_url:
         return None
@@ -245,20 +264,23 @@ def _missing_key(config: MemoryConfig, model: str, what: str) -> ProviderAuthErr
         found = import_litellm().validate_environment(model=model) or {}
     except Exception:  # noqa: BLE001 - an unknown provider: the call itself will tell
         return None
-    keys = [k for k in found.get("missing_keys") or []
-            if isinstance(k, str) and k.upper().endswith(("_KEY", "_TOKEN"))]
+    keys = [
+        k
+        for k in found.get("missing_keys") or []
+        if isinstance(k, str) and k.upper().endswith(("_KEY", "_TOKEN"))
+    ]
     if not keys:
         return None
-    fix = (f"export {keys[0]}=<your key> (or set llm_api_key_env to the variable "
-           "holding it)")
+    fix = f"export {keys[0]}=<your key> (or set llm_api_key_env to the variable holding it)"
     return ProviderAuthError(f"{what} {model}: {keys[0]} is not set: {fix}", hint=fix)
 
 
 # -- the embedder -----------------------------------------------------------------------------
 
 
-def check_embedder(config: MemoryConfig, data_dir: str | os.PathLike[str] | None, *,
-                   timeout: float | None = None) -> DoctorCheck:
+def check_embedder(
+    config: MemoryConfig, data_dir: str | os.PathLike[str] | None, *, timeout: float | None = None
+) -> DoctorCheck:
     """One embedding from the configured embedder; its name and dimension against those
     the users under ``data_dir`` were stored with (when given)."""
     started = time.perf_counter()
@@ -274,18 +296,27 @@ def check_embedder(config: MemoryConfig, data_dir: str | os.PathLike[str] | None
             from .gateway.embedders import LiteLLMEmbedder
 
             embedder: Any = LiteLLMEmbedder(
-                config.embedding_model or "", api_base=config.llm_base_url,
-                api_key_env=config.llm_api_key_env, timeout=_timeout(config, timeout))
+                config.embedding_model or "",
+                api_base=config.llm_base_url,
+                api_key_env=config.llm_api_key_env,
+                timeout=_timeout(config, timeout),
+            )
         else:
             embedder = make_embedder(config)
     except (ConfigError, ImportError) as exc:
-        return _failed("embedder", exc if isinstance(exc, ConfigError) else ConfigError(
-            f"embedder={config.embedder!r} needs a package that is missing: {exc}"), started)
+        return _failed(
+            "embedder",
+            exc
+            if isinstance(exc, ConfigError)
+            else ConfigError(
+                f"embedder={config.embedder!r} needs a package that is missing: {exc}"
+            ),
+            started,
+        )
     try:
         vectors = embedder.embed(["memoryos doctor probe"])
     except ProviderCallError as exc:
-        return _provider_failure("embedder", embedder.name, exc, embedder.config_error,
-                                 started)
+        return _provider_failure("embedder", embedder.name, exc, embedder.config_error, started)
     except (ConfigError, GatewayError) as exc:
         return _failed("embedder", exc, started)
     name, dim = embedder.name, int(vectors.shape[1])
@@ -298,12 +329,12 @@ def check_embedder(config: MemoryConfig, data_dir: str | os.PathLike[str] | None
         err = EmbedderMismatch(
             f"{n} of {sum(stored.values())} users were stored with {oname!r} (dim {odim}) "
             f"but {name!r} (dim {dim}) is configured: configure the original embedder "
-            "(stored vectors are not converted)")
+            "(stored vectors are not converted)"
+        )
         return DoctorCheck("embedder", "fail", str(err), err, spent)
     users = sum(stored.values())
     matches = f", matches the {_n(users, 'stored user')}" if users else ""
-    return DoctorCheck("embedder", "ok", f"{name} ({where}, dim {dim}{matches})",
-                       seconds=spent)
+    return DoctorCheck("embedder", "ok", f"{name} ({where}, dim {dim}{matches})", seconds=spent)
 
 
 def _stored_embedders(data_dir: Path) -> Counter[tuple[str, int]]:
@@ -327,8 +358,9 @@ def _stored_embedders(data_dir: Path) -> Counter[tuple[str, int]]:
 # -- the data directory and the key file --------------------------------------------------------
 
 
-def check_data_dir(data_dir: str | os.PathLike[str], *,
-                   min_free_bytes: int = MIN_FREE_BYTES) -> DoctorCheck:
+def check_data_dir(
+    data_dir: str | os.PathLike[str], *, min_free_bytes: int = MIN_FREE_BYTES
+) -> DoctorCheck:
     """Writable (or creatable), not locked by another process, ``min_free_bytes`` free."""
     from .store.lock import lock_holder
 
@@ -336,35 +368,57 @@ def check_data_dir(data_dir: str | os.PathLike[str], *,
     if not path.exists():
         parent = next((p for p in path.absolute().parents if p.exists()), Path("/"))
         if not os.access(parent, os.W_OK | os.X_OK):
-            return DoctorCheck("data dir", "fail", f"{path} does not exist and {parent} is "
-                               "not writable: create it or choose another --data-dir")
-        return DoctorCheck("data dir", "ok", f"{path} does not exist yet (it will be created; "
-                           f"{_size(shutil.disk_usage(parent).free)} free)")
+            return DoctorCheck(
+                "data dir",
+                "fail",
+                f"{path} does not exist and {parent} is "
+                "not writable: create it or choose another --data-dir",
+            )
+        return DoctorCheck(
+            "data dir",
+            "ok",
+            f"{path} does not exist yet (it will be created; "
+            f"{_size(shutil.disk_usage(parent).free)} free)",
+        )
     if not path.is_dir():
-        return DoctorCheck("data dir", "fail", f"{path} is not a directory: choose another "
-                           "--data-dir")
+        return DoctorCheck(
+            "data dir", "fail", f"{path} is not a directory: choose another --data-dir"
+        )
     try:
         fd, probe = tempfile.mkstemp(prefix=".doctor-", dir=path)
         os.close(fd)
         os.unlink(probe)
     except OSError as exc:
-        return DoctorCheck("data dir", "fail", f"{path} is not writable ({exc.strerror}): "
-                           "fix its permissions or choose another --data-dir")
+        return DoctorCheck(
+            "data dir",
+            "fail",
+            f"{path} is not writable ({exc.strerror}): "
+            "fix its permissions or choose another --data-dir",
+        )
     try:
         locked, pid = lock_holder(path)
     except StorageError as exc:
         return DoctorCheck("data dir", "fail", str(exc), exc)
     if locked:
         who = f"process {pid}" if pid is not None else "another process"
-        return DoctorCheck("data dir", "fail", f"{path} is in use by {who}: stop it (or talk "
-                           "to it, if it is `memoryos serve`) or use another --data-dir")
+        return DoctorCheck(
+            "data dir",
+            "fail",
+            f"{path} is in use by {who}: stop it (or talk "
+            "to it, if it is `memoryos serve`) or use another --data-dir",
+        )
     free = shutil.disk_usage(path).free
     if free < min_free_bytes:
-        return DoctorCheck("data dir", "fail", f"{path}: only {_size(free)} free (at least "
-                           f"{_size(min_free_bytes)} needed): free some space")
+        return DoctorCheck(
+            "data dir",
+            "fail",
+            f"{path}: only {_size(free)} free (at least "
+            f"{_size(min_free_bytes)} needed): free some space",
+        )
     sharded = " (sharded)" if (path / "shards.json").exists() else ""
-    return DoctorCheck("data dir", "ok", f"{path}{sharded}: writable, not in use, "
-                       f"{_size(free)} free")
+    return DoctorCheck(
+        "data dir", "ok", f"{path}{sharded}: writable, not in use, {_size(free)} free"
+    )
 
 
 def check_key_file(path: str | os.PathLike[str], *, required: bool = False) -> DoctorCheck:
@@ -376,35 +430,45 @@ def check_key_file(path: str | os.PathLike[str], *, required: bool = False) -> D
     keys = Path(path)
     if not keys.exists():
         if required:
-            return DoctorCheck("key file", "fail", f"no key file at {keys}: create one with "
-                               "`memoryos keys add --tenant NAME`")
-        return DoctorCheck("key file", "skip", f"none at {keys} (only `memoryos serve` "
-                           "needs one)")
+            return DoctorCheck(
+                "key file",
+                "fail",
+                f"no key file at {keys}: create one with `memoryos keys add --tenant NAME`",
+            )
+        return DoctorCheck("key file", "skip", f"none at {keys} (only `memoryos serve` needs one)")
     mode = stat.S_IMODE(keys.stat().st_mode)
     if mode & 0o077:
-        return DoctorCheck("key file", "fail", f"{keys} can be read by others (mode "
-                           f"{mode:04o}): chmod 600 {keys}")
+        return DoctorCheck(
+            "key file", "fail", f"{keys} can be read by others (mode {mode:04o}): chmod 600 {keys}"
+        )
     try:
         data = json.loads(keys.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
-        return DoctorCheck("key file", "fail", f"{keys} cannot be read as JSON "
-                           f"({type(exc).__name__}): restore it or make a new one")
+        return DoctorCheck(
+            "key file",
+            "fail",
+            f"{keys} cannot be read as JSON ({type(exc).__name__}): restore it or make a new one",
+        )
     if not isinstance(data, dict) or data.get("format") != _KEYS_FORMAT:
         return DoctorCheck("key file", "fail", f"{keys} is not a memoryos-actors key file")
     records = [r for r in data.get("keys") or [] if isinstance(r, dict)]
     tenants = {r.get("tenant") for r in records}
-    return DoctorCheck("key file", "ok" if records else "warn",
-                       f"{keys}: mode {mode:04o}, {_n(len(records), 'key')} for "
-                       f"{_n(len(tenants), 'tenant')}" + ("" if records else
-                                    " (every request gets 401: `memoryos keys add`)"))
+    return DoctorCheck(
+        "key file",
+        "ok" if records else "warn",
+        f"{keys}: mode {mode:04o}, {_n(len(records), 'key')} for "
+        f"{_n(len(tenants), 'tenant')}"
+        + ("" if records else " (every request gets 401: `memoryos keys add`)"),
+    )
 
 
 # -- helpers ----------------------------------------------------------------------------------
 
 
 def _timeout(config: MemoryConfig, timeout: float | None) -> float:
-    return float(config.llm_timeout_seconds if timeout is None
-                 else min(timeout, config.llm_timeout_seconds))
+    return float(
+        config.llm_timeout_seconds if timeout is None else min(timeout, config.llm_timeout_seconds)
+    )
 
 
 async def _probe(backend: Any) -> None:
@@ -426,19 +490,27 @@ def _failed(name: str, exc: MemoryOSError, started: float) -> DoctorCheck:
     return DoctorCheck(name, "fail", str(exc), exc, time.perf_counter() - started)
 
 
-def _provider_failure(name: str, who: str, exc: Any, config_error: Any,
-                      started: float) -> DoctorCheck:
+def _provider_failure(
+    name: str, who: str, exc: Any, config_error: Any, started: float
+) -> DoctorCheck:
     spent = time.perf_counter() - started
     if exc.is_config_error:
         return _failed(name, config_error(exc), started)
     what = exc.message.removeprefix("provider call failed: ")
     if exc.category == "malformed":
-        return DoctorCheck(name, "warn", f"{who} answered, but not with valid JSON ({what}): "
-                           "the gateway asks again and then falls back; try llm_json_mode "
-                           "or another model", None, spent)
+        return DoctorCheck(
+            name,
+            "warn",
+            f"{who} answered, but not with valid JSON ({what}): "
+            "the gateway asks again and then falls back; try llm_json_mode "
+            "or another model",
+            None,
+            spent,
+        )
     err = ProviderUnavailable(
         f"{who} is unavailable ({what}): an outage, not a configuration error; until it "
-        "answers, replies come from the offline fallback, marked degraded")
+        "answers, replies come from the offline fallback, marked degraded"
+    )
     return DoctorCheck(name, "fail", str(err), err, spent)
 
 

@@ -50,11 +50,13 @@ DATA_DIR_ENV = "MEMORYOS_DATA_DIR"
 ``--data-dir``, before ``./memoryos-data``). The library itself always takes the data
 directory as an argument of :meth:`MemoryOS.open`."""
 
-OTHER_ENV_VARS: Mapping[str, str] = MappingProxyType({
-    DATA_DIR_ENV: "data directory of the memoryos command",
-    "MEMORYOS_LOCOMO_PATH": "LoCoMo data file of the LoCoMo benchmark (bench/locomo.py)",
-    "MEMORYOS_TENANT": "tenant whose user ids the memoryos command reads and writes (--tenant)",
-})
+OTHER_ENV_VARS: Mapping[str, str] = MappingProxyType(
+    {
+        DATA_DIR_ENV: "data directory of the memoryos command",
+        "MEMORYOS_LOCOMO_PATH": "LoCoMo data file of the LoCoMo benchmark (bench/locomo.py)",
+        "MEMORYOS_TENANT": "tenant whose user ids the memoryos command reads and writes (--tenant)",
+    }
+)
 """``MEMORYOS_*`` environment variables that are not config fields (name -> what it sets);
 :meth:`MemoryConfig.from_env` skips them instead of calling them unknown."""
 
@@ -136,8 +138,9 @@ class MemoryConfig:
         True, 'hybrid retrieval also searches the archive (the cold tier); "paper" never does'
     )
     paper_exact: bool = _f(
-        False, 'with retrieval_mode "paper": exact F_score over all segments, promotion '
-        "after retrievals, every extension off"
+        False,
+        'with retrieval_mode "paper": exact F_score over all segments, promotion '
+        "after retrievals, every extension off",
     )
     shared_agent_persona: bool = _f(
         False, "one agent persona per assistant, shared by all its users (else per user)"
@@ -154,8 +157,9 @@ class MemoryConfig:
         None, "sentence-transformers: expected sha256 of the model directory's model.safetensors"
     )
     embedding_threads: int | None = _f(
-        1, "sentence-transformers: torch CPU threads, set process-wide when the model loads; "
-        "None = torch's default (one per core)"
+        1,
+        "sentence-transformers: torch CPU threads, set process-wide when the model loads; "
+        "None = torch's default (one per core)",
     )
     llm_backend: LLMBackendName = _f("offline", '"offline" or "litellm"')
     llm_model: str | None = _f(None, "litellm model name")
@@ -215,18 +219,38 @@ class MemoryConfig:
 
     def _check_ranges(self) -> None:
         positive_int = (
-            "stm_capacity", "mtm_capacity", "segment_max_pages", "top_m_segments",
-            "top_k_pages", "kb_capacity", "agent_traits_capacity", "embedding_dim",
-            "llm_max_concurrency", "breaker_failure_threshold", "gateway_workers",
-            "retrieval_workers", "meta_batch_max_pages",
-            "snapshot_every_turns", "max_text_bytes", "max_active_users",
-            "max_inflight_per_user", "max_inflight_total", "summary_every_pages",
+            "stm_capacity",
+            "mtm_capacity",
+            "segment_max_pages",
+            "top_m_segments",
+            "top_k_pages",
+            "kb_capacity",
+            "agent_traits_capacity",
+            "embedding_dim",
+            "llm_max_concurrency",
+            "breaker_failure_threshold",
+            "gateway_workers",
+            "retrieval_workers",
+            "meta_batch_max_pages",
+            "snapshot_every_turns",
+            "max_text_bytes",
+            "max_active_users",
+            "max_inflight_per_user",
+            "max_inflight_total",
+            "summary_every_pages",
         )
         for name in positive_int:
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)!r}")
-        non_negative_int = ("kb_top_k", "agent_traits_top_k", "llm_max_retries", "cache_size",
-                            "seed", "llm_validation_retries", "segment_keyword_limit")
+        non_negative_int = (
+            "kb_top_k",
+            "agent_traits_top_k",
+            "llm_max_retries",
+            "cache_size",
+            "seed",
+            "llm_validation_retries",
+            "segment_keyword_limit",
+        )
         for name in non_negative_int:
             if getattr(self, name) < 0:
                 raise ConfigError(f"{name} must be >= 0, got {getattr(self, name)!r}")
@@ -237,15 +261,25 @@ class MemoryConfig:
             if value is not None and value < 1:
                 raise ConfigError(f"{name} must be >= 1 or None (unlimited), got {value!r}")
         positive_float = (
-            "recency_mu", "heat_tick_seconds", "llm_timeout_seconds", "breaker_reset_seconds",
-            "fsync_interval_seconds", "idle_timeout_seconds", "placement_backlog_seconds",
+            "recency_mu",
+            "heat_tick_seconds",
+            "llm_timeout_seconds",
+            "breaker_reset_seconds",
+            "fsync_interval_seconds",
+            "idle_timeout_seconds",
+            "placement_backlog_seconds",
         )
         for name in positive_float:
             if getattr(self, name) <= 0:
                 raise ConfigError(f"{name} must be > 0, got {getattr(self, name)!r}")
         non_negative_float = (
-            "heat_alpha", "heat_beta", "heat_gamma", "promotion_threshold",
-            "summary_debounce_seconds", "embed_coalesce_ms", "overload_timeout_seconds",
+            "heat_alpha",
+            "heat_beta",
+            "heat_gamma",
+            "promotion_threshold",
+            "summary_debounce_seconds",
+            "embed_coalesce_ms",
+            "overload_timeout_seconds",
             "persona_debounce_seconds",
         )
         for name in non_negative_float:
@@ -256,8 +290,9 @@ class MemoryConfig:
         if not -1.0 <= self.fscore_threshold <= 2.0:
             raise ConfigError(f"fscore_threshold must be in [-1, 2], got {self.fscore_threshold!r}")
         if self.paper_exact and self.retrieval_mode != "paper":
-            raise ConfigError("paper_exact needs retrieval_mode='paper', "
-                              f"got {self.retrieval_mode!r}")
+            raise ConfigError(
+                f"paper_exact needs retrieval_mode='paper', got {self.retrieval_mode!r}"
+            )
         if self.embedder in ("litellm", "sentence-transformers") and not self.embedding_model:
             raise ConfigError(f"embedding_model is required when embedder is {self.embedder!r}")
         if self.llm_backend == "litellm" and not self.llm_model:
@@ -268,7 +303,8 @@ class MemoryConfig:
                 raise ConfigError(f"{name} must be a non-empty string or None")
         if self.embedding_threads is not None and self.embedding_threads < 1:
             raise ConfigError(
-                f"embedding_threads must be >= 1 or None, got {self.embedding_threads!r}")
+                f"embedding_threads must be >= 1 or None, got {self.embedding_threads!r}"
+            )
         digest = self.embedding_sha256
         if digest is not None and not (
             len(digest) == 64 and all(c in "0123456789abcdef" for c in digest.lower())
@@ -334,7 +370,7 @@ class MemoryConfig:
         for key, raw in env.items():
             if not key.startswith(ENV_PREFIX) or key in OTHER_ENV_VARS:
                 continue
-            name = key[len(ENV_PREFIX):].lower()
+            name = key[len(ENV_PREFIX) :].lower()
             if name not in _FIELD_NAMES:
                 unknown.append(key)
                 continue
@@ -365,9 +401,14 @@ class MemoryConfig:
         """The MTM rules this config asks for: the extension settings, or the paper's rules
         when :attr:`paper_exact` is set (which overrides them all)."""
         if self.paper_exact:
-            return MTMRules(exact_segment_scoring=True, promote_on_retrieval=True,
-                            promotion_needs_new_page=False, chain_affinity=False,
-                            segment_max_pages=None, segment_keyword_limit=None)
+            return MTMRules(
+                exact_segment_scoring=True,
+                promote_on_retrieval=True,
+                promotion_needs_new_page=False,
+                chain_affinity=False,
+                segment_max_pages=None,
+                segment_keyword_limit=None,
+            )
         return MTMRules(
             exact_segment_scoring=False,
             promote_on_retrieval=self.promote_on_retrieval,
@@ -380,7 +421,8 @@ class MemoryConfig:
     def fingerprint(self) -> str:
         """A short hex hash of :data:`FINGERPRINT_FIELDS`, the settings that shape stored data."""
         payload = {
-            name: getattr(self, name) for name in FINGERPRINT_FIELDS
+            name: getattr(self, name)
+            for name in FINGERPRINT_FIELDS
             if name not in _FINGERPRINT_IF_CHANGED or getattr(self, name) != _DEFAULTS[name]
         }
         blob = json.dumps(payload, sort_keys=True, separators=(",", ":")).encode("utf-8")

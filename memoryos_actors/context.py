@@ -127,9 +127,13 @@ class MemoryContext(_Record):
 
     def is_empty(self) -> bool:
         """True when nothing at all was retrieved."""
-        return not (self.stm or self.mtm or self.segments or self.traits or self.kb
-                    or self.agent_traits) and self.lpm_profile.is_empty() \
+        return (
+            not (
+                self.stm or self.mtm or self.segments or self.traits or self.kb or self.agent_traits
+            )
+            and self.lpm_profile.is_empty()
             and self.agent_profile.is_empty()
+        )
 
     def render(self) -> str:
         """Prompt text in sections; empty sections are left out.
@@ -141,7 +145,9 @@ class MemoryContext(_Record):
         """
         sections: list[str] = []
         if self.dialogue_chain.strip():
-            sections.append(f"## Current conversation thread (summary)\n{self.dialogue_chain.strip()}")
+            sections.append(
+                f"## Current conversation thread (summary)\n{self.dialogue_chain.strip()}"
+            )
         if self.stm:
             lines = ["## Recent dialogue"]
             for item in self.stm:

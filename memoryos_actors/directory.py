@@ -70,11 +70,13 @@ class UserPhase(enum.Enum):
 
 #: Every allowed transition. ``PASSIVE`` as a target means "the entry is removed".
 TRANSITIONS: dict[UserPhase, frozenset[UserPhase]] = {
-    UserPhase.PASSIVE: frozenset({UserPhase.ACTIVATING, UserPhase.FORGETTING, UserPhase.IMPORTING,
-                                  UserPhase.REPAIRING}),
+    UserPhase.PASSIVE: frozenset(
+        {UserPhase.ACTIVATING, UserPhase.FORGETTING, UserPhase.IMPORTING, UserPhase.REPAIRING}
+    ),
     UserPhase.ACTIVATING: frozenset({UserPhase.ACTIVE, UserPhase.PASSIVE}),
-    UserPhase.ACTIVE: frozenset({UserPhase.DRAINING, UserPhase.EXPORTING, UserPhase.FORGETTING,
-                                 UserPhase.REPAIRING}),
+    UserPhase.ACTIVE: frozenset(
+        {UserPhase.DRAINING, UserPhase.EXPORTING, UserPhase.FORGETTING, UserPhase.REPAIRING}
+    ),
     UserPhase.DRAINING: frozenset({UserPhase.PASSIVE}),
     UserPhase.EXPORTING: frozenset({UserPhase.ACTIVE}),
     # A forget that could not stop the calls in flight in time gives the user back.
@@ -85,8 +87,9 @@ TRANSITIONS: dict[UserPhase, frozenset[UserPhase]] = {
 }
 
 #: Phases that end by waiting for the calls in flight to finish.
-_EXCLUSIVE = frozenset({UserPhase.DRAINING, UserPhase.EXPORTING, UserPhase.FORGETTING,
-                        UserPhase.REPAIRING})
+_EXCLUSIVE = frozenset(
+    {UserPhase.DRAINING, UserPhase.EXPORTING, UserPhase.FORGETTING, UserPhase.REPAIRING}
+)
 
 
 class TransitionError(MemoryOSError):
@@ -121,8 +124,10 @@ class UserEntry:
         self.env: UserEnv | None = None
 
     def __repr__(self) -> str:
-        return (f"UserEntry({self.user_id!r}, {self.phase.value}, epoch={self.epoch}, "
-                f"inflight={self.inflight})")
+        return (
+            f"UserEntry({self.user_id!r}, {self.phase.value}, epoch={self.epoch}, "
+            f"inflight={self.inflight})"
+        )
 
 
 class UserDirectory:
@@ -133,8 +138,9 @@ class UserDirectory:
         is_pinned: users never chosen for idle or LRU passivation (shared personas).
     """
 
-    def __init__(self, max_inflight_per_user: int,
-                 is_pinned: Callable[[str], bool] = lambda _u: False) -> None:
+    def __init__(
+        self, max_inflight_per_user: int, is_pinned: Callable[[str], bool] = lambda _u: False
+    ) -> None:
         self.max_inflight_per_user = max_inflight_per_user
         self._is_pinned = is_pinned
         self._cond = threading.Condition(threading.Lock())
@@ -251,8 +257,9 @@ class UserDirectory:
                     raise Overloaded(f"user {user_id!r} is still {entry.phase.value}")
                 self._cond.wait(remaining)
 
-    def claim_active(self, user_id: str, phase: UserPhase, deadline: float,
-                     *, only_idle: bool = False) -> UserEntry | None:
+    def claim_active(
+        self, user_id: str, phase: UserPhase, deadline: float, *, only_idle: bool = False
+    ) -> UserEntry | None:
         """Start ``phase`` (``DRAINING``, ``EXPORTING``, ``FORGETTING`` or ``REPAIRING``) on a
         live user.
 
@@ -291,8 +298,9 @@ class UserDirectory:
                 self._cond.wait(remaining)
             return entry
 
-    def pick_idle(self, *, idle_before: float | None = None,
-                  exclude: UserEntry | None = None) -> UserEntry | None:
+    def pick_idle(
+        self, *, idle_before: float | None = None, exclude: UserEntry | None = None
+    ) -> UserEntry | None:
         """Move one idle ``ACTIVE`` user to ``DRAINING`` and return it (or None).
 
         Idle means no call in flight and, with ``idle_before`` (a ``time.monotonic()``
@@ -301,9 +309,13 @@ class UserDirectory:
         """
         with self._cond:
             for entry in self._entries.values():
-                if (entry.phase is UserPhase.ACTIVE and entry.inflight == 0 and entry is not exclude
-                        and (idle_before is None or entry.last_used < idle_before)
-                        and not self._is_pinned(entry.user_id)):
+                if (
+                    entry.phase is UserPhase.ACTIVE
+                    and entry.inflight == 0
+                    and entry is not exclude
+                    and (idle_before is None or entry.last_used < idle_before)
+                    and not self._is_pinned(entry.user_id)
+                ):
                     entry.phase = UserPhase.DRAINING
                     self._cond.notify_all()
                     return entry
@@ -313,8 +325,9 @@ class UserDirectory:
         """End the transition ``entry`` is in, moving it to ``phase`` (``PASSIVE``: removed)."""
         self._move(entry, phase)
 
-    def wait_for_room(self, me: UserEntry, cap: int, deadline: float,
-                      drain: Callable[[UserEntry], None]) -> None:
+    def wait_for_room(
+        self, me: UserEntry, cap: int, deadline: float, drain: Callable[[UserEntry], None]
+    ) -> None:
         """Take one of the ``cap`` group slots for ``me`` (an ``ACTIVATING`` entry).
 
         Activations that find no free slot queue up and get the slots in arrival order.
@@ -353,7 +366,8 @@ class UserDirectory:
                     remaining = deadline - time.monotonic()
                     if remaining <= 0:
                         raise Overloaded(
-                            f"{cap} users are active and busy (max_active_users={cap})")
+                            f"{cap} users are active and busy (max_active_users={cap})"
+                        )
                     self._cond.wait(remaining)
             finally:
                 self._room_queue.remove(me)
@@ -407,8 +421,12 @@ class UserDirectory:
         """Move the least recently used idle, unpinned ``ACTIVE`` user to ``DRAINING``
         and return it (None if there is none). Caller holds the lock."""
         for entry in self._entries.values():
-            if (entry.phase is UserPhase.ACTIVE and entry.inflight == 0 and entry is not exclude
-                    and not self._is_pinned(entry.user_id)):
+            if (
+                entry.phase is UserPhase.ACTIVE
+                and entry.inflight == 0
+                and entry is not exclude
+                and not self._is_pinned(entry.user_id)
+            ):
                 entry.phase = UserPhase.DRAINING
                 self._cond.notify_all()
                 return entry

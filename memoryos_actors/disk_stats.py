@@ -26,8 +26,16 @@ from .store.userstore import UserStore, list_users
 __all__ = ["STORED_KEYS", "stored_stats", "user_stored_stats"]
 
 #: The per-user counters, summed over users by :func:`stored_stats`.
-STORED_KEYS = ("turns", "stm_pages", "mtm_segments", "mtm_pages", "kb_facts", "traits_set",
-               "archived_records")
+STORED_KEYS = (
+    "turns",
+    "stm_pages",
+    "mtm_segments",
+    "mtm_pages",
+    "kb_facts",
+    "traits_set",
+    "archived_records",
+)
+
 
 def user_stored_stats(data_dir: str | os.PathLike[str], user_id: str) -> dict[str, int]:
     """The :data:`STORED_KEYS` counters of one user, from its files (read-only).
@@ -53,8 +61,9 @@ def user_stored_stats(data_dir: str | os.PathLike[str], user_id: str) -> dict[st
     mtm_pages = sum(len(seg.get("pages") or ()) for seg in segments)
     # Turns the WAL holds beyond the snapshot (the WAL also keeps older turns until their
     # pages are placed: those the snapshot already counts have a seq at or below its own).
-    new = sum(1 for _lsn, rec in found.records
-              if rec.get("t") == "turn" and int(rec.get("seq", 0)) > seq)
+    new = sum(
+        1 for _lsn, rec in found.records if rec.get("t") == "turn" and int(rec.get("seq", 0)) > seq
+    )
     capacity = int(stm.get("capacity", 7) or 7)
     stm_total = stm_pages + new
     kb = lpm.get("kb") or {}
@@ -69,8 +78,9 @@ def user_stored_stats(data_dir: str | os.PathLike[str], user_id: str) -> dict[st
     }
 
 
-def stored_stats(data_dir: str | os.PathLike[str],
-                 users: list[str] | None = None) -> dict[str, Any]:
+def stored_stats(
+    data_dir: str | os.PathLike[str], users: list[str] | None = None
+) -> dict[str, Any]:
     """What data directory ``data_dir`` holds, from its files (read-only, no lock).
 
     Returns ``{"stored": {"users": n, <STORED_KEYS summed>}, "damaged": {user: error},
@@ -78,8 +88,9 @@ def stored_stats(data_dir: str | os.PathLike[str],
     """
     root = Path(data_dir)
     damaged: dict[str, str] = {}
-    names = [u for u in list_users(root, damaged=damaged)
-             if not u.startswith(ASSISTANT_PREFIX)]  # shared personas are not users
+    names = [
+        u for u in list_users(root, damaged=damaged) if not u.startswith(ASSISTANT_PREFIX)
+    ]  # shared personas are not users
     if users is not None:
         wanted = set(users)
         names = [u for u in names if u in wanted]
@@ -93,5 +104,8 @@ def stored_stats(data_dir: str | os.PathLike[str],
         totals["users"] += 1
         for key in STORED_KEYS:
             totals[key] += per[key]
-    return {"stored": totals, "damaged": dict(sorted(damaged.items())),
-            "damaged_users": len(damaged)}
+    return {
+        "stored": totals,
+        "damaged": dict(sorted(damaged.items())),
+        "damaged_users": len(damaged),
+    }

@@ -90,8 +90,15 @@ class CorruptDataError(StorageError):
         user_id: the user whose file it is.
     """
 
-    def __init__(self, message: str, *, path: str | None = None, offset: int | None = None,
-                 intact_after: int | None = None, user_id: str | None = None) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        path: str | None = None,
+        offset: int | None = None,
+        intact_after: int | None = None,
+        user_id: str | None = None,
+    ) -> None:
         super().__init__(message)
         self.path = path
         self.offset = offset
@@ -103,8 +110,9 @@ class CorruptDataError(StorageError):
         return (_rebuild_corrupt, (type(self), self.args, self.__dict__))
 
 
-def _rebuild_corrupt(cls: type[CorruptDataError], args: tuple[object, ...],
-                     attrs: dict[str, object]) -> CorruptDataError:
+def _rebuild_corrupt(
+    cls: type[CorruptDataError], args: tuple[object, ...], attrs: dict[str, object]
+) -> CorruptDataError:
     exc = cls.__new__(cls)
     exc.args = args
     exc.__dict__.update(attrs)
@@ -141,8 +149,14 @@ class ProviderConfigError(GatewayError):
     how to fix it; both are in the message, which never contains the key itself.
     """
 
-    def __init__(self, message: str, *, reason: str | None = None,
-                 hint: str | None = None, status: int | None = None) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        reason: str | None = None,
+        hint: str | None = None,
+        status: int | None = None,
+    ) -> None:
         super().__init__(message)
         self.reason = reason
         self.hint = hint

@@ -89,8 +89,9 @@ class Inspection:
         uid = _check_user_id(user_id)
         if query is not None:
             _check_text(query, "query", self.config.max_text_bytes)
-        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int)
-                                  or limit < 0):
+        if limit is not None and (
+            isinstance(limit, bool) or not isinstance(limit, int) or limit < 0
+        ):
             raise InvalidInput(f"limit must be None or an int >= 0, got {limit!r}")
 
         def run(entry: UserEntry) -> list[dict[str, Any]]:
@@ -122,8 +123,9 @@ class Inspection:
                 ids.append(str(rec["page"]["page_id"]))
         return ids
 
-    def kill_actor(self, user_id: str, tier: str, reason: str = "kill_actor",
-                   timeout: float = 10.0) -> bool:
+    def kill_actor(
+        self, user_id: str, tier: str, reason: str = "kill_actor", timeout: float = 10.0
+    ) -> bool:
         """Fault injection: crash one of ``user_id``'s tier actors (``"stm"``, ``"mtm"`` or
         ``"lpm"``) as an unexpected exception in it would, for drills and demos.
 

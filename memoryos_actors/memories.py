@@ -128,17 +128,29 @@ def _archived_memory(item: Any, corrected: Any) -> Memory:
     """The :class:`Memory` of a cold-index item (a ``ColdItem``)."""
     rec = item.record
     if item.kind == "page":
-        return Memory(f"page:{item.item_id}", "page", "archive",
-                      _page_text(str(rec.get("query", "")), str(rec.get("response", ""))),
-                      item.timestamp, assistant_id=str(rec.get("assistant_id", "")) or None,
-                      segment_id=item.segment_id,
-                      chain_id=str(rec.get("chain_id") or "") or None)
+        return Memory(
+            f"page:{item.item_id}",
+            "page",
+            "archive",
+            _page_text(str(rec.get("query", "")), str(rec.get("response", ""))),
+            item.timestamp,
+            assistant_id=str(rec.get("assistant_id", "")) or None,
+            segment_id=item.segment_id,
+            chain_id=str(rec.get("chain_id") or "") or None,
+        )
     owner = str(rec.get("assistant", ""))
     entry_id = str(rec.get("entry_id", ""))
     mid = f"fact:{entry_id}" if item.kind == "fact" else f"agent_trait:{owner}:{entry_id}"
-    return Memory(mid, item.kind, "archive", str(rec.get("text", item.text)), item.timestamp,
-                  assistant_id=owner or None, source_segment=rec.get("source_segment"),
-                  edited=mid in corrected)
+    return Memory(
+        mid,
+        item.kind,
+        "archive",
+        str(rec.get("text", item.text)),
+        item.timestamp,
+        assistant_id=owner or None,
+        source_segment=rec.get("source_segment"),
+        edited=mid in corrected,
+    )
 
 
 class MemoryEditing:
@@ -150,8 +162,13 @@ class MemoryEditing:
 
     # -- reading ---------------------------------------------------------------------------
 
-    def memories(self, user_id: str, kinds: Iterable[str] | None = None,
-                 limit: int | None = None, cursor: str | None = None) -> MemoryList:
+    def memories(
+        self,
+        user_id: str,
+        kinds: Iterable[str] | None = None,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> MemoryList:
         """The memories of ``user_id`` (of ``kinds`` only, if given), with ids and
         provenance: pages (STM, MTM and archive), segments, facts, agent traits and the user
         traits that have a level. Deleted memories are not listed.
@@ -168,11 +185,11 @@ class MemoryEditing:
         uid = _check_user_id(user_id)
         wanted = self._check_kinds(kinds)
         check_limit(limit)
-        after = None if cursor is None else decode_cursor(cursor, "memories",
-                                                          (int, int, str))
+        after = None if cursor is None else decode_cursor(cursor, "memories", (int, int, str))
         listed = self._call(uid, lambda entry: self._list(entry, uid, wanted), create=False)
-        shown, next_cursor = page_of(listed, lambda m: memory_sort_key(m.memory_id),
-                                     "memories", limit, after)
+        shown, next_cursor = page_of(
+            listed, lambda m: memory_sort_key(m.memory_id), "memories", limit, after
+        )
         return MemoryList(shown, next_cursor)
 
     def get_memory(self, user_id: str, memory_id: str) -> Memory:
@@ -198,26 +215,48 @@ class MemoryEditing:
                 current = None
             events: list[MemoryEvent] = []
             if current is not None and ref.kind != "trait":
-                by = ("turn" if ref.kind == "page" else "segmentation" if ref.kind == "segment"
-                      else f"persona update of {current.source_segment or 'unknown segment'}")
-                first = edits[0]["old"] if edits and ref.kind in ("fact", "agent_trait") \
+                by = (
+                    "turn"
+                    if ref.kind == "page"
+                    else "segmentation"
+                    if ref.kind == "segment"
+                    else f"persona update of {current.source_segment or 'unknown segment'}"
+                )
+                first = (
+                    edits[0]["old"]
+                    if edits and ref.kind in ("fact", "agent_trait")
                     else current.text
-                events.append(MemoryEvent(ref.memory_id, "created", current.timestamp, None,
-                                          str(first), by))
+                )
+                events.append(
+                    MemoryEvent(ref.memory_id, "created", current.timestamp, None, str(first), by)
+                )
             level: str | None = None
             for ts, new_level, _evidence, source in changes:
                 if source != "edit":
-                    events.append(MemoryEvent(ref.memory_id, "changed", ts, level, new_level,
-                                              f"persona update of {source}" if source
-                                              else "persona update"))
+                    events.append(
+                        MemoryEvent(
+                            ref.memory_id,
+                            "changed",
+                            ts,
+                            level,
+                            new_level,
+                            f"persona update of {source}" if source else "persona update",
+                        )
+                    )
                 level = new_level
             for rec in edits:
                 deleted = rec.get("op") == "delete"
                 new = rec.get("new")
-                events.append(MemoryEvent(
-                    ref.memory_id, "deleted" if deleted else "corrected",
-                    float(rec.get("ts", 0.0)), str(rec.get("old", "")) or None,
-                    None if deleted or new is None else str(new), "edit"))
+                events.append(
+                    MemoryEvent(
+                        ref.memory_id,
+                        "deleted" if deleted else "corrected",
+                        float(rec.get("ts", 0.0)),
+                        str(rec.get("old", "")) or None,
+                        None if deleted or new is None else str(new),
+                        "edit",
+                    )
+                )
             if not events:
                 raise UnknownMemory(f"user {uid!r} has no memory {ref.memory_id!r}")
             events.sort(key=lambda e: e.at)
@@ -225,9 +264,15 @@ class MemoryEditing:
 
         return self._call(uid, run, create=False)
 
-    def archived_memories(self, user_id: str, kind: str = "page", query: str | None = None,
-                          offset: int = 0, limit: int = 50,
-                          per_day: bool = False) -> ArchivedMemories:
+    def archived_memories(
+        self,
+        user_id: str,
+        kind: str = "page",
+        query: str | None = None,
+        offset: int = 0,
+        limit: int = 50,
+        per_day: bool = False,
+    ) -> ArchivedMemories:
         """A page of the memories of ``kind`` (``"page"``, ``"fact"`` or ``"agent_trait"``)
         that left the hot tiers for the user's archive: ``limit`` (0..500) of them from
         ``offset`` on, newest first, or with ``query`` the best matches for its words
@@ -240,12 +285,14 @@ class MemoryEditing:
         uid = _check_user_id(user_id)
         if kind not in ("page", "fact", "agent_trait"):
             raise InvalidInput(f"kind must be 'page', 'fact' or 'agent_trait', got {kind!r}")
-        for name, value, top in (("offset", offset, None), ("limit", limit,
-                                                             MAX_ARCHIVED_LIMIT)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 0 or (
-                    top is not None and value > top):
-                raise InvalidInput(f"{name} must be an int in 0..{top or 'any'}, "
-                                   f"got {value!r}")
+        for name, value, top in (("offset", offset, None), ("limit", limit, MAX_ARCHIVED_LIMIT)):
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, int)
+                or value < 0
+                or (top is not None and value > top)
+            ):
+                raise InvalidInput(f"{name} must be an int in 0..{top or 'any'}, got {value!r}")
         if query is not None:
             query = _check_text(query, "query", self.config.max_text_bytes)
 
@@ -257,8 +304,7 @@ class MemoryEditing:
             if query:
                 found = cold.search(terms(query), offset + limit + 1, kinds=(kind,)).items
                 items = list(found[offset:])
-            days = tuple((d * 86400.0, n) for d, n in cold.day_counts(kind)) \
-                if per_day else ()
+            days = tuple((d * 86400.0, n) for d, n in cold.day_counts(kind)) if per_day else ()
             out = tuple(_archived_memory(item, corrected) for item in items[:limit])
             return ArchivedMemories(kind, total, offset, out, query, len(items) > limit, days)
 
@@ -291,28 +337,38 @@ class MemoryEditing:
                 gone = [found]
             elif ref.kind == "segment":
                 ids = {f"page:{p}" for p in found.page_ids}
-                gone = [m for m in self._list(entry, uid, frozenset(("page",)))
-                        if m.memory_id in ids]
+                gone = [
+                    m for m in self._list(entry, uid, frozenset(("page",))) if m.memory_id in ids
+                ]
             chains: dict[str, int] = {}
             for m in gone:
                 if m.chain_id:
-                    seq = int(m.memory_id[len("page:p"):])
+                    seq = int(m.memory_id[len("page:p") :])
                     chains[m.chain_id] = min(chains.get(m.chain_id, seq), seq)
             segments = (found.segment_id,) if ref.kind == "page" and found.segment_id else ()
             upto = int(self._ask(actor_names(uid)[0], Inspect()).turns)
-            rec = self._edit(uid, EditMemory(
-                "delete", ref.memory_id, "",  # the text is not kept anywhere
-                pages=tuple(int(m.memory_id[len("page:p"):]) for m in gone),
-                chains=tuple((c, s, upto) for c, s in chains.items()), segments=segments))
+            rec = self._edit(
+                uid,
+                EditMemory(
+                    "delete",
+                    ref.memory_id,
+                    "",  # the text is not kept anywhere
+                    pages=tuple(int(m.memory_id[len("page:p") :]) for m in gone),
+                    chains=tuple((c, s, upto) for c, s in chains.items()),
+                    segments=segments,
+                ),
+            )
             return {**rec, "old": found.text}
 
         rec = self._call(uid, run, create=False)
         self._purge_cached(uid)
-        return MemoryEvent(ref.memory_id, "deleted", float(rec["ts"]), str(rec["old"]), None,
-                           "edit")
+        return MemoryEvent(
+            ref.memory_id, "deleted", float(rec["ts"]), str(rec["old"]), None, "edit"
+        )
 
-    def correct_memory(self, user_id: str, memory_id: str, value: str,
-                       evidence: str = "") -> MemoryEvent:
+    def correct_memory(
+        self, user_id: str, memory_id: str, value: str, evidence: str = ""
+    ) -> MemoryEvent:
         """Correct a fact, an agent trait (``value``: the new sentence) or a user trait
         (``value``: ``"low"``, ``"medium"`` or ``"high"``; ``evidence`` optional; any of the
         90 traits, observed or not). The old
@@ -323,8 +379,10 @@ class MemoryEditing:
         ref = parse_memory_id(memory_id)
         self._check_writable("correct_memory")
         if ref.kind not in EDITABLE_KINDS:
-            raise InvalidInput(f"{ref.kind} memories cannot be corrected (delete it and add "
-                               "the turn again instead); facts, agent traits and traits can")
+            raise InvalidInput(
+                f"{ref.kind} memories cannot be corrected (delete it and add "
+                "the turn again instead); facts, agent traits and traits can"
+            )
         max_bytes = self.config.max_text_bytes
         value = _check_text(value, "value", max_bytes).strip()
         if not value:
@@ -340,13 +398,20 @@ class MemoryEditing:
                 if ref.kind != "trait":
                     raise
                 old = ""  # a trait not observed yet can be set too
-            return self._edit(uid, EditMemory("correct", ref.memory_id, old,
-                                              value=value, evidence=evidence))
+            return self._edit(
+                uid, EditMemory("correct", ref.memory_id, old, value=value, evidence=evidence)
+            )
 
         rec = self._call(uid, run, create=False)
         self._purge_cached(uid)
-        return MemoryEvent(ref.memory_id, "corrected", float(rec["ts"]),
-                           str(rec["old"]) or None, str(rec["new"]), "edit")
+        return MemoryEvent(
+            ref.memory_id,
+            "corrected",
+            float(rec["ts"]),
+            str(rec["old"]) or None,
+            str(rec["new"]),
+            "edit",
+        )
 
     # -- helpers ---------------------------------------------------------------------------
 
@@ -381,8 +446,9 @@ class MemoryEditing:
                 return mem
         raise UnknownMemory(f"user {uid!r} has no memory {ref.memory_id!r}")
 
-    def _list(self, entry: UserEntry, uid: str, kinds: frozenset[str],
-              only: MemoryRef | None = None) -> list[Memory]:
+    def _list(
+        self, entry: UserEntry, uid: str, kinds: frozenset[str], only: MemoryRef | None = None
+    ) -> list[Memory]:
         stm_n, mtm_n, lpm_n = actor_names(uid)
         out: list[Memory] = []
         need_pages = bool(kinds & {"page", "segment"})
@@ -393,44 +459,92 @@ class MemoryEditing:
             mtm = self._ask(mtm_n, Inspect())
             if "page" in kinds:
                 for p in tuple(stm.outbox) + tuple(stm.pages):
-                    out.append(Memory(f"page:{p.page_id}", "page", "stm",
-                                      _page_text(p.query, p.response), p.timestamp,
-                                      assistant_id=p.assistant_id,
-                                      chain_id=p.chain_id or None))
+                    out.append(
+                        Memory(
+                            f"page:{p.page_id}",
+                            "page",
+                            "stm",
+                            _page_text(p.query, p.response),
+                            p.timestamp,
+                            assistant_id=p.assistant_id,
+                            chain_id=p.chain_id or None,
+                        )
+                    )
             for seg in mtm.segments:
                 if "page" in kinds:
-                    out.extend(Memory(f"page:{p.page_id}", "page", "mtm",
-                                      _page_text(p.query, p.response), p.timestamp,
-                                      assistant_id=p.assistant_id, segment_id=seg.segment_id,
-                                      chain_id=p.chain_id or None)
-                               for p in seg.pages)
+                    out.extend(
+                        Memory(
+                            f"page:{p.page_id}",
+                            "page",
+                            "mtm",
+                            _page_text(p.query, p.response),
+                            p.timestamp,
+                            assistant_id=p.assistant_id,
+                            segment_id=seg.segment_id,
+                            chain_id=p.chain_id or None,
+                        )
+                        for p in seg.pages
+                    )
                 if "segment" in kinds:
-                    out.append(Memory(f"segment:{seg.segment_id}", "segment", "mtm",
-                                      seg.summary, seg.created,
-                                      page_ids=tuple(p.page_id for p in seg.pages)))
+                    out.append(
+                        Memory(
+                            f"segment:{seg.segment_id}",
+                            "segment",
+                            "mtm",
+                            seg.summary,
+                            seg.created,
+                            page_ids=tuple(p.page_id for p in seg.pages),
+                        )
+                    )
         edits = entry.store.edits if entry.store is not None else None
         if kinds & {"fact", "agent_trait", "trait"}:
             lpm = self._ask(lpm_n, Inspect())
             corrected = edits.corrected if edits is not None else {}
             if "trait" in kinds:
-                out.extend(Memory(f"trait:{t.name}", "trait", "lpm", str(t.level), 0.0,
-                                  evidence=t.evidence,
-                                  edited=f"trait:{t.name}" in corrected)
-                           for t in lpm.traits)
+                out.extend(
+                    Memory(
+                        f"trait:{t.name}",
+                        "trait",
+                        "lpm",
+                        str(t.level),
+                        0.0,
+                        evidence=t.evidence,
+                        edited=f"trait:{t.name}" in corrected,
+                    )
+                    for t in lpm.traits
+                )
             if "fact" in kinds:
-                out.extend(Memory(f"fact:{e.entry_id}", "fact", "lpm", e.text, e.timestamp,
-                                  source_segment=e.source_segment,
-                                  edited=f"fact:{e.entry_id}" in corrected)
-                           for e in lpm.kb)
+                out.extend(
+                    Memory(
+                        f"fact:{e.entry_id}",
+                        "fact",
+                        "lpm",
+                        e.text,
+                        e.timestamp,
+                        source_segment=e.source_segment,
+                        edited=f"fact:{e.entry_id}" in corrected,
+                    )
+                    for e in lpm.kb
+                )
             if "agent_trait" in kinds:
                 for aid, persona in lpm.agents.items():
                     for e in persona.get("traits", ()):
                         mid = f"agent_trait:{aid}:{e.entry_id}"
-                        out.append(Memory(mid, "agent_trait", "lpm", e.text, e.timestamp,
-                                          assistant_id=aid, source_segment=e.source_segment,
-                                          edited=mid in corrected))
-        if entry.store is not None and (only is None or not any(
-                m.memory_id == only.memory_id for m in out)):
+                        out.append(
+                            Memory(
+                                mid,
+                                "agent_trait",
+                                "lpm",
+                                e.text,
+                                e.timestamp,
+                                assistant_id=aid,
+                                source_segment=e.source_segment,
+                                edited=mid in corrected,
+                            )
+                        )
+        if entry.store is not None and (
+            only is None or not any(m.memory_id == only.memory_id for m in out)
+        ):
             found = self._archived_one(entry, only) if only is not None else None
             # One archived memory is looked up in the cold index; reading the whole
             # archive is left for listings and what the index does not hold.
@@ -470,28 +584,51 @@ class MemoryEditing:
                     sid = str(seg["segment_id"])
                     pages = seg["pages"]
                     if "segment" in kinds:
-                        out.append(Memory(f"segment:{sid}", "segment", "archive",
-                                          str(seg.get("summary", "")),
-                                          float(seg.get("created", 0.0)),
-                                          page_ids=tuple(str(p["page_id"]) for p in pages)))
+                        out.append(
+                            Memory(
+                                f"segment:{sid}",
+                                "segment",
+                                "archive",
+                                str(seg.get("summary", "")),
+                                float(seg.get("created", 0.0)),
+                                page_ids=tuple(str(p["page_id"]) for p in pages),
+                            )
+                        )
                 else:
                     sid = rec.get("segment_id")
                     pages = [rec["page"]]
                 if "page" in kinds:
-                    out.extend(Memory(f"page:{p['page_id']}", "page", "archive",
-                                      _page_text(str(p["query"]), str(p["response"])),
-                                      float(p["timestamp"]),
-                                      assistant_id=str(p.get("assistant_id", "")) or None,
-                                      segment_id=str(sid) if sid else None,
-                                      chain_id=str(p.get("chain_id") or "") or None)
-                               for p in pages)
+                    out.extend(
+                        Memory(
+                            f"page:{p['page_id']}",
+                            "page",
+                            "archive",
+                            _page_text(str(p["query"]), str(p["response"])),
+                            float(p["timestamp"]),
+                            assistant_id=str(p.get("assistant_id", "")) or None,
+                            segment_id=str(sid) if sid else None,
+                            chain_id=str(p.get("chain_id") or "") or None,
+                        )
+                        for p in pages
+                    )
             elif t in ("fact", "agent_trait") and t in kinds:
                 e = rec["entry"]
                 owner = str(rec.get("assistant", ""))
-                mid = (f"fact:{e['entry_id']}" if t == "fact"
-                       else f"agent_trait:{owner}:{e['entry_id']}")
-                out.append(Memory(mid, t, "archive", str(e["text"]), float(e["timestamp"]),
-                                  assistant_id=owner or None,
-                                  source_segment=e.get("source_segment"),
-                                  edited=mid in edits.corrected))
+                mid = (
+                    f"fact:{e['entry_id']}"
+                    if t == "fact"
+                    else f"agent_trait:{owner}:{e['entry_id']}"
+                )
+                out.append(
+                    Memory(
+                        mid,
+                        t,
+                        "archive",
+                        str(e["text"]),
+                        float(e["timestamp"]),
+                        assistant_id=owner or None,
+                        source_segment=e.get("source_segment"),
+                        edited=mid in edits.corrected,
+                    )
+                )
         return out

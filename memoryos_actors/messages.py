@@ -9,6 +9,8 @@ the same object.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from memoryos_actors._lazy import lazy_getattr
 from memoryos_actors.records import (
     DEFAULT_ASSISTANT as DEFAULT_ASSISTANT,
@@ -81,6 +83,18 @@ _LAZY = {
     "ContextItem": "memoryos_actors.context",
     "MemoryContext": "memoryos_actors.context",
 }
+
+if TYPE_CHECKING:
+    from memoryos_actors.context import ContextItem, MemoryContext
+    from memoryos_actors.tiers.results import (
+        FactHit,
+        LPMEffects,
+        LPMView,
+        MTMEffects,
+        MTMHits,
+        PageHit,
+        SegmentHit,
+    )
 
 __all__ = [
     "AddTurn",

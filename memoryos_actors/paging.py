@@ -20,8 +20,14 @@ from typing import Any, TypeVar
 
 from .errors import InvalidInput
 
-__all__ = ["MemoryList", "check_limit", "decode_cursor", "encode_cursor", "memory_sort_key",
-           "page_of"]
+__all__ = [
+    "MemoryList",
+    "check_limit",
+    "decode_cursor",
+    "encode_cursor",
+    "memory_sort_key",
+    "page_of",
+]
 
 T = TypeVar("T")
 Key = tuple[Any, ...]
@@ -55,14 +61,14 @@ def memory_sort_key(memory_id: str) -> Key:
     by the id itself. Depends on the id only, so it never changes while the memory lives."""
     kind, _, rest = memory_id.partition(":")
     found = _TRAILING_NUMBER.search(rest.rsplit(":", 1)[-1])
-    return (_KIND_ORDER.get(kind, len(_KIND_ORDER)), int(found.group(1)) if found else 0,
-            memory_id)
+    return (_KIND_ORDER.get(kind, len(_KIND_ORDER)), int(found.group(1)) if found else 0, memory_id)
 
 
 def encode_cursor(listing: str, key: Key) -> str:
     """The opaque cursor for "after the item with sort key ``key``" in ``listing``."""
-    raw = json.dumps([_VERSION, listing, list(key)], separators=(",", ":"),
-                     ensure_ascii=False).encode("utf-8")
+    raw = json.dumps(
+        [_VERSION, listing, list(key)], separators=(",", ":"), ensure_ascii=False
+    ).encode("utf-8")
     return base64.urlsafe_b64encode(raw).decode("ascii").rstrip("=")
 
 
@@ -70,8 +76,10 @@ def decode_cursor(cursor: str, listing: str, shape: Sequence[type]) -> Key:
     """The sort key in ``cursor``, which must come from a page of ``listing`` and hold
     values of the types in ``shape``; :class:`InvalidInput` for anything else (a cursor of
     another listing, an edited or truncated one)."""
-    bad = InvalidInput(f"cursor {cursor[:80]!r} is not a cursor of this listing: pass the "
-                       "next_cursor of the previous page unchanged")
+    bad = InvalidInput(
+        f"cursor {cursor[:80]!r} is not a cursor of this listing: pass the "
+        "next_cursor of the previous page unchanged"
+    )
     if not isinstance(cursor, str) or not cursor or len(cursor) > 4096:
         raise bad
     try:
@@ -79,9 +87,15 @@ def decode_cursor(cursor: str, listing: str, shape: Sequence[type]) -> Key:
         version, name, key = json.loads(raw.decode("utf-8"))
     except (binascii.Error, ValueError, TypeError, UnicodeDecodeError):
         raise bad from None
-    if version != _VERSION or name != listing or not isinstance(key, list) or len(
-            key) != len(shape) or not all(
-            isinstance(v, t) and not isinstance(v, bool) for v, t in zip(key, shape)):
+    if (
+        version != _VERSION
+        or name != listing
+        or not isinstance(key, list)
+        or len(key) != len(shape)
+        or not all(
+            isinstance(v, t) and not isinstance(v, bool) for v, t in zip(key, shape, strict=True)
+        )
+    ):
         raise bad
     return tuple(key)
 
@@ -90,14 +104,19 @@ def check_limit(limit: int | None, top: int | None = None) -> int | None:
     """``limit`` if it is None or an int in 1..``top``; else :class:`InvalidInput`."""
     if limit is None:
         return None
-    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1 or (
-            top is not None and limit > top):
+    if (
+        isinstance(limit, bool)
+        or not isinstance(limit, int)
+        or limit < 1
+        or (top is not None and limit > top)
+    ):
         raise InvalidInput(f"limit must be an int in 1..{top or 'any'}, got {limit!r}")
     return limit
 
 
-def page_of(items: Iterable[T], key: Callable[[T], Key], listing: str, limit: int | None,
-            after: Key | None) -> tuple[list[T], str | None]:
+def page_of(
+    items: Iterable[T], key: Callable[[T], Key], listing: str, limit: int | None, after: Key | None
+) -> tuple[list[T], str | None]:
     """``(page, next_cursor)``: at most ``limit`` (None: all) of ``items`` in ``key``
     order whose key is greater than ``after``, and the cursor of what follows them (None
     when nothing does)."""

@@ -79,9 +79,12 @@ class Portability:
             # asked for after them, so it has them placed.
             self._settle_pages(uid, max(0.001, deadline - time.monotonic()))
             stm = self._ask(stm_n, GetState()).data
-            state = {"seq": stm["seq"], "stm": stm["stm"],
-                     "mtm": self._ask(mtm_n, GetState()).data,
-                     "lpm": self._ask(lpm_n, GetState()).data}
+            state = {
+                "seq": stm["seq"],
+                "stm": stm["stm"],
+                "mtm": self._ask(mtm_n, GetState()).data,
+                "lpm": self._ask(lpm_n, GetState()).data,
+            }
             assert entry.store is not None
             # Evictions between the MTM state and this read are re-applied on import (the
             # MTM state says which archive record it reflects), so the cut is consistent.
@@ -92,8 +95,10 @@ class Portability:
             # The import numbers the exported records 1, 2, ...: records wholly deleted
             # are not exported, so the MTM state's cut is renumbered to match.
             cut = int(state["mtm"].get("archive_seq", 0))
-            state["mtm"] = {**state["mtm"],
-                            "archive_seq": sum(1 for seq, _rec in kept if seq <= cut)}
+            state["mtm"] = {
+                **state["mtm"],
+                "archive_seq": sum(1 for seq, _rec in kept if seq <= cut),
+            }
         finally:
             self._dir.finish(entry, UserPhase.ACTIVE)
         payload = {
@@ -120,8 +125,10 @@ class Portability:
         if payload.get("format") != _EXPORT_FORMAT:
             raise InvalidInput(f"{path}: not a memoryos-actors user export")
         if int(payload.get("version", 0)) > _EXPORT_VERSION:
-            raise InvalidInput(f"{path}: export version {payload.get('version')} is newer "
-                               f"than this library reads ({_EXPORT_VERSION})")
+            raise InvalidInput(
+                f"{path}: export version {payload.get('version')} is newer "
+                f"than this library reads ({_EXPORT_VERSION})"
+            )
         uid = _check_user_id(user_id if user_id is not None else payload["user_id"])
         name, dim = self.gateway_service.embedder_info()
         if list(payload.get("embedder", [])) != [name, dim]:
@@ -140,15 +147,18 @@ class Portability:
                 raise InvalidInput(f"user {uid!r} already has data; forget_user first")
             cfg = self.config
             try:
-                store = UserStore(self.data_dir, uid, fsync=cfg.fsync,
-                                  fsync_interval=cfg.fsync_interval_seconds,
-                                  archive=cfg.archive_enabled)
+                store = UserStore(
+                    self.data_dir,
+                    uid,
+                    fsync=cfg.fsync,
+                    fsync_interval=cfg.fsync_interval_seconds,
+                    archive=cfg.archive_enabled,
+                )
                 try:
                     store.check_embedder(name, dim, cfg.fingerprint())
                     # Stored as another id: the pages and the persona name their new owner.
                     source = str(payload.get("user_id", uid))
-                    persist.import_state(store, persist.rebind_user(payload["state"], source,
-                                                                    uid))
+                    persist.import_state(store, persist.rebind_user(payload["state"], source, uid))
                     if store.archive is not None:
                         for rec in payload.get("archive", ()):
                             store.archive.append(persist.rebind_user(rec, source, uid))

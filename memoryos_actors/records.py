@@ -26,9 +26,21 @@ from typing import Any, Literal, TypeVar
 from memoryos_actors.errors import InvalidInput
 from memoryos_actors.trait_table import TRAIT_CATEGORIES, category_of
 
-__all__ = ["AgentProfile", "DEFAULT_ASSISTANT", "KBEntry", "Page", "PersonaUpdate",
-    "SegmentRecord", "SegmentView", "TIERS", "TRAIT_CATEGORIES", "TRAIT_LEVELS", "TraitLevel",
-    "UserProfile", "normalize_keywords"]
+__all__ = [
+    "AgentProfile",
+    "DEFAULT_ASSISTANT",
+    "KBEntry",
+    "Page",
+    "PersonaUpdate",
+    "SegmentRecord",
+    "SegmentView",
+    "TIERS",
+    "TRAIT_CATEGORIES",
+    "TRAIT_LEVELS",
+    "TraitLevel",
+    "UserProfile",
+    "normalize_keywords",
+]
 
 DEFAULT_ASSISTANT = "default"
 """The assistant id used when a caller does not name one."""
@@ -333,7 +345,13 @@ class Page(_Record):
     ) -> Page:
         """Build a page with ``page_id`` derived from ``seq``."""
         return cls(
-            user_id, assistant_id, f"p{seq}", seq, query, response, timestamp,
+            user_id,
+            assistant_id,
+            f"p{seq}",
+            seq,
+            query,
+            response,
+            timestamp,
             keywords=normalize_keywords(keywords),
         )
 
@@ -413,9 +431,15 @@ class SegmentRecord(_Record):
     def view(self) -> SegmentView:
         """The same segment as a :class:`SegmentView`."""
         return SegmentView(
-            self.segment_id, self.summary, self.keywords,
-            tuple(p.page_id for p in self.pages), self.heat, self.n_visit,
-            self.l_interaction, self.last_access, self.created,
+            self.segment_id,
+            self.summary,
+            self.keywords,
+            tuple(p.page_id for p in self.pages),
+            self.heat,
+            self.n_visit,
+            self.l_interaction,
+            self.last_access,
+            self.created,
         )
 
 
@@ -508,8 +532,12 @@ class UserProfile(_Record):
 
     def is_empty(self) -> bool:
         """True when nothing is known."""
-        return self.name is None and self.gender is None and self.birth_year is None \
+        return (
+            self.name is None
+            and self.gender is None
+            and self.birth_year is None
             and not self.extras
+        )
 
 
 @_record

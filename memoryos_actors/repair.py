@@ -103,8 +103,9 @@ def repair_user(data_dir: str | os.PathLike[str], user_id: str) -> RepairReport:
     meta = _repair_meta(udir, user_id, stamp)
     if meta is not None:
         files.append(meta)
-        notes.append(f"{META_FILE}: unreadable ({meta.reason}); written again from the "
-                     "directory name")
+        notes.append(
+            f"{META_FILE}: unreadable ({meta.reason}); written again from the directory name"
+        )
     snaps, covered_lsn, covered_turn = _repair_snapshots(udir / SNAPSHOT_DIR, stamp)
     for f in snaps:
         files.append(f)
@@ -118,10 +119,13 @@ def repair_user(data_dir: str | os.PathLike[str], user_id: str) -> RepairReport:
             files.append(wal.rewrite(stamp))
             notes.extend(wal.notes())
             if covered_lsn and any(a <= covered_lsn for a, _b in wal.lost_ranges()):
-                notes.append(f"{WAL_FILE}: records up to LSN {covered_lsn} are also in the "
-                             "newest readable snapshot: what those lost records held is kept")
-    archive = _Salvage.of(udir / ARCHIVE_FILE, ArchiveLog.MAGIC, ArchiveLog.VERSION,
-                          ArchiveLog.KIND, floor=0)
+                notes.append(
+                    f"{WAL_FILE}: records up to LSN {covered_lsn} are also in the "
+                    "newest readable snapshot: what those lost records held is kept"
+                )
+    archive = _Salvage.of(
+        udir / ARCHIVE_FILE, ArchiveLog.MAGIC, ArchiveLog.VERSION, ArchiveLog.KIND, floor=0
+    )
     if archive is not None and archive.needs_rewrite:
         files.append(archive.rewrite(stamp))
         notes.extend(archive.notes())
@@ -134,8 +138,11 @@ def repair_user(data_dir: str | os.PathLike[str], user_id: str) -> RepairReport:
                 side = Path(str(cold) + suffix)
                 if side.exists():
                     os.replace(side, Path(str(backup) + suffix))
-            files.append(RepairedFile(str(cold), "moved_aside", str(backup),
-                                      "derived from the damaged archive"))
+            files.append(
+                RepairedFile(
+                    str(cold), "moved_aside", str(backup), "derived from the damaged archive"
+                )
+            )
             notes.append(f"{COLD_FILE}: moved aside; rebuilt from the repaired archive")
     # The proof: the user's files open and load (read-only, so this changes nothing).
     with UserStore(data_dir, user_id, read_only=True) as store:
@@ -148,12 +155,15 @@ def repair_user(data_dir: str | os.PathLike[str], user_id: str) -> RepairReport:
         notes.append(f"turns lost: {', '.join(lost_turns)}")
     if files:
         fsync_dir(udir)
-        log.warning("user_repaired", user_id=user_id, files=[f.path for f in files],
-                    kept_records=sum(f.kept_records for f in files),
-                    lost_records=sum(f.lost_records for f in files),
-                    lost_turns=list(lost_turns))
-    return RepairReport(user_id, tuple(files), wal_turns_kept, tuple(lost_turns),
-                        tuple(notes))
+        log.warning(
+            "user_repaired",
+            user_id=user_id,
+            files=[f.path for f in files],
+            kept_records=sum(f.kept_records for f in files),
+            lost_records=sum(f.lost_records for f in files),
+            lost_turns=list(lost_turns),
+        )
+    return RepairReport(user_id, tuple(files), wal_turns_kept, tuple(lost_turns), tuple(notes))
 
 
 def _page_seqs(record: dict[str, Any]) -> list[Any]:
@@ -188,14 +198,17 @@ def _repair_meta(udir: Path, user_id: str, stamp: int) -> RepairedFile | None:
         if user_id_from_dir_name(udir.name) != user_id:
             raise CorruptDataError(
                 f"{meta_path}: unreadable, and the directory name does not say whose it is; "
-                "cannot repair", path=str(meta_path)) from exc
+                "cannot repair",
+                path=str(meta_path),
+            ) from exc
         backup = _backup_name(meta_path, stamp)
         os.replace(meta_path, backup)
         _write_meta(meta_path, UserMeta(user_id, time.time()))
         return RepairedFile(str(meta_path), "rebuilt", str(backup), str(exc))
     if meta.user_id != user_id:
-        raise StorageError(f"{meta_path}: directory belongs to user {meta.user_id!r}, "
-                           f"not {user_id!r}")
+        raise StorageError(
+            f"{meta_path}: directory belongs to user {meta.user_id!r}, not {user_id!r}"
+        )
     return None
 
 
@@ -243,8 +256,7 @@ class _Salvage:
     rebased_from: int | None  # the old base when the log no longer met the snapshot
 
     @classmethod
-    def of(cls, path: Path, magic: bytes, version: int, kind: str,
-           floor: int) -> _Salvage | None:
+    def of(cls, path: Path, magic: bytes, version: int, kind: str, floor: int) -> _Salvage | None:
         """Examine ``path`` (None if missing). ``floor``: the seq the log must reach back
         to (the newest readable snapshot's LSN for a WAL, 0 for an archive)."""
         try:
@@ -260,22 +272,47 @@ class _Salvage:
             except CorruptDataError as exc:
                 # No header to trust: every intact frame after the floor is kept.
                 damages, frames = walk_damaged(fd, 0, size, floor, f"unreadable header ({exc})")
-                return cls(path, magic, version, kind, size, floor, HEADER_SIZE, floor + 1,
-                           floor, frames, [(d.start, d.end, d.next_seq) for d in damages],
-                           str(exc), None)
+                return cls(
+                    path,
+                    magic,
+                    version,
+                    kind,
+                    size,
+                    floor,
+                    HEADER_SIZE,
+                    floor + 1,
+                    floor,
+                    frames,
+                    [(d.start, d.end, d.next_seq) for d in damages],
+                    str(exc),
+                    None,
+                )
             result = scan(path, magic, version, kind, fd=fd)
             frames: list[tuple[int, int, int]] = []
             damaged: list[tuple[int, int, int | None]] = []
             if result.bad_reason is not None:
-                damages, frames = walk_damaged(fd, result.valid_end, size, result.last_seq,
-                                               result.bad_reason)
+                damages, frames = walk_damaged(
+                    fd, result.valid_end, size, result.last_seq, result.bad_reason
+                )
                 damaged = [(d.start, d.end, d.next_seq) for d in damages]
         finally:
             os.close(fd)
         new_base = min(base, floor)
-        return cls(path, magic, version, kind, size, new_base, result.valid_end, base + 1,
-                   result.last_seq, frames, damaged, result.bad_reason,
-                   base if new_base < base else None)
+        return cls(
+            path,
+            magic,
+            version,
+            kind,
+            size,
+            new_base,
+            result.valid_end,
+            base + 1,
+            result.last_seq,
+            frames,
+            damaged,
+            result.bad_reason,
+            base if new_base < base else None,
+        )
 
     @property
     def needs_rewrite(self) -> bool:
@@ -287,8 +324,7 @@ class _Salvage:
         as one block."""
         out = []
         if self.head_last >= self.head_first:
-            out.append((self.head_first, self.head_last, HEADER_SIZE,
-                        self.head_end - HEADER_SIZE))
+            out.append((self.head_first, self.head_last, HEADER_SIZE, self.head_end - HEADER_SIZE))
         out.extend((seq, seq, off, _FRAME.size + length) for seq, off, length in self.frames)
         return out
 
@@ -334,8 +370,11 @@ class _Salvage:
             records = self.records()
         except CorruptDataError:
             return 0, ()
-        turn_at = [(lsn, int(rec["seq"])) for lsn, rec in records
-                   if rec.get("t") == "turn" and isinstance(rec.get("seq"), int)]
+        turn_at = [
+            (lsn, int(rec["seq"]))
+            for lsn, rec in records
+            if rec.get("t") == "turn" and isinstance(rec.get("seq"), int)
+        ]
         lost: list[str] = []
         for first, last in self.lost_ranges():
             first = max(first, covered_lsn + 1)
@@ -353,18 +392,28 @@ class _Salvage:
         name = self.path.name
         out = []
         if self.rebased_from is not None:
-            out.append(f"{name}: records {self.base + 1}..{self.rebased_from} were only in "
-                       "an unreadable snapshot; placeholders keep their seqs")
+            out.append(
+                f"{name}: records {self.base + 1}..{self.rebased_from} were only in "
+                "an unreadable snapshot; placeholders keep their seqs"
+            )
         for start, end, nxt in self.damaged:
             if nxt is None:
                 out.append(f"{name}: damaged end cut at byte {start} ({end - start} bytes)")
             else:
-                out.append(f"{name}: bytes {start}..{end} damaged; intact records resume "
-                           f"at seq {nxt}")
+                out.append(
+                    f"{name}: bytes {start}..{end} damaged; intact records resume at seq {nxt}"
+                )
         lost = self.lost_ranges()
-        out.append(f"{name}: kept {self.kept_records()} intact records"
-                   + (f", {sum(b - a + 1 for a, b in lost)} lost (seqs "
-                      + ", ".join(f"{a}..{b}" for a, b in lost) + ")" if lost else ""))
+        out.append(
+            f"{name}: kept {self.kept_records()} intact records"
+            + (
+                f", {sum(b - a + 1 for a, b in lost)} lost (seqs "
+                + ", ".join(f"{a}..{b}" for a, b in lost)
+                + ")"
+                if lost
+                else ""
+            )
+        )
         return out
 
     def rewrite(self, stamp: int) -> RepairedFile:
@@ -377,8 +426,9 @@ class _Salvage:
                 out.write(encode_header(self.magic, self.version, self.base))
                 prev = self.base
                 for seq, last, off, nbytes in self._kept():
-                    out.writelines(encode_frame(missing, placeholder)
-                                   for missing in range(prev + 1, seq))
+                    out.writelines(
+                        encode_frame(missing, placeholder) for missing in range(prev + 1, seq)
+                    )
                     src.seek(off)
                     remaining = nbytes
                     while remaining > 0:
@@ -402,8 +452,13 @@ class _Salvage:
         fsync_dir(self.path.parent)
         cut = sum(end - start for start, end, nxt in self.damaged if nxt is None)
         return RepairedFile(
-            path=str(self.path), action="rewritten", backup=str(backup),
+            path=str(self.path),
+            action="rewritten",
+            backup=str(backup),
             reason=self.reason or "no longer reaches back to the newest readable snapshot",
-            kept_records=self.kept_records(), lost_records=sum(b - a + 1 for a, b in lost),
-            lost_seqs=tuple(lost), damaged_bytes=tuple((s, e) for s, e, _n in self.damaged),
-            cut_tail_bytes=cut)
+            kept_records=self.kept_records(),
+            lost_records=sum(b - a + 1 for a, b in lost),
+            lost_seqs=tuple(lost),
+            damaged_bytes=tuple((s, e) for s, e, _n in self.damaged),
+            cut_tail_bytes=cut,
+        )

@@ -1,5 +1,4 @@
-"""Requests the facade sends to a user's actors: store a turn, retrieve, set a profile.
-"""
+"""Requests the facade sends to a user's actors: store a turn, retrieve, set a profile."""
 
 from __future__ import annotations
 

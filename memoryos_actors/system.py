@@ -85,8 +85,8 @@ if TYPE_CHECKING:
 
 from .activation import _ASK_TIMEOUT_S, _BG_PASSIVATIONS, SlotDemand, UserActivation
 from .barrier import Barriers
-from .memories import Memory, MemoryEditing, MemoryEvent
 from .inspection import Inspection
+from .memories import MemoryEditing
 from .portability import Portability
 from .reports import ChatReply, ForgetReport, UserState
 from .validation import check_path as _check_path
@@ -130,8 +130,13 @@ class MemoryOS(UserActivation, Barriers, Inspection, Portability, MemoryEditing)
     """
 
     def __init__(
-        self, data_dir: Path, config: MemoryConfig, clock: Clock, *,
-        _lock: DataDirLock | None, read_only: bool = False,
+        self,
+        data_dir: Path,
+        config: MemoryConfig,
+        clock: Clock,
+        *,
+        _lock: DataDirLock | None,
+        read_only: bool = False,
     ) -> None:
         self.data_dir = data_dir
         self.config = config
@@ -143,26 +148,39 @@ class MemoryOS(UserActivation, Barriers, Inspection, Portability, MemoryEditing)
         #: activation succeeds or :meth:`repair_user` runs.
         self._damaged: dict[str, str] = {}
         self._closed = False
-        self._dir = UserDirectory(config.max_inflight_per_user,
-                                  is_pinned=lambda u: u.startswith(ASSISTANT_PREFIX))
+        self._dir = UserDirectory(
+            config.max_inflight_per_user, is_pinned=lambda u: u.startswith(ASSISTANT_PREFIX)
+        )
         self._stats_lock = threading.Lock()
         # Passivates least recently used idle users in the background: those activations
         # waiting for a slot hand over, and those keeping some slots free below
         # max_active_users (see activation.py). Threads are started on demand.
-        self._passivator = ThreadPoolExecutor(_BG_PASSIVATIONS,
-                                              thread_name_prefix="memoryos-passivate")
+        self._passivator = ThreadPoolExecutor(
+            _BG_PASSIVATIONS, thread_name_prefix="memoryos-passivate"
+        )
         self._bg_passivating = 0
         self._demand = SlotDemand()  # sizes the headroom kept below max_active_users
         # One MTM catch-up at a time in the process (see CatchUpGate).
         self._catch_up_gate = CatchUpGate(1)
         self._total = threading.BoundedSemaphore(config.max_inflight_total)
-        self._counters = {"turns": 0, "retrievals": 0, "chats": 0, "degraded_chats": 0,
-                          "activations": 0, "passivations": 0}
+        self._counters = {
+            "turns": 0,
+            "retrievals": 0,
+            "chats": 0,
+            "degraded_chats": 0,
+            "activations": 0,
+            "passivations": 0,
+        }
         self._activation_ms: list[float] = []
         self.registry = Registry()
         self.metrics = Metrics()
-        for name in ("evicted_segments", "evicted_pages", "promoted_segments",
-                     "stale_replies_dropped", "archive_writes_deferred"):
+        for name in (
+            "evicted_segments",
+            "evicted_pages",
+            "promoted_segments",
+            "stale_replies_dropped",
+            "archive_writes_deferred",
+        ):
             self.metrics.inc(name, 0)  # reported from the start, not only once non-zero
         self.gateway_service = GatewayService(config)
         workers = tuple(f"gateway/{i}" for i in range(config.gateway_workers))
@@ -186,15 +204,27 @@ class MemoryOS(UserActivation, Barriers, Inspection, Portability, MemoryEditing)
 
     @overload
     @classmethod
-    def open(cls, data_dir: str | os.PathLike[str], config: MemoryConfig | None = None, *,
-             clock: Clock | None = None, cluster: None = None,
-             read_only: bool = False) -> MemoryOS: ...
+    def open(
+        cls,
+        data_dir: str | os.PathLike[str],
+        config: MemoryConfig | None = None,
+        *,
+        clock: Clock | None = None,
+        cluster: None = None,
+        read_only: bool = False,
+    ) -> MemoryOS: ...
 
     @overload
     @classmethod
-    def open(cls, data_dir: str | os.PathLike[str], config: MemoryConfig | None = None, *,
-             clock: Clock | None = None, cluster: RayCluster,
-             read_only: bool = False) -> ClusterMemoryOS: ...
+    def open(
+        cls,
+        data_dir: str | os.PathLike[str],
+        config: MemoryConfig | None = None,
+        *,
+        clock: Clock | None = None,
+        cluster: RayCluster,
+        read_only: bool = False,
+    ) -> ClusterMemoryOS: ...
 
     @classmethod
     def open(
@@ -250,8 +280,9 @@ class MemoryOS(UserActivation, Barriers, Inspection, Portability, MemoryEditing)
         if (path / "shards.json").exists():
             raise InvalidInput(f"{path} is a sharded data directory: open it with cluster=")
         if read_only:
-            return cls(path, cfg, clock if clock is not None else SystemClock(), _lock=None,
-                       read_only=True)
+            return cls(
+                path, cfg, clock if clock is not None else SystemClock(), _lock=None, read_only=True
+            )
         lock = DataDirLock(path)
         try:
             return cls(path, cfg, clock if clock is not None else SystemClock(), _lock=lock)
@@ -263,16 +294,17 @@ class MemoryOS(UserActivation, Barriers, Inspection, Portability, MemoryEditing)
         cfg = self.config
         reg = self.registry
         gateway_children = [
-            ChildSpec(id=name,
-                      start=functools.partial(GatewayWorker.start, name, self._gateway, reg),
-                      name=name)
+            ChildSpec(
+                id=name,
+                start=functools.partial(GatewayWorker.start, name, self._gateway, reg),
+                name=name,
+            )
             for name in worker_names
         ]
         retrieval_children = [
             ChildSpec(
                 id=name,
-                start=functools.partial(RetrievalWorker.start, cfg, reg, self._gateway,
-                                        self.clock),
+                start=functools.partial(RetrievalWorker.start, cfg, reg, self._gateway, self.clock),
                 name=name,
             )
             for name in self._retrieval_names
@@ -280,23 +312,38 @@ class MemoryOS(UserActivation, Barriers, Inspection, Portability, MemoryEditing)
         children = [
             ChildSpec(
                 id="gateway",
-                start=functools.partial(Supervisor.start, gateway_children, registry=reg,
-                                        max_restarts=10, max_seconds=5.0),
+                start=functools.partial(
+                    Supervisor.start,
+                    gateway_children,
+                    registry=reg,
+                    max_restarts=10,
+                    max_seconds=5.0,
+                ),
                 kind=ChildKind.SUPERVISOR,
                 name="gateway",
             ),
             ChildSpec(
                 id="retrieval",
-                start=functools.partial(Supervisor.start, retrieval_children, registry=reg,
-                                        max_restarts=10, max_seconds=5.0),
+                start=functools.partial(
+                    Supervisor.start,
+                    retrieval_children,
+                    registry=reg,
+                    max_restarts=10,
+                    max_seconds=5.0,
+                ),
                 kind=ChildKind.SUPERVISOR,
                 name="retrieval",
             ),
-            ChildSpec(id="heat-ticker",
-                      start=functools.partial(HeatTicker.start, reg, self._gateway),
-                      name="heat-ticker"),
-            ChildSpec(id="janitor", start=functools.partial(_Janitor.start, self._sweep_idle),
-                      name="janitor"),
+            ChildSpec(
+                id="heat-ticker",
+                start=functools.partial(HeatTicker.start, reg, self._gateway),
+                name="heat-ticker",
+            ),
+            ChildSpec(
+                id="janitor",
+                start=functools.partial(_Janitor.start, self._sweep_idle),
+                name="janitor",
+            ),
             ChildSpec(
                 id="users",
                 start=functools.partial(
@@ -312,8 +359,9 @@ class MemoryOS(UserActivation, Barriers, Inspection, Portability, MemoryEditing)
                 name="users",
             ),
         ]
-        return Supervisor.start(children, registry=reg, name="root", max_restarts=5,
-                                max_seconds=5.0)
+        return Supervisor.start(
+            children, registry=reg, name="root", max_restarts=5, max_seconds=5.0
+        )
 
     def __enter__(self) -> MemoryOS:
         return self
@@ -435,6 +483,7 @@ class MemoryOS(UserActivation, Barriers, Inspection, Portability, MemoryEditing)
         )
         if not msg.query and not msg.response:
             raise InvalidInput("a turn needs a query or a response")
+
         def run(entry: UserEntry) -> str:
             # Backpressure happens here, in the caller's thread: wait for room in the
             # user's placement queue and the gateway before the turn is written, so a
@@ -494,8 +543,9 @@ class MemoryOS(UserActivation, Barriers, Inspection, Portability, MemoryEditing)
         self._counters["retrievals"] += 1
         return ctx
 
-    def chat(self, user_id: str, query: str, assistant_id: str = "default", *,
-             fallback: bool = True) -> str:
+    def chat(
+        self, user_id: str, query: str, assistant_id: str = "default", *, fallback: bool = True
+    ) -> str:
         """Answer ``query`` from memory: retrieve, generate a reply, store the turn.
 
         The reply's text; :meth:`chat_reply` says besides whether it came from the offline
@@ -504,8 +554,9 @@ class MemoryOS(UserActivation, Barriers, Inspection, Portability, MemoryEditing)
         """
         return self.chat_reply(user_id, query, assistant_id, fallback=fallback).text
 
-    def chat_reply(self, user_id: str, query: str, assistant_id: str = "default", *,
-                   fallback: bool = True) -> ChatReply:
+    def chat_reply(
+        self, user_id: str, query: str, assistant_id: str = "default", *, fallback: bool = True
+    ) -> ChatReply:
         """Answer ``query`` from memory like :meth:`chat`, and say how the reply was made.
 
         During a provider outage (5xx answers, timeouts, an open circuit breaker) the
@@ -522,8 +573,11 @@ class MemoryOS(UserActivation, Barriers, Inspection, Portability, MemoryEditing)
         self._check_writable("chat")
         ctx = self._chat_context(user_id, query, assistant_id)
         result = self.gateway_service.complete(
-            "chat_reply", {"context": ctx.render(), "query": query}, user_id=user_id,
-            fallback=bool(fallback), raise_config_errors=True,
+            "chat_reply",
+            {"context": ctx.render(), "query": query},
+            user_id=user_id,
+            fallback=bool(fallback),
+            raise_config_errors=True,
         )
         reply = str(result.data["reply"])
         self.add_turn(user_id, query, reply, assistant_id=assistant_id)
@@ -547,11 +601,13 @@ class MemoryOS(UserActivation, Barriers, Inspection, Portability, MemoryEditing)
             # It lives in the persona owner's group, retrieved like any user's memory.
             owner = persona_owner(user_id, assistant_id, True)
             self._load_shared_persona(assistant_id)
-            msg = Retrieve(user_id=owner, assistant_id=assistant_id, query=query,
-                           timestamp=self.clock.now())
+            msg = Retrieve(
+                user_id=owner, assistant_id=assistant_id, query=query, timestamp=self.clock.now()
+            )
             shared = self._call(owner, lambda _e: self._ask(self._retrieval_names[0], msg))
-            ctx = dataclasses.replace(ctx, agent_profile=shared.agent_profile,
-                                      agent_traits=shared.agent_traits)
+            ctx = dataclasses.replace(
+                ctx, agent_profile=shared.agent_profile, agent_traits=shared.agent_traits
+            )
         return ctx
 
     def set_user_profile(self, user_id: str, profile: UserProfile) -> None:
@@ -613,7 +669,8 @@ class MemoryOS(UserActivation, Barriers, Inspection, Portability, MemoryEditing)
             for uid in self._dir.active():
                 try:
                     entry = self._dir.claim_active(
-                        uid, UserPhase.DRAINING, max(deadline, time.monotonic() + 1.0))
+                        uid, UserPhase.DRAINING, max(deadline, time.monotonic() + 1.0)
+                    )
                 except Overloaded as exc:
                     log.warning("close.user_busy", user=uid, error=repr(exc))
                     continue

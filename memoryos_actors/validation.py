@@ -18,8 +18,15 @@ from .errors import (
 )
 from .store.paths import validate_user_id
 
-__all__ = ["DOT_SEGMENTS", "check_path", "check_text", "check_timeout", "check_timestamp",
-           "check_user_id", "typed_cause"]
+__all__ = [
+    "DOT_SEGMENTS",
+    "check_path",
+    "check_text",
+    "check_timeout",
+    "check_timestamp",
+    "check_user_id",
+    "typed_cause",
+]
 
 
 def check_text(value: object, what: str, limit: int, *, allow_empty: bool = False) -> str:

@@ -60,9 +60,7 @@ def _no_leaked_actors_or_threads() -> Iterator[None]:
     leaked = pykka.ActorRegistry.get_all()
     assert len(leaked) <= actors_before, f"actors left running: {leaked[:5]}"
     now = _settle(threads_before)
-    assert now <= threads_before, (
-        f"threads left running: {[t.name for t in threading.enumerate()]}"
-    )
+    assert now <= threads_before, f"threads left running: {[t.name for t in threading.enumerate()]}"
 
 
 @pytest.fixture(scope="session")
@@ -84,8 +82,9 @@ def ray_cluster() -> Iterator[object]:
     ray = pytest.importorskip("ray")
     from ray.cluster_utils import Cluster
 
-    cluster = Cluster(initialize_head=True,
-                      head_node_args={"num_cpus": 2, "include_dashboard": False})
+    cluster = Cluster(
+        initialize_head=True, head_node_args={"num_cpus": 2, "include_dashboard": False}
+    )
     try:
         ray.init(address=cluster.address, log_to_driver=False)
         yield cluster

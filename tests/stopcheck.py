@@ -27,8 +27,11 @@ def assert_closed_cleanly(data_dir: Path, users: Iterable[str]) -> None:
             found = store.load()
         assert found.state is not None, f"{user}: no snapshot at all"
         covered = int(found.state["seq"])
-        newer = [int(rec["seq"]) for _lsn, rec in found.records
-                 if rec.get("t") == "turn" and int(rec["seq"]) > covered]
+        newer = [
+            int(rec["seq"])
+            for _lsn, rec in found.records
+            if rec.get("t") == "turn" and int(rec["seq"]) > covered
+        ]
         assert not newer, f"{user}: turns {newer} are only in the WAL, after the snapshot"
 
 
@@ -66,8 +69,12 @@ class Lines:
     def text(self) -> str:
         return "".join(self.lines)
 
-    def wait_for(self, found: Callable[[list[str]], bool], what: str,
-                 proc: subprocess.Popen[Any] | None = None) -> None:
+    def wait_for(
+        self,
+        found: Callable[[list[str]], bool],
+        what: str,
+        proc: subprocess.Popen[Any] | None = None,
+    ) -> None:
         """Wait until ``found(lines)``; fail after :data:`WAIT_S` seconds, or as soon as
         ``proc`` has exited without it."""
         deadline = time.monotonic() + WAIT_S
@@ -77,10 +84,10 @@ class Lines:
                 self.join()
                 if found(self.lines):
                     return
-            assert code is None, f"the process exited ({code}) before {what}: " \
-                                 f"{self.text[-3000:]}"
-            assert time.monotonic() < deadline, f"{what}: not within {WAIT_S} s: " \
-                                                f"{self.text[-3000:]}"
+            assert code is None, f"the process exited ({code}) before {what}: {self.text[-3000:]}"
+            assert time.monotonic() < deadline, (
+                f"{what}: not within {WAIT_S} s: {self.text[-3000:]}"
+            )
             time.sleep(0.02)
 
     def join(self) -> None:

@@ -59,9 +59,7 @@ __all__ = [
 ]
 
 #: Printable text including non-ASCII; no lone surrogates (they are not valid UTF-8).
-texts = st.text(
-    alphabet=st.characters(blacklist_categories=("Cs",)), min_size=0, max_size=20
-)
+texts = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), min_size=0, max_size=20)
 nonblank_texts = texts.filter(lambda s: s.strip() != "")
 ids = st.text(
     alphabet=st.characters(blacklist_categories=("Cs", "Cc", "Z")), min_size=1, max_size=16
@@ -98,8 +96,18 @@ def page_sequences(draw: st.DrawFn, max_size: int = 30) -> list[Page]:
     out = []
     for seq in range(1, n + 1):
         t += draw(st.floats(0.0, 1e4))
-        out.append(Page("u", "default", f"p{seq}", seq, draw(texts), draw(texts), t,
-                        keywords=draw(keyword_sets)))
+        out.append(
+            Page(
+                "u",
+                "default",
+                f"p{seq}",
+                seq,
+                draw(texts),
+                draw(texts),
+                t,
+                keywords=draw(keyword_sets),
+            )
+        )
     return out
 
 
@@ -110,10 +118,15 @@ segment_ids = st.integers(1, 10**6).map(lambda n: f"s{n}")
 def segment_views(draw: st.DrawFn) -> SegmentView:
     """A valid segment view."""
     return SegmentView(
-        draw(segment_ids), draw(texts), draw(keyword_sets),
+        draw(segment_ids),
+        draw(texts),
+        draw(keyword_sets),
         tuple(f"p{n}" for n in sorted(draw(st.sets(st.integers(1, 10**6), max_size=5)))),
-        draw(st.floats(0.0, 100.0)), draw(st.integers(0, 100)), draw(st.integers(0, 100)),
-        draw(timestamps), draw(timestamps),
+        draw(st.floats(0.0, 100.0)),
+        draw(st.integers(0, 100)),
+        draw(st.integers(0, 100)),
+        draw(timestamps),
+        draw(timestamps),
     )
 
 
@@ -121,67 +134,105 @@ def segment_views(draw: st.DrawFn) -> SegmentView:
 def segment_records(draw: st.DrawFn) -> SegmentRecord:
     """A valid full segment record with 0-4 pages."""
     return SegmentRecord(
-        draw(ids), draw(segment_ids), draw(texts), draw(keyword_sets),
-        tuple(draw(st.lists(pages(), max_size=2))), draw(st.floats(0.0, 100.0)),
-        draw(st.integers(0, 100)), draw(st.integers(0, 100)), draw(timestamps),
+        draw(ids),
+        draw(segment_ids),
+        draw(texts),
+        draw(keyword_sets),
+        tuple(draw(st.lists(pages(), max_size=2))),
+        draw(st.floats(0.0, 100.0)),
+        draw(st.integers(0, 100)),
+        draw(st.integers(0, 100)),
+        draw(timestamps),
         draw(timestamps),
     )
 
 
 trait_levels = st.sampled_from(TRAITS).flatmap(
     lambda spec: st.builds(
-        TraitLevel, st.just(spec.name), st.just(spec.category),
-        st.one_of(st.none(), st.sampled_from(TRAIT_LEVELS)), texts,
+        TraitLevel,
+        st.just(spec.name),
+        st.just(spec.category),
+        st.one_of(st.none(), st.sampled_from(TRAIT_LEVELS)),
+        texts,
     )
 )
 kb_entries = st.builds(
-    KBEntry, st.integers(1, 10**6).map(lambda n: f"f{n}"), nonblank_texts, timestamps,
+    KBEntry,
+    st.integers(1, 10**6).map(lambda n: f"f{n}"),
+    nonblank_texts,
+    timestamps,
     st.one_of(st.none(), segment_ids),
 )
 user_profiles = st.builds(
-    UserProfile, st.one_of(st.none(), texts), st.one_of(st.none(), texts),
+    UserProfile,
+    st.one_of(st.none(), texts),
+    st.one_of(st.none(), texts),
     st.one_of(st.none(), st.integers(1, 9999)),
     st.dictionaries(ids, texts, max_size=3).map(lambda d: tuple(sorted(d.items()))),
 )
 agent_profiles = st.builds(
-    AgentProfile, texts, texts,
+    AgentProfile,
+    texts,
+    texts,
     st.dictionaries(ids, texts, max_size=3).map(lambda d: tuple(sorted(d.items()))),
 )
 persona_updates = st.builds(
-    PersonaUpdate, ids, ids, st.lists(trait_levels, max_size=4).map(tuple),
-    st.lists(texts, max_size=4).map(tuple), st.lists(texts, max_size=4).map(tuple),
+    PersonaUpdate,
+    ids,
+    ids,
+    st.lists(trait_levels, max_size=4).map(tuple),
+    st.lists(texts, max_size=4).map(tuple),
+    st.lists(texts, max_size=4).map(tuple),
     st.one_of(st.none(), segment_ids),
 )
 context_items = st.builds(
-    ContextItem, st.sampled_from(["stm", "mtm", "lpm"]),
-    st.sampled_from(["page", "segment", "fact", "agent_trait"]), ids, texts, scores,
-    st.one_of(st.none(), segment_ids), st.one_of(st.none(), timestamps), texts,
+    ContextItem,
+    st.sampled_from(["stm", "mtm", "lpm"]),
+    st.sampled_from(["page", "segment", "fact", "agent_trait"]),
+    ids,
+    texts,
+    scores,
+    st.one_of(st.none(), segment_ids),
+    st.one_of(st.none(), timestamps),
+    texts,
 )
 memory_contexts = st.builds(
-    MemoryContext, ids, ids, texts,
+    MemoryContext,
+    ids,
+    ids,
+    texts,
     st.lists(context_items, max_size=3).map(tuple),
     st.lists(context_items, max_size=3).map(tuple),
     st.lists(context_items, max_size=2).map(tuple),
-    user_profiles, st.lists(trait_levels, max_size=3).map(tuple),
+    user_profiles,
+    st.lists(trait_levels, max_size=3).map(tuple),
     st.lists(context_items, max_size=3).map(tuple),
     st.lists(context_items, max_size=3).map(tuple),
-    st.floats(0.0, 1e4), agent_profiles,
+    st.floats(0.0, 1e4),
+    agent_profiles,
 )
 page_hits = st.builds(PageHit, pages(), segment_ids, scores, texts)
 mtm_hits = st.builds(
-    MTMHits, st.sampled_from(["paper", "hybrid"]),
+    MTMHits,
+    st.sampled_from(["paper", "hybrid"]),
     st.lists(st.builds(SegmentHit, segment_views(), scores, texts), max_size=3).map(tuple),
     st.lists(page_hits, max_size=3).map(tuple),
 )
 mtm_effects = st.builds(
-    MTMEffects, st.one_of(st.none(), segment_ids), st.booleans(), st.booleans(),
+    MTMEffects,
+    st.one_of(st.none(), segment_ids),
+    st.booleans(),
+    st.booleans(),
     st.lists(segment_records(), max_size=1).map(tuple),
     st.lists(pages(), max_size=2).map(tuple),
     st.lists(segment_records(), max_size=1).map(tuple),
     st.lists(segment_ids, max_size=2).map(tuple),
 )
 lpm_views = st.builds(
-    LPMView, user_profiles, agent_profiles, st.lists(trait_levels, max_size=3).map(tuple),
+    LPMView,
+    user_profiles,
+    agent_profiles,
+    st.lists(trait_levels, max_size=3).map(tuple),
     st.lists(st.builds(FactHit, kb_entries, scores), max_size=3).map(tuple),
     st.lists(st.builds(FactHit, kb_entries, scores), max_size=3).map(tuple),
 )
@@ -191,10 +242,10 @@ retrieves = st.builds(Retrieve, ids, ids, texts, timestamps)
 
 def unit_vectors(dim: int) -> st.SearchStrategy[np.ndarray]:
     """L2-normalised float32 vectors of length ``dim`` (never all zeros)."""
-    return st.lists(
-        st.floats(-1.0, 1.0, allow_nan=False, width=32), min_size=dim, max_size=dim
-    ).filter(lambda xs: sum(x * x for x in xs) > 1e-6).map(
-        lambda xs: (np.asarray(xs, dtype=np.float64) / np.linalg.norm(xs)).astype(np.float32)
+    return (
+        st.lists(st.floats(-1.0, 1.0, allow_nan=False, width=32), min_size=dim, max_size=dim)
+        .filter(lambda xs: sum(x * x for x in xs) > 1e-6)
+        .map(lambda xs: (np.asarray(xs, dtype=np.float64) / np.linalg.norm(xs)).astype(np.float32))
     )
 
 

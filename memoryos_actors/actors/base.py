@@ -302,8 +302,7 @@ class JobWatch:
         """Wait at most ``timeout`` seconds until none of ``job_ids`` is owed by ``token``
         any more (or another incarnation started)."""
         with self._cond:
-            self._cond.wait_for(
-                lambda: token != self._token or not (job_ids & self._owed), timeout)
+            self._cond.wait_for(lambda: token != self._token or not (job_ids & self._owed), timeout)
 
 
 class Metrics:
@@ -360,7 +359,7 @@ def reply_state(env: Any, message: Any, state: Any) -> Any:
     if ref is not None:
         try:
             ref.tell(StateReply(message.token, state))
-        except Exception:  # the asker stopped meanwhile: its snapshot is dropped
+        except Exception:  # noqa: BLE001, S110 - the asker stopped meanwhile: its snapshot is dropped
             pass
     return None
 
@@ -392,8 +391,9 @@ class GatewayClient:
         self.registry = registry
         self.worker_names = worker_names
         per_worker = max(1, backlog_limit // max(1, len(worker_names)))
-        self.backlogs = {name: Backlog(per_worker, f"gateway {name} backlog")
-                         for name in worker_names}
+        self.backlogs = {
+            name: Backlog(per_worker, f"gateway {name} backlog") for name in worker_names
+        }
         self._rr = itertools.count()
         self.submitted = 0
         # Degraded answers the gateway will redo when the provider is back: who asked
@@ -463,8 +463,9 @@ class GatewayClient:
             target = self._degraded.pop(self._redo_key(kind, payload, user_id), None)
         if target is None:
             return  # asked so long ago that we forgot, or not by an actor
-        self.deliver(target[0], CompletionDone(kind, target[1], data, degraded=False,
-                                               epoch=target[2]))
+        self.deliver(
+            target[0], CompletionDone(kind, target[1], data, degraded=False, epoch=target[2])
+        )
 
     def purge_user(self, user_id: str) -> int:
         """Forget every degraded job ``user_id`` asked for; return how many were held."""
@@ -523,7 +524,7 @@ class GatewayClient:
                 ref.tell(job)
                 self.submitted += 1
                 return True
-            except Exception:  # the worker died between lookup and tell
+            except Exception:  # noqa: BLE001, S110 - the worker died between lookup and tell
                 pass
         self.release(slot)
         return False

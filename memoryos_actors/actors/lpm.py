@@ -37,12 +37,12 @@ from .protocol import (
     CompletionDone,
     EditMemory,
     GetState,
-    LPMPicture,
-    TierState,
     Inspect,
+    LPMPicture,
     LPMSearch,
     Ping,
     ReadHistory,
+    TierState,
     emb_from_bytes,
     split_tag,
 )
@@ -93,8 +93,9 @@ class LPMActor(SupervisedActor):
     def on_receive(self, message: object) -> object:
         if isinstance(message, LPMSearch):
             q = emb_from_bytes(message.query_embedding)
-            view = self.core.search(q, message.top_k_kb, message.top_k_agent,
-                                    assistant_id=message.assistant_id)
+            view = self.core.search(
+                q, message.top_k_kb, message.top_k_agent, assistant_id=message.assistant_id
+            )
             if message.query_terms:
                 view = self._with_archived(view, q, message)
             return view
@@ -105,16 +106,18 @@ class LPMActor(SupervisedActor):
         if isinstance(message, ApplyPersona):
             # Another user's promotion taught the shared persona of an assistant something.
             update = message.update
-            self._log_and_apply({
-                "t": "persona",
-                "assistant": update.assistant_id,
-                "segment": update.source_segment or "",
-                "traits": [],
-                "facts": [],
-                "agent_traits": list(update.agent_traits),
-                "degraded": False,
-                "ts": self.env.clock.now(),
-            })
+            self._log_and_apply(
+                {
+                    "t": "persona",
+                    "assistant": update.assistant_id,
+                    "segment": update.source_segment or "",
+                    "traits": [],
+                    "facts": [],
+                    "agent_traits": list(update.agent_traits),
+                    "degraded": False,
+                    "ts": self.env.clock.now(),
+                }
+            )
             return None
         if isinstance(message, SetUserProfile):
             return self._log_and_apply({"t": "user_profile", "profile": message.profile.to_dict()})
@@ -133,10 +136,19 @@ class LPMActor(SupervisedActor):
             changes = self.core.trait_history(ref.key) if ref.kind == "trait" else ()
             return tuple(self.env.store.edits.history(ref.memory_id)), changes
         if isinstance(message, GetState):
-            return reply_state(self.env, message, TierState(
-                "lpm", {**self.core.to_state(), "lsn": self.lsn,
+            return reply_state(
+                self.env,
+                message,
+                TierState(
+                    "lpm",
+                    {
+                        **self.core.to_state(),
+                        "lsn": self.lsn,
                         "edits": self.env.store.edits.to_state(),
-                        "applied_jobs": list(self.applied_jobs)}))
+                        "applied_jobs": list(self.applied_jobs),
+                    },
+                ),
+            )
         if isinstance(message, Inspect):
             core = self.core
             return LPMPicture(
@@ -176,16 +188,23 @@ class LPMActor(SupervisedActor):
             owner = persona_owner(env.user_id, str(record["assistant"]), True)
             shared = env.registry.lookup(actor_names(owner)[2])
             if shared is not None:
-                shared.tell(ApplyPersona(PersonaUpdate(
-                    user_id=owner,
-                    assistant_id=str(record["assistant"]),
-                    agent_traits=tuple(record["agent_traits"]),
-                    source_segment=f"{env.user_id}/{segment_id}",
-                )))
+                shared.tell(
+                    ApplyPersona(
+                        PersonaUpdate(
+                            user_id=owner,
+                            assistant_id=str(record["assistant"]),
+                            agent_traits=tuple(record["agent_traits"]),
+                            source_segment=f"{env.user_id}/{segment_id}",
+                        )
+                    )
+                )
                 record["agent_traits"] = []
             else:
-                log.warning("lpm.shared_persona_unavailable", user=env.user_id,
-                            assistant=record["assistant"])
+                log.warning(
+                    "lpm.shared_persona_unavailable",
+                    user=env.user_id,
+                    assistant=record["assistant"],
+                )
         if not (record["traits"] or record["facts"] or record["agent_traits"]):
             return
         if job_id:
@@ -206,11 +225,16 @@ class LPMActor(SupervisedActor):
         ref = parse_memory_id(msg.memory_id)
         if msg.op not in ("delete", "correct"):
             raise InvalidInput(f"op must be 'delete' or 'correct', got {msg.op!r}")
-        record: dict[str, Any] = {"t": "edit", "op": msg.op, "id": ref.memory_id,
-                                  "old": msg.old, "pages": [int(s) for s in msg.pages],
-                                  "chains": [[str(c), int(s), int(u)] for c, s, u in msg.chains],
-                                  "segments": list(msg.segments),
-                                  "ts": self.env.clock.now()}
+        record: dict[str, Any] = {
+            "t": "edit",
+            "op": msg.op,
+            "id": ref.memory_id,
+            "old": msg.old,
+            "pages": [int(s) for s in msg.pages],
+            "chains": [[str(c), int(s), int(u)] for c, s, u in msg.chains],
+            "segments": list(msg.segments),
+            "ts": self.env.clock.now(),
+        }
         if msg.op == "correct":
             if ref.kind not in EDITABLE_KINDS or msg.value is None:
                 raise InvalidInput(f"{ref.kind} memories can be deleted, not corrected")
@@ -233,13 +257,21 @@ class LPMActor(SupervisedActor):
                 core.remove_entry(ref.kind, ref.key, ref.assistant)
             else:
                 raw = rec.get("emb")
-                emb = (np.frombuffer(raw, dtype="<f2").astype(np.float32) if raw
-                       else self.env.gateway.embed([str(rec["new"])], self.env.user_id)[0])
+                emb = (
+                    np.frombuffer(raw, dtype="<f2").astype(np.float32)
+                    if raw
+                    else self.env.gateway.embed([str(rec["new"])], self.env.user_id)[0]
+                )
                 core.replace_entry(ref.kind, ref.key, str(rec["new"]), emb, ref.assistant)
         elif ref.kind == "trait":
             level = None if rec.get("op") == "delete" else str(rec["new"])
-            core.set_trait(ref.key, level, str(rec.get("evidence", "")),
-                           now=float(rec.get("ts", 0.0)), source="edit")
+            core.set_trait(
+                ref.key,
+                level,
+                str(rec.get("evidence", "")),
+                now=float(rec.get("ts", 0.0)),
+                source="edit",
+            )
         store = self.env.store
         if store.edits.add({**rec, "lsn": lsn}) and store.cold.is_open:
             # A closed index applies the edit when it is next opened.
@@ -255,7 +287,9 @@ class LPMActor(SupervisedActor):
         elif kind == "user_profile":
             self.core.set_user_profile(UserProfile.from_dict(rec["profile"]))
         elif kind == "agent_profile":
-            self.core.set_agent_profile(str(rec["assistant"]), AgentProfile.from_dict(rec["profile"]))
+            self.core.set_agent_profile(
+                str(rec["assistant"]), AgentProfile.from_dict(rec["profile"])
+            )
         elif kind == "persona":
             self._apply_persona(rec)
         else:
@@ -279,21 +313,25 @@ class LPMActor(SupervisedActor):
         )
         uid = env.user_id
         facts_emb = env.gateway.embed(list(update.facts), uid) if update.facts else None
-        agent_emb = (env.gateway.embed(list(update.agent_traits), uid)
-                     if update.agent_traits else None)
+        agent_emb = (
+            env.gateway.embed(list(update.agent_traits), uid) if update.agent_traits else None
+        )
         # Entries are stamped with the time the update was logged, so a WAL replay gives
         # them the same times (records written before "ts" existed: the clock now).
         ts = rec.get("ts")
-        effects = self.core.apply(update, facts_emb, agent_emb,
-                                  now=float(ts) if isinstance(ts, (int, float)) else None)
+        effects = self.core.apply(
+            update, facts_emb, agent_emb, now=float(ts) if isinstance(ts, (int, float)) else None
+        )
         self._archive_evicted(effects, update.assistant_id)
 
     def _with_archived(self, view: Any, q: Any, message: LPMSearch) -> Any:
         """Merge archived facts / agent traits into the view, ranked by the same cosine."""
         try:
             found = self.env.store.cold.search(
-                message.query_terms, 4 * max(message.top_k_kb, message.top_k_agent, 1),
-                kinds=("fact", "agent_trait"))
+                message.query_terms,
+                4 * max(message.top_k_kb, message.top_k_agent, 1),
+                kinds=("fact", "agent_trait"),
+            )
         except MemoryOSError as exc:
             log.warning("lpm.cold_search_failed", user=self.env.user_id, error=str(exc))
             return view
@@ -305,8 +343,11 @@ class LPMActor(SupervisedActor):
             if item.kind == "agent_trait" and item.record.get("assistant") != message.assistant_id:
                 continue
             emb = item.embedding
-            cos = (float(np.clip(emb.astype(np.float64) @ qv, -1.0, 1.0))
-                   if emb is not None and emb.shape == qv.shape else 0.0)
+            cos = (
+                float(np.clip(emb.astype(np.float64) @ qv, -1.0, 1.0))
+                if emb is not None and emb.shape == qv.shape
+                else 0.0
+            )
             rec = {k: v for k, v in item.record.items() if k != "assistant"}
             extra[item.kind].append(FactHit(KBEntry.from_dict(rec), cos, "archive"))
 
@@ -332,8 +373,10 @@ class LPMActor(SupervisedActor):
         store = self.env.store
         if not store.archive_enabled:
             return
-        for kind, entries in (("fact", effects.facts_evicted),
-                              ("agent_trait", effects.agent_traits_evicted)):
+        for kind, entries in (
+            ("fact", effects.facts_evicted),
+            ("agent_trait", effects.agent_traits_evicted),
+        ):
             for entry in entries:
                 owner = assistant_id if kind == "agent_trait" else ""
                 if store.cold.contains(f"{kind}:{owner}:{entry.entry_id}"):

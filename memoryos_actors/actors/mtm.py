@@ -101,8 +101,9 @@ class _JobTimeout:
 
 def applied_jobs(records: Any) -> set[str]:
     """Ids of the jobs whose persona update is in ``records`` (a WAL tail)."""
-    return {str(rec["job"]) for _lsn, rec in records
-            if rec.get("t") == "persona" and rec.get("job")}
+    return {
+        str(rec["job"]) for _lsn, rec in records if rec.get("t") == "persona" and rec.get("job")
+    }
 
 
 def page_text(page: Page) -> str:
@@ -252,14 +253,16 @@ class MTMActor(SupervisedActor):
                 self.gate_ticket = None
         else:
             self._catch_up(upto, recovered.records)
-        self._drop_deleted(env.store.edits.deleted_pages, env.store.edits.deleted,
-                           env.store.edits.scrub_segments)
+        self._drop_deleted(
+            env.store.edits.deleted_pages, env.store.edits.deleted, env.store.edits.scrub_segments
+        )
         if not self.complete:
             return  # the catch-up stopped early; the files still hold everything
         if work:
             lpm_state = recovered.state["lpm"] if recovered.state is not None else {}
-            self._restore_work(work, recovered.records,
-                               {str(j) for j in lpm_state.get("applied_jobs", ())})
+            self._restore_work(
+                work, recovered.records, {str(j) for j in lpm_state.get("applied_jobs", ())}
+            )
         env.mtm_recovered.set()
 
     def on_stop_requested(self) -> None:
@@ -298,8 +301,9 @@ class MTMActor(SupervisedActor):
             return None
         if isinstance(message, ApplyEdit):
             rec = message.record
-            return self._drop_deleted(rec.get("pages") or (), (str(rec.get("id", "")),),
-                                      rec.get("segments") or ())
+            return self._drop_deleted(
+                rec.get("pages") or (), (str(rec.get("id", "")),), rec.get("segments") or ()
+            )
         if isinstance(message, MTMSearch):
             hits = self._search(message)
             if self.core.rules.promote_on_retrieval and hits.segments:
@@ -335,11 +339,21 @@ class MTMActor(SupervisedActor):
                 if message.reply_to is not None:
                     return None  # the periodic snapshot times out and is tried later
                 raise StateIncomplete(
-                    f"MTM of {self.env.user_id!r} stopped before placing every page")
+                    f"MTM of {self.env.user_id!r} stopped before placing every page"
+                )
             self._write_unarchived()
-            return reply_state(self.env, message, TierState(
-                "mtm", {**self.core.to_state(), "archive_seq": self.archive_seq,
-                        "work": self._work_state()}))
+            return reply_state(
+                self.env,
+                message,
+                TierState(
+                    "mtm",
+                    {
+                        **self.core.to_state(),
+                        "archive_seq": self.archive_seq,
+                        "work": self._work_state(),
+                    },
+                ),
+            )
         if isinstance(message, Inspect):
             records = (self.core.segment(v.segment_id) for v in self.core.segments())
             return MTMPicture(tuple(r for r in records if r is not None))
@@ -406,11 +420,13 @@ class MTMActor(SupervisedActor):
         if upto_seq <= self.core.max_seq:
             return True
         cap = self.env.config.stm_capacity
-        pages = persist.wal_pages(self.env.store, self.core.max_seq, upto_seq, cap,
-                                  records=records)
+        pages = persist.wal_pages(self.env.store, self.core.max_seq, upto_seq, cap, records=records)
         deleted = self.env.store.edits.deleted_pages
-        todo = [(page, when) for page, when in pages
-                if page.seq not in self.archived and page.seq not in deleted]
+        todo = [
+            (page, when)
+            for page, when in pages
+            if page.seq not in self.archived and page.seq not in deleted
+        ]
         # Embedded a batch at a time (one embedder call, not one a page).
         for start in range(0, len(todo), _CATCH_UP_BATCH):
             if self.stop_requested:
@@ -418,9 +434,10 @@ class MTMActor(SupervisedActor):
                 # snapshot): what is not placed yet stays in the WAL for the next one.
                 self.complete = False
                 return False
-            batch = todo[start:start + _CATCH_UP_BATCH]
-            embs = self.env.gateway.embed([page_text(p) for p, _ in batch],
-                                          user_id=self.env.user_id)
+            batch = todo[start : start + _CATCH_UP_BATCH]
+            embs = self.env.gateway.embed(
+                [page_text(p) for p, _ in batch], user_id=self.env.user_id
+            )
             for (page, when), emb in zip(batch, embs, strict=True):
                 if self.stop_requested:
                     self.complete = False
@@ -448,19 +465,19 @@ class MTMActor(SupervisedActor):
         if edits.scrub_chains:
             self.core.clear_chain_summaries(edits.scrubbed)
         for seg_id in segments:
-            if self.core.set_summary(str(seg_id), "", ()) and self.core.segment_pages(
-                    str(seg_id)):
+            if self.core.set_summary(str(seg_id), "", ()) and self.core.segment_pages(str(seg_id)):
                 every = self.env.config.summary_every_pages
-                self.unsummarised[str(seg_id)] = max(self.unsummarised.get(str(seg_id), 0),
-                                                     every)
+                self.unsummarised[str(seg_id)] = max(self.unsummarised.get(str(seg_id), 0), every)
                 if str(seg_id) not in self.summary_timers:
                     self.summary_timers[str(seg_id)] = send_after(
-                        self.actor_ref, self.env.config.summary_debounce_seconds,
-                        RefreshSummary(str(seg_id)))
+                        self.actor_ref,
+                        self.env.config.summary_debounce_seconds,
+                        RefreshSummary(str(seg_id)),
+                    )
         dropped = 0
         for mid in memory_ids:
             if str(mid).startswith("segment:"):
-                seg_id = str(mid)[len("segment:"):]
+                seg_id = str(mid)[len("segment:") :]
                 pages = self.core.segment_pages(seg_id)
                 if self.core.discard_segment(seg_id):
                     dropped += len(pages)
@@ -491,8 +508,7 @@ class MTMActor(SupervisedActor):
         self.unarchived.append(record)
         if not self._write_unarchived():
             self.env.metrics.inc("archive_writes_deferred")
-            log.warning("mtm.archive_deferred", user=self.env.user_id,
-                        owed=len(self.unarchived))
+            log.warning("mtm.archive_deferred", user=self.env.user_id, owed=len(self.unarchived))
 
     def _write_unarchived(self) -> bool:
         """Write the archive records owed, oldest first, up to the first one the archive
@@ -521,22 +537,30 @@ class MTMActor(SupervisedActor):
             timer = self.summary_timers.pop(segment.segment_id, None)
             if timer is not None:
                 timer.cancel()
-            fresh = tuple(p for p in segment.pages
-                          if p.seq not in self.archived)
+            fresh = tuple(p for p in segment.pages if p.seq not in self.archived)
             if archive is not None and fresh:
                 if len(fresh) != len(segment.pages):
                     segment = dataclasses.replace(segment, pages=fresh)
-                self._archive({"t": "segment", "keywords": sorted(segment.keywords),
-                               "segment": segment.to_dict(),
-                               "embs": {str(p.seq): emb_to_f16(embs[p.seq])
-                                        for p in fresh if p.seq in embs}})
+                self._archive(
+                    {
+                        "t": "segment",
+                        "keywords": sorted(segment.keywords),
+                        "segment": segment.to_dict(),
+                        "embs": {
+                            str(p.seq): emb_to_f16(embs[p.seq]) for p in fresh if p.seq in embs
+                        },
+                    }
+                )
             log.debug("mtm.evicted", user=env.user_id, segment=segment.segment_id)
         for page in effects.evicted_pages:
             self.counters["evicted_pages"] += 1
             metrics.inc("evicted_pages")
             if archive is not None and page.seq not in self.archived:
-                rec: dict[str, Any] = {"t": "page", "keywords": sorted(page.keywords),
-                                       "page": page.to_dict()}
+                rec: dict[str, Any] = {
+                    "t": "page",
+                    "keywords": sorted(page.keywords),
+                    "page": page.to_dict(),
+                }
                 if effects.segment_id:
                     rec["segment_id"] = effects.segment_id
                 if page.seq in embs:
@@ -585,9 +609,11 @@ class MTMActor(SupervisedActor):
         pages = self.core.segment_pages(segment_id)
         if not pages:
             return  # evicted meanwhile
-        self._ask_job("segment_summary",
-                      {"pages": [{"query": p.query, "response": p.response} for p in pages]},
-                      segment_id)
+        self._ask_job(
+            "segment_summary",
+            {"pages": [{"query": p.query, "response": p.response} for p in pages]},
+            segment_id,
+        )
 
     def _ask_persona(self) -> int:
         """Ask for the persona updates of every queued promoted segment; returns the calls."""
@@ -622,9 +648,11 @@ class MTMActor(SupervisedActor):
         self.unsummarised.pop(segment_id, None)
         pages = self.core.segment_pages(segment_id)
         assistant = promoted.pages[-1].assistant_id if promoted.pages else "default"
-        self._ask_job("segment_persona",
-                      {"pages": [{"query": p.query, "response": p.response} for p in pages]},
-                      f"{segment_id}|{assistant}")
+        self._ask_job(
+            "segment_persona",
+            {"pages": [{"query": p.query, "response": p.response} for p in pages]},
+            f"{segment_id}|{assistant}",
+        )
 
     def _request_persona(self, segments: list[Any]) -> None:
         """One persona_update call for promoted segments of one assistant, in order.
@@ -632,12 +660,18 @@ class MTMActor(SupervisedActor):
         The answer comes back here and goes on to LPM, tagged
         ``"<job>:<segment ids joined by +>|<assistant>"``.
         """
-        pages = [{"query": p.query, "response": p.response}
-                 for segment in segments for p in segment.pages]
+        pages = [
+            {"query": p.query, "response": p.response}
+            for segment in segments
+            for p in segment.pages
+        ]
         last = segments[-1]
         assistant = last.pages[-1].assistant_id if last.pages else "default"
-        self._ask_job("persona_update", {"pages": pages},
-                      f"{'+'.join(s.segment_id for s in segments)}|{assistant}")
+        self._ask_job(
+            "persona_update",
+            {"pages": pages},
+            f"{'+'.join(s.segment_id for s in segments)}|{assistant}",
+        )
 
     # -- owed gateway jobs -----------------------------------------------------------------
 
@@ -646,9 +680,17 @@ class MTMActor(SupervisedActor):
         self.job_count += 1
         job_id = f"{self.job_token}.{self.job_count}"
         env = self.env
-        self._submit(CompletionJob(kind=kind, payload=payload, user_id=env.user_id,
-                                   reply_to=env.mtm_name, tag=f"{job_id}:{body}",
-                                   epoch=env.epoch), job_id)
+        self._submit(
+            CompletionJob(
+                kind=kind,
+                payload=payload,
+                user_id=env.user_id,
+                reply_to=env.mtm_name,
+                tag=f"{job_id}:{body}",
+                epoch=env.epoch,
+            ),
+            job_id,
+        )
 
     def _settle(self, job_id: str) -> None:
         """Job ``job_id`` is answered and its answer applied: owed no more."""
@@ -667,8 +709,9 @@ class MTMActor(SupervisedActor):
         if old is not None:
             old.cancel()
         if self.actor_ref is not None:
-            self.job_timers[job_id] = send_after(self.actor_ref, self.job_timeout_s,
-                                                 _JobTimeout(job_id))
+            self.job_timers[job_id] = send_after(
+                self.actor_ref, self.job_timeout_s, _JobTimeout(job_id)
+            )
 
     def _job_timed_out(self, job_id: str) -> None:
         """No answer within the LLM timeout and its retries (a failed job is never
@@ -711,8 +754,12 @@ class MTMActor(SupervisedActor):
             self._settle(job_id)  # a persona update's once LPM has it
         else:
             persona = {k: data.get(k, []) for k in ("traits", "facts", "agent_traits")}
-            self.to_lpm.append((job_id, CompletionDone("persona_update", done.tag, persona,
-                                                       done.degraded, done.epoch)))
+            self.to_lpm.append(
+                (
+                    job_id,
+                    CompletionDone("persona_update", done.tag, persona, done.degraded, done.epoch),
+                )
+            )
             self._send_to_lpm()
 
     def _send_to_lpm(self) -> None:
@@ -739,22 +786,28 @@ class MTMActor(SupervisedActor):
         return {
             "unsummarised": dict(self.unsummarised),
             "persona_queue": [segment.to_dict() for segment in self.persona_queue],
-            "jobs": [{"id": job_id, "kind": job.kind, "tag": job.tag,
-                      # A summary is asked again from the segment's pages of then.
-                      "payload": None if job.kind == "segment_summary" else job.payload}
-                     for job_id, job in self.owed_jobs.items()],
+            "jobs": [
+                {
+                    "id": job_id,
+                    "kind": job.kind,
+                    "tag": job.tag,
+                    # A summary is asked again from the segment's pages of then.
+                    "payload": None if job.kind == "segment_summary" else job.payload,
+                }
+                for job_id, job in self.owed_jobs.items()
+            ],
             "unarchived": list(self.unarchived),
         }
 
-    def _restore_work(self, work: dict[str, Any], records: Any,
-                      applied: set[str] = frozenset()) -> None:  # type: ignore[assignment]
+    def _restore_work(
+        self, work: dict[str, Any], records: Any, applied: set[str] = frozenset()
+    ) -> None:  # type: ignore[assignment]
         """Take over the work a previous incarnation owed (see the module docstring);
         ``applied``: jobs whose update the snapshot's LPM state has applied."""
         every = self.env.config.summary_every_pages
         for seg_id, n in dict(work.get("unsummarised", {})).items():
             if self.core.segment_pages(str(seg_id)):
-                self.unsummarised[str(seg_id)] = max(self.unsummarised.get(str(seg_id), 0),
-                                                     int(n))
+                self.unsummarised[str(seg_id)] = max(self.unsummarised.get(str(seg_id), 0), int(n))
         queued = [SegmentRecord.from_dict(d) for d in work.get("persona_queue", ())]
         self.persona_queue = queued + self.persona_queue
         done = applied_jobs(records) | set(applied)
@@ -769,13 +822,22 @@ class MTMActor(SupervisedActor):
             if job_id in done or job_id in self.owed_jobs:
                 continue  # its persona update reached LPM's WAL before the stop
             self.env.metrics.inc("mtm_jobs_taken_over")
-            self._submit(CompletionJob(kind=kind, payload=item["payload"], user_id=env.user_id,
-                                       reply_to=env.mtm_name, tag=tag, epoch=env.epoch),
-                         job_id)
+            self._submit(
+                CompletionJob(
+                    kind=kind,
+                    payload=item["payload"],
+                    user_id=env.user_id,
+                    reply_to=env.mtm_name,
+                    tag=tag,
+                    epoch=env.epoch,
+                ),
+                job_id,
+            )
         for seg_id, n in self.unsummarised.items():
             if n >= every and seg_id not in self.summary_timers:
                 self.summary_timers[seg_id] = send_after(
-                    self.actor_ref, env.config.summary_debounce_seconds, RefreshSummary(seg_id))
+                    self.actor_ref, env.config.summary_debounce_seconds, RefreshSummary(seg_id)
+                )
         if self.persona_queue and self.persona_armed is None:
             token = self.persona_armed = object()
             self.actor_ref.tell(_AskPersona(token))

@@ -79,7 +79,10 @@ def page_from_record(user_id: str, rec: dict[str, Any]) -> Page:
 
 
 def wal_pages(
-    store: UserStore, after_seq: int, upto_seq: int, stm_capacity: int,
+    store: UserStore,
+    after_seq: int,
+    upto_seq: int,
+    stm_capacity: int,
     records: Iterable[tuple[int, dict[str, Any]]] | None = None,
 ) -> list[tuple[Page, float]]:
     """Pages of the WAL turns with ``after_seq < seq <= upto_seq``, in turn order, each
@@ -95,8 +98,11 @@ def wal_pages(
 
 
 def _wal_pages(
-    user_id: str, records: Iterable[tuple[int, dict[str, Any]]], after_seq: int,
-    upto_seq: int, stm_capacity: int,
+    user_id: str,
+    records: Iterable[tuple[int, dict[str, Any]]],
+    after_seq: int,
+    upto_seq: int,
+    stm_capacity: int,
 ) -> list[tuple[Page, float]]:
     turns: dict[int, dict[str, Any]] = {}
     metas: dict[int, dict[str, Any]] = {}
@@ -137,8 +143,10 @@ def rebind_user(obj: Any, old: str, new: str) -> Any:
     """A copy of ``obj`` (an export's state or archive record) in which every
     ``"user_id": old`` entry says ``new``: pages and the persona name their owner."""
     if isinstance(obj, dict):
-        return {k: (new if k == "user_id" and v == old else rebind_user(v, old, new))
-                for k, v in obj.items()}
+        return {
+            k: (new if k == "user_id" and v == old else rebind_user(v, old, new))
+            for k, v in obj.items()
+        }
     if isinstance(obj, list):
         return [rebind_user(v, old, new) for v in obj]
     return obj
@@ -154,5 +162,6 @@ def import_state(store: UserStore, state: dict[str, Any]) -> None:
     lpm["lsn"] = 0
     # Edits keep their history; their LSNs were the exporting store's.
     lpm["edits"] = [{**e, "lsn": 0} for e in lpm.get("edits") or ()]
-    store.checkpoint({**state, "lpm": lpm}, wal_lsn=store.wal.last_lsn,
-                     schema_version=SCHEMA_VERSION)
+    store.checkpoint(
+        {**state, "lpm": lpm}, wal_lsn=store.wal.last_lsn, schema_version=SCHEMA_VERSION
+    )

@@ -175,8 +175,9 @@ class STMActor(SupervisedActor):
         for page in self.core.pages():
             rec_ = metas.get(page.seq)
             if rec_ is not None and not page.chain_id:
-                self.core.set_meta(page.page_id, str(rec_["m"]), str(rec_["ch"]),
-                                   [str(k) for k in rec_["k"]])  # type: ignore[union-attr]
+                self.core.set_meta(
+                    page.page_id, str(rec_["m"]), str(rec_["ch"]), [str(k) for k in rec_["k"]]
+                )  # type: ignore[union-attr]
         for seq in self.env.store.edits.deleted_pages:  # deleted after the snapshot
             self.core.remove(seq)
         self._scrub_chains()
@@ -214,21 +215,24 @@ class STMActor(SupervisedActor):
         if isinstance(message, GetState):
             return TierState("stm", {"stm": self.core.to_state(), "seq": self.seq})
         if isinstance(message, Inspect):
-            return STMPicture(self.seq, tuple(self.core.pages()),
-                              tuple(p for p, _when in self.outbox))
+            return STMPicture(
+                self.seq, tuple(self.core.pages()), tuple(p for p, _when in self.outbox)
+            )
         if isinstance(message, Snapshot):
             return self._snapshot()
         if isinstance(message, StateReply):
             self._state_arrived(message)
             return None
         if isinstance(message, _SnapshotTimeout):
-            if self.pending_snapshot is not None and \
-                    self.pending_snapshot[0] == message.token:
+            if self.pending_snapshot is not None and self.pending_snapshot[0] == message.token:
                 self.pending_snapshot = None
                 self.snapshot_timer = None
                 self.env.metrics.inc("snapshots_deferred")
-                log.warning("stm.snapshot_deferred", user=self.env.user_id,
-                            reason="MTM or LPM did not give its state in time")
+                log.warning(
+                    "stm.snapshot_deferred",
+                    user=self.env.user_id,
+                    reason="MTM or LPM did not give its state in time",
+                )
             return None
         if isinstance(message, Pending):
             return self.pending
@@ -311,11 +315,10 @@ class STMActor(SupervisedActor):
         try:
             lpm.tell(GetState(env.stm_name, token))
             mtm.tell(GetState(env.stm_name, token))
-        except Exception:  # a sibling died between lookup and tell
+        except Exception:  # noqa: BLE001 - a sibling died between lookup and tell
             self.pending_snapshot = None
             return
-        self.snapshot_timer = send_after(self.actor_ref, _STATE_TIMEOUT_S,
-                                         _SnapshotTimeout(token))
+        self.snapshot_timer = send_after(self.actor_ref, _STATE_TIMEOUT_S, _SnapshotTimeout(token))
 
     def _stm_part(self) -> dict[str, Any]:
         """STM's part of a snapshot, taken at the cut: its state, the turn keys, and the
@@ -350,10 +353,19 @@ class STMActor(SupervisedActor):
             log.warning("stm.snapshot_failed", user=self.env.user_id, error=repr(exc))
 
     def _write_snapshot(self, part: dict[str, Any], mtm_state: Any, lpm_state: Any) -> None:
-        state = {"seq": part["seq"], "stm": part["stm"], "mtm": mtm_state, "lpm": lpm_state,
-                 "turn_keys": part["turn_keys"]}
-        persist.save_snapshot(self.env.store, state, keep_from_seq=part["keep_from_seq"],
-                              lpm_lsn=int(lpm_state.get("lsn", 0)))
+        state = {
+            "seq": part["seq"],
+            "stm": part["stm"],
+            "mtm": mtm_state,
+            "lpm": lpm_state,
+            "turn_keys": part["turn_keys"],
+        }
+        persist.save_snapshot(
+            self.env.store,
+            state,
+            keep_from_seq=part["keep_from_seq"],
+            lpm_lsn=int(lpm_state.get("lsn", 0)),
+        )
 
     # -- meta data and the outbox ----------------------------------------------------------
 
@@ -396,8 +408,11 @@ class STMActor(SupervisedActor):
             self._arm_retry()
             return
         first = pages[0]
-        prev = self.meta_prev if self.meta_prev is not None and \
-            self.meta_prev.seq == first.seq - 1 else None
+        prev = (
+            self.meta_prev
+            if self.meta_prev is not None and self.meta_prev.seq == first.seq - 1
+            else None
+        )
         context = {
             "previous_page": (
                 {"query": prev.query, "response": prev.response} if prev is not None else None
@@ -416,8 +431,9 @@ class STMActor(SupervisedActor):
             return
         self.meta_inflight = tag
         self.meta_attempt += 1
-        self.meta_timer = send_after(self.actor_ref, self.meta_timeout_s,
-                                     _MetaTimeout(tag, self.meta_attempt))
+        self.meta_timer = send_after(
+            self.actor_ref, self.meta_timeout_s, _MetaTimeout(tag, self.meta_attempt)
+        )
 
     def on_stop(self) -> None:
         if self.meta_timer is not None:
@@ -442,16 +458,17 @@ class STMActor(SupervisedActor):
             # one that would be asked for; otherwise it is late.
             waiting = self._next_without_meta() if self.meta_inflight is None else []
             if not waiting or waiting[0].page_id != page_ids[0]:
-                for page_id, data in zip(page_ids, answers):
-                    self._late_meta(page_id, self._unquote(page_ids[0], page_id, data),
-                                    done.degraded)
+                for page_id, data in zip(page_ids, answers, strict=True):
+                    self._late_meta(
+                        page_id, self._unquote(page_ids[0], page_id, data), done.degraded
+                    )
                 return
         if self.meta_timer is not None:
             self.meta_timer.cancel()
             self.meta_timer = None
         self.meta_inflight = None
         # The gateway checked that a batch answer has one entry per page, in order.
-        for page_id, data in zip(page_ids, answers):
+        for page_id, data in zip(page_ids, answers, strict=True):
             self._apply_meta(page_id, self._unquote(page_ids[0], page_id, data))
         self._pump()
 
@@ -462,8 +479,11 @@ class STMActor(SupervisedActor):
         (a deleted page's text must not come back in its successor's summary)."""
         edits = self.env.store.edits
         first, seq = int(first_id[1:]), int(page_id[1:])
-        if data.get("meta_chain") and edits.deleted_pages and any(
-                edits.page_deleted(s) for s in range(max(1, first - 1), seq)):
+        if (
+            data.get("meta_chain")
+            and edits.deleted_pages
+            and any(edits.page_deleted(s) for s in range(max(1, first - 1), seq))
+        ):
             self.env.metrics.inc("meta_chains_scrubbed")
             return {**data, "meta_chain": ""}
         return data
@@ -471,15 +491,18 @@ class STMActor(SupervisedActor):
     def _apply_meta(self, page_id: str, data: dict[str, object]) -> None:
         """Set one page's chain meta from its answer; the page's own WAL record follows."""
         seq = int(page_id[1:])
-        prev = self.meta_prev if self.meta_prev is not None and \
-            self.meta_prev.seq == seq - 1 else None
+        prev = (
+            self.meta_prev if self.meta_prev is not None and self.meta_prev.seq == seq - 1 else None
+        )
         continues = bool(data.get("continues")) and prev is not None
         chain_id = prev.chain_id if continues and prev is not None else page_id
         meta = dict(
             meta_chain=str(data.get("meta_chain", "")),
             chain_id=chain_id,
             keywords=frozenset(
-                str(k).lower() for k in data.get("keywords", ()) if str(k)  # type: ignore[attr-defined]
+                str(k).lower()
+                for k in data.get("keywords", ())
+                if str(k)  # type: ignore[attr-defined]
             ),
         )
         page = self.core.get(page_id)
@@ -553,13 +576,19 @@ class STMActor(SupervisedActor):
             if page.meta_chain and edits.scrubbed(page.chain_id, page.seq):
                 self.core.set_meta(page.page_id, "", page.chain_id, page.keywords)
         self.outbox = deque(
-            (dataclasses.replace(p, meta_chain="")
-             if p.meta_chain and edits.scrubbed(p.chain_id, p.seq) else p, when)
-            for p, when in self.outbox)
+            (
+                dataclasses.replace(p, meta_chain="")
+                if p.meta_chain and edits.scrubbed(p.chain_id, p.seq)
+                else p,
+                when,
+            )
+            for p, when in self.outbox
+        )
         if self.meta_prev is not None:
             self.meta_prev = self.core.get(self.meta_prev.page_id) or self.meta_prev
-            if self.meta_prev.meta_chain and edits.scrubbed(self.meta_prev.chain_id,
-                                                            self.meta_prev.seq):
+            if self.meta_prev.meta_chain and edits.scrubbed(
+                self.meta_prev.chain_id, self.meta_prev.seq
+            ):
                 self.meta_prev = dataclasses.replace(self.meta_prev, meta_chain="")
 
     def _drain_outbox(self) -> None:
@@ -576,7 +605,7 @@ class STMActor(SupervisedActor):
             return False  # MTM is restarting; try again shortly
         try:
             ref.tell(insert)
-        except Exception:  # died between lookup and tell
+        except Exception:  # noqa: BLE001 - died between lookup and tell
             return False
         return True
 

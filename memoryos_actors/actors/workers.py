@@ -77,9 +77,7 @@ class GatewayWorker(SupervisedActor):
     def on_receive(self, message: object) -> object:
         if isinstance(message, CompletionJob):
             try:
-                future = self.service.submit(
-                    message.kind, message.payload, user_id=message.user_id
-                )
+                future = self.service.submit(message.kind, message.payload, user_id=message.user_id)
             except BaseException:
                 self.client.release(self.name)
                 raise
@@ -95,14 +93,20 @@ class GatewayWorker(SupervisedActor):
         try:
             if future.cancelled() or future.exception() is not None:
                 if not future.cancelled():
-                    log.error("gateway.job_failed", kind=job.kind, user=job.user_id,
-                              error=repr(future.exception()))
+                    log.error(
+                        "gateway.job_failed",
+                        kind=job.kind,
+                        user=job.user_id,
+                        error=repr(future.exception()),
+                    )
                 return  # the asker's timeout asks again
             result = future.result()
             if result.degraded:
                 self.client.remember_degraded(job)
-            self.client.deliver(job.reply_to, CompletionDone(
-                job.kind, job.tag, result.data, result.degraded, job.epoch))
+            self.client.deliver(
+                job.reply_to,
+                CompletionDone(job.kind, job.tag, result.data, result.degraded, job.epoch),
+            )
         finally:
             self.client.release(self.name)
 
@@ -149,16 +153,22 @@ class RetrievalWorker(SupervisedActor):
         now = msg.timestamp
         f_stm = stm.ask(STMPages(), block=False)
         f_mtm = mtm.ask(
-            MTMSearch(q_bytes, query_kw, cfg.top_m_segments, cfg.top_k_pages, now,
-                      cfg.retrieval_mode, msg.query),
+            MTMSearch(
+                q_bytes,
+                query_kw,
+                cfg.top_m_segments,
+                cfg.top_k_pages,
+                now,
+                cfg.retrieval_mode,
+                msg.query,
+            ),
             block=False,
         )
         cold_terms: tuple[str, ...] = ()
         if cfg.retrieval_mode == "hybrid" and cfg.cold_tier:
             cold_terms = tuple(sorted({stem(k) for k in query_kw}))
         f_lpm = lpm.ask(
-            LPMSearch(msg.assistant_id, q_bytes, cfg.kb_top_k, cfg.agent_traits_top_k,
-                      cold_terms),
+            LPMSearch(msg.assistant_id, q_bytes, cfg.kb_top_k, cfg.agent_traits_top_k, cold_terms),
             block=False,
         )
         stm_pages = f_stm.get(timeout=30)
@@ -175,7 +185,6 @@ class RetrievalWorker(SupervisedActor):
             lpm_view=lpm_view,
             elapsed_ms=(time.perf_counter() - started) * 1000.0,
         )
-
 
     def _with_shared_persona(self, msg: Retrieve, q_bytes: bytes, own: Any) -> Any:
         """Replace the agent part of a user's LPM view with the assistant's shared one."""
@@ -217,7 +226,7 @@ class HeatTicker(SupervisedActor):
                     if ref is not None:
                         try:
                             ref.tell(HeatTick())
-                        except Exception:  # stopped between lookup and tell
+                        except Exception:  # noqa: BLE001, S110 - stopped between lookup and tell
                             pass
             return None
         if isinstance(message, Ping):

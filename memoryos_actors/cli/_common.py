@@ -14,7 +14,6 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from ..config import MemoryConfig
-    from ..system import MemoryOS
 
 __all__ = [
     "DEFAULT_DATA_DIR",
@@ -167,12 +166,16 @@ def server_note(path: Path) -> str:
         url, server_pid = "", None
     if url and pid is not None and server_pid == pid:
         mcp = f", MCP at {url}/mcp" if info.get("mcp") else ""
-        return (f"a memoryos server (pid {pid}) holds {path}: send changes through its "
-                f"HTTP API at {url} (routes at {url}/docs{mcp}), or stop it first; "
-                "inspect, stats, export and memories work while it runs")
+        return (
+            f"a memoryos server (pid {pid}) holds {path}: send changes through its "
+            f"HTTP API at {url} (routes at {url}/docs{mcp}), or stop it first; "
+            "inspect, stats, export and memories work while it runs"
+        )
     who = f"process {pid}" if pid is not None else "another process"
-    return (f"{who} holds {path} (its lock file); stop it first, or use another data "
-            "directory; inspect, stats, export and memories work while it runs")
+    return (
+        f"{who} holds {path} (its lock file); stop it first, or use another data "
+        "directory; inspect, stats, export and memories work while it runs"
+    )
 
 
 def sharded(path: Path) -> Any:
@@ -185,13 +188,16 @@ def sharded(path: Path) -> Any:
         return None
     layout = read_layout(path)
     if layout is not None and layout.rebalancing_from is not None:
-        raise UsageError(f"{path}: a rebalance to {layout.shards} shards was interrupted; "
-                         f"run `memoryos rebalance --shards {layout.shards}` to finish it")
+        raise UsageError(
+            f"{path}: a rebalance to {layout.shards} shards was interrupted; "
+            f"run `memoryos rebalance --shards {layout.shards}` to finish it"
+        )
     return layout
 
 
-def open_memory(args: argparse.Namespace, path: Path, *, read_only: bool = False,
-                **overrides: Any) -> Any:
+def open_memory(
+    args: argparse.Namespace, path: Path, *, read_only: bool = False, **overrides: Any
+) -> Any:
     """Open the memory system over ``path`` with the command line's config (``read_only``:
     see :meth:`MemoryOS.open`; the read commands never change the data directory).
 
@@ -270,9 +276,11 @@ def require_user(mem: Any, user: str, args: argparse.Namespace | None = None) ->
         found.append(f"under tenant{'s' if len(tenants) > 1 else ''} {shown}{more} ({hint})")
     if plain_id and t is not None and name.startswith(f"{t}:"):
         # The library's id of this very tenant's user, given with the tenant as well.
-        own = name[len(t) + 1:]
-        found.append(f"without a tenant: it is tenant {t!r}'s user {own!r} "
-                     f"(with --tenant {t}, name it {own!r})")
+        own = name[len(t) + 1 :]
+        found.append(
+            f"without a tenant: it is tenant {t!r}'s user {own!r} "
+            f"(with --tenant {t}, name it {own!r})"
+        )
     elif plain_id:
         found.append("without a tenant (drop --tenant and $MEMORYOS_TENANT)")
     hint = f"; a user {name!r} exists " + " and ".join(found) if found else ""

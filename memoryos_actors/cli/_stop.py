@@ -76,11 +76,14 @@ def add_shutdown_timeout(parser: argparse.ArgumentParser, what: str) -> None:
     """Add ``--shutdown-timeout SECONDS`` to ``parser``; ``what`` names the work in flight
     that a stop waits for."""
     parser.add_argument(
-        "--shutdown-timeout", type=_positive_seconds, default=DEFAULT_SHUTDOWN_TIMEOUT_S,
+        "--shutdown-timeout",
+        type=_positive_seconds,
+        default=DEFAULT_SHUTDOWN_TIMEOUT_S,
         metavar="SECONDS",
         help=f"on SIGTERM/SIGINT, wait at most this long for {what} to finish, and as long "
-             "again for closing the memory system (snapshots, WAL sync, background LLM "
-             f"work) (default {DEFAULT_SHUTDOWN_TIMEOUT_S:g})")
+        "again for closing the memory system (snapshots, WAL sync, background LLM "
+        f"work) (default {DEFAULT_SHUTDOWN_TIMEOUT_S:g})",
+    )
 
 
 def _say(text: str) -> None:
@@ -103,8 +106,13 @@ class StopSignals:
     Outside the main thread (where signals cannot be caught) the context does nothing.
     """
 
-    def __init__(self, stopping: str, on_signal: Callable[[int], None] | None = None,
-                 *, shutdown_timeout: float = DEFAULT_SHUTDOWN_TIMEOUT_S) -> None:
+    def __init__(
+        self,
+        stopping: str,
+        on_signal: Callable[[int], None] | None = None,
+        *,
+        shutdown_timeout: float = DEFAULT_SHUTDOWN_TIMEOUT_S,
+    ) -> None:
         self.stopping = stopping
         self.on_signal = on_signal
         self.shutdown_timeout = shutdown_timeout
@@ -169,14 +177,17 @@ class StopSignals:
         if self.on_signal is not None:
             self.on_signal(self.count)
         if self._closing:
-            _say(f"{name}: closing the memory system (snapshots, WAL sync; its waits end "
-                 f"within {self.shutdown_timeout:g} s); SIGKILL would skip that")
+            _say(
+                f"{name}: closing the memory system (snapshots, WAL sync; its waits end "
+                f"within {self.shutdown_timeout:g} s); SIGKILL would skip that"
+            )
         elif self.count == 1:
-            _say(f"{name}: stopping: {self.stopping}; send it again to stop waiting for work "
-                 "in flight")
+            _say(
+                f"{name}: stopping: {self.stopping}; send it again to stop waiting for work "
+                "in flight"
+            )
         elif self.count == 2:
-            _say(f"{name} again: no longer waiting for work in flight; closing the memory "
-                 "system")
+            _say(f"{name} again: no longer waiting for work in flight; closing the memory system")
         if self._armed:
             self._armed = False  # one raise per arming, whatever happens next
             raise StopRequested(name)
@@ -196,8 +207,9 @@ class StopSignals:
 
     # -- waiting for work in flight ------------------------------------------------------------
 
-    def call(self, fn: Callable[..., T], *args: Any, give_up_at: int = 2,
-             **kwargs: Any) -> tuple[bool, T | None]:
+    def call(
+        self, fn: Callable[..., T], *args: Any, give_up_at: int = 2, **kwargs: Any
+    ) -> tuple[bool, T | None]:
         """Run ``fn(*args, **kwargs)`` in a worker thread and wait for it, unless
         ``give_up_at`` stop signals have arrived (before or meanwhile) or the first one
         arrived more than ``shutdown_timeout`` seconds ago.
@@ -235,8 +247,9 @@ class StopSignals:
 
 
 @contextlib.contextmanager
-def open_until_stopped(args: argparse.Namespace, path: Any,
-                       stop: StopSignals) -> Iterator[MemoryOS]:
+def open_until_stopped(
+    args: argparse.Namespace, path: Any, stop: StopSignals
+) -> Iterator[MemoryOS]:
     """The memory system over ``path`` (see :func:`~._common.open_memory`), closed on the
     way out within ``args.shutdown_timeout`` seconds, whatever signals arrive meanwhile."""
     from ._common import open_memory

@@ -48,20 +48,31 @@ __all__ = ["main"]
 def _parser() -> argparse.ArgumentParser:
     # --data-dir and --config work before or after the subcommand.
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--data-dir", default=argparse.SUPPRESS,
-                        help=f"data directory (default: ${DATA_DIR_ENV} or ./{DEFAULT_DATA_DIR}; "
-                        "demo: a temporary directory)")
-    common.add_argument("--config", default=argparse.SUPPRESS,
-                        help="TOML file with MemoryConfig fields")
-    common.add_argument("--tenant", default=argparse.SUPPRESS,
-                        help=f"read and write this tenant's users, as the server and MCP do "
-                        f"for its keys (default: ${TENANT_ENV}, else the plain user ids; "
-                        "mcp: 'default')")
-    common.add_argument("--ray", action="store_true", default=argparse.SUPPRESS,
-                        help="on a sharded data directory, run the shards on Ray (default: "
-                        "in this process)")
-    p = argparse.ArgumentParser(prog="memoryos", parents=[common],
-                                description=(__doc__ or "").split("\n\n")[0])
+    common.add_argument(
+        "--data-dir",
+        default=argparse.SUPPRESS,
+        help=f"data directory (default: ${DATA_DIR_ENV} or ./{DEFAULT_DATA_DIR}; "
+        "demo: a temporary directory)",
+    )
+    common.add_argument(
+        "--config", default=argparse.SUPPRESS, help="TOML file with MemoryConfig fields"
+    )
+    common.add_argument(
+        "--tenant",
+        default=argparse.SUPPRESS,
+        help=f"read and write this tenant's users, as the server and MCP do "
+        f"for its keys (default: ${TENANT_ENV}, else the plain user ids; "
+        "mcp: 'default')",
+    )
+    common.add_argument(
+        "--ray",
+        action="store_true",
+        default=argparse.SUPPRESS,
+        help="on a sharded data directory, run the shards on Ray (default: in this process)",
+    )
+    p = argparse.ArgumentParser(
+        prog="memoryos", parents=[common], description=(__doc__ or "").split("\n\n")[0]
+    )
     p.add_argument("--version", action="version", version=f"memoryos {__version__}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
 
@@ -77,32 +88,43 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--base-url", help="OpenAI-compatible base URL for --model")
     add_shutdown_timeout(c, "the reply in flight")
     add_skip_flag(c)
-    o = add("doctor", "check the LLM, the embedder, the data directory and the key file; "
-            "exit 1 if a check fails")
+    o = add(
+        "doctor",
+        "check the LLM, the embedder, the data directory and the key file; exit 1 if a check fails",
+    )
     o.add_argument("--model", help="check this litellm model instead of the configured one")
     o.add_argument("--base-url", help="OpenAI-compatible base URL for --model")
-    o.add_argument("--keys-file", help="the server's API key file (default: "
-                   "$MEMORYOS_KEYS_FILE, else <data-dir>/server-keys.json if it exists)")
-    o.add_argument("--timeout", type=float,
-                   help="seconds per provider call (default: llm_timeout_seconds)")
+    o.add_argument(
+        "--keys-file",
+        help="the server's API key file (default: "
+        "$MEMORYOS_KEYS_FILE, else <data-dir>/server-keys.json if it exists)",
+    )
+    o.add_argument(
+        "--timeout", type=float, help="seconds per provider call (default: llm_timeout_seconds)"
+    )
     i = add("ingest", "ingest a LoCoMo JSON file or a JSONL file of turns")
     i.add_argument("file")
-    i.add_argument("--format", choices=("auto", "locomo", "jsonl"), default="auto",
-                   help="file layout (default: by suffix or first character)")
-    i.add_argument("--limit", type=int,
-                   help="LoCoMo: first N conversations; JSONL: first N turns")
+    i.add_argument(
+        "--format",
+        choices=("auto", "locomo", "jsonl"),
+        default="auto",
+        help="file layout (default: by suffix or first character)",
+    )
+    i.add_argument("--limit", type=int, help="LoCoMo: first N conversations; JSONL: first N turns")
     add_shutdown_timeout(i, "the turn in flight")
     n = add("inspect", "show a user's tiers, segments by heat, traits, KB")
     n.add_argument("user")
     n.add_argument("--pages", action="store_true", help="list each segment's pages")
     n.add_argument("--all", action="store_true", help="every segment, not the 10 hottest")
     n.add_argument("--json", action="store_true", help="print the state as JSON")
-    ms = add("memories", "list a user's memories with their ids (pages, segments, facts, "
-             "traits)")
+    ms = add("memories", "list a user's memories with their ids (pages, segments, facts, traits)")
     ms.add_argument("user")
-    ms.add_argument("--kind", action="append",
-                    choices=("page", "segment", "fact", "agent_trait", "trait"),
-                    help="only this kind (repeatable)")
+    ms.add_argument(
+        "--kind",
+        action="append",
+        choices=("page", "segment", "fact", "agent_trait", "trait"),
+        help="only this kind (repeatable)",
+    )
     ms.add_argument("--json", action="store_true", help="print them as JSON")
     s = add("stats", "counters as JSON or Prometheus text")
     s.add_argument("--user", help="one user's counters")
@@ -117,11 +139,17 @@ def _parser() -> argparse.ArgumentParser:
     f = add("forget", "delete every file of a user (asks first on a terminal)")
     f.add_argument("user")
     f.add_argument("--yes", "-y", action="store_true", help="do not ask")
-    rp = add("repair", "salvage a user's damaged files: keep every intact record, keep the "
-             "damaged originals as backups")
+    rp = add(
+        "repair",
+        "salvage a user's damaged files: keep every intact record, keep the "
+        "damaged originals as backups",
+    )
     rp.add_argument("user")
-    r = add("rebalance", "change a data directory's shard count while nothing has it open "
-            "(--shards 1: back to an unsharded data directory)")
+    r = add(
+        "rebalance",
+        "change a data directory's shard count while nothing has it open "
+        "(--shards 1: back to an unsharded data directory)",
+    )
     r.add_argument("--shards", type=int, required=True, help="the new shard count")
     b = add("bench", "run a benchmark from the bench/ folder of a source checkout")
     b.add_argument("which", choices=sorted(BENCHES))
@@ -133,9 +161,17 @@ def _parser() -> argparse.ArgumentParser:
 
 
 _COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
-    "demo": run_demo, "doctor": run_doctor, "chat": commands.chat, "ingest": commands.ingest,
-    "inspect": commands.inspect, "memories": commands.memories, "stats": commands.stats, "export": commands.export,
-    "import": commands.import_, "forget": commands.forget, "repair": commands.repair,
+    "demo": run_demo,
+    "doctor": run_doctor,
+    "chat": commands.chat,
+    "ingest": commands.ingest,
+    "inspect": commands.inspect,
+    "memories": commands.memories,
+    "stats": commands.stats,
+    "export": commands.export,
+    "import": commands.import_,
+    "forget": commands.forget,
+    "repair": commands.repair,
     "rebalance": commands.rebalance,
     "bench": run_bench,
 }
@@ -181,5 +217,3 @@ def main(argv: Sequence[str] | None = None) -> int:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return 1
-
-

@@ -20,11 +20,21 @@ from ._common import UsageError
 __all__ = ["BENCHES", "find_bench_dir", "run_bench"]
 
 BENCHES: dict[str, str] = {
-    "throughput": "throughput", "locomo": "locomo", "scale": "scale_bench",
-    "crash": "crash_bench", "supervisor": "supervisor_bench", "gateway": "gateway_bench",
-    "store": "store_bench", "ann": "ann_bench", "lifecycle": "lifecycle_bench",
-    "provider": "provider_bench", "client-cpu": "client_cpu", "cold": "cold_bench",
-    "ray": "ray_bench", "longmemeval": "longmemeval", "stats": "stats_bench",
+    "throughput": "throughput",
+    "locomo": "locomo",
+    "scale": "scale_bench",
+    "crash": "crash_bench",
+    "supervisor": "supervisor_bench",
+    "gateway": "gateway_bench",
+    "store": "store_bench",
+    "ann": "ann_bench",
+    "lifecycle": "lifecycle_bench",
+    "provider": "provider_bench",
+    "client-cpu": "client_cpu",
+    "cold": "cold_bench",
+    "ray": "ray_bench",
+    "longmemeval": "longmemeval",
+    "stats": "stats_bench",
 }
 """Benchmark name on the command line -> script in ``bench/`` (without ``.py``)."""
 
@@ -53,7 +63,7 @@ def find_bench_dir(candidates: Iterable[Path] | None = None) -> Path:
     Raises:
         UsageError: no checkout found; the message says what to do.
     """
-    for root in (_candidates() if candidates is None else candidates):
+    for root in _candidates() if candidates is None else candidates:
         if _is_checkout(root):
             return root / "bench"
     raise UsageError(

@@ -41,8 +41,18 @@ from ._stop import StopRequested, StopSignals, open_until_stopped
 from .prometheus import render_prometheus
 from .render import show_user, state_dict
 
-__all__ = ["chat", "export", "forget", "import_", "ingest", "inspect", "memories", "rebalance",
-           "repair", "stats"]
+__all__ = [
+    "chat",
+    "export",
+    "forget",
+    "import_",
+    "ingest",
+    "inspect",
+    "memories",
+    "rebalance",
+    "repair",
+    "stats",
+]
 
 
 # -- chat ----------------------------------------------------------------------------------
@@ -63,15 +73,21 @@ def chat(args: argparse.Namespace) -> int:
     user = lib_user(args, args.user)
     assistant = lib_user(args, args.assistant)  # assistants are per tenant, like users
     provider_check(args, config_from_args(args))
-    with StopSignals("finishing the reply in flight, then closing the memory system",
-                     shutdown_timeout=args.shutdown_timeout) as stop, \
-            open_until_stopped(args, data_dir(args), stop) as mem:
+    with (
+        StopSignals(
+            "finishing the reply in flight, then closing the memory system",
+            shutdown_timeout=args.shutdown_timeout,
+        ) as stop,
+        open_until_stopped(args, data_dir(args), stop) as mem,
+    ):
         if interactive:
             # A sharded directory's facade has a gateway per shard, not one to ask.
             gateway = getattr(mem, "gateway_service", None)
             backend = gateway.stats().get("backend") if gateway is not None else "sharded"
-            console.print(f"chatting as {args.user!r} with memory ({backend} backend); "
-                          "Ctrl-D or /quit to leave")
+            console.print(
+                f"chatting as {args.user!r} with memory ({backend} backend); "
+                "Ctrl-D or /quit to leave"
+            )
         for line in _input_lines(interactive, stop):
             text = line.strip()
             if not text:
@@ -85,27 +101,35 @@ def chat(args: argparse.Namespace) -> int:
                 if name == "help":
                     console.print(_CHAT_HELP)
                 else:
-                    console.print(plain(f"unknown command /{name}; /help lists them"),
-                                  style="yellow")
+                    console.print(
+                        plain(f"unknown command /{name}; /help lists them"), style="yellow"
+                    )
                 continue
             if text.startswith("//"):
                 text = text[1:]  # "//x" sends "/x" as text
             finished, reply = stop.call(mem.chat_reply, user, text, assistant_id=assistant)
             if not finished:
-                console.print("stopped without the reply in flight; it may or may not be "
-                              "stored", style="yellow")
+                console.print(
+                    "stopped without the reply in flight; it may or may not be stored",
+                    style="yellow",
+                )
                 break
             if reply.degraded:
-                print(f"memoryos: degraded reply from the offline fallback: {reply.reason}",
-                      file=sys.stderr, flush=True)
+                print(
+                    f"memoryos: degraded reply from the offline fallback: {reply.reason}",
+                    file=sys.stderr,
+                    flush=True,
+                )
             console.print(plain(f"assistant: {reply.text}"))
     return stop.exit_code(sigint=130)
 
 
 _SLASH_COMMAND = re.compile(r"^/([A-Za-z][\w-]*)(?:\s|$)")
-_CHAT_HELP = ("/help  this list\n/quit  leave (also /exit or Ctrl-D)\n"
-              "A line starting with // is sent as text starting with /. "
-              "Commands are never stored.")
+_CHAT_HELP = (
+    "/help  this list\n/quit  leave (also /exit or Ctrl-D)\n"
+    "A line starting with // is sent as text starting with /. "
+    "Commands are never stored."
+)
 
 
 def _input_lines(interactive: bool, stop: StopSignals) -> Iterator[str]:
@@ -134,8 +158,9 @@ class _Turn:
     turn_key: str
 
 
-def _derived_key(source: str, user_id: str, position: int, query: str, response: str,
-                 timestamp: float | None) -> str:
+def _derived_key(
+    source: str, user_id: str, position: int, query: str, response: str, timestamp: float | None
+) -> str:
     """The turn key of a record without one: its source's name, its position among the
     source's turns of that user, and its content. Re-reading the same file (whole, or
     after a stop) gives the same keys, so each turn is stored once; the same words said
@@ -169,8 +194,9 @@ def _detect_format(path: Path, requested: str) -> str:
     return "locomo" if head.startswith(b"[") else "jsonl"
 
 
-def _load_turns(path: Path, fmt: str, limit: int | None,
-                map_user: Callable[[str], str]) -> list[_Turn]:
+def _load_turns(
+    path: Path, fmt: str, limit: int | None, map_user: Callable[[str], str]
+) -> list[_Turn]:
     """Read and validate every turn of ``path`` before anything is stored; ``map_user``
     gives the library id of a record's user (the tenant's mapping)."""
     positions: dict[str, int] = {}
@@ -185,18 +211,33 @@ def _load_turns(path: Path, fmt: str, limit: int | None,
         turns = []
         for t in read_turns(path):  # every line is checked, also beyond --limit
             where = f"{path}:{t.line}"
-            key = t.turn_key or _derived_key(path.name, t.user_id, position(t.user_id),
-                                             t.query, t.response, t.timestamp)
-            turns.append(_Turn(_mapped(map_user, t.user_id, where), t.query, t.response,
-                               t.timestamp, where, key))
+            key = t.turn_key or _derived_key(
+                path.name, t.user_id, position(t.user_id), t.query, t.response, t.timestamp
+            )
+            turns.append(
+                _Turn(
+                    _mapped(map_user, t.user_id, where),
+                    t.query,
+                    t.response,
+                    t.timestamp,
+                    where,
+                    key,
+                )
+            )
         return turns if limit is None else turns[:limit]
     from ..datasets.locomo import load_locomo
 
     return [
-        _Turn(_mapped(map_user, conv.sample_id, f"{path}: {conv.sample_id}"), page.query,
-              page.response, page.timestamp, f"{path}: {conv.sample_id} page {page.index}",
-              _derived_key(path.name, conv.sample_id, page.index, page.query, page.response,
-                           page.timestamp))
+        _Turn(
+            _mapped(map_user, conv.sample_id, f"{path}: {conv.sample_id}"),
+            page.query,
+            page.response,
+            page.timestamp,
+            f"{path}: {conv.sample_id} page {page.index}",
+            _derived_key(
+                path.name, conv.sample_id, page.index, page.query, page.response, page.timestamp
+            ),
+        )
         for conv in load_locomo(path, limit)
         for page in conv.pages
         if page.query or page.response
@@ -247,8 +288,10 @@ def ingest(args: argparse.Namespace) -> int:
         for what, text in (("query", turn.query), ("response", turn.response)):
             size = len(text.encode("utf-8", "surrogatepass"))
             if size > cfg.max_text_bytes:
-                raise InvalidInput(f"{turn.where}: {what} is {size} bytes; the limit is "
-                                   f"{cfg.max_text_bytes} (max_text_bytes)")
+                raise InvalidInput(
+                    f"{turn.where}: {what} is {size} bytes; the limit is "
+                    f"{cfg.max_text_bytes} (max_text_bytes)"
+                )
     per_user: dict[str, int] = {}
     stored = 0  # turns stored so far, in file order
     # Without a terminal (a service, a pipe) no bar is drawn: a line on stderr every 5%
@@ -263,8 +306,13 @@ def ingest(args: argparse.Namespace) -> int:
                 return  # the turn in flight is finished; no new one is started
             try:
                 # The key makes a re-run (or a run after a stop) store each turn once.
-                mem.add_turn(turn.user_id, turn.query, turn.response, timestamp=turn.timestamp,
-                             turn_key=turn.turn_key)
+                mem.add_turn(
+                    turn.user_id,
+                    turn.query,
+                    turn.response,
+                    timestamp=turn.timestamp,
+                    turn_key=turn.turn_key,
+                )
             except InvalidInput as exc:
                 raise InvalidInput(f"{turn.where}: {exc}") from None
             shown = shown_user(args, turn.user_id)
@@ -274,15 +322,24 @@ def ingest(args: argparse.Namespace) -> int:
             if every and stored % every == 0:
                 err.print(f"memoryos: ingest: {stored} of {len(turns)} turns stored")
 
-    with StopSignals("finishing the turn in flight, then closing the memory system",
-                     shutdown_timeout=args.shutdown_timeout) as stop:
+    with StopSignals(
+        "finishing the turn in flight, then closing the memory system",
+        shutdown_timeout=args.shutdown_timeout,
+    ) as stop:
         with open_until_stopped(args, data_dir(args), stop) as mem:
             users = sorted({t.user_id for t in turns})
             before = _turn_counts(mem, users)
             t0 = time.perf_counter()
-            with Progress(TextColumn("ingesting"), BarColumn(), MofNCompleteColumn(),
-                          TextColumn("turns"), TimeElapsedColumn(), console=console,
-                          transient=True, disable=not console.is_terminal) as progress:
+            with Progress(
+                TextColumn("ingesting"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TextColumn("turns"),
+                TimeElapsedColumn(),
+                console=console,
+                transient=True,
+                disable=not console.is_terminal,
+            ) as progress:
                 task = progress.add_task("ingest", total=len(turns))
                 stop.call(store_turns, progress, task, stop)
             stored_s = time.perf_counter() - t0
@@ -295,11 +352,19 @@ def ingest(args: argparse.Namespace) -> int:
             done, after = stop.call(_turn_counts, mem, users)
             new = sum(after[u] - before[u] for u in users) if done and after else None
         if stop.requested:
-            nxt = f"; the first turn not stored is {turns[stored].where}" \
-                if stored < len(turns) else ""
-            err.print(plain(f"memoryos: ingest stopped by {stop.name}: {stored} of "
-                            f"{len(turns)} turns stored{nxt}; run the same command again "
-                            "to store the rest (no turn is stored twice)"), soft_wrap=True)
+            nxt = (
+                f"; the first turn not stored is {turns[stored].where}"
+                if stored < len(turns)
+                else ""
+            )
+            err.print(
+                plain(
+                    f"memoryos: ingest stopped by {stop.name}: {stored} of "
+                    f"{len(turns)} turns stored{nxt}; run the same command again "
+                    "to store the rest (no turn is stored twice)"
+                ),
+                soft_wrap=True,
+            )
     table = Table("user", "turns ingested", title=f"{path.name} ({fmt})", title_justify="left")
     for user, count in sorted(per_user.items()):
         table.add_row(plain(user), str(count))
@@ -311,8 +376,10 @@ def ingest(args: argparse.Namespace) -> int:
         f"({len(turns) / max(stored_s, 1e-9):.0f} turns/s), settled in {total_s:.2f} s"
     )
     if new is not None and new < len(turns):
-        console.print(f"{new} turns were new; {len(turns) - new} were stored before (same "
-                      "turn_key) and were not stored again")
+        console.print(
+            f"{new} turns were new; {len(turns) - new} were stored before (same "
+            "turn_key) and were not stored again"
+        )
     return 0
 
 
@@ -343,8 +410,13 @@ def inspect(args: argparse.Namespace) -> int:
         if args.json:
             print(json.dumps(state_dict(state), indent=2, default=str))
             return 0
-        show_user(console, state, max_segments=None if args.all else 10,
-                  show_pages=args.pages, max_stm=None)
+        show_user(
+            console,
+            state,
+            max_segments=None if args.all else 10,
+            show_pages=args.pages,
+            max_stm=None,
+        )
         archived = len(mem.archive(user))
         if archived:
             console.print(f"archive: {archived} records evicted from MTM (kept on disk)")
@@ -367,10 +439,13 @@ def memories(args: argparse.Namespace) -> int:
 
     for row in rows:
         stamp = when(row["timestamp"] or None)  # a trait has no time (0.0)
-        print(f"{row['memory_id']:<28} {row['tier']:<8} {stamp:<16}  "
-              f"{one_line(str(row['text']), 60)}")
-    print(f"{len(items)} {'memory' if len(items) == 1 else 'memories'} of {args.user!r}",
-          file=sys.stderr)
+        print(
+            f"{row['memory_id']:<28} {row['tier']:<8} {stamp:<16}  {one_line(str(row['text']), 60)}"
+        )
+    print(
+        f"{len(items)} {'memory' if len(items) == 1 else 'memories'} of {args.user!r}",
+        file=sys.stderr,
+    )
     return 0
 
 
@@ -408,8 +483,7 @@ def stats(args: argparse.Namespace) -> int:
         user = lib_user(args, args.user)
         with open_reader(args, path, user) as mem:
             require_user(mem, user, args)
-            st = {"user_id": args.user,
-                  **user_stored_stats(mem.data_dir, user)}
+            st = {"user_id": args.user, **user_stored_stats(mem.data_dir, user)}
     else:
         # Only the store may log here (damaged files): set the output up if it does.
         quiet_logging(cfg, on_first_event=True)
@@ -520,8 +594,10 @@ def forget(args: argparse.Namespace) -> int:
         require_user(mem, user, args)
         if not args.yes and sys.stdin.isatty():
             turns = mem.user_state(user).turns
-            answer = input(f"delete every memory of {args.user!r} ({turns} turns) in "
-                           f"{mem.data_dir}? This cannot be undone. [y/N] ")
+            answer = input(
+                f"delete every memory of {args.user!r} ({turns} turns) in "
+                f"{mem.data_dir}? This cannot be undone. [y/N] "
+            )
             if answer.strip().lower() not in ("y", "yes"):
                 print(f"kept {args.user!r}")
                 return 1
@@ -555,8 +631,10 @@ def repair(args: argparse.Namespace) -> int:
     if not report.changed:
         print(f"{args.user!r}: nothing to repair")
         return 0
-    print(f"repaired {args.user!r}: kept {report.kept_records} intact records, lost "
-          f"{report.lost_records}; the WAL holds {report.wal_turns_kept} turns")
+    print(
+        f"repaired {args.user!r}: kept {report.kept_records} intact records, lost "
+        f"{report.lost_records}; the WAL holds {report.wal_turns_kept} turns"
+    )
     for note in report.notes:
         print(f"  {note}")
     for f in report.files:
@@ -591,10 +669,17 @@ def rebalance(args: argparse.Namespace) -> int:
         return 0
 
     before, after = report.shards_before, report.shards_after
-    change = (f"{before} -> {after} shards" if before and after else
-              f"unsharded -> {after} shards" if after else f"{before} shards -> unsharded")
-    print(f"{change}: moved {len(report.moved)} users, removed {len(report.removed_dirs)} "
-          "empty shards")
+    change = (
+        f"{before} -> {after} shards"
+        if before and after
+        else f"unsharded -> {after} shards"
+        if after
+        else f"{before} shards -> unsharded"
+    )
+    print(
+        f"{change}: moved {len(report.moved)} users, removed {len(report.removed_dirs)} "
+        "empty shards"
+    )
 
     def where(n: int) -> str:
         return "unsharded" if n < 0 else f"shard {n}"

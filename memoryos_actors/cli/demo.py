@@ -70,8 +70,11 @@ def _pairs(items: Any, where: str) -> tuple[tuple[str, str], ...]:
         raise ValueError(f"{where} must be a list")
     out = []
     for i, item in enumerate(items):
-        if not (isinstance(item, dict) and isinstance(item.get("query"), str)
-                and isinstance(item.get("response"), str)):
+        if not (
+            isinstance(item, dict)
+            and isinstance(item.get("query"), str)
+            and isinstance(item.get("response"), str)
+        ):
             raise ValueError(f"{where}[{i}] must have a string query and response")
         out.append((item["query"], item["response"]))
     return tuple(out)
@@ -92,21 +95,35 @@ def parse_script(data: Any) -> DemoScript:
         agent = spec.get("agent_profile")
         if agent is not None and not isinstance(agent, dict):
             raise ValueError(f"users.{uid}.agent_profile must be an object")
-        users.append(DemoUser(uid, dict(spec["profile"]), None if agent is None else dict(agent),
-                              _pairs(spec.get("turns"), f"users.{uid}.turns"),
-                              _pairs(spec.get("follow_ups", []), f"users.{uid}.follow_ups")))
+        users.append(
+            DemoUser(
+                uid,
+                dict(spec["profile"]),
+                None if agent is None else dict(agent),
+                _pairs(spec.get("turns"), f"users.{uid}.turns"),
+                _pairs(spec.get("follow_ups", []), f"users.{uid}.follow_ups"),
+            )
+        )
     if not users or not any(u.turns for u in users):
         raise ValueError("a demo script needs at least one user with turns")
     try:
         prov, crash = data["provenance_question"], data["crash"]
-        script = DemoScript(float(data["start_time"]), float(data["turn_gap_seconds"]),
-                            tuple(users), str(prov["user"]), str(prov["query"]),
-                            str(crash["user"]), str(crash["tier"]))
+        script = DemoScript(
+            float(data["start_time"]),
+            float(data["turn_gap_seconds"]),
+            tuple(users),
+            str(prov["user"]),
+            str(prov["query"]),
+            str(crash["user"]),
+            str(crash["tier"]),
+        )
     except (KeyError, TypeError, ValueError) as exc:
         raise ValueError(f"malformed demo script: {exc!r}") from None
     ids = {u.user_id for u in users}
-    for what, uid in (("provenance_question", script.provenance_user),
-                      ("crash", script.crash_user)):
+    for what, uid in (
+        ("provenance_question", script.provenance_user),
+        ("crash", script.crash_user),
+    ):
         if uid not in ids:
             raise ValueError(f"{what}.user {uid!r} is not one of the script's users")
     if script.crash_tier not in ("stm", "mtm", "lpm"):
@@ -179,13 +196,26 @@ def _play(out: Console, script: DemoScript, data_dir: Path, args: argparse.Names
             "(acknowledged once in the write-ahead log)"
         )
         before = {user: mem.user_state(user) for user in users}
-        table = Table("user", "turns", "STM pages", "MTM segments", "MTM pages",
-                      "LPM facts", "hottest segment")
+        table = Table(
+            "user",
+            "turns",
+            "STM pages",
+            "MTM segments",
+            "MTM pages",
+            "LPM facts",
+            "hottest segment",
+        )
         for user, st in before.items():
             hot = st.segments[0] if st.segments else None
-            table.add_row(user, str(st.turns), str(len(st.stm)), str(len(st.segments)),
-                          str(sum(len(s.pages) for s in st.segments)), str(len(st.kb)),
-                          f"{hot.segment_id} heat {hot.heat:.2f}" if hot else "-")
+            table.add_row(
+                user,
+                str(st.turns),
+                str(len(st.stm)),
+                str(len(st.segments)),
+                str(sum(len(s.pages) for s in st.segments)),
+                str(len(st.kb)),
+                f"{hot.segment_id} heat {hot.heat:.2f}" if hot else "-",
+            )
         out.print(table)
 
         out.rule("2. follow-up questions: retrieval visits segments and heats them")
@@ -198,8 +228,12 @@ def _play(out: Console, script: DemoScript, data_dir: Path, args: argparse.Names
         table.columns[1].no_wrap = True
         for user_id, question, _answer, ctx in _follow_ups(mem, clock, script):
             best = ctx.mtm[0] if ctx.mtm else None
-            table.add_row(user_id, plain(question), best.item_id if best else "-",
-                          (best.segment_id or "-") if best else "-")
+            table.add_row(
+                user_id,
+                plain(question),
+                best.item_id if best else "-",
+                (best.segment_id or "-") if best else "-",
+            )
         mem.flush()
         out.print(table)
 
@@ -220,8 +254,9 @@ def _play(out: Console, script: DemoScript, data_dir: Path, args: argparse.Names
             "[italic]fact@segment[/italic]: the promoted segment an LPM fact came from"
         )
 
-        out.rule(f"5. fault injection: crash {script.crash_user}'s "
-                 f"{script.crash_tier.upper()} actor")
+        out.rule(
+            f"5. fault injection: crash {script.crash_user}'s {script.crash_tier.upper()} actor"
+        )
         _fault(out, mem, script.crash_user, script.crash_tier)
         show_tree(out, mem.tree())
         g = mem.stats()["gateway"]
@@ -268,8 +303,14 @@ def _promotions(
 ) -> None:
     from rich.table import Table
 
-    table = Table("user", "persona updates", "new facts", "traits with a level",
-                  "facts learned from", expand=True)
+    table = Table(
+        "user",
+        "persona updates",
+        "new facts",
+        "traits with a level",
+        "facts learned from",
+        expand=True,
+    )
     promoted_any = False
     for user, st in after.items():
         old_facts = {e.entry_id for e in before[user].kb}
@@ -277,8 +318,9 @@ def _promotions(
         sources = sorted({e.source_segment for e in new_facts if e.source_segment})
         updates = st.persona_updates - before[user].persona_updates
         promoted_any = promoted_any or updates > 0
-        table.add_row(user, str(updates), str(len(new_facts)), str(len(st.traits)),
-                      ", ".join(sources) or "-")
+        table.add_row(
+            user, str(updates), str(len(new_facts)), str(len(st.traits)), ", ".join(sources) or "-"
+        )
     out.print(table)
     if promoted_any:
         out.print(
@@ -305,8 +347,11 @@ def _fault(out: Console, mem: MemoryOS, user: str, tier: str) -> None:
     finally:
         configure_logging(mem.config.log_level, mem.config.log_format, force=True)
     same = sorted(before.page_ids()) == sorted(after.page_ids())
-    later = {"stm": "the MTM and LPM actors, started after it, were",
-             "mtm": "the LPM actor, started after it, was", "lpm": "no other actor was"}[tier]
+    later = {
+        "stm": "the MTM and LPM actors, started after it, were",
+        "mtm": "the LPM actor, started after it, was",
+        "lpm": "no other actor was",
+    }[tier]
     out.print(
         f"crashed {user}'s {tier} actor (MemoryOS.kill_actor); restarted by its supervisor: "
         f"{'yes' if restarted else 'NO'}; it rebuilt its state from snapshot + WAL "

@@ -23,9 +23,12 @@ __all__ = ["add_skip_flag", "doctor", "provider_check"]
 
 def add_skip_flag(parser: argparse.ArgumentParser) -> None:
     """Add ``--skip-provider-check`` to a command that runs :func:`provider_check`."""
-    parser.add_argument("--skip-provider-check", action="store_true",
-                        help="start without first calling the configured LLM and embedder "
-                        "once (a configuration error then shows on the first reply)")
+    parser.add_argument(
+        "--skip-provider-check",
+        action="store_true",
+        help="start without first calling the configured LLM and embedder "
+        "once (a configuration error then shows on the first reply)",
+    )
 
 
 def provider_check(args: argparse.Namespace, cfg: MemoryConfig) -> None:
@@ -56,8 +59,9 @@ def doctor(args: argparse.Namespace) -> int:
     quiet_logging(cfg)
     given = args.keys_file or os.environ.get("MEMORYOS_KEYS_FILE")
     with contextlib.redirect_stdout(sys.stderr):
-        report = run_doctor(data_dir(args), cfg, keys_file=Path(given) if given else None,
-                            timeout=args.timeout)
+        report = run_doctor(
+            data_dir(args), cfg, keys_file=Path(given) if given else None, timeout=args.timeout
+        )
     for line in report.lines():
         print(line, flush=True)
     return 0 if report.ok else 1

@@ -23,8 +23,16 @@ class _Exposition:
         self._prefix = prefix
         self._families: dict[str, tuple[str, str, list[tuple[str, dict[str, str], float]]]] = {}
 
-    def add(self, name: str, kind: str, help_text: str, value: Any,
-            labels: dict[str, str] | None = None, *, suffix: str = "") -> None:
+    def add(
+        self,
+        name: str,
+        kind: str,
+        help_text: str,
+        value: Any,
+        labels: dict[str, str] | None = None,
+        *,
+        suffix: str = "",
+    ) -> None:
         """Add one sample of family ``prefix_name`` (``suffix`` for summary _sum/_count)."""
         if value is None or isinstance(value, (str, list, dict)):
             return
@@ -76,8 +84,13 @@ def _summary(exp: _Exposition, name: str, help_text: str, latency: dict[str, Any
     for q, key in (("0.5", "p50_ms"), ("0.95", "p95_ms"), ("0.99", "p99_ms")):
         if key in latency:
             exp.add(name, "summary", help_text, float(latency[key]) / 1000.0, {"quantile": q})
-    exp.add(name, "summary", help_text, float(latency.get("mean_ms", 0.0)) * count / 1000.0,
-            suffix="_sum")
+    exp.add(
+        name,
+        "summary",
+        help_text,
+        float(latency.get("mean_ms", 0.0)) * count / 1000.0,
+        suffix="_sum",
+    )
     exp.add(name, "summary", help_text, count, suffix="_count")
 
 
@@ -102,11 +115,21 @@ def render_prometheus(stats: dict[str, Any], prefix: str = "memoryos") -> str:
         ):
             exp.add(f"user_{key}", "gauge", help_text, stats.get(key), labels)
         gw = stats.get("gateway") or {}
-        exp.add("user_llm_calls_total", "counter", "LLM calls made for the user.",
-                gw.get("calls", 0), labels)
+        exp.add(
+            "user_llm_calls_total",
+            "counter",
+            "LLM calls made for the user.",
+            gw.get("calls", 0),
+            labels,
+        )
         for kind in ("prompt", "completion"):
-            exp.add("user_llm_tokens_total", "counter", "LLM tokens spent for the user.",
-                    gw.get(f"{kind}_tokens", 0), {**labels, "type": kind})
+            exp.add(
+                "user_llm_tokens_total",
+                "counter",
+                "LLM tokens spent for the user.",
+                gw.get(f"{kind}_tokens", 0),
+                {**labels, "type": kind},
+            )
         return exp.render()
 
     for key, help_text in (
@@ -118,27 +141,47 @@ def render_prometheus(stats: dict[str, Any], prefix: str = "memoryos") -> str:
         ("passivations", "User actor groups stopped after idling or for room."),
     ):
         exp.add(f"{key}_total", "counter", help_text, stats.get(key))
-    exp.add("active_users", "gauge", "Users whose actor groups are live.",
-            stats.get("active_users"))
+    exp.add(
+        "active_users", "gauge", "Users whose actor groups are live.", stats.get("active_users")
+    )
     exp.add("inflight_calls", "gauge", "Calls in flight.", stats.get("inflight"))
     exp.add("gateway_backlog", "gauge", "Gateway jobs queued.", stats.get("gateway_backlog"))
     exp.add("threads", "gauge", "Threads in the process.", stats.get("threads"))
-    exp.add("user_group_restarts_total", "counter",
-            "Restarts of user actor groups by the users supervisor.",
-            stats.get("user_group_restarts"))
-    exp.add("actor_restarts_total", "counter",
-            "Restarts of every child in the supervision tree.", stats.get("tree_restarts"))
-    exp.add("damaged_users", "gauge", "Users whose files were refused as damaged.",
-            stats.get("damaged_users"))
+    exp.add(
+        "user_group_restarts_total",
+        "counter",
+        "Restarts of user actor groups by the users supervisor.",
+        stats.get("user_group_restarts"),
+    )
+    exp.add(
+        "actor_restarts_total",
+        "counter",
+        "Restarts of every child in the supervision tree.",
+        stats.get("tree_restarts"),
+    )
+    exp.add(
+        "damaged_users",
+        "gauge",
+        "Users whose files were refused as damaged.",
+        stats.get("damaged_users"),
+    )
     for user in sorted(stats.get("damaged") or {}):
-        exp.add("user_damaged", "gauge",
-                "1 for each user whose files are damaged (memoryos repair USER).", 1,
-                {"user": str(user)})
+        exp.add(
+            "user_damaged",
+            "gauge",
+            "1 for each user whose files are damaged (memoryos repair USER).",
+            1,
+            {"user": str(user)},
+        )
     for q, key in (("0.5", "activation_ms_p50"), ("0.99", "activation_ms_p99")):
         if key in stats:
-            exp.add("activation_latency_seconds", "gauge",
-                    "User activation latency quantiles, seconds.",
-                    float(stats[key]) / 1000.0, {"quantile": q})
+            exp.add(
+                "activation_latency_seconds",
+                "gauge",
+                "User activation latency quantiles, seconds.",
+                float(stats[key]) / 1000.0,
+                {"quantile": q},
+            )
 
     stored = stats.get("stored") or {}
     exp.add("users", "gauge", "Users with data in the data directory.", stored.get("users"))
@@ -156,11 +199,17 @@ def render_prometheus(stats: dict[str, Any], prefix: str = "memoryos") -> str:
     gw = stats.get("gateway") or {}
     if gw:
         embedder = gw.get("embedder") or {}
-        exp.add("info", "gauge", "Backend and embedder in use (value is always 1).", 1, {
-            "backend": str(gw.get("backend", "")),
-            "embedder": str(embedder.get("name", "")),
-            "embedding_dim": str(embedder.get("dim", "")),
-        })
+        exp.add(
+            "info",
+            "gauge",
+            "Backend and embedder in use (value is always 1).",
+            1,
+            {
+                "backend": str(gw.get("backend", "")),
+                "embedder": str(embedder.get("name", "")),
+                "embedding_dim": str(embedder.get("dim", "")),
+            },
+        )
         for key, help_text in (
             ("calls", "LLM completion calls."),
             ("errors", "LLM completion calls that failed."),
@@ -170,13 +219,24 @@ def render_prometheus(stats: dict[str, Any], prefix: str = "memoryos") -> str:
         ):
             exp.add(f"llm_{key}_total", "counter", help_text, gw.get(key))
         for kind in ("prompt", "completion"):
-            exp.add("llm_tokens_total", "counter", "LLM tokens spent.",
-                    gw.get(f"{kind}_tokens"), {"type": kind})
-        exp.add("llm_cost_usd_total", "counter", "Estimated LLM cost, US dollars.",
-                gw.get("cost_usd"))
+            exp.add(
+                "llm_tokens_total",
+                "counter",
+                "LLM tokens spent.",
+                gw.get(f"{kind}_tokens"),
+                {"type": kind},
+            )
+        exp.add(
+            "llm_cost_usd_total", "counter", "Estimated LLM cost, US dollars.", gw.get("cost_usd")
+        )
         for kind, counters in sorted((gw.get("by_kind") or {}).items()):
-            exp.add("llm_calls_by_kind_total", "counter", "LLM calls per prompt kind.",
-                    counters.get("calls"), {"kind": str(kind)})
+            exp.add(
+                "llm_calls_by_kind_total",
+                "counter",
+                "LLM calls per prompt kind.",
+                counters.get("calls"),
+                {"kind": str(kind)},
+            )
         if isinstance(gw.get("latency"), dict):
             _summary(exp, "llm_latency_seconds", "LLM call latency, seconds.", gw["latency"])
         emb = gw.get("embeddings") or {}
@@ -189,26 +249,45 @@ def render_prometheus(stats: dict[str, Any], prefix: str = "memoryos") -> str:
         ):
             exp.add(f"embedding_{key}_total", "counter", help_text, emb.get(key))
         if isinstance(emb.get("latency"), dict):
-            _summary(exp, "embedding_latency_seconds", "Embedding batch latency, seconds.",
-                     emb["latency"])
+            _summary(
+                exp,
+                "embedding_latency_seconds",
+                "Embedding batch latency, seconds.",
+                emb["latency"],
+            )
         breaker = gw.get("breaker") or {}
         for which in ("completion", "embedding"):
             if which in breaker:
-                exp.add("llm_breaker_open", "gauge",
-                        "1 when the circuit breaker is not closed.",
-                        0 if breaker[which] == "closed" else 1, {"breaker": which})
-                exp.add("llm_breaker_opened_total", "counter", "Times the breaker opened.",
-                        breaker.get(f"{which}_times_opened"), {"breaker": which})
+                exp.add(
+                    "llm_breaker_open",
+                    "gauge",
+                    "1 when the circuit breaker is not closed.",
+                    0 if breaker[which] == "closed" else 1,
+                    {"breaker": which},
+                )
+                exp.add(
+                    "llm_breaker_opened_total",
+                    "counter",
+                    "Times the breaker opened.",
+                    breaker.get(f"{which}_times_opened"),
+                    {"breaker": which},
+                )
         provider = gw.get("provider") or {}
         if provider.get("state"):
             for state in ("offline", "ok", "degraded", "misconfigured"):
-                exp.add("llm_provider_state", "gauge",
-                        "1 for the provider's current state (see /readyz).",
-                        1 if provider["state"] == state else 0, {"state": state})
+                exp.add(
+                    "llm_provider_state",
+                    "gauge",
+                    "1 for the provider's current state (see /readyz).",
+                    1 if provider["state"] == state else 0,
+                    {"state": state},
+                )
         conc = gw.get("concurrency") or {}
         exp.add("llm_in_flight", "gauge", "LLM calls in flight.", conc.get("in_flight"))
-        exp.add("llm_pending_redo", "gauge", "Degraded completions queued for a redo.",
-                gw.get("pending_redo"))
+        exp.add(
+            "llm_pending_redo",
+            "gauge",
+            "Degraded completions queued for a redo.",
+            gw.get("pending_redo"),
+        )
     return exp.render()
-
-

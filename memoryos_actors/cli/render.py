@@ -49,8 +49,11 @@ def show_user(
         if len(stm) < len(state.stm):
             table.add_row("…", "", plain(f"{len(state.stm) - len(stm)} older STM pages"))
         for page in stm:
-            table.add_row(page.page_id, when(page.timestamp),
-                          plain(one_line(f"{page.query} / {page.response}", 200)))
+            table.add_row(
+                page.page_id,
+                when(page.timestamp),
+                plain(one_line(f"{page.query} / {page.response}", 200)),
+            )
         console.print(table)
 
     segments = state.segments if max_segments is None else state.segments[:max_segments]
@@ -65,14 +68,25 @@ def show_user(
         table.add_column("summary", ratio=3, overflow="ellipsis", no_wrap=True)
         for seg in segments:
             table.add_row(
-                seg.segment_id, str(len(seg.pages)), f"{seg.heat:.2f}", str(seg.n_visit),
-                str(seg.l_interaction), plain(", ".join(sorted(seg.keywords)[:6])),
+                seg.segment_id,
+                str(len(seg.pages)),
+                f"{seg.heat:.2f}",
+                str(seg.n_visit),
+                str(seg.l_interaction),
+                plain(", ".join(sorted(seg.keywords)[:6])),
                 plain(one_line(seg.summary, 200)),
             )
             if show_pages:
                 for page in seg.pages:
-                    table.add_row("", page.page_id, "", "", "", when(page.timestamp),
-                                  plain(one_line(f"{page.query} / {page.response}", 200)))
+                    table.add_row(
+                        "",
+                        page.page_id,
+                        "",
+                        "",
+                        "",
+                        when(page.timestamp),
+                        plain(one_line(f"{page.query} / {page.response}", 200)),
+                    )
         if len(segments) < len(state.segments):
             table.caption = f"{len(state.segments) - len(segments)} cooler segments not shown"
         console.print(table)
@@ -81,8 +95,15 @@ def show_user(
 
     profile = state.profile
     if not profile.is_empty():
-        known = [f"{k}: {v}" for k, v in (("name", profile.name), ("gender", profile.gender),
-                                          ("born", profile.birth_year)) if v is not None]
+        known = [
+            f"{k}: {v}"
+            for k, v in (
+                ("name", profile.name),
+                ("gender", profile.gender),
+                ("born", profile.birth_year),
+            )
+            if v is not None
+        ]
         known.extend(f"{k}: {v}" for k, v in profile.extras)
         console.print(plain("LPM profile: " + ", ".join(known)))
     if state.kb:
@@ -100,8 +121,9 @@ def show_user(
         table.add_column("level", no_wrap=True)
         table.add_column("evidence", ratio=1, overflow="ellipsis", no_wrap=True)
         for trait in state.traits:
-            table.add_row(trait.name, trait.category, trait.level or "",
-                          plain(one_line(trait.evidence, 200)))
+            table.add_row(
+                trait.name, trait.category, trait.level or "", plain(one_line(trait.evidence, 200))
+            )
         console.print(table)
     for assistant_id, persona in sorted(state.agents.items()):
         agent = persona.get("profile")
@@ -153,7 +175,7 @@ def show_tree(console: Console, text: str, title: str = "supervision tree") -> N
         if match is None:
             continue
         depth = match.start() // 4
-        label = line[match.end():].replace(" [worker]", "").replace(" [supervisor]", "/")
+        label = line[match.end() :].replace(" [worker]", "").replace(" [supervisor]", "/")
         label = re.sub(r" name=\S+$", "", label)
         node_text = plain(label)
         if re.search(r"restarts=[1-9]", label):
@@ -165,32 +187,51 @@ def show_tree(console: Console, text: str, title: str = "supervision tree") -> N
     console.print(root)
 
 
-
 def state_dict(state: UserState) -> dict[str, Any]:
     def page(p: Any) -> dict[str, Any]:
-        return {"page_id": p.page_id, "timestamp": p.timestamp, "query": p.query,
-                "response": p.response}
+        return {
+            "page_id": p.page_id,
+            "timestamp": p.timestamp,
+            "query": p.query,
+            "response": p.response,
+        }
 
     return {
         "user_id": state.user_id,
         "turns": state.turns,
         "stm": [page(p) for p in state.stm],
         "segments": [
-            {"segment_id": s.segment_id, "heat": s.heat, "n_visit": s.n_visit,
-             "l_interaction": s.l_interaction, "keywords": sorted(s.keywords),
-             "summary": s.summary, "pages": [page(p) for p in s.pages]}
+            {
+                "segment_id": s.segment_id,
+                "heat": s.heat,
+                "n_visit": s.n_visit,
+                "l_interaction": s.l_interaction,
+                "keywords": sorted(s.keywords),
+                "summary": s.summary,
+                "pages": [page(p) for p in s.pages],
+            }
             for s in state.segments
         ],
         "profile": state.profile.to_dict(),
-        "traits": [{"name": t.name, "category": t.category, "level": t.level,
-                    "evidence": t.evidence} for t in state.traits],
-        "kb": [{"entry_id": e.entry_id, "text": e.text, "timestamp": e.timestamp,
-                "source_segment": e.source_segment} for e in state.kb],
+        "traits": [
+            {"name": t.name, "category": t.category, "level": t.level, "evidence": t.evidence}
+            for t in state.traits
+        ],
+        "kb": [
+            {
+                "entry_id": e.entry_id,
+                "text": e.text,
+                "timestamp": e.timestamp,
+                "source_segment": e.source_segment,
+            }
+            for e in state.kb
+        ],
         "agents": {
-            aid: {"profile": p["profile"].to_dict(),
-                  "traits": [t.text for t in p.get("traits", ())]}
+            aid: {
+                "profile": p["profile"].to_dict(),
+                "traits": [t.text for t in p.get("traits", ())],
+            }
             for aid, p in state.agents.items()
         },
         "persona_updates": state.persona_updates,
     }
-

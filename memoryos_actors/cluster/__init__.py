@@ -36,7 +36,21 @@ _EXPORTS: dict[str, str] = {
     "unshard": "memoryos_actors.cluster._placement",
 }
 
-__all__ = sorted(_EXPORTS)
+# Written out (tools read it without importing the package); a test checks it names
+# exactly the lazily loaded names above.
+__all__ = [
+    "ClusterMemoryOS",
+    "InProcessCluster",
+    "RayCluster",
+    "RebalanceReport",
+    "ShardInfo",
+    "open_data_dir",
+    "read_layout",
+    "rebalance_shards",
+    "shard_dir",
+    "shard_of",
+    "unshard",
+]
 
 if TYPE_CHECKING:
     from ._backend import ShardInfo

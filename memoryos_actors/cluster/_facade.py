@@ -118,8 +118,13 @@ class ClusterMemoryOS:
         self._state_lock = threading.Lock()
         self._inflight = 0
         self._idle = threading.Condition(self._state_lock)
-        self._counters = {"turns": 0, "retrievals": 0, "chats": 0, "degraded_chats": 0,
-                          "shard_retries": 0}
+        self._counters = {
+            "turns": 0,
+            "retrievals": 0,
+            "chats": 0,
+            "degraded_chats": 0,
+            "shard_retries": 0,
+        }
         self._latency: dict[str, list[float]] = {"add_turn_ms": [], "retrieve_ms": []}
 
     def __enter__(self) -> ClusterMemoryOS:
@@ -152,8 +157,15 @@ class ClusterMemoryOS:
             return reply[1]
         raise error_from_reply(reply)
 
-    def _call(self, shard: int, method: str, *args: Any, retry: bool,
-              timeout: float | None = None, **kwargs: Any) -> Any:
+    def _call(
+        self,
+        shard: int,
+        method: str,
+        *args: Any,
+        retry: bool,
+        timeout: float | None = None,
+        **kwargs: Any,
+    ) -> Any:
         """``method`` on shard ``shard``; sent again after a shard death when ``retry``."""
         self._begin()
         try:
@@ -168,9 +180,11 @@ class ClusterMemoryOS:
                     if not retry or time.monotonic() > deadline:
                         raise ActorCrashed(
                             f"shard {shard} died during {method} ({exc}); "
-                            + ("it did not come back within "
-                               f"{self._settings.retry_seconds} s" if retry
-                               else "the call may or may not have taken effect")
+                            + (
+                                f"it did not come back within {self._settings.retry_seconds} s"
+                                if retry
+                                else "the call may or may not have taken effect"
+                            )
                         ) from None
                     with self._state_lock:
                         self._counters["shard_retries"] += 1
@@ -183,10 +197,8 @@ class ClusterMemoryOS:
         finally:
             self._end()
 
-    def _call_user(self, user_id: str, method: str, *args: Any, retry: bool,
-                   **kwargs: Any) -> Any:
-        return self._call(self.shard_for(user_id), method, user_id, *args, retry=retry,
-                          **kwargs)
+    def _call_user(self, user_id: str, method: str, *args: Any, retry: bool, **kwargs: Any) -> Any:
+        return self._call(self.shard_for(user_id), method, user_id, *args, retry=retry, **kwargs)
 
     def _call_all(self, method: str, *args: Any, timeout: float | None = None) -> list[Any]:
         """``method`` on every shard at once (each retried after a shard death)."""
@@ -199,8 +211,10 @@ class ClusterMemoryOS:
             except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
                 failures.append(exc)
 
-        threads = [threading.Thread(target=one, args=(n,), name=f"memoryos-fanout-{n}")
-                   for n in range(1, self.shards)]
+        threads = [
+            threading.Thread(target=one, args=(n,), name=f"memoryos-fanout-{n}")
+            for n in range(1, self.shards)
+        ]
         for t in threads:
             t.start()
         one(0)
@@ -237,9 +251,14 @@ class ClusterMemoryOS:
         key = uuid.uuid4().hex if turn_key is None else turn_key
         started = time.perf_counter()
         page_id = self._call_user(
-            user_id, "add_turn", query, response,
-            self.clock.now() if timestamp is None else timestamp, assistant_id,
-            retry=True, turn_key=key,
+            user_id,
+            "add_turn",
+            query,
+            response,
+            self.clock.now() if timestamp is None else timestamp,
+            assistant_id,
+            retry=True,
+            turn_key=key,
         )
         self._observe("add_turn_ms", started)
         with self._state_lock:
@@ -256,24 +275,31 @@ class ClusterMemoryOS:
         """See :meth:`MemoryOS.retrieve <memoryos_actors.MemoryOS.retrieve>`."""
         started = time.perf_counter()
         ctx = self._call_user(
-            user_id, "retrieve", query, assistant_id,
-            self.clock.now() if timestamp is None else timestamp, retry=True,
+            user_id,
+            "retrieve",
+            query,
+            assistant_id,
+            self.clock.now() if timestamp is None else timestamp,
+            retry=True,
         )
         self._observe("retrieve_ms", started)
         with self._state_lock:
             self._counters["retrievals"] += 1
         return ctx
 
-    def chat(self, user_id: str, query: str, assistant_id: str = "default", *,
-             fallback: bool = True) -> str:
+    def chat(
+        self, user_id: str, query: str, assistant_id: str = "default", *, fallback: bool = True
+    ) -> str:
         """See :meth:`MemoryOS.chat <memoryos_actors.MemoryOS.chat>`."""
         return self.chat_reply(user_id, query, assistant_id, fallback=fallback).text
 
-    def chat_reply(self, user_id: str, query: str, assistant_id: str = "default", *,
-                   fallback: bool = True) -> ChatReply:
+    def chat_reply(
+        self, user_id: str, query: str, assistant_id: str = "default", *, fallback: bool = True
+    ) -> ChatReply:
         """See :meth:`MemoryOS.chat_reply <memoryos_actors.MemoryOS.chat_reply>`."""
         text, degraded, reason, backend = self._call_user(
-            user_id, "reply", query, assistant_id, bool(fallback), retry=True)
+            user_id, "reply", query, assistant_id, bool(fallback), retry=True
+        )
         self.add_turn(user_id, query, text, assistant_id=assistant_id)
         with self._state_lock:
             self._counters["chats"] += 1
@@ -312,13 +338,20 @@ class ClusterMemoryOS:
         """See :meth:`MemoryOS.archive <memoryos_actors.MemoryOS.archive>`."""
         return self._call_user(user_id, "archive", query, limit, retry=True)
 
-    def archived_memories(self, user_id: str, kind: str = "page", query: str | None = None,
-                          offset: int = 0, limit: int = 50,
-                          per_day: bool = False) -> ArchivedMemories:
+    def archived_memories(
+        self,
+        user_id: str,
+        kind: str = "page",
+        query: str | None = None,
+        offset: int = 0,
+        limit: int = 50,
+        per_day: bool = False,
+    ) -> ArchivedMemories:
         """See :meth:`MemoryOS.archived_memories
         <memoryos_actors.MemoryOS.archived_memories>`."""
-        return self._call_user(user_id, "archived_memories", kind, query, offset, limit,
-                               per_day, retry=True)
+        return self._call_user(
+            user_id, "archived_memories", kind, query, offset, limit, per_day, retry=True
+        )
 
     def stored_page_ids(self, user_id: str) -> list[str]:
         """See :meth:`MemoryOS.stored_page_ids <memoryos_actors.MemoryOS.stored_page_ids>`."""
@@ -338,11 +371,17 @@ class ClusterMemoryOS:
         unique within the user's shard process (a restarted shard starts them again)."""
         return self._call_user(user_id, "user_epoch", retry=True)
 
-    def memories(self, user_id: str, kinds: Iterable[str] | None = None,
-                 limit: int | None = None, cursor: str | None = None) -> MemoryList:
+    def memories(
+        self,
+        user_id: str,
+        kinds: Iterable[str] | None = None,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> MemoryList:
         """See :meth:`MemoryOS.memories <memoryos_actors.MemoryOS.memories>`."""
-        return self._call_user(user_id, "memories", None if kinds is None else list(kinds),
-                               limit, cursor, retry=True)
+        return self._call_user(
+            user_id, "memories", None if kinds is None else list(kinds), limit, cursor, retry=True
+        )
 
     def get_memory(self, user_id: str, memory_id: str) -> Memory:
         """See :meth:`MemoryOS.get_memory <memoryos_actors.MemoryOS.get_memory>`."""
@@ -356,14 +395,15 @@ class ClusterMemoryOS:
         """See :meth:`MemoryOS.delete_memory <memoryos_actors.MemoryOS.delete_memory>`."""
         return self._call_user(user_id, "delete_memory", memory_id, retry=False)
 
-    def correct_memory(self, user_id: str, memory_id: str, value: str,
-                       evidence: str = "") -> MemoryEvent:
+    def correct_memory(
+        self, user_id: str, memory_id: str, value: str, evidence: str = ""
+    ) -> MemoryEvent:
         """See :meth:`MemoryOS.correct_memory <memoryos_actors.MemoryOS.correct_memory>`."""
-        return self._call_user(user_id, "correct_memory", memory_id, value, evidence,
-                               retry=False)
+        return self._call_user(user_id, "correct_memory", memory_id, value, evidence, retry=False)
 
-    def kill_actor(self, user_id: str, tier: str, reason: str = "kill_actor",
-                   timeout: float = 10.0) -> bool:
+    def kill_actor(
+        self, user_id: str, tier: str, reason: str = "kill_actor", timeout: float = 10.0
+    ) -> bool:
         """See :meth:`MemoryOS.kill_actor <memoryos_actors.MemoryOS.kill_actor>` (fault
         injection inside the user's shard; the shard process itself stays up)."""
         return self._call_user(user_id, "kill_actor", tier, reason, timeout, retry=False)
@@ -375,8 +415,14 @@ class ClusterMemoryOS:
 
         seconds = _check_timeout(timeout)
         if user_id is not None:
-            self._call(self.shard_for(user_id), "flush", seconds, retry=True,
-                       timeout=seconds + 30.0, user_id=user_id)
+            self._call(
+                self.shard_for(user_id),
+                "flush",
+                seconds,
+                retry=True,
+                timeout=seconds + 30.0,
+                user_id=user_id,
+            )
             return
         self._call_all("flush", seconds, timeout=seconds + 30.0)
 
@@ -405,7 +451,9 @@ class ClusterMemoryOS:
             for name, values in self._latency.items():
                 for label, p in (("p50", 0.5), ("p95", 0.95), ("p99", 0.99)):
                     merged[f"{name}_{label}"] = _percentile(values, p)
-        damaged = [(user, why) for part in parts for user, why in (part.get("damaged") or {}).items()]
+        damaged = [
+            (user, why) for part in parts for user, why in (part.get("damaged") or {}).items()
+        ]
         merged["damaged"] = dict(sorted(damaged))  # each shard's users, by id
         merged["backend"] = type(self._host).__name__
         merged["shard_count"] = self.shards
@@ -422,9 +470,16 @@ class ClusterMemoryOS:
         out = []
         for n in range(self.shards):
             info = self._info(n)
-            out.append(ShardInfo(n, int(info["pid"]), str(info["node_id"]),
-                                 str(info["data_dir"]), float(info["started_at"]),
-                                 int(bool(info["restarted"]))))
+            out.append(
+                ShardInfo(
+                    n,
+                    int(info["pid"]),
+                    str(info["node_id"]),
+                    str(info["data_dir"]),
+                    float(info["started_at"]),
+                    int(bool(info["restarted"])),
+                )
+            )
         return out
 
     def _info(self, shard: int) -> dict[str, Any]:
@@ -432,8 +487,9 @@ class ClusterMemoryOS:
         deadline = time.monotonic() + self._settings.retry_seconds
         while True:
             try:
-                return self._host.result(self._host.submit(shard, "info"),
-                                         self._settings.call_timeout_seconds)
+                return self._host.result(
+                    self._host.submit(shard, "info"), self._settings.call_timeout_seconds
+                )
             except ShardDown as exc:
                 if time.monotonic() > deadline:
                     raise ActorCrashed(f"shard {shard} is down ({exc})") from None
@@ -475,8 +531,9 @@ class ClusterMemoryOS:
         target = user_id if user_id is not None else payload.get("user_id")
         uid = _check_user_id(target)
         suffix = ".json" if src.suffix.lower() == ".json" else ""
-        return self._call(self.shard_for(uid), "import_bytes", src.read_bytes(), suffix,
-                          user_id, retry=False)
+        return self._call(
+            self.shard_for(uid), "import_bytes", src.read_bytes(), suffix, user_id, retry=False
+        )
 
     def forget_user(self, user_id: str) -> ForgetReport:
         """See :meth:`MemoryOS.forget_user <memoryos_actors.MemoryOS.forget_user>`."""

@@ -36,8 +36,9 @@ class InProcessShardHost(ShardHost):
 
     def __init__(self, dirs: list[str], config: MemoryConfig) -> None:
         self.shards = len(dirs)
-        self._servers = [ShardServer(n, d, config, lock_wait_seconds=0.0)
-                         for n, d in enumerate(dirs)]
+        self._servers = [
+            ShardServer(n, d, config, lock_wait_seconds=0.0) for n, d in enumerate(dirs)
+        ]
 
     def submit(self, shard: int, method: str, *args: Any) -> Any:
         return (shard, method, args)
@@ -66,22 +67,33 @@ class InProcessCluster:
     call_timeout_seconds: float = 120.0
 
     def __post_init__(self) -> None:
-        if (isinstance(self.shards, bool) or not isinstance(self.shards, int)
-                or not 1 <= self.shards <= MAX_SHARDS):
+        if (
+            isinstance(self.shards, bool)
+            or not isinstance(self.shards, int)
+            or not 1 <= self.shards <= MAX_SHARDS
+        ):
             raise InvalidInput(f"shards must be an int in [1, {MAX_SHARDS}], got {self.shards!r}")
 
     def open_facade(self, data_dir: Path, config: MemoryConfig, clock: Clock) -> ClusterMemoryOS:
         """Open the shards over ``data_dir`` and return the facade (used by
         ``MemoryOS.open``)."""
         # No engine restarts a shard here, so there is nothing to retry for.
-        settings = ClusterSettings(retry_seconds=0.001,
-                                   call_timeout_seconds=self.call_timeout_seconds)
-        return open_cluster(data_dir, config, clock, self.shards, settings,
-                            lambda dirs: InProcessShardHost(dirs, config))
+        settings = ClusterSettings(
+            retry_seconds=0.001, call_timeout_seconds=self.call_timeout_seconds
+        )
+        return open_cluster(
+            data_dir,
+            config,
+            clock,
+            self.shards,
+            settings,
+            lambda dirs: InProcessShardHost(dirs, config),
+        )
 
 
-def open_data_dir(data_dir: str | os.PathLike[str], config: MemoryConfig | None = None, *,
-                  ray: bool = False) -> MemoryOS | ClusterMemoryOS:
+def open_data_dir(
+    data_dir: str | os.PathLike[str], config: MemoryConfig | None = None, *, ray: bool = False
+) -> MemoryOS | ClusterMemoryOS:
     """Open ``data_dir`` whatever its kind: an in-process data directory as
     :meth:`MemoryOS.open <memoryos_actors.MemoryOS.open>` does, a sharded one (it has
     ``shards.json``) with its recorded shard count, in this process or, with ``ray``, as

@@ -290,8 +290,10 @@ def rebalance_shards(data_dir: str | os.PathLike[str], shards: int) -> Rebalance
         raise InvalidInput(f"{root}: no such data directory")
     with DataDirLock(root):
         layout = read_layout(root)
-        before = 0 if layout is None else (
-            layout.rebalancing_from if layout.rebalancing_from is not None else layout.shards
+        before = (
+            0
+            if layout is None
+            else (layout.rebalancing_from if layout.rebalancing_from is not None else layout.shards)
         )
         if layout is not None and layout.rebalancing_from is not None and layout.shards != shards:
             raise ConfigError(
@@ -357,13 +359,16 @@ def unshard(data_dir: str | os.PathLike[str]) -> RebalanceReport:
                     moved.setdefault(uid, (0, -1))
             if not _remove_if_empty(only):
                 left = sorted(p.name for p in only.iterdir())
-                raise StorageError(f"{only} still holds {', '.join(left)} after its users "
-                                   "moved out; move or delete them, then run this again")
+                raise StorageError(
+                    f"{only} still holds {', '.join(left)} after its users "
+                    "moved out; move or delete them, then run this again"
+                )
             removed.append(str(only))
         try:
             (root / LAYOUT_FILE).unlink(missing_ok=True)
             fsync_dir(root)
         except OSError as exc:
-            raise StorageError(f"{root / LAYOUT_FILE}: cannot remove the shard layout: "
-                               f"{exc}") from exc
+            raise StorageError(
+                f"{root / LAYOUT_FILE}: cannot remove the shard layout: {exc}"
+            ) from exc
     return RebalanceReport(first.shards_before, 0, moved, tuple(removed))

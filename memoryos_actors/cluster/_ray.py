@@ -27,9 +27,7 @@ def _import_ray() -> Any:
     try:
         import ray
     except ImportError:
-        raise InvalidInput(
-            'RayCluster needs Ray: pip install "memoryos-actors[ray]"'
-        ) from None
+        raise InvalidInput('RayCluster needs Ray: pip install "memoryos-actors[ray]"') from None
     return ray
 
 
@@ -86,28 +84,45 @@ class RayCluster:
     lock_wait_seconds: float = 30.0
 
     def __post_init__(self) -> None:
-        if (isinstance(self.shards, bool) or not isinstance(self.shards, int)
-                or not 1 <= self.shards <= MAX_SHARDS):
+        if (
+            isinstance(self.shards, bool)
+            or not isinstance(self.shards, int)
+            or not 1 <= self.shards <= MAX_SHARDS
+        ):
             raise InvalidInput(f"shards must be an int in [1, {MAX_SHARDS}], got {self.shards!r}")
-        if isinstance(self.max_restarts, bool) or not isinstance(self.max_restarts, int) or (
-                self.max_restarts < -1):
+        if (
+            isinstance(self.max_restarts, bool)
+            or not isinstance(self.max_restarts, int)
+            or (self.max_restarts < -1)
+        ):
             raise InvalidInput(f"max_restarts must be an int >= -1, got {self.max_restarts!r}")
-        if (isinstance(self.max_concurrency, bool) or not isinstance(self.max_concurrency, int)
-                or self.max_concurrency < 1):
-            raise InvalidInput(f"max_concurrency must be an int >= 1, got "
-                               f"{self.max_concurrency!r}")
+        if (
+            isinstance(self.max_concurrency, bool)
+            or not isinstance(self.max_concurrency, int)
+            or self.max_concurrency < 1
+        ):
+            raise InvalidInput(f"max_concurrency must be an int >= 1, got {self.max_concurrency!r}")
         for name in ("retry_seconds", "call_timeout_seconds", "lock_wait_seconds"):
             _positive(getattr(self, name), name)
-        if self.num_cpus is not None and (isinstance(self.num_cpus, bool) or not isinstance(
-                self.num_cpus, (int, float)) or self.num_cpus < 0):
+        if self.num_cpus is not None and (
+            isinstance(self.num_cpus, bool)
+            or not isinstance(self.num_cpus, (int, float))
+            or self.num_cpus < 0
+        ):
             raise InvalidInput(f"num_cpus must be None or >= 0, got {self.num_cpus!r}")
 
     def open_facade(self, data_dir: Path, config: MemoryConfig, clock: Clock) -> ClusterMemoryOS:
         """Start the shards over ``data_dir`` and return the facade (used by
         ``MemoryOS.open``)."""
         settings = ClusterSettings(self.retry_seconds, self.call_timeout_seconds)
-        return open_cluster(data_dir, config, clock, self.shards, settings,
-                            lambda dirs: RayShardHost(self, dirs, config))
+        return open_cluster(
+            data_dir,
+            config,
+            clock,
+            self.shards,
+            settings,
+            lambda dirs: RayShardHost(self, dirs, config),
+        )
 
 
 class RayShardHost(ShardHost):
@@ -118,8 +133,11 @@ class RayShardHost(ShardHost):
         self._ray = ray
         self._started_ray = False
         if not ray.is_initialized():
-            ray.init(address=cluster.address, namespace=cluster.namespace,
-                     **{"include_dashboard": False, **cluster.init_kwargs})
+            ray.init(
+                address=cluster.address,
+                namespace=cluster.namespace,
+                **{"include_dashboard": False, **cluster.init_kwargs},
+            )
             self._started_ray = True
         self.shards = len(dirs)
         remote = ray.remote(ShardServer)
@@ -159,8 +177,13 @@ class RayShardHost(ShardHost):
             return self._ray.get(handle, timeout=timeout)
         except exc_mod.GetTimeoutError:
             raise TimeoutError(f"no answer within {timeout} s") from None
-        except (exc_mod.RayActorError, exc_mod.WorkerCrashedError, exc_mod.ObjectLostError,
-                exc_mod.LocalRayletDiedError, exc_mod.NodeDiedError) as exc:
+        except (
+            exc_mod.RayActorError,
+            exc_mod.WorkerCrashedError,
+            exc_mod.ObjectLostError,
+            exc_mod.LocalRayletDiedError,
+            exc_mod.NodeDiedError,
+        ) as exc:
             raise ShardDown(type(exc).__name__) from None
         except exc_mod.RayTaskError as exc:
             cause = getattr(exc, "cause", None)
@@ -173,10 +196,9 @@ class RayShardHost(ShardHost):
         for actor in self._actors:
             try:
                 ray.kill(actor, no_restart=True)
-            except Exception:  # noqa: BLE001 - already gone
+            except Exception:  # noqa: BLE001, S110 - already gone
                 pass
         self._actors = []
         if self._started_ray:
             self._started_ray = False
             ray.shutdown()
-

@@ -29,13 +29,34 @@ __all__ = ["ShardServer", "error_from_reply", "error_reply"]
 
 #: Facade methods a shard serves as they are (the arguments were checked by the facade
 #: only as far as routing needs; the shard's MemoryOS checks the rest).
-_PLAIN = frozenset({
-    "add_turn", "retrieve", "set_user_profile", "set_agent_profile", "stats", "users",
-    "user_state", "archive", "archived_memories", "stored_page_ids", "flush", "forget_user",
-    "repair_user", "passivate",
-    "active_users", "tree", "user_phase", "user_epoch", "kill_actor",
-    "memories", "get_memory", "delete_memory", "correct_memory", "memory_history",
-})
+_PLAIN = frozenset(
+    {
+        "add_turn",
+        "retrieve",
+        "set_user_profile",
+        "set_agent_profile",
+        "stats",
+        "users",
+        "user_state",
+        "archive",
+        "archived_memories",
+        "stored_page_ids",
+        "flush",
+        "forget_user",
+        "repair_user",
+        "passivate",
+        "active_users",
+        "tree",
+        "user_phase",
+        "user_epoch",
+        "kill_actor",
+        "memories",
+        "get_memory",
+        "delete_memory",
+        "correct_memory",
+        "memory_history",
+    }
+)
 
 
 def error_reply(exc: MemoryOSError) -> tuple[str, str, str]:
@@ -141,8 +162,9 @@ class ShardServer:
     def _do_ping(self) -> int:
         return self.shard
 
-    def _do_reply(self, user_id: str, query: str, assistant_id: str,
-                  fallback: bool = True) -> tuple[str, bool, str | None, str]:
+    def _do_reply(
+        self, user_id: str, query: str, assistant_id: str, fallback: bool = True
+    ) -> tuple[str, bool, str | None, str]:
         """The reply ``chat_reply`` would give, as ``(text, degraded, reason, backend)``,
         without storing the turn (the facade stores it with a turn key, so a retry after a
         shard death stores it once). Raises as :meth:`MemoryOS.chat_reply` does. A user with
@@ -150,8 +172,11 @@ class ShardServer:
         assert self.mem is not None
         ctx = self.mem._chat_context(user_id, query, assistant_id)
         result = self.mem.gateway_service.complete(
-            "chat_reply", {"context": ctx.render(), "query": query}, user_id=user_id,
-            fallback=fallback, raise_config_errors=True,
+            "chat_reply",
+            {"context": ctx.render(), "query": query},
+            user_id=user_id,
+            fallback=fallback,
+            raise_config_errors=True,
         )
         return (str(result.data["reply"]), result.degraded, result.reason, result.backend)
 

@@ -302,7 +302,9 @@ def load_conversation(sample: Mapping[str, Any]) -> Conversation:
         try:
             start = parse_session_datetime(str(body[date_key]))
         except (KeyError, ValueError) as exc:
-            raise DatasetError(f"{sample_id}: session {number} has no usable {date_key}: {exc}")
+            raise DatasetError(
+                f"{sample_id}: session {number} has no usable {date_key}: {exc}"
+            ) from exc
         sessions.append((number, start, body[f"session_{number}"]))
     pages = build_pages(sessions, speaker_a, speaker_b)
     known = {dia_id for page in pages for dia_id in page.dia_ids}
@@ -361,9 +363,7 @@ def load_locomo(path: str | os.PathLike[str], limit: int | None = None) -> list[
     try:
         samples = json.loads(file.read_text(encoding="utf-8"))
     except json.JSONDecodeError as exc:
-        raise DatasetError(
-            f"{file}:{exc.lineno}:{exc.colno}: not valid JSON ({exc.msg})"
-        ) from None
+        raise DatasetError(f"{file}:{exc.lineno}:{exc.colno}: not valid JSON ({exc.msg})") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise DatasetError(f"{file}: cannot read: {exc}") from exc
     if not isinstance(samples, list):

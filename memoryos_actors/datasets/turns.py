@@ -78,10 +78,15 @@ def _parse(text: str, where: str, number: int) -> TurnRecord:
             raise DatasetError(f"{where}: 'timestamp' must be a number of seconds, got {ts!r}")
         ts = float(ts)
     key = rec.get("turn_key")
-    if key is not None and (not isinstance(key, str) or not key
-                            or len(key.encode("utf-8", "surrogatepass")) > MAX_TURN_KEY_BYTES):
-        raise DatasetError(f"{where}: 'turn_key' must be a string of 1 to "
-                           f"{MAX_TURN_KEY_BYTES} bytes, got {key!r:.60}")
+    if key is not None and (
+        not isinstance(key, str)
+        or not key
+        or len(key.encode("utf-8", "surrogatepass")) > MAX_TURN_KEY_BYTES
+    ):
+        raise DatasetError(
+            f"{where}: 'turn_key' must be a string of 1 to "
+            f"{MAX_TURN_KEY_BYTES} bytes, got {key!r:.60}"
+        )
     return TurnRecord(user_id, query, response, ts, number, key)
 
 

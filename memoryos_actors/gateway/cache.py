@@ -108,5 +108,9 @@ class LRUCache(Generic[V]):
     def stats(self) -> dict[str, int]:
         """``{"hits", "misses", "size", "maxsize"}``."""
         with self._lock:
-            return {"hits": self.hits, "misses": self.misses, "size": len(self._data),
-                    "maxsize": self.maxsize}
+            return {
+                "hits": self.hits,
+                "misses": self.misses,
+                "size": len(self._data),
+                "maxsize": self.maxsize,
+            }

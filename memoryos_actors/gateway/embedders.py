@@ -57,8 +57,9 @@ def file_sha256(path: str | os.PathLike[str], chunk: int = 1 << 20) -> str:
     return h.hexdigest()
 
 
-def verify_model_dir(model_dir: str | os.PathLike[str], expected_sha256: str | None = None
-                     ) -> str | None:
+def verify_model_dir(
+    model_dir: str | os.PathLike[str], expected_sha256: str | None = None
+) -> str | None:
     """Check a local model directory before anything loads it.
 
     The expected digest is ``expected_sha256``, else the one :data:`KNOWN_MODEL_SHA256`
@@ -89,6 +90,7 @@ def verify_model_dir(model_dir: str | os.PathLike[str], expected_sha256: str | N
             "refusing to load these weights"
         )
     return actual
+
 
 # Stands in for a text with no tokens, so even "" gets a deterministic unit vector.
 _EMPTY_TOKEN = "\x00empty"
@@ -158,8 +160,13 @@ class HashingEmbedder:
         cols = (feat_h % np.uint64(self.dim)).astype(np.int64)
         signs = np.where((feat_h >> np.uint64(63)) & np.uint64(1), -1.0, 1.0).astype(np.float32)
         flat = np.array(rows, dtype=np.int64) * self.dim + cols
-        out = np.bincount(flat, weights=signs * np.array(vals, dtype=np.float64),
-                          minlength=n * self.dim).astype(np.float32).reshape(n, self.dim)
+        out = (
+            np.bincount(
+                flat, weights=signs * np.array(vals, dtype=np.float64), minlength=n * self.dim
+            )
+            .astype(np.float32)
+            .reshape(n, self.dim)
+        )
         norms = np.sqrt(np.einsum("ij,ij->i", out, out))[:, None]
         # A row can cancel to zero only by an astronomically unlikely collision pattern;
         # fall back to the empty-text vector so every row stays a unit vector.
@@ -245,8 +252,13 @@ class LiteLLMEmbedder:
         """The typed error for a configuration-class failure of this embedder's calls."""
         from memoryos_actors.gateway.failures import config_error
 
-        return config_error(exc, model=self.model, api_base=self.api_base,
-                            api_key_env=self.api_key_env, setting="embedding_model")
+        return config_error(
+            exc,
+            model=self.model,
+            api_base=self.api_base,
+            api_key_env=self.api_key_env,
+            setting="embedding_model",
+        )
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """Embed ``texts`` with one provider call; rows are re-normalised to unit length."""
@@ -256,8 +268,12 @@ class LiteLLMEmbedder:
         from memoryos_actors.gateway.litellm_backend import import_litellm
 
         litellm = import_litellm()
-        kwargs: dict[str, Any] = {"model": self.model, "input": list(texts),
-                                  "timeout": self.timeout, "max_retries": _NO_RETRIES}
+        kwargs: dict[str, Any] = {
+            "model": self.model,
+            "input": list(texts),
+            "timeout": self.timeout,
+            "max_retries": _NO_RETRIES,
+        }
         if self.api_base:
             kwargs["api_base"] = self.api_base
         if self.api_key_env:
@@ -271,7 +287,9 @@ class LiteLLMEmbedder:
             items = sorted(resp.data, key=lambda d: _get(d, "index"))
             mat = np.array([_get(d, "embedding") for d in items], dtype=np.float32)
         except Exception:  # noqa: BLE001 - a malformed body is a retryable provider fault
-            raise ProviderCallError("embedding answer was malformed", category="malformed") from None
+            raise ProviderCallError(
+                "embedding answer was malformed", category="malformed"
+            ) from None
         if mat.shape[0] != len(texts):
             raise ProviderCallError(
                 f"provider returned {mat.shape[0]} embeddings for {len(texts)} texts",
@@ -336,8 +354,10 @@ class SentenceTransformerEmbedder:
         except TypeError:  # older sentence-transformers without local_files_only
             kwargs.pop("local_files_only", None)
             self._model = SentenceTransformer(model, **kwargs)
-        get_dim = getattr(self._model, "get_embedding_dimension", None) or getattr(
-            self._model, "get_sentence_embedding_dimension")
+        get_dim = (
+            getattr(self._model, "get_embedding_dimension", None)
+            or self._model.get_sentence_embedding_dimension
+        )
         dim = get_dim()
         if dim is None:
             dim = int(self._model.encode(["dimension probe"]).shape[1])
@@ -381,4 +401,3 @@ def make_embedder(config: Any) -> Embedder:
             num_threads=cfg(config, "embedding_threads", 1),
         )
     raise ConfigError(f"embedder must be hashing, litellm or sentence-transformers, got {kind!r}")
-

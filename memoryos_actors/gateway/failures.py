@@ -154,8 +154,11 @@ def _is_unreachable(chain: list[BaseException]) -> bool:
 
 def _secrets() -> list[str]:
     """Values that must never be shown: API keys in the environment (8+ characters)."""
-    return [v for k, v in os.environ.items()
-            if len(v) >= 8 and k.upper().endswith(("_KEY", "_TOKEN", "_SECRET"))]
+    return [
+        v
+        for k, v in os.environ.items()
+        if len(v) >= 8 and k.upper().endswith(("_KEY", "_TOKEN", "_SECRET"))
+    ]
 
 
 def mask_secrets(text: str, secrets: list[str] | None = None) -> str:
@@ -185,8 +188,12 @@ def _secret_like(word: str, keys: list[str]) -> bool:
         return False
     if "**" in word or re.match(r"(?:sk|pk|rk|ak)[-_]", word, re.IGNORECASE):
         return True
-    return (len(word) >= 24 and "/" not in word and any(c.isdigit() for c in word)
-            and any(c.isalpha() for c in word))
+    return (
+        len(word) >= 24
+        and "/" not in word
+        and any(c.isdigit() for c in word)
+        and any(c.isalpha() for c in word)
+    )
 
 
 def _one_line(text: str) -> str:
@@ -262,12 +269,20 @@ def classify_error(exc: BaseException, secrets: list[str] | None = None) -> Prov
         retryable = bool(mro_names & _RETRYABLE_NAMES) or isinstance(
             exc, (TimeoutError, ConnectionError)
         )
-    if status in (401, 403) or mro_names & {"AuthenticationError", "PermissionDeniedError"} \
-            or _MISSING_KEY_RE.search(text):
+    if (
+        status in (401, 403)
+        or mro_names & {"AuthenticationError", "PermissionDeniedError"}
+        or _MISSING_KEY_RE.search(text)
+    ):
         category, retryable = "auth", False
-    elif status == 404 or "NotFoundError" in mro_names or (
-        (status == 400 or "BadRequestError" in mro_names)
-        and "response_format" not in text and _BAD_MODEL_RE.search(text)
+    elif (
+        status == 404
+        or "NotFoundError" in mro_names
+        or (
+            (status == 400 or "BadRequestError" in mro_names)
+            and "response_format" not in text
+            and _BAD_MODEL_RE.search(text)
+        )
     ):
         category, retryable = "not_found", False
     elif _is_unreachable(chain):
@@ -276,8 +291,10 @@ def classify_error(exc: BaseException, secrets: list[str] | None = None) -> Prov
         category = "rate_limited"
     elif "Timeout" in name or isinstance(exc, TimeoutError):
         category = "timeout"
-    elif "Connection" in name or "ClientConnectionError" in mro_names or isinstance(
-        exc, ConnectionError
+    elif (
+        "Connection" in name
+        or "ClientConnectionError" in mro_names
+        or isinstance(exc, ConnectionError)
     ):
         category = "connection"
     elif status is not None and status >= 500:
@@ -317,27 +334,50 @@ def config_error(
     where = api_base or "the provider"
     if exc.category == "auth":
         if exc.status in (401, 403):
-            fix = (f"put a valid key in ${api_key_env} (llm_api_key_env)" if api_key_env
-                   else "set llm_api_key_env to the variable holding a valid key")
+            fix = (
+                f"put a valid key in ${api_key_env} (llm_api_key_env)"
+                if api_key_env
+                else "set llm_api_key_env to the variable holding a valid key"
+            )
             return ProviderAuthError(
                 f"{what} {model}: the provider rejected the API key ({status}{reason}): {fix}",
-                reason=reason, hint=fix, status=exc.status)
-        fix = (f"export {api_key_env}=<your key>" if api_key_env else
-               "export the provider's key variable (e.g. OPENAI_API_KEY) or set "
-               "llm_api_key_env to the variable holding it")
-        return ProviderAuthError(f"{what} {model}: no API key ({reason}): {fix}",
-                                 reason=reason, hint=fix, status=exc.status)
+                reason=reason,
+                hint=fix,
+                status=exc.status,
+            )
+        fix = (
+            f"export {api_key_env}=<your key>"
+            if api_key_env
+            else "export the provider's key variable (e.g. OPENAI_API_KEY) or set "
+            "llm_api_key_env to the variable holding it"
+        )
+        return ProviderAuthError(
+            f"{what} {model}: no API key ({reason}): {fix}",
+            reason=reason,
+            hint=fix,
+            status=exc.status,
+        )
     if exc.category == "not_found":
-        fix = (f"check {setting} (litellm's provider/model name, e.g. openai/gpt-4o-mini)"
-               + (" and llm_base_url (OpenAI-compatible servers usually end in /v1)"
-                  if api_base else ""))
+        fix = f"check {setting} (litellm's provider/model name, e.g. openai/gpt-4o-mini)" + (
+            " and llm_base_url (OpenAI-compatible servers usually end in /v1)" if api_base else ""
+        )
         return ProviderModelNotFound(
             f"{what} {model}: {where} does not serve this model ({status}{reason}): {fix}",
-            reason=reason, hint=fix, status=exc.status)
-    fix = ("start the server there or fix llm_base_url" if api_base
-           else "check the network or set llm_base_url")
-    return ProviderUnreachable(f"{what} {model}: cannot reach {where} ({reason}): {fix}",
-                               reason=reason, hint=fix, status=exc.status)
+            reason=reason,
+            hint=fix,
+            status=exc.status,
+        )
+    fix = (
+        "start the server there or fix llm_base_url"
+        if api_base
+        else "check the network or set llm_base_url"
+    )
+    return ProviderUnreachable(
+        f"{what} {model}: cannot reach {where} ({reason}): {fix}",
+        reason=reason,
+        hint=fix,
+        status=exc.status,
+    )
 
 
 class HTTPStatusError(Exception):
@@ -360,10 +400,14 @@ def degraded_reason(exc: ProviderCallError) -> str:
     status, never the provider's body (a configuration error adds its masked reason)."""
     what = exc.message.removeprefix("provider call failed: ")
     if exc.is_config_error:
-        label = {"auth": "API key rejected or missing", "not_found": "unknown model",
-                 "unreachable": "base URL unreachable"}[exc.category]
+        label = {
+            "auth": "API key rejected or missing",
+            "not_found": "unknown model",
+            "unreachable": "base URL unreachable",
+        }[exc.category]
         return f"provider misconfigured: {label} ({what}" + (
-            f": {exc.reason})" if exc.reason else ")")
+            f": {exc.reason})" if exc.reason else ")"
+        )
     if exc.category == "malformed":
         return f"provider answer invalid: {what}"
     if exc.category in ("timeout", "connection", "server_error", "rate_limited"):
@@ -403,10 +447,10 @@ class ProviderHealth:
         with self._lock:
             last = self._last[0] if self._last else None
         return "provider unavailable: circuit breaker open" + (
-            f" (last failure: {last})" if last else "")
+            f" (last failure: {last})" if last else ""
+        )
 
-    def snapshot(self, *, offline: bool, backend: str,
-                 breakers: dict[str, str]) -> dict[str, Any]:
+    def snapshot(self, *, offline: bool, backend: str, breakers: dict[str, str]) -> dict[str, Any]:
         """The provider's state (see ``GatewayService.provider_health``)."""
         with self._lock:
             last, misconfigured = self._last, bool(self._config)
@@ -423,6 +467,5 @@ class ProviderHealth:
             "backend": backend,
             "breaker": dict(breakers),
             "last_error": last[0] if last else None,
-            "last_error_age_seconds": (round(max(0.0, self._now() - last[1]), 3)
-                                       if last else None),
+            "last_error_age_seconds": (round(max(0.0, self._now() - last[1]), 3) if last else None),
         }

@@ -47,6 +47,7 @@ __all__ = ["LiteLLMBackend", "classify_error", "estimate_tokens", "import_litell
 _import_lock = threading.Lock()
 _litellm: ModuleType | None = None
 
+
 def import_litellm() -> ModuleType:
     """Import litellm once (thread-safe), pinning it to its local price map."""
     global _litellm
@@ -141,8 +142,9 @@ class LiteLLMBackend:
 
     def config_error(self, exc: ProviderCallError) -> ProviderConfigError:
         """The typed error for a configuration-class failure of this backend's calls."""
-        return config_error(exc, model=self.model, api_base=self.api_base,
-                            api_key_env=self.api_key_env)
+        return config_error(
+            exc, model=self.model, api_base=self.api_base, api_key_env=self.api_key_env
+        )
 
     def _key_list(self) -> list[str]:
         key = self._api_key()
@@ -161,7 +163,9 @@ class LiteLLMBackend:
 
     # ------------------------------------------------------------------ litellm
 
-    def _litellm_kwargs(self, litellm: ModuleType, kind: str, payload: dict[str, Any]) -> dict[str, Any]:
+    def _litellm_kwargs(
+        self, litellm: ModuleType, kind: str, payload: dict[str, Any]
+    ) -> dict[str, Any]:
         kwargs: dict[str, Any] = {
             "model": self.model,
             "messages": render_messages(kind, payload),
@@ -259,8 +263,12 @@ class LiteLLMBackend:
             body["response_format"] = {"type": "json_object"}
         try:
             status, headers, raw = await self._post(body)
-            if (status in (400, 422) and json_mode and self.json_mode == "auto"
-                    and b"response_format" in raw):
+            if (
+                status in (400, 422)
+                and json_mode
+                and self.json_mode == "auto"
+                and b"response_format" in raw
+            ):
                 # The server refuses JSON mode (its error names the field): stop asking
                 # for it, and ask again without. The body is read for that word only.
                 self._json_ok = False
@@ -288,7 +296,8 @@ class LiteLLMBackend:
         if self._price is None:
             if self._price_lookup is None:  # one lookup, shared by concurrent first calls
                 self._price_lookup = asyncio.get_running_loop().run_in_executor(
-                    None, self._lookup_price)
+                    None, self._lookup_price
+                )
             self._price = await self._price_lookup
         cost = prompt_tokens * self._price[0] + completion_tokens * self._price[1]
         return BackendResult(data, prompt_tokens, completion_tokens, cost)
@@ -305,13 +314,16 @@ class LiteLLMBackend:
             spec = importlib.util.find_spec("litellm")
             if spec is None or spec.origin is None:
                 return (0.0, 0.0)
-            path = os.path.join(os.path.dirname(spec.origin),
-                                "model_prices_and_context_window_backup.json")
+            path = os.path.join(
+                os.path.dirname(spec.origin), "model_prices_and_context_window_backup.json"
+            )
             with open(path, encoding="utf-8") as fh:
                 prices = json.load(fh)
             entry = prices.get(self.model) or prices.get(self.model.split("/", 1)[-1]) or {}
-            return (float(entry.get("input_cost_per_token") or 0.0),
-                    float(entry.get("output_cost_per_token") or 0.0))
+            return (
+                float(entry.get("input_cost_per_token") or 0.0),
+                float(entry.get("output_cost_per_token") or 0.0),
+            )
         except (OSError, ValueError, TypeError, AttributeError):
             return (0.0, 0.0)  # no price map or no price: cost unknown (0)
 

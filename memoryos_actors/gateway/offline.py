@@ -45,13 +45,44 @@ _FACT_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
         (r"^(?:and |but |so |well,? |also,? )?i live\b", "User lives"),
         (r"^(?:and |but |so |well,? |also,? )?i study\b", "User studies"),
         (r"^(?:and |but |so |well,? |also,? )?i(?:'ve| have)\b", "User has"),
-        (r"^(?:and |but |so |well,? |also,? )?my (?P<what>[\w' -]{1,40}?) (?P<verb>is|are)\b",
-         "User's {what} {verb}"),
+        (
+            r"^(?:and |but |so |well,? |also,? )?my (?P<what>[\w' -]{1,40}?) (?P<verb>is|are)\b",
+            "User's {what} {verb}",
+        ),
     )
 )
 # "I'm <word>" where <word> is a passing state, not a fact about the person.
 _TRANSIENT = frozenset(
-    ["sure", "not", "wondering", "curious", "asking", "thinking", "looking", "trying", "going", "just", "here", "back", "fine", "good", "glad", "sorry", "afraid", "okay", "ok", "ready", "done", "busy", "tired", "bored", "confused", "happy", "sad", "excited"]
+    [
+        "sure",
+        "not",
+        "wondering",
+        "curious",
+        "asking",
+        "thinking",
+        "looking",
+        "trying",
+        "going",
+        "just",
+        "here",
+        "back",
+        "fine",
+        "good",
+        "glad",
+        "sorry",
+        "afraid",
+        "okay",
+        "ok",
+        "ready",
+        "done",
+        "busy",
+        "tired",
+        "bored",
+        "confused",
+        "happy",
+        "sad",
+        "excited",
+    ]
 )
 # Assistant self-statements that describe the assistant's persona.
 _AGENT_RE = re.compile(
@@ -67,12 +98,32 @@ _NEGATIVE_RE = re.compile(
 # is cued by these tokens as well as by the words of its own name.
 _CUE_LEXICON: dict[str, tuple[str, ...]] = {
     "music": ("guitar", "piano", "song", "songs", "band", "concert", "sing", "singing", "jazz"),
-    "sport": ("football", "soccer", "basketball", "tennis", "running", "gym", "marathon",
-              "swimming", "cycling", "workout"),
+    "sport": (
+        "football",
+        "soccer",
+        "basketball",
+        "tennis",
+        "running",
+        "gym",
+        "marathon",
+        "swimming",
+        "cycling",
+        "workout",
+    ),
     "travel": ("trip", "flight", "vacation", "abroad", "hiking", "journey", "tourism"),
     "food": ("cook", "cooking", "recipe", "restaurant", "pizza", "sushi", "baking", "cuisine"),
-    "technology": ("computer", "programming", "code", "coding", "software", "python", "ai",
-                   "robot", "gadget", "tech"),
+    "technology": (
+        "computer",
+        "programming",
+        "code",
+        "coding",
+        "software",
+        "python",
+        "ai",
+        "robot",
+        "gadget",
+        "tech",
+    ),
     "science": ("physics", "chemistry", "biology", "research", "experiment", "astronomy"),
     "art": ("painting", "drawing", "museum", "sculpture", "design", "sketch"),
     "reading": ("book", "books", "novel", "novels", "reading", "literature", "poetry"),
@@ -81,8 +132,18 @@ _CUE_LEXICON: dict[str, tuple[str, ...]] = {
     "health": ("doctor", "medicine", "diet", "exercise", "sleep", "fitness"),
     "finance": ("money", "invest", "investing", "stock", "stocks", "budget", "savings"),
     "education": ("school", "university", "study", "studying", "exam", "course", "learn"),
-    "family": ("mother", "father", "mom", "dad", "sister", "brother", "kids", "children", "wife",
-               "husband"),
+    "family": (
+        "mother",
+        "father",
+        "mom",
+        "dad",
+        "sister",
+        "brother",
+        "kids",
+        "children",
+        "wife",
+        "husband",
+    ),
     "social": ("friends", "party", "parties", "meetup", "people"),
     "pet": ("dog", "dogs", "cat", "cats", "puppy", "kitten"),
     "nature": ("garden", "gardening", "forest", "mountains", "ocean", "camping"),
@@ -307,8 +368,12 @@ def _memory_statements(context: str, query: str) -> list[str]:
         line = _STAMP.sub("", line).strip(" -*\t")
         for part in _SPEAKER.split(line):
             text = part.strip(" -*\t")
-            if (len(tokenize(text)) < 3 or text.startswith((_QUOTE_OPENER, _NOTHING_REPLY))
-                    or text.endswith("?") or " ".join(text.split()).casefold() == asked):
+            if (
+                len(tokenize(text)) < 3
+                or text.startswith((_QUOTE_OPENER, _NOTHING_REPLY))
+                or text.endswith("?")
+                or " ".join(text.split()).casefold() == asked
+            ):
                 continue
             out.append(text)
     return _dedupe(out)

@@ -217,8 +217,10 @@ def _trait_guide() -> str:
         by_cat: dict[str, list[str]] = {}
         for t in TRAITS:
             by_cat.setdefault(t.category, []).append(t.name)
-        lines = ["Trait names you may use (a name from this list, exactly as written; "
-                 "traits with any other name are ignored), by category:"]
+        lines = [
+            "Trait names you may use (a name from this list, exactly as written; "
+            "traits with any other name are ignored), by category:"
+        ]
         lines.extend(f"- {cat}: {', '.join(names)}" for cat, names in by_cat.items())
         _TRAIT_GUIDE = "\n".join(lines)
     return _TRAIT_GUIDE
@@ -259,10 +261,10 @@ PROMPTS: dict[str, PromptSpec] = {
         system=_SYSTEM,
         shape=(
             '{"pages": [one object per input page, in the same order: {"continues": true|false'
-            '  (does this page continue the topic of the page just before it; for the first'
-            ' page, previous_page),'
+            "  (does this page continue the topic of the page just before it; for the first"
+            " page, previous_page),"
             ' "meta_chain": "one-paragraph summary of the dialogue chain up to and including'
-            ' this page (extend the chain before it if continues, else summarise this page'
+            " this page (extend the chain before it if continues, else summarise this page"
             ' alone)", "keywords": ["up to 12 lower-case topic keywords of this page"]}]}'
         ),
         payload_keys=("pages", "previous_page", "previous_meta_chain"),
@@ -286,7 +288,7 @@ PROMPTS: dict[str, PromptSpec] = {
         shape=(
             '{"traits": [{"name": "a trait name from the list above", "level":'
             ' "low|medium|high", "evidence": "short quote from the user"}]  (only traits the'
-            ' pages show),'
+            " pages show),"
             ' "facts": ["stable facts the user stated about themselves, third person"],'
             ' "agent_traits": ["what the assistant stated about itself"]}'
         ),
@@ -303,7 +305,7 @@ PROMPTS: dict[str, PromptSpec] = {
             ' "keywords": ["up to 12 lower-case topic keywords"],'
             ' "traits": [{"name": "a trait name from the list above", "level":'
             ' "low|medium|high", "evidence": "short quote from the user"}]  (only traits the'
-            ' pages show),'
+            " pages show),"
             ' "facts": ["stable facts the user stated about themselves, third person"],'
             ' "agent_traits": ["what the assistant stated about itself"]}'
         ),

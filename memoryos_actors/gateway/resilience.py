@@ -121,7 +121,10 @@ class CircuitBreaker:
     """
 
     def __init__(
-        self, failure_threshold: int = 5, reset_seconds: float = 30.0, clock: ClockLike | None = None
+        self,
+        failure_threshold: int = 5,
+        reset_seconds: float = 30.0,
+        clock: ClockLike | None = None,
     ) -> None:
         if failure_threshold < 1:
             raise ValueError("failure_threshold must be >= 1")

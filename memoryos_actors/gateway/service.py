@@ -126,7 +126,9 @@ class _EmbedBatcher:
         self._queue: deque[_Request] = deque()
         self._queued_texts = 0
         self._closed = False
-        self._thread = threading.Thread(target=self._run, name="memoryos-embed-batcher", daemon=True)
+        self._thread = threading.Thread(
+            target=self._run, name="memoryos-embed-batcher", daemon=True
+        )
         self._thread.start()
 
     def submit(self, texts: list[str]) -> np.ndarray:
@@ -200,8 +202,7 @@ class _LoopThread:
     def __init__(self) -> None:
         self.loop = asyncio.new_event_loop()
         self._ready = threading.Event()
-        self.thread = threading.Thread(target=self._run, name="memoryos-gateway-loop",
-                                       daemon=True)
+        self.thread = threading.Thread(target=self._run, name="memoryos-gateway-loop", daemon=True)
         self.thread.start()
         self._ready.wait()
 
@@ -229,7 +230,7 @@ class _LoopThread:
             if cleanup is not None:
                 try:
                     await cleanup()
-                except Exception:  # noqa: BLE001 - closing connections is best effort
+                except Exception:  # noqa: BLE001, S110 - closing connections is best effort
                     pass
             await self.loop.shutdown_default_executor()
 
@@ -377,8 +378,13 @@ class GatewayService:
         if self._loop_thread is not None and self._loop_thread.thread is threading.current_thread():
             raise RuntimeError("complete() would block the gateway's own event loop")
         try:
-            return self.submit(kind, payload, user_id=user_id, fallback=fallback,
-                               raise_config_errors=raise_config_errors).result()
+            return self.submit(
+                kind,
+                payload,
+                user_id=user_id,
+                fallback=fallback,
+                raise_config_errors=raise_config_errors,
+            ).result()
         except concurrent.futures.CancelledError:
             raise SystemClosed("the gateway closed before the call ended") from None
 
@@ -418,8 +424,9 @@ class GatewayService:
             self._jobs += 1
             self._jobs_peak = max(self._jobs_peak, self._jobs)
         try:
-            future = self._loop().run(self._complete_async(
-                key, kind, payload, user_id, fallback, raise_config_errors))
+            future = self._loop().run(
+                self._complete_async(key, kind, payload, user_id, fallback, raise_config_errors)
+            )
         except BaseException:
             with self._jobs_lock:
                 self._jobs -= 1
@@ -446,8 +453,13 @@ class GatewayService:
         return lt
 
     async def _complete_async(
-        self, key: str, kind: str, payload: dict[str, Any], user_id: str | None,
-        fallback: bool = True, raise_config_errors: bool = False,
+        self,
+        key: str,
+        kind: str,
+        payload: dict[str, Any],
+        user_id: str | None,
+        fallback: bool = True,
+        raise_config_errors: bool = False,
     ) -> Completion:
         t0 = time.perf_counter()
         if self._primary is None:
@@ -462,15 +474,16 @@ class GatewayService:
         except _BreakerOpen:
             reason = self._health.breaker_reason()
         else:
-            return self._finish(key, kind, user_id, result, self._primary.name, t0,
-                                degraded=False)
+            return self._finish(key, kind, user_id, result, self._primary.name, t0, degraded=False)
         if not fallback:
             raise ProviderUnavailable(
-                f"{self._primary.name}: {reason}; no offline fallback was allowed")
+                f"{self._primary.name}: {reason}; no offline fallback was allowed"
+            )
         result = self._offline.call(kind, payload)
         self._enqueue_redo(kind, payload, user_id)
-        return self._finish(key, kind, user_id, result, self._offline.name, t0, degraded=True,
-                            reason=reason)
+        return self._finish(
+            key, kind, user_id, result, self._offline.name, t0, degraded=True, reason=reason
+        )
 
     @staticmethod
     def _config_error(exc: ProviderCallError, source: Any) -> ProviderConfigError:
@@ -478,8 +491,9 @@ class GatewayService:
         build = getattr(source, "config_error", None)
         if callable(build):
             return build(exc)
-        return config_error(exc, model=getattr(source, "name", "provider"), api_base=None,
-                            api_key_env=None)
+        return config_error(
+            exc, model=getattr(source, "name", "provider"), api_base=None, api_key_env=None
+        )
 
     def provider_health(self) -> dict[str, Any]:
         """What a readiness probe and ``stats()`` say about the configured provider.
@@ -494,8 +508,10 @@ class GatewayService:
         return self._health.snapshot(
             offline=self._primary is None and self._local_embedder,
             backend=self.backend_name,
-            breakers={"completion": self._breaker.state.value,
-                      "embedding": self._embed_breaker.state.value},
+            breakers={
+                "completion": self._breaker.state.value,
+                "embedding": self._embed_breaker.state.value,
+            },
         )
 
     def _finish(
@@ -668,9 +684,11 @@ class GatewayService:
                 kind, payload, user_id = item
                 t0 = time.perf_counter()
                 try:
-                    result = self._loop().run(
-                        self._provider_call(kind, payload, user_id, RetryPolicy(0))
-                    ).result()
+                    result = (
+                        self._loop()
+                        .run(self._provider_call(kind, payload, user_id, RetryPolicy(0)))
+                        .result()
+                    )
                 except (ProviderCallError, _BreakerOpen, concurrent.futures.CancelledError):
                     break
                 with self._pending_lock:
@@ -712,10 +730,10 @@ class GatewayService:
         keys = [content_key("embed", name, t) for t in texts]
         rows: list[np.ndarray | None] = [self._embeddings.get(k) for k in keys]
         if user_id is not None:
-            for k, r in zip(keys, rows):
+            for k, r in zip(keys, rows, strict=True):
                 if r is not None:
                     self._embeddings.note_owner(k, user_id)
-        missing = list(dict.fromkeys(t for t, r in zip(texts, rows) if r is None))
+        missing = list(dict.fromkeys(t for t, r in zip(texts, rows, strict=True) if r is None))
         self._acct.record_embed_request(len(texts), sum(r is not None for r in rows))
         if missing:
             # Coalescing saves round trips to a provider; an in-process embedder gains
@@ -724,7 +742,7 @@ class GatewayService:
                 mat = self._batcher.submit(missing)
             else:
                 mat = self._embed_direct(missing)
-            fresh = dict(zip(missing, mat))
+            fresh = dict(zip(missing, mat, strict=True))
             for i, t in enumerate(texts):
                 if rows[i] is None:
                     rows[i] = fresh[t]

@@ -25,7 +25,19 @@ _EXPORTS: dict[str, str] = {
     "TokenBucket": "memoryos_actors.server.ratelimit",
 }
 
-__all__ = sorted(_EXPORTS)
+# Written out (tools read it without importing the package); a test checks it names
+# exactly the lazily loaded names above.
+__all__ = [
+    "KeyRecord",
+    "KeyStore",
+    "RateLimiter",
+    "ServerSettings",
+    "TokenBucket",
+    "build_mcp",
+    "create_app",
+    "serve",
+    "serve_mcp_stdio",
+]
 
 
 __getattr__ = lazy_getattr(__name__, _EXPORTS, globals())

@@ -82,13 +82,27 @@ from .tenancy import (
 
 __all__ = ["ServerSettings", "create_app"]
 
-_PUBLIC = frozenset({"/healthz", "/readyz", "/metrics", "/docs", "/docs/oauth2-redirect",
-                     "/docs/assets",
-                     "/openapi.json"})
+_PUBLIC = frozenset(
+    {
+        "/healthz",
+        "/readyz",
+        "/metrics",
+        "/docs",
+        "/docs/oauth2-redirect",
+        "/docs/assets",
+        "/openapi.json",
+    }
+)
 _METHODS = frozenset({"GET", "POST", "PUT", "DELETE", "PATCH", "HEAD", "OPTIONS"})
 _KEY_SCOPE = "memoryos.key"
-ASGIApp = Callable[[dict[str, Any], Callable[[], Awaitable[dict[str, Any]]],
-                    Callable[[dict[str, Any]], Awaitable[None]]], Awaitable[None]]
+ASGIApp = Callable[
+    [
+        dict[str, Any],
+        Callable[[], Awaitable[dict[str, Any]]],
+        Callable[[dict[str, Any]], Awaitable[None]],
+    ],
+    Awaitable[None],
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,8 +138,14 @@ class ServerSettings:
 # -- errors ------------------------------------------------------------------------------------
 
 
-def _error(status: int, kind: str, message: str, *, headers: dict[str, str] | None = None,
-           details: list[dict[str, Any]] | None = None) -> JSONResponse:
+def _error(
+    status: int,
+    kind: str,
+    message: str,
+    *,
+    headers: dict[str, str] | None = None,
+    details: list[dict[str, Any]] | None = None,
+) -> JSONResponse:
     body: dict[str, Any] = {"type": kind, "message": message}
     if details is not None:
         body["details"] = details
@@ -141,6 +161,8 @@ _STATUS: tuple[tuple[type[MemoryOSError], int], ...] = (
     (ActorCrashed, 503),
     (GatewayError, 502),
 )
+
+
 def _memory_error(_request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, MemoryOSError)
     status = next((code for cls, code in _STATUS if isinstance(exc, cls)), 500)
@@ -174,9 +196,16 @@ class _Gate:
     Also counts every answered request for ``/metrics`` by its route template.
     """
 
-    def __init__(self, app: ASGIApp, *, keys: KeyStore, limiter: RateLimiter,
-                 metrics: ServerMetrics, max_body_bytes: int,
-                 mcp_app: ASGIApp | None = None) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        keys: KeyStore,
+        limiter: RateLimiter,
+        metrics: ServerMetrics,
+        max_body_bytes: int,
+        mcp_app: ASGIApp | None = None,
+    ) -> None:
         self.app = app
         self.keys = keys
         self.limiter = limiter
@@ -203,27 +232,37 @@ class _Gate:
         finally:
             route = "/mcp" if is_mcp else getattr(scope.get("route"), "path", "unmatched")
             method = scope.get("method", "")
-            self.metrics.observe(method if method in _METHODS else "other", route, status[0],
-                                 time.perf_counter() - started)
+            self.metrics.observe(
+                method if method in _METHODS else "other",
+                route,
+                status[0],
+                time.perf_counter() - started,
+            )
 
-    async def _handle(self, scope: dict[str, Any], receive: Any, send: Any, path: str,
-                      is_mcp: bool) -> None:
+    async def _handle(
+        self, scope: dict[str, Any], receive: Any, send: Any, path: str, is_mcp: bool
+    ) -> None:
         protected = is_mcp or path == "/v1" or path.startswith("/v1/")
         if protected:
             rec = self.keys.lookup(_presented_key(scope))
             if rec is None:
                 self.metrics.rejected.labels("unauthorized").inc()
-                await _error(401, "Unauthorized", "a valid API key is required "
-                             "(Authorization: Bearer <key> or X-API-Key: <key>)",
-                             headers={"WWW-Authenticate": "Bearer"})(scope, receive, send)
+                await _error(
+                    401,
+                    "Unauthorized",
+                    "a valid API key is required (Authorization: Bearer <key> or X-API-Key: <key>)",
+                    headers={"WWW-Authenticate": "Bearer"},
+                )(scope, receive, send)
                 return
-            wait = self.limiter.check(rec.key_id, time.monotonic(), rec.rate_per_second,
-                                      rec.burst)
+            wait = self.limiter.check(rec.key_id, time.monotonic(), rec.rate_per_second, rec.burst)
             if wait:
                 self.metrics.rejected.labels("rate_limited").inc()
-                await _error(429, "RateLimited", f"request limit of key {rec.key_id} reached; "
-                             f"retry after {wait} s", headers={"Retry-After": str(wait)}
-                             )(scope, receive, send)
+                await _error(
+                    429,
+                    "RateLimited",
+                    f"request limit of key {rec.key_id} reached; retry after {wait} s",
+                    headers={"Retry-After": str(wait)},
+                )(scope, receive, send)
                 return
             scope[_KEY_SCOPE] = rec
         if scope.get("method") in ("POST", "PUT", "PATCH", "DELETE"):
@@ -237,8 +276,9 @@ class _Gate:
     async def _read_body(self, scope: dict[str, Any], receive: Any, send: Any) -> bytes | None:
         """The whole request body, or None after answering 413/422 itself."""
         declared = _header(scope, b"content-length")
-        too_large = _error(413, "PayloadTooLarge",
-                           f"request body larger than {self.max_body} bytes")
+        too_large = _error(
+            413, "PayloadTooLarge", f"request body larger than {self.max_body} bytes"
+        )
         if declared is not None:
             try:
                 if int(declared) > self.max_body:
@@ -264,17 +304,25 @@ class _Gate:
                 break
         body = b"".join(chunks)
         ctype = (_header(scope, b"content-type") or "").split(";", 1)[0].strip().lower()
-        if body and scope.get(_KEY_SCOPE) is not None and ctype != "application/json" and not (
-                scope.get("path", "").startswith("/mcp")):
-            await _error(415, "UnsupportedMediaType", "send the body as JSON with "
-                         "Content-Type: application/json")(scope, receive, send)
+        if (
+            body
+            and scope.get(_KEY_SCOPE) is not None
+            and ctype != "application/json"
+            and not (scope.get("path", "").startswith("/mcp"))
+        ):
+            await _error(
+                415,
+                "UnsupportedMediaType",
+                "send the body as JSON with Content-Type: application/json",
+            )(scope, receive, send)
             return None
         try:
             body.decode("utf-8")
         except UnicodeDecodeError as exc:
             self.metrics.rejected.labels("bad_encoding").inc()
-            await _error(422, "InvalidInput", f"request body is not valid UTF-8 "
-                         f"(byte {exc.start})")(scope, receive, send)
+            await _error(
+                422, "InvalidInput", f"request body is not valid UTF-8 (byte {exc.start})"
+            )(scope, receive, send)
             return None
         return body
 
@@ -310,21 +358,36 @@ def _replay(body: bytes, receive: Any) -> Any:
 
 
 def _item(it: ContextItem) -> m.ContextItemOut:
-    return m.ContextItemOut(tier=it.tier, kind=it.kind, item_id=it.item_id, text=it.text,
-                            score=it.score, segment_id=it.segment_id, timestamp=it.timestamp,
-                            why=it.why)
+    return m.ContextItemOut(
+        tier=it.tier,
+        kind=it.kind,
+        item_id=it.item_id,
+        text=it.text,
+        score=it.score,
+        segment_id=it.segment_id,
+        timestamp=it.timestamp,
+        why=it.why,
+    )
 
 
 def _context(ctx: MemoryContext, user: str, assistant: str, k: int) -> m.RetrieveResponse:
     return m.RetrieveResponse(
-        user_id=user, assistant_id=assistant, query=ctx.query,
-        stm=[_item(i) for i in ctx.stm[-k:]], mtm=[_item(i) for i in ctx.mtm[:k]],
-        segments=[_item(i) for i in ctx.segments[:k]], kb=[_item(i) for i in ctx.kb[:k]],
+        user_id=user,
+        assistant_id=assistant,
+        query=ctx.query,
+        stm=[_item(i) for i in ctx.stm[-k:]],
+        mtm=[_item(i) for i in ctx.mtm[:k]],
+        segments=[_item(i) for i in ctx.segments[:k]],
+        kb=[_item(i) for i in ctx.kb[:k]],
         agent_traits=[_item(i) for i in ctx.agent_traits[:k]],
-        traits=[m.TraitOut(name=t.name, category=t.category, level=t.level,
-                           evidence=t.evidence) for t in ctx.traits],
-        profile=profile_dict(ctx.lpm_profile), agent_profile=profile_dict(ctx.agent_profile),
-        rendered=ctx.render(), elapsed_ms=ctx.elapsed_ms,
+        traits=[
+            m.TraitOut(name=t.name, category=t.category, level=t.level, evidence=t.evidence)
+            for t in ctx.traits
+        ],
+        profile=profile_dict(ctx.lpm_profile),
+        agent_profile=profile_dict(ctx.agent_profile),
+        rendered=ctx.render(),
+        elapsed_ms=ctx.elapsed_ms,
     )
 
 
@@ -354,8 +417,9 @@ class _State:
             return None
 
 
-def create_app(settings: ServerSettings, *, keys: KeyStore | None = None,
-               memory: MemoryOS | None = None) -> ASGIApp:
+def create_app(
+    settings: ServerSettings, *, keys: KeyStore | None = None, memory: MemoryOS | None = None
+) -> ASGIApp:
     """The server as an ASGI app (run it with uvicorn; see :func:`.run.serve`).
 
     The memory system is opened when the app starts (ASGI lifespan) and closed when it
@@ -395,7 +459,8 @@ def create_app(settings: ServerSettings, *, keys: KeyStore | None = None,
         description=API_DESCRIPTION,
         lifespan=lifespan,
         # The documentation pages are served by mount_docs, from local files.
-        docs_url=None, redoc_url=None,
+        docs_url=None,
+        redoc_url=None,
     )
     mount_docs(app)
     app.add_exception_handler(MemoryOSError, _memory_error)
@@ -405,8 +470,9 @@ def create_app(settings: ServerSettings, *, keys: KeyStore | None = None,
     bearer = HTTPBearer(auto_error=False, description="API key: Authorization: Bearer <key>")
     header = APIKeyHeader(name="X-API-Key", auto_error=False, description="API key")
     # The gate checks the key; these only document it on the OpenAPI page.
-    v1 = APIRouter(prefix="/v1", dependencies=[Security(bearer), Security(header)],
-                   responses=ERRORS)
+    v1 = APIRouter(
+        prefix="/v1", dependencies=[Security(bearer), Security(header)], responses=ERRORS
+    )
 
     def tenant_of(request: Request) -> str:
         rec: KeyRecord = request.scope[_KEY_SCOPE]
@@ -426,10 +492,16 @@ def create_app(settings: ServerSettings, *, keys: KeyStore | None = None,
     # The routes' summaries and docstrings are published as the API's documentation
     # (Markdown, for API users).
 
-    @v1.get("/users", summary="List the tenant's users", response_model=m.UsersResponse,
-            tags=["users"], response_description="One page of user ids.")
-    async def list_users(request: Request, limit: int = LIMIT,
-                         cursor: str | None = CURSOR) -> m.UsersResponse:
+    @v1.get(
+        "/users",
+        summary="List the tenant's users",
+        response_model=m.UsersResponse,
+        tags=["users"],
+        response_description="One page of user ids.",
+    )
+    async def list_users(
+        request: Request, limit: int = LIMIT, cursor: str | None = CURSOR
+    ) -> m.UsersResponse:
         """The users of this key's tenant that have stored data, sorted by id, one page at
         a time (see `limit` and `cursor`)."""
         after = None if cursor is None else decode_cursor(cursor, "users", (str,))
@@ -437,15 +509,23 @@ def create_app(settings: ServerSettings, *, keys: KeyStore | None = None,
         mem = state.memory()
         ids = set(await mem.users()) | set(await mem.active_users())
         found = (external_id(tenant, uid) for uid in ids)
-        users, next_cursor = page_of([u for u in found if u is not None],
-                                     lambda u: (u,), "users", limit, after)
+        users, next_cursor = page_of(
+            [u for u in found if u is not None], lambda u: (u,), "users", limit, after
+        )
         return m.UsersResponse(users=users, next_cursor=next_cursor)
 
-    @v1.post("/users/{user_id}/turns", status_code=201, summary="Add a turn",
-             response_model=m.AddTurnResponse, tags=["memory"], responses=BODY_ERRORS,
-             response_description="The turn is stored.")
-    async def add_turn(request: Request, body: m.AddTurnRequest,
-                       user_id: str = USER_ID) -> m.AddTurnResponse:
+    @v1.post(
+        "/users/{user_id}/turns",
+        status_code=201,
+        summary="Add a turn",
+        response_model=m.AddTurnResponse,
+        tags=["memory"],
+        responses=BODY_ERRORS,
+        response_description="The turn is stored.",
+    )
+    async def add_turn(
+        request: Request, body: m.AddTurnRequest, user_id: str = USER_ID
+    ) -> m.AddTurnResponse:
         """Store one exchange with the user: what the user said and what the assistant
         answered. Answers once the turn is durable (in the user's write-ahead log).
 
@@ -455,17 +535,26 @@ def create_app(settings: ServerSettings, *, keys: KeyStore | None = None,
         """
         tenant = tenant_of(request)
         page_id = await state.memory().add_turn(
-            internal_id(tenant, user_id), body.query, body.response, body.timestamp,
-            internal_id(tenant, body.assistant_id, "assistant_id"), turn_key=body.turn_key,
+            internal_id(tenant, user_id),
+            body.query,
+            body.response,
+            body.timestamp,
+            internal_id(tenant, body.assistant_id, "assistant_id"),
+            turn_key=body.turn_key,
         )
         return m.AddTurnResponse(user_id=user_id, page_id=page_id)
 
-    @v1.post("/users/{user_id}/retrieve", summary="Retrieve memory for a query",
-             response_model=m.RetrieveResponse, tags=["memory"],
-             responses={**NO_USER, **BODY_ERRORS},
-             response_description="What the memory holds about the query.")
-    async def retrieve(request: Request, body: m.RetrieveRequest,
-                       user_id: str = USER_ID) -> m.RetrieveResponse:
+    @v1.post(
+        "/users/{user_id}/retrieve",
+        summary="Retrieve memory for a query",
+        response_model=m.RetrieveResponse,
+        tags=["memory"],
+        responses={**NO_USER, **BODY_ERRORS},
+        response_description="What the memory holds about the query.",
+    )
+    async def retrieve(
+        request: Request, body: m.RetrieveRequest, user_id: str = USER_ID
+    ) -> m.RetrieveResponse:
         """What the user's memory holds about `query`: the recent dialogue, earlier turns
         relevant to it with their topic summaries, facts and traits learned about the user,
         and the assistant's persona; each item with its id, score and where it came from.
@@ -473,15 +562,19 @@ def create_app(settings: ServerSettings, *, keys: KeyStore | None = None,
         but how "warm" the topics used are. 404 if the user has no data."""
         tenant, uid = await known(request, user_id)
         ctx = await state.memory().retrieve(
-            uid, body.query, internal_id(tenant, body.assistant_id, "assistant_id"))
+            uid, body.query, internal_id(tenant, body.assistant_id, "assistant_id")
+        )
         return _context(ctx, user_id, body.assistant_id, body.top_k)
 
-    @v1.post("/users/{user_id}/chat", summary="Answer from memory and store the turn",
-             response_model=m.ChatResponse, tags=["memory"],
-             responses={**BODY_ERRORS, **CHAT_ERRORS},
-             response_description="The reply; the turn is stored.")
-    async def chat(request: Request, body: m.ChatRequest,
-                   user_id: str = USER_ID) -> m.ChatResponse:
+    @v1.post(
+        "/users/{user_id}/chat",
+        summary="Answer from memory and store the turn",
+        response_model=m.ChatResponse,
+        tags=["memory"],
+        responses={**BODY_ERRORS, **CHAT_ERRORS},
+        response_description="The reply; the turn is stored.",
+    )
+    async def chat(request: Request, body: m.ChatRequest, user_id: str = USER_ID) -> m.ChatResponse:
         """Retrieve memory for the message, answer it with the server's LLM, and store the
         exchange as a turn. Creates the user on the first message.
 
@@ -492,17 +585,29 @@ def create_app(settings: ServerSettings, *, keys: KeyStore | None = None,
         is stored then."""
         tenant = tenant_of(request)
         reply = await state.memory().chat_reply(
-            internal_id(tenant, user_id), body.query,
-            internal_id(tenant, body.assistant_id, "assistant_id"))
-        return m.ChatResponse(user_id=user_id, reply=reply.text, degraded=reply.degraded,
-                              reason=reply.reason)
+            internal_id(tenant, user_id),
+            body.query,
+            internal_id(tenant, body.assistant_id, "assistant_id"),
+        )
+        return m.ChatResponse(
+            user_id=user_id, reply=reply.text, degraded=reply.degraded, reason=reply.reason
+        )
 
-    @v1.get("/users/{user_id}/memories", summary="List a user's memories",
-            response_model=m.MemoriesResponse, tags=["memory"], responses=NO_USER,
-            response_description="One page of the user's memories.")
-    async def memories(request: Request, user_id: str = USER_ID, limit: int = LIMIT,
-                       cursor: str | None = CURSOR,
-                       kind: list[str] | None = KIND) -> m.MemoriesResponse:
+    @v1.get(
+        "/users/{user_id}/memories",
+        summary="List a user's memories",
+        response_model=m.MemoriesResponse,
+        tags=["memory"],
+        responses=NO_USER,
+        response_description="One page of the user's memories.",
+    )
+    async def memories(
+        request: Request,
+        user_id: str = USER_ID,
+        limit: int = LIMIT,
+        cursor: str | None = CURSOR,
+        kind: list[str] | None = KIND,
+    ) -> m.MemoriesResponse:
         """The user's memories with their ids and where each is now, one page at a time:
         stored turns (pages, in short-term memory, mid-term memory or the archive), topic
         segments, facts learned about the user (`kb`), user traits, and what is known
@@ -513,15 +618,19 @@ def create_app(settings: ServerSettings, *, keys: KeyStore | None = None,
         oldest first, by the number in its id), then user traits by name. A page holds at most `limit` memories in all;
         `next_cursor` fetches the next page, and is null on the last one."""
         kinds = memory_kinds(kind)
-        after = None if cursor is None else decode_cursor(cursor, "memories",
-                                                          (int, int, str))
+        after = None if cursor is None else decode_cursor(cursor, "memories", (int, int, str))
         tenant, uid = await known(request, user_id)
         st, archived = await read_memories(state.memory(), uid)
         return memories_response(tenant, user_id, st, archived, kinds, limit, after)
 
-    @v1.get("/users/{user_id}/profile", summary="Get the user's profile",
-            response_model=m.UserProfileBody, tags=["profiles"], responses=NO_USER,
-            response_description="The user's profile.")
+    @v1.get(
+        "/users/{user_id}/profile",
+        summary="Get the user's profile",
+        response_model=m.UserProfileBody,
+        tags=["profiles"],
+        responses=NO_USER,
+        response_description="The user's profile.",
+    )
     async def get_profile(request: Request, user_id: str = USER_ID) -> m.UserProfileBody:
         """The static profile set for the user (name, gender, birth year, extras); empty
         fields if none was set."""
@@ -529,25 +638,40 @@ def create_app(settings: ServerSettings, *, keys: KeyStore | None = None,
         st = await state.memory().user_state(uid)
         return m.UserProfileBody(**profile_dict(st.profile))
 
-    @v1.put("/users/{user_id}/profile", summary="Set the user's profile",
-            response_model=m.UserProfileBody, tags=["profiles"], responses=BODY_ERRORS,
-            response_description="The profile, as stored.")
-    async def put_profile(request: Request, body: m.UserProfileBody,
-                          user_id: str = USER_ID) -> m.UserProfileBody:
+    @v1.put(
+        "/users/{user_id}/profile",
+        summary="Set the user's profile",
+        response_model=m.UserProfileBody,
+        tags=["profiles"],
+        responses=BODY_ERRORS,
+        response_description="The profile, as stored.",
+    )
+    async def put_profile(
+        request: Request, body: m.UserProfileBody, user_id: str = USER_ID
+    ) -> m.UserProfileBody:
         """Replace the user's static profile; it is durable when this answers and shows in
         every later retrieval. Creates the user."""
         uid = internal_id(tenant_of(request), user_id)
-        profile = UserProfile(name=body.name, gender=body.gender, birth_year=body.birth_year,
-                              extras=tuple(sorted(body.extras.items())))
+        profile = UserProfile(
+            name=body.name,
+            gender=body.gender,
+            birth_year=body.birth_year,
+            extras=tuple(sorted(body.extras.items())),
+        )
         await state.memory().set_user_profile(uid, profile)
         return body
 
-    @v1.get("/users/{user_id}/agents/{assistant_id}/profile",
-            summary="Get an assistant's persona for the user",
-            response_model=m.AgentProfileBody, tags=["profiles"], responses=NO_USER,
-            response_description="The assistant's persona.")
-    async def get_agent_profile(request: Request, user_id: str = USER_ID,
-                                assistant_id: str = ASSISTANT_ID) -> m.AgentProfileBody:
+    @v1.get(
+        "/users/{user_id}/agents/{assistant_id}/profile",
+        summary="Get an assistant's persona for the user",
+        response_model=m.AgentProfileBody,
+        tags=["profiles"],
+        responses=NO_USER,
+        response_description="The assistant's persona.",
+    )
+    async def get_agent_profile(
+        request: Request, user_id: str = USER_ID, assistant_id: str = ASSISTANT_ID
+    ) -> m.AgentProfileBody:
         """The assistant's static persona (role, character) as this user's memory holds
         it; empty fields if none was set."""
         tenant, uid = await known(request, user_id)
@@ -557,26 +681,39 @@ def create_app(settings: ServerSettings, *, keys: KeyStore | None = None,
             return m.AgentProfileBody()
         return m.AgentProfileBody(**profile_dict(agent["profile"]))
 
-    @v1.put("/users/{user_id}/agents/{assistant_id}/profile",
-            summary="Set an assistant's persona for the user",
-            response_model=m.AgentProfileBody, tags=["profiles"], responses=BODY_ERRORS,
-            response_description="The persona, as stored.")
-    async def put_agent_profile(request: Request, body: m.AgentProfileBody,
-                                user_id: str = USER_ID,
-                                assistant_id: str = ASSISTANT_ID) -> m.AgentProfileBody:
+    @v1.put(
+        "/users/{user_id}/agents/{assistant_id}/profile",
+        summary="Set an assistant's persona for the user",
+        response_model=m.AgentProfileBody,
+        tags=["profiles"],
+        responses=BODY_ERRORS,
+        response_description="The persona, as stored.",
+    )
+    async def put_agent_profile(
+        request: Request,
+        body: m.AgentProfileBody,
+        user_id: str = USER_ID,
+        assistant_id: str = ASSISTANT_ID,
+    ) -> m.AgentProfileBody:
         """Replace the assistant's static persona in this user's memory; durable when this
         answers. Creates the user."""
         tenant = tenant_of(request)
-        profile = AgentProfile(role=body.role, character=body.character,
-                               extras=tuple(sorted(body.extras.items())))
+        profile = AgentProfile(
+            role=body.role, character=body.character, extras=tuple(sorted(body.extras.items()))
+        )
         await state.memory().set_agent_profile(
-            internal_id(tenant, user_id), profile,
-            internal_id(tenant, assistant_id, "assistant_id"))
+            internal_id(tenant, user_id), profile, internal_id(tenant, assistant_id, "assistant_id")
+        )
         return body
 
-    @v1.get("/users/{user_id}/export", summary="Export everything stored for a user",
-            tags=["users"], response_model=dict[str, Any], responses=NO_USER,
-            response_description="The user's export.")
+    @v1.get(
+        "/users/{user_id}/export",
+        summary="Export everything stored for a user",
+        tags=["users"],
+        response_model=dict[str, Any],
+        responses=NO_USER,
+        response_description="The user's export.",
+    )
     async def export(request: Request, user_id: str = USER_ID) -> dict[str, Any]:
         """Everything stored for the user (turns, segments, facts, traits, profiles, the
         archive and the memories' history), as one JSON document: the format
@@ -588,19 +725,29 @@ def create_app(settings: ServerSettings, *, keys: KeyStore | None = None,
             text = await asyncio.to_thread(path.read_text, encoding="utf-8")
         return relabel_user_id(json.loads(text), uid, user_id)
 
-    @v1.delete("/users/{user_id}", summary="Forget a user", response_model=m.ForgetResponse,
-               tags=["users"], responses=NO_USER, response_description="What was deleted.")
+    @v1.delete(
+        "/users/{user_id}",
+        summary="Forget a user",
+        response_model=m.ForgetResponse,
+        tags=["users"],
+        responses=NO_USER,
+        response_description="What was deleted.",
+    )
     async def forget(request: Request, user_id: str = USER_ID) -> m.ForgetResponse:
         """Delete everything stored about the user, for good; other users are untouched.
         The answer says how many files went."""
         _tenant, uid = await known(request, user_id)
         report = await state.memory().forget_user(uid)
-        return m.ForgetResponse(user_id=user_id, removed_files=len(report.removed_files),
-                                was_active=report.was_active)
+        return m.ForgetResponse(
+            user_id=user_id, removed_files=len(report.removed_files), was_active=report.was_active
+        )
 
-    async def on_memory(request: Request, user_id: str, memory_id: str,
-                        call: Callable[[AsyncMemoryOS, str, str], Awaitable[Any]],
-                        ) -> tuple[str, Any]:
+    async def on_memory(
+        request: Request,
+        user_id: str,
+        memory_id: str,
+        call: Callable[[AsyncMemoryOS, str, str], Awaitable[Any]],
+    ) -> tuple[str, Any]:
         """``(tenant, call(memory, library user id, library memory id))``; 404 for an
         unknown user or memory, named by the tenant's ids."""
         tenant, uid = await known(request, user_id)
@@ -609,61 +756,95 @@ def create_app(settings: ServerSettings, *, keys: KeyStore | None = None,
         except UnknownMemory:
             raise UnknownMemory(f"user {user_id!r} has no memory {memory_id!r}") from None
 
-    @v1.get("/users/{user_id}/memories/{memory_id}", summary="Get one memory",
-            response_model=m.MemoryOut, tags=["memory"], responses=NO_MEMORY,
-            response_description="The memory.")
-    async def get_memory(request: Request, user_id: str = USER_ID,
-                         memory_id: str = MEMORY_ID) -> m.MemoryOut:
+    @v1.get(
+        "/users/{user_id}/memories/{memory_id}",
+        summary="Get one memory",
+        response_model=m.MemoryOut,
+        tags=["memory"],
+        responses=NO_MEMORY,
+        response_description="The memory.",
+    )
+    async def get_memory(
+        request: Request, user_id: str = USER_ID, memory_id: str = MEMORY_ID
+    ) -> m.MemoryOut:
         """One memory by id (`page:p12`, `segment:s3`, `fact:f7`,
         `agent_trait:<assistant>:a2`, `trait:<name>`), with where it is now and where it
         came from. 404 if the user has no such memory (or it was deleted)."""
-        tenant, found = await on_memory(request, user_id, memory_id,
-                                        lambda mem, u, i: mem.get_memory(u, i))
+        tenant, found = await on_memory(
+            request, user_id, memory_id, lambda mem, u, i: mem.get_memory(u, i)
+        )
         return _memory_out(tenant, found)
 
-    @v1.delete("/users/{user_id}/memories/{memory_id}", summary="Delete one memory",
-               response_model=m.MemoryEventOut, tags=["memory"], responses=NO_MEMORY,
-               response_description="The deletion, with the deleted text.")
-    async def delete_memory(request: Request, user_id: str = USER_ID,
-                            memory_id: str = MEMORY_ID) -> m.MemoryEventOut:
+    @v1.delete(
+        "/users/{user_id}/memories/{memory_id}",
+        summary="Delete one memory",
+        response_model=m.MemoryEventOut,
+        tags=["memory"],
+        responses=NO_MEMORY,
+        response_description="The deletion, with the deleted text.",
+    )
+    async def delete_memory(
+        request: Request, user_id: str = USER_ID, memory_id: str = MEMORY_ID
+    ) -> m.MemoryEventOut:
         """Delete one memory everywhere it is kept (recent dialogue, topic segments, the
         archive and its search index, exports, caches): retrieval never returns it again.
         Deleting a segment deletes its turns. Durable when this answers. The answer
         carries the deleted text; the memory's history keeps only that it was deleted,
         and when. Facts learned from a deleted turn are memories of their own: delete them
         too."""
-        tenant, event = await on_memory(request, user_id, memory_id,
-                                        lambda mem, u, i: mem.delete_memory(u, i))
+        tenant, event = await on_memory(
+            request, user_id, memory_id, lambda mem, u, i: mem.delete_memory(u, i)
+        )
         return _event_out(tenant, event)
 
-    @v1.patch("/users/{user_id}/memories/{memory_id}", summary="Correct one memory",
-              response_model=m.MemoryEventOut, tags=["memory"],
-              responses={**NO_MEMORY, **BODY_ERRORS},
-              response_description="The correction, with the old and new value.")
-    async def correct_memory(request: Request, body: m.MemoryCorrection,
-                             user_id: str = USER_ID,
-                             memory_id: str = MEMORY_ID) -> m.MemoryEventOut:
+    @v1.patch(
+        "/users/{user_id}/memories/{memory_id}",
+        summary="Correct one memory",
+        response_model=m.MemoryEventOut,
+        tags=["memory"],
+        responses={**NO_MEMORY, **BODY_ERRORS},
+        response_description="The correction, with the old and new value.",
+    )
+    async def correct_memory(
+        request: Request,
+        body: m.MemoryCorrection,
+        user_id: str = USER_ID,
+        memory_id: str = MEMORY_ID,
+    ) -> m.MemoryEventOut:
         """Correct a fact or an assistant trait (`value`: the new sentence) or a user trait
         (`value`: low, medium or high). The old value stays in the memory's history;
         retrieval returns the new one. Durable when this answers. 422 for turns (pages)
         and segments: delete them instead."""
         tenant, event = await on_memory(
-            request, user_id, memory_id,
-            lambda mem, u, i: mem.correct_memory(u, i, body.value, body.evidence))
+            request,
+            user_id,
+            memory_id,
+            lambda mem, u, i: mem.correct_memory(u, i, body.value, body.evidence),
+        )
         return _event_out(tenant, event)
 
-    @v1.get("/users/{user_id}/memories/{memory_id}/history", summary="A memory's history",
-            response_model=m.MemoryHistoryResponse, tags=["memory"], responses=NO_MEMORY,
-            response_description="One page of the memory's changes.")
-    async def memory_history(request: Request, user_id: str = USER_ID,
-                             memory_id: str = MEMORY_ID, limit: int = LIMIT,
-                             cursor: str | None = CURSOR) -> m.MemoryHistoryResponse:
+    @v1.get(
+        "/users/{user_id}/memories/{memory_id}/history",
+        summary="A memory's history",
+        response_model=m.MemoryHistoryResponse,
+        tags=["memory"],
+        responses=NO_MEMORY,
+        response_description="One page of the memory's changes.",
+    )
+    async def memory_history(
+        request: Request,
+        user_id: str = USER_ID,
+        memory_id: str = MEMORY_ID,
+        limit: int = LIMIT,
+        cursor: str | None = CURSOR,
+    ) -> m.MemoryHistoryResponse:
         """What changed the memory and when, oldest first: created, changed (a persona
         update changed a trait), corrected, deleted. A deleted memory keeps only the
         fact and time of its deletion. One page at a time (see `limit` and `cursor`)."""
         after = None if cursor is None else decode_cursor(cursor, "history", (float, int))
-        tenant, events = await on_memory(request, user_id, memory_id,
-                                         lambda mem, u, i: mem.memory_history(u, i))
+        tenant, events = await on_memory(
+            request, user_id, memory_id, lambda mem, u, i: mem.memory_history(u, i)
+        )
         # Key: (time, n-th event at that time); events are only ever added later.
         keyed: list[tuple[tuple[float, int], MemoryEvent]] = []
         seen: dict[float, int] = {}
@@ -671,28 +852,48 @@ def create_app(settings: ServerSettings, *, keys: KeyStore | None = None,
             seen[e.at] = seen.get(e.at, -1) + 1
             keyed.append(((float(e.at), seen[e.at]), e))
         shown, next_cursor = page_of(keyed, lambda x: x[0], "history", limit, after)
-        return m.MemoryHistoryResponse(user_id=user_id, memory_id=memory_id,
-                                       events=[_event_out(tenant, e) for _k, e in shown],
-                                       next_cursor=next_cursor)
+        return m.MemoryHistoryResponse(
+            user_id=user_id,
+            memory_id=memory_id,
+            events=[_event_out(tenant, e) for _k, e in shown],
+            next_cursor=next_cursor,
+        )
 
     app.include_router(v1)
     # The memory page (/ui): same keys, tenants and request limits as /v1.
     limiter = RateLimiter(settings.rate_per_second, settings.burst)
     from .ui import mount_ui
 
-    mount_ui(app, memory=state.memory, keys=keystore, limiter=limiter,
-             data_dir=settings.data_dir, config=settings.config)
+    mount_ui(
+        app,
+        memory=state.memory,
+        keys=keystore,
+        limiter=limiter,
+        data_dir=settings.data_dir,
+        config=settings.config,
+    )
 
-    @app.get("/healthz", summary="Liveness", response_model=m.HealthResponse, tags=["ops"],
-             response_description="The process serves HTTP.")
+    @app.get(
+        "/healthz",
+        summary="Liveness",
+        response_model=m.HealthResponse,
+        tags=["ops"],
+        response_description="The process serves HTTP.",
+    )
     async def healthz() -> m.HealthResponse:
         """200 while the process serves HTTP (no key needed)."""
         return m.HealthResponse(status="ok")
 
-    @app.get("/readyz", summary="Readiness", response_model=m.ReadyResponse, tags=["ops"],
-             responses={503: {"model": m.HealthResponse,
-                              "description": "Not ready: starting or stopping."}},
-             response_description="Ready for memory calls.")
+    @app.get(
+        "/readyz",
+        summary="Readiness",
+        response_model=m.ReadyResponse,
+        tags=["ops"],
+        responses={
+            503: {"model": m.HealthResponse, "description": "Not ready: starting or stopping."}
+        },
+        response_description="Ready for memory calls.",
+    )
     async def readyz() -> Response:
         """200 when the server accepts memory calls, else 503 (no key needed).
 
@@ -708,10 +909,15 @@ def create_app(settings: ServerSettings, *, keys: KeyStore | None = None,
                 body["llm"] = gateway.provider_health()
         return JSONResponse(body, status_code=200 if ready else 503)
 
-    @app.get("/metrics", summary="Prometheus metrics", tags=["ops"],
-             response_class=Response,
-             responses={200: {"content": {CONTENT_TYPE_LATEST: {}},
-                              "description": "Prometheus text format."}})
+    @app.get(
+        "/metrics",
+        summary="Prometheus metrics",
+        tags=["ops"],
+        response_class=Response,
+        responses={
+            200: {"content": {CONTENT_TYPE_LATEST: {}}, "description": "Prometheus text format."}
+        },
+    )
     async def prometheus() -> Response:
         """Metrics in Prometheus text format (no key needed): HTTP requests by route and
         status with latency histograms, refusals by reason, the memory system's counters
@@ -722,27 +928,48 @@ def create_app(settings: ServerSettings, *, keys: KeyStore | None = None,
     mcp_app = None
     if mcp_server is not None:
         mcp_app = mcp_server.streamable_http_app(
-            streamable_http_path="/mcp", host=settings.host,
-            max_request_body_size=settings.max_body_bytes)
-    return _Gate(app, keys=keystore, limiter=limiter, metrics=metrics,
-                 max_body_bytes=settings.max_body_bytes, mcp_app=mcp_app)
+            streamable_http_path="/mcp",
+            host=settings.host,
+            max_request_body_size=settings.max_body_bytes,
+        )
+    return _Gate(
+        app,
+        keys=keystore,
+        limiter=limiter,
+        metrics=metrics,
+        max_body_bytes=settings.max_body_bytes,
+        mcp_app=mcp_app,
+    )
 
 
 def _memory_out(tenant: str, mem: Memory) -> m.MemoryOut:
     return m.MemoryOut(
-        memory_id=external_memory_id(tenant, mem.memory_id), kind=mem.kind,  # type: ignore[arg-type]
-        tier=mem.tier, text=mem.text, timestamp=mem.timestamp,  # type: ignore[arg-type]
-        assistant_id=(external_id(tenant, mem.assistant_id) or mem.assistant_id
-                      if mem.assistant_id else None),
-        segment_id=mem.segment_id, source_segment=mem.source_segment,
-        page_ids=list(mem.page_ids), evidence=mem.evidence, edited=mem.edited,
-        chain_id=mem.chain_id)
+        memory_id=external_memory_id(tenant, mem.memory_id),
+        kind=mem.kind,  # type: ignore[arg-type]
+        tier=mem.tier,
+        text=mem.text,
+        timestamp=mem.timestamp,  # type: ignore[arg-type]
+        assistant_id=(
+            external_id(tenant, mem.assistant_id) or mem.assistant_id if mem.assistant_id else None
+        ),
+        segment_id=mem.segment_id,
+        source_segment=mem.source_segment,
+        page_ids=list(mem.page_ids),
+        evidence=mem.evidence,
+        edited=mem.edited,
+        chain_id=mem.chain_id,
+    )
 
 
 def _event_out(tenant: str, event: MemoryEvent) -> m.MemoryEventOut:
-    return m.MemoryEventOut(memory_id=external_memory_id(tenant, event.memory_id),
-                            action=event.action, at=event.at,  # type: ignore[arg-type]
-                            old=event.old, new=event.new, by=event.by)
+    return m.MemoryEventOut(
+        memory_id=external_memory_id(tenant, event.memory_id),
+        action=event.action,
+        at=event.at,  # type: ignore[arg-type]
+        old=event.old,
+        new=event.new,
+        by=event.by,
+    )
 
 
 def _mcp_tenant(request: Any) -> str | None:

@@ -36,8 +36,9 @@ def _need(extra: str, *modules: str) -> None:
 
     missing = [m for m in modules if importlib.util.find_spec(m) is None]
     if missing:
-        raise InvalidInput(f"this command needs {', '.join(missing)}: "
-                           f"pip install \"memoryos-actors[{extra}]\"")
+        raise InvalidInput(
+            f'this command needs {", ".join(missing)}: pip install "memoryos-actors[{extra}]"'
+        )
 
 
 @contextlib.contextmanager
@@ -68,12 +69,20 @@ def _serve(args: argparse.Namespace) -> int:
 
     keys = _keys_file(args)
     if not keys.exists():
-        print(f"memoryos: warning: no key file at {keys}; every /v1 request gets 401 until "
-              "you run `memoryos keys add --tenant NAME`")
+        print(
+            f"memoryos: warning: no key file at {keys}; every /v1 request gets 401 until "
+            "you run `memoryos keys add --tenant NAME`"
+        )
     settings = ServerSettings(
-        data_dir=_data_dir(args), keys_file=keys, config=config,
-        host=args.host, port=args.port, max_body_bytes=args.max_body_bytes,
-        rate_per_second=args.rate, burst=args.burst, mcp=args.mcp,
+        data_dir=_data_dir(args),
+        keys_file=keys,
+        config=config,
+        host=args.host,
+        port=args.port,
+        max_body_bytes=args.max_body_bytes,
+        rate_per_second=args.rate,
+        burst=args.burst,
+        mcp=args.mcp,
         ready_file=Path(args.ready_file) if args.ready_file else None,
     )
     with _named_holder(settings.data_dir):
@@ -88,13 +97,17 @@ def _mcp(args: argparse.Namespace) -> int:
 
     config = MemoryConfig.load(args.config)
     provider_check(args, config)
+    from ..cli._common import tenant
     from .run import serve_mcp_stdio
 
-    from ..cli._common import tenant
-
     with _named_holder(_data_dir(args)):
-        serve_mcp_stdio(_data_dir(args), config, tenant(args) or "default",
-                        shutdown_timeout=args.shutdown_timeout, ray=args.ray)
+        serve_mcp_stdio(
+            _data_dir(args),
+            config,
+            tenant(args) or "default",
+            shutdown_timeout=args.shutdown_timeout,
+            ray=args.ray,
+        )
     return 0
 
 
@@ -108,11 +121,14 @@ def _keys(args: argparse.Namespace) -> int:
         owner = tenant(args)  # --tenant, else $MEMORYOS_TENANT
         if not owner:
             raise InvalidInput("keys add needs --tenant NAME")
-        key, rec = store.add(owner, rate_per_second=args.rate, burst=args.burst,
-                             note=args.note or "")
+        key, rec = store.add(
+            owner, rate_per_second=args.rate, burst=args.burst, note=args.note or ""
+        )
         print(key)
-        print(f"# key {rec.key_id} for tenant {rec.tenant!r} added to {store.path}; "
-              "it is shown only now (the file keeps its SHA-256)")
+        print(
+            f"# key {rec.key_id} for tenant {rec.tenant!r} added to {store.path}; "
+            "it is shown only now (the file keeps its SHA-256)"
+        )
     elif args.action == "revoke":
         if not args.key_id:
             raise InvalidInput("keys revoke needs a KEY_ID (see `memoryos keys list`)")
@@ -121,7 +137,7 @@ def _keys(args: argparse.Namespace) -> int:
     else:
         for rec in store.records():
             when = _dt.datetime.fromtimestamp(rec.created, _dt.UTC).strftime("%Y-%m-%d %H:%M")
-            limits = (f"{rec.rate_per_second or 'default'}/s burst {rec.burst or 'default'}")
+            limits = f"{rec.rate_per_second or 'default'}/s burst {rec.burst or 'default'}"
             print(f"{rec.key_id}  {rec.tenant:<20} {when}  {limits}  {rec.note}")
     return 0
 
@@ -133,22 +149,36 @@ def add_parsers(add: Callable[[str, str], argparse.ArgumentParser]) -> None:
     s = add("serve", "serve the HTTP JSON API (extra: server; --mcp adds MCP at /mcp)")
     s.add_argument("--host", default="127.0.0.1", help="address (default 127.0.0.1)")
     s.add_argument("--port", type=int, default=8080, help="TCP port, 0 for any (default 8080)")
-    s.add_argument("--keys-file", help="API key file (default: $MEMORYOS_KEYS_FILE or "
-                   f"<data-dir>/{_KEYS_FILE})")
-    s.add_argument("--mcp", action="store_true", help="also serve MCP (streamable HTTP) "
-                   "at /mcp (extra: mcp)")
-    s.add_argument("--rate", type=float, default=50.0,
-                   help="default requests per second per key (default 50)")
-    s.add_argument("--burst", type=int, default=100,
-                   help="default requests a key may send at once (default 100)")
-    s.add_argument("--max-body-bytes", type=int, default=512 * 1024,
-                   help="largest request body, bytes (default 524288)")
+    s.add_argument(
+        "--keys-file",
+        help=f"API key file (default: $MEMORYOS_KEYS_FILE or <data-dir>/{_KEYS_FILE})",
+    )
+    s.add_argument(
+        "--mcp", action="store_true", help="also serve MCP (streamable HTTP) at /mcp (extra: mcp)"
+    )
+    s.add_argument(
+        "--rate", type=float, default=50.0, help="default requests per second per key (default 50)"
+    )
+    s.add_argument(
+        "--burst",
+        type=int,
+        default=100,
+        help="default requests a key may send at once (default 100)",
+    )
+    s.add_argument(
+        "--max-body-bytes",
+        type=int,
+        default=512 * 1024,
+        help="largest request body, bytes (default 524288)",
+    )
     s.add_argument("--ready-file", help="write {host, port, pid} as JSON here once serving")
     add_shutdown_timeout(s, "the requests in flight")
     add_skip_flag(s)
     # --tenant (whose users) is the global option: mcp defaults it to 'default'.
-    m = add("mcp", "serve MCP over stdio for one tenant's users (--tenant, default "
-            "'default'; extra: mcp)")
+    m = add(
+        "mcp",
+        "serve MCP over stdio for one tenant's users (--tenant, default 'default'; extra: mcp)",
+    )
     add_shutdown_timeout(m, "the answers to the requests in flight")
     add_skip_flag(m)
     k = add("keys", "manage the API keys of `memoryos serve`")
@@ -157,10 +187,13 @@ def add_parsers(add: Callable[[str, str], argparse.ArgumentParser]) -> None:
     k.add_argument("--rate", type=float, help="add: requests per second for this key")
     k.add_argument("--burst", type=int, help="add: burst for this key")
     k.add_argument("--note", help="add: free text")
-    k.add_argument("--keys-file", help="key file (default: $MEMORYOS_KEYS_FILE or "
-                   f"<data-dir>/{_KEYS_FILE})")
+    k.add_argument(
+        "--keys-file", help=f"key file (default: $MEMORYOS_KEYS_FILE or <data-dir>/{_KEYS_FILE})"
+    )
 
 
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
-    "serve": _serve, "mcp": _mcp, "keys": _keys,
+    "serve": _serve,
+    "mcp": _mcp,
+    "keys": _keys,
 }

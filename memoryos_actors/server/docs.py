@@ -32,9 +32,22 @@ from starlette.staticfiles import StaticFiles
 from . import models as m
 from .listing import DEFAULT_LIMIT, MAX_LIMIT
 
-__all__ = ["API_DESCRIPTION", "ASSETS_URL", "ASSISTANT_ID", "BODY_ERRORS", "CHAT_ERRORS",
-           "CURSOR", "ERRORS", "KIND", "LIMIT", "MEMORY_ID", "NO_MEMORY", "NO_USER", "USER_ID",
-           "mount_docs"]
+__all__ = [
+    "API_DESCRIPTION",
+    "ASSETS_URL",
+    "ASSISTANT_ID",
+    "BODY_ERRORS",
+    "CHAT_ERRORS",
+    "CURSOR",
+    "ERRORS",
+    "KIND",
+    "LIMIT",
+    "MEMORY_ID",
+    "NO_MEMORY",
+    "NO_USER",
+    "USER_ID",
+    "mount_docs",
+]
 
 #: The API's description on ``/docs`` and in ``/openapi.json`` (Markdown, for API users).
 API_DESCRIPTION = """\
@@ -68,6 +81,7 @@ The order is stable: paging while turns are added neither skips nor repeats an i
 
 # -- error answers, as the OpenAPI document lists them -----------------------------------------
 
+
 def _answer(description: str) -> dict[str, Any]:
     """An error answer for the OpenAPI document."""
     return {"model": m.ErrorBody, "description": description}
@@ -94,27 +108,41 @@ NO_MEMORY: dict[int | str, dict[str, Any]] = {
 
 
 CHAT_ERRORS: dict[int | str, dict[str, Any]] = {
-    502: _answer("The LLM provider refused the call for a configuration reason "
-                 "(ProviderAuthError, ProviderModelNotFound, ProviderUnreachable); the "
-                 "message says what to fix."),
+    502: _answer(
+        "The LLM provider refused the call for a configuration reason "
+        "(ProviderAuthError, ProviderModelNotFound, ProviderUnreachable); the "
+        "message says what to fix."
+    ),
 }
 
 
 # -- parameters shared by the routes --------------------------------------------------------
 
-LIMIT = Query(DEFAULT_LIMIT, ge=1, le=MAX_LIMIT,
-              description=f"Most items in one page of the listing (1..{MAX_LIMIT}).")
-CURSOR = Query(None, description="Where the page starts: the `next_cursor` of the previous "
-               "page, unchanged (omit it for the first page). The order is stable: paging "
-               "while turns are added neither skips nor repeats an item. 422 for a cursor "
-               "that did not come from this listing.")
-KIND = Query(None, description="Only memories of these kinds: page, segment, fact, "
-             "agent_trait, trait (repeat the parameter or separate kinds with commas). "
-             "Default: every kind.")
+LIMIT = Query(
+    DEFAULT_LIMIT,
+    ge=1,
+    le=MAX_LIMIT,
+    description=f"Most items in one page of the listing (1..{MAX_LIMIT}).",
+)
+CURSOR = Query(
+    None,
+    description="Where the page starts: the `next_cursor` of the previous "
+    "page, unchanged (omit it for the first page). The order is stable: paging "
+    "while turns are added neither skips nor repeats an item. 422 for a cursor "
+    "that did not come from this listing.",
+)
+KIND = Query(
+    None,
+    description="Only memories of these kinds: page, segment, fact, "
+    "agent_trait, trait (repeat the parameter or separate kinds with commas). "
+    "Default: every kind.",
+)
 USER_ID = PathParam(description="The user's id in your tenant, percent-encoded.")
 ASSISTANT_ID = PathParam(description="The assistant's id in your tenant.")
-MEMORY_ID = PathParam(description="The memory's id, as listed: `page:p12`, `segment:s3`, "
-                      "`fact:f7`, `agent_trait:<assistant>:a2` or `trait:<name>`.")
+MEMORY_ID = PathParam(
+    description="The memory's id, as listed: `page:p12`, `segment:s3`, "
+    "`fact:f7`, `agent_trait:<assistant>:a2` or `trait:<name>`."
+)
 
 
 # -- the page ---------------------------------------------------------------------------------
@@ -125,8 +153,11 @@ ASSETS_URL = "/docs/assets"
 # Swagger UI settings: no online validator badge (it would call a public service), and
 # the operations shown open, so a reader sees each route's parameters at once.
 _SWAGGER_PARAMETERS: dict[str, Any] = {
-    "validatorUrl": None, "deepLinking": True, "docExpansion": "list",
-    "defaultModelsExpandDepth": 0, "displayRequestDuration": True,
+    "validatorUrl": None,
+    "deepLinking": True,
+    "docExpansion": "list",
+    "defaultModelsExpandDepth": 0,
+    "displayRequestDuration": True,
 }
 
 
@@ -137,7 +168,8 @@ def _assets_dir() -> Path:
     except ModuleNotFoundError:
         raise ModuleNotFoundError(
             "the API documentation pages need the fastapi-offline package: "
-            "pip install \"memoryos-actors[server]\"") from None
+            'pip install "memoryos-actors[server]"'
+        ) from None
     return Path(str(found))
 
 
@@ -154,11 +186,14 @@ def mount_docs(app: FastAPI) -> None:
     @app.get("/docs", include_in_schema=False)
     async def swagger_ui() -> HTMLResponse:
         return get_swagger_ui_html(
-            openapi_url=openapi_url, title=f"{app.title} API",
+            openapi_url=openapi_url,
+            title=f"{app.title} API",
             swagger_js_url=f"{ASSETS_URL}/swagger-ui-bundle.js",
             swagger_css_url=f"{ASSETS_URL}/swagger-ui.css",
             swagger_favicon_url=f"{ASSETS_URL}/favicon.png",
-            oauth2_redirect_url=redirect_url, swagger_ui_parameters=_SWAGGER_PARAMETERS)
+            oauth2_redirect_url=redirect_url,
+            swagger_ui_parameters=_SWAGGER_PARAMETERS,
+        )
 
     @app.get(redirect_url, include_in_schema=False)
     async def swagger_ui_redirect() -> HTMLResponse:

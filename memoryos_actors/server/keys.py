@@ -100,9 +100,12 @@ class KeyRecord:
             raise StorageError(f"{where}: a key record must be an object")
         try:
             rec = cls(
-                key_id=str(d["key_id"]), tenant=check_tenant(d["tenant"]),
-                sha256=str(d["sha256"]), created=float(d.get("created", 0.0)),
-                rate_per_second=None if d.get("rate_per_second") is None
+                key_id=str(d["key_id"]),
+                tenant=check_tenant(d["tenant"]),
+                sha256=str(d["sha256"]),
+                created=float(d.get("created", 0.0)),
+                rate_per_second=None
+                if d.get("rate_per_second") is None
                 else float(d["rate_per_second"]),
                 burst=None if d.get("burst") is None else int(d["burst"]),
                 note=str(d.get("note", "")),
@@ -151,8 +154,10 @@ class KeyStore:
         if not isinstance(data, dict) or data.get("format") != _FORMAT:
             raise StorageError(f"{self.path}: not a memoryos-actors key file")
         if int(data.get("version", 0)) > _VERSION:
-            raise StorageError(f"{self.path}: key file version {data.get('version')} is newer "
-                               f"than this library reads ({_VERSION})")
+            raise StorageError(
+                f"{self.path}: key file version {data.get('version')} is newer "
+                f"than this library reads ({_VERSION})"
+            )
         records = {}
         for raw in data.get("keys", []):
             rec = KeyRecord.from_dict(raw, str(self.path))
@@ -160,8 +165,11 @@ class KeyStore:
         self._records, self._mtime = records, stat.st_mtime_ns
 
     def _save(self) -> None:
-        payload = {"format": _FORMAT, "version": _VERSION,
-                   "keys": [asdict(r) for r in self._records.values()]}
+        payload = {
+            "format": _FORMAT,
+            "version": _VERSION,
+            "keys": [asdict(r) for r in self._records.values()],
+        }
         self.path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=".keys-", dir=self.path.parent)
         try:
@@ -193,8 +201,14 @@ class KeyStore:
 
     # -- operations ------------------------------------------------------------------------
 
-    def add(self, tenant: str, *, rate_per_second: float | None = None,
-            burst: int | None = None, note: str = "") -> tuple[str, KeyRecord]:
+    def add(
+        self,
+        tenant: str,
+        *,
+        rate_per_second: float | None = None,
+        burst: int | None = None,
+        note: str = "",
+    ) -> tuple[str, KeyRecord]:
         """Make a key for ``tenant``; returns ``(key, record)``. The key is not stored."""
         check_tenant(tenant)
         if rate_per_second is not None and not rate_per_second > 0:
@@ -207,8 +221,9 @@ class KeyStore:
                 key, key_id = generate_key()
                 if key_id not in self._records:
                     break
-            rec = KeyRecord(key_id, tenant, hash_key(key), time.time(), rate_per_second,
-                            burst, note)
+            rec = KeyRecord(
+                key_id, tenant, hash_key(key), time.time(), rate_per_second, burst, note
+            )
             self._records[key_id] = rec
             self._save()
         return key, rec

@@ -14,8 +14,15 @@ from ..system import AsyncMemoryOS, UserState
 from . import models as m
 from .tenancy import external_id
 
-__all__ = ["DEFAULT_LIMIT", "MAX_LIMIT", "memories_response", "memory_kinds", "page_count",
-           "profile_dict", "read_memories"]
+__all__ = [
+    "DEFAULT_LIMIT",
+    "MAX_LIMIT",
+    "memories_response",
+    "memory_kinds",
+    "page_count",
+    "profile_dict",
+    "read_memories",
+]
 
 #: Items in one page of a listing (HTTP and MCP) when the caller gives no limit.
 DEFAULT_LIMIT = 100
@@ -32,8 +39,7 @@ def memory_kinds(given: Iterable[str] | str | None) -> frozenset[str]:
     named = {k.strip() for v in (given or ()) for k in v.split(",") if k.strip()}
     bad = sorted(named - set(MEMORY_KINDS))
     if bad:
-        raise InvalidInput(f"kind must be among {', '.join(MEMORY_KINDS)}; got "
-                           f"{', '.join(bad)}")
+        raise InvalidInput(f"kind must be among {', '.join(MEMORY_KINDS)}; got {', '.join(bad)}")
     return frozenset(named or MEMORY_KINDS)
 
 
@@ -85,11 +91,18 @@ def profile_dict(profile: UserProfile | AgentProfile) -> dict[str, Any]:
     return d
 
 
-def memories_response(tenant: str, user_id: str, st: Any, archived: list[dict[str, Any]],
-              kinds: frozenset[str], limit: int, after: tuple[Any, ...] | None
-              ) -> m.MemoriesResponse:
+def memories_response(
+    tenant: str,
+    user_id: str,
+    st: Any,
+    archived: list[dict[str, Any]],
+    kinds: frozenset[str],
+    limit: int,
+    after: tuple[Any, ...] | None,
+) -> m.MemoriesResponse:
     """One page of the user's memories of ``kinds``, in the listing order of
     :func:`~memoryos_actors.paging.memory_sort_key`, after the cursor key ``after``."""
+
     def aid(internal: str) -> str:
         return external_id(tenant, internal) or internal
 
@@ -100,11 +113,16 @@ def memories_response(tenant: str, user_id: str, st: Any, archived: list[dict[st
         if "page" not in kinds:
             return
         get = p.get if isinstance(p, dict) else lambda k: getattr(p, k)
-        out = m.PageOut(page_id=str(get("page_id")), memory_id=f"page:{get('page_id')}",
-                        location=location,  # type: ignore[arg-type]
-                        segment_id=seg, assistant_id=aid(str(get("assistant_id"))),
-                        timestamp=float(get("timestamp")), query=str(get("query")),
-                        response=str(get("response")))
+        out = m.PageOut(
+            page_id=str(get("page_id")),
+            memory_id=f"page:{get('page_id')}",
+            location=location,  # type: ignore[arg-type]
+            segment_id=seg,
+            assistant_id=aid(str(get("assistant_id"))),
+            timestamp=float(get("timestamp")),
+            query=str(get("query")),
+            response=str(get("response")),
+        )
         found.append((out.memory_id, "pages", out))
 
     def segment(out: m.SegmentOut) -> None:
@@ -116,52 +134,90 @@ def memories_response(tenant: str, user_id: str, st: Any, archived: list[dict[st
     for seg in st.segments:
         for p in seg.pages:
             page(p, "mtm", seg.segment_id)
-        segment(m.SegmentOut(segment_id=seg.segment_id, memory_id=f"segment:{seg.segment_id}",
-                             location="mtm", heat=seg.heat, summary=seg.summary,
-                             keywords=sorted(seg.keywords),
-                             page_ids=[p.page_id for p in seg.pages]))
+        segment(
+            m.SegmentOut(
+                segment_id=seg.segment_id,
+                memory_id=f"segment:{seg.segment_id}",
+                location="mtm",
+                heat=seg.heat,
+                summary=seg.summary,
+                keywords=sorted(seg.keywords),
+                page_ids=[p.page_id for p in seg.pages],
+            )
+        )
     for rec in archived:
         if rec.get("t") == "segment":
             seg = rec["segment"]
             sid = str(seg["segment_id"])
             for p in seg["pages"]:
                 page(p, "archive", sid)
-            segment(m.SegmentOut(segment_id=sid, memory_id=f"segment:{sid}",
-                                 location="archive", heat=float(seg.get("heat", 0.0)),
-                                 summary=str(seg.get("summary", "")),
-                                 keywords=sorted(seg.get("keywords", ())),
-                                 page_ids=[str(p["page_id"]) for p in seg["pages"]]))
+            segment(
+                m.SegmentOut(
+                    segment_id=sid,
+                    memory_id=f"segment:{sid}",
+                    location="archive",
+                    heat=float(seg.get("heat", 0.0)),
+                    summary=str(seg.get("summary", "")),
+                    keywords=sorted(seg.get("keywords", ())),
+                    page_ids=[str(p["page_id"]) for p in seg["pages"]],
+                )
+            )
         elif rec.get("t") == "page":
             page(rec["page"], "archive", rec.get("segment_id"))
 
     def fact(e: Any, assistant: str | None = None) -> m.FactOut:
-        mid = (f"fact:{e.entry_id}" if assistant is None
-               else f"agent_trait:{aid(assistant)}:{e.entry_id}")
-        return m.FactOut(entry_id=e.entry_id, memory_id=mid, text=e.text,
-                         timestamp=e.timestamp, source_segment=e.source_segment)
+        mid = (
+            f"fact:{e.entry_id}"
+            if assistant is None
+            else f"agent_trait:{aid(assistant)}:{e.entry_id}"
+        )
+        return m.FactOut(
+            entry_id=e.entry_id,
+            memory_id=mid,
+            text=e.text,
+            timestamp=e.timestamp,
+            source_segment=e.source_segment,
+        )
 
     if "fact" in kinds:
         found.extend((f.memory_id, "kb", f) for f in (fact(e) for e in st.kb))
     if "agent_trait" in kinds:
         for a, v in st.agents.items():
-            found.extend((f.memory_id, f"agent:{aid(a)}", f)
-                         for f in (fact(t, a) for t in v.get("traits", ())))
+            found.extend(
+                (f.memory_id, f"agent:{aid(a)}", f)
+                for f in (fact(t, a) for t in v.get("traits", ()))
+            )
     if "trait" in kinds:
-        found.extend((f"trait:{t.name}", "traits",
-                      m.TraitOut(name=t.name, category=t.category, level=t.level,
-                                 evidence=t.evidence, memory_id=f"trait:{t.name}"))
-                     for t in st.traits)
-    shown, next_cursor = page_of(found, lambda x: memory_sort_key(x[0]), "memories", limit,
-                                 after)
+        found.extend(
+            (
+                f"trait:{t.name}",
+                "traits",
+                m.TraitOut(
+                    name=t.name,
+                    category=t.category,
+                    level=t.level,
+                    evidence=t.evidence,
+                    memory_id=f"trait:{t.name}",
+                ),
+            )
+            for t in st.traits
+        )
+    shown, next_cursor = page_of(found, lambda x: memory_sort_key(x[0]), "memories", limit, after)
     sections: dict[str, list[Any]] = {}
     for _mid, section, item in shown:
         sections.setdefault(section, []).append(item)
     return m.MemoriesResponse(
-        user_id=user_id, turns=st.turns, pages=sections.get("pages", []),
-        segments=sections.get("segments", []), kb=sections.get("kb", []),
+        user_id=user_id,
+        turns=st.turns,
+        pages=sections.get("pages", []),
+        segments=sections.get("segments", []),
+        kb=sections.get("kb", []),
         traits=sections.get("traits", []),
-        agents={aid(a): m.AgentMemory(profile=profile_dict(v["profile"]),
-                                      traits=sections.get(f"agent:{aid(a)}", []))
-                for a, v in st.agents.items()},
+        agents={
+            aid(a): m.AgentMemory(
+                profile=profile_dict(v["profile"]), traits=sections.get(f"agent:{aid(a)}", [])
+            )
+            for a, v in st.agents.items()
+        },
         next_cursor=next_cursor,
     )

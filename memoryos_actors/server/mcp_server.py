@@ -71,8 +71,13 @@ def build_mcp(
     from .. import __version__
 
     # serverInfo.version: clients show it and log it, and tell releases apart by it.
-    server = MCPServer("memoryos-actors", instructions=_INSTRUCTIONS, log_level="WARNING",
-                       lifespan=lifespan, version=__version__)
+    server = MCPServer(
+        "memoryos-actors",
+        instructions=_INSTRUCTIONS,
+        log_level="WARNING",
+        lifespan=lifespan,
+        version=__version__,
+    )
 
     def tenant(ctx: Context) -> str:
         request = ctx.request_context.request
@@ -91,45 +96,64 @@ def build_mcp(
 
     @server.tool(annotations=ToolAnnotations(idempotent_hint=False, destructive_hint=False))
     @_tool_errors
-    async def add_turn(user_id: str, query: str, response: str, ctx: Context,
-                       assistant_id: str = "default", turn_key: str | None = None
-                       ) -> dict[str, str]:
+    async def add_turn(
+        user_id: str,
+        query: str,
+        response: str,
+        ctx: Context,
+        assistant_id: str = "default",
+        turn_key: str | None = None,
+    ) -> dict[str, str]:
         """Store one exchange (the user's query and the assistant's response) in the user's
         memory. Pass turn_key to make a retry store the turn only once."""
         t = tenant(ctx)
         page_id = await memory().add_turn(
-            internal_id(t, user_id), query, response, None,
-            internal_id(t, assistant_id, "assistant_id"), turn_key=turn_key)
+            internal_id(t, user_id),
+            query,
+            response,
+            None,
+            internal_id(t, assistant_id, "assistant_id"),
+            turn_key=turn_key,
+        )
         return {"user_id": user_id, "page_id": page_id}
 
     @server.tool(annotations=ToolAnnotations(read_only_hint=True))
     @_tool_errors
-    async def retrieve(user_id: str, query: str, ctx: Context, assistant_id: str = "default",
-                       top_k: int = 10) -> dict[str, Any]:
+    async def retrieve(
+        user_id: str, query: str, ctx: Context, assistant_id: str = "default", top_k: int = 10
+    ) -> dict[str, Any]:
         """What the user's memory holds about query: the rendered context (recent dialogue,
         relevant past turns, profile, facts, traits) and the ids of the pages it used."""
         if not 1 <= top_k <= 100:
             raise ToolError("top_k must be between 1 and 100")
         t, uid = await existing(ctx, user_id)
-        ctx_ = await memory().retrieve(uid, query, internal_id(t, assistant_id,
-                                                               "assistant_id"))
-        return {"user_id": user_id, "context": ctx_.render(),
-                "page_ids": list(ctx_.page_ids()[:top_k]),
-                "facts": [i.text for i in ctx_.kb[:top_k]]}
+        ctx_ = await memory().retrieve(uid, query, internal_id(t, assistant_id, "assistant_id"))
+        return {
+            "user_id": user_id,
+            "context": ctx_.render(),
+            "page_ids": list(ctx_.page_ids()[:top_k]),
+            "facts": [i.text for i in ctx_.kb[:top_k]],
+        }
 
     @server.tool()
     @_tool_errors
-    async def chat(user_id: str, query: str, ctx: Context,
-                   assistant_id: str = "default") -> dict[str, Any]:
+    async def chat(
+        user_id: str, query: str, ctx: Context, assistant_id: str = "default"
+    ) -> dict[str, Any]:
         """Answer query from the user's memory with the server's LLM, and store the turn.
 
         ``degraded`` is true (with the ``reason``) when the LLM was unavailable and the
         offline fallback wrote the reply."""
         t = tenant(ctx)
-        reply = await memory().chat_reply(internal_id(t, user_id), query,
-                                          internal_id(t, assistant_id, "assistant_id"))
-        return {"user_id": user_id, "reply": reply.text, "degraded": reply.degraded,
-                "reason": reply.reason}
+        reply = await memory().chat_reply(
+            internal_id(t, user_id), query, internal_id(t, assistant_id, "assistant_id")
+        )
+        return {
+            "user_id": user_id,
+            "reply": reply.text,
+            "degraded": reply.degraded,
+            "reason": reply.reason,
+        }
 
     @server.tool(annotations=ToolAnnotations(read_only_hint=True))
     @_tool_errors
@@ -142,9 +166,13 @@ def build_mcp(
 
     @server.tool(annotations=ToolAnnotations(read_only_hint=True))
     @_tool_errors
-    async def list_memories(user_id: str, ctx: Context, limit: int = DEFAULT_LIMIT,
-                            cursor: str | None = None, kind: str | None = None
-                            ) -> dict[str, Any]:
+    async def list_memories(
+        user_id: str,
+        ctx: Context,
+        limit: int = DEFAULT_LIMIT,
+        cursor: str | None = None,
+        kind: str | None = None,
+    ) -> dict[str, Any]:
         """The user's stored turns (page id, where it is: stm, mtm or archive; the query and
         response), the facts learned about the user and the user's traits, one page at a
         time: at most limit items (1..1000), in a fixed order (pages and facts oldest first,
@@ -154,37 +182,67 @@ def build_mcp(
         if not kinds <= _MCP_KINDS:
             raise InvalidInput(f"kind must be among {', '.join(sorted(_MCP_KINDS))}")
         check_limit(limit, MAX_LIMIT)
-        after = None if cursor is None else decode_cursor(cursor, "memories",
-                                                          (int, int, str))
+        after = None if cursor is None else decode_cursor(cursor, "memories", (int, int, str))
         _t, uid = await existing(ctx, user_id)
         st, archived = await read_memories(memory(), uid)
         found: list[dict[str, Any]] = []
 
         def pages(located: Any, location: str) -> None:
             if "page" in kinds:
-                found.extend({"page_id": str(p["page_id"]), "memory_id": f"page:{p['page_id']}",
-                              "location": location, "query": str(p["query"]),
-                              "response": str(p["response"])} for p in located)
+                found.extend(
+                    {
+                        "page_id": str(p["page_id"]),
+                        "memory_id": f"page:{p['page_id']}",
+                        "location": location,
+                        "query": str(p["query"]),
+                        "response": str(p["response"]),
+                    }
+                    for p in located
+                )
 
-        pages(({"page_id": p.page_id, "query": p.query, "response": p.response}
-               for p in (*st.outbox, *st.stm)), "stm")
+        pages(
+            (
+                {"page_id": p.page_id, "query": p.query, "response": p.response}
+                for p in (*st.outbox, *st.stm)
+            ),
+            "stm",
+        )
         for seg in st.segments:
-            pages(({"page_id": p.page_id, "query": p.query, "response": p.response}
-                   for p in seg.pages), "mtm")
+            pages(
+                (
+                    {"page_id": p.page_id, "query": p.query, "response": p.response}
+                    for p in seg.pages
+                ),
+                "mtm",
+            )
         for rec in archived:
-            pages(rec["segment"]["pages"] if rec.get("t") == "segment" else (
-                [rec["page"]] if rec.get("t") == "page" else []), "archive")
+            pages(
+                rec["segment"]["pages"]
+                if rec.get("t") == "segment"
+                else ([rec["page"]] if rec.get("t") == "page" else []),
+                "archive",
+            )
         if "fact" in kinds:
-            found.extend({"entry_id": e.entry_id, "memory_id": f"fact:{e.entry_id}",
-                          "text": e.text} for e in st.kb)
+            found.extend(
+                {"entry_id": e.entry_id, "memory_id": f"fact:{e.entry_id}", "text": e.text}
+                for e in st.kb
+            )
         if "trait" in kinds:
-            found.extend({"memory_id": f"trait:{t.name}", "level": t.level,
-                          "evidence": t.evidence} for t in st.traits)
-        shown, next_cursor = page_of(found, lambda x: memory_sort_key(x["memory_id"]),
-                                     "memories", limit, after)
+            found.extend(
+                {"memory_id": f"trait:{t.name}", "level": t.level, "evidence": t.evidence}
+                for t in st.traits
+            )
+        shown, next_cursor = page_of(
+            found, lambda x: memory_sort_key(x["memory_id"]), "memories", limit, after
+        )
         section = {"page": "pages", "fact": "facts", "trait": "traits"}
-        out: dict[str, Any] = {"user_id": user_id, "turns": st.turns, "pages": [],
-                               "facts": [], "traits": []}
+        out: dict[str, Any] = {
+            "user_id": user_id,
+            "turns": st.turns,
+            "pages": [],
+            "facts": [],
+            "traits": [],
+        }
         for item in shown:
             out[section[item["memory_id"].split(":", 1)[0]]].append(item)
         out["next_cursor"] = next_cursor
@@ -205,18 +263,25 @@ def build_mcp(
 
     @server.tool(annotations=ToolAnnotations(destructive_hint=False, idempotent_hint=True))
     @_tool_errors
-    async def correct_memory(user_id: str, memory_id: str, value: str, ctx: Context,
-                             evidence: str = "") -> dict[str, Any]:
+    async def correct_memory(
+        user_id: str, memory_id: str, value: str, ctx: Context, evidence: str = ""
+    ) -> dict[str, Any]:
         """Correct a fact or agent trait (value: the new sentence) or a user trait (value:
         low, medium or high). The old value stays in the memory's history."""
         t, uid = await existing(ctx, user_id)
         try:
-            event = await memory().correct_memory(uid, internal_memory_id(t, memory_id),
-                                                  value, evidence)
+            event = await memory().correct_memory(
+                uid, internal_memory_id(t, memory_id), value, evidence
+            )
         except UnknownMemory:
             raise UnknownMemory(f"user {user_id!r} has no memory {memory_id!r}") from None
-        return {"user_id": user_id, "memory_id": memory_id, "old": event.old,
-                "new": event.new, "at": event.at}
+        return {
+            "user_id": user_id,
+            "memory_id": memory_id,
+            "old": event.old,
+            "new": event.new,
+            "at": event.at,
+        }
 
     @server.tool(annotations=ToolAnnotations(destructive_hint=True, idempotent_hint=True))
     @_tool_errors

@@ -20,28 +20,36 @@ _COUNTERS = (
     ("turns", "memoryos_turns", "Turns added since the server started."),
     ("retrievals", "memoryos_retrievals", "Retrievals served since the server started."),
     ("chats", "memoryos_chats", "Chat replies generated since the server started."),
-    ("degraded_chats", "memoryos_degraded_chats",
-     "Chat replies written by the offline fallback during a provider outage."),
+    (
+        "degraded_chats",
+        "memoryos_degraded_chats",
+        "Chat replies written by the offline fallback during a provider outage.",
+    ),
     ("activations", "memoryos_user_activations", "User actor groups started."),
     ("passivations", "memoryos_user_passivations", "User actor groups stopped."),
     ("evicted_segments", "memoryos_evicted_segments", "Segments evicted from MTM to archives."),
     ("evicted_pages", "memoryos_evicted_pages", "Pages evicted from MTM to archives."),
     ("promoted_segments", "memoryos_promoted_segments", "Segments promoted to LPM."),
-    ("user_group_restarts", "memoryos_user_group_restarts",
-     "Restarts of user actor groups by their supervisor."),
+    (
+        "user_group_restarts",
+        "memoryos_user_group_restarts",
+        "Restarts of user actor groups by their supervisor.",
+    ),
 )
 _GAUGES = (
     ("active_users", "memoryos_active_users", "Users whose actor groups are live."),
     ("inflight", "memoryos_inflight_calls", "Memory calls in flight."),
     ("gateway_backlog", "memoryos_gateway_backlog", "Gateway jobs queued."),
     ("placement_backlog", "memoryos_placement_backlog", "Pages waiting for MTM placement."),
-    ("damaged_users", "memoryos_damaged_users",
-     "Users whose files were refused as damaged (their calls fail; others are served)."),
+    (
+        "damaged_users",
+        "memoryos_damaged_users",
+        "Users whose files were refused as damaged (their calls fail; others are served).",
+    ),
 )
 _LATENCIES = (
     ("add_turn_ms", "memoryos_add_turn_latency_seconds", "add_turn latency quantiles, seconds."),
-    ("retrieve_ms", "memoryos_retrieve_latency_seconds",
-     "retrieve latency quantiles, seconds."),
+    ("retrieve_ms", "memoryos_retrieve_latency_seconds", "retrieve latency quantiles, seconds."),
 )
 
 
@@ -88,11 +96,14 @@ def _provider_metrics(gw: dict[str, Any]) -> Iterator[Metric]:
     --prometheus`` uses)."""
     breaker = gw.get("breaker") or {}
     if breaker:
-        is_open = GaugeMetricFamily("memoryos_llm_breaker_open",
-                                    "1 when the circuit breaker is not closed.",
-                                    labels=["breaker"])
-        opened = CounterMetricFamily("memoryos_llm_breaker_opened",
-                                     "Times the circuit breaker opened.", labels=["breaker"])
+        is_open = GaugeMetricFamily(
+            "memoryos_llm_breaker_open",
+            "1 when the circuit breaker is not closed.",
+            labels=["breaker"],
+        )
+        opened = CounterMetricFamily(
+            "memoryos_llm_breaker_opened", "Times the circuit breaker opened.", labels=["breaker"]
+        )
         for which in _BREAKERS:
             if which in breaker:
                 is_open.add_metric([which], 0.0 if breaker[which] == "closed" else 1.0)
@@ -101,9 +112,11 @@ def _provider_metrics(gw: dict[str, Any]) -> Iterator[Metric]:
         yield opened
     state = (gw.get("provider") or {}).get("state")
     if state:
-        fam = GaugeMetricFamily("memoryos_llm_provider_state",
-                                "1 for the provider's current state (see /readyz).",
-                                labels=["state"])
+        fam = GaugeMetricFamily(
+            "memoryos_llm_provider_state",
+            "1 for the provider's current state (see /readyz).",
+            labels=["state"],
+        )
         for name in _PROVIDER_STATES:
             fam.add_metric([name], 1.0 if state == name else 0.0)
         yield fam
@@ -115,20 +128,23 @@ class ServerMetrics:
     def __init__(self, stats: Callable[[], dict[str, Any] | None]) -> None:
         self.registry = CollectorRegistry(auto_describe=False)
         self.requests = Counter(
-            "memoryos_http_requests", "HTTP requests answered, by route template and status.",
-            ["method", "route", "status"], registry=self.registry,
+            "memoryos_http_requests",
+            "HTTP requests answered, by route template and status.",
+            ["method", "route", "status"],
+            registry=self.registry,
         )
         self.latency = Histogram(
             "memoryos_http_request_duration_seconds",
-            "Time to answer an HTTP request, seconds.", ["method", "route"],
-            buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
-                     10.0),
+            "Time to answer an HTTP request, seconds.",
+            ["method", "route"],
+            buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0),
             registry=self.registry,
         )
         self.rejected = Counter(
             "memoryos_http_rejected_requests",
             "Requests refused before reaching the memory system, by reason.",
-            ["reason"], registry=self.registry,
+            ["reason"],
+            registry=self.registry,
         )
         for reason in ("unauthorized", "rate_limited", "too_large", "bad_encoding"):
             self.rejected.labels(reason)

@@ -58,8 +58,9 @@ class RateLimiter:
         self.default_burst = int(default_burst)
         self._buckets: dict[str, TokenBucket] = {}
 
-    def check(self, key_id: str, now: float, rate: float | None = None,
-              burst: int | None = None) -> int:
+    def check(
+        self, key_id: str, now: float, rate: float | None = None, burst: int | None = None
+    ) -> int:
         """0 if ``key_id`` may send a request at ``now``, else Retry-After in whole seconds
         (>= 1). ``rate``/``burst`` override the defaults for this key."""
         r = self.default_rate if rate is None else float(rate)

@@ -66,8 +66,12 @@ def _write_json(path: Path, doc: dict[str, Any]) -> None:
     os.replace(tmp, path)
 
 
-def serve(settings: ServerSettings, *,
-          shutdown_timeout: float = DEFAULT_SHUTDOWN_TIMEOUT_S, ray: bool = False) -> None:
+def serve(
+    settings: ServerSettings,
+    *,
+    shutdown_timeout: float = DEFAULT_SHUTDOWN_TIMEOUT_S,
+    ray: bool = False,
+) -> None:
     """Serve the HTTP API until SIGTERM or SIGINT, then stop gracefully.
 
     The first signal closes the listening socket and the idle connections; requests in
@@ -95,10 +99,14 @@ def serve(settings: ServerSettings, *,
             if settings.ready_file is not None:
                 _write_ready(settings.ready_file, settings.host, port)
             nonlocal server_file
-            server_file = _write_server_file(settings.data_dir,
-                                             f"http://{settings.host}:{port}", settings.mcp)
-            print(f"memoryos: serving http://{settings.host}:{port} (OpenAPI at /docs)",
-                  file=sys.stderr, flush=True)
+            server_file = _write_server_file(
+                settings.data_dir, f"http://{settings.host}:{port}", settings.mcp
+            )
+            print(
+                f"memoryos: serving http://{settings.host}:{port} (OpenAPI at /docs)",
+                file=sys.stderr,
+                flush=True,
+            )
 
     server: _Server | None = None
     server_file: Path | None = None
@@ -117,14 +125,18 @@ def serve(settings: ServerSettings, *,
         if stop.hurry and record.levelno >= logging.ERROR:
             exc = record.exc_info[1] if record.exc_info else None
             if isinstance(exc, asyncio.CancelledError) or (
-                    exc is None and "CancelledError" in record.getMessage()):
+                exc is None and "CancelledError" in record.getMessage()
+            ):
                 return False
         return True
 
     uvicorn_log = logging.getLogger("uvicorn.error")
-    with StopSignals(f"finishing the requests in flight (at most {shutdown_timeout:g} s), "
-                     "then closing the memory system", on_signal,
-                     shutdown_timeout=shutdown_timeout) as stop:
+    with StopSignals(
+        f"finishing the requests in flight (at most {shutdown_timeout:g} s), "
+        "then closing the memory system",
+        on_signal,
+        shutdown_timeout=shutdown_timeout,
+    ) as stop:
         sock = _bind(settings.host, settings.port)
         try:
             # Opened here, not in the app's lifespan, so a locked or damaged data directory
@@ -138,9 +150,14 @@ def serve(settings: ServerSettings, *,
             app = create_app(settings, memory=memory)
             # uvicorn takes whole seconds here: rounded up, a request in flight gets at
             # least the time asked for.
-            config = uvicorn.Config(app, lifespan="on", log_level="warning", access_log=False,
-                                    timeout_graceful_shutdown=math.ceil(shutdown_timeout),
-                                    server_header=False)
+            config = uvicorn.Config(
+                app,
+                lifespan="on",
+                log_level="warning",
+                access_log=False,
+                timeout_graceful_shutdown=math.ceil(shutdown_timeout),
+                server_header=False,
+            )
             server = _Server(config)
             if stop.requested:  # a signal while the memory system was opening
                 on_signal(stop.count)
@@ -157,9 +174,14 @@ def serve(settings: ServerSettings, *,
             raise StorageError("the server did not start; the error is logged above")
 
 
-def serve_mcp_stdio(data_dir: Path, config: MemoryConfig, tenant: str, *,
-                    shutdown_timeout: float = DEFAULT_SHUTDOWN_TIMEOUT_S,
-                    ray: bool = False) -> None:
+def serve_mcp_stdio(
+    data_dir: Path,
+    config: MemoryConfig,
+    tenant: str,
+    *,
+    shutdown_timeout: float = DEFAULT_SHUTDOWN_TIMEOUT_S,
+    ray: bool = False,
+) -> None:
     """Serve MCP over stdin/stdout for ``tenant``'s users until stdin closes or a stop signal.
 
     On SIGTERM or SIGINT no new request is run (each gets an error answer); the requests in
@@ -174,8 +196,11 @@ def serve_mcp_stdio(data_dir: Path, config: MemoryConfig, tenant: str, *,
     from .stdio_relay import StdioRelay
 
     check_tenant(tenant)
-    relay = StdioRelay(shutdown_timeout, "the server is stopping; this request was not run") \
-        if os.name == "posix" else None
+    relay = (
+        StdioRelay(shutdown_timeout, "the server is stopping; this request was not run")
+        if os.name == "posix"
+        else None
+    )
 
     def on_signal(count: int) -> None:
         if relay is not None:
@@ -184,9 +209,12 @@ def serve_mcp_stdio(data_dir: Path, config: MemoryConfig, tenant: str, *,
             else:
                 relay.end_input()
 
-    with StopSignals(f"answering the requests in flight (at most {shutdown_timeout:g} s), "
-                     "then closing the memory system", on_signal,
-                     shutdown_timeout=shutdown_timeout) as stop:
+    with StopSignals(
+        f"answering the requests in flight (at most {shutdown_timeout:g} s), "
+        "then closing the memory system",
+        on_signal,
+        shutdown_timeout=shutdown_timeout,
+    ) as stop:
         # Opened before the MCP server starts, so a locked or damaged data directory is the
         # typed error the CLI reports at once (exit code 2), not an error inside the SDK's
         # task group, which would wait for the client to close stdin first.
@@ -202,8 +230,9 @@ def serve_mcp_stdio(data_dir: Path, config: MemoryConfig, tenant: str, *,
                 if relay is not None:
                     relay.end_input()  # whatever ended the server, its stdin reader too
 
-        server = build_mcp(lambda: memory, lambda _request: None, fixed_tenant=tenant,
-                           lifespan=lifespan)
+        server = build_mcp(
+            lambda: memory, lambda _request: None, fixed_tenant=tenant, lifespan=lifespan
+        )
         try:
             if relay is not None:
                 relay.start()

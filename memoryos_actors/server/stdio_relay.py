@@ -45,8 +45,7 @@ def _is_request(msg: dict[str, Any]) -> bool:
 
 
 def _is_response(msg: dict[str, Any]) -> bool:
-    return "method" not in msg and msg.get("id") is not None \
-        and ("result" in msg or "error" in msg)
+    return "method" not in msg and msg.get("id") is not None and ("result" in msg or "error" in msg)
 
 
 class StdioRelay:
@@ -83,10 +82,12 @@ class StdioRelay:
         os.close(sdk_in)
         os.close(sdk_out)
         self._started = True
-        self._in_thread = threading.Thread(target=self._copy_in, name="memoryos-stdio-in",
-                                           daemon=True)
-        self._out_thread = threading.Thread(target=self._copy_out, name="memoryos-stdio-out",
-                                            daemon=True)
+        self._in_thread = threading.Thread(
+            target=self._copy_in, name="memoryos-stdio-in", daemon=True
+        )
+        self._out_thread = threading.Thread(
+            target=self._copy_out, name="memoryos-stdio-out", daemon=True
+        )
         self._in_thread.start()
         self._out_thread.start()
 
@@ -182,8 +183,11 @@ class StdioRelay:
     def _refuse(self, line: bytes) -> None:
         for msg in _messages(line):
             if _is_request(msg):
-                answer = {"jsonrpc": "2.0", "id": msg["id"],
-                          "error": {"code": -32000, "message": self.refusal}}
+                answer = {
+                    "jsonrpc": "2.0",
+                    "id": msg["id"],
+                    "error": {"code": -32000, "message": self.refusal},
+                }
                 self._write_out(json.dumps(answer).encode() + b"\n")
 
     def _copy_out(self) -> None:

@@ -15,8 +15,14 @@ from ..errors import InvalidInput
 from ..validation import DOT_SEGMENTS
 
 __all__ = [
-    "MAX_ID_CHARS", "check_external_id", "external_id", "external_memory_id", "internal_id",
-    "internal_memory_id", "relabel_user_id", "tenant_prefix",
+    "MAX_ID_CHARS",
+    "check_external_id",
+    "external_id",
+    "external_memory_id",
+    "internal_id",
+    "internal_memory_id",
+    "relabel_user_id",
+    "tenant_prefix",
 ]
 
 #: Longest user or assistant id a tenant may use, characters.
@@ -62,7 +68,7 @@ def internal_id(tenant: str, external: str, what: str = "user_id") -> str:
 def external_id(tenant: str, internal: str) -> str | None:
     """The tenant's id for library id ``internal``, or None if it is not the tenant's."""
     prefix = tenant_prefix(tenant)
-    return internal[len(prefix):] if internal.startswith(prefix) else None
+    return internal[len(prefix) :] if internal.startswith(prefix) else None
 
 
 def internal_memory_id(tenant: str, memory_id: str) -> str:
@@ -73,8 +79,9 @@ def internal_memory_id(tenant: str, memory_id: str) -> str:
     ref = parse_memory_id(memory_id)
     if ref.kind != "agent_trait":
         return ref.memory_id
-    return MemoryRef(ref.kind, ref.key, internal_id(tenant, ref.assistant,
-                                                     "assistant_id")).memory_id
+    return MemoryRef(
+        ref.kind, ref.key, internal_id(tenant, ref.assistant, "assistant_id")
+    ).memory_id
 
 
 def external_memory_id(tenant: str, memory_id: str) -> str:
@@ -94,8 +101,14 @@ def relabel_user_id(value: Any, internal: str, external: str) -> Any:
     ``internal`` replaced by ``external``: a tenant's export names its user as the tenant
     does (the HTTP export and ``memoryos --tenant T export`` both)."""
     if isinstance(value, dict):
-        return {k: (external if k == "user_id" and v == internal else
-                    relabel_user_id(v, internal, external)) for k, v in value.items()}
+        return {
+            k: (
+                external
+                if k == "user_id" and v == internal
+                else relabel_user_id(v, internal, external)
+            )
+            for k, v in value.items()
+        }
     if isinstance(value, list):
         return [relabel_user_id(v, internal, external) for v in value]
     return value

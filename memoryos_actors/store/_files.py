@@ -63,8 +63,9 @@ def tmp_path(path: Path) -> Path:
     return path.with_name(path.name + ".tmp")
 
 
-def atomic_write(path: Path, content: bytes | Callable[[BinaryIO], None], what: str,
-                 *, durable: bool = True) -> None:
+def atomic_write(
+    path: Path, content: bytes | Callable[[BinaryIO], None], what: str, *, durable: bool = True
+) -> None:
     """Replace ``path`` with ``content`` durably (temp file, fsync, rename, directory fsync).
 
     Args:

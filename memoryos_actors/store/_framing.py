@@ -245,8 +245,12 @@ def _be32(a: Any, k: int, n: int) -> Any:
     import numpy as np
 
     u = np.uint32
-    return ((a[k:k + n].astype(u) << u(24)) | (a[k + 1:k + 1 + n].astype(u) << u(16))
-            | (a[k + 2:k + 2 + n].astype(u) << u(8)) | a[k + 3:k + 3 + n].astype(u))
+    return (
+        (a[k : k + n].astype(u) << u(24))
+        | (a[k + 1 : k + 1 + n].astype(u) << u(16))
+        | (a[k + 2 : k + 2 + n].astype(u) << u(8))
+        | a[k + 3 : k + 3 + n].astype(u)
+    )
 
 
 def _frame_ok_at(fd: int, at: int, end: int, after_seq: int) -> int | None:
@@ -256,12 +260,12 @@ def _frame_ok_at(fd: int, at: int, end: int, after_seq: int) -> int | None:
     if len(head) < _FRAME.size:
         return None
     length, crc, seq = _FRAME.unpack(head)
-    if not (0 < length <= MAX_RECORD_BYTES and at + _FRAME.size + length <= end
-            and seq > after_seq):
+    if not (
+        0 < length <= MAX_RECORD_BYTES and at + _FRAME.size + length <= end and seq > after_seq
+    ):
         return None
     payload = os.pread(fd, length, at + _FRAME.size)
-    if len(payload) != length or zlib.crc32(payload, zlib.crc32(_LEN_SEQ.pack(length, seq))) \
-            != crc:
+    if len(payload) != length or zlib.crc32(payload, zlib.crc32(_LEN_SEQ.pack(length, seq))) != crc:
         return None
     return int(seq)
 
@@ -289,11 +293,16 @@ def next_intact_frame(fd: int, start: int, end: int, after_seq: int) -> tuple[in
         a = np.frombuffer(chunk, dtype=np.uint8)
         length = _be32(a, 0, n).astype(np.int64)
         seq = (_be32(a, 8, n).astype(np.uint64) << np.uint64(32)) | _be32(a, 12, n).astype(
-            np.uint64)
+            np.uint64
+        )
         at = np.arange(pos, pos + n, dtype=np.int64)
-        ok = ((length > 0) & (length <= MAX_RECORD_BYTES)
-              & (at + _FRAME.size + length <= end)
-              & (seq >= np.uint64(lo)) & (seq <= np.uint64(hi)))
+        ok = (
+            (length > 0)
+            & (length <= MAX_RECORD_BYTES)
+            & (at + _FRAME.size + length <= end)
+            & (seq >= np.uint64(lo))
+            & (seq <= np.uint64(hi))
+        )
         for i in np.flatnonzero(ok):
             got = _frame_ok_at(fd, pos + int(i), end, after_seq)
             if got is not None:
@@ -302,8 +311,9 @@ def next_intact_frame(fd: int, start: int, end: int, after_seq: int) -> tuple[in
     return None
 
 
-def walk_damaged(fd: int, offset: int, size: int, prev_seq: int, reason: str
-                 ) -> tuple[list[Damage], list[tuple[int, int, int]]]:
+def walk_damaged(
+    fd: int, offset: int, size: int, prev_seq: int, reason: str
+) -> tuple[list[Damage], list[tuple[int, int, int]]]:
     """From damage at ``offset`` (after the intact frame numbered ``prev_seq``), every
     damaged range and every intact frame up to ``size``: ``(damages, frames)`` with
     frames as ``(seq, offset, payload length)``."""
@@ -340,8 +350,16 @@ MARK_EVERY = 256
 from a given seq seeks close to it instead of walking every frame before it."""
 
 
-def scan(path: Path, magic: bytes, version: int, kind: str, *, marks: bool = False,
-         fd: int | None = None, keep: list[tuple[int, bytes]] | None = None) -> _Scan:
+def scan(
+    path: Path,
+    magic: bytes,
+    version: int,
+    kind: str,
+    *,
+    marks: bool = False,
+    fd: int | None = None,
+    keep: list[tuple[int, bytes]] | None = None,
+) -> _Scan:
     """Validate every frame of ``path`` (read through ``fd`` when given) and report where
     valid data ends (with ``marks``, also where every ``MARK_EVERY``-th frame starts), and,
     past damage, every damaged range and how many intact frames follow. With ``keep`` (a
@@ -383,15 +401,25 @@ def scan(path: Path, magic: bytes, version: int, kind: str, *, marks: bool = Fal
         finally:
             f.close()
         if reason is None:
-            return _Scan(base, seq, offset, size, None, False, False, last_offset,
-                         tuple(found))
+            return _Scan(base, seq, offset, size, None, False, False, last_offset, tuple(found))
         damages, frames = walk_damaged(fd, offset, size, seq, reason)
     finally:
         if own:
             os.close(fd)
     later = bool(frames)
-    return _Scan(base, seq, offset, size, reason, not later, later, last_offset, tuple(found),
-                 len(frames), tuple(damages))
+    return _Scan(
+        base,
+        seq,
+        offset,
+        size,
+        reason,
+        not later,
+        later,
+        last_offset,
+        tuple(found),
+        len(frames),
+        tuple(damages),
+    )
 
 
 def checkpoint_path(path: Path) -> Path:
@@ -403,8 +431,9 @@ def _file_identity(st: os.stat_result) -> list[int]:
     return [st.st_size, st.st_mtime_ns, st.st_ino]
 
 
-def _read_checkpoint(path: Path, magic: bytes, version: int, kind: str,
-                     fd: int | None = None) -> _Scan | None:
+def _read_checkpoint(
+    path: Path, magic: bytes, version: int, kind: str, fd: int | None = None
+) -> _Scan | None:
     """The scan result a checkpoint written at the last clean close vouches for, or None
     when there is none or it does not match the file exactly as it is now (any write
     since, by us or anybody, changes its size or modification time). With ``fd``, the
@@ -452,8 +481,7 @@ def _read_checkpoint(path: Path, magic: bytes, version: int, kind: str,
             os.close(fd)
     if any(not (base < sq <= last and HEADER_SIZE <= off < size) for sq, off in marks):
         return None
-    return _Scan(base, last, size, size, None, False, False, last_off if last > base else 0,
-                 marks)
+    return _Scan(base, last, size, size, None, False, False, last_off if last > base else 0, marks)
 
 
 class _Flusher:
@@ -631,21 +659,34 @@ class RecordLog:
                 kept = []
             if result is None:
                 try:
-                    result = scan(self.path, self.MAGIC, self.VERSION, self.KIND,
-                                  marks=self.CHECKPOINT, fd=fd, keep=kept)
+                    result = scan(
+                        self.path,
+                        self.MAGIC,
+                        self.VERSION,
+                        self.KIND,
+                        marks=self.CHECKPOINT,
+                        fd=fd,
+                        keep=kept,
+                    )
                 except CorruptDataError:
                     # A blank file has no readable header: only then is it worth asking
                     # whether blank is allowed (the caller's test may read other files).
                     if is_blank(self.path) and (
-                            empty_if_blank() if callable(empty_if_blank) else empty_if_blank):
+                        empty_if_blank() if callable(empty_if_blank) else empty_if_blank
+                    ):
                         os.close(fd)
                         return
                     raise
             if result.bad_reason is not None:
                 if result.later_valid:
                     raise self._refusal(result)
-                log.debug("store_tail_ignored_read_only", path=str(self.path), kind=self.KIND,
-                          offset=result.valid_end, reason=result.bad_reason)
+                log.debug(
+                    "store_tail_ignored_read_only",
+                    path=str(self.path),
+                    kind=self.KIND,
+                    offset=result.valid_end,
+                    reason=result.bad_reason,
+                )
         except OSError as exc:
             os.close(fd)
             raise StorageError(f"{self.path}: cannot read {self.KIND}: {exc}") from exc
@@ -666,8 +707,12 @@ class RecordLog:
             tmp.unlink()
         if not self.path.exists():
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            atomic_write(self.path, encode_header(self.MAGIC, self.VERSION, 0), self.KIND,
-                         durable=self._sync_create)
+            atomic_write(
+                self.path,
+                encode_header(self.MAGIC, self.VERSION, 0),
+                self.KIND,
+                durable=self._sync_create,
+            )
             self._created_unsynced = not self._sync_create
         try:
             result = None
@@ -676,8 +721,7 @@ class RecordLog:
             #: The checkpoint on disk still describes the file (nothing appended since).
             self._checkpoint_current = result is not None
             if result is None:
-                result = scan(self.path, self.MAGIC, self.VERSION, self.KIND,
-                              marks=self.CHECKPOINT)
+                result = scan(self.path, self.MAGIC, self.VERSION, self.KIND, marks=self.CHECKPOINT)
         except OSError as exc:
             raise StorageError(f"{self.path}: cannot read {self.KIND}: {exc}") from exc
         if result.bad_reason is not None:
@@ -701,15 +745,24 @@ class RecordLog:
         """The error for damage with intact records after it (nothing was changed)."""
         lost = sum(d.lost_seqs for d in result.damage)
         ranges = ", ".join(f"{d.start}..{d.end}" for d in result.damage)
-        log.error("store_damage_refused", path=str(self.path), kind=self.KIND,
-                  offset=result.valid_end, reason=result.bad_reason,
-                  intact_records_after=result.intact_after, damaged_byte_ranges=ranges)
+        log.error(
+            "store_damage_refused",
+            path=str(self.path),
+            kind=self.KIND,
+            offset=result.valid_end,
+            reason=result.bad_reason,
+            intact_records_after=result.intact_after,
+            damaged_byte_ranges=ranges,
+        )
         return CorruptDataError(
             f"{self.path}: {self.KIND} damaged at byte {result.valid_end} "
             f"({result.bad_reason}) with {result.intact_after} intact records after it "
             f"(damaged bytes {ranges}; {lost} records lost in between); nothing was changed: "
             "repair the user to keep every intact record (memoryos repair USER)",
-            path=str(self.path), offset=result.valid_end, intact_after=result.intact_after)
+            path=str(self.path),
+            offset=result.valid_end,
+            intact_after=result.intact_after,
+        )
 
     def _cut_tail(self, result: _Scan) -> None:
         dropped = result.size - result.valid_end
@@ -873,8 +926,11 @@ class RecordLog:
                 kept, self._kept = self._kept, None
                 # Reads see the file opened with the log, whatever another process renames
                 # into place meanwhile (the records kept at open are that file's).
-                f: Any = None if self._fd is None or kept is not None \
+                f: Any = (
+                    None
+                    if self._fd is None or kept is not None
                     else self._same_file_reader(self._fd)
+                )
             else:
                 # Opening under the lock pins the current file: a concurrent truncate
                 # renames a new file into place, and this handle keeps reading the old,
@@ -911,8 +967,9 @@ class RecordLog:
         f.close()
         return _Reader(fd)
 
-    def _disk_payloads(self, f: Any, after_seq: int, end: int,
-                       start: tuple[int, int] | None) -> Iterator[tuple[int, bytes]]:
+    def _disk_payloads(
+        self, f: Any, after_seq: int, end: int, start: tuple[int, int] | None
+    ) -> Iterator[tuple[int, bytes]]:
         prev = read_header(f, self.path, self.MAGIC, self.VERSION, self.KIND)
         offset = HEADER_SIZE
         if start is not None:
@@ -937,8 +994,9 @@ class RecordLog:
             if prev > after_seq:
                 yield prev, payload
 
-    def _damage_found(self, f: Any, offset: int, end: int, prev: int,
-                      reason: str) -> CorruptDataError:
+    def _damage_found(
+        self, f: Any, offset: int, end: int, prev: int, reason: str
+    ) -> CorruptDataError:
         """The error for damage met while reading (behind a trusted checkpoint, or
         appeared since the log was opened)."""
         fd = f.fd if isinstance(f, _Reader) else f.fileno()
@@ -949,9 +1007,16 @@ class RecordLog:
             after = None
         return CorruptDataError(
             f"{self.path}: {self.KIND} damaged at byte {offset}: {reason}"
-            + ("" if not after else f", with {after} intact records after it; repair the "
-               "user to keep them (memoryos repair USER)"),
-            path=str(self.path), offset=offset, intact_after=after)
+            + (
+                ""
+                if not after
+                else f", with {after} intact records after it; repair the "
+                "user to keep them (memoryos repair USER)"
+            ),
+            path=str(self.path),
+            offset=offset,
+            intact_after=after,
+        )
 
     def _iter_records(self, after_seq: int = 0) -> Iterator[tuple[int, dict[str, Any]]]:
         for seq, payload in self._iter_payloads(after_seq):
@@ -984,8 +1049,11 @@ class RecordLog:
             finally:
                 self._file.close()
                 try:
-                    if self.CHECKPOINT and self._sync_error is None \
-                            and not self._checkpoint_current:
+                    if (
+                        self.CHECKPOINT
+                        and self._sync_error is None
+                        and not self._checkpoint_current
+                    ):
                         self._write_checkpoint()
                 finally:
                     with _open_paths_lock:
@@ -997,11 +1065,17 @@ class RecordLog:
             st = self.path.stat()
             if st.st_size != self._end:
                 return
-            data = {"v": 1, "file": _file_identity(st), "base": self._base,
-                    "last_seq": self._last_seq, "last_off": self._last_offset,
-                    "marks": self._marks}
-            atomic_write(checkpoint_path(self.path), msgpack.packb(data), "checkpoint",
-                         durable=False)
+            data = {
+                "v": 1,
+                "file": _file_identity(st),
+                "base": self._base,
+                "last_seq": self._last_seq,
+                "last_off": self._last_offset,
+                "marks": self._marks,
+            }
+            atomic_write(
+                checkpoint_path(self.path), msgpack.packb(data), "checkpoint", durable=False
+            )
         except (OSError, StorageError) as exc:
             log.warning("store_checkpoint_failed", path=str(self.path), error=str(exc))
 

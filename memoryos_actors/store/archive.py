@@ -104,15 +104,15 @@ class Archive:
         if self.path.exists():
             # Open (and so validate and recover) existing archives up front: damage is
             # reported when the user's store opens, not at some later eviction.
-            self._log = ArchiveLog(self.path, fsync=fsync, interval=interval,
-                                   read_only=read_only)
+            self._log = ArchiveLog(self.path, fsync=fsync, interval=interval, read_only=read_only)
 
     def _ensure_log(self) -> ArchiveLog:
         with self._open_lock:
             if self._log is None and self.read_only:
                 # Nothing on disk: an empty log that keeps its appends in memory.
-                self._log = ArchiveLog(self.path, fsync=self._fsync, interval=self._interval,
-                                       read_only=True)
+                self._log = ArchiveLog(
+                    self.path, fsync=self._fsync, interval=self._interval, read_only=True
+                )
             if self._log is None:
                 if self._before_create is not None:
                     try:
@@ -142,8 +142,9 @@ class Archive:
         """Yield ``(seq, record)`` for every archived record after ``after_seq``, oldest first."""
         if self._log is None:
             return iter(())
-        return (item for item in self._log._iter_records(after_seq)
-                if item[1].get("t") != LOST_RECORD)
+        return (
+            item for item in self._log._iter_records(after_seq) if item[1].get("t") != LOST_RECORD
+        )
 
     def search(self, query_kw: Iterable[str], limit: int = 10) -> list[ArchiveHit]:
         """Records matching the most of ``query_kw`` (lower-case keywords), best first.

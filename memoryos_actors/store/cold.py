@@ -44,6 +44,7 @@ import numpy.typing as npt
 from memoryos_actors.errors import StorageError
 from memoryos_actors.store._framing import log
 from memoryos_actors.store.edits import EditLog
+
 # bm25_idf is re-exported: the cold tier's BM25 idf.
 from memoryos_actors.tiers._lex import TERM_ID_DTYPE, TermString, bm25_idf
 
@@ -255,13 +256,18 @@ def record_items(seq: int, record: dict[str, Any]) -> Iterator[ColdItem]:
             pseq = int(page["seq"])
             text = _page_text(page)
             yield ColdItem(
-                item_id=str(page.get("page_id") or f"p{pseq}"), kind="page", seq=pseq,
-                segment_id=sid, timestamp=float(page.get("timestamp", 0.0)),
-                archive_seq=seq, text=text,
+                item_id=str(page.get("page_id") or f"p{pseq}"),
+                kind="page",
+                seq=pseq,
+                segment_id=sid,
+                timestamp=float(page.get("timestamp", 0.0)),
+                archive_seq=seq,
+                text=text,
                 keywords=frozenset(str(k) for k in page.get("keywords") or ()),
                 terms=tuple(terms(text)),
                 embedding=_emb_from(embs.get(pseq, embs.get(str(pseq)))),
-                raw_record=page, query_terms=_query_terms(page),
+                raw_record=page,
+                query_terms=_query_terms(page),
             )
     elif kind == "page":
         page = record.get("page") or {}
@@ -269,11 +275,17 @@ def record_items(seq: int, record: dict[str, Any]) -> Iterator[ColdItem]:
         text = _page_text(page)
         sid = record.get("segment_id")
         yield ColdItem(
-            item_id=str(page.get("page_id") or f"p{pseq}"), kind="page", seq=pseq,
-            segment_id=str(sid) if sid else None, timestamp=float(page.get("timestamp", 0.0)),
-            archive_seq=seq, text=text,
+            item_id=str(page.get("page_id") or f"p{pseq}"),
+            kind="page",
+            seq=pseq,
+            segment_id=str(sid) if sid else None,
+            timestamp=float(page.get("timestamp", 0.0)),
+            archive_seq=seq,
+            text=text,
             keywords=frozenset(str(k) for k in page.get("keywords") or ()),
-            terms=tuple(terms(text)), embedding=_emb_from(record.get("emb")), raw_record=page,
+            terms=tuple(terms(text)),
+            embedding=_emb_from(record.get("emb")),
+            raw_record=page,
             query_terms=_query_terms(page),
         )
     elif kind in ("fact", "agent_trait"):
@@ -282,9 +294,14 @@ def record_items(seq: int, record: dict[str, Any]) -> Iterator[ColdItem]:
         src = entry.get("source_segment")
         yield ColdItem(
             item_id=f"{kind}:{record.get('assistant', '')}:{entry.get('entry_id', seq)}",
-            kind=kind, seq=None, segment_id=str(src) if src else None,
-            timestamp=float(entry.get("timestamp", 0.0)), archive_seq=seq, text=text,
-            keywords=frozenset(), terms=tuple(terms(text)),
+            kind=kind,
+            seq=None,
+            segment_id=str(src) if src else None,
+            timestamp=float(entry.get("timestamp", 0.0)),
+            archive_seq=seq,
+            text=text,
+            keywords=frozenset(),
+            terms=tuple(terms(text)),
             embedding=_emb_from(record.get("emb")),
             raw_record={**entry, "assistant": record.get("assistant", "")},
         )
@@ -302,7 +319,8 @@ _CAND_TABLE = """CREATE TABLE IF NOT EXISTS cand (
     emb BLOB
 )"""
 
-_SCHEMA = """
+_SCHEMA = (
+    """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS items (
     id INTEGER PRIMARY KEY,
@@ -323,15 +341,17 @@ CREATE INDEX IF NOT EXISTS items_seq ON items(seq);
 CREATE INDEX IF NOT EXISTS items_ts_kind ON items(ts, kind);
 CREATE TABLE IF NOT EXISTS df (term TEXT PRIMARY KEY, n INTEGER NOT NULL) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS vocab (id INTEGER PRIMARY KEY, term TEXT NOT NULL UNIQUE);
-""" + _CAND_TABLE + """;
+"""
+    + _CAND_TABLE
+    + """;
 CREATE INDEX IF NOT EXISTS cand_seq ON cand(seq);
 CREATE VIRTUAL TABLE IF NOT EXISTS fts USING fts5(
     terms, content='', tokenize='unicode61 remove_diacritics 0'
 );
 """
+)
 
-_COLUMNS = ("item_id, kind, seq, segment_id, ts, archive_seq, text, keywords, terms, emb, "
-            "record, nq")
+_COLUMNS = "item_id, kind, seq, segment_id, ts, archive_seq, text, keywords, terms, emb, record, nq"
 
 #: The narrow side of an item (table ``cand``, same rowid as ``items``): what scoring reads.
 #: An item's row in ``items`` spans several pages (text, record, terms, embedding: ~8 KB
@@ -351,8 +371,11 @@ _CAND_COLUMNS = "kind, seq, ts, chars, nq, keywords, tids, emb"
 _UPGRADES = (
     ("column", "nq", "ALTER TABLE items ADD COLUMN nq INTEGER"),
     ("index", "items_ts_kind", "CREATE INDEX IF NOT EXISTS items_ts_kind ON items(ts, kind)"),
-    ("table", "vocab",
-     "CREATE TABLE IF NOT EXISTS vocab (id INTEGER PRIMARY KEY, term TEXT NOT NULL UNIQUE)"),
+    (
+        "table",
+        "vocab",
+        "CREATE TABLE IF NOT EXISTS vocab (id INTEGER PRIMARY KEY, term TEXT NOT NULL UNIQUE)",
+    ),
     ("table", "cand", _CAND_TABLE),
 )
 
@@ -373,9 +396,15 @@ class ColdIndex:
     brought up to date there.
     """
 
-    def __init__(self, path: str | os.PathLike[str], archive: Any, user_id: str,
-                 edits: Callable[[], EditLog] | None = None, *,
-                 read_only: bool = False) -> None:
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        archive: Any,
+        user_id: str,
+        edits: Callable[[], EditLog] | None = None,
+        *,
+        read_only: bool = False,
+    ) -> None:
         self.path = Path(path)
         self.read_only = read_only
         self.archive = archive
@@ -442,8 +471,11 @@ class ColdIndex:
     def _open(self) -> sqlite3.Connection:
         if self._db is not None:
             return self._db
-        fresh = not self.path.exists() if not self.read_only else not (
-            self._disk_usable and self.path.exists())
+        fresh = (
+            not self.path.exists()
+            if not self.read_only
+            else not (self._disk_usable and self.path.exists())
+        )
         try:
             db = self._connect_loaded(fresh)
         except (sqlite3.DatabaseError, _Damaged) as exc:
@@ -466,13 +498,20 @@ class ColdIndex:
                     db.execute(statement)
             db.executemany(
                 "INSERT OR REPLACE INTO meta VALUES (?, ?)",
-                [("format", _FORMAT), ("user_id", self.user_id), ("archive_seq", 0),
-                 ("n_docs", 0), ("total_len", 0),
-                 # Records are indexed with every edit known now already applied.
-                 ("edits", len(self._edits()) if self._edits is not None else 0)],
+                [
+                    ("format", _FORMAT),
+                    ("user_id", self.user_id),
+                    ("archive_seq", 0),
+                    ("n_docs", 0),
+                    ("total_len", 0),
+                    # Records are indexed with every edit known now already applied.
+                    ("edits", len(self._edits()) if self._edits is not None else 0),
+                ],
             )
-            db.execute("INSERT OR REPLACE INTO meta VALUES ('cand_at', ?)",
-                       (_cand_at(dict(db.execute("SELECT key, value FROM meta"))),))
+            db.execute(
+                "INSERT OR REPLACE INTO meta VALUES ('cand_at', ?)",
+                (_cand_at(dict(db.execute("SELECT key, value FROM meta"))),),
+            )
             db.execute("COMMIT")
         meta = dict(db.execute("SELECT key, value FROM meta").fetchall())
         if meta.get("format") != _FORMAT:
@@ -566,8 +605,7 @@ class ColdIndex:
         # The archive may be ahead of the index (a record appended while it was closed):
         # index the gap first so archive order is kept.
         if fresh[0][0] > self._indexed + 1 and self._archive_last() >= fresh[0][0]:
-            gap = [(s, r) for s, r in self.archive.iter(after_seq=self._indexed)
-                   if s < fresh[0][0]]
+            gap = [(s, r) for s, r in self.archive.iter(after_seq=self._indexed) if s < fresh[0][0]]
             fresh = gap + fresh
         n_docs, total_len = self._n_docs, self._total_len
         df: Counter[str] = Counter()
@@ -587,18 +625,41 @@ class ColdIndex:
                 cur = db.execute(
                     f"INSERT OR IGNORE INTO items ({_COLUMNS}) VALUES "
                     "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    (item.item_id, item.kind, item.seq, item.segment_id, item.timestamp,
-                     item.archive_seq, item.text, keywords, " ".join(item.terms), emb,
-                     msgpack.packb(item.record, use_bin_type=True), item.query_terms),
+                    (
+                        item.item_id,
+                        item.kind,
+                        item.seq,
+                        item.segment_id,
+                        item.timestamp,
+                        item.archive_seq,
+                        item.text,
+                        keywords,
+                        " ".join(item.terms),
+                        emb,
+                        msgpack.packb(item.record, use_bin_type=True),
+                        item.query_terms,
+                    ),
                 )
                 if cur.rowcount != 1:
                     continue  # already indexed (an item archived twice)
-                db.execute(f"INSERT INTO cand (id, {_CAND_COLUMNS}) VALUES "
-                           "(?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                           (cur.lastrowid, item.kind, item.seq, item.timestamp,
-                            len(item.text), item.query_terms, keywords, tids, emb))
-                db.execute("INSERT INTO fts (rowid, terms) VALUES (?, ?)",
-                           (cur.lastrowid, _fts_text(item.kind, " ".join(item.terms))))
+                db.execute(
+                    f"INSERT INTO cand (id, {_CAND_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    (
+                        cur.lastrowid,
+                        item.kind,
+                        item.seq,
+                        item.timestamp,
+                        len(item.text),
+                        item.query_terms,
+                        keywords,
+                        tids,
+                        emb,
+                    ),
+                )
+                db.execute(
+                    "INSERT INTO fts (rowid, terms) VALUES (?, ?)",
+                    (cur.lastrowid, _fts_text(item.kind, " ".join(item.terms))),
+                )
                 n_docs += 1
                 total_len += len(item.terms)
                 df.update(set(item.terms))
@@ -609,11 +670,14 @@ class ColdIndex:
                 df.items(),
             )
             last = fresh[-1][0]
-            db.executemany("UPDATE meta SET value = ? WHERE key = ?",
-                           [(last, "archive_seq"), (n_docs, "n_docs"),
-                            (total_len, "total_len")])
-            db.execute("INSERT OR REPLACE INTO meta VALUES ('cand_at', ?)",
-                       (_cand_at({"archive_seq": last, "edits": self._edits_applied}),))
+            db.executemany(
+                "UPDATE meta SET value = ? WHERE key = ?",
+                [(last, "archive_seq"), (n_docs, "n_docs"), (total_len, "total_len")],
+            )
+            db.execute(
+                "INSERT OR REPLACE INTO meta VALUES ('cand_at', ?)",
+                (_cand_at({"archive_seq": last, "edits": self._edits_applied}),),
+            )
             db.execute("COMMIT")
         except BaseException:
             with contextlib.suppress(sqlite3.Error):
@@ -642,7 +706,7 @@ class ColdIndex:
 
         db = self._db
         assert db is not None
-        todo = records[self._edits_applied:]
+        todo = records[self._edits_applied :]
         n_docs, total_len = self._n_docs, self._total_len
         df: Counter[str] = Counter()
         kind_n = dict(self._kind_n)
@@ -654,11 +718,15 @@ class ColdIndex:
                     continue
                 rows = db.execute(
                     f"SELECT id, kind, terms, record FROM items WHERE item_id IN "
-                    f"({','.join('?' for _ in ids)})", ids).fetchall()
+                    f"({','.join('?' for _ in ids)})",
+                    ids,
+                ).fetchall()
                 for rowid, kind, terms_, blob in rows:
                     old_terms = terms_.split() if terms_ else []
-                    db.execute("INSERT INTO fts (fts, rowid, terms) VALUES ('delete', ?, ?)",
-                               (rowid, _fts_text(kind, terms_)))
+                    db.execute(
+                        "INSERT INTO fts (fts, rowid, terms) VALUES ('delete', ?, ?)",
+                        (rowid, _fts_text(kind, terms_)),
+                    )
                     df.subtract(set(old_terms))
                     total_len -= len(old_terms)
                     if rec.get("op") == "delete":
@@ -679,25 +747,38 @@ class ColdIndex:
                     db.execute(
                         "UPDATE items SET text = ?, terms = ?, emb = ?, record = ?, nq = 0 "
                         "WHERE id = ?",
-                        (text, " ".join(new_terms), emb if emb else None,
-                         msgpack.packb(record, use_bin_type=True), rowid))
+                        (
+                            text,
+                            " ".join(new_terms),
+                            emb if emb else None,
+                            msgpack.packb(record, use_bin_type=True),
+                            rowid,
+                        ),
+                    )
                     db.execute(
                         "UPDATE cand SET chars = ?, nq = 0, tids = ?, emb = ? WHERE id = ?",
-                        (len(text), _term_ids(db, [new_terms])[0], emb if emb else None,
-                         rowid))
-                    db.execute("INSERT INTO fts (rowid, terms) VALUES (?, ?)",
-                               (rowid, _fts_text(kind, " ".join(new_terms))))
+                        (len(text), _term_ids(db, [new_terms])[0], emb if emb else None, rowid),
+                    )
+                    db.execute(
+                        "INSERT INTO fts (rowid, terms) VALUES (?, ?)",
+                        (rowid, _fts_text(kind, " ".join(new_terms))),
+                    )
                     df.update(set(new_terms))
                     total_len += len(new_terms)
             db.executemany(
                 "INSERT INTO df VALUES (?, ?) ON CONFLICT(term) DO UPDATE SET n = n + excluded.n",
-                [(t, n) for t, n in df.items() if n])
+                [(t, n) for t, n in df.items() if n],
+            )
             db.execute("DELETE FROM df WHERE n <= 0")
-            db.executemany("INSERT OR REPLACE INTO meta VALUES (?, ?)",
-                           [("edits", len(records)), ("n_docs", n_docs),
-                            ("total_len", total_len),
-                            ("cand_at", _cand_at({"archive_seq": self._indexed,
-                                                  "edits": len(records)}))])
+            db.executemany(
+                "INSERT OR REPLACE INTO meta VALUES (?, ?)",
+                [
+                    ("edits", len(records)),
+                    ("n_docs", n_docs),
+                    ("total_len", total_len),
+                    ("cand_at", _cand_at({"archive_seq": self._indexed, "edits": len(records)})),
+                ],
+            )
             db.execute("COMMIT")
         except BaseException:
             with contextlib.suppress(sqlite3.Error):
@@ -718,8 +799,14 @@ class ColdIndex:
         """Whether the database is open (a passive user's index is not)."""
         return self._db is not None
 
-    def search(self, query_terms: Iterable[str], limit: int = 200,
-               kinds: tuple[str, ...] = ("page",), *, light: bool = False) -> ColdCandidates:
+    def search(
+        self,
+        query_terms: Iterable[str],
+        limit: int = 200,
+        kinds: tuple[str, ...] = ("page",),
+        *,
+        light: bool = False,
+    ) -> ColdCandidates:
         """The ``limit`` items of ``kinds`` that FTS5 ranks best for ``query_terms``: as
         :class:`ColdItem` s, or with ``light`` as :class:`ColdRow` s (what scoring needs,
         read from the narrow table; several times less to read).
@@ -729,16 +816,20 @@ class ColdIndex:
         qt = sorted({t for t in query_terms if t})
         if not qt or limit <= 0 or (self._db is None and self._archive_last() == 0):
             return ColdCandidates(n_docs=self._n_docs, total_len=self._total_len)
-        if (self._db is not None and "page" not in kinds
-                and self._archive_last() <= self._indexed
-                and all(self._kind_n.get(k) == 0 for k in kinds)):
+        if (
+            self._db is not None
+            and "page" not in kinds
+            and self._archive_last() <= self._indexed
+            and all(self._kind_n.get(k) == 0 for k in kinds)
+        ):
             # None of these kinds indexed, nothing left to index: answered without the
             # lock (LPM's query for archived facts never waits for MTM's for pages).
             return ColdCandidates(n_docs=self._n_docs, total_len=self._total_len)
         return self._guard(self._search, qt, limit, kinds, light)
 
-    def _search(self, qt: list[str], limit: int, kinds: tuple[str, ...],
-                light: bool = False) -> ColdCandidates:
+    def _search(
+        self, qt: list[str], limit: int, kinds: tuple[str, ...], light: bool = False
+    ) -> ColdCandidates:
         self._catch_up()
         db = self._db
         assert db is not None
@@ -747,15 +838,23 @@ class ColdIndex:
         ).fetchall()
         dfs = {str(t): int(n) for t, n in df_rows if int(n) > 0}
         ids = dict.fromkeys(qt, -1)
-        ids.update(db.execute(
-            f"SELECT term, id FROM vocab WHERE term IN ({','.join('?' for _ in qt)})", qt))
-        stats = dict(n_docs=self._n_docs, total_len=self._total_len,
-                     df=tuple(dfs.items()), term_ids=tuple(ids.items()))
+        ids.update(
+            db.execute(
+                f"SELECT term, id FROM vocab WHERE term IN ({','.join('?' for _ in qt)})", qt
+            )
+        )
+        stats = dict(
+            n_docs=self._n_docs,
+            total_len=self._total_len,
+            df=tuple(dfs.items()),
+            term_ids=tuple(ids.items()),
+        )
         pages_only = kinds == ("page",)
         # Kinds with no item are not asked for; for the rarer kinds (facts, traits), the
         # MATCH finds at most as many items as there are of them.
-        kinds = tuple(k for k in kinds if k in _KIND_TOKENS
-                      and (pages_only or self._kind_count(db, k) > 0))
+        kinds = tuple(
+            k for k in kinds if k in _KIND_TOKENS and (pages_only or self._kind_count(db, k) > 0)
+        )
         plan = match_plan(qt, dfs, self._n_docs)
         tokens = [_KIND_TOKENS[k] for k in kinds]
         if not plan or not tokens:
@@ -799,13 +898,15 @@ class ColdIndex:
         """Items of ``kind`` in the index (counted from its FTS5 token once per open)."""
         n = self._kind_n.get(kind)
         if n is None:
-            row = db.execute("SELECT count(*) FROM fts WHERE fts MATCH ?",
-                             ('"' + _KIND_TOKENS[kind] + '"',)).fetchone()
+            row = db.execute(
+                "SELECT count(*) FROM fts WHERE fts MATCH ?", ('"' + _KIND_TOKENS[kind] + '"',)
+            ).fetchone()
             n = self._kind_n[kind] = int(row[0])
         return n
 
-    def newest(self, kind: str = "page", offset: int = 0,
-               limit: int = 50) -> tuple[int, list[ColdItem]]:
+    def newest(
+        self, kind: str = "page", offset: int = 0, limit: int = 50
+    ) -> tuple[int, list[ColdItem]]:
         """``(n, items)``: how many items of ``kind`` are indexed, and ``limit`` of them
         from ``offset`` on, newest (by timestamp) first. An empty archive answers without
         creating an index file."""
@@ -822,11 +923,12 @@ class ColdIndex:
             return int(n), []
         rows = db.execute(
             f"SELECT {_COLUMNS} FROM items WHERE kind = ? ORDER BY ts DESC, id DESC "
-            "LIMIT ? OFFSET ?", (kind, limit, offset)).fetchall()
+            "LIMIT ? OFFSET ?",
+            (kind, limit, offset),
+        ).fetchall()
         return int(n), _row_items(rows)
 
-    def day_counts(self, kind: str = "page", day_seconds: float = 86400.0
-                   ) -> list[tuple[int, int]]:
+    def day_counts(self, kind: str = "page", day_seconds: float = 86400.0) -> list[tuple[int, int]]:
         """``(day, items)`` for every day with items of ``kind``, oldest first: ``day`` is
         the timestamp divided by ``day_seconds`` (UTC days by default), rounded down
         (timestamps are never negative)."""
@@ -840,78 +942,95 @@ class ColdIndex:
         assert db is not None
         rows = db.execute(
             "SELECT CAST(ts / ? AS INTEGER) AS d, count(*) FROM items "
-            "WHERE kind = ? GROUP BY d ORDER BY d", (day_seconds, kind)).fetchall()
+            "WHERE kind = ? GROUP BY d ORDER BY d",
+            (day_seconds, kind),
+        ).fetchall()
         return [(int(d), int(c)) for d, c in rows]
 
     @overload
     def pages_by_seq(self, seqs: Iterable[int]) -> dict[int, ColdItem]: ...
 
     @overload
-    def pages_by_seq(self, seqs: Iterable[int], *, light: Literal[False]
-                     ) -> dict[int, ColdItem]: ...
+    def pages_by_seq(
+        self, seqs: Iterable[int], *, light: Literal[False]
+    ) -> dict[int, ColdItem]: ...
 
     @overload
-    def pages_by_seq(self, seqs: Iterable[int], *, light: Literal[True]
-                     ) -> dict[int, ColdRow]: ...
+    def pages_by_seq(self, seqs: Iterable[int], *, light: Literal[True]) -> dict[int, ColdRow]: ...
 
-    def pages_by_seq(self, seqs: Iterable[int], *, light: bool = False
-                     ) -> dict[int, ColdItem] | dict[int, ColdRow]:
+    def pages_by_seq(
+        self, seqs: Iterable[int], *, light: bool = False
+    ) -> dict[int, ColdItem] | dict[int, ColdRow]:
         """The archived pages among turn ``seqs``, by seq (used for neighbouring turns, and
         for the few candidates a search returns); with ``light``, as :class:`ColdRow` s."""
         wanted = sorted({int(s) for s in seqs})
         if not wanted or (self._db is None and self._archive_last() == 0):
             return {}
         result: dict[int, ColdItem] | dict[int, ColdRow] = self._guard(
-            self._pages_by_seq, wanted, light)
+            self._pages_by_seq, wanted, light
+        )
         return result
 
-    def _pages_by_seq(self, wanted: list[int], light: bool = False
-                      ) -> dict[int, ColdItem] | dict[int, ColdRow]:
+    def _pages_by_seq(
+        self, wanted: list[int], light: bool = False
+    ) -> dict[int, ColdItem] | dict[int, ColdRow]:
         db = self._db
         assert db is not None
         out: dict[int, Any] = {}
         columns, table = (_CAND_COLUMNS, "cand") if light else (_COLUMNS, "items")
         for i in range(0, len(wanted), 500):
-            chunk = wanted[i:i + 500]
+            chunk = wanted[i : i + 500]
             rows = db.execute(
                 f"SELECT {columns} FROM {table} WHERE kind = 'page' AND seq IN "
-                f"({','.join('?' for _ in chunk)})", chunk,
+                f"({','.join('?' for _ in chunk)})",
+                chunk,
             ).fetchall()
-            for item in (_cand_rows(rows) if light else _row_items(rows)):
+            for item in _cand_rows(rows) if light else _row_items(rows):
                 out[int(item.seq)] = item  # type: ignore[arg-type]
         return out
 
-    def pages_between(self, start: float, end: float, limit: int, *, light: bool = False
-                      ) -> tuple[int, dict[int, ColdItem] | dict[int, ColdRow]]:
+    def pages_between(
+        self, start: float, end: float, limit: int, *, light: bool = False
+    ) -> tuple[int, dict[int, ColdItem] | dict[int, ColdRow]]:
         """How many archived pages were written in ``[start, end)`` (epoch seconds), and,
         when that is at most ``limit``, those pages by seq (else an empty dict); with
         ``light``, as :class:`ColdRow` s."""
         if self._db is None and self._archive_last() == 0:
             return 0, {}
         result: tuple[int, dict[int, Any]] = self._guard(
-            self._pages_between, float(start), float(end), int(limit), light)
+            self._pages_between, float(start), float(end), int(limit), light
+        )
         return result
 
-    def _pages_between(self, start: float, end: float, limit: int, light: bool = False
-                       ) -> tuple[int, dict[int, Any]]:
+    def _pages_between(
+        self, start: float, end: float, limit: int, light: bool = False
+    ) -> tuple[int, dict[int, Any]]:
         db = self._db
         assert db is not None
         (count,) = db.execute(
-            "SELECT count(*) FROM items WHERE kind = 'page' AND ts >= ? AND ts < ?",
-            (start, end)).fetchone()
+            "SELECT count(*) FROM items WHERE kind = 'page' AND ts >= ? AND ts < ?", (start, end)
+        ).fetchone()
         if not count or count > limit:
             return int(count), {}
         if light:
             # The ids from the index over (ts, kind) alone, then their narrow rows.
-            ids = [r for (r,) in db.execute(
-                "SELECT id FROM items WHERE kind = 'page' AND ts >= ? AND ts < ?", (start, end))]
-            rows = db.execute(f"SELECT {_CAND_COLUMNS} FROM cand WHERE id IN "
-                              f"({','.join('?' for _ in ids)})", ids).fetchall()
+            ids = [
+                r
+                for (r,) in db.execute(
+                    "SELECT id FROM items WHERE kind = 'page' AND ts >= ? AND ts < ?", (start, end)
+                )
+            ]
+            rows = db.execute(
+                f"SELECT {_CAND_COLUMNS} FROM cand WHERE id IN ({','.join('?' for _ in ids)})", ids
+            ).fetchall()
             found: list[Any] = _cand_rows(rows)
         else:
-            found = _row_items(db.execute(
-                f"SELECT {_COLUMNS} FROM items WHERE kind = 'page' AND ts >= ? AND ts < ?",
-                (start, end)).fetchall())
+            found = _row_items(
+                db.execute(
+                    f"SELECT {_COLUMNS} FROM items WHERE kind = 'page' AND ts >= ? AND ts < ?",
+                    (start, end),
+                ).fetchall()
+            )
         return int(count), {item.seq: item for item in found if item.seq is not None}
 
     def item_ids(self) -> set[str]:
@@ -929,16 +1048,20 @@ class ColdIndex:
         self._catch_up()
         db = self._db
         assert db is not None
-        rows = db.execute(f"SELECT {_COLUMNS} FROM items WHERE item_id = ?",
-                          (item_id,)).fetchall()
+        rows = db.execute(f"SELECT {_COLUMNS} FROM items WHERE item_id = ?", (item_id,)).fetchall()
         return _row_items(rows)[0] if rows else None
 
     def contains(self, item_id: str) -> bool:
         """Whether ``item_id`` is indexed."""
         if self._db is None and self._archive_last() == 0:
             return False
-        return bool(self._guard(lambda: self._db.execute(
-            "SELECT 1 FROM items WHERE item_id = ?", (item_id,)).fetchone()))
+        return bool(
+            self._guard(
+                lambda: self._db.execute(
+                    "SELECT 1 FROM items WHERE item_id = ?", (item_id,)
+                ).fetchone()
+            )
+        )
 
     def close(self) -> None:
         """Close the database (the file stays); idempotent."""
@@ -979,14 +1102,22 @@ def _row_items(rows: Iterable[tuple[Any, ...]]) -> list[ColdItem]:
     embs = _embeddings([r[9] for r in rows])
     return [
         ColdItem(
-            item_id=item_id, kind=kind, seq=None if seq is None else int(seq),
-            segment_id=sid, timestamp=float(ts), archive_seq=int(aseq), text=text,
+            item_id=item_id,
+            kind=kind,
+            seq=None if seq is None else int(seq),
+            segment_id=sid,
+            timestamp=float(ts),
+            archive_seq=int(aseq),
+            text=text,
             keywords=frozenset(kws.split()) if kws else frozenset(),
             terms=TermString(terms_) if terms_ else (),
-            embedding=emb, raw_record=bytes(rec), query_terms=None if nq is None else int(nq),
+            embedding=emb,
+            raw_record=bytes(rec),
+            query_terms=None if nq is None else int(nq),
         )
-        for (item_id, kind, seq, sid, ts, aseq, text, kws, terms_, _blob, rec, nq), emb
-        in zip(rows, embs, strict=True)
+        for (item_id, kind, seq, sid, ts, aseq, text, kws, terms_, _blob, rec, nq), emb in zip(
+            rows, embs, strict=True
+        )
     ]
 
 
@@ -997,8 +1128,9 @@ def _cand_rows(rows: Iterable[tuple[Any, ...]]) -> list[ColdRow]:
     embs = _embeddings([r[7] for r in rows])
     make, empty = tuple.__new__, frozenset[str]()
     return [
-        make(ColdRow, (kind, seq, ts, chars, frozenset(kws.split()) if kws else empty,
-                       tids, emb, nq))
+        make(
+            ColdRow, (kind, seq, ts, chars, frozenset(kws.split()) if kws else empty, tids, emb, nq)
+        )
         for (kind, seq, ts, chars, nq, kws, tids, _blob), emb in zip(rows, embs, strict=True)
     ]
 
@@ -1014,10 +1146,13 @@ def _upgrade(db: sqlite3.Connection, meta: Mapping[str, Any]) -> None:
     """Add what :data:`_UPGRADES` lists to an index made before it existed (and, with the
     ``cand`` table, every item's narrow row); narrow rows that are not in step with the
     items (written to by a version without them, see :func:`_cand_at`) are made again."""
-    have = {"column": {row[1] for row in db.execute("PRAGMA table_info(items)")},
-            "index": {row[1] for row in db.execute("PRAGMA index_list(items)")},
-            "table": {row[0] for row in db.execute(
-                "SELECT name FROM sqlite_master WHERE type = 'table'")}}
+    have = {
+        "column": {row[1] for row in db.execute("PRAGMA table_info(items)")},
+        "index": {row[1] for row in db.execute("PRAGMA index_list(items)")},
+        "table": {
+            row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+        },
+    }
     stale = "cand" in have["table"] and meta.get("cand_at") != _cand_at(meta)
     if stale:
         have["table"].discard("cand")
@@ -1032,8 +1167,7 @@ def _upgrade(db: sqlite3.Connection, meta: Mapping[str, Any]) -> None:
             db.execute(sql)
             if name == "cand":
                 _fill_cand(db)
-                db.execute("INSERT OR REPLACE INTO meta VALUES ('cand_at', ?)",
-                           (_cand_at(meta),))
+                db.execute("INSERT OR REPLACE INTO meta VALUES ('cand_at', ?)", (_cand_at(meta),))
         db.execute("COMMIT")
     except BaseException:
         with contextlib.suppress(sqlite3.Error):
@@ -1049,10 +1183,12 @@ def _term_ids(db: sqlite3.Connection, docs: Sequence[Sequence[str]]) -> list[byt
     db.executemany("INSERT OR IGNORE INTO vocab (term) VALUES (?)", ((t,) for t in distinct))
     id_of: dict[str, int] = {}
     for i in range(0, len(distinct), 500):  # within SQLite's limit of bound parameters
-        chunk = distinct[i:i + 500]
-        id_of.update(db.execute(
-            f"SELECT term, id FROM vocab WHERE term IN ({','.join('?' for _ in chunk)})",
-            chunk))
+        chunk = distinct[i : i + 500]
+        id_of.update(
+            db.execute(
+                f"SELECT term, id FROM vocab WHERE term IN ({','.join('?' for _ in chunk)})", chunk
+            )
+        )
     return [np.array([id_of[t] for t in doc], dtype=TERM_ID_DTYPE).tobytes() for doc in docs]
 
 
@@ -1067,24 +1203,29 @@ def _fill_cand(db: sqlite3.Connection, batch: int = 1000) -> None:
         rows = db.execute(
             "SELECT id, kind, seq, ts, text, nq, keywords, terms, emb, "
             "CASE WHEN nq IS NULL AND kind = 'page' THEN record END "
-            "FROM items WHERE id > ? ORDER BY id LIMIT ?", (last, batch)).fetchall()
+            "FROM items WHERE id > ? ORDER BY id LIMIT ?",
+            (last, batch),
+        ).fetchall()
         if not rows:
             break
         ids = _term_ids(db, [terms_.split() if terms_ else () for *_, terms_, _e, _r in rows])
         out = []
         for (rowid, kind, seq, ts, text, nq, kws, _t, emb, rec), tids in zip(
-                rows, ids, strict=True):
+            rows, ids, strict=True
+        ):
             if rec is not None:
                 nq = _query_terms(msgpack.unpackb(rec, raw=False, strict_map_key=False))
             out.append((rowid, kind, seq, ts, len(text), nq, kws, tids, emb))
-        db.executemany(f"INSERT INTO cand (id, {_CAND_COLUMNS}) VALUES "
-                       "(?, ?, ?, ?, ?, ?, ?, ?, ?)", out)
+        db.executemany(
+            f"INSERT INTO cand (id, {_CAND_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", out
+        )
         last = rows[-1][0]
     db.execute("CREATE INDEX IF NOT EXISTS cand_seq ON cand(seq)")
 
 
-def match_plan(qt: list[str], dfs: Mapping[str, int], n_docs: int
-               ) -> list[tuple[str, tuple[str, ...], int]]:
+def match_plan(
+    qt: list[str], dfs: Mapping[str, int], n_docs: int
+) -> list[tuple[str, tuple[str, ...], int]]:
     """The FTS5 matches a cold query runs, in order, each ``(operator, terms, bound)``:
     ``operator`` is ``"OR"`` or ``"AND"`` over ``terms``, ``bound`` an upper bound of the
     items it matches (from the document frequencies ``dfs``).
@@ -1128,11 +1269,16 @@ def _ranked_rowids(db: sqlite3.Connection, match: str, n: int, bound: int) -> li
         # RANK_WINDOW matches, each with its rank, cost one walk of the window.
         rows = db.execute(
             "SELECT rowid, rank FROM fts WHERE fts MATCH ? ORDER BY rowid DESC LIMIT ?",
-            (match, RANK_WINDOW)).fetchall()
+            (match, RANK_WINDOW),
+        ).fetchall()
         rows.sort(key=lambda r: (r[1], -r[0]))
         return [int(r[0]) for r in rows[:n]]
-    return [int(r) for (r,) in db.execute(
-        "SELECT rowid FROM fts WHERE fts MATCH ? ORDER BY rank LIMIT ?", (match, n))]
+    return [
+        int(r)
+        for (r,) in db.execute(
+            "SELECT rowid FROM fts WHERE fts MATCH ? ORDER BY rank LIMIT ?", (match, n)
+        )
+    ]
 
 
 def edit_item_ids(edit: Mapping[str, Any]) -> list[str]:
@@ -1146,4 +1292,3 @@ def edit_item_ids(edit: Mapping[str, Any]) -> list[str]:
     if kind == "agent_trait":
         return [mid]
     return []
-

@@ -62,18 +62,23 @@ class MemoryRef:
 def parse_memory_id(memory_id: object) -> MemoryRef:
     """Parse ``memory_id``; raises :class:`InvalidInput` saying what a valid id looks like."""
     if not isinstance(memory_id, str) or not memory_id or len(memory_id) > _MAX_ID:
-        raise InvalidInput(f"memory_id must be a non-empty str of at most {_MAX_ID} "
-                           f"characters, got {memory_id!r:.80}")
+        raise InvalidInput(
+            f"memory_id must be a non-empty str of at most {_MAX_ID} "
+            f"characters, got {memory_id!r:.80}"
+        )
     kind, sep, rest = memory_id.partition(":")
     if not sep or kind not in MEMORY_KINDS or not rest:
         raise InvalidInput(
             f"memory_id {memory_id!r:.80} is not one of page:<id>, segment:<id>, fact:<id>, "
-            "agent_trait:<assistant>:<id>, trait:<name>")
+            "agent_trait:<assistant>:<id>, trait:<name>"
+        )
     if kind == "agent_trait":
         assistant, sep, key = rest.rpartition(":")
         if not sep or not assistant or not key:
-            raise InvalidInput(f"memory_id {memory_id!r:.80}: an agent trait's id is "
-                               "agent_trait:<assistant>:<entry id>")
+            raise InvalidInput(
+                f"memory_id {memory_id!r:.80}: an agent trait's id is "
+                "agent_trait:<assistant>:<entry id>"
+            )
         return MemoryRef(kind, key, assistant)
     return MemoryRef(kind, rest)
 
@@ -129,8 +134,12 @@ class EditLog:
 
     def add(self, record: Mapping[str, Any]) -> bool:
         """Take ``record`` in; False if it is already here (same LSN, id, op and time)."""
-        key = (int(record.get("lsn", 0) or 0), str(record.get("id")), str(record.get("op")),
-               float(record.get("ts", 0.0) or 0.0))
+        key = (
+            int(record.get("lsn", 0) or 0),
+            str(record.get("id")),
+            str(record.get("op")),
+            float(record.get("ts", 0.0) or 0.0),
+        )
         if key in self._keys:
             return False
         self._keys.add(key)
@@ -159,8 +168,9 @@ class EditLog:
         return [dict(r) for r in self.records]
 
     @classmethod
-    def from_recovered(cls, state: Mapping[str, Any] | None,
-                       records: Iterable[tuple[int, Mapping[str, Any]]]) -> EditLog:
+    def from_recovered(
+        cls, state: Mapping[str, Any] | None, records: Iterable[tuple[int, Mapping[str, Any]]]
+    ) -> EditLog:
         """The edits of a snapshot's LPM state plus those in the WAL tail after it."""
         log = cls(((state or {}).get("lpm") or {}).get("edits") or ())
         for lsn, rec in records:
@@ -184,8 +194,9 @@ class EditLog:
 
     def scrub_page(self, page: dict[str, Any]) -> dict[str, Any]:
         """A page record with its chain summary cleared if it may quote a deleted page."""
-        if page.get("meta_chain") and self.scrubbed(str(page.get("chain_id") or ""),
-                                                    int(page["seq"])):
+        if page.get("meta_chain") and self.scrubbed(
+            str(page.get("chain_id") or ""), int(page["seq"])
+        ):
             return {**page, "meta_chain": ""}
         return page
 
@@ -208,15 +219,21 @@ class EditLog:
             pages = seg.get("pages") or []
             kept = [self.scrub_page(p) for p in pages if int(p["seq"]) not in self.deleted_pages]
             scrub = str(seg.get("segment_id")) in self.scrub_segments
-            if len(kept) == len(pages) and not scrub and all(
-                    a is b for a, b in zip(kept, pages, strict=True)):
+            if (
+                len(kept) == len(pages)
+                and not scrub
+                and all(a is b for a, b in zip(kept, pages, strict=True))
+            ):
                 return record
             if not kept:
                 return None
             embs = record.get("embs") or {}
             seqs = {int(p["seq"]) for p in kept}
-            out = {**record, "segment": {**seg, "pages": kept},
-                   "embs": {k: v for k, v in embs.items() if int(k) in seqs}}
+            out = {
+                **record,
+                "segment": {**seg, "pages": kept},
+                "embs": {k: v for k, v in embs.items() if int(k) in seqs},
+            }
             if scrub:
                 kws = sorted({str(k) for p in kept for k in p.get("keywords") or ()})
                 out["segment"] = {**out["segment"], "summary": "", "keywords": kws}
@@ -231,8 +248,11 @@ class EditLog:
         if kind in ("fact", "agent_trait"):
             entry = record.get("entry") or {}
             owner = str(record.get("assistant", ""))
-            mid = (f"fact:{entry.get('entry_id')}" if kind == "fact"
-                   else f"agent_trait:{owner}:{entry.get('entry_id')}")
+            mid = (
+                f"fact:{entry.get('entry_id')}"
+                if kind == "fact"
+                else f"agent_trait:{owner}:{entry.get('entry_id')}"
+            )
             if mid in self.deleted:
                 return None
             fix = self.corrected.get(mid)
@@ -245,8 +265,9 @@ class EditLog:
             return out
         return record
 
-    def apply_all(self, records: Iterable[tuple[int, dict[str, Any]]]
-                  ) -> Iterator[tuple[int, dict[str, Any]]]:
+    def apply_all(
+        self, records: Iterable[tuple[int, dict[str, Any]]]
+    ) -> Iterator[tuple[int, dict[str, Any]]]:
         """``(seq, record)`` pairs with the edits applied; records left empty are skipped."""
         for seq, rec in records:
             out = self.apply(rec)

@@ -70,9 +70,9 @@ def _tagged(value: Any) -> Any:
     lists of keywords, and a Python loop over every value cost it a third of its time.
     """
     if isinstance(value, dict):
-        if (len(value) == 1 and set(value) <= _TAGS) or \
-                not (set(map(type, value)) <= _STR_ONLY
-                     or all(isinstance(k, str) for k in value)):
+        if (len(value) == 1 and set(value) <= _TAGS) or not (
+            set(map(type, value)) <= _STR_ONLY or all(isinstance(k, str) for k in value)
+        ):
             return _to_json(value)
         if set(map(type, value.values())) <= _LEAVES:
             return value
@@ -84,8 +84,9 @@ def _tagged(value: Any) -> Any:
     return value
 
 
-def _tag_children(children: Iterable[tuple[Any, Any]], value: Any,
-                  copy: Callable[[Any], Any]) -> Any:
+def _tag_children(
+    children: Iterable[tuple[Any, Any]], value: Any, copy: Callable[[Any], Any]
+) -> Any:
     """``value`` (a dict or a sequence) with its ``(key or index, child)`` ``children``
     passed through :func:`_tagged`; copied with ``copy`` only when a child changed."""
     changed: Any = None

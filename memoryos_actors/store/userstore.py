@@ -230,8 +230,7 @@ def user_exists(root: str | os.PathLike[str], user_id: str) -> bool:
     return user_path(root, user_id).is_dir()
 
 
-def list_users(root: str | os.PathLike[str], *,
-               damaged: dict[str, str] | None = None) -> list[str]:
+def list_users(root: str | os.PathLike[str], *, damaged: dict[str, str] | None = None) -> list[str]:
     """The original ids of every user stored under data directory ``root``, sorted.
 
     A user whose meta file is unreadable is named by its directory name. A directory
@@ -272,10 +271,16 @@ def _for_user(exc: CorruptDataError, user_id: str) -> CorruptDataError:
     repair can salvage around."""
     if exc.intact_after is None or exc.user_id is not None:
         return exc
-    message = str(exc.args[0]).replace("memoryos repair USER",
-                                       f"memoryos repair {shlex.quote(user_id)}")
-    return CorruptDataError(f"user {user_id!r}: {message}", path=exc.path, offset=exc.offset,
-                            intact_after=exc.intact_after, user_id=user_id)
+    message = str(exc.args[0]).replace(
+        "memoryos repair USER", f"memoryos repair {shlex.quote(user_id)}"
+    )
+    return CorruptDataError(
+        f"user {user_id!r}: {message}",
+        path=exc.path,
+        offset=exc.offset,
+        intact_after=exc.intact_after,
+        user_id=user_id,
+    )
 
 
 def _setting(explicit: Any, config: Any, attr: str, default: Any) -> Any:
@@ -403,14 +408,20 @@ class UserStore:
         if self._cold is None:
             from memoryos_actors.store.cold import COLD_FILE, ColdIndex
 
-            self._cold = ColdIndex(self.dir / COLD_FILE, self.archive, self.user_id,
-                                   edits=lambda: self.edits, read_only=self.read_only)
+            self._cold = ColdIndex(
+                self.dir / COLD_FILE,
+                self.archive,
+                self.user_id,
+                edits=lambda: self.edits,
+                read_only=self.read_only,
+            )
         return self._cold
 
     # -- meta --------------------------------------------------------------------------------
 
-    def _open_meta(self, create: bool, fingerprint: str | None,
-                   embedder: tuple[str, int] | None) -> UserMeta:
+    def _open_meta(
+        self, create: bool, fingerprint: str | None, embedder: tuple[str, int] | None
+    ) -> UserMeta:
         meta_path = self.dir / META_FILE
         if self.dir.is_dir():
             raw = _meta_bytes(meta_path)
@@ -441,8 +452,12 @@ class UserStore:
             if self.read_only and (not others or _holds_nothing(self.dir)):
                 raise UnknownUser(f"user {self.user_id!r} has no stored data")
             if others and _holds_nothing(self.dir):
-                log.warning("user_creation_cut_short", path=str(self.dir), files=others,
-                            user_id=self.user_id)
+                log.warning(
+                    "user_creation_cut_short",
+                    path=str(self.dir),
+                    files=others,
+                    user_id=self.user_id,
+                )
                 self._discard_blank_wal()
                 others = []
             if others and user_id_from_dir_name(self.dir.name) != self.user_id:
@@ -500,8 +515,12 @@ class UserStore:
         a blank WAL beside those is damage, and opening it raises ``CorruptDataError``."""
         wal = self.dir / WAL_FILE
         archive = self.dir / ARCHIVE_FILE
-        return (wal.exists() and is_blank(wal) and not list_snapshots(self.dir / SNAPSHOT_DIR)
-                and (not archive.exists() or is_blank(archive)))
+        return (
+            wal.exists()
+            and is_blank(wal)
+            and not list_snapshots(self.dir / SNAPSHOT_DIR)
+            and (not archive.exists() or is_blank(archive))
+        )
 
     def _discard_blank_wal(self) -> None:
         """Remove a blank WAL left by a creation cut short (see :meth:`_wal_is_leftover`)."""

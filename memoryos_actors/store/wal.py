@@ -62,9 +62,15 @@ class WAL(RecordLog):
         read_only: bool = False,
         empty_if_blank: bool | Callable[[], bool] = False,
     ) -> None:
-        super().__init__(path, fsync=fsync, interval=interval, sync_create=sync_create,
-                         on_first_sync=on_first_sync, read_only=read_only,
-                         empty_if_blank=empty_if_blank)
+        super().__init__(
+            path,
+            fsync=fsync,
+            interval=interval,
+            sync_create=sync_create,
+            on_first_sync=on_first_sync,
+            read_only=read_only,
+            empty_if_blank=empty_if_blank,
+        )
 
     @property
     def last_lsn(self) -> int:

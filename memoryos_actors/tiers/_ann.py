@@ -61,8 +61,7 @@ class AnnIndex:
         """A copy of the stored vector of ``label``."""
         return self._mat[self._rows[label]].copy()
 
-    def dots(self, query: npt.NDArray[np.floating], labels: list[int]
-             ) -> npt.NDArray[np.float64]:
+    def dots(self, query: npt.NDArray[np.floating], labels: list[int]) -> npt.NDArray[np.float64]:
         """Inner products (float64) of ``query`` with the vectors of ``labels``, in order."""
         if not labels:
             return np.zeros(0)
@@ -77,8 +76,10 @@ class AnnIndex:
             else:
                 r = len(self._rows)
                 if r >= self._mat.shape[0]:
-                    grown = np.zeros((max(_INITIAL_CAPACITY, 2 * self._mat.shape[0]),
-                                      self._dim), dtype=np.float32)
+                    grown = np.zeros(
+                        (max(_INITIAL_CAPACITY, 2 * self._mat.shape[0]), self._dim),
+                        dtype=np.float32,
+                    )
                     grown[: self._mat.shape[0]] = self._mat
                     self._mat = grown
             self._rows[label] = r
@@ -141,8 +142,7 @@ class AnnIndex:
 
     def restore(self, vectors: dict[int, npt.NDArray[np.float32]], graph: bytes | None) -> None:
         """Load ``vectors`` and, if given, a graph from :meth:`graph_bytes` (else build)."""
-        self._mat = np.zeros((max(_INITIAL_CAPACITY, len(vectors)), self._dim),
-                             dtype=np.float32)
+        self._mat = np.zeros((max(_INITIAL_CAPACITY, len(vectors)), self._dim), dtype=np.float32)
         self._rows = {}
         self._free = []
         for label, v in vectors.items():

@@ -22,9 +22,24 @@ if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
 
-__all__ = ["BM25_B", "BM25_K1", "FIRST_PERSON", "TERM_ID_DTYPE", "CorpusStats", "LexIndex",
-           "TermString", "asks_about_user", "bm25_idf", "bm25_score", "bm25_scorer", "bm25_scores", "stem",
-           "term_counts", "term_id_counts", "terms"]
+__all__ = [
+    "BM25_B",
+    "BM25_K1",
+    "FIRST_PERSON",
+    "TERM_ID_DTYPE",
+    "CorpusStats",
+    "LexIndex",
+    "TermString",
+    "asks_about_user",
+    "bm25_idf",
+    "bm25_score",
+    "bm25_scorer",
+    "bm25_scores",
+    "stem",
+    "term_counts",
+    "term_id_counts",
+    "terms",
+]
 
 BM25_K1 = 1.2
 """BM25 term-frequency saturation."""
@@ -33,7 +48,8 @@ BM25_B = 0.4
 """BM25 length normalisation (lower than the usual 0.75: pages are short turns; chosen on LoCoMo)."""
 
 FIRST_PERSON: frozenset[str] = frozenset(
-    {"i", "me", "my", "mine", "myself", "i'm", "i've", "i'd", "i'll"})
+    {"i", "me", "my", "mine", "myself", "i'm", "i've", "i'd", "i'll"}
+)
 """Words that make a query a question about the user ("what did I buy?", "my sister")."""
 
 _SUFFIXES = ("ingly", "edly", "ings", "ing", "ies", "ied", "es", "ed", "ly", "s")
@@ -124,8 +140,13 @@ class TermString(Sequence[str]):
     def __getitem__(self, index: slice) -> Sequence[str]: ...
 
     def __getitem__(self, index: int | slice) -> str | Sequence[str]:
-        if (isinstance(index, slice) and index.start in (None, 0) and index.step is None
-                and index.stop is not None and index.stop >= 0):
+        if (
+            isinstance(index, slice)
+            and index.start in (None, 0)
+            and index.step is None
+            and index.stop is not None
+            and index.stop >= 0
+        ):
             if index.stop >= len(self):
                 return self
             view = TermString.__new__(TermString)
@@ -233,8 +254,11 @@ class TermString(Sequence[str]):
         return hash(self._tuple())
 
     def __repr__(self) -> str:
-        return f"TermString({self.text!r})" if self._limit is None else (
-            f"TermString({self.text!r})[:{self._limit}]")
+        return (
+            f"TermString({self.text!r})"
+            if self._limit is None
+            else (f"TermString({self.text!r})[:{self._limit}]")
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -252,7 +276,10 @@ def bm25_idf(n_docs: int, df: int) -> float:
 
 
 def bm25_score(
-    doc_terms: Iterable[str], query_terms: Iterable[str], n_docs: int, avg_len: float,
+    doc_terms: Iterable[str],
+    query_terms: Iterable[str],
+    n_docs: int,
+    avg_len: float,
     df: Mapping[str, int],
 ) -> float:
     """BM25 of one document given corpus statistics (same formula as :class:`LexIndex`)."""
@@ -260,14 +287,21 @@ def bm25_score(
 
 
 def bm25_scorer(
-    query_terms: Iterable[str], n_docs: int, avg_len: float, df: Mapping[str, int],
-    *, idf: Mapping[str, float] | None = None,
+    query_terms: Iterable[str],
+    n_docs: int,
+    avg_len: float,
+    df: Mapping[str, int],
+    *,
+    idf: Mapping[str, float] | None = None,
 ) -> Callable[[Iterable[str]], float]:
     """:func:`bm25_score` for one query and corpus, as a function of a document's terms:
     the idf of each query term is computed once, not once per document scored. ``idf``
     (query term -> weight) replaces the weights ``df`` would give."""
-    weights = idf if idf is not None else {
-        term: bm25_idf(n_docs, max(df.get(term, 1), 1)) for term in set(query_terms)}
+    weights = (
+        idf
+        if idf is not None
+        else {term: bm25_idf(n_docs, max(df.get(term, 1), 1)) for term in set(query_terms)}
+    )
     avg = avg_len or 1.0
     k1, b = BM25_K1, BM25_B
     plus = BM25_K1 + 1.0
@@ -288,7 +322,7 @@ def bm25_scorer(
             tfs = [terms_.count(term) for term in keys]
         total = 0.0
         norm = k1 * (1.0 - b + b * length / avg)  # the same for every term of a document
-        for (_, w), tf in zip(items, tfs):
+        for (_, w), tf in zip(items, tfs, strict=True):
             if tf:
                 total += w * tf * plus / (tf + norm)
         return total
@@ -305,10 +339,15 @@ def _terms_text(doc: Sequence[str]) -> str:
 
 
 def term_counts(
-    docs: Sequence[Sequence[str]], terms_: Sequence[str],
+    docs: Sequence[Sequence[str]],
+    terms_: Sequence[str],
     limits: Sequence[int] | None = None,
-) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64],
-           npt.NDArray[np.int64] | None, npt.NDArray[np.int64] | None]:
+) -> tuple[
+    npt.NDArray[np.int64],
+    npt.NDArray[np.int64],
+    npt.NDArray[np.int64] | None,
+    npt.NDArray[np.int64] | None,
+]:
     """How often each of ``terms_`` occurs in each of ``docs`` (sequences of terms, such as
     :class:`TermString`), for many documents at once: ``(tf, lengths, head_tf,
     head_lengths)``, where ``tf[i, j]`` counts ``terms_[j]`` in ``docs[i]`` and
@@ -382,9 +421,15 @@ per term, in the document's order."""
 
 
 def term_id_counts(
-    docs: Sequence[bytes], ids: Sequence[int], limits: Sequence[int] | None = None,
-) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64],
-           npt.NDArray[np.int64] | None, npt.NDArray[np.int64] | None]:
+    docs: Sequence[bytes],
+    ids: Sequence[int],
+    limits: Sequence[int] | None = None,
+) -> tuple[
+    npt.NDArray[np.int64],
+    npt.NDArray[np.int64],
+    npt.NDArray[np.int64] | None,
+    npt.NDArray[np.int64] | None,
+]:
     """:func:`term_counts` of documents stored as term ids: ``docs[i]`` is document ``i``'s
     terms, in order, each replaced by its id in one vocabulary (:data:`TERM_ID_DTYPE`
     bytes), and ``ids[j]`` the id of query term ``j`` in that vocabulary (any negative
@@ -403,8 +448,7 @@ def term_id_counts(
     tf = np.zeros((n, t), dtype=np.int64)
     head = np.zeros((n, t), dtype=np.int64) if limits is not None else None
     lengths = np.fromiter((len(d) // width for d in docs), dtype=np.int64, count=n)
-    heads = (np.minimum(np.asarray(limits, dtype=np.int64), lengths)
-             if limits is not None else None)
+    heads = np.minimum(np.asarray(limits, dtype=np.int64), lengths) if limits is not None else None
     if not n:
         return tf, lengths, head, heads
     flat = np.frombuffer(b"".join(docs), dtype=TERM_ID_DTYPE)
@@ -427,7 +471,9 @@ def term_id_counts(
 
 
 def bm25_scores(
-    tf: npt.NDArray[np.int64], lengths: npt.NDArray[np.int64], weights: Sequence[float],
+    tf: npt.NDArray[np.int64],
+    lengths: npt.NDArray[np.int64],
+    weights: Sequence[float],
     avg_len: float,
 ) -> npt.NDArray[np.float64]:
     """BM25 of many documents at once from their counts (:func:`term_counts`): ``tf[i, j]``

@@ -23,12 +23,17 @@ __all__ = ["build_context"]
 
 def _fact_items(hits: Iterable[FactHit], kind: str) -> tuple[ContextItem, ...]:
     return tuple(
-        ContextItem(h.tier, kind, h.entry.entry_id, h.entry.text, h.score,
-                    segment_id=_segment_or_none(h.entry.source_segment),
-                    timestamp=h.entry.timestamp,
-                    why=f"{kind.replace('_', ' ')} cos={h.score:.2f}"
-                    + (" (archive: pushed out of the FIFO earlier)" if h.tier == "archive"
-                       else ""))
+        ContextItem(
+            h.tier,
+            kind,
+            h.entry.entry_id,
+            h.entry.text,
+            h.score,
+            segment_id=_segment_or_none(h.entry.source_segment),
+            timestamp=h.entry.timestamp,
+            why=f"{kind.replace('_', ' ')} cos={h.score:.2f}"
+            + (" (archive: pushed out of the FIFO earlier)" if h.tier == "archive" else ""),
+        )
         for h in hits
     )
 
@@ -71,8 +76,15 @@ def build_context(
         if not isinstance(p, Page):
             raise InvalidInput(f"stm_pages must hold Page objects, got {type(p).__name__}")
     stm_items = tuple(
-        ContextItem("stm", "page", p.page_id, p.text(), 1.0, timestamp=p.timestamp,
-                    why="recent dialogue (STM)")
+        ContextItem(
+            "stm",
+            "page",
+            p.page_id,
+            p.text(),
+            1.0,
+            timestamp=p.timestamp,
+            why="recent dialogue (STM)",
+        )
         for p in sorted({p.page_id: p for p in pages}.values(), key=lambda p: p.seq)
     )
     seen = {item.item_id for item in stm_items}
@@ -84,19 +96,34 @@ def build_context(
             if hit.page.page_id in seen:
                 continue
             seen.add(hit.page.page_id)
-            mtm_items.append(ContextItem(
-                hit.tier, "page", hit.page.page_id, hit.page.text(), hit.score,
-                segment_id=hit.segment_id, timestamp=hit.page.timestamp, why=hit.why,
-            ))
+            mtm_items.append(
+                ContextItem(
+                    hit.tier,
+                    "page",
+                    hit.page.page_id,
+                    hit.page.text(),
+                    hit.score,
+                    segment_id=hit.segment_id,
+                    timestamp=hit.page.timestamp,
+                    why=hit.why,
+                )
+            )
         used = {item.segment_id for item in mtm_items if item.tier == "mtm"}
         for seg_hit in mtm_hits.segments:
             seg = seg_hit.segment
             if seg.segment_id in used or seg.summary.strip():
-                segment_items.append(ContextItem(
-                    "mtm", "segment", seg.segment_id, seg.summary, seg_hit.score,
-                    segment_id=seg.segment_id, timestamp=seg.last_access,
-                    why=seg_hit.why or f"segment {seg.segment_id} F={seg_hit.score:.2f}",
-                ))
+                segment_items.append(
+                    ContextItem(
+                        "mtm",
+                        "segment",
+                        seg.segment_id,
+                        seg.summary,
+                        seg_hit.score,
+                        segment_id=seg.segment_id,
+                        timestamp=seg.last_access,
+                        why=seg_hit.why or f"segment {seg.segment_id} F={seg_hit.score:.2f}",
+                    )
+                )
 
     view = lpm_view if lpm_view is not None else LPMView()
     chain = next((p.meta_chain for p in sorted(pages, key=lambda p: -p.seq) if p.meta_chain), "")

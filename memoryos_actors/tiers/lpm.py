@@ -154,8 +154,9 @@ class LPMCore:
         self._dim = dim
         self._user_id: str | None = None
         self._profile = UserProfile()
-        self._traits: dict[str, TraitLevel] = {t.name: TraitLevel(t.name, t.category)
-                                               for t in TRAITS}
+        self._traits: dict[str, TraitLevel] = {
+            t.name: TraitLevel(t.name, t.category) for t in TRAITS
+        }
         self._kb = _Fifo(config.kb_capacity)
         self._personas: dict[str, _Persona] = {}
         self._next_fact = 1
@@ -384,8 +385,9 @@ class LPMCore:
     def trait_history(self, name: str) -> tuple[tuple[float, str | None, str, str], ...]:
         """How persona updates and edits changed trait ``name``: ``(time, level,
         evidence, source)`` oldest first (the last few)."""
-        return tuple((float(h[0]), h[1], str(h[2]), str(h[3]))
-                     for h in self._trait_history.get(name, ()))
+        return tuple(
+            (float(h[0]), h[1], str(h[2]), str(h[3])) for h in self._trait_history.get(name, ())
+        )
 
     def _fifo(self, kind: str, assistant_id: str) -> _Fifo | None:
         if kind == "fact":
@@ -406,8 +408,9 @@ class LPMCore:
         fifo = self._fifo(kind, assistant_id)
         return fifo.remove(entry_id) if fifo is not None else None
 
-    def replace_entry(self, kind: str, entry_id: str, text: str, embedding: npt.ArrayLike,
-                      assistant_id: str = "") -> KBEntry | None:
+    def replace_entry(
+        self, kind: str, entry_id: str, text: str, embedding: npt.ArrayLike, assistant_id: str = ""
+    ) -> KBEntry | None:
         """Correct a fact's or agent trait's text (same id, time and source); returns the
         entry as it was (None if not held)."""
         if not isinstance(text, str) or not text.strip():
@@ -415,12 +418,20 @@ class LPMCore:
         fifo = self._fifo(kind, assistant_id)
         if fifo is None:
             return None
-        emb = self._embeddings(np.asarray(embedding, dtype=np.float32).reshape(1, -1), 1,
-                               "embedding", self._dim)[0]
+        emb = self._embeddings(
+            np.asarray(embedding, dtype=np.float32).reshape(1, -1), 1, "embedding", self._dim
+        )[0]
         return fifo.replace(entry_id, text.strip(), emb)
 
-    def set_trait(self, name: str, level: str | None, evidence: str = "", *,
-                  now: float | None = None, source: str = "edit") -> TraitLevel:
+    def set_trait(
+        self,
+        name: str,
+        level: str | None,
+        evidence: str = "",
+        *,
+        now: float | None = None,
+        source: str = "edit",
+    ) -> TraitLevel:
         """Set (or with ``level`` None, clear) user trait ``name``; returns it as it was."""
         current = self._traits.get(name)
         if current is None:
@@ -521,8 +532,9 @@ class LPMCore:
                 raise InvalidInput(f"unsupported LPM state version {state['version']!r}")
             stored = state["dim"]
             if dim is not None and stored is not None and int(stored) != dim:
-                raise EmbedderMismatch(f"LPM state has {stored}-dimensional embeddings, "
-                                       f"expected {dim}")
+                raise EmbedderMismatch(
+                    f"LPM state has {stored}-dimensional embeddings, expected {dim}"
+                )
             core = cls(config, clock=clock, dim=int(stored) if stored is not None else dim)
             core._user_id = state["user_id"]
             core._profile = UserProfile.from_dict(state["profile"])
@@ -539,10 +551,10 @@ class LPMCore:
             core._next_agent_trait = int(state["next_agent_trait"])
             core._trait_history = {
                 str(k): [[float(h[0]), h[1], str(h[2]), str(h[3])] for h in v]
-                for k, v in (state.get("trait_history") or {}).items()}
+                for k, v in (state.get("trait_history") or {}).items()
+            }
         except (KeyError, TypeError, ValueError) as exc:
             if isinstance(exc, InvalidInput):
                 raise
             raise InvalidInput(f"malformed LPM state: {exc!r}") from None
         return core
-

@@ -175,12 +175,18 @@ _NEIGHBOUR_FETCH_FACTOR, _NEIGHBOUR_FETCH_MIN = 5, 50
 
 # Why a page is a hybrid candidate (bit flags; their names appear in a hit's ``why``).
 _SRC_SEGMENT, _SRC_DENSE, _SRC_BM25, _SRC_ARCHIVE, _SRC_NEIGHBOUR, _SRC_TIME = 1, 2, 4, 8, 16, 32
-_SRC_NAMES = ((_SRC_SEGMENT, "segment"), (_SRC_DENSE, "dense"), (_SRC_BM25, "bm25"),
-              (_SRC_ARCHIVE, "archive-bm25"), (_SRC_NEIGHBOUR, "neighbour"),
-              (_SRC_TIME, "time-window"))
+_SRC_NAMES = (
+    (_SRC_SEGMENT, "segment"),
+    (_SRC_DENSE, "dense"),
+    (_SRC_BM25, "bm25"),
+    (_SRC_ARCHIVE, "archive-bm25"),
+    (_SRC_NEIGHBOUR, "neighbour"),
+    (_SRC_TIME, "time-window"),
+)
 
-ColdWindow = Callable[[float, float, int],
-                     "tuple[int, Mapping[int, ColdItem] | Mapping[int, ColdRow]]"]
+ColdWindow = Callable[
+    [float, float, int], "tuple[int, Mapping[int, ColdItem] | Mapping[int, ColdRow]]"
+]
 """Counts the archived pages written in ``[start, end)`` and, when at most ``limit``,
 returns them by seq, in full or as scoring rows
 (:meth:`~memoryos_actors.store.cold.ColdIndex.pages_between`)."""
@@ -191,8 +197,12 @@ def base_score(lexical: float, cosine: float, keywords: float, segment: float) -
     (:data:`HYBRID_LEXICAL_WEIGHT` and the others): its BM25 share (BM25 over the best of
     the pool, in [0, 1]), cos(page, query), Jaccard(query keywords, page keywords) and its
     segment's F_score. Weights are positive, so the score never falls as a source rises."""
-    return (HYBRID_LEXICAL_WEIGHT * lexical + HYBRID_DENSE_WEIGHT * cosine
-            + HYBRID_KEYWORD_WEIGHT * keywords + HYBRID_SEGMENT_WEIGHT * segment)
+    return (
+        HYBRID_LEXICAL_WEIGHT * lexical
+        + HYBRID_DENSE_WEIGHT * cosine
+        + HYBRID_KEYWORD_WEIGHT * keywords
+        + HYBRID_SEGMENT_WEIGHT * segment
+    )
 
 
 def _near(base: Mapping[int, float], chars: Mapping[int, int], seq: int) -> float:
@@ -217,22 +227,28 @@ def fused_scores(base: Mapping[int, float], chars: Mapping[int, int]) -> dict[in
     Monotone: raising one candidate's base score by d raises its own score by d and any
     other's by at most HYBRID_NEIGHBOR_WEIGHT * d < d, so it never falls in the ranking.
     """
-    return {seq: b + HYBRID_NEIGHBOR_WEIGHT * _near(base, chars, seq)
-            for seq, b in base.items()}
+    return {seq: b + HYBRID_NEIGHBOR_WEIGHT * _near(base, chars, seq) for seq, b in base.items()}
 
 
 def base_scores(
-    lexical: npt.NDArray[np.float64], cosine: npt.NDArray[np.float64],
-    keywords: npt.NDArray[np.float64], segment: npt.NDArray[np.float64],
+    lexical: npt.NDArray[np.float64],
+    cosine: npt.NDArray[np.float64],
+    keywords: npt.NDArray[np.float64],
+    segment: npt.NDArray[np.float64],
 ) -> npt.NDArray[np.float64]:
     """:func:`base_score` of many candidates at once (one array per source, one row per
     candidate), bit for bit: the same operations in the same order, element by element."""
-    return (HYBRID_LEXICAL_WEIGHT * lexical + HYBRID_DENSE_WEIGHT * cosine
-            + HYBRID_KEYWORD_WEIGHT * keywords + HYBRID_SEGMENT_WEIGHT * segment)
+    return (
+        HYBRID_LEXICAL_WEIGHT * lexical
+        + HYBRID_DENSE_WEIGHT * cosine
+        + HYBRID_KEYWORD_WEIGHT * keywords
+        + HYBRID_SEGMENT_WEIGHT * segment
+    )
 
 
 def _neighbour_bests(
-    seqs: npt.NDArray[np.int64], base: npt.NDArray[np.float64],
+    seqs: npt.NDArray[np.int64],
+    base: npt.NDArray[np.float64],
     chars: npt.NDArray[np.int64],
 ) -> npt.NDArray[np.float64]:
     """:func:`_near` of every candidate, for candidates in ascending seq order: the turns
@@ -249,7 +265,8 @@ def _neighbour_bests(
 
 
 def fused_score_array(
-    seqs: npt.NDArray[np.int64], base: npt.NDArray[np.float64],
+    seqs: npt.NDArray[np.int64],
+    base: npt.NDArray[np.float64],
     chars: npt.NDArray[np.int64],
 ) -> npt.NDArray[np.float64]:
     """:func:`fused_scores` of candidates given as arrays in ascending (distinct) seq
@@ -282,11 +299,18 @@ class _Rows:
 
     __slots__ = ("base", "bm25", "chars", "cos", "kw", "lex", "seg", "seqs", "times")
 
-    def __init__(self, seqs: npt.NDArray[np.int64], base: npt.NDArray[np.float64],
-                 bm25: npt.NDArray[np.float64], chars: npt.NDArray[np.int64],
-                 cos: npt.NDArray[np.float64], kw: npt.NDArray[np.float64],
-                 lex: npt.NDArray[np.float64], seg: npt.NDArray[np.float64],
-                 times: npt.NDArray[np.float64]) -> None:
+    def __init__(
+        self,
+        seqs: npt.NDArray[np.int64],
+        base: npt.NDArray[np.float64],
+        bm25: npt.NDArray[np.float64],
+        chars: npt.NDArray[np.int64],
+        cos: npt.NDArray[np.float64],
+        kw: npt.NDArray[np.float64],
+        lex: npt.NDArray[np.float64],
+        seg: npt.NDArray[np.float64],
+        times: npt.NDArray[np.float64],
+    ) -> None:
         self.seqs, self.base, self.bm25, self.chars = seqs, base, bm25, chars
         self.cos, self.kw, self.lex, self.seg, self.times = cos, kw, lex, seg, times
 
@@ -296,8 +320,9 @@ class _Rows:
 
     def concat(self, other: _Rows) -> _Rows:
         """These rows then ``other``'s."""
-        return _Rows(*(np.concatenate((getattr(self, name), getattr(other, name)))
-                       for name in _ROW_FIELDS))
+        return _Rows(
+            *(np.concatenate((getattr(self, name), getattr(other, name))) for name in _ROW_FIELDS)
+        )
 
 
 _ROW_FIELDS = ("seqs", "base", "bm25", "chars", "cos", "kw", "lex", "seg", "times")
@@ -312,8 +337,20 @@ class _Segment:
     """Mutable segment state; never leaves the core (views and records are copies)."""
 
     __slots__ = (
-        "created", "emb_sum", "embedding", "embs", "heat", "keywords", "kw_counts",
-        "l_interaction", "last_access", "n_visit", "number", "pages", "summary", "summary_kw",
+        "created",
+        "emb_sum",
+        "embedding",
+        "embs",
+        "heat",
+        "keywords",
+        "kw_counts",
+        "l_interaction",
+        "last_access",
+        "n_visit",
+        "number",
+        "pages",
+        "summary",
+        "summary_kw",
     )
 
     def __init__(self, number: int, now: float) -> None:
@@ -382,15 +419,29 @@ class _Segment:
 
     def view(self) -> SegmentView:
         return SegmentView(
-            self.segment_id, self.summary, self.keywords,
-            tuple(p.page_id for p in self.pages), self.heat, self.n_visit,
-            self.l_interaction, self.last_access, self.created,
+            self.segment_id,
+            self.summary,
+            self.keywords,
+            tuple(p.page_id for p in self.pages),
+            self.heat,
+            self.n_visit,
+            self.l_interaction,
+            self.last_access,
+            self.created,
         )
 
     def record(self, user_id: str) -> SegmentRecord:
         return SegmentRecord(
-            user_id, self.segment_id, self.summary, self.keywords, tuple(self.pages),
-            self.heat, self.n_visit, self.l_interaction, self.last_access, self.created,
+            user_id,
+            self.segment_id,
+            self.summary,
+            self.keywords,
+            tuple(self.pages),
+            self.heat,
+            self.n_visit,
+            self.l_interaction,
+            self.last_access,
+            self.created,
         )
 
 
@@ -488,8 +539,16 @@ class MTMCore:
 
     def _heat(self, seg: _Segment, now: float) -> float:
         c = self._config
-        return heat(seg.n_visit, seg.l_interaction, seg.last_access, now,
-                    c.heat_alpha, c.heat_beta, c.heat_gamma, c.recency_mu)
+        return heat(
+            seg.n_visit,
+            seg.l_interaction,
+            seg.last_access,
+            now,
+            c.heat_alpha,
+            c.heat_beta,
+            c.heat_gamma,
+            c.recency_mu,
+        )
 
     def _ranked_segments(
         self, emb: npt.NDArray[np.float32], kw: frozenset[str], n: int
@@ -510,8 +569,9 @@ class MTMCore:
         # gives every cosine; this is scoring.f_score, batched. (The segment index holds
         # each segment's e_s.)
         cos = np.clip(self._seg_index.dots(emb, [seg.number for seg in segs]), -1.0, 1.0)
-        scored = [(float(c) + jaccard(seg.keywords, kw), seg)
-                  for c, seg in zip(cos, segs, strict=True)]
+        scored = [
+            (float(c) + jaccard(seg.keywords, kw), seg) for c, seg in zip(cos, segs, strict=True)
+        ]
         scored.sort(key=lambda fs: (-fs[0], fs[1].number))
         return scored[:n]
 
@@ -520,8 +580,11 @@ class MTMCore:
         self._lex.add(page.seq, page_terms(page))
         self._lex_user.add(page.seq, terms(page.query))
         bisect.insort(self._times, (page.timestamp, page.seq))
-        self._page_info[page.seq] = (len(page.query) + len(page.response), page.keywords,
-                                     page.timestamp)
+        self._page_info[page.seq] = (
+            len(page.query) + len(page.response),
+            page.keywords,
+            page.timestamp,
+        )
 
     def _unindex_text(self, page: Page) -> None:
         """Remove a page from what :meth:`_index_text` added it to."""
@@ -554,8 +617,7 @@ class MTMCore:
                 promoted.append(seg.record(user))
         evicted: list[SegmentRecord] = []
         while len(self._segments) > self._config.mtm_capacity:
-            victim = min(self._segments.values(),
-                         key=lambda s: (s.heat, s.last_access, s.number))
+            victim = min(self._segments.values(), key=lambda s: (s.heat, s.last_access, s.number))
             self._drop_segment(victim)
             evicted.append(victim.record(user))
         return tuple(promoted), tuple(evicted)
@@ -835,8 +897,9 @@ class MTMCore:
         if mode == "paper":
             visited, hits = self._search_paper(q, ranked, top_k)
         else:
-            visited, hits = self._search_hybrid(q, kw, ranked, top_k, cold, cold_pages,
-                                                query_text, t, cold_window, cold_rows)
+            visited, hits = self._search_hybrid(
+                q, kw, ranked, top_k, cold, cold_pages, query_text, t, cold_window, cold_rows
+            )
 
         seg_hits: list[SegmentHit] = []
         for f, seg in sorted(visited, key=lambda fs: (-fs[0], fs[1].number)):
@@ -862,8 +925,11 @@ class MTMCore:
         for i in order:
             f, seg, page = pool[i]
             c = float(cos[i])
-            hits.append(PageHit(page, seg.segment_id, c,
-                                f"segment {seg.segment_id} F={f:.2f}; page cos={c:.2f}"))
+            hits.append(
+                PageHit(
+                    page, seg.segment_id, c, f"segment {seg.segment_id} F={f:.2f}; page cos={c:.2f}"
+                )
+            )
         return ranked, hits
 
     def _search_hybrid(
@@ -897,8 +963,10 @@ class MTMCore:
         n_all = len(self._lex) + (cold.n_docs if cold is not None else 0)
         total = self._lex.total_len + (cold.total_len if cold is not None else 0)
         avg = total / n_all if n_all else 1.0
-        idf = {t: bm25_idf(n_all, max(self._lex.df(t) + (cold.df_of(t) if cold else 0), 1))
-               for t in set(qt)}
+        idf = {
+            t: bm25_idf(n_all, max(self._lex.df(t) + (cold.df_of(t) if cold else 0), 1))
+            for t in set(qt)
+        }
         bm25 = self._lex.weighted_scores(idf, avg)
         # A question in the first person is about the user: the user's own words (a page's
         # query side) are scored again, with the same idf, normalised by their own length.
@@ -932,17 +1000,18 @@ class MTMCore:
             if key_ids is not None and None not in stored:
                 tf, lengths, head, heads = term_id_counts(stored, key_ids, limits)  # type: ignore[arg-type]
             else:  # full items: the same counts from their terms
-                tf, lengths, head, heads = term_counts(
-                    [item.terms for item in items], keys, limits)  # type: ignore[union-attr]
+                tf, lengths, head, heads = term_counts([item.terms for item in items], keys, limits)  # type: ignore[union-attr]
             scores = bm25_scores(tf, lengths, weights, avg)
             if head is not None and heads is not None:
-                scores = scores + USER_SIDE_WEIGHT * bm25_scores(head, heads, weights,
-                                                                 avg_user)
+                scores = scores + USER_SIDE_WEIGHT * bm25_scores(head, heads, weights, avg_user)
             return scores.tolist()
 
         if cold is not None:
-            found = [item for item in cold.items
-                     if item.seq is not None and item.seq not in self._page_segment]
+            found = [
+                item
+                for item in cold.items
+                if item.seq is not None and item.seq not in self._page_segment
+            ]
             for item, score in zip(found, cold_lexical(found), strict=True):
                 archived[item.seq] = item  # type: ignore[index]
                 bm25[item.seq] = score  # type: ignore[index]
@@ -950,8 +1019,9 @@ class MTMCore:
         window = time_window(query_text, now) if query_text and now is not None else None
         window_bonus = 0.0
         if window is not None:
-            window_bonus = self._window_candidates(window, n_all, cold_window, source,
-                                                   archived, bm25, cold_lexical)
+            window_bonus = self._window_candidates(
+                window, n_all, cold_window, source, archived, bm25, cold_lexical
+            )
         if HYBRID_NEIGHBOR_WEIGHT > 0:
             # Score the turn before and after each candidate too: an answer often sits
             # next to the turn that shares the question's words.
@@ -970,22 +1040,34 @@ class MTMCore:
             n_pool = max(_NEIGHBOUR_FETCH_FACTOR * top_k, _NEIGHBOUR_FETCH_MIN)
             pool = rows.seqs[np.argsort(-rows.base, kind="stable")[:n_pool]].tolist()
             scored = set(rows.seqs.tolist())
-            wanted = {n for seq in pool for n in (seq - 1, seq + 1)
-                      if n > 0 and n not in scored and n not in self._page_segment}
+            wanted = {
+                n
+                for seq in pool
+                for n in (seq - 1, seq + 1)
+                if n > 0 and n not in scored and n not in self._page_segment
+            }
             fetched = (cold_rows or cold_pages)(wanted) if wanted else {}
-            fresh = [(n, item) for n, item in fetched.items()
-                     if n not in self._page_segment and n not in scored]
-            lexical = (cold_lexical([item for _, item in fresh]) if cold is not None
-                       else [0.0] * len(fresh))
+            fresh = [
+                (n, item)
+                for n, item in fetched.items()
+                if n not in self._page_segment and n not in scored
+            ]
+            lexical = (
+                cold_lexical([item for _, item in fresh])
+                if cold is not None
+                else [0.0] * len(fresh)
+            )
             for (n, item), score in zip(fresh, lexical, strict=True):
                 archived[n] = item
                 bm25[n] = score
                 source[n] = _SRC_NEIGHBOUR
             if fresh:
-                more, _ = self._score_rows(sorted(n for n, _ in fresh), q, kw, bm25, best_bm25,
-                                           seg_f, archived)
-                rows = rows.concat(more).take(np.argsort(np.concatenate(
-                    (rows.seqs, more.seqs)), kind="stable"))
+                more, _ = self._score_rows(
+                    sorted(n for n, _ in fresh), q, kw, bm25, best_bm25, seg_f, archived
+                )
+                rows = rows.concat(more).take(
+                    np.argsort(np.concatenate((rows.seqs, more.seqs)), kind="stable")
+                )
         seqs = rows.seqs
         near = _neighbour_bests(seqs, rows.base, rows.chars)
         final = fused_score_array(seqs, rows.base, rows.chars)
@@ -1005,8 +1087,9 @@ class MTMCore:
             i = int(np.lexsort((seqs, rows.bm25))[-1])
             lexical_best, lexical_score = int(seqs[i]), float(rows.bm25[i])
         # Archived pages read as scoring rows: the ones that can be returned, read in full.
-        light = [seq for seq in (*order, lexical_best)
-                 if seq in archived and not archived[seq].complete]
+        light = [
+            seq for seq in (*order, lexical_best) if seq in archived and not archived[seq].complete
+        ]
         if light:
             full = cold_pages(light) if cold_pages is not None else {}
             for seq in light:
@@ -1022,8 +1105,9 @@ class MTMCore:
         if order and lexical_score > 0 and lexical_best not in final_of:
             last = order[-1]
             final_of[lexical_best] = final_of[last]
-            notes[lexical_best] = (notes.get(lexical_best, "")
-                                   + "; kept in the answer: the best lexical match")
+            notes[lexical_best] = (
+                notes.get(lexical_best, "") + "; kept in the answer: the best lexical match"
+            )
             order[-1] = lexical_best
         row_of = {seq: i for i, seq in enumerate(seqs.tolist())}
         hits: list[PageHit] = []
@@ -1034,24 +1118,30 @@ class MTMCore:
             beside = float(near[i])
             lex, c = float(rows.lex[i]), float(rows.cos[i])
             j, f = float(rows.kw[i]), float(rows.seg[i])
-            terms_ = (f"{HYBRID_LEXICAL_WEIGHT:g}*bm25={lex:.2f} + {HYBRID_DENSE_WEIGHT:g}*cos={c:.2f}"
-                      f" + {HYBRID_KEYWORD_WEIGHT:g}*kw={j:.2f}{notes.get(seq, '')}")
+            terms_ = (
+                f"{HYBRID_LEXICAL_WEIGHT:g}*bm25={lex:.2f} + {HYBRID_DENSE_WEIGHT:g}*cos={c:.2f}"
+                f" + {HYBRID_KEYWORD_WEIGHT:g}*kw={j:.2f}{notes.get(seq, '')}"
+            )
             if user_side:
                 terms_ += " (bm25 counts the user's words twice: a question in the first person)"
             via = "+".join(sorted(name for bit, name in _SRC_NAMES if source[seq] & bit))
             if seq in archived:
                 item = _full(archived[seq])
                 sid = item.segment_id or "archive"
-                why = (f"archive (archive record {item.archive_seq}, was in segment {sid}) via "
-                       f"{via}: {terms_} + {HYBRID_NEIGHBOR_WEIGHT:g}*neighbour={beside:.2f}")
+                why = (
+                    f"archive (archive record {item.archive_seq}, was in segment {sid}) via "
+                    f"{via}: {terms_} + {HYBRID_NEIGHBOR_WEIGHT:g}*neighbour={beside:.2f}"
+                )
                 hits.append(PageHit(Page.from_dict(item.record), sid, score, why, "archive"))
                 continue
             sid = self._page_segment[seq]
             seg = self._segments[sid]
             page = seg.pages[_index_of(seg.pages, seq)]
-            why = (f"hybrid via {via}: {terms_}"
-                   f" + {HYBRID_SEGMENT_WEIGHT:g}*segment {sid} F={f:.2f}"
-                   f" + {HYBRID_NEIGHBOR_WEIGHT:g}*neighbour={beside:.2f}")
+            why = (
+                f"hybrid via {via}: {terms_}"
+                f" + {HYBRID_SEGMENT_WEIGHT:g}*segment {sid} F={f:.2f}"
+                f" + {HYBRID_NEIGHBOR_WEIGHT:g}*neighbour={beside:.2f}"
+            )
             hits.append(PageHit(page, sid, score, why))
             visited.setdefault(sid, (f, seg))
         return list(visited.values()), hits
@@ -1061,8 +1151,11 @@ class MTMCore:
         cold candidates when MTM holds none."""
         if len(self._lex_user):
             return self._lex_user.total_len / len(self._lex_user)
-        known = [item.query_terms for item in (cold.items if cold else ())
-                 if item.query_terms is not None]
+        known = [
+            item.query_terms
+            for item in (cold.items if cold else ())
+            if item.query_terms is not None
+        ]
         return sum(known) / len(known) if known and sum(known) else 1.0
 
     def _window_candidates(
@@ -1083,16 +1176,22 @@ class MTMCore:
         month with hundreds, exactly as a rare word does."""
         lo = bisect.bisect_left(self._times, (window[0], -1))
         hi = bisect.bisect_left(self._times, (window[1], -1))
-        n_cold, cold_in = (cold_window(window[0], window[1], WINDOW_CANDIDATES)
-                           if cold_window is not None else (0, {}))
+        n_cold, cold_in = (
+            cold_window(window[0], window[1], WINDOW_CANDIDATES)
+            if cold_window is not None
+            else (0, {})
+        )
         n_window = hi - lo + n_cold
         if not n_window or n_all <= 0:
             return 0.0
         if n_window <= WINDOW_CANDIDATES:
             for _, seq in self._times[lo:hi]:
                 source[seq] = source.get(seq, 0) | _SRC_TIME
-            new = [(seq, item) for seq, item in cold_in.items()
-                   if seq not in self._page_segment and seq not in archived]
+            new = [
+                (seq, item)
+                for seq, item in cold_in.items()
+                if seq not in self._page_segment and seq not in archived
+            ]
             for (seq, item), score in zip(new, cold_lexical([i for _, i in new]), strict=True):
                 archived[seq] = item
                 bm25[seq] = score
@@ -1119,7 +1218,7 @@ class MTMCore:
         hot = [x for x in seqs if x not in archived]
         cold = [x for x in seqs if x in archived]
         cos = np.empty(len(hot) + len(cold), dtype=np.float64)
-        cos[:len(hot)] = self._page_cos(q, hot)
+        cos[: len(hot)] = self._page_cos(q, hot)
         if cold:
             embs = [archived[x].embedding for x in cold]
             if all(e is not None and e.shape == (self._dim,) for e in embs):
@@ -1129,7 +1228,7 @@ class MTMCore:
                 for i, emb in enumerate(embs):
                     if emb is not None and emb.shape == (self._dim,):
                         mat[i] = emb
-            cos[len(hot):] = np.clip(mat.astype(np.float64) @ q.astype(np.float64), -1.0, 1.0)
+            cos[len(hot) :] = np.clip(mat.astype(np.float64) @ q.astype(np.float64), -1.0, 1.0)
         # F_score of the segments of hot candidates not ranked yet: one matrix product.
         page_segment = self._page_segment
         sids = [page_segment[x] for x in hot]
@@ -1144,28 +1243,44 @@ class MTMCore:
         cold_items = [archived[x] for x in cold]
         # An archived page's segment is gone: no segment F_score term (0).
         seg = np.array([seg_f[sid] for sid in sids] + [0.0] * len(cold), dtype=np.float64)
-        chars = np.array([c for c, _, _ in hot_info] + [i.chars for i in cold_items],
-                         dtype=np.int64)
-        times = np.array([t for _, _, t in hot_info] + [i.timestamp for i in cold_items],
-                         dtype=np.float64)
+        chars = np.array(
+            [c for c, _, _ in hot_info] + [i.chars for i in cold_items], dtype=np.int64
+        )
+        times = np.array(
+            [t for _, _, t in hot_info] + [i.timestamp for i in cold_items], dtype=np.float64
+        )
         # jaccard(kw, page keywords), inline: |a & b| / |a | b| with |a | b| counted as
         # |a| + |b| - |a & b| (the same integers, so the same quotient).
         n_kw = len(kw)
         page_kws = [k for _, k, _ in hot_info] + [i.keywords for i in cold_items]
-        kws = np.array([0.0 if kw.isdisjoint(k) else
-                        (shared := len(kw & k)) / (n_kw + len(k) - shared) for k in page_kws],
-                       dtype=np.float64)
+        kws = np.array(
+            [
+                0.0 if kw.isdisjoint(k) else (shared := len(kw & k)) / (n_kw + len(k) - shared)
+                for k in page_kws
+            ],
+            dtype=np.float64,
+        )
         order = hot + cold
         raw = np.array([bm25.get(x, 0.0) for x in order], dtype=np.float64)
         if best_bm25 is None:
             best_bm25 = (float(raw.max()) if len(raw) else 0.0) or 1.0
         lex = np.minimum(raw / best_bm25, 1.0)
-        rows = _Rows(np.array(order, dtype=np.int64), base_scores(lex, cos, kws, seg), raw,
-                     chars, cos, kws, lex, seg, times)
+        rows = _Rows(
+            np.array(order, dtype=np.int64),
+            base_scores(lex, cos, kws, seg),
+            raw,
+            chars,
+            cos,
+            kws,
+            lex,
+            seg,
+            times,
+        )
         return rows.take(np.argsort(rows.seqs, kind="stable")), best_bm25
 
-    def _cand_facts(self, seq: int, archived: Mapping[int, ColdItem | ColdRow]
-                    ) -> tuple[str, float, str, Iterable[str]]:
+    def _cand_facts(
+        self, seq: int, archived: Mapping[int, ColdItem | ColdRow]
+    ) -> tuple[str, float, str, Iterable[str]]:
         """``(page id, time, text, index terms)`` of a candidate page, hot or archived
         (archived ones from the index row: no record is decoded)."""
         found = archived.get(seq)
@@ -1205,18 +1320,25 @@ class MTMCore:
             best: tuple[float, int] | None = None
             for k, (_new_id, new_time, new_text, new_terms) in enumerate(info):
                 new = order[k]
-                if (k == i or new in lifted or final[new] > final[old]
-                        or lexical.get(new, 0.0) < floor):
+                if (
+                    k == i
+                    or new in lifted
+                    or final[new] > final[old]
+                    or lexical.get(new, 0.0) < floor
+                ):
                     continue
-                if (supersedes(new_terms, new_time, new_text, old_terms, old_time, qt)
-                        and (best is None or new_time > best[0])):
+                if supersedes(new_terms, new_time, new_text, old_terms, old_time, qt) and (
+                    best is None or new_time > best[0]
+                ):
                     best = (new_time, new)
             if best is not None:
                 new = best[1]
                 final[new] = final[old] + SUPERSEDE_MARGIN
                 lifted.add(new)
-                notes[new] = (notes.get(new, "")
-                              + f"; supersedes {old_id} (newer, states a change), ranked above it")
+                notes[new] = (
+                    notes.get(new, "")
+                    + f"; supersedes {old_id} (newer, states a change), ranked above it"
+                )
         if not lifted:
             return order
         return sorted(order, key=lambda x: (-final[x], -x))

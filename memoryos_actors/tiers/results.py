@@ -28,8 +28,7 @@ from memoryos_actors.records import (
     _tuple_of,
 )
 
-__all__ = ["FactHit", "LPMEffects", "LPMView", "MTMEffects", "MTMHits", "PageHit",
-    "SegmentHit"]
+__all__ = ["FactHit", "LPMEffects", "LPMView", "MTMEffects", "MTMHits", "PageHit", "SegmentHit"]
 
 
 # ---------------------------------------------------------------------------- tier answers
@@ -127,8 +126,9 @@ class MTMEffects(_Record):
 
     def is_empty(self) -> bool:
         """True when nothing needs the actor's attention."""
-        return not (self.evicted_segments or self.evicted_pages or self.promoted
-                    or self.summary_due)
+        return not (
+            self.evicted_segments or self.evicted_pages or self.promoted or self.summary_due
+        )
 
 
 @_record
@@ -200,8 +200,7 @@ class LPMEffects(_Record):
     duplicates: int = 0
 
     def __post_init__(self) -> None:
-        for name in ("facts_added", "facts_evicted", "agent_traits_added",
-                     "agent_traits_evicted"):
+        for name in ("facts_added", "facts_evicted", "agent_traits_added", "agent_traits_evicted"):
             _tuple_of(self, name, KBEntry)
         _tuple_of(self, "traits_changed", str)
         _tuple_of(self, "unknown_traits", str)

@@ -36,51 +36,117 @@ __all__ = [
 
 _DAY = 86_400.0
 
-CHANGE_CUES: frozenset[str] = frozenset({
-    "moved", "move", "moving", "relocated", "now", "new", "newly", "changed", "switched",
-    "started", "starting", "joined", "became", "anymore", "longer", "quit", "left",
-    "promoted", "hired", "married", "divorced", "engaged", "renamed", "instead", "currently",
-})
+CHANGE_CUES: frozenset[str] = frozenset(
+    {
+        "moved",
+        "move",
+        "moving",
+        "relocated",
+        "now",
+        "new",
+        "newly",
+        "changed",
+        "switched",
+        "started",
+        "starting",
+        "joined",
+        "became",
+        "anymore",
+        "longer",
+        "quit",
+        "left",
+        "promoted",
+        "hired",
+        "married",
+        "divorced",
+        "engaged",
+        "renamed",
+        "instead",
+        "currently",
+    }
+)
 """Words that mark a statement as a change of an earlier state."""
 
-PAST_CUES: frozenset[str] = frozenset({
-    "before", "previous", "previously", "used", "former", "formerly", "originally", "old",
-    "first", "earlier", "past", "was", "were", "did",
-})
+PAST_CUES: frozenset[str] = frozenset(
+    {
+        "before",
+        "previous",
+        "previously",
+        "used",
+        "former",
+        "formerly",
+        "originally",
+        "old",
+        "first",
+        "earlier",
+        "past",
+        "was",
+        "were",
+        "did",
+    }
+)
 """Words that make a query ask about an earlier state, so nothing is superseded."""
 
 _MONTHS = {name.lower(): i for i, name in enumerate(calendar.month_name) if name}
 _MONTHS.update({name.lower(): i for i, name in enumerate(calendar.month_abbr) if name})
-_UNITS = {"day": 1.0, "days": 1.0, "week": 7.0, "weeks": 7.0, "month": 30.0, "months": 30.0,
-          "year": 365.0, "years": 365.0}
-_NUMBERS = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6,
-            "seven": 7, "eight": 8, "nine": 9, "ten": 10, "few": 3, "couple": 2}
+_UNITS = {
+    "day": 1.0,
+    "days": 1.0,
+    "week": 7.0,
+    "weeks": 7.0,
+    "month": 30.0,
+    "months": 30.0,
+    "year": 365.0,
+    "years": 365.0,
+}
+_NUMBERS = {
+    "a": 1,
+    "an": 1,
+    "one": 1,
+    "two": 2,
+    "three": 3,
+    "four": 4,
+    "five": 5,
+    "six": 6,
+    "seven": 7,
+    "eight": 8,
+    "nine": 9,
+    "ten": 10,
+    "few": 3,
+    "couple": 2,
+}
 _COUNT = r"(\d+|a|an|one|two|three|four|five|six|seven|eight|nine|ten|few|couple)"
 _AGO = re.compile(r"\b" + _COUNT + r"(?: of)? (day|days|week|weeks|month|months|year|years) ago\b")
 _LAST = re.compile(r"\b(?:last|past|previous) (day|week|weekend|month|year)\b")
-_LAST_N = re.compile(r"\b(?:last|past|previous) " + _COUNT
-                     + r"(?: of)? (days|weeks|months|years)\b")
+_LAST_N = re.compile(
+    r"\b(?:last|past|previous) " + _COUNT + r"(?: of)? (days|weeks|months|years)\b"
+)
 _WEEKDAYS = {name.lower(): i for i, name in enumerate(calendar.day_name)}
-_LAST_WEEKDAY = re.compile(r"\b(?:last|previous|this past|past) ("
-                           + "|".join(_WEEKDAYS) + r")\b")
+_LAST_WEEKDAY = re.compile(r"\b(?:last|previous|this past|past) (" + "|".join(_WEEKDAYS) + r")\b")
 _MONTH_NAMES = "|".join(sorted(_MONTHS, key=len, reverse=True))
 _MONTH_YEAR = re.compile(r"\b(" + _MONTH_NAMES + r")\.?,? (\d{4})\b")
 # A month without a year needs a preposition before it ("in May", "during march"), so
 # "may" the verb and "march" the verb are not read as months.
-_MONTH = re.compile(r"\b(?:in|during|since|of|early|late|mid)[ -](?:the month of )?("
-                    + _MONTH_NAMES + r")\b(?!\.?,? \d)")
+_MONTH = re.compile(
+    r"\b(?:in|during|since|of|early|late|mid)[ -](?:the month of )?("
+    + _MONTH_NAMES
+    + r")\b(?!\.?,? \d)"
+)
 _YEAR = re.compile(r"\b(?:in|during|of) (\d{4})\b")
 # A calendar day: "October 13, 2023", "May 3rd", "1 February, 2023", "the 5th of June".
 _ORD = r"(?:st|nd|rd|th)?"
-_MONTH_DAY = re.compile(r"(\w+ )?\b(" + _MONTH_NAMES + r")\.? (\d{1,2})(st|nd|rd|th)?"
-                        + r"(?!\d)(?!:)(?:,? (\d{4}))?\b")
+_MONTH_DAY = re.compile(
+    r"(\w+ )?\b(" + _MONTH_NAMES + r")\.? (\d{1,2})(st|nd|rd|th)?" + r"(?!\d)(?!:)(?:,? (\d{4}))?\b"
+)
 # "may" and "march" followed by a number are verbs unless a preposition, an ordinal or a
 # year says they are dates ("I may 3D print it", "we march 20 miles").
 _VERB_MONTHS = frozenset({"may", "march"})
-_DATE_PREPOSITIONS = frozenset({"on", "of", "since", "by", "before", "after", "until",
-                                "till", "from", "in", "during"})
-_DAY_MONTH = re.compile(r"\b(\d{1,2})" + _ORD + r" (?:of )?(" + _MONTH_NAMES
-                        + r")\b\.?(?:,? (\d{4}))?")
+_DATE_PREPOSITIONS = frozenset(
+    {"on", "of", "since", "by", "before", "after", "until", "till", "from", "in", "during"}
+)
+_DAY_MONTH = re.compile(
+    r"\b(\d{1,2})" + _ORD + r" (?:of )?(" + _MONTH_NAMES + r")\b\.?(?:,? (\d{4}))?"
+)
 _BEFORE_AFTER = re.compile(r"\b(before|after|since|until|till|by)\s+(?:the\s+)?$")
 
 
@@ -173,8 +239,12 @@ def time_window(query: str, now: float) -> tuple[float, float] | None:
 def _named_day(q: str, now: float) -> tuple[float, float] | None:
     """The window of a calendar day the (lower-case) query names, see :func:`time_window`."""
     m = _MONTH_DAY.search(q)
-    if m and m.group(2) in _VERB_MONTHS and not (m.group(4) or m.group(5)) and (
-            (m.group(1) or "").strip() not in _DATE_PREPOSITIONS):
+    if (
+        m
+        and m.group(2) in _VERB_MONTHS
+        and not (m.group(4) or m.group(5))
+        and ((m.group(1) or "").strip() not in _DATE_PREPOSITIONS)
+    ):
         m = None
     if m:
         month, day, year = _MONTHS[m.group(2)], int(m.group(3)), m.group(5)

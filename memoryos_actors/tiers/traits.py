@@ -17,8 +17,14 @@ from memoryos_actors.trait_table import (
     category_of,
 )
 
-__all__ = ["TRAITS", "TRAITS_BY_NAME", "TRAIT_CATEGORIES", "TraitSpec", "category_of",
-           "empty_levels"]
+__all__ = [
+    "TRAITS",
+    "TRAITS_BY_NAME",
+    "TRAIT_CATEGORIES",
+    "TraitSpec",
+    "category_of",
+    "empty_levels",
+]
 
 
 def empty_levels() -> tuple[TraitLevel, ...]:

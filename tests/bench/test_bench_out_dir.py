@@ -34,18 +34,26 @@ sys.stdout.write(json.dumps(out))
 
 
 def _runnable_scripts() -> list[Path]:
-    return sorted(p for p in _BENCH.glob("*.py")
-                  if 'if __name__ == "__main__":' in p.read_text("utf-8")
-                  and p.name not in _PRINT_ONLY)
+    return sorted(
+        p
+        for p in _BENCH.glob("*.py")
+        if 'if __name__ == "__main__":' in p.read_text("utf-8") and p.name not in _PRINT_ONLY
+    )
 
 
 def test_every_bench_script_that_writes_results_takes_out_dir() -> None:
     scripts = _runnable_scripts()
     assert len(scripts) >= 15  # the glob found the benches
     env = {**os.environ, "PYTHONPATH": str(_REPO)}
-    done = subprocess.run([sys.executable, "-c", _PROBE, *map(str, scripts)],
-                          capture_output=True, text=True, env=env, cwd=_REPO, timeout=600,
-                          check=False)
+    done = subprocess.run(
+        [sys.executable, "-c", _PROBE, *map(str, scripts)],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=_REPO,
+        timeout=600,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr
     helps = json.loads(done.stdout)
     missing = [Path(p).name for p, text in helps.items() if "--out-dir" not in text]

@@ -477,7 +477,15 @@ def test_unknown_systems_and_missing_data_exit_with_code_2(
 ) -> None:
     assert (
         locomo.main(
-            ["--data", str(data_file), "--systems", "grep", "--out-dir", str(tmp_path), "--no-progress"]
+            [
+                "--data",
+                str(data_file),
+                "--systems",
+                "grep",
+                "--out-dir",
+                str(tmp_path),
+                "--no-progress",
+            ]
         )
         == 2
     )
@@ -577,8 +585,13 @@ class _FakeMemoryOS:
         self.closed = True
 
     def add_turn(
-        self, user_id: str, query: str, response: str, timestamp: float | None = None,
-        *, turn_key: str | None = None,
+        self,
+        user_id: str,
+        query: str,
+        response: str,
+        timestamp: float | None = None,
+        *,
+        turn_key: str | None = None,
     ) -> str:
         from memoryos_actors.errors import Overloaded
 

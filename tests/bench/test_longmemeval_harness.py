@@ -23,33 +23,45 @@ def _t(role: str, content: str, has_answer: bool = False) -> dict[str, Any]:
 def _items() -> list[dict[str, Any]]:
     """Four items: two whole ones (even positions) and two distractors (odd positions)."""
     return [
-        {   # 0: the evidence is the user's turn of the second pair
-            "question_id": "q-dog", "question_type": "single-session-user",
-            "question": "What is the name of my dog?", "answer": "Biscuit",
+        {  # 0: the evidence is the user's turn of the second pair
+            "question_id": "q-dog",
+            "question_type": "single-session-user",
+            "question": "What is the name of my dog?",
+            "answer": "Biscuit",
             "question_date": "2023/05/30 (Tue) 10:00",
             "haystack_dates": ["2023/05/20 (Sat) 09:00"],
-            "haystack_sessions": [[
-                _t("user", "Any tips for a rainy weekend?"),
-                _t("assistant", "Board games and soup."),
-                _t("user", "My dog Biscuit hates the rain.", True),
-                _t("assistant", "Biscuit might like a raincoat."),
-            ]],
+            "haystack_sessions": [
+                [
+                    _t("user", "Any tips for a rainy weekend?"),
+                    _t("assistant", "Board games and soup."),
+                    _t("user", "My dog Biscuit hates the rain.", True),
+                    _t("assistant", "Biscuit might like a raincoat."),
+                ]
+            ],
         },
-        {   # 1: a distractor; its session opens with the assistant (left out) and ends
+        {  # 1: a distractor; its session opens with the assistant (left out) and ends
             # with a lone user turn (left out)
-            "question_id": None, "question_type": None, "question": None, "answer": None,
-            "question_date": None, "haystack_dates": ["2023/04/01 (Sat) 08:00"],
-            "haystack_sessions": [[
-                _t("assistant", "Welcome back!"),
-                _t("user", "Thanks."),
-                _t("user", "What is a good pasta recipe?"),
-                _t("assistant", "Try cacio e pepe."),
-                _t("user", "Bye."),
-            ]],
+            "question_id": None,
+            "question_type": None,
+            "question": None,
+            "answer": None,
+            "question_date": None,
+            "haystack_dates": ["2023/04/01 (Sat) 08:00"],
+            "haystack_sessions": [
+                [
+                    _t("assistant", "Welcome back!"),
+                    _t("user", "Thanks."),
+                    _t("user", "What is a good pasta recipe?"),
+                    _t("assistant", "Try cacio e pepe."),
+                    _t("user", "Bye."),
+                ]
+            ],
         },
-        {   # 2: an abstention question (no has_answer turn): not scored
-            "question_id": "q-cat_abs", "question_type": "single-session-user",
-            "question": "What is the name of my cat?", "answer": "unknown",
+        {  # 2: an abstention question (no has_answer turn): not scored
+            "question_id": "q-cat_abs",
+            "question_type": "single-session-user",
+            "question": "What is the name of my cat?",
+            "answer": "unknown",
             "question_date": "2023/05/30 (Tue) 10:00",
             "haystack_dates": ["2023/05/21 (Sun) 09:00", "2023/05/22 (Mon) 09:00"],
             "haystack_sessions": [
@@ -57,11 +69,16 @@ def _items() -> list[dict[str, Any]]:
                 [_t("user", "I bought a red bike."), _t("assistant", "Enjoy the rides!")],
             ],
         },
-        {   # 3: another distractor
-            "question_id": None, "question_type": None, "question": None, "answer": None,
-            "question_date": None, "haystack_dates": ["2023/05/23 (Tue) 09:00"],
-            "haystack_sessions": [[_t("user", "Where is Lisbon?"),
-                                   _t("assistant", "In Portugal.")]],
+        {  # 3: another distractor
+            "question_id": None,
+            "question_type": None,
+            "question": None,
+            "answer": None,
+            "question_date": None,
+            "haystack_dates": ["2023/05/23 (Tue) 09:00"],
+            "haystack_sessions": [
+                [_t("user", "Where is Lisbon?"), _t("assistant", "In Portugal.")]
+            ],
         },
     ]
 
@@ -128,13 +145,27 @@ def test_bm25_context_is_its_top_10_plus_the_7_newest_pages_and_hits_are_counted
     data_file: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     out = tmp_path / "out"
-    code = lme.main(["--data", str(data_file), "--lengths", "2,4", "--systems", "bm25",
-                     "--out-dir", str(out), "--quiet"])
+    code = lme.main(
+        [
+            "--data",
+            str(data_file),
+            "--lengths",
+            "2,4",
+            "--systems",
+            "bm25",
+            "--out-dir",
+            str(out),
+            "--quiet",
+        ]
+    )
     assert code == 0
     report = json.loads((out / "longmemeval.json").read_text())
-    assert report["haystacks"]["4"] == {"pages": 6, "questions": 1, "left_out_turns": 3,
-                                        "skipped": {"no_has_answer_turn": 1,
-                                                    "evidence_only_in_left_out_turns": 0}}
+    assert report["haystacks"]["4"] == {
+        "pages": 6,
+        "questions": 1,
+        "left_out_turns": 3,
+        "skipped": {"no_has_answer_turn": 1, "evidence_only_in_left_out_turns": 0},
+    }
     result = report["results"]["4"]["bm25"]
     assert result["overall"] == {"n": 1, "hits": 1, "recall": 1.0}
     assert result["per_type"]["single-session-user"]["hits"] == 1
@@ -156,16 +187,16 @@ def test_the_memory_system_runs_through_its_public_api_as_one_user(tmp_path: Pat
 
 def test_targets_compare_with_bm25_per_type_in_questions() -> None:
     def result(hits_by_type: dict[str, tuple[int, int]]) -> dict[str, Any]:
-        per_type = {t: {"n": n, "hits": h, "recall": h / n}
-                    for t, (h, n) in hits_by_type.items()}
+        per_type = {t: {"n": n, "hits": h, "recall": h / n} for t, (h, n) in hits_by_type.items()}
         hits = sum(h for h, _ in hits_by_type.values())
         n = sum(n for _, n in hits_by_type.values())
         return {"overall": {"n": n, "hits": hits, "recall": hits / n}, "per_type": per_type}
 
     ours = result({"a": (90, 100), "b": (8, 10)})
     bm25 = result({"a": (70, 100), "b": (10, 10)})
-    checks = {c["target"]: c for c in lme.check_targets(
-        {"500": {"memoryos-hybrid": ours, "bm25": bm25}})}
+    checks = {
+        c["target"]: c for c in lme.check_targets({"500": {"memoryos-hybrid": ours, "bm25": bm25}})
+    }
     assert checks["500 items: >= BM25 + 8 points"]["status"] == "MET"
     behind = checks["500 items: behind BM25 by at most one question per type"]
     assert behind["status"] == "MISSED" and "b 8 < 10" in behind["detail"]
@@ -175,11 +206,17 @@ def test_targets_compare_with_bm25_per_type_in_questions() -> None:
 def test_unknown_systems_and_missing_data_exit_with_code_2(
     data_file: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert lme.main(["--data", str(data_file), "--systems", "grep", "--out-dir",
-                     str(tmp_path), "--quiet"]) == 2
+    assert (
+        lme.main(
+            ["--data", str(data_file), "--systems", "grep", "--out-dir", str(tmp_path), "--quiet"]
+        )
+        == 2
+    )
     assert "unknown system" in capsys.readouterr().err
-    assert lme.main(["--data", str(tmp_path / "nope.json"), "--out-dir", str(tmp_path),
-                     "--quiet"]) == 2
+    assert (
+        lme.main(["--data", str(tmp_path / "nope.json"), "--out-dir", str(tmp_path), "--quiet"])
+        == 2
+    )
     assert not (tmp_path / "longmemeval.json").exists()
 
 
@@ -197,5 +234,10 @@ def test_kept_data_is_reused_with_the_same_answers_and_refused_for_other_setting
     for key in ("overall", "per_type", "missed"):
         assert again["memoryos-hybrid"][key] == first["memoryos-hybrid"][key]
     with pytest.raises(lme.BenchError, match="other pages or settings"):
-        lme.run_length(hay, ["memoryos-hybrid"], work_dir=tmp_path / "w3", keep_data=kept,
-                       memory_config={"stm_capacity": 3})
+        lme.run_length(
+            hay,
+            ["memoryos-hybrid"],
+            work_dir=tmp_path / "w3",
+            keep_data=kept,
+            memory_config={"stm_capacity": 3},
+        )

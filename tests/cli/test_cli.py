@@ -20,9 +20,13 @@ from memoryos_actors.cli.demo import load_script
 _REPO = Path(__file__).resolve().parents[2]
 
 
-def _run(*args: str, data_dir: Path | None = None, stdin: str | None = None,
-         cwd: Path | None = None, env_data_dir: Path | None = None
-         ) -> subprocess.CompletedProcess[str]:
+def _run(
+    *args: str,
+    data_dir: Path | None = None,
+    stdin: str | None = None,
+    cwd: Path | None = None,
+    env_data_dir: Path | None = None,
+) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "COLUMNS": "100", "PYTHONPATH": str(_REPO)}
     env.pop("MEMORYOS_DATA_DIR", None)
     if env_data_dir is not None:
@@ -31,8 +35,14 @@ def _run(*args: str, data_dir: Path | None = None, stdin: str | None = None,
     if data_dir is not None:
         cmd += ["--data-dir", str(data_dir)]
     return subprocess.run(
-        [*cmd, *args], input=stdin if stdin is not None else "", capture_output=True,
-        text=True, env=env, cwd=cwd or _REPO, timeout=120, check=False,
+        [*cmd, *args],
+        input=stdin if stdin is not None else "",
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=cwd or _REPO,
+        timeout=120,
+        check=False,
     )
 
 
@@ -73,16 +83,24 @@ def _locomo_sample(sample_id: str, a: str, b: str, topic: str) -> dict[str, Any]
                 _turn(b, "D2:3", "Daily practice pays off."),
             ],
         },
-        "qa": [{"question": f"What is {a} learning?", "answer": topic, "evidence": ["D1:1"],
-                "category": 4}],
+        "qa": [
+            {
+                "question": f"What is {a} learning?",
+                "answer": topic,
+                "evidence": ["D1:1"],
+                "category": 4,
+            }
+        ],
     }
 
 
 @pytest.fixture()
 def locomo_file(tmp_path: Path) -> Path:
     path = tmp_path / "mini_locomo.json"
-    samples = [_locomo_sample("conv-1", "Ann", "Ben", "pottery"),
-               _locomo_sample("conv-2", "Cleo", "Dan", "chess")]
+    samples = [
+        _locomo_sample("conv-1", "Ann", "Ben", "pottery"),
+        _locomo_sample("conv-2", "Cleo", "Dan", "chess"),
+    ]
     path.write_text(json.dumps(samples, indent=1), encoding="utf-8")
     return path
 
@@ -91,10 +109,18 @@ def locomo_file(tmp_path: Path) -> Path:
 def turns_file(tmp_path: Path) -> Path:
     path = tmp_path / "turns.jsonl"
     lines = [
-        {"user_id": "ann", "query": "My cat is called Miso.", "response": "A lovely name.",
-         "timestamp": 1_700_000_000},
-        {"user_id": "ann", "query": "I go climbing on Saturdays.", "response": "Fun!",
-         "timestamp": 1_700_000_100},
+        {
+            "user_id": "ann",
+            "query": "My cat is called Miso.",
+            "response": "A lovely name.",
+            "timestamp": 1_700_000_000,
+        },
+        {
+            "user_id": "ann",
+            "query": "I go climbing on Saturdays.",
+            "response": "Fun!",
+            "timestamp": 1_700_000_100,
+        },
         {"user_id": "bo", "query": "I collect vinyl records.", "response": "Which genre?"},
     ]
     path.write_text("\n".join(json.dumps(rec) for rec in lines) + "\n\n", encoding="utf-8")
@@ -103,9 +129,7 @@ def turns_file(tmp_path: Path) -> Path:
 
 # ------------------------------------------------------------------------------ prometheus
 
-_SAMPLE = re.compile(
-    r'^(?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(?P<labels>.*)\})? (?P<value>\S+)$'
-)
+_SAMPLE = re.compile(r"^(?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(?P<labels>.*)\})? (?P<value>\S+)$")
 _LABEL = re.compile(r'\s*([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\\n]|\\[\\"n])*)"\s*(,|$)')
 
 
@@ -158,8 +182,9 @@ def parse_prometheus(text: str) -> dict[str, list[tuple[dict[str, str], float]]]
     return samples
 
 
-def _value(samples: dict[str, list[tuple[dict[str, str], float]]], name: str,
-           **labels: str) -> float:
+def _value(
+    samples: dict[str, list[tuple[dict[str, str], float]]], name: str, **labels: str
+) -> float:
     for got, value in samples[name]:
         if all(got.get(k) == v for k, v in labels.items()):
             return value
@@ -168,13 +193,18 @@ def _value(samples: dict[str, list[tuple[dict[str, str], float]]], name: str,
 
 def test_prometheus_rendering_escapes_label_values_and_declares_each_metric_once() -> None:
     stats = {
-        "turns": 3, "retrievals": 1, "active_users": 1, "user_group_restarts": 2,
+        "turns": 3,
+        "retrievals": 1,
+        "active_users": 1,
+        "user_group_restarts": 2,
         "stored": {"users": 1, "turns": 3},
         "gateway": {
-            "backend": 'odd "back\\end"\nname', "calls": 5, "prompt_tokens": 10,
-            "completion_tokens": 4, "embedder": {"name": "hashing", "dim": 512},
-            "latency": {"count": 4, "mean_ms": 2.5, "p50_ms": 2.0, "p95_ms": 4.0,
-                        "p99_ms": 4.0},
+            "backend": 'odd "back\\end"\nname',
+            "calls": 5,
+            "prompt_tokens": 10,
+            "completion_tokens": 4,
+            "embedder": {"name": "hashing", "dim": 512},
+            "latency": {"count": 4, "mean_ms": 2.5, "p50_ms": 2.0, "p95_ms": 4.0, "p99_ms": 4.0},
             "by_kind": {"page_meta": {"calls": 3}, "chat_reply": {"calls": 2}},
         },
     }
@@ -199,9 +229,18 @@ def test_demo_shows_tiers_promotion_provenance_and_recovery_without_noise(
     proc = _run("demo", data_dir=tmp_path / "demo")
     out = _ok(proc)
     assert proc.stderr == ""  # no log lines or warnings leak to the terminal
-    for needle in ("MTM segments by heat", "N_visit", "L_interaction", "STM",
-                   "LPM knowledge base", "promotion", "retrieval with provenance",
-                   "supervision tree", "restarted by its supervisor: yes", "nothing lost"):
+    for needle in (
+        "MTM segments by heat",
+        "N_visit",
+        "L_interaction",
+        "STM",
+        "LPM knowledge base",
+        "promotion",
+        "retrieval with provenance",
+        "supervision tree",
+        "restarted by its supervisor: yes",
+        "nothing lost",
+    ):
         assert needle in out, needle
     assert "no segment passed" not in out
     # Promotion really happened: the promotion table shows persona updates and the
@@ -244,8 +283,14 @@ def test_bench_outside_a_checkout_says_to_run_it_from_one(tmp_path: Path) -> Non
 def test_both_module_entry_points_print_help() -> None:
     assert "ingest" in _ok(_run("--help"))
     env = {**os.environ, "PYTHONPATH": str(_REPO)}
-    proc = subprocess.run([sys.executable, "-m", "memoryos_actors.cli", "stats", "--help"],
-                          capture_output=True, text=True, env=env, timeout=60, check=False)
+    proc = subprocess.run(
+        [sys.executable, "-m", "memoryos_actors.cli", "stats", "--help"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        check=False,
+    )
     assert proc.returncode == 0 and "--prometheus" in proc.stdout
 
 
@@ -284,14 +329,23 @@ def test_ingest_jsonl_then_stats_and_inspect_show_the_turns(
 @pytest.mark.parametrize(
     ("name", "content", "where"),
     [
-        ("bad.jsonl", '{"user_id": "a", "query": "hi"}\n\n{"user_id": "", "query": "x"}\n',
-         "bad.jsonl:3:"),
-        ("bad2.jsonl", '{"user_id": "a", "query": "hi"}\n{"user_id": "a", "query": \n',
-         "bad2.jsonl:2:"),
+        (
+            "bad.jsonl",
+            '{"user_id": "a", "query": "hi"}\n\n{"user_id": "", "query": "x"}\n',
+            "bad.jsonl:3:",
+        ),
+        (
+            "bad2.jsonl",
+            '{"user_id": "a", "query": "hi"}\n{"user_id": "a", "query": \n',
+            "bad2.jsonl:2:",
+        ),
         ("bad.json", '[\n  {"sample_id": "x",\n  "conversation": }\n]\n', "bad.json:3:"),
         ("shape.json", '[{"sample_id": "x"}]', "shape.json: sample 0"),
-        ("big.jsonl", '{"user_id": "a", "query": "ok"}\n{"user_id": "a", "query": "'
-         + "x" * 70_000 + '"}\n', "big.jsonl:2: query is 70000 bytes"),
+        (
+            "big.jsonl",
+            '{"user_id": "a", "query": "ok"}\n{"user_id": "a", "query": "' + "x" * 70_000 + '"}\n',
+            "big.jsonl:2: query is 70000 bytes",
+        ),
     ],
 )
 def test_a_malformed_file_is_refused_naming_file_and_line_and_stores_nothing(
@@ -372,8 +426,15 @@ def test_export_forget_import_round_trip_restores_the_user(
 
 def test_chat_reads_stdin_until_eof_and_stores_every_turn(tmp_path: Path) -> None:
     data = tmp_path / "data"
-    out = _ok(_run("chat", "--user", "zoe", data_dir=data,
-                   stdin="I'm Zoe and I keep bees.\n\n   \nWhat do I keep?\n"))
+    out = _ok(
+        _run(
+            "chat",
+            "--user",
+            "zoe",
+            data_dir=data,
+            stdin="I'm Zoe and I keep bees.\n\n   \nWhat do I keep?\n",
+        )
+    )
     assert out.count("assistant:") == 2
     state = _state(data, "zoe")
     assert [p["query"] for p in state["stm"]] == ["I'm Zoe and I keep bees.", "What do I keep?"]

@@ -18,10 +18,24 @@ def _ingest(tmp_path: Path, path: Path) -> subprocess.Popen[str]:
     config.write_text('log_level = "error"\n', encoding="utf-8")
     base = {k: v for k, v in os.environ.items() if not k.startswith("MEMORYOS_")}
     return subprocess.Popen(
-        [sys.executable, "-m", "memoryos_actors", "--data-dir", str(tmp_path / "data"),
-         "--config", str(config), "ingest", str(path)],
-        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        env={**base, "COLUMNS": "100"}, cwd=tmp_path)
+        [
+            sys.executable,
+            "-m",
+            "memoryos_actors",
+            "--data-dir",
+            str(tmp_path / "data"),
+            "--config",
+            str(config),
+            "ingest",
+            str(path),
+        ],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**base, "COLUMNS": "100"},
+        cwd=tmp_path,
+    )
 
 
 def test_ingest_stopped_by_ctrl_c_then_run_again_stores_every_turn_once(
@@ -30,16 +44,27 @@ def test_ingest_stopped_by_ctrl_c_then_run_again_stores_every_turn_once(
     users = [f"u{n}" for n in range(4)]
     total = 2000
     path = tmp_path / "turns.jsonl"
-    path.write_text("".join(
-        json.dumps({"user_id": users[n % 4], "query": f"question {n} about kites",
-                    "response": f"answer {n}"}) + "\n" for n in range(total)),
-        encoding="utf-8")
+    path.write_text(
+        "".join(
+            json.dumps(
+                {
+                    "user_id": users[n % 4],
+                    "query": f"question {n} about kites",
+                    "response": f"answer {n}",
+                }
+            )
+            + "\n"
+            for n in range(total)
+        ),
+        encoding="utf-8",
+    )
     proc = _ingest(tmp_path, path)
     out, err = Lines(proc.stdout), Lines(proc.stderr)  # type: ignore[arg-type]
     try:
         # Piped: progress lines on stderr (every 5%); stop after the first one.
-        err.wait_for(lambda lines: any("turns stored" in ln for ln in lines),
-                     "a progress line", proc)
+        err.wait_for(
+            lambda lines: any("turns stored" in ln for ln in lines), "a progress line", proc
+        )
         assert stop_and_wait(proc, signal.SIGINT) == 130, err.text
     finally:
         kill_if_running(proc, out, err)

@@ -11,24 +11,32 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 import memoryos_actors
 
 _REPO = Path(__file__).resolve().parents[2]
 
 
-def _run(*args: str, data_dir: Path | None = None, stdin: str = "",
-         env: dict[str, str] | None = None, cwd: Path | None = None
-         ) -> subprocess.CompletedProcess[str]:
+def _run(
+    *args: str,
+    data_dir: Path | None = None,
+    stdin: str = "",
+    env: dict[str, str] | None = None,
+    cwd: Path | None = None,
+) -> subprocess.CompletedProcess[str]:
     base = {k: v for k, v in os.environ.items() if not k.startswith("MEMORYOS_")}
     cmd = [sys.executable, "-m", "memoryos_actors"]
     if data_dir is not None:
         cmd += ["--data-dir", str(data_dir)]
     return subprocess.run(
-        [*cmd, *args], input=stdin, capture_output=True, text=True, timeout=180,
+        [*cmd, *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=180,
         env={**base, "COLUMNS": "100", "PYTHONPATH": str(_REPO), **(env or {})},
-        cwd=cwd or _REPO, check=False)
+        cwd=cwd or _REPO,
+        check=False,
+    )
 
 
 def _ok(proc: subprocess.CompletedProcess[str]) -> str:
@@ -62,9 +70,18 @@ def test_export_keeps_an_existing_file_unless_forced_and_dash_is_stdout(
     tmp_path: Path,
 ) -> None:
     data = tmp_path / "data"
-    _ok(_run("ingest", str(_jsonl(tmp_path / "t.jsonl", [
-        {"user_id": "ann", "query": "My cat is called Miso.", "response": "Cute!"}])),
-        data_dir=data))
+    _ok(
+        _run(
+            "ingest",
+            str(
+                _jsonl(
+                    tmp_path / "t.jsonl",
+                    [{"user_id": "ann", "query": "My cat is called Miso.", "response": "Cute!"}],
+                )
+            ),
+            data_dir=data,
+        )
+    )
     target = tmp_path / "ann.json"
     target.write_text("precious", encoding="utf-8")
     refused = _run("export", "ann", str(target), data_dir=data)
@@ -84,9 +101,21 @@ def test_export_keeps_an_existing_file_unless_forced_and_dash_is_stdout(
 
 def test_forget_asks_on_a_terminal_and_yes_skips_the_question(tmp_path: Path) -> None:
     data = tmp_path / "data"
-    _ok(_run("ingest", str(_jsonl(tmp_path / "t.jsonl", [
-        {"user_id": u, "query": "I like kites.", "response": "Nice."} for u in ("ann", "bo")
-    ])), data_dir=data))
+    _ok(
+        _run(
+            "ingest",
+            str(
+                _jsonl(
+                    tmp_path / "t.jsonl",
+                    [
+                        {"user_id": u, "query": "I like kites.", "response": "Nice."}
+                        for u in ("ann", "bo")
+                    ],
+                )
+            ),
+            data_dir=data,
+        )
+    )
 
     def forget_on_a_tty(answer: str) -> subprocess.CompletedProcess[str]:
         leader, follower = os.openpty()
@@ -94,9 +123,15 @@ def test_forget_asks_on_a_terminal_and_yes_skips_the_question(tmp_path: Path) ->
             os.write(leader, answer.encode())  # typed ahead: the terminal keeps it
             base = {k: v for k, v in os.environ.items() if not k.startswith("MEMORYOS_")}
             return subprocess.run(
-                [sys.executable, "-m", "memoryos_actors", "--data-dir", str(data), "forget",
-                 "ann"], stdin=follower, capture_output=True, text=True, timeout=120,
-                env={**base, "PYTHONPATH": str(_REPO)}, cwd=_REPO, check=False)
+                [sys.executable, "-m", "memoryos_actors", "--data-dir", str(data), "forget", "ann"],
+                stdin=follower,
+                capture_output=True,
+                text=True,
+                timeout=120,
+                env={**base, "PYTHONPATH": str(_REPO)},
+                cwd=_REPO,
+                check=False,
+            )
         finally:
             os.close(follower)
             os.close(leader)
@@ -112,10 +147,20 @@ def test_forget_asks_on_a_terminal_and_yes_skips_the_question(tmp_path: Path) ->
 
 def test_chat_slash_commands_are_never_stored_and_replies_do_not_nest(tmp_path: Path) -> None:
     data = tmp_path / "data"
-    out = _ok(_run("chat", "--user", "sam", "--skip-provider-check", data_dir=data, stdin=(
-        "I adopted a beagle called Rufus last week\n/help\n"
-        "what is my dog called?\n/nonsense\nwhat is my dog called again?\n"
-        "and what was my dog called once more?\n")))
+    out = _ok(
+        _run(
+            "chat",
+            "--user",
+            "sam",
+            "--skip-provider-check",
+            data_dir=data,
+            stdin=(
+                "I adopted a beagle called Rufus last week\n/help\n"
+                "what is my dog called?\n/nonsense\nwhat is my dog called again?\n"
+                "and what was my dog called once more?\n"
+            ),
+        )
+    )
     assert "/quit" in out  # the help was shown
     state = json.loads(_ok(_run("inspect", "sam", "--json", data_dir=data)))
     stored = [p["query"] for p in state["stm"]]
@@ -141,8 +186,10 @@ def test_tenant_option_maps_ids_as_the_server_does_and_a_miss_names_the_tenant(
     from memoryos_actors.store.userstore import list_users
 
     data = tmp_path / "data"
-    turns = _jsonl(tmp_path / "t.jsonl", [
-        {"user_id": "zoe", "query": "I live in Lyon.", "response": "Lovely city."}])
+    turns = _jsonl(
+        tmp_path / "t.jsonl",
+        [{"user_id": "zoe", "query": "I live in Lyon.", "response": "Lovely city."}],
+    )
     _ok(_run("ingest", str(turns), data_dir=data, env={"MEMORYOS_TENANT": "me"}))
     assert list_users(data) == [internal_id("me", "zoe")]
     assert _turns(data, "zoe", "--tenant", "me") == 1
@@ -176,8 +223,13 @@ def test_ingest_run_twice_stores_each_turn_once(tmp_path: Path) -> None:
     assert "0 turns were new" in again
     assert _turns(data, "ann") == 3 and _turns(data, "bo") == 1
     # A record's own key wins: the same key with other words is the turn stored before.
-    _jsonl(path, [*records, {"user_id": "ann", "query": "other words", "response": "x",
-                             "turn_key": "msg-2"}])
+    _jsonl(
+        path,
+        [
+            *records,
+            {"user_id": "ann", "query": "other words", "response": "x", "turn_key": "msg-2"},
+        ],
+    )
     _ok(_run("ingest", str(path), data_dir=data))
     assert _turns(data, "ann") == 3
     bad = _jsonl(tmp_path / "bad.jsonl", [{"user_id": "a", "query": "q", "turn_key": 7}])
@@ -189,7 +241,8 @@ def test_ingest_locomo_run_twice_stores_each_page_once(tmp_path: Path) -> None:
     sample = {
         "sample_id": "conv-1",
         "conversation": {
-            "speaker_a": "Ann", "speaker_b": "Bo",
+            "speaker_a": "Ann",
+            "speaker_b": "Bo",
             "session_1_date_time": "1:56 pm on 8 May, 2023",
             "session_1": [
                 {"speaker": "Ann", "dia_id": "D1:1", "text": "I started pottery."},
@@ -219,17 +272,49 @@ def test_every_command_works_on_a_sharded_directory_and_one_shard_unshards_it(
 
     data = tmp_path / "data"
     users = [f"u{n}" for n in range(6)]
-    _ok(_run("ingest", str(_jsonl(tmp_path / "a.jsonl", [
-        {"user_id": u, "query": f"{u} likes kites number {n}.", "response": "ok"}
-        for n, u in enumerate(users)])), data_dir=data))
+    _ok(
+        _run(
+            "ingest",
+            str(
+                _jsonl(
+                    tmp_path / "a.jsonl",
+                    [
+                        {"user_id": u, "query": f"{u} likes kites number {n}.", "response": "ok"}
+                        for n, u in enumerate(users)
+                    ],
+                )
+            ),
+            data_dir=data,
+        )
+    )
     _ok(_run("rebalance", "--shards", "2", data_dir=data))
     assert (data / "shards.json").exists()
     # Writes (in-process shards), reads (the user's shard, read-only), and the rest.
-    _ok(_run("ingest", str(_jsonl(tmp_path / "b.jsonl", [
-        {"user_id": u, "query": f"{u} also likes tea.", "response": "ok"} for u in users])),
-        data_dir=data))
-    _ok(_run("chat", "--user", "u0", "--skip-provider-check", data_dir=data,
-             stdin="what do I like?\n"))
+    _ok(
+        _run(
+            "ingest",
+            str(
+                _jsonl(
+                    tmp_path / "b.jsonl",
+                    [
+                        {"user_id": u, "query": f"{u} also likes tea.", "response": "ok"}
+                        for u in users
+                    ],
+                )
+            ),
+            data_dir=data,
+        )
+    )
+    _ok(
+        _run(
+            "chat",
+            "--user",
+            "u0",
+            "--skip-provider-check",
+            data_dir=data,
+            stdin="what do I like?\n",
+        )
+    )
     assert _turns(data, "u0") == 3 and _turns(data, "u5") == 2
     stats = json.loads(_ok(_run("stats", data_dir=data)))
     assert stats["stored"]["users"] == 6 and stats["stored"]["turns"] == 13

@@ -22,10 +22,10 @@ RIGHT_KEY = "sk-right-5b0c9e2d71fa"
 WRONG_KEY = "sk-wrong-a8e3d6c4b219"
 
 
-def _run(tmp_path: Path, *args: str, config: str | None = None, key: str | None = None,
-         stdin: str = "") -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith("MEMORYOS_") and k != KEY_ENV}
+def _run(
+    tmp_path: Path, *args: str, config: str | None = None, key: str | None = None, stdin: str = ""
+) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMORYOS_") and k != KEY_ENV}
     env.update({"COLUMNS": "200", "PYTHONPATH": str(_REPO)})
     if key is not None:
         env[KEY_ENV] = key
@@ -34,15 +34,25 @@ def _run(tmp_path: Path, *args: str, config: str | None = None, key: str | None 
         path = tmp_path / "config.toml"
         path.write_text(config, encoding="utf-8")
         cmd += ["--config", str(path)]
-    return subprocess.run([*cmd, *args], input=stdin, capture_output=True, text=True,
-                          env=env, cwd=tmp_path, timeout=120, check=False)
+    return subprocess.run(
+        [*cmd, *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=120,
+        check=False,
+    )
 
 
 def _provider(url: str, model: str = "openai/fake-model") -> str:
     """A config file's text for ``model`` at ``url``, quick to give up."""
-    return (f'llm_backend = "litellm"\nllm_model = "{model}"\nllm_base_url = "{url}"\n'
-            f'llm_api_key_env = "{KEY_ENV}"\nllm_timeout_seconds = 1.0\nllm_max_retries = 0\n'
-            'breaker_failure_threshold = 1\nlog_level = "error"\n')
+    return (
+        f'llm_backend = "litellm"\nllm_model = "{model}"\nllm_base_url = "{url}"\n'
+        f'llm_api_key_env = "{KEY_ENV}"\nllm_timeout_seconds = 1.0\nllm_max_retries = 0\n'
+        'breaker_failure_threshold = 1\nlog_level = "error"\n'
+    )
 
 
 def _no_key_in(text: str) -> None:
@@ -64,7 +74,11 @@ def test_doctor_offline_prints_one_line_per_check_and_exits_0(tmp_path: Path) ->
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     assert [line.split()[:2] for line in lines] == [
-        ["ok", "llm"], ["ok", "embedder"], ["ok", "data"], ["skip", "key"]]
+        ["ok", "llm"],
+        ["ok", "embedder"],
+        ["ok", "data"],
+        ["skip", "key"],
+    ]
     assert not (tmp_path / "data").exists()  # the doctor changes nothing
 
 
@@ -75,15 +89,20 @@ def test_doctor_passes_a_working_provider(tmp_path: Path, keyed: FakeOpenAIServe
     _no_key_in(done.stdout + done.stderr)
 
 
-@pytest.mark.parametrize("scenario, words", [
-    ("401", ["rejected the API key", "Incorrect API key provided", f"${KEY_ENV}"]),
-    ("404", ["`nope` does not exist", "check llm_model"]),
-    ("500", ["is unavailable", "HTTP 500", "outage"]),
-    ("hang", ["is unavailable", "timeout"]),
-    ("refused", ["cannot reach", "llm_base_url"]),
-])
+@pytest.mark.parametrize(
+    "scenario, words",
+    [
+        ("401", ["rejected the API key", "Incorrect API key provided", f"${KEY_ENV}"]),
+        ("404", ["`nope` does not exist", "check llm_model"]),
+        ("500", ["is unavailable", "HTTP 500", "outage"]),
+        ("hang", ["is unavailable", "timeout"]),
+        ("refused", ["cannot reach", "llm_base_url"]),
+    ],
+)
 def test_doctor_fails_a_broken_provider_with_exit_1_and_a_line_that_says_what_and_how(
-    tmp_path: Path, scenario: str, words: list[str],
+    tmp_path: Path,
+    scenario: str,
+    words: list[str],
 ) -> None:
     with FakeOpenAIServer(
         api_key=RIGHT_KEY if scenario == "401" else None,
@@ -107,8 +126,7 @@ def test_doctor_fails_a_key_file_others_can_read(tmp_path: Path) -> None:
     keys.chmod(0o644)
     done = _run(tmp_path, "doctor", "--keys-file", str(keys))
     assert done.returncode == 1
-    assert f"fail  key file  {keys} can be read by others (mode 0644): chmod 600" \
-        in done.stdout
+    assert f"fail  key file  {keys} can be read by others (mode 0644): chmod 600" in done.stdout
 
 
 # -- the start-up check of chat, serve and mcp ------------------------------------------------
@@ -121,35 +139,58 @@ def _one_line(stderr: str) -> str:
 
 
 def test_chat_refuses_to_start_without_the_key_and_says_how_to_fix_it(
-    tmp_path: Path, keyed: FakeOpenAIServer,
+    tmp_path: Path,
+    keyed: FakeOpenAIServer,
 ) -> None:
-    done = _run(tmp_path, "chat", "--user", "sam", config=_provider(keyed.base_url),
-                stdin="hello\n")
+    done = _run(
+        tmp_path, "chat", "--user", "sam", config=_provider(keyed.base_url), stdin="hello\n"
+    )
     assert done.returncode == 2 and done.stdout == ""
     line = _one_line(done.stderr)
-    assert line == (f"memoryos: error: ProviderAuthError: LLM openai/fake-model: {KEY_ENV} "
-                    f"is not set: export {KEY_ENV}=<your key>, or remove llm_api_key_env "
-                    f"if the server at {keyed.base_url} needs no key")
+    assert line == (
+        f"memoryos: error: ProviderAuthError: LLM openai/fake-model: {KEY_ENV} "
+        f"is not set: export {KEY_ENV}=<your key>, or remove llm_api_key_env "
+        f"if the server at {keyed.base_url} needs no key"
+    )
     assert keyed.chat_requests == 0 and not (tmp_path / "data").exists()
 
 
 def test_chat_refuses_to_start_with_a_rejected_key(
-    tmp_path: Path, keyed: FakeOpenAIServer,
+    tmp_path: Path,
+    keyed: FakeOpenAIServer,
 ) -> None:
-    done = _run(tmp_path, "chat", "--user", "sam", config=_provider(keyed.base_url),
-                key=WRONG_KEY, stdin="hello\n")
+    done = _run(
+        tmp_path,
+        "chat",
+        "--user",
+        "sam",
+        config=_provider(keyed.base_url),
+        key=WRONG_KEY,
+        stdin="hello\n",
+    )
     assert done.returncode == 2 and done.stdout == ""
     line = _one_line(done.stderr)
-    assert line.startswith("memoryos: error: ProviderAuthError: LLM openai/fake-model: the "
-                           "provider rejected the API key (HTTP 401: Incorrect API key")
+    assert line.startswith(
+        "memoryos: error: ProviderAuthError: LLM openai/fake-model: the "
+        "provider rejected the API key (HTTP 401: Incorrect API key"
+    )
     _no_key_in(done.stderr)
 
 
 def test_chat_with_the_check_skipped_fails_on_the_first_reply_not_with_a_stub(
-    tmp_path: Path, keyed: FakeOpenAIServer,
+    tmp_path: Path,
+    keyed: FakeOpenAIServer,
 ) -> None:
-    done = _run(tmp_path, "chat", "--user", "sam", "--skip-provider-check",
-                config=_provider(keyed.base_url), key=WRONG_KEY, stdin="hello\n")
+    done = _run(
+        tmp_path,
+        "chat",
+        "--user",
+        "sam",
+        "--skip-provider-check",
+        config=_provider(keyed.base_url),
+        key=WRONG_KEY,
+        stdin="hello\n",
+    )
     assert done.returncode == 2 and "assistant:" not in done.stdout
     assert "ProviderAuthError" in _one_line(done.stderr)
 
@@ -158,13 +199,21 @@ def test_chat_during_an_outage_starts_with_a_warning_and_marks_every_degraded_re
     tmp_path: Path,
 ) -> None:
     with FakeOpenAIServer(default=Action(status=500)) as srv:
-        done = _run(tmp_path, "chat", "--user", "sam", config=_provider(srv.base_url),
-                    key=RIGHT_KEY, stdin="My dog is Rufus.\nWhat is my dog called?\n")
+        done = _run(
+            tmp_path,
+            "chat",
+            "--user",
+            "sam",
+            config=_provider(srv.base_url),
+            key=RIGHT_KEY,
+            stdin="My dog is Rufus.\nWhat is my dog called?\n",
+        )
     assert done.returncode == 0, done.stderr
     assert done.stdout.count("assistant: ") == 2
     err = done.stderr.splitlines()
-    assert err[0].startswith("memoryos: warning: llm: litellm:openai/fake-model is "
-                             "unavailable (HTTP 500)")
+    assert err[0].startswith(
+        "memoryos: warning: llm: litellm:openai/fake-model is unavailable (HTTP 500)"
+    )
     degraded = [line for line in err if "degraded reply from the offline fallback" in line]
     assert len(degraded) == 2 and "HTTP 500" in degraded[0]
     assert "circuit breaker open" in degraded[1]
@@ -172,7 +221,9 @@ def test_chat_during_an_outage_starts_with_a_warning_and_marks_every_degraded_re
 
 @pytest.mark.parametrize("command", [["serve", "--port", "0"], ["mcp"]])
 def test_serve_and_mcp_refuse_to_start_on_a_configuration_error(
-    tmp_path: Path, keyed: FakeOpenAIServer, command: list[str],
+    tmp_path: Path,
+    keyed: FakeOpenAIServer,
+    command: list[str],
 ) -> None:
     pytest.importorskip("mcp" if command[0] == "mcp" else "fastapi")
     done = _run(tmp_path, *command, config=_provider(keyed.base_url), key=WRONG_KEY)

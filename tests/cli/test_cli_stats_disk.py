@@ -17,8 +17,15 @@ _REPO = Path(__file__).resolve().parents[2]
 
 #: Modules a read of the files has no use for; each costs ``memoryos stats`` start-up time
 #: (together about half a second of a 1,000-user run on main before this was fixed).
-_NOT_NEEDED = ("numpy", "pykka", "structlog", "rich.console", "memoryos_actors.actors",
-               "memoryos_actors.tiers", "memoryos_actors.system")
+_NOT_NEEDED = (
+    "numpy",
+    "pykka",
+    "structlog",
+    "rich.console",
+    "memoryos_actors.actors",
+    "memoryos_actors.tiers",
+    "memoryos_actors.system",
+)
 
 
 def _stats(data: Path, *extra: str) -> subprocess.CompletedProcess[str]:
@@ -26,7 +33,13 @@ def _stats(data: Path, *extra: str) -> subprocess.CompletedProcess[str]:
     env.pop("MEMORYOS_DATA_DIR", None)
     return subprocess.run(
         [sys.executable, *extra, "-m", "memoryos_actors", "--data-dir", str(data), "stats"],
-        capture_output=True, text=True, env=env, cwd=_REPO, timeout=120, check=False)
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=_REPO,
+        timeout=120,
+        check=False,
+    )
 
 
 def _fill(data: Path, turns: dict[str, int]) -> None:
@@ -39,12 +52,14 @@ def _fill(data: Path, turns: dict[str, int]) -> None:
 
 def _imported(importtime_err: str) -> set[str]:
     """Module names from ``python -X importtime`` lines on stderr."""
-    return {line.rsplit("|", 1)[1].strip() for line in importtime_err.splitlines()
-            if line.startswith("import time:") and line.count("|") == 2}
+    return {
+        line.rsplit("|", 1)[1].strip()
+        for line in importtime_err.splitlines()
+        if line.startswith("import time:") and line.count("|") == 2
+    }
 
 
-def test_stats_reads_the_files_without_importing_actors_numpy_or_logging(
-        tmp_path: Path) -> None:
+def test_stats_reads_the_files_without_importing_actors_numpy_or_logging(tmp_path: Path) -> None:
     data = tmp_path / "data"
     _fill(data, {"ann": 3, "bob": 12})
     done = _stats(data, "-X", "importtime")
@@ -59,7 +74,8 @@ def test_stats_reads_the_files_without_importing_actors_numpy_or_logging(
 
 
 def test_stats_reports_damaged_users_on_stdout_logs_on_stderr_and_counts_the_others(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     data = tmp_path / "data"
     _fill(data, {"ann": 7, "bob": 12, "cat": 6, "dee": 2})
     # bob: every snapshot generation damaged.

@@ -28,17 +28,34 @@ from stopcheck import (
 _GATEWAY_TESTS = Path(__file__).resolve().parents[1] / "gateway"
 
 
-def _start(tmp_path: Path, *args: str, stdin: int | None = subprocess.PIPE,
-           env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+def _start(
+    tmp_path: Path,
+    *args: str,
+    stdin: int | None = subprocess.PIPE,
+    env: dict[str, str] | None = None,
+) -> subprocess.Popen[str]:
     config = tmp_path / "config.toml"
     if not config.exists():
         config.write_text('log_level = "error"\n', encoding="utf-8")
     base = {k: v for k, v in os.environ.items() if not k.startswith("MEMORYOS_")}
     return subprocess.Popen(
-        [sys.executable, "-m", "memoryos_actors", "--data-dir", str(tmp_path / "data"),
-         "--config", str(config), *args],
-        stdin=stdin, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        env={**base, "COLUMNS": "100", **(env or {})}, cwd=tmp_path)
+        [
+            sys.executable,
+            "-m",
+            "memoryos_actors",
+            "--data-dir",
+            str(tmp_path / "data"),
+            "--config",
+            str(config),
+            *args,
+        ],
+        stdin=stdin,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**base, "COLUMNS": "100", **(env or {})},
+        cwd=tmp_path,
+    )
 
 
 def _replies(lines: list[str]) -> int:
@@ -65,7 +82,8 @@ def test_sigterm_at_the_chat_prompt_closes_the_memory_system_and_exits_0(
 
 
 def test_sigint_during_a_chat_reply_finishes_prints_and_stores_it(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     pytest.importorskip("litellm")
     monkeypatch.syspath_prepend(str(_GATEWAY_TESTS))
@@ -82,11 +100,19 @@ def test_sigint_during_a_chat_reply_finishes_prints_and_stores_it(
 
     with FakeOpenAIServer() as llm:
         llm.state.responder = held_reply
-        proc = _start(tmp_path, "chat", "--user", "ann", "--model", "openai/fake-model",
-                      "--base-url", llm.base_url,
-                      # The start-up check would be the first request this server holds.
-                      "--skip-provider-check",
-                      env={"LITELLM_LOCAL_MODEL_COST_MAP": "True", "OPENAI_API_KEY": "x"})
+        proc = _start(
+            tmp_path,
+            "chat",
+            "--user",
+            "ann",
+            "--model",
+            "openai/fake-model",
+            "--base-url",
+            llm.base_url,
+            # The start-up check would be the first request this server holds.
+            "--skip-provider-check",
+            env={"LITELLM_LOCAL_MODEL_COST_MAP": "True", "OPENAI_API_KEY": "x"},
+        )
         out, err = Lines(proc.stdout), Lines(proc.stderr)  # type: ignore[arg-type]
         try:
             proc.stdin.write("What colour is my kite?\n")  # type: ignore[union-attr]
@@ -94,8 +120,9 @@ def test_sigint_during_a_chat_reply_finishes_prints_and_stores_it(
             assert arrived.wait(60), err.text
             proc.send_signal(signal.SIGINT)
             # Released only once the command has taken the signal in.
-            err.wait_for(lambda lines: any("SIGINT: stopping" in ln for ln in lines),
-                         "the stop notice", proc)
+            err.wait_for(
+                lambda lines: any("SIGINT: stopping" in ln for ln in lines), "the stop notice", proc
+            )
         finally:
             release.set()
         try:
@@ -108,28 +135,44 @@ def test_sigint_during_a_chat_reply_finishes_prints_and_stores_it(
     assert_reopens_with(tmp_path / "data", {"ann": 1})
 
 
-_STOPPED = re.compile(r"ingest stopped by (SIG\w+): (\d+) of (\d+) turns stored; the first "
-                      r"turn not stored is (.+):(\d+)")
+_STOPPED = re.compile(
+    r"ingest stopped by (SIG\w+): (\d+) of (\d+) turns stored; the first "
+    r"turn not stored is (.+):(\d+)"
+)
 
 
-@pytest.mark.parametrize(("sig", "code"), [(signal.SIGTERM, 0), (signal.SIGINT, 130)],
-                         ids=["SIGTERM", "SIGINT"])
+@pytest.mark.parametrize(
+    ("sig", "code"), [(signal.SIGTERM, 0), (signal.SIGINT, 130)], ids=["SIGTERM", "SIGINT"]
+)
 def test_a_stop_signal_mid_ingest_keeps_the_turns_stored_and_says_where_it_stopped(
-    tmp_path: Path, sig: int, code: int,
+    tmp_path: Path,
+    sig: int,
+    code: int,
 ) -> None:
     users = [f"u{n}" for n in range(5)]
     total = 5000
     path = tmp_path / "turns.jsonl"
-    path.write_text("".join(
-        json.dumps({"user_id": users[n % 5], "query": f"question {n} about kites",
-                    "response": f"answer {n}"}) + "\n" for n in range(total)),
-        encoding="utf-8")
+    path.write_text(
+        "".join(
+            json.dumps(
+                {
+                    "user_id": users[n % 5],
+                    "query": f"question {n} about kites",
+                    "response": f"answer {n}",
+                }
+            )
+            + "\n"
+            for n in range(total)
+        ),
+        encoding="utf-8",
+    )
     proc = _start(tmp_path, "ingest", str(path), stdin=subprocess.DEVNULL)
     out, err = Lines(proc.stdout), Lines(proc.stderr)  # type: ignore[arg-type]
     try:
         # Without a terminal the command reports progress on stderr every 5% (250 turns).
-        err.wait_for(lambda lines: any("turns stored" in ln for ln in lines),
-                     "a progress line", proc)
+        err.wait_for(
+            lambda lines: any("turns stored" in ln for ln in lines), "a progress line", proc
+        )
         assert stop_and_wait(proc, sig) == code, err.text
     finally:
         kill_if_running(proc, out, err)
@@ -142,5 +185,6 @@ def test_a_stop_signal_mid_ingest_keeps_the_turns_stored_and_says_where_it_stopp
     assert 250 <= stored_n < total and int(line) == stored_n + 1 and where.endswith(path.name)
     assert_closed_cleanly(tmp_path / "data", users)
     # The first `stored` turns of the file, no more and no fewer.
-    assert_reopens_with(tmp_path / "data",
-                        {u: len(range(n, stored_n, 5)) for n, u in enumerate(users)})
+    assert_reopens_with(
+        tmp_path / "data", {u: len(range(n, stored_n, 5)) for n, u in enumerate(users)}
+    )

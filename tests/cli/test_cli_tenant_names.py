@@ -19,8 +19,13 @@ def _ok(*args: str, data: Path) -> str:
     env = {k: v for k, v in os.environ.items() if not k.startswith("MEMORYOS_")}
     done = subprocess.run(
         [sys.executable, "-m", "memoryos_actors", "--data-dir", str(data), *args],
-        capture_output=True, text=True, timeout=180, cwd=_REPO, check=False,
-        env={**env, "COLUMNS": "100", "PYTHONPATH": str(_REPO)})
+        capture_output=True,
+        text=True,
+        timeout=180,
+        cwd=_REPO,
+        check=False,
+        env={**env, "COLUMNS": "100", "PYTHONPATH": str(_REPO)},
+    )
     assert done.returncode == 0, done.stderr
     return done.stdout
 
@@ -28,8 +33,11 @@ def _ok(*args: str, data: Path) -> str:
 def test_inspect_and_export_name_the_user_by_the_tenants_id(tmp_path: Path) -> None:
     data = tmp_path / "data"
     turns = tmp_path / "t.jsonl"
-    turns.write_text(json.dumps({"user_id": "zoe", "query": "I live in Lyon.",
-                                 "response": "Lovely city."}) + "\n", encoding="utf-8")
+    turns.write_text(
+        json.dumps({"user_id": "zoe", "query": "I live in Lyon.", "response": "Lovely city."})
+        + "\n",
+        encoding="utf-8",
+    )
     _ok("--tenant", "acme", "ingest", str(turns), data=data)
 
     state = json.loads(_ok("--tenant", "acme", "inspect", "zoe", "--json", data=data))
@@ -51,18 +59,36 @@ def test_inspect_and_export_name_the_user_by_the_tenants_id(tmp_path: Path) -> N
 
 
 def test_a_tenants_user_named_by_its_library_id_under_that_tenant_gets_the_right_hint(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     data = tmp_path / "data"
     turns = tmp_path / "t.jsonl"
-    turns.write_text(json.dumps({"user_id": "zoe", "query": "I live in Lyon.",
-                                 "response": "Lovely city."}) + "\n", encoding="utf-8")
+    turns.write_text(
+        json.dumps({"user_id": "zoe", "query": "I live in Lyon.", "response": "Lovely city."})
+        + "\n",
+        encoding="utf-8",
+    )
     _ok("--tenant", "acme", "ingest", str(turns), data=data)
     env = {k: v for k, v in os.environ.items() if not k.startswith("MEMORYOS_")}
     miss = subprocess.run(
-        [sys.executable, "-m", "memoryos_actors", "--data-dir", str(data),
-         "--tenant", "acme", "inspect", "acme:zoe"],
-        capture_output=True, text=True, timeout=180, cwd=_REPO, check=False,
-        env={**env, "COLUMNS": "200", "PYTHONPATH": str(_REPO)})
+        [
+            sys.executable,
+            "-m",
+            "memoryos_actors",
+            "--data-dir",
+            str(data),
+            "--tenant",
+            "acme",
+            "inspect",
+            "acme:zoe",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        cwd=_REPO,
+        check=False,
+        env={**env, "COLUMNS": "200", "PYTHONPATH": str(_REPO)},
+    )
     assert miss.returncode != 0
     # Not "drop --tenant": the user meant is acme's zoe, named 'zoe' under --tenant acme.
     assert "name it 'zoe'" in miss.stderr, miss.stderr

@@ -42,8 +42,9 @@ def backend(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture
-def open_mem(backend: str, request: pytest.FixtureRequest,
-             tmp_path: Path) -> Iterator[Callable[..., Any]]:
+def open_mem(
+    backend: str, request: pytest.FixtureRequest, tmp_path: Path
+) -> Iterator[Callable[..., Any]]:
     """Open memory systems on the test's backend; all closed at the end of the test."""
     opened: list[Any] = []
 
@@ -51,8 +52,9 @@ def open_mem(backend: str, request: pytest.FixtureRequest,
         cfg = config if config is not None else MemoryConfig(**SMALL)
         clock = kw.pop("clock", None) or ManualClock(1_700_000_000.0)
         shards = kw.pop("shards", 2)
-        mem = MemoryOS.open(tmp_path / sub, cfg, clock=clock,
-                            cluster=make_cluster(backend, request, shards))
+        mem = MemoryOS.open(
+            tmp_path / sub, cfg, clock=clock, cluster=make_cluster(backend, request, shards)
+        )
         opened.append(mem)
         return mem
 

@@ -21,8 +21,8 @@ from memoryos_actors import (
     ForgetReport,
     InvalidInput,
     ManualClock,
-    MemoryConfig,
     Memory,
+    MemoryConfig,
     MemoryContext,
     MemoryEvent,
     MemoryOS,
@@ -44,7 +44,12 @@ def _users_on_two_shards() -> tuple[str, str]:
 def test_add_turn_returns_sequential_page_ids(open_mem) -> None:
     mem = open_mem()
     assert [mem.add_turn("u", *turn_text("u", i)) for i in range(1, 6)] == [
-        "p1", "p2", "p3", "p4", "p5"]
+        "p1",
+        "p2",
+        "p3",
+        "p4",
+        "p5",
+    ]
 
 
 def test_turns_are_kept_exactly_once_across_tiers_and_archive(open_mem) -> None:
@@ -107,8 +112,15 @@ def test_flush_of_one_user_places_its_pages(open_mem) -> None:
 
 def test_hostile_input_gets_the_same_typed_errors(open_mem) -> None:
     mem = open_mem()
-    for user, q, r in [("", "q", "r"), ("u", 5, "r"), ("u", "q\x00", "r"), ("u", "\ud800", "r"),
-                       ("u", "", ""), (None, "q", "r"), (" u", "q", "r")]:
+    for user, q, r in [
+        ("", "q", "r"),
+        ("u", 5, "r"),
+        ("u", "q\x00", "r"),
+        ("u", "\ud800", "r"),
+        ("u", "", ""),
+        (None, "q", "r"),
+        (" u", "q", "r"),
+    ]:
         with pytest.raises(InvalidInput):
             mem.add_turn(user, q, r)
     for ts in (float("nan"), -1.0, "yesterday"):
@@ -129,7 +141,8 @@ def _files(root: Path) -> set[str]:
 
 
 def test_reads_of_a_user_with_no_data_answer_unknown_user_and_write_nothing(
-        open_mem, tmp_path: Path) -> None:
+    open_mem, tmp_path: Path
+) -> None:
     cfg = MemoryConfig(**{**SMALL, "fsync": "always"})
     mem = open_mem(cfg, sub="reads")
     mem.add_turn("ann", "I keep bees on the roof.", "How many hives?")
@@ -241,7 +254,8 @@ def test_export_import_and_forget_work_across_shards(open_mem, tmp_path: Path) -
 
 
 def test_single_memories_are_listed_deleted_corrected_and_exported_the_same(
-        open_mem, tmp_path: Path) -> None:
+    open_mem, tmp_path: Path
+) -> None:
     mem = open_mem()
     ann, ben = _users_on_two_shards()
     for user in (ann, ben):
@@ -263,8 +277,7 @@ def test_single_memories_are_listed_deleted_corrected_and_exported_the_same(
     assert "4711" not in mem.retrieve(ann, "what is my locker code?").render()
     assert "4711" in mem.retrieve(ben, "what is my locker code?").render()
     mem.correct_memory(ann, "trait:sense_of_humor", "high")
-    assert [e.action for e in mem.memory_history(ann, "trait:sense_of_humor")] == [
-        "corrected"]
+    assert [e.action for e in mem.memory_history(ann, "trait:sense_of_humor")] == ["corrected"]
     out = mem.export_user(ann, tmp_path / "ann-edited.json")
     assert "4711" not in out.read_text()
     assert mem.import_user(out, user_id=ann + "-copy") == ann + "-copy"
@@ -295,12 +308,14 @@ def test_turns_survive_close_and_reopen(open_mem) -> None:
     assert mem.add_turn("p", "after reopen", "ok") == "p30"
 
 
-def test_second_open_of_the_same_data_dir_is_refused(open_mem, backend, request,
-                                                     tmp_path: Path) -> None:
+def test_second_open_of_the_same_data_dir_is_refused(
+    open_mem, backend, request, tmp_path: Path
+) -> None:
     open_mem(sub="locked")
     with pytest.raises(DataDirLocked):
-        MemoryOS.open(tmp_path / "locked", MemoryConfig(**SMALL),
-                      cluster=make_cluster(backend, request))
+        MemoryOS.open(
+            tmp_path / "locked", MemoryConfig(**SMALL), cluster=make_cluster(backend, request)
+        )
 
 
 def test_closed_system_refuses_calls(open_mem) -> None:
@@ -314,12 +329,16 @@ def test_closed_system_refuses_calls(open_mem) -> None:
 
 def test_async_facade_serves_every_backend(backend, request, tmp_path: Path) -> None:
     async def run() -> list[str]:
-        mem = await AsyncMemoryOS.open(tmp_path, MemoryConfig(**SMALL),
-                                       clock=ManualClock(1_700_000_000.0),
-                                       cluster=make_cluster(backend, request))
+        mem = await AsyncMemoryOS.open(
+            tmp_path,
+            MemoryConfig(**SMALL),
+            clock=ManualClock(1_700_000_000.0),
+            cluster=make_cluster(backend, request),
+        )
         try:
-            ids = await asyncio.gather(*(mem.add_turn(f"a{n}", f"hello from {n}", "hi")
-                                         for n in range(20)))
+            ids = await asyncio.gather(
+                *(mem.add_turn(f"a{n}", f"hello from {n}", "hi") for n in range(20))
+            )
             again = await mem.add_turn("a3", "hello from 3", "hi", turn_key="k3")
             assert again == "p2"
             assert "hello from 7" in (await mem.retrieve("a7", "hello")).render()
@@ -346,6 +365,7 @@ def test_the_sharded_facade_has_every_public_method_of_memoryos_with_its_signatu
     public = sorted(n for n in dir(MemoryOS) if not n.startswith("_") and n != "open")
     missing = [n for n in public if not hasattr(ClusterMemoryOS, n)]
     assert missing == []
-    differ = [n for n in public
-              if params(getattr(MemoryOS, n)) != params(getattr(ClusterMemoryOS, n))]
+    differ = [
+        n for n in public if params(getattr(MemoryOS, n)) != params(getattr(ClusterMemoryOS, n))
+    ]
     assert differ == []

@@ -33,10 +33,10 @@ def test_jump_hash_moves_a_key_only_to_the_new_bucket_when_one_is_added(key: int
     assert after in (before, n)
 
 
-@given(key=st.integers(min_value=0, max_value=2**64 - 1), n=st.integers(1, 300),
-       m=st.integers(1, 300))
-def test_jump_hash_keeps_keys_of_surviving_buckets_when_shrinking(key: int, n: int,
-                                                                    m: int) -> None:
+@given(
+    key=st.integers(min_value=0, max_value=2**64 - 1), n=st.integers(1, 300), m=st.integers(1, 300)
+)
+def test_jump_hash_keeps_keys_of_surviving_buckets_when_shrinking(key: int, n: int, m: int) -> None:
     small, large = sorted((n, m))
     if jump_hash(key, large) < small:
         assert jump_hash(key, small) == jump_hash(key, large)
@@ -45,9 +45,9 @@ def test_jump_hash_keeps_keys_of_surviving_buckets_when_shrinking(key: int, n: i
 def test_placement_is_pinned_so_stored_data_stays_findable() -> None:
     # What every past and future version must compute: a change would send users to a
     # shard that does not hold their files.
-    assert {u: shard_of(u, 8) for u in ("alice", "bob", "carol", "dave", "\u00e9mile",
-                                        "\U0001f600")} == {
-        "alice": 1, "bob": 7, "carol": 3, "dave": 2, "\u00e9mile": 0, "\U0001f600": 0}
+    assert {
+        u: shard_of(u, 8) for u in ("alice", "bob", "carol", "dave", "\u00e9mile", "\U0001f600")
+    } == {"alice": 1, "bob": 7, "carol": 3, "dave": 2, "\u00e9mile": 0, "\U0001f600": 0}
     assert [jump_hash(k, 1000) for k in (0, 1, 2**63, 2**64 - 1)] == [0, 549, 453, 313]
     assert shard_of("alice", 1) == 0
 
@@ -57,11 +57,17 @@ def test_another_process_with_another_hash_seed_places_users_the_same() -> None:
     import sys
 
     users = [f"user-{i}" for i in range(50)] + ["\u00e9mile", "Z\u00fcrich"]
-    code = ("import json, sys; from memoryos_actors.cluster import shard_of; "
-            "print(json.dumps([shard_of(u, 7) for u in json.loads(sys.argv[1])]))")
-    out = subprocess.run([sys.executable, "-c", code, json.dumps(users)], check=True,
-                         capture_output=True, text=True,
-                         env={**os.environ, "PYTHONHASHSEED": "12345"}).stdout
+    code = (
+        "import json, sys; from memoryos_actors.cluster import shard_of; "
+        "print(json.dumps([shard_of(u, 7) for u in json.loads(sys.argv[1])]))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code, json.dumps(users)],
+        check=True,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONHASHSEED": "12345"},
+    ).stdout
     assert json.loads(out) == [shard_of(u, 7) for u in users]
 
 
@@ -95,8 +101,9 @@ def test_the_layout_round_trips_and_damage_is_named(tmp_path: Path) -> None:
 
 def _fill(data_dir: Path, shards: int, users: list[str], turns: int = 12) -> dict[str, list[str]]:
     cfg = MemoryConfig(**SMALL)
-    with MemoryOS.open(data_dir, cfg, clock=ManualClock(1_700_000_000.0),
-                       cluster=LocalCluster(shards=shards)) as mem:
+    with MemoryOS.open(
+        data_dir, cfg, clock=ManualClock(1_700_000_000.0), cluster=LocalCluster(shards=shards)
+    ) as mem:
         for i in range(1, turns + 1):
             for u in users:
                 mem.add_turn(u, *turn_text(u, i))
@@ -105,8 +112,7 @@ def _fill(data_dir: Path, shards: int, users: list[str], turns: int = 12) -> dic
 
 
 def _stored(data_dir: Path, shards: int, users: list[str]) -> dict[str, list[str]]:
-    with MemoryOS.open(data_dir, MemoryConfig(**SMALL),
-                       cluster=LocalCluster(shards=shards)) as mem:
+    with MemoryOS.open(data_dir, MemoryConfig(**SMALL), cluster=LocalCluster(shards=shards)) as mem:
         assert mem.users() == sorted(users)
         return {u: sorted(mem.stored_page_ids(u)) for u in users}
 
@@ -182,19 +188,27 @@ def test_importing_the_package_and_the_cluster_module_does_not_import_ray() -> N
     import subprocess
     import sys
 
-    code = ("import sys, memoryos_actors, memoryos_actors.cluster as c; "
-            "c.shard_of('u', 3); c.RayCluster(shards=3); c.rebalance_shards; "
-            "print('ray' in sys.modules)")
-    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True,
-                         text=True).stdout
+    code = (
+        "import sys, memoryos_actors, memoryos_actors.cluster as c; "
+        "c.shard_of('u', 3); c.RayCluster(shards=3); c.rebalance_shards; "
+        "print('ray' in sys.modules)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], check=True, capture_output=True, text=True
+    ).stdout
     assert out.strip() == "False"
 
 
 def test_a_bad_ray_cluster_setting_is_invalid_input(tmp_path: Path) -> None:
     from memoryos_actors.cluster import RayCluster
 
-    for bad in ({"shards": 0}, {"max_restarts": -2}, {"max_concurrency": 0},
-                {"retry_seconds": 0}, {"num_cpus": -1}):
+    for bad in (
+        {"shards": 0},
+        {"max_restarts": -2},
+        {"max_concurrency": 0},
+        {"retry_seconds": 0},
+        {"num_cpus": -1},
+    ):
         with pytest.raises(InvalidInput):
             RayCluster(**bad)  # type: ignore[arg-type]
     with pytest.raises(InvalidInput, match="RayCluster"):
@@ -207,9 +221,22 @@ def test_the_rebalance_command_moves_users_and_reports_them(tmp_path: Path) -> N
 
     users = [f"user-{i}" for i in range(10)]
     before = _fill(tmp_path, 2, users, turns=3)
-    proc = subprocess.run([sys.executable, "-m", "memoryos_actors", "--data-dir", str(tmp_path),
-                           "rebalance", "--shards", "3"], capture_output=True, text=True,
-                          timeout=120, check=False)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "memoryos_actors",
+            "--data-dir",
+            str(tmp_path),
+            "rebalance",
+            "--shards",
+            "3",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert proc.returncode == 0, proc.stderr
     moved = [u for u in users if shard_of(u, 2) != shard_of(u, 3)]
     assert f"2 -> 3 shards: moved {len(moved)} users" in proc.stdout
@@ -219,8 +246,18 @@ def test_the_rebalance_command_moves_users_and_reports_them(tmp_path: Path) -> N
 def test_the_cluster_module_exports_exactly_these_names() -> None:
     import memoryos_actors.cluster as cluster
 
-    assert cluster.__all__ == ["ClusterMemoryOS", "InProcessCluster", "RayCluster",
-                               "RebalanceReport", "ShardInfo", "open_data_dir", "read_layout",
-                               "rebalance_shards", "shard_dir", "shard_of", "unshard"]
+    assert cluster.__all__ == [
+        "ClusterMemoryOS",
+        "InProcessCluster",
+        "RayCluster",
+        "RebalanceReport",
+        "ShardInfo",
+        "open_data_dir",
+        "read_layout",
+        "rebalance_shards",
+        "shard_dir",
+        "shard_of",
+        "unshard",
+    ]
     for name in cluster.__all__:
         assert getattr(cluster, name) is not None

@@ -28,8 +28,9 @@ def _assert_exactly_the_acknowledged_turns(mem, acked: dict[str, list[str]]) -> 
         assert set(stored) == set(ids), user
 
 
-@pytest.mark.parametrize("retry_seconds", [60.0, 0.01],
-                         ids=["facade-resends", "caller-resends-with-turn-key"])
+@pytest.mark.parametrize(
+    "retry_seconds", [60.0, 0.01], ids=["facade-resends", "caller-resends-with-turn-key"]
+)
 def test_a_shard_killed_under_concurrent_load_loses_no_acknowledged_turn(
     ray_cluster, tmp_path: Path, retry_seconds: float
 ) -> None:
@@ -38,8 +39,7 @@ def test_a_shard_killed_under_concurrent_load_loses_no_acknowledged_turn(
     from memoryos_actors.cluster import RayCluster
 
     cfg = MemoryConfig(**{**SMALL, "fsync": "interval"})
-    mem = MemoryOS.open(tmp_path, cfg,
-                        cluster=RayCluster(shards=2, retry_seconds=retry_seconds))
+    mem = MemoryOS.open(tmp_path, cfg, cluster=RayCluster(shards=2, retry_seconds=retry_seconds))
     try:
         users = [f"user-{n}" for n in range(12)]
         victim = mem.shard_for(users[0])
@@ -55,7 +55,8 @@ def test_a_shard_killed_under_concurrent_load_loses_no_acknowledged_turn(
                         while True:
                             try:
                                 acked[u].append(
-                                    mem.add_turn(u, *turn_text(u, i), turn_key=f"{u}/{i}"))
+                                    mem.add_turn(u, *turn_text(u, i), turn_key=f"{u}/{i}")
+                                )
                                 break
                             except ActorCrashed:
                                 crashed.append(u)
@@ -92,8 +93,9 @@ def test_removing_a_node_moves_its_shards_to_the_other_node_with_nothing_lost(
     removed = False
     # Both shards on the added node (soft: when it is gone, Ray places them elsewhere).
     pin = NodeAffinitySchedulingStrategy(node.node_id, soft=True)
-    mem = MemoryOS.open(tmp_path, MemoryConfig(**SMALL),
-                        cluster=RayCluster(shards=2, scheduling_strategy=pin))
+    mem = MemoryOS.open(
+        tmp_path, MemoryConfig(**SMALL), cluster=RayCluster(shards=2, scheduling_strategy=pin)
+    )
     try:
         assert {info.node_id for info in mem.shard_info()} == {node.node_id}
         users = [f"user-{n}" for n in range(8)]

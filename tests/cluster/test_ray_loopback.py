@@ -36,8 +36,11 @@ def test_no_ray_process_listens_off_loopback(ray_cluster) -> None:
             pass  # a short-lived worker that ended meanwhile
     assert pids, "the session's cluster has a GCS and a raylet"
     try:
-        sockets = [c for c in psutil.net_connections("inet")
-                   if c.pid in pids and c.status == psutil.CONN_LISTEN]
+        sockets = [
+            c
+            for c in psutil.net_connections("inet")
+            if c.pid in pids and c.status == psutil.CONN_LISTEN
+        ]
     except psutil.AccessDenied:
         pytest.skip("listening sockets of other processes are not visible here")
     assert sockets

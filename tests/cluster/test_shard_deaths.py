@@ -21,8 +21,12 @@ from memoryos_actors.cluster._backend import ShardDown
 @pytest.fixture
 def sharded(tmp_path: Path):
     cluster = LocalCluster(shards=2, retry_seconds=5.0)
-    mem = MemoryOS.open(tmp_path / "data", MemoryConfig(**SMALL),
-                        clock=ManualClock(1_700_000_000.0), cluster=cluster)
+    mem = MemoryOS.open(
+        tmp_path / "data",
+        MemoryConfig(**SMALL),
+        clock=ManualClock(1_700_000_000.0),
+        cluster=cluster,
+    )
     try:
         yield mem, cluster.host
     finally:

@@ -16,18 +16,54 @@ from memoryos_actors import AsyncMemoryOS, MemoryOS, MemoryOSError
 
 README = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
 
-EXPORTED = sorted([
-    "ActorCrashed", "AgentProfile", "ArchivedMemories", "AsyncMemoryOS", "ChatReply", "Clock", "ConfigError",
-    "ContextItem", "CorruptDataError", "DataDirLocked", "DoctorCheck", "DoctorReport",
-    "EmbedderMismatch", "ForgetReport", "GatewayError", "InvalidInput", "ManualClock",
-    "Memory", "MemoryConfig", "MemoryContext", "MemoryEvent", "MemoryList", "MemoryOS",
-    "MemoryOSError",
-    "Overloaded", "Page", "ProviderAuthError", "ProviderConfigError", "ProviderModelNotFound",
-    "ProviderUnavailable", "ProviderUnreachable", "ReadOnlyError", "RepairReport",
-    "RepairedFile", "StorageError", "SystemClock",
-    "SystemClosed", "TraitLevel", "UnknownMemory", "UnknownUser", "UserPhase", "UserProfile",
-    "UserState", "doctor",
-])
+EXPORTED = sorted(
+    [
+        "ActorCrashed",
+        "AgentProfile",
+        "ArchivedMemories",
+        "AsyncMemoryOS",
+        "ChatReply",
+        "Clock",
+        "ConfigError",
+        "ContextItem",
+        "CorruptDataError",
+        "DataDirLocked",
+        "DoctorCheck",
+        "DoctorReport",
+        "EmbedderMismatch",
+        "ForgetReport",
+        "GatewayError",
+        "InvalidInput",
+        "ManualClock",
+        "Memory",
+        "MemoryConfig",
+        "MemoryContext",
+        "MemoryEvent",
+        "MemoryList",
+        "MemoryOS",
+        "MemoryOSError",
+        "Overloaded",
+        "Page",
+        "ProviderAuthError",
+        "ProviderConfigError",
+        "ProviderModelNotFound",
+        "ProviderUnavailable",
+        "ProviderUnreachable",
+        "ReadOnlyError",
+        "RepairReport",
+        "RepairedFile",
+        "StorageError",
+        "SystemClock",
+        "SystemClosed",
+        "TraitLevel",
+        "UnknownMemory",
+        "UnknownUser",
+        "UserPhase",
+        "UserProfile",
+        "UserState",
+        "doctor",
+    ]
+)
 
 
 def _public(cls: type) -> set[str]:
@@ -91,7 +127,8 @@ def test_the_readme_lists_every_facade_method_and_no_other() -> None:
 
 def test_the_readme_lists_every_exported_error_and_no_other() -> None:
     exported = {
-        name for name in memoryos_actors.__all__
+        name
+        for name in memoryos_actors.__all__
         if isinstance(getattr(memoryos_actors, name), type)
         and issubclass(getattr(memoryos_actors, name), MemoryOSError)
         and name != "MemoryOSError"
@@ -99,3 +136,19 @@ def test_the_readme_lists_every_exported_error_and_no_other() -> None:
     readme = _readme_errors()
     assert sorted(exported - readme) == [], "exported errors missing from the README"
     assert sorted(readme - exported) == [], "README errors that are not exported"
+
+
+def test_each_lazy_package_writes_out_exactly_its_lazy_names() -> None:
+    """``__all__`` is a literal list (linters and type checkers read it without importing
+    the package): it must name exactly what the package loads on first use, and each of
+    those names must load."""
+    import importlib
+
+    for name in ("memoryos_actors", "memoryos_actors.cluster", "memoryos_actors.server"):
+        package = importlib.import_module(name)
+        assert package.__all__ == sorted(package._EXPORTS), name
+    from memoryos_actors import messages
+
+    assert set(messages._LAZY) <= set(messages.__all__)
+    for lazy in messages._LAZY:
+        assert getattr(messages, lazy) is not None, lazy

@@ -39,8 +39,14 @@ def small_config(**changes: Any) -> MemoryConfig:
 
 def turn_query(user: str, n: int) -> str:
     """The query text of ``user``'s ``n``-th turn of a test; unique per (user, n)."""
-    topics = ("glacier hike", "sourdough bread", "python parser", "violin rehearsal",
-              "saturn telescope", "tomato greenhouse")
+    topics = (
+        "glacier hike",
+        "sourdough bread",
+        "python parser",
+        "violin rehearsal",
+        "saturn telescope",
+        "tomato greenhouse",
+    )
     return f"{topics[n % len(topics)]} story number {n} from {user}"
 
 

@@ -25,8 +25,7 @@ def test_tier_actors_killed_under_concurrent_load_lose_no_acknowledged_turn(
     acked: dict[str, dict[str, str]] = {u: {} for u in users}
     failures: list[BaseException] = []
     rng = random.Random(7)
-    with MemoryOS.open(tmp_path / "data", small_config(),
-                       clock=ManualClock(CLOCK_START)) as mem:
+    with MemoryOS.open(tmp_path / "data", small_config(), clock=ManualClock(CLOCK_START)) as mem:
         for u in users:  # activate first, so every kill hits a live group
             acked[u][mem.add_turn(u, turn_query(u, 0), "ok")] = turn_query(u, 0)
         done = threading.Event()
@@ -77,8 +76,9 @@ def test_mtm_stopped_before_placing_its_wal_pages_never_lends_a_holed_state_to_a
     user = "holes"
     names = actor_names(user)
     acked: dict[str, str] = {}
-    with MemoryOS.open(tmp_path / "data", small_config(snapshot_every_turns=30),
-                       clock=ManualClock(CLOCK_START)) as mem:
+    with MemoryOS.open(
+        tmp_path / "data", small_config(snapshot_every_turns=30), clock=ManualClock(CLOCK_START)
+    ) as mem:
 
         def add(n: int) -> None:
             acked[mem.add_turn(user, turn_query(user, n), "ok")] = turn_query(user, n)
@@ -111,14 +111,14 @@ def test_mtm_stopped_before_placing_its_wal_pages_never_lends_a_holed_state_to_a
 def test_crash_loop_of_one_user_restarts_its_group_and_leaves_other_users_alone(
     tmp_path: Path,
 ) -> None:
-    with MemoryOS.open(tmp_path / "data", small_config(),
-                       clock=ManualClock(CLOCK_START)) as mem:
+    with MemoryOS.open(tmp_path / "data", small_config(), clock=ManualClock(CLOCK_START)) as mem:
         ledgers: dict[str, dict[str, str]] = {"loop": {}, "calm-1": {}, "calm-2": {}}
         for user, ledger in ledgers.items():
             for n in range(1, 21):
                 ledger[mem.add_turn(user, turn_query(user, n), "ok")] = turn_query(user, n)
-        calm_refs = {u: [mem.registry.lookup(n) for n in actor_names(u)]
-                     for u in ("calm-1", "calm-2")}
+        calm_refs = {
+            u: [mem.registry.lookup(n) for n in actor_names(u)] for u in ("calm-1", "calm-2")
+        }
         users_sup = mem.registry.require("users")
 
         def group_restarts(user: str) -> int:
@@ -173,8 +173,7 @@ def test_crash_loop_of_one_user_restarts_its_group_and_leaves_other_users_alone(
 
 def test_failed_calls_during_a_kill_are_typed_memoryos_errors(tmp_path: Path) -> None:
     """A call whose actor is killed under it reports a MemoryOSError, never a raw Killed."""
-    with MemoryOS.open(tmp_path / "data", small_config(),
-                       clock=ManualClock(CLOCK_START)) as mem:
+    with MemoryOS.open(tmp_path / "data", small_config(), clock=ManualClock(CLOCK_START)) as mem:
         mem.add_turn("k", turn_query("k", 1), "ok")
         errors: list[BaseException] = []
         stop = threading.Event()

@@ -28,11 +28,13 @@ def _populate(data_dir: Path) -> dict[str, dict[str, str]]:
     ledgers: dict[str, dict[str, str]] = {VICTIM: {}, BYSTANDER: {}}
     with MemoryOS.open(data_dir, _config(), clock=ManualClock(CLOCK_START)) as mem:
         for n in range(1, 101):
-            ledgers[VICTIM][mem.add_turn(VICTIM, turn_query(VICTIM, n), "ok")] = \
-                turn_query(VICTIM, n)
+            ledgers[VICTIM][mem.add_turn(VICTIM, turn_query(VICTIM, n), "ok")] = turn_query(
+                VICTIM, n
+            )
             if n <= 30:
-                ledgers[BYSTANDER][mem.add_turn(BYSTANDER, turn_query(BYSTANDER, n), "ok")] = \
+                ledgers[BYSTANDER][mem.add_turn(BYSTANDER, turn_query(BYSTANDER, n), "ok")] = (
                     turn_query(BYSTANDER, n)
+                )
     return ledgers
 
 

@@ -70,10 +70,21 @@ def _write_and_die(data_dir: Path, turns: dict[str, int], **config: Any) -> dict
     """)
     cfg = {"fsync": "always", "snapshot_every_turns": 10_000, **config}
     done = subprocess.run(
-        [sys.executable, "-c", script, str(data_dir), json.dumps(cfg),
-         str(Path(__file__).parent), json.dumps(turns)],
-        capture_output=True, text=True, timeout=300, check=False,
-        env={**os.environ, "PYTHONPATH": str(_REPO)})
+        [
+            sys.executable,
+            "-c",
+            script,
+            str(data_dir),
+            json.dumps(cfg),
+            str(Path(__file__).parent),
+            json.dumps(turns),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+        env={**os.environ, "PYTHONPATH": str(_REPO)},
+    )
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout.splitlines()[-1])
 
@@ -84,7 +95,7 @@ def _frames(path: Path) -> list[tuple[int, int, int, dict]]:
     out, at = [], HEADER_SIZE
     while at < len(data):
         length, _crc, seq = _FRAME.unpack_from(data, at)
-        payload = data[at + _FRAME.size: at + _FRAME.size + length]
+        payload = data[at + _FRAME.size : at + _FRAME.size + length]
         out.append((seq, at, _FRAME.size + length, msgpack.unpackb(payload, raw=False)))
         at += _FRAME.size + length
     return out
@@ -106,23 +117,30 @@ def _damage_frame(path: Path, index: int) -> tuple[int, int, int, dict]:
 
 
 def _hashes(root: Path) -> dict[str, str]:
-    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(root.rglob("*")) if p.is_file()}
+    return {
+        str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(root.rglob("*"))
+        if p.is_file()
+    }
 
 
 def _cli(*args: str, data_dir: Path) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("MEMORYOS_")}
     env.update(PYTHONPATH=str(_REPO), MEMORYOS_LOG_LEVEL="critical", COLUMNS="100")
-    return subprocess.run([sys.executable, "-m", "memoryos_actors", "--data-dir",
-                           str(data_dir), *args], capture_output=True, text=True, env=env,
-                          timeout=300, check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "memoryos_actors", "--data-dir", str(data_dir), *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+        check=False,
+    )
 
 
 # -- refusal -------------------------------------------------------------------------------
 
 
-def test_wal_damage_in_the_middle_is_refused_naming_file_offset_and_count(
-        tmp_path: Path) -> None:
+def test_wal_damage_in_the_middle_is_refused_naming_file_offset_and_count(tmp_path: Path) -> None:
     data_dir = tmp_path / "data"
     ledgers = _write_and_die(data_dir, {VIC: 60, ANN: 5})
     wal = user_path(data_dir, VIC) / WAL_FILE
@@ -151,12 +169,12 @@ def test_wal_damage_in_the_middle_is_refused_naming_file_offset_and_count(
     after = _hashes(data_dir)
     after.pop("LOCK")
     before.pop("LOCK")
-    assert {k: v for k, v in after.items() if not k.startswith(f"users/u-{ANN}")} == \
-        {k: v for k, v in before.items() if not k.startswith(f"users/u-{ANN}")}
+    assert {k: v for k, v in after.items() if not k.startswith(f"users/u-{ANN}")} == {
+        k: v for k, v in before.items() if not k.startswith(f"users/u-{ANN}")
+    }
 
 
-def test_archive_damage_in_the_middle_is_refused_and_nothing_is_changed(
-        tmp_path: Path) -> None:
+def test_archive_damage_in_the_middle_is_refused_and_nothing_is_changed(tmp_path: Path) -> None:
     data_dir = tmp_path / "data"
     _write_and_die(data_dir, {VIC: 120})
     archive = user_path(data_dir, VIC) / ARCHIVE_FILE
@@ -178,15 +196,15 @@ def test_archive_damage_in_the_middle_is_refused_and_nothing_is_changed(
 
 
 def test_repair_keeps_every_intact_turn_before_and_after_a_lost_one_and_a_backup(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     """The CLI: `memoryos repair vic` after the WAL record of one turn was damaged."""
     data_dir = tmp_path / "data"
     ledger = _write_and_die(data_dir, {VIC: 60})[VIC]
     wal = user_path(data_dir, VIC) / WAL_FILE
     frames = _frames(wal)
     # Turn 57 is still in STM (the last 7 turns): its WAL record is its only copy.
-    index = next(i for i, f in enumerate(frames)
-                 if f[3].get("t") == "turn" and f[3]["seq"] == 57)
+    index = next(i for i, f in enumerate(frames) if f[3].get("t") == "turn" and f[3]["seq"] == 57)
     _damage_frame(wal, index)
     damaged = wal.read_bytes()
     refused = _cli("stats", "--user", VIC, data_dir=data_dir)
@@ -224,8 +242,9 @@ def test_repair_user_on_a_running_system_brings_the_user_back_whole(tmp_path: Pa
     ledgers = _write_and_die(data_dir, {VIC: 40, ANN: 3})
     wal = user_path(data_dir, VIC) / WAL_FILE
     # A meta record (a turn's chain meta data): every turn stays.
-    index = next(i for i, f in enumerate(_frames(wal))
-                 if f[3].get("t") == "meta" and f[3]["seq"] == 20)
+    index = next(
+        i for i, f in enumerate(_frames(wal)) if f[3].get("t") == "meta" and f[3]["seq"] == 20
+    )
     _damage_frame(wal, index)
     with MemoryOS.open(data_dir, _config()) as mem:
         with pytest.raises(CorruptDataError):
@@ -261,7 +280,8 @@ def test_repair_salvages_an_archive_damaged_in_the_middle(tmp_path: Path) -> Non
 
 
 def test_repair_moves_unreadable_snapshots_aside_and_keeps_what_the_wal_holds(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     data_dir = tmp_path / "data"
     with MemoryOS.open(data_dir, _config(snapshot_every_turns=20)) as mem:
         for n in range(1, 51):
@@ -286,7 +306,8 @@ def test_repair_moves_unreadable_snapshots_aside_and_keeps_what_the_wal_holds(
 
 
 def test_read_only_commands_change_no_file_and_leave_a_torn_tail_to_the_writer(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     data_dir = tmp_path / "data"
     _write_and_die(data_dir, {VIC: 30, ANN: 4})
     wal = user_path(data_dir, VIC) / WAL_FILE
@@ -295,9 +316,14 @@ def test_read_only_commands_change_no_file_and_leave_a_torn_tail_to_the_writer(
         f.write(_FRAME.pack(400, 0, len(_frames(wal)) + 1) + b"half")
     before = _hashes(data_dir)
 
-    for args in (["stats", "--user", VIC], ["inspect", VIC], ["inspect", VIC, "--json"],
-                 ["export", VIC, str(tmp_path / "vic.json")], ["stats"],
-                 ["stats", "--prometheus"]):
+    for args in (
+        ["stats", "--user", VIC],
+        ["inspect", VIC],
+        ["inspect", VIC, "--json"],
+        ["export", VIC, str(tmp_path / "vic.json")],
+        ["stats"],
+        ["stats", "--prometheus"],
+    ):
         done = _cli(*args, data_dir=data_dir)
         assert done.returncode == 0, (args, done.stderr)
         assert _hashes(data_dir) == before, f"{args} changed the data directory"
@@ -321,13 +347,15 @@ def test_a_read_only_system_refuses_writes_and_reads_beside_a_writer(tmp_path: P
         with MemoryOS.open(data_dir, _config(), read_only=True) as reader:  # no lock
             assert reader.read_only
             assert reader.user_state(VIC).turns == 10
-            for call in (lambda: reader.add_turn(VIC, "q", "r"),
-                         lambda: reader.chat(VIC, "hello"),
-                         lambda: reader.set_user_profile(VIC, UserProfile(name="V")),
-                         lambda: reader.forget_user(VIC),
-                         lambda: reader.import_user(tmp_path / "x.json"),
-                         lambda: reader.delete_memory(VIC, "page:p1"),
-                         lambda: reader.repair_user(VIC)):
+            for call in (
+                lambda: reader.add_turn(VIC, "q", "r"),
+                lambda: reader.chat(VIC, "hello"),
+                lambda: reader.set_user_profile(VIC, UserProfile(name="V")),
+                lambda: reader.forget_user(VIC),
+                lambda: reader.import_user(tmp_path / "x.json"),
+                lambda: reader.delete_memory(VIC, "page:p1"),
+                lambda: reader.repair_user(VIC),
+            ):
                 with pytest.raises(ReadOnlyError, match="read-only"):
                     call()
             with pytest.raises(UnknownUser):

@@ -24,8 +24,13 @@ from memoryos_actors import MemoryOS, StorageError
 _MAX_TURNS = 3000
 
 
-def _fill(mem: MemoryOS, users: tuple[str, ...], acked: dict[str, dict[str, str]],
-          start: int, refusals: int) -> int:
+def _fill(
+    mem: MemoryOS,
+    users: tuple[str, ...],
+    acked: dict[str, dict[str, str]],
+    start: int,
+    refusals: int,
+) -> int:
     """Add turns round robin until ``refusals`` of them raised ``StorageError`` (any other
     error fails the test); returns the next turn number."""
     refused = 0
@@ -56,8 +61,13 @@ def small_fs(tmp_path: Path) -> Iterator[Path]:
     mnt = tmp_path / "fs"
     mnt.mkdir()
     try:
-        done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mnt)],
-                              capture_output=True, text=True, timeout=30, check=False)
+        done = subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mnt)],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+        )
     except (OSError, subprocess.SubprocessError) as exc:
         pytest.skip(f"cannot mount a tmpfs here: {exc}")
     if done.returncode != 0:
@@ -65,8 +75,9 @@ def small_fs(tmp_path: Path) -> Iterator[Path]:
     try:
         yield mnt
     finally:
-        done = subprocess.run(["umount", str(mnt)], capture_output=True, text=True,
-                              timeout=30, check=False)
+        done = subprocess.run(
+            ["umount", str(mnt)], capture_output=True, text=True, timeout=30, check=False
+        )
         if done.returncode != 0:  # something still holds a file there: a leak
             subprocess.run(["umount", "-l", str(mnt)], timeout=30, check=False)
             pytest.fail(f"a file on the full file system was left open: {done.stderr}")
@@ -76,8 +87,7 @@ def _remount(mnt: Path, size: str) -> None:
     subprocess.run(["mount", "-o", f"remount,size={size}", str(mnt)], check=True, timeout=30)
 
 
-def test_a_full_file_system_refuses_turns_loses_none_and_writing_resumes(
-        small_fs: Path) -> None:
+def test_a_full_file_system_refuses_turns_loses_none_and_writing_resumes(small_fs: Path) -> None:
     data = small_fs / "data"
     users = ("ann", "bob")
     acked: dict[str, dict[str, str]] = {u: {} for u in users}
@@ -152,7 +162,8 @@ class _FullDisk:
 
 
 def test_a_write_cut_short_by_a_full_disk_never_poisons_later_ones(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     disk = _FullDisk()
     monkeypatch.setattr(os, "pwrite", disk.pwrite)
     data = tmp_path / "data"

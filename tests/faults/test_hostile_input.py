@@ -30,26 +30,44 @@ KEEPER = "keeper"  # a user the fuzzer never names: its data must survive everyt
 LIMIT = 2048  # max_text_bytes, small so that "huge" stays cheap
 
 _HOSTILE = st.one_of(
-    st.none(), st.booleans(), st.integers(), st.integers(min_value=10**30),
-    st.floats(allow_nan=True, allow_infinity=True), st.just(math.nan), st.just(-math.inf),
-    st.binary(max_size=8), st.just(""), st.just(" "), st.just("\x00"),
+    st.none(),
+    st.booleans(),
+    st.integers(),
+    st.integers(min_value=10**30),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.just(math.nan),
+    st.just(-math.inf),
+    st.binary(max_size=8),
+    st.just(""),
+    st.just(" "),
+    st.just("\x00"),
     st.text(max_size=12).map(lambda t: f"{t}\x00{t}"),
     st.text(max_size=12).map(lambda t: f"{t}\ud800"),
-    st.just("x" * (LIMIT + 1)), st.just("é" * LIMIT), st.just("y" * 3_000_000),
-    st.lists(st.integers(), max_size=3), st.dictionaries(st.text(max_size=3), st.integers()),
-    st.builds(object), st.just(Path("no-such-dir") / "x"),
+    st.just("x" * (LIMIT + 1)),
+    st.just("é" * LIMIT),
+    st.just("y" * 3_000_000),
+    st.lists(st.integers(), max_size=3),
+    st.dictionaries(st.text(max_size=3), st.integers()),
+    st.builds(object),
+    st.just(Path("no-such-dir") / "x"),
 )
 _TEXT = st.one_of(st.text(max_size=40), _HOSTILE)
 _USER = st.one_of(st.sampled_from(["fuzz-a", "fuzz-b", "Fuzz a/../b"]), _HOSTILE)
 _TS = st.one_of(st.none(), st.floats(min_value=0, max_value=2e9), _HOSTILE)
-_PROFILE = st.one_of(st.just(UserProfile(name="Ann")), st.just(AgentProfile(role="guide")),
-                     _HOSTILE)
+_PROFILE = st.one_of(
+    st.just(UserProfile(name="Ann")), st.just(AgentProfile(role="guide")), _HOSTILE
+)
 _LIMIT = st.one_of(st.none(), st.integers(-5, 50), _HOSTILE)
 
 
 def _calls(mem: MemoryOS, tmp: Path) -> st.SearchStrategy[tuple[str, tuple[Any, ...]]]:
-    path = st.one_of(st.just(tmp / "out.json"), st.just(tmp), st.just(tmp / "none" / "x"),
-                     st.just(tmp / "junk.bin"), _HOSTILE)
+    path = st.one_of(
+        st.just(tmp / "out.json"),
+        st.just(tmp),
+        st.just(tmp / "none" / "x"),
+        st.just(tmp / "junk.bin"),
+        _HOSTILE,
+    )
     return st.one_of(
         st.tuples(st.just("add_turn"), st.tuples(_USER, _TEXT, _TEXT, _TS, _TEXT)),
         st.tuples(st.just("retrieve"), st.tuples(_USER, _TEXT, _TEXT, _TS)),
@@ -79,13 +97,17 @@ def test_hostile_arguments_to_every_public_call_raise_only_typed_errors(
     tmp_path: Path,
 ) -> None:
     (tmp_path / "junk.bin").write_bytes(b"\x93\x00garbage")
-    with MemoryOS.open(tmp_path / "data", small_config(max_text_bytes=LIMIT),
-                       clock=ManualClock(1_700_000_000.0)) as mem:
+    with MemoryOS.open(
+        tmp_path / "data", small_config(max_text_bytes=LIMIT), clock=ManualClock(1_700_000_000.0)
+    ) as mem:
         ledger = _keeper_ledger(mem)
         untyped: list[str] = []
 
-        @settings(max_examples=150, deadline=None,
-                  suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+        @settings(
+            max_examples=150,
+            deadline=None,
+            suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+        )
         @given(call=_calls(mem, tmp_path))
         def run(call: tuple[str, tuple[Any, ...]]) -> None:
             name, args = call
@@ -120,12 +142,17 @@ def test_open_with_a_hostile_data_dir_or_config_raises_only_typed_errors(
 def test_unknown_messages_crash_only_the_actor_which_restarts_with_data_intact(
     tmp_path: Path,
 ) -> None:
-    with MemoryOS.open(tmp_path / "data", small_config(),
-                       clock=ManualClock(1_700_000_000.0)) as mem:
+    with MemoryOS.open(
+        tmp_path / "data", small_config(), clock=ManualClock(1_700_000_000.0)
+    ) as mem:
         ledger = _keeper_ledger(mem)
         mem.flush()
-        names = [*actor_names(KEEPER), "heat-ticker", "janitor",
-                 *(n for n in mem.registry.names() if n.startswith(("gateway/", "retrieval/")))]
+        names = [
+            *actor_names(KEEPER),
+            "heat-ticker",
+            "janitor",
+            *(n for n in mem.registry.names() if n.startswith(("gateway/", "retrieval/"))),
+        ]
         for name in names:
             # A sibling's restart (rest_for_one) may have this name unregistered briefly.
             wait_for(lambda n=name: mem.registry.lookup(n) is not None, f"{name} registered")

@@ -18,23 +18,29 @@ _TEXT = st.lists(_WORD, min_size=1, max_size=8).map(" ".join)
 # Odd user ids on purpose: path separators, dots, case, non-Latin letters.
 _USER_ID = st.text(
     alphabet=st.characters(blacklist_categories=("Cs", "Cc", "Zs", "Zl", "Zp")),
-    min_size=1, max_size=10,
+    min_size=1,
+    max_size=10,
 )
 
 
 @st.composite
 def _population(draw: st.DrawFn) -> list[tuple[str, str, list[str]]]:
-    ids = draw(st.lists(_USER_ID, min_size=2, max_size=5,
-                        unique_by=lambda u: u.casefold()))
+    ids = draw(st.lists(_USER_ID, min_size=2, max_size=5, unique_by=lambda u: u.casefold()))
     return [
-        (uid, f"zq{i}x{draw(st.integers(0, 2**32)):08x}",
-         draw(st.lists(_TEXT, min_size=1, max_size=14)))
+        (
+            uid,
+            f"zq{i}x{draw(st.integers(0, 2**32)):08x}",
+            draw(st.lists(_TEXT, min_size=1, max_size=14)),
+        )
         for i, uid in enumerate(ids)
     ]
 
 
-@settings(max_examples=12, deadline=None,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(
+    max_examples=12,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 @given(population=_population())
 def test_no_call_for_one_user_returns_another_users_secret(
     population: list[tuple[str, str, list[str]]],
@@ -42,8 +48,11 @@ def test_no_call_for_one_user_returns_another_users_secret(
     secrets = {uid: secret for uid, secret, _ in population}
     with tempfile.TemporaryDirectory() as tmp:
         data_dir = Path(tmp) / "data"
-        with MemoryOS.open(data_dir, small_config(mtm_capacity=2, segment_max_pages=2),
-                           clock=ManualClock(1_700_000_000.0)) as mem:
+        with MemoryOS.open(
+            data_dir,
+            small_config(mtm_capacity=2, segment_max_pages=2),
+            clock=ManualClock(1_700_000_000.0),
+        ) as mem:
             longest = max(len(texts) for _, _, texts in population)
             for n in range(longest):  # interleaved, as concurrent users would be
                 for uid, secret, texts in population:

@@ -95,8 +95,7 @@ def test_sigkill_at_random_moments_never_loses_or_duplicates_an_acknowledged_tur
                 total_acked += 1
             elif len(parts) == 3 and parts[0] == "profile":
                 profile_k[parts[1]] = int(parts[2])
-        with MemoryOS.open(data_dir, small_config(fsync="always",
-                                                  snapshot_every_turns=15)) as mem:
+        with MemoryOS.open(data_dir, small_config(fsync="always", snapshot_every_turns=15)) as mem:
             mem.flush(timeout=FLUSH_GUARD_S)
             problems = []
             for user in USERS:
@@ -108,7 +107,9 @@ def test_sigkill_at_random_moments_never_loses_or_duplicates_an_acknowledged_tur
                     got = int(name.rsplit("-", 1)[1]) if name else -1
                     # A later profile may have been written but not acknowledged.
                     if got < profile_k[user]:
-                        problems.append(f"{user}: profile {name!r} is older than the "
-                                        f"acknowledged name-{profile_k[user]}")
+                        problems.append(
+                            f"{user}: profile {name!r} is older than the "
+                            f"acknowledged name-{profile_k[user]}"
+                        )
             assert problems == [], f"trial {trial}: {problems}"
     assert total_acked > TRIALS, "the writer acknowledged almost nothing; the test proves little"

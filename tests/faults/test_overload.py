@@ -13,8 +13,7 @@ from memoryos_actors import ManualClock, MemoryOS, Overloaded
 def test_flooding_one_user_from_many_threads_yields_overloaded_and_bounded_inflight(
     tmp_path: Path,
 ) -> None:
-    cfg = small_config(max_inflight_per_user=2, max_inflight_total=4,
-                       overload_timeout_seconds=0.02)
+    cfg = small_config(max_inflight_per_user=2, max_inflight_total=4, overload_timeout_seconds=0.02)
     users = ("flood-a", "flood-b")
     acked: dict[str, dict[str, str]] = {u: {} for u in users}
     lock = threading.Lock()
@@ -72,7 +71,8 @@ def test_flooding_one_user_from_many_threads_yields_overloaded_and_bounded_infli
 
 
 def test_a_snapshot_that_cannot_get_mtms_state_in_time_is_dropped_not_a_crash(
-        tmp_path: Path, monkeypatch) -> None:
+    tmp_path: Path, monkeypatch
+) -> None:
     # A long placement queue behind a slow embedder makes MTM answer late; the periodic
     # snapshot does not hold up the turns, and one whose states come too late is dropped.
     import time

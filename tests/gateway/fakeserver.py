@@ -70,11 +70,16 @@ def default_answer(kind: str, payload: dict[str, Any] | None = None) -> dict[str
     """
     if kind == "page_meta_batch":
         pages = (payload or {}).get("pages") or []
-        return {"pages": [
-            {"continues": i > 0, "meta_chain": f"provider chain: {p.get('query', '')}",
-             "keywords": ["provider"]}
-            for i, p in enumerate(pages)
-        ]}
+        return {
+            "pages": [
+                {
+                    "continues": i > 0,
+                    "meta_chain": f"provider chain: {p.get('query', '')}",
+                    "keywords": ["provider"],
+                }
+                for i, p in enumerate(pages)
+            ]
+        }
     return {
         "page_meta": {"continues": False, "meta_chain": "provider chain", "keywords": ["provider"]},
         "segment_summary": {"summary": "provider summary", "keywords": ["provider"]},
@@ -85,9 +90,11 @@ def default_answer(kind: str, payload: dict[str, Any] | None = None) -> dict[str
         },
         "chat_reply": {"reply": "provider reply"},
         "segment_persona": {
-            "summary": "provider summary", "keywords": ["provider"],
+            "summary": "provider summary",
+            "keywords": ["provider"],
             "traits": [{"name": "music", "level": "high", "evidence": "provider"}],
-            "facts": ["provider fact"], "agent_traits": ["provider agent trait"],
+            "facts": ["provider fact"],
+            "agent_traits": ["provider agent trait"],
         },
     }.get(kind, {})
 
@@ -140,8 +147,15 @@ class _Handler(BaseHTTPRequestHandler):
                 st.bodies.append(body)
                 if st.reject_json_mode and "response_format" in body:
                     action = Action(status=400)
-                    self._send(400, {"error": {"message": "response_format is not supported",
-                                               "type": "invalid_request_error"}})
+                    self._send(
+                        400,
+                        {
+                            "error": {
+                                "message": "response_format is not supported",
+                                "type": "invalid_request_error",
+                            }
+                        },
+                    )
                     return
                 action = st.chat.popleft() if st.chat else self.server.default_action
             self._act(action, lambda: self._chat_body(body, action))
@@ -169,20 +183,34 @@ class _Handler(BaseHTTPRequestHandler):
                 with st.lock:
                     st.refused += 1
                 shown = (presented[:5] + "*" * 12 + presented[-4:]) if presented else "''"
-                self._send(401, {"error": {
-                    "message": f"Incorrect API key provided: {shown}. You can find your API "
-                               "key at https://platform.openai.com/account/api-keys.",
-                    "type": "invalid_request_error", "code": "invalid_api_key"}})
+                self._send(
+                    401,
+                    {
+                        "error": {
+                            "message": f"Incorrect API key provided: {shown}. You can find your API "
+                            "key at https://platform.openai.com/account/api-keys.",
+                            "type": "invalid_request_error",
+                            "code": "invalid_api_key",
+                        }
+                    },
+                )
                 return True
         if models is not None and self.path.rstrip("/").endswith("/chat/completions"):
             model = str(body.get("model", ""))
             if model not in models:
                 with st.lock:
                     st.refused += 1
-                self._send(404, {"error": {
-                    "message": f"The model `{model}` does not exist or you do not have "
-                               "access to it.",
-                    "type": "invalid_request_error", "code": "model_not_found"}})
+                self._send(
+                    404,
+                    {
+                        "error": {
+                            "message": f"The model `{model}` does not exist or you do not have "
+                            "access to it.",
+                            "type": "invalid_request_error",
+                            "code": "model_not_found",
+                        }
+                    },
+                )
                 return True
         return False
 
@@ -209,9 +237,13 @@ class _Handler(BaseHTTPRequestHandler):
                 headers["Retry-After"] = f"{action.retry_after:g}"
             self._send(
                 action.status,
-                {"error": {"message": action.message
-                           or f"SECRET-ERROR-TEXT status {action.status}",
-                           "type": "server_error", "code": action.status}},
+                {
+                    "error": {
+                        "message": action.message or f"SECRET-ERROR-TEXT status {action.status}",
+                        "type": "server_error",
+                        "code": action.status,
+                    }
+                },
                 headers,
             )
             return
@@ -238,8 +270,11 @@ class _Handler(BaseHTTPRequestHandler):
             "created": 0,
             "model": body.get("model", "fake-model"),
             "choices": [
-                {"index": 0, "message": {"role": "assistant", "content": content},
-                 "finish_reason": "stop"}
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": content},
+                    "finish_reason": "stop",
+                }
             ],
             "usage": {"prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120},
         }
@@ -256,7 +291,9 @@ class _Handler(BaseHTTPRequestHandler):
             "usage": {"prompt_tokens": len(inputs), "total_tokens": len(inputs)},
         }
 
-    def _send(self, status: int, payload: dict[str, Any], headers: dict[str, str] | None = None) -> None:
+    def _send(
+        self, status: int, payload: dict[str, Any], headers: dict[str, str] | None = None
+    ) -> None:
         data = json.dumps(payload).encode("utf-8")
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
@@ -282,23 +319,32 @@ class _Server(ThreadingHTTPServer):
 class FakeOpenAIServer:
     """The scriptable server; use as a context manager or call start()/stop()."""
 
-    def __init__(self, embed_dim: int = 16, latency: float = 0.0, *,
-                 api_key: str | None = None, models: set[str] | None = None,
-                 default: Action | None = None) -> None:
+    def __init__(
+        self,
+        embed_dim: int = 16,
+        latency: float = 0.0,
+        *,
+        api_key: str | None = None,
+        models: set[str] | None = None,
+        default: Action | None = None,
+    ) -> None:
         """``embed_dim``: length of served vectors; ``latency``: seconds added to every
         request that has no scripted action (simulates a remote provider); ``api_key``: the
         one key accepted (None: any); ``models``: the only chat models served (None: any);
         ``default``: what every request without a scripted action gets (overrides
         ``latency``; e.g. ``Action(status=500)`` for a provider that is down)."""
         self._httpd = _Server(("127.0.0.1", 0), _Handler)
-        self._httpd.state = _State(api_key=api_key,
-                                   models=frozenset(models) if models is not None else None)
+        self._httpd.state = _State(
+            api_key=api_key, models=frozenset(models) if models is not None else None
+        )
         self._httpd.embed_dim = embed_dim
         self._httpd.default_action = default if default is not None else Action(delay=latency)
         self._httpd.stopping = threading.Event()
         self._thread = threading.Thread(
-            target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05},
-            name="fake-openai-server", daemon=True,
+            target=self._httpd.serve_forever,
+            kwargs={"poll_interval": 0.05},
+            name="fake-openai-server",
+            daemon=True,
         )
 
     @property

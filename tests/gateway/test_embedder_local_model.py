@@ -85,8 +85,11 @@ def test_the_embedder_refuses_tampered_weights_before_loading_anything(tmp_path:
 
 def test_config_passes_the_expected_digest_to_the_embedder(tmp_path: Path) -> None:
     d = _model_dir(tmp_path, weights=b"tampered")
-    cfg = MemoryConfig(embedder="sentence-transformers", embedding_model=str(d),
-                       embedding_sha256=MINILM_L6_V2_SHA256)
+    cfg = MemoryConfig(
+        embedder="sentence-transformers",
+        embedding_model=str(d),
+        embedding_sha256=MINILM_L6_V2_SHA256,
+    )
     with pytest.raises(ModelIntegrityError):
         make_embedder(cfg)
 
@@ -115,9 +118,14 @@ def test_a_tiny_local_model_loads_and_embeds_after_its_digest_is_checked(
     vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "quokka", "ridge", "violin"]
     (src / "vocab.txt").write_text("\n".join(vocab) + "\n")
     tokenizer = transformers.BertTokenizerFast(vocab_file=str(src / "vocab.txt"))
-    config = transformers.BertConfig(vocab_size=len(vocab), hidden_size=16,
-                                     num_hidden_layers=1, num_attention_heads=2,
-                                     intermediate_size=32, max_position_embeddings=32)
+    config = transformers.BertConfig(
+        vocab_size=len(vocab),
+        hidden_size=16,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=32,
+        max_position_embeddings=32,
+    )
     bert = transformers.BertModel(config)
     bert.save_pretrained(src / "hf", safe_serialization=True)
     tokenizer.save_pretrained(src / "hf")
@@ -129,8 +137,9 @@ def test_a_tiny_local_model_loads_and_embeds_after_its_digest_is_checked(
     torch = importlib.import_module("torch")
     threads = torch.get_num_threads()
     try:
-        embedder = SentenceTransformerEmbedder(str(model_dir), device="cpu",
-                                               expected_sha256=digest, num_threads=1)
+        embedder = SentenceTransformerEmbedder(
+            str(model_dir), device="cpu", expected_sha256=digest, num_threads=1
+        )
         assert torch.get_num_threads() == 1
     finally:
         torch.set_num_threads(threads)  # process-wide: leave it as the test found it
@@ -166,6 +175,7 @@ def test_config_passes_the_thread_count_to_the_embedder(
     monkeypatch.setattr(embedders, "SentenceTransformerEmbedder", _Recorder)
     d = str(_model_dir(tmp_path))
     make_embedder(MemoryConfig(embedder="sentence-transformers", embedding_model=d))
-    make_embedder(MemoryConfig(embedder="sentence-transformers", embedding_model=d,
-                               embedding_threads=None))
+    make_embedder(
+        MemoryConfig(embedder="sentence-transformers", embedding_model=d, embedding_threads=None)
+    )
     assert [s["num_threads"] for s in seen] == [1, None]

@@ -83,10 +83,15 @@ def test_calls_in_flight_reach_the_provider_limit_and_no_more(
     from gwhelpers import KEY_ENV, gateway_config
 
     with FakeOpenAIServer(latency=0.3) as slow:
-        svc = make_service(gateway_config(
-            llm_backend="litellm", llm_model="openai/fake-model", llm_base_url=slow.base_url,
-            llm_api_key_env=KEY_ENV, llm_max_concurrency=8,
-        ))
+        svc = make_service(
+            gateway_config(
+                llm_backend="litellm",
+                llm_model="openai/fake-model",
+                llm_base_url=slow.base_url,
+                llm_api_key_env=KEY_ENV,
+                llm_max_concurrency=8,
+            )
+        )
         futures = [svc.submit("chat_reply", chat_payload(i)) for i in range(24)]
         results = [f.result(30) for f in futures]
         stats = svc.stats()
@@ -123,10 +128,15 @@ def test_close_leaves_no_caller_waiting_for_a_call_that_cannot_end(
     from gwhelpers import KEY_ENV, gateway_config
 
     with FakeOpenAIServer(latency=2.0) as slow:
-        svc = make_service(gateway_config(
-            llm_backend="litellm", llm_model="openai/fake-model", llm_base_url=slow.base_url,
-            llm_api_key_env=KEY_ENV, llm_max_concurrency=2,
-        ))
+        svc = make_service(
+            gateway_config(
+                llm_backend="litellm",
+                llm_model="openai/fake-model",
+                llm_base_url=slow.base_url,
+                llm_api_key_env=KEY_ENV,
+                llm_max_concurrency=2,
+            )
+        )
         futures = [svc.submit("chat_reply", chat_payload(i)) for i in range(6)]
         svc.close(grace=0.1)
         done, not_done = concurrent.futures.wait(futures, timeout=10)

@@ -35,10 +35,16 @@ def test_hashing_is_deterministic_and_batch_independent(texts: list[str]) -> Non
 
 @settings(max_examples=40, deadline=None)
 @given(
-    st.lists(st.sampled_from(["hiking", "trail", "boots", "mountain", "summit", "camp"]),
-             min_size=4, max_size=8),
-    st.lists(st.sampled_from(["violin", "orchestra", "cello", "symphony", "tempo", "bow"]),
-             min_size=4, max_size=8),
+    st.lists(
+        st.sampled_from(["hiking", "trail", "boots", "mountain", "summit", "camp"]),
+        min_size=4,
+        max_size=8,
+    ),
+    st.lists(
+        st.sampled_from(["violin", "orchestra", "cello", "symphony", "tempo", "bow"]),
+        min_size=4,
+        max_size=8,
+    ),
 )
 def test_similar_texts_are_closer_than_unrelated(a: list[str], b: list[str]) -> None:
     base = " ".join(a)
@@ -56,13 +62,18 @@ def test_hashing_vectors_are_stable_across_processes() -> None:
     )
     outs = {
         subprocess.run(
-            [sys.executable, "-c", code], capture_output=True, text=True, check=True,
+            [sys.executable, "-c", code],
+            capture_output=True,
+            text=True,
+            check=True,
             env={"PYTHONHASHSEED": seed},
         ).stdout
         for seed in ("1", "2")
     }
     assert len(outs) == 1
-    assert outs.pop().strip() == str(EMB.__class__(32).embed(["stable across runs"])[0].round(6).tolist())
+    assert outs.pop().strip() == str(
+        EMB.__class__(32).embed(["stable across runs"])[0].round(6).tolist()
+    )
 
 
 def test_empty_text_still_gets_a_unit_vector() -> None:

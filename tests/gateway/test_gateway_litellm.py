@@ -80,7 +80,9 @@ def test_a_bad_request_is_not_retried_and_falls_back(
 def test_fenced_and_sloppy_json_is_repaired(llm_service: Make, server: FakeOpenAIServer) -> None:
     svc = llm_service()
     server.script_chat(
-        Action(content='Here it is:\n```json\n{"summary": "Hiking talk", "keywords": ["Boots",],}\n```')
+        Action(
+            content='Here it is:\n```json\n{"summary": "Hiking talk", "keywords": ["Boots",],}\n```'
+        )
     )
     c = svc.complete("segment_summary", {"pages": []})
     assert c.data == {"summary": "Hiking talk", "keywords": ["boots"]}
@@ -116,8 +118,9 @@ def test_calls_made_while_litellm_is_still_logging_start_no_thread(
     from memoryos_actors.gateway.litellm_backend import LiteLLMBackend
 
     monkeypatch.setenv(KEY_ENV, "sk-test-dummy")
-    backend = LiteLLMBackend("openai/fake-model", api_base=server.base_url,
-                             api_key_env=KEY_ENV, client="litellm")
+    backend = LiteLLMBackend(
+        "openai/fake-model", api_base=server.base_url, api_key_env=KEY_ENV, client="litellm"
+    )
     backend.call("chat_reply", chat_payload(99))  # the pool's one worker exists from here
     executor.submit(int).result(30)
     release = threading.Event()
@@ -150,7 +153,9 @@ def test_breaker_opens_falls_back_recovers_half_open_and_redo_applies_results(
 ) -> None:
     redone: list[tuple[str, Any, Any, dict[str, Any]]] = []
     svc = llm_service(
-        llm_max_retries=0, breaker_failure_threshold=2, breaker_reset_seconds=10.0,
+        llm_max_retries=0,
+        breaker_failure_threshold=2,
+        breaker_reset_seconds=10.0,
         on_redo=lambda kind, payload, user, data: redone.append((kind, payload, user, data)),
     )
     server.script_chat(Action(status=500), Action(status=500))
@@ -216,9 +221,13 @@ def test_concurrent_embeds_are_coalesced_into_fewer_http_calls(
     from gwhelpers import KEY_ENV, gateway_config
 
     svc = make_service(
-        gateway_config(embedder="litellm", embedding_model="openai/fake-embed",
-                       llm_base_url=server.base_url, llm_api_key_env=KEY_ENV,
-                       embed_coalesce_ms=5.0)
+        gateway_config(
+            embedder="litellm",
+            embedding_model="openai/fake-embed",
+            llm_base_url=server.base_url,
+            llm_api_key_env=KEY_ENV,
+            embed_coalesce_ms=5.0,
+        )
     )
     server.script_embed(Action(delay=0.3))  # holds batch 1 while the others queue up
     n = 12
@@ -246,16 +255,26 @@ def test_concurrent_embeds_are_coalesced_into_fewer_http_calls(
 
 
 def test_embedding_failures_retry_then_raise_typed_errors(
-    litellm_ready: None, server: FakeOpenAIServer, make_service: Make,
-    clock: ManualClock, sleeper: SleepRecorder,
+    litellm_ready: None,
+    server: FakeOpenAIServer,
+    make_service: Make,
+    clock: ManualClock,
+    sleeper: SleepRecorder,
 ) -> None:
     from gwhelpers import KEY_ENV, gateway_config
 
     svc = make_service(
-        gateway_config(embedder="litellm", embedding_model="openai/fake-embed",
-                       llm_base_url=server.base_url, llm_api_key_env=KEY_ENV,
-                       llm_max_retries=1, breaker_failure_threshold=2),
-        clock=clock, sleep=sleeper, retry_base_delay=0.01,
+        gateway_config(
+            embedder="litellm",
+            embedding_model="openai/fake-embed",
+            llm_base_url=server.base_url,
+            llm_api_key_env=KEY_ENV,
+            llm_max_retries=1,
+            breaker_failure_threshold=2,
+        ),
+        clock=clock,
+        sleep=sleeper,
+        retry_base_delay=0.01,
     )
     server.script_embed(Action(status=500))
     assert svc.embed(["recovers after one retry"]).shape == (1, 16)

@@ -19,10 +19,14 @@ def test_facts_come_from_first_person_statements_in_third_person() -> None:
         "persona_update",
         {
             "pages": [
-                page("I am a nurse. My favourite food is sushi. I live in Lyon with my sister.",
-                     "Lyon is lovely."),
-                page("I'm from Chile and I work at the city hospital. Do I like tea?",
-                     "You did not say."),
+                page(
+                    "I am a nurse. My favourite food is sushi. I live in Lyon with my sister.",
+                    "Lyon is lovely.",
+                ),
+                page(
+                    "I'm from Chile and I work at the city hospital. Do I like tea?",
+                    "You did not say.",
+                ),
                 page("I love hiking in the Alps. I'm not sure about tomorrow.", "Nice."),
             ],
             "trait_names": [],
@@ -58,8 +62,15 @@ def test_traits_are_cued_by_keywords_and_negation_gives_low() -> None:
 def test_agent_traits_come_from_the_assistants_self_statements() -> None:
     out = OFF.complete(
         "persona_update",
-        {"pages": [page("Who are you?", "I am your travel assistant. I always answer briefly. "
-                                       "Paris is nice.")], "trait_names": []},
+        {
+            "pages": [
+                page(
+                    "Who are you?",
+                    "I am your travel assistant. I always answer briefly. Paris is nice.",
+                )
+            ],
+            "trait_names": [],
+        },
     )
     assert out["agent_traits"] == [
         "Assistant: I am your travel assistant.",
@@ -70,20 +81,35 @@ def test_agent_traits_come_from_the_assistants_self_statements() -> None:
 
 def test_page_meta_detects_continuity_and_extends_the_chain() -> None:
     prev = page("Which boots should I buy for hiking the mountain trail?", "Stiff leather boots.")
-    same = page("Are those hiking boots good for a long mountain trail in rain?",
-                "Yes, waterproof hiking boots work on wet trails.")
+    same = page(
+        "Are those hiking boots good for a long mountain trail in rain?",
+        "Yes, waterproof hiking boots work on wet trails.",
+    )
     other = page("How do I bake sourdough bread?", "Feed your starter and bake hot.")
-    cont = OFF.complete("page_meta", {"page": same, "previous_page": prev,
-                                      "previous_meta_chain": "User: asks about hiking boots."})
+    cont = OFF.complete(
+        "page_meta",
+        {
+            "page": same,
+            "previous_page": prev,
+            "previous_meta_chain": "User: asks about hiking boots.",
+        },
+    )
     assert cont["continues"] is True
     assert cont["meta_chain"].startswith("User: asks about hiking boots.")
     assert "hiking" in cont["keywords"] and "boots" in cont["keywords"]
-    new = OFF.complete("page_meta", {"page": other, "previous_page": prev,
-                                     "previous_meta_chain": "User: asks about hiking boots."})
+    new = OFF.complete(
+        "page_meta",
+        {
+            "page": other,
+            "previous_page": prev,
+            "previous_meta_chain": "User: asks about hiking boots.",
+        },
+    )
     assert new["continues"] is False
     assert "hiking" not in new["meta_chain"] and "sourdough" in new["meta_chain"]
-    first = OFF.complete("page_meta", {"page": other, "previous_page": None,
-                                       "previous_meta_chain": ""})
+    first = OFF.complete(
+        "page_meta", {"page": other, "previous_page": None, "previous_meta_chain": ""}
+    )
     assert first["continues"] is False
 
 
@@ -110,8 +136,10 @@ def test_chat_reply_quotes_the_most_relevant_memory() -> None:
 
 
 def test_offline_answers_are_deterministic_and_valid() -> None:
-    payload: dict[str, Any] = {"pages": [page("I like tea. I work nights.", "I can help.")],
-                               "trait_names": ["interest in food"]}
+    payload: dict[str, Any] = {
+        "pages": [page("I like tea. I work nights.", "I can help.")],
+        "trait_names": ["interest in food"],
+    }
     a = OfflineBackend().complete("persona_update", payload)
     assert a == OfflineBackend().complete("persona_update", payload)
     assert validate_output("persona_update", a) == a

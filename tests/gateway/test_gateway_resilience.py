@@ -6,9 +6,9 @@ import random
 import threading
 
 import pytest
+from gwhelpers import SleepRecorder
 from hypothesis import given
 from hypothesis import strategies as st
-from gwhelpers import SleepRecorder
 
 from memoryos_actors.clock import ManualClock
 from memoryos_actors.gateway.accounting import Accounting, LatencyHistogram
@@ -184,8 +184,15 @@ def test_latency_percentiles_are_within_a_bucket_of_truth() -> None:
 
 def test_accounting_splits_usage_by_kind_and_user() -> None:
     acct = Accounting()
-    acct.record_call("page_meta", "u1", backend="b", latency_s=0.01, prompt_tokens=10,
-                     completion_tokens=5, cost_usd=0.001)
+    acct.record_call(
+        "page_meta",
+        "u1",
+        backend="b",
+        latency_s=0.01,
+        prompt_tokens=10,
+        completion_tokens=5,
+        cost_usd=0.001,
+    )
     acct.record_call("chat_reply", "u2", backend="b", latency_s=0.02, degraded=True)
     acct.record_cache_hit("page_meta", "u1")
     acct.record_embed_batch(3, 0.001, True)
@@ -195,7 +202,9 @@ def test_accounting_splits_usage_by_kind_and_user() -> None:
     assert snap["by_kind"]["page_meta"]["prompt_tokens"] == 10
     assert snap["by_user"]["u1"]["cost_usd"] == pytest.approx(0.001)
     assert snap["by_user"]["u2"]["degraded"] == 1
-    assert snap["embeddings"]["batch_size_mean"] == 4.0 and snap["embeddings"]["batch_size_max"] == 5
+    assert (
+        snap["embeddings"]["batch_size_mean"] == 4.0 and snap["embeddings"]["batch_size_max"] == 5
+    )
 
 
 @given(

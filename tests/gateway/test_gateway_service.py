@@ -54,9 +54,13 @@ def test_default_service_is_offline_and_says_so() -> None:
 
 def test_repeated_completion_is_served_from_cache(make_service: MakeService) -> None:
     svc = make_service()
-    first = svc.complete("segment_summary", {"pages": [{"query": "I like tea.", "response": "Ok."}]})
+    first = svc.complete(
+        "segment_summary", {"pages": [{"query": "I like tea.", "response": "Ok."}]}
+    )
     first.data["summary"] = "mutated by caller"
-    again = svc.complete("segment_summary", {"pages": [{"query": "I like tea.", "response": "Ok."}]})
+    again = svc.complete(
+        "segment_summary", {"pages": [{"query": "I like tea.", "response": "Ok."}]}
+    )
     assert again.data["summary"] != "mutated by caller"
     stats = svc.stats()
     assert stats["calls"] == 1 and stats["cache_hits"] == 1
@@ -99,7 +103,9 @@ def test_concurrent_embed_requests_are_coalesced_into_one_batch(make_service: Ma
     assert svc.stats()["embeddings"]["batch_size_max"] == 8
 
 
-def test_embedding_without_coalescing_calls_the_embedder_directly(make_service: MakeService) -> None:
+def test_embedding_without_coalescing_calls_the_embedder_directly(
+    make_service: MakeService,
+) -> None:
     emb = GatedEmbedder()
     svc = make_service(gateway_config(embed_coalesce_ms=0.0), embedder=emb)
     svc.embed(["one"])
@@ -138,7 +144,9 @@ def test_usage_is_accounted_per_kind_and_per_user(make_service: MakeService) -> 
     stats = svc.stats()
     assert stats["by_kind"]["chat_reply"]["calls"] == 2
     assert stats["by_user"]["ann"]["calls"] == 2 and stats["by_user"]["bob"]["calls"] == 1
-    assert stats["latency"]["count"] == 3 and stats["latency"]["p99_ms"] >= stats["latency"]["p50_ms"]
+    assert (
+        stats["latency"]["count"] == 3 and stats["latency"]["p99_ms"] >= stats["latency"]["p50_ms"]
+    )
 
 
 def test_importing_the_package_does_not_import_litellm() -> None:
@@ -148,5 +156,3 @@ def test_importing_the_package_does_not_import_litellm() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
-
-

@@ -27,10 +27,17 @@ from memoryos_actors.errors import Overloaded
 
 def _config(server: FakeOpenAIServer, **overrides: Any) -> MemoryConfig:
     base: dict[str, Any] = dict(
-        llm_backend="litellm", llm_model="openai/fake-model", llm_base_url=server.base_url,
-        llm_api_key_env=KEY_ENV, llm_timeout_seconds=10.0, mtm_capacity=12,
-        segment_max_pages=6, heat_tick_seconds=3600.0, summary_debounce_seconds=0.01,
-        fsync="never", log_level="error",
+        llm_backend="litellm",
+        llm_model="openai/fake-model",
+        llm_base_url=server.base_url,
+        llm_api_key_env=KEY_ENV,
+        llm_timeout_seconds=10.0,
+        mtm_capacity=12,
+        segment_max_pages=6,
+        heat_tick_seconds=3600.0,
+        summary_debounce_seconds=0.01,
+        fsync="never",
+        log_level="error",
     )
     base.update(overrides)
     return MemoryConfig(**base)
@@ -61,10 +68,16 @@ def test_persona_prompts_carry_the_trait_names_and_a_model_using_them_sets_user_
 ) -> None:
     def responder(kind: str, payload: dict[str, Any]) -> dict[str, Any] | None:
         if kind in ("persona_update", "segment_persona"):
-            return {"summary": "Comedy and puns.", "keywords": ["comedy"], "traits": [
-                {"name": "Sense of humor", "level": "high", "evidence": "I tell jokes"},
-                {"name": "not_a_trait_in_the_table", "level": "low", "evidence": "x"},
-            ], "facts": ["User performs comedy at open mic nights."], "agent_traits": []}
+            return {
+                "summary": "Comedy and puns.",
+                "keywords": ["comedy"],
+                "traits": [
+                    {"name": "Sense of humor", "level": "high", "evidence": "I tell jokes"},
+                    {"name": "not_a_trait_in_the_table", "level": "low", "evidence": "x"},
+                ],
+                "facts": ["User performs comedy at open mic nights."],
+                "agent_traits": [],
+            }
         return None
 
     server.state.responder = responder
@@ -88,8 +101,11 @@ def test_the_chain_summary_reaches_the_reply_prompt(
 ) -> None:
     def responder(kind: str, payload: dict[str, Any]) -> dict[str, Any] | None:
         if kind == "page_meta":
-            return {"continues": True, "keywords": ["comedy"],
-                    "meta_chain": f"CHAIN-SUMMARY after: {payload['page']['query'][:20]}"}
+            return {
+                "continues": True,
+                "keywords": ["comedy"],
+                "meta_chain": f"CHAIN-SUMMARY after: {payload['page']['query'][:20]}",
+            }
         return None
 
     server.state.responder = responder
@@ -110,14 +126,20 @@ def test_batched_chain_meta_keeps_turn_order_and_each_pages_own_meta(
     # asked for together.
     def responder(kind: str, payload: dict[str, Any]) -> dict[str, Any] | None:
         if kind == "page_meta":  # batches get the fake's default: one chain per page
-            return {"continues": False, "keywords": ["provider"],
-                    "meta_chain": f"provider chain: {payload['page']['query']}"}
+            return {
+                "continues": False,
+                "keywords": ["provider"],
+                "meta_chain": f"provider chain: {payload['page']['query']}",
+            }
         return None
 
     with FakeOpenAIServer(latency=0.2) as slow:
         slow.state.responder = responder
-        mem = open_mem(_config(slow, stm_capacity=7, meta_batch_max_pages=8,
-                                   mtm_capacity=200, segment_max_pages=64))
+        mem = open_mem(
+            _config(
+                slow, stm_capacity=7, meta_batch_max_pages=8, mtm_capacity=200, segment_max_pages=64
+            )
+        )
         turns = [(f"Question number {i} about topic {i % 3}", f"Answer {i}") for i in range(30)]
         for q, r in turns:
             mem.add_turn("b", q, r)
@@ -136,8 +158,14 @@ def test_batched_chain_meta_keeps_turn_order_and_each_pages_own_meta(
         assert page.query == q
         assert page.meta_chain.endswith(q), (seq, page.meta_chain)
     # Within a batch the fake provider says pages after the first continue the chain.
-    asked = [json.loads(b["messages"][1]["content"].split("Input (JSON):\n", 1)[1]
-                        .split("\n\nAnswer with ONE", 1)[0]) for b in batches]
+    asked = [
+        json.loads(
+            b["messages"][1]["content"]
+            .split("Input (JSON):\n", 1)[1]
+            .split("\n\nAnswer with ONE", 1)[0]
+        )
+        for b in batches
+    ]
     flat = [p["query"] for a in asked for p in a["pages"]]
     assert flat == sorted(flat, key=lambda q: int(q.split()[2]))
 
@@ -154,13 +182,19 @@ def test_one_page_waiting_is_one_page_meta_call_as_at_light_load(
 
 
 def test_flush_while_pages_are_pending_does_not_multiply_segment_summaries(
-    open_mem: Callable[..., MemoryOS]
+    open_mem: Callable[..., MemoryOS],
 ) -> None:
     # One page's meta at a time from a slow provider: the flush below waits several
     # seconds for 50+ pages to be placed, over hundreds of barrier rounds.
     with FakeOpenAIServer(latency=0.05) as slow:
-        cfg = _config(slow, summary_debounce_seconds=0.5, summary_every_pages=4,
-                      mtm_capacity=200, segment_max_pages=64, meta_batch_max_pages=1)
+        cfg = _config(
+            slow,
+            summary_debounce_seconds=0.5,
+            summary_every_pages=4,
+            mtm_capacity=200,
+            segment_max_pages=64,
+            meta_batch_max_pages=1,
+        )
         mem = open_mem(cfg)
         n = 60
         for i in range(n):
@@ -179,9 +213,13 @@ def test_a_promoted_segment_that_owes_its_summary_gets_both_from_one_call(
 ) -> None:
     def responder(kind: str, payload: dict[str, Any]) -> dict[str, Any] | None:
         if kind == "segment_persona":
-            return {"summary": "ONE-CALL summary of the jokes", "keywords": ["jokes"],
-                    "traits": [{"name": "sense_of_humor", "level": "high", "evidence": "puns"}],
-                    "facts": [], "agent_traits": []}
+            return {
+                "summary": "ONE-CALL summary of the jokes",
+                "keywords": ["jokes"],
+                "traits": [{"name": "sense_of_humor", "level": "high", "evidence": "puns"}],
+                "facts": [],
+                "agent_traits": [],
+            }
         return None
 
     server.state.responder = responder
@@ -197,7 +235,7 @@ def test_a_promoted_segment_that_owes_its_summary_gets_both_from_one_call(
 
 
 def test_a_flooded_users_placement_queue_holds_half_a_second_of_work_not_256_pages(
-    open_mem: Callable[..., MemoryOS]
+    open_mem: Callable[..., MemoryOS],
 ) -> None:
     # Every barrier on a user (flush, export_user) waits for the pages queued before it,
     # so the queue admits placement_backlog_seconds (0.5 s) of MTM's measured pace. Here
@@ -208,9 +246,14 @@ def test_a_flooded_users_placement_queue_holds_half_a_second_of_work_not_256_pag
     # below the floor, and the queue never holds more than the floor again (plus the one
     # turn the writer may have in flight).
     with FakeOpenAIServer(latency=0.05) as slow:
-        cfg = _config(slow, embedder="litellm", embedding_model="openai/fake-embed",
-                      mtm_capacity=100_000, heat_tick_seconds=3600.0,
-                      max_inflight_per_user=16)
+        cfg = _config(
+            slow,
+            embedder="litellm",
+            embedding_model="openai/fake-embed",
+            mtm_capacity=100_000,
+            heat_tick_seconds=3600.0,
+            max_inflight_per_user=16,
+        )
         mem = open_mem(cfg)
         floor = 2 * cfg.meta_batch_max_pages
         cap = max(64, 4 * cfg.max_inflight_per_user)
@@ -254,4 +297,4 @@ def test_a_flooded_users_placement_queue_holds_half_a_second_of_work_not_256_pag
                 placed.update(p["page_id"] for p in rec["segment"]["pages"])
             elif rec["t"] == "page":
                 placed.add(rec["page"]["page_id"])
-        assert placed == set(acked[:len(acked) - cfg.stm_capacity])
+        assert placed == set(acked[: len(acked) - cfg.stm_capacity])

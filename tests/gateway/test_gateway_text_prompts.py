@@ -21,7 +21,14 @@ from memoryos_actors.text import STOPWORDS, keywords, split_sentences, tokenize
 
 def test_tokenize_lowercases_and_keeps_contractions_and_unicode_words() -> None:
     assert tokenize("I’m in Zürich, I'M happy! 42 café_au") == [
-        "i'm", "in", "zürich", "i'm", "happy", "42", "café", "au",
+        "i'm",
+        "in",
+        "zürich",
+        "i'm",
+        "happy",
+        "42",
+        "café",
+        "au",
     ]
 
 
@@ -40,8 +47,14 @@ def test_split_sentences_keeps_punctuation_and_drops_blanks() -> None:
 
 
 def test_every_kind_has_a_versioned_template_that_shows_the_shape() -> None:
-    assert set(KINDS) == {"page_meta", "page_meta_batch", "segment_summary", "persona_update",
-                          "segment_persona", "chat_reply"}
+    assert set(KINDS) == {
+        "page_meta",
+        "page_meta_batch",
+        "segment_summary",
+        "persona_update",
+        "segment_persona",
+        "chat_reply",
+    }
     for kind, spec in PROMPTS.items():
         assert spec.version >= 1
         msgs = render_messages(kind, {k: "x" for k in spec.payload_keys})
@@ -121,24 +134,35 @@ def test_the_persona_prompt_lists_every_trait_name_with_its_category() -> None:
 
 
 def test_trait_names_are_normalised_to_the_table_spelling() -> None:
-    out = validate_output("persona_update", {"traits": [
-        {"name": "Sense of Humor", "level": "HIGH", "evidence": "jokes"},
-        {"name": "food-and-cooking", "level": "low"},
-    ]})
+    out = validate_output(
+        "persona_update",
+        {
+            "traits": [
+                {"name": "Sense of Humor", "level": "HIGH", "evidence": "jokes"},
+                {"name": "food-and-cooking", "level": "low"},
+            ]
+        },
+    )
     assert [(t["name"], t["level"]) for t in out["traits"]] == [
-        ("sense_of_humor", "high"), ("food_and_cooking", "low")]
+        ("sense_of_humor", "high"),
+        ("food_and_cooking", "low"),
+    ]
 
 
 def test_a_batch_answer_with_the_wrong_number_of_pages_is_malformed() -> None:
     from memoryos_actors.gateway.prompts import check_answer
 
-    payload = {"pages": [{"query": "a", "response": "b"}] * 3, "previous_page": None,
-               "previous_meta_chain": ""}
+    payload = {
+        "pages": [{"query": "a", "response": "b"}] * 3,
+        "previous_page": None,
+        "previous_meta_chain": "",
+    }
     one = {"continues": False, "meta_chain": "c", "keywords": []}
     good = validate_output("page_meta_batch", {"pages": [one, one, one]})
     check_answer("page_meta_batch", payload, good)
     with pytest.raises(MalformedOutput):
-        check_answer("page_meta_batch", payload,
-                     validate_output("page_meta_batch", {"pages": [one, one]}))
+        check_answer(
+            "page_meta_batch", payload, validate_output("page_meta_batch", {"pages": [one, one]})
+        )
     with pytest.raises(MalformedOutput):
         validate_output("page_meta_batch", {"pages": []})

@@ -46,18 +46,32 @@ class Gate:
             return None
         self.entered.set()
         self.release.wait(20.0)
-        return {"summary": SUMMARY, "keywords": ["comedy"],
-                "traits": [{"name": "Sense of humor", "level": "high", "evidence": "jokes"}],
-                "facts": [FACT], "agent_traits": []}
+        return {
+            "summary": SUMMARY,
+            "keywords": ["comedy"],
+            "traits": [{"name": "Sense of humor", "level": "high", "evidence": "jokes"}],
+            "facts": [FACT],
+            "agent_traits": [],
+        }
 
 
 def _config(server: FakeOpenAIServer) -> MemoryConfig:
     return MemoryConfig(
-        llm_backend="litellm", llm_model="openai/fake-model", llm_base_url=server.base_url,
-        llm_api_key_env=KEY_ENV, llm_timeout_seconds=30.0, llm_max_retries=0,
-        mtm_capacity=12, segment_max_pages=6, heat_tick_seconds=3600.0,
-        summary_debounce_seconds=0.01, summary_every_pages=2, persona_debounce_seconds=0.0,
-        promotion_threshold=2.0, fsync="never", log_level="critical",
+        llm_backend="litellm",
+        llm_model="openai/fake-model",
+        llm_base_url=server.base_url,
+        llm_api_key_env=KEY_ENV,
+        llm_timeout_seconds=30.0,
+        llm_max_retries=0,
+        mtm_capacity=12,
+        segment_max_pages=6,
+        heat_tick_seconds=3600.0,
+        summary_debounce_seconds=0.01,
+        summary_every_pages=2,
+        persona_debounce_seconds=0.0,
+        promotion_threshold=2.0,
+        fsync="never",
+        log_level="critical",
         # The completion cache would answer the asked-again jobs from the stalled answers;
         # without it every answer below comes from the provider.
         cache_size=0,
@@ -117,7 +131,9 @@ def test_work_owed_at_passivation_is_asked_for_when_the_user_comes_back(
 
 
 def test_an_answer_that_comes_before_lpm_has_started_waits_for_it(
-    open_mem: Callable[[MemoryConfig], MemoryOS], server: FakeOpenAIServer, gate: Gate,
+    open_mem: Callable[[MemoryConfig], MemoryOS],
+    server: FakeOpenAIServer,
+    gate: Gate,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     # At an activation MTM starts before LPM and asks for the owed work as it recovers;
@@ -174,6 +190,9 @@ def test_job_tags_carry_the_job_id_and_old_tags_have_none() -> None:
     assert split_tag("ab12.7:s3+s5|default") == ("ab12.7", "s3+s5", "default")
     assert split_tag("ab12.8:s4") == ("ab12.8", "s4", "")
     assert split_tag("s3|default") == ("", "s3", "default")
-    records = [(1, {"t": "turn", "seq": 1}), (2, {"t": "persona", "job": "ab12.7"}),
-               (3, {"t": "persona", "segment": "s1"})]
+    records = [
+        (1, {"t": "turn", "seq": 1}),
+        (2, {"t": "persona", "job": "ab12.7"}),
+        (3, {"t": "persona", "segment": "s1"}),
+    ]
     assert applied_jobs(records) == {"ab12.7"}

@@ -40,9 +40,15 @@ OFFLINE = "offline (extractive, no LLM)"
 
 def _config(base_url: str, **overrides: Any) -> MemoryConfig:
     base: dict[str, Any] = {
-        "llm_backend": "litellm", "llm_model": "openai/fake-model", "llm_base_url": base_url,
-        "llm_api_key_env": KEY_ENV, "llm_timeout_seconds": 5.0, "llm_max_retries": 0,
-        "heat_tick_seconds": 3600.0, "summary_debounce_seconds": 0.01, "fsync": "never",
+        "llm_backend": "litellm",
+        "llm_model": "openai/fake-model",
+        "llm_base_url": base_url,
+        "llm_api_key_env": KEY_ENV,
+        "llm_timeout_seconds": 5.0,
+        "llm_max_retries": 0,
+        "heat_tick_seconds": 3600.0,
+        "summary_debounce_seconds": 0.01,
+        "fsync": "never",
         "log_level": "error",
     }
     base.update(overrides)
@@ -147,7 +153,7 @@ def test_an_unknown_model_raises_provider_model_not_found(
 
 
 def test_a_base_url_where_nothing_listens_raises_provider_unreachable(
-    open_mem: Callable[..., MemoryOS]
+    open_mem: Callable[..., MemoryOS],
 ) -> None:
     url = refused_url()
     mem = open_mem(_config(url))
@@ -160,17 +166,31 @@ def test_a_base_url_where_nothing_listens_raises_provider_unreachable(
 @pytest.mark.parametrize("client", ["http", "litellm"])
 @pytest.mark.parametrize("scenario", ["401", "404", "refused"])
 def test_both_client_paths_tell_configuration_errors_apart(
-    wrong_key: str, client: str, scenario: str,
+    wrong_key: str,
+    client: str,
+    scenario: str,
     make_service: Callable[..., GatewayService],
 ) -> None:
     expected: dict[str, type[ProviderConfigError]] = {
-        "401": ProviderAuthError, "404": ProviderModelNotFound, "refused": ProviderUnreachable}
-    with FakeOpenAIServer(api_key=RIGHT_KEY if scenario == "401" else None,
-                          models={"other-model"} if scenario == "404" else None) as srv:
+        "401": ProviderAuthError,
+        "404": ProviderModelNotFound,
+        "refused": ProviderUnreachable,
+    }
+    with FakeOpenAIServer(
+        api_key=RIGHT_KEY if scenario == "401" else None,
+        models={"other-model"} if scenario == "404" else None,
+    ) as srv:
         url = refused_url() if scenario == "refused" else srv.base_url
-        svc = make_service(gateway_config(
-            llm_backend="litellm", llm_model="openai/fake-model", llm_base_url=url,
-            llm_api_key_env=KEY_ENV, llm_client=client, llm_max_retries=0))
+        svc = make_service(
+            gateway_config(
+                llm_backend="litellm",
+                llm_model="openai/fake-model",
+                llm_base_url=url,
+                llm_api_key_env=KEY_ENV,
+                llm_client=client,
+                llm_max_retries=0,
+            )
+        )
         with pytest.raises(expected[scenario]) as caught:
             svc.complete("chat_reply", chat_payload(1), raise_config_errors=True)
         _no_key_in(str(caught.value))
@@ -187,19 +207,31 @@ def test_both_client_paths_tell_configuration_errors_apart(
 
 @pytest.mark.parametrize("client", ["http", "litellm"])
 def test_a_bad_request_naming_the_model_is_an_unknown_model_any_other_is_not(
-    litellm_ready: None, server: FakeOpenAIServer, client: str,
+    litellm_ready: None,
+    server: FakeOpenAIServer,
+    client: str,
     make_service: Callable[..., GatewayService],
 ) -> None:
-    svc = make_service(gateway_config(
-        llm_backend="litellm", llm_model="openai/fake-model", llm_base_url=server.base_url,
-        llm_api_key_env=KEY_ENV, llm_client=client, llm_max_retries=0))
-    server.script_chat(Action(status=400, message="Invalid model name passed: fake-model"),
-                       Action(status=400, message="context length exceeded"))
+    svc = make_service(
+        gateway_config(
+            llm_backend="litellm",
+            llm_model="openai/fake-model",
+            llm_base_url=server.base_url,
+            llm_api_key_env=KEY_ENV,
+            llm_client=client,
+            llm_max_retries=0,
+        )
+    )
+    server.script_chat(
+        Action(status=400, message="Invalid model name passed: fake-model"),
+        Action(status=400, message="context length exceeded"),
+    )
     with pytest.raises(ProviderModelNotFound, match="Invalid model name passed"):
         svc.complete("chat_reply", chat_payload(1), raise_config_errors=True)
     other = svc.complete("chat_reply", chat_payload(2), raise_config_errors=True)
     assert other.degraded and other.reason == "provider call failed: " + (
-        "HTTP 400" if client == "http" else "BadRequestError (HTTP 400)")
+        "HTTP 400" if client == "http" else "BadRequestError (HTTP 400)"
+    )
 
 
 # -- outages: a fallback reply that says so, or ProviderUnavailable when asked ----------------
@@ -236,7 +268,8 @@ def test_a_provider_that_never_answers_times_out_into_a_degraded_reply(
 
 
 def test_a_good_provider_gives_replies_that_are_not_degraded(
-    keyed: FakeOpenAIServer, open_mem: Callable[..., MemoryOS],
+    keyed: FakeOpenAIServer,
+    open_mem: Callable[..., MemoryOS],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv(KEY_ENV, RIGHT_KEY)
@@ -254,7 +287,9 @@ def _lines(report: Any) -> dict[str, str]:
 
 
 def test_doctor_passes_a_working_provider_and_the_offline_default(
-    tmp_path: Path, keyed: FakeOpenAIServer, monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    keyed: FakeOpenAIServer,
+    monkeypatch: pytest.MonkeyPatch,
     litellm_ready: None,
 ) -> None:
     offline = doctor(tmp_path / "data")
@@ -269,17 +304,23 @@ def test_doctor_passes_a_working_provider_and_the_offline_default(
         assert keyed.state.bodies[0]["response_format"] == {"type": "json_object"}
 
 
-@pytest.mark.parametrize("scenario, words", [
-    ("401", ["rejected the API key", "HTTP 401", "Incorrect API key provided"]),
-    ("404", ["HTTP 404", "does not exist", "llm_model"]),
-    ("500", ["unavailable", "HTTP 500", "outage, not a configuration error"]),
-    ("hang", ["unavailable", "timeout"]),
-    ("refused", ["cannot reach"]),
-    ("no key", [f"{KEY_ENV} is not set", f"export {KEY_ENV}="]),
-])
+@pytest.mark.parametrize(
+    "scenario, words",
+    [
+        ("401", ["rejected the API key", "HTTP 401", "Incorrect API key provided"]),
+        ("404", ["HTTP 404", "does not exist", "llm_model"]),
+        ("500", ["unavailable", "HTTP 500", "outage, not a configuration error"]),
+        ("hang", ["unavailable", "timeout"]),
+        ("refused", ["cannot reach"]),
+        ("no key", [f"{KEY_ENV} is not set", f"export {KEY_ENV}="]),
+    ],
+)
 def test_doctor_fails_each_broken_provider_with_one_line_that_says_what_and_how(
-    tmp_path: Path, wrong_key: str, monkeypatch: pytest.MonkeyPatch,
-    scenario: str, words: list[str],
+    tmp_path: Path,
+    wrong_key: str,
+    monkeypatch: pytest.MonkeyPatch,
+    scenario: str,
+    words: list[str],
 ) -> None:
     if scenario == "no key":
         monkeypatch.delenv(KEY_ENV)
@@ -314,8 +355,15 @@ def test_doctor_checks_the_data_dir_lock_the_stored_embedder_and_the_key_file(
     same = doctor(data, MemoryConfig(embedding_dim=64))
     assert same.ok and "matches the 1 stored user" in _lines(same)["embedder"]
     keys = tmp_path / "keys.json"
-    keys.write_text(json.dumps({"format": "memoryos-actors/api-keys", "version": 1,
-                                "keys": [{"key_id": "a" * 12, "tenant": "t"}]}))
+    keys.write_text(
+        json.dumps(
+            {
+                "format": "memoryos-actors/api-keys",
+                "version": 1,
+                "keys": [{"key_id": "a" * 12, "tenant": "t"}],
+            }
+        )
+    )
     keys.chmod(0o644)
     cfg = MemoryConfig(embedding_dim=64)
     loose = doctor(data, cfg, keys_file=keys)

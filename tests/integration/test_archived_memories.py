@@ -23,8 +23,12 @@ def mem(open_mem) -> MemoryOS:
     m = open_mem()
     # Ten turns a day: the archive spans several days.
     for i in range(1, TURNS + 1):
-        m.add_turn(USER, f"Turn {i} mentions {_word(i)} once.", f"Noted {i}.",
-                   timestamp=T0 + (i - 1) * DAY / 10)
+        m.add_turn(
+            USER,
+            f"Turn {i} mentions {_word(i)} once.",
+            f"Noted {i}.",
+            timestamp=T0 + (i - 1) * DAY / 10,
+        )
     m.flush()
     return m
 
@@ -33,8 +37,7 @@ def _archived_pages(mem: MemoryOS) -> list:
     return [m for m in mem.memories(USER, kinds=["page"]) if m.tier == "archive"]
 
 
-def test_pages_come_newest_first_a_page_at_a_time_and_match_the_listing(
-        mem: MemoryOS) -> None:
+def test_pages_come_newest_first_a_page_at_a_time_and_match_the_listing(mem: MemoryOS) -> None:
     listed = _archived_pages(mem)
     assert len(listed) > 20
     first = mem.archived_memories(USER, offset=0, limit=10)
@@ -48,15 +51,15 @@ def test_pages_come_newest_first_a_page_at_a_time_and_match_the_listing(
         if not more.has_more:
             break
     assert [m.memory_id for m in seen] == [
-        m.memory_id for m in sorted(listed, key=lambda m: -m.timestamp)]
+        m.memory_id for m in sorted(listed, key=lambda m: -m.timestamp)
+    ]
     by_id = {m.memory_id: m for m in listed}
     assert all(by_id[m.memory_id] == m for m in seen)
     # One archived memory read alone (from the cold index) is the same record.
     assert all(mem.get_memory(USER, m.memory_id) == m for m in seen[::7])
 
 
-def test_a_query_finds_the_one_matching_page_and_a_deleted_one_is_gone(
-        mem: MemoryOS) -> None:
+def test_a_query_finds_the_one_matching_page_and_a_deleted_one_is_gone(mem: MemoryOS) -> None:
     target = _archived_pages(mem)[3]
     seq = int(target.memory_id.split(":p")[1])
     found = mem.archived_memories(USER, query=f"what about {_word(seq)}", limit=5)
@@ -87,10 +90,23 @@ def test_archived_facts_are_listed_and_bad_arguments_refused(open_mem) -> None:
     from memoryos_actors.actors.protocol import CompletionDone
 
     lpm = mem.registry.require(actor_names(USER)[2])
-    lpm.tell(CompletionDone("persona_update", "s1|default", {
-        "traits": [], "agent_traits": [],
-        "facts": ["User collects antique maps.", "User plays the oboe.",
-                  "User grows chili peppers."]}, degraded=False, epoch=mem.user_epoch(USER)))
+    lpm.tell(
+        CompletionDone(
+            "persona_update",
+            "s1|default",
+            {
+                "traits": [],
+                "agent_traits": [],
+                "facts": [
+                    "User collects antique maps.",
+                    "User plays the oboe.",
+                    "User grows chili peppers.",
+                ],
+            },
+            degraded=False,
+            epoch=mem.user_epoch(USER),
+        )
+    )
     mem.flush()
     facts = mem.archived_memories(USER, kind="fact")
     assert [m.text for m in facts.memories] == ["User collects antique maps."]

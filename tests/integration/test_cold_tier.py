@@ -6,12 +6,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from sysutil import SMALL, turn_text
 
 from memoryos_actors import MemoryConfig, MemoryOS
 from memoryos_actors.store.cold import COLD_FILE
 from memoryos_actors.store.userstore import user_path
-
-from sysutil import SMALL, turn_text
 
 USER = "cold-user"
 TURNS = 400
@@ -130,7 +129,8 @@ def test_export_then_import_brings_the_cold_tier_back(open_mem, tmp_path: Path) 
 
 
 def test_activation_reads_only_the_archive_records_after_the_snapshot(
-        open_mem, monkeypatch: pytest.MonkeyPatch) -> None:
+    open_mem, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from memoryos_actors.store.archive import Archive
 
     mem = open_mem()
@@ -209,6 +209,5 @@ def test_kb_facts_pushed_out_of_the_fifo_are_retrieved_from_the_archive(open_mem
     assert fact["entry"]["entry_id"] in [item.item_id for item in archived]
     assert all("archive" in item.why for item in archived)
     assert {item.entry_id for item in mem.user_state(USER).kb}.isdisjoint(
-        item.item_id for item in archived)
-
-
+        item.item_id for item in archived
+    )

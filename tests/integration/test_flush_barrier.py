@@ -25,8 +25,13 @@ WATCHDOG_S = 60.0
 
 #: Summaries are asked for only by flush (their debounce window never ends in a test),
 #: and segments are never evicted, so every page stays in MTM where a test can see it.
-CONFIG = dict(SMALL, summary_debounce_seconds=3600.0, summary_every_pages=2,
-              mtm_capacity=100_000, log_level="critical")
+CONFIG = dict(
+    SMALL,
+    summary_debounce_seconds=3600.0,
+    summary_every_pages=2,
+    mtm_capacity=100_000,
+    log_level="critical",
+)
 
 
 class Flood:
@@ -40,8 +45,9 @@ class Flood:
         self.lock = threading.Lock()
         self.acked: dict[str, list[str]] = {u: [] for u in users}
         self.errors: list[BaseException] = []
-        self.threads = [threading.Thread(target=self._write, args=(u,), name=f"flood-{u}")
-                        for u in users]
+        self.threads = [
+            threading.Thread(target=self._write, args=(u,), name=f"flood-{u}") for u in users
+        ]
 
     def _write(self, user: str) -> None:
         n = 0
@@ -149,13 +155,15 @@ def test_export_of_an_idle_user_returns_while_two_threads_write_for_others(
         export = Watched(lambda: mem.export_user("idle", out))
         returned = export.finished()
     export.outcome()
-    assert returned, f"export_user of an idle user did not return within {WATCHDOG_S} s " \
-                     "while other users were written"
+    assert returned, (
+        f"export_user of an idle user did not return within {WATCHDOG_S} s "
+        "while other users were written"
+    )
     assert sorted(_exported_page_ids(open_mem, out, "idle"), key=_seq) == stored
 
 
 def test_flush_returns_under_a_flood_with_the_work_stored_before_it_done(
-    open_mem: Callable[..., MemoryOS]
+    open_mem: Callable[..., MemoryOS],
 ) -> None:
     mem = _open(open_mem)
     stored = [mem.add_turn("quiet", *turn_text("quiet", i)) for i in range(30)]
@@ -178,7 +186,7 @@ def test_flush_returns_under_a_flood_with_the_work_stored_before_it_done(
 
 
 def test_flush_of_a_user_being_written_covers_its_turns_stored_before_it(
-    open_mem: Callable[..., MemoryOS]
+    open_mem: Callable[..., MemoryOS],
 ) -> None:
     mem = _open(open_mem)
     with flooding(mem, ["busy", "w1"]) as flood:
@@ -186,8 +194,9 @@ def test_flush_of_a_user_being_written_covers_its_turns_stored_before_it(
         flush = Watched(lambda: mem.flush(user_id="busy"))
         returned = flush.finished()
     flush.outcome()
-    assert returned, f"flush(user_id=...) did not return within {WATCHDOG_S} s while the " \
-                     "user was written"
+    assert returned, (
+        f"flush(user_id=...) did not return within {WATCHDOG_S} s while the user was written"
+    )
     state = mem.user_state("busy")
     pages = {p.page_id: p for p in state.stm}
     pages.update((p.page_id, p) for seg in state.segments for p in seg.pages)
@@ -212,10 +221,9 @@ def test_export_of_a_user_being_written_holds_every_turn_acknowledged_before_it(
         export = Watched(lambda: mem.export_user("busy", out))
         returned = export.finished()
     export.outcome()
-    assert returned, f"export_user of a user being written did not return within " \
-                     f"{WATCHDOG_S} s"
+    assert returned, f"export_user of a user being written did not return within {WATCHDOG_S} s"
     exported = _exported_page_ids(open_mem, out, "busy")
     assert len(exported) == len(set(exported)), "a page was exported twice"
     assert set(before) <= set(exported), "turns acknowledged before the export are missing"
     # One cut: the turns in the file are the first ones stored, with no gap.
-    assert sorted(exported, key=_seq) == flood.acknowledged("busy")[:len(exported)]
+    assert sorted(exported, key=_seq) == flood.acknowledged("busy")[: len(exported)]

@@ -44,12 +44,22 @@ def test_a_reply_for_a_forgotten_incarnation_never_reaches_the_new_one(open_mem)
     assert mem.user_epoch("u") != old_epoch
     before = mem.user_state("u").stm[0]
     stm = mem.registry.require(actor_names("u")[0])
-    stale = {"continues": False, "meta_chain": "old secret about my bank",
-             "keywords": ["bank", "secret"]}
+    stale = {
+        "continues": False,
+        "meta_chain": "old secret about my bank",
+        "keywords": ["bank", "secret"],
+    }
     stm.tell(CompletionDone("page_meta", "p1", stale, degraded=False, epoch=old_epoch))
     mtm = mem.registry.require(actor_names("u")[1])
-    mtm.tell(CompletionDone("segment_summary", "s1", {"summary": "old secret", "keywords": []},
-                            degraded=False, epoch=old_epoch))
+    mtm.tell(
+        CompletionDone(
+            "segment_summary",
+            "s1",
+            {"summary": "old secret", "keywords": []},
+            degraded=False,
+            epoch=old_epoch,
+        )
+    )
     mem.flush()
     after = mem.user_state("u").stm[0]
     assert after == before
@@ -58,7 +68,8 @@ def test_a_reply_for_a_forgotten_incarnation_never_reaches_the_new_one(open_mem)
 
 
 def test_a_meta_answer_that_quotes_a_page_deleted_meanwhile_loses_its_chain_summary(
-        open_mem) -> None:
+    open_mem,
+) -> None:
     # A page's chain summary is asked for with the page before it as context. When that
     # page is deleted while the answer is out, the answer (in time, or late as a redo)
     # must not bring the deleted text back in its successor's summary.
@@ -68,10 +79,12 @@ def test_a_meta_answer_that_quotes_a_page_deleted_meanwhile_loses_its_chain_summ
     mem.flush()
     mem.delete_memory("u", "page:p1")
     stm = mem.registry.require(actor_names("u")[0])
-    quoting = {"continues": True, "meta_chain": "locker code is walnut; likes tea",
-               "keywords": ["tea"]}
-    stm.tell(CompletionDone("page_meta", "p2", quoting, degraded=False,
-                            epoch=mem.user_epoch("u")))
+    quoting = {
+        "continues": True,
+        "meta_chain": "locker code is walnut; likes tea",
+        "keywords": ["tea"],
+    }
+    stm.tell(CompletionDone("page_meta", "p2", quoting, degraded=False, epoch=mem.user_epoch("u")))
     mem.flush()
     (page,) = mem.user_state("u").stm
     assert page.page_id == "p2" and "walnut" not in page.meta_chain
@@ -85,9 +98,14 @@ def test_forget_purges_the_users_gateway_cache_redo_queue_and_degraded_records(o
         mem.add_turn("kept", f"another user's entry {i}", "ok")
     mem.flush()
     # A degraded job "gone" asked for, waiting for a redo.
-    job = CompletionJob("page_meta", {"page": {"query": "q", "response": "r"},
-                                      "previous_page": None, "previous_meta_chain": ""},
-                        "gone", actor_names("gone")[0], "p99", mem.user_epoch("gone"))
+    job = CompletionJob(
+        "page_meta",
+        {"page": {"query": "q", "response": "r"}, "previous_page": None, "previous_meta_chain": ""},
+        "gone",
+        actor_names("gone")[0],
+        "p99",
+        mem.user_epoch("gone"),
+    )
     mem._gateway.remember_degraded(job)  # noqa: SLF001 - the redo bookkeeping under test
     mem.gateway_service._enqueue_redo("page_meta", job.payload, "gone")  # noqa: SLF001
     report = mem.forget_user("gone")
@@ -258,9 +276,15 @@ def test_lpm_stamps_facts_with_the_injected_clock(open_mem) -> None:
     mem = open_mem(clock=clock)
     mem.add_turn("c", "hi", "hello")
     lpm = mem.registry.require(actor_names("c")[2])
-    lpm.tell(CompletionDone("persona_update", "s1|default",
-                            {"traits": [], "facts": ["User keeps bees."], "agent_traits": []},
-                            degraded=False, epoch=mem.user_epoch("c")))
+    lpm.tell(
+        CompletionDone(
+            "persona_update",
+            "s1|default",
+            {"traits": [], "facts": ["User keeps bees."], "agent_traits": []},
+            degraded=False,
+            epoch=mem.user_epoch("c"),
+        )
+    )
     mem.flush()
     kb = mem.user_state("c").kb
     assert [k.text for k in kb] == ["User keeps bees."]
@@ -291,8 +315,7 @@ def test_a_user_store_is_never_opened_twice_at_once(open_mem, monkeypatch) -> No
 
     monkeypatch.setattr(UserStore, "__init__", counting_init)
     monkeypatch.setattr(UserStore, "close", counting_close)
-    mem = open_mem(MemoryConfig(**{**SMALL, "max_active_users": 1,
-                                   "idle_timeout_seconds": 0.01}))
+    mem = open_mem(MemoryConfig(**{**SMALL, "max_active_users": 1, "idle_timeout_seconds": 0.01}))
 
     def work(u: str) -> None:
         for i in range(15):
@@ -347,8 +370,11 @@ def test_a_redone_page_meta_replaces_the_degraded_one_while_stm_holds_the_page(o
     mem.add_turn("d", "I repaired the bicycle chain", "great")
     mem.flush()
     stm = mem.registry.require(actor_names("d")[0])
-    fresh = {"continues": False, "meta_chain": "User fixed a bike chain.",
-             "keywords": ["bicycle", "chain", "repair"]}
+    fresh = {
+        "continues": False,
+        "meta_chain": "User fixed a bike chain.",
+        "keywords": ["bicycle", "chain", "repair"],
+    }
     stm.tell(CompletionDone("page_meta", "p1", fresh, degraded=False, epoch=mem.user_epoch("d")))
     mem.flush()
     page = mem.user_state("d").stm[0]
@@ -383,11 +409,12 @@ def test_activations_at_the_cap_wait_for_background_passivations_not_their_own(
         try:
             for i in range(3):
                 mem.add_turn(user, f"turn {i} of {user}", "ok")
-        except BaseException as exc:  # pragma: no cover - reported below
+        except BaseException as exc:  # noqa: BLE001 # pragma: no cover - reported below
             errors.append(exc)
 
-    threads = [threading.Thread(target=work, args=(f"cap-{n}",), name=f"caller-{n}")
-               for n in range(6)]
+    threads = [
+        threading.Thread(target=work, args=(f"cap-{n}",), name=f"caller-{n}") for n in range(6)
+    ]
     for t in threads:
         t.start()
     for t in threads:
@@ -401,7 +428,8 @@ def test_activations_at_the_cap_wait_for_background_passivations_not_their_own(
 
 
 def test_activation_does_not_wait_for_mtm_to_place_pages_left_from_before(
-        open_mem, monkeypatch: pytest.MonkeyPatch) -> None:
+    open_mem, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from sysutil import turn_text
 
     from memoryos_actors.actors.mtm import MTMActor
@@ -445,7 +473,8 @@ def test_activation_does_not_wait_for_mtm_to_place_pages_left_from_before(
 
 
 def test_a_passivation_right_after_activation_does_not_wait_for_mtm_to_catch_up(
-        open_mem, monkeypatch: pytest.MonkeyPatch) -> None:
+    open_mem, monkeypatch: pytest.MonkeyPatch
+) -> None:
 
     from memoryos_actors.actors.mtm import MTMActor
 
@@ -483,7 +512,8 @@ def test_a_passivation_right_after_activation_does_not_wait_for_mtm_to_catch_up(
 
 
 def test_a_catch_up_waits_for_the_gate_and_a_passivation_calls_the_wait_off(
-        open_mem, monkeypatch: pytest.MonkeyPatch) -> None:
+    open_mem, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from sysutil import turn_text
 
     user = "queued"
@@ -518,8 +548,9 @@ def _wait_for(cond, timeout: float = 10.0) -> None:
         time.sleep(0.005)
 
 
-def _leave_pages_unplaced(mem: MemoryOS, monkeypatch: pytest.MonkeyPatch, user: str,
-                          turns: int) -> None:
+def _leave_pages_unplaced(
+    mem: MemoryOS, monkeypatch: pytest.MonkeyPatch, user: str, turns: int
+) -> None:
     """Store ``turns`` turns whose pages never leave STM's outbox (as when their meta data
     lags under load), then passivate: they are not in MTM, the next incarnation places
     them from the WAL."""

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from sysutil import SMALL, turn_text
 
 from memoryos_actors import (
     InvalidInput,
@@ -25,8 +26,6 @@ from memoryos_actors.actors.base import actor_names
 from memoryos_actors.actors.protocol import CompletionDone
 from memoryos_actors.store.cold import COLD_FILE
 from memoryos_actors.store.userstore import user_path
-
-from sysutil import SMALL, turn_text
 
 USER = "mem-user"
 TURNS = 120
@@ -44,8 +43,7 @@ def _fill(mem: MemoryOS, user: str = USER, turns: int = TURNS) -> None:
     mem.flush()
 
 
-def _everything_retrieved(mem: MemoryOS, user: str, query: str, *,
-                          persona: bool = True) -> str:
+def _everything_retrieved(mem: MemoryOS, user: str, query: str, *, persona: bool = True) -> str:
     """All text retrieval returns for ``query``: pages, segments, the chain summary, and
     (with ``persona``) facts and traits, which are memories of their own: what the LLM
     distilled from a page stays until it is deleted itself."""
@@ -68,14 +66,25 @@ def _seq(memory_id: str) -> int:
     return int(memory_id.split(":p")[1])
 
 
-def _teach(mem: MemoryOS, user: str, facts: list[str], traits: list[list[str]] | None = None,
-           segment: str = "s1") -> None:
+def _teach(
+    mem: MemoryOS,
+    user: str,
+    facts: list[str],
+    traits: list[list[str]] | None = None,
+    segment: str = "s1",
+) -> None:
     """Hand LPM a persona update as the gateway would (an LLM distilled it)."""
     lpm = mem.registry.require(actor_names(user)[2])
-    data = {"traits": [{"name": n, "level": lv, "evidence": ev} for n, lv, ev in traits or []],
-            "facts": facts, "agent_traits": []}
-    lpm.tell(CompletionDone("persona_update", f"{segment}|default", data, degraded=False,
-                            epoch=mem.user_epoch(user)))
+    data = {
+        "traits": [{"name": n, "level": lv, "evidence": ev} for n, lv, ev in traits or []],
+        "facts": facts,
+        "agent_traits": [],
+    }
+    lpm.tell(
+        CompletionDone(
+            "persona_update", f"{segment}|default", data, degraded=False, epoch=mem.user_epoch(user)
+        )
+    )
     mem.flush()
 
 
@@ -86,8 +95,7 @@ def mem(open_mem) -> MemoryOS:
     return m
 
 
-def test_memories_come_in_pages_that_adding_turns_never_skips_or_repeats(
-        mem: MemoryOS) -> None:
+def test_memories_come_in_pages_that_adding_turns_never_skips_or_repeats(mem: MemoryOS) -> None:
     everything = mem.memories(USER)
     assert everything.next_cursor is None
     before = [m.memory_id for m in everything]
@@ -137,8 +145,9 @@ def test_every_stored_page_is_listed_once_with_its_tier_and_segment(mem: MemoryO
 
 
 @pytest.mark.parametrize("tier", ["stm", "mtm", "archive"])
-def test_a_deleted_page_is_found_nowhere(mem: MemoryOS, open_mem, tmp_path: Path,
-                                         tier: str) -> None:
+def test_a_deleted_page_is_found_nowhere(
+    mem: MemoryOS, open_mem, tmp_path: Path, tier: str
+) -> None:
     page = _page_in(mem, tier)
     secret = _secret(_seq(page.memory_id))
     assert secret in _everything_retrieved(mem, USER, f"codeword {secret}")
@@ -167,7 +176,8 @@ def test_a_deleted_page_is_found_nowhere(mem: MemoryOS, open_mem, tmp_path: Path
     # The other pages are all still there, each once.
     ids = again.stored_page_ids(USER)
     assert sorted(ids, key=lambda p: int(p[1:])) == [
-        f"p{i}" for i in range(1, TURNS + 1) if i != _seq(page.memory_id)]
+        f"p{i}" for i in range(1, TURNS + 1) if i != _seq(page.memory_id)
+    ]
 
 
 def test_a_deleted_segment_takes_its_pages_and_summary(open_mem) -> None:
@@ -179,8 +189,11 @@ def test_a_deleted_segment_takes_its_pages_and_summary(open_mem) -> None:
     mem.flush()
     for tier in ("mtm", "archive"):
         seg = next(m for m in mem.memories(user, kinds=["segment"]) if m.tier == tier)
-        pages = {m.memory_id: m for m in mem.memories(user, kinds=["page"])
-                 if m.memory_id in {f"page:{p}" for p in seg.page_ids}}
+        pages = {
+            m.memory_id: m
+            for m in mem.memories(user, kinds=["page"])
+            if m.memory_id in {f"page:{p}" for p in seg.page_ids}
+        }
         assert len(pages) == len(seg.page_ids) > 0
         mem.delete_memory(user, seg.memory_id)
         listed = {m.memory_id for m in mem.memories(user)}
@@ -195,8 +208,9 @@ def test_a_deleted_segment_takes_its_pages_and_summary(open_mem) -> None:
     assert sorted(again.stored_page_ids(user)) == kept
 
 
-def test_a_rebuilt_cold_index_and_a_restarted_mtm_keep_deletions(mem: MemoryOS,
-                                                                 tmp_path: Path) -> None:
+def test_a_rebuilt_cold_index_and_a_restarted_mtm_keep_deletions(
+    mem: MemoryOS, tmp_path: Path
+) -> None:
     archived = _page_in(mem, "archive")
     hot = _page_in(mem, "mtm")
     for page in (archived, hot):
@@ -208,20 +222,21 @@ def test_a_rebuilt_cold_index_and_a_restarted_mtm_keep_deletions(mem: MemoryOS,
     for page in (archived, hot):
         secret = _secret(_seq(page.memory_id))
         assert secret not in _everything_retrieved(mem, USER, f"codeword {secret}")
-    assert {archived.memory_id, hot.memory_id}.isdisjoint(
-        m.memory_id for m in mem.memories(USER))
+    assert {archived.memory_id, hot.memory_id}.isdisjoint(m.memory_id for m in mem.memories(USER))
 
 
-def test_a_corrected_fact_is_retrieved_new_and_keeps_its_old_value_in_history(
-        open_mem) -> None:
+def test_a_corrected_fact_is_retrieved_new_and_keeps_its_old_value_in_history(open_mem) -> None:
     mem = open_mem()
     mem.add_turn(USER, "hello", "hi")
     _teach(mem, USER, ["User lives in Lisbon.", "User keeps three cats."])
     fact = next(m for m in mem.memories(USER, kinds=["fact"]) if "Lisbon" in m.text)
     assert fact.tier == "lpm" and fact.source_segment == "s1"
     event = mem.correct_memory(USER, fact.memory_id, "User lives in Porto.")
-    assert (event.action, event.old, event.new) == ("corrected", "User lives in Lisbon.",
-                                                    "User lives in Porto.")
+    assert (event.action, event.old, event.new) == (
+        "corrected",
+        "User lives in Lisbon.",
+        "User lives in Porto.",
+    )
     texts = [item.text for item in mem.retrieve(USER, "where does the user live").kb]
     assert "User lives in Porto." in texts and "User lives in Lisbon." not in texts
     got = mem.get_memory(USER, fact.memory_id)
@@ -231,29 +246,39 @@ def test_a_corrected_fact_is_retrieved_new_and_keeps_its_old_value_in_history(
     history = mem.memory_history(USER, fact.memory_id)
     assert [(e.action, e.old, e.new) for e in history] == [
         ("created", None, "User lives in Lisbon."),
-        ("corrected", "User lives in Lisbon.", "User lives in Porto.")]
+        ("corrected", "User lives in Lisbon.", "User lives in Porto."),
+    ]
     assert history[0].by == "persona update of s1"
     assert mem.get_memory(USER, fact.memory_id).text == "User lives in Porto."
     mem.delete_memory(USER, fact.memory_id)
     assert "Porto" not in _everything_retrieved(mem, USER, "where does the user live Porto")
     # A deletion erases the values from the history: only what happened, and when.
     assert [(e.action, e.old, e.new) for e in mem.memory_history(USER, fact.memory_id)] == [
-        ("corrected", None, None), ("deleted", None, None)]
+        ("corrected", None, None),
+        ("deleted", None, None),
+    ]
 
 
 def test_archived_facts_can_be_corrected_and_deleted(open_mem) -> None:
     mem = open_mem(MemoryConfig(**{**SMALL, "kb_capacity": 2}))
     mem.add_turn(USER, "hello", "hi")
-    _teach(mem, USER, ["User collects antique maps.", "User plays the oboe.",
-                       "User grows chili peppers.", "User speaks Finnish."])
+    _teach(
+        mem,
+        USER,
+        [
+            "User collects antique maps.",
+            "User plays the oboe.",
+            "User grows chili peppers.",
+            "User speaks Finnish.",
+        ],
+    )
     archived = [m for m in mem.memories(USER, kinds=["fact"]) if m.tier == "archive"]
-    assert {m.text for m in archived} == {"User collects antique maps.",
-                                          "User plays the oboe."}
+    assert {m.text for m in archived} == {"User collects antique maps.", "User plays the oboe."}
     maps = next(m for m in archived if "maps" in m.text)
     oboe = next(m for m in archived if "oboe" in m.text)
     mem.correct_memory(USER, maps.memory_id, "User collects antique globes.")
     mem.delete_memory(USER, oboe.memory_id)
-    for m in (mem, ):
+    for m in (mem,):
         kb = [item.text for item in m.retrieve(USER, "antique globes maps oboe").kb]
         assert "User collects antique globes." in kb
         assert not any("maps" in t or "oboe" in t for t in kb)
@@ -274,16 +299,18 @@ def test_a_trait_can_be_corrected_and_cleared_with_its_history(open_mem) -> None
     mem.correct_memory(USER, trait.memory_id, "low", evidence="said so himself")
     levels = {t.name: t.level for t in mem.user_state(USER).traits}
     assert levels["sense_of_humor"] == "low"
-    assert [(e.action, e.old, e.new, e.by) for e in
-            mem.memory_history(USER, trait.memory_id)] == [
+    assert [(e.action, e.old, e.new, e.by) for e in mem.memory_history(USER, trait.memory_id)] == [
         ("changed", None, "high", "persona update of s4"),
-        ("corrected", "high", "low", "edit")]
+        ("corrected", "high", "low", "edit"),
+    ]
     mem.delete_memory(USER, trait.memory_id)
     assert "sense_of_humor" not in {t.name for t in mem.user_state(USER).traits}
     mem.passivate(USER)
     history = mem.memory_history(USER, trait.memory_id)
     assert [(e.action, e.old, e.new, e.by) for e in history] == [
-        ("corrected", None, None, "edit"), ("deleted", None, None, "edit")]
+        ("corrected", None, None, "edit"),
+        ("deleted", None, None, "edit"),
+    ]
     with pytest.raises(UnknownMemory):
         mem.get_memory(USER, trait.memory_id)
 
@@ -318,8 +345,7 @@ def test_deletes_racing_writers_lose_no_other_turn(open_mem) -> None:
     def writer() -> None:
         try:
             for i in range(1, 301):
-                ledger.append(mem.add_turn(USER, f"Turn {i}: the codeword is {_secret(i)}.",
-                                           "ok"))
+                ledger.append(mem.add_turn(USER, f"Turn {i}: the codeword is {_secret(i)}.", "ok"))
         except BaseException as exc:  # noqa: BLE001 - reported below
             errors.append(exc)
         finally:
@@ -329,8 +355,7 @@ def test_deletes_racing_writers_lose_no_other_turn(open_mem) -> None:
     t.start()
     deleted: set[str] = set()
     while not stop.is_set() or not deleted:
-        pages = [m for m in mem.memories(USER, kinds=["page"])
-                 if m.memory_id not in deleted]
+        pages = [m for m in mem.memories(USER, kinds=["page"]) if m.memory_id not in deleted]
         if len(pages) > 3:
             victim = pages[len(pages) // 2]
             mem.delete_memory(USER, victim.memory_id)
@@ -346,7 +371,8 @@ def test_deletes_racing_writers_lose_no_other_turn(open_mem) -> None:
 
 
 def test_a_page_that_moves_on_while_the_user_is_listed_is_listed_once(
-        mem: MemoryOS, monkeypatch: pytest.MonkeyPatch) -> None:
+    mem: MemoryOS, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # The listing takes STM's picture, then MTM's, then reads the archive: a page that
     # leaves STM (or MTM) between two of those looks is in two pictures. Here a writer
     # pushes the oldest STM page on to MTM right after STM's picture is taken.

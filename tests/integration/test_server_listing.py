@@ -47,7 +47,8 @@ def test_listing_right_after_adding_shows_every_turn_once(tmp_path: Path) -> Non
                 state, archived = await read_memories(reads, "ann")  # type: ignore[arg-type]
                 assert page_count(state, archived) == state.turns == n + 1
                 assert sorted(_listed_ids(state, archived)) == sorted(
-                    f"p{i}" for i in range(1, n + 2))
+                    f"p{i}" for i in range(1, n + 2)
+                )
                 assert reads.state_reads == 1  # complete at the first read, no settling
 
     asyncio.run(main())
@@ -70,6 +71,7 @@ def test_a_listing_after_a_delete_reads_once_and_lists_every_other_turn(tmp_path
             assert reads.state_reads == 1
             assert state.turns == 120
             assert sorted(_listed_ids(state, archived)) == sorted(
-                f"p{i}" for i in range(1, 121) if i not in (2, 60, 119))
+                f"p{i}" for i in range(1, 121) if i not in (2, 60, 119)
+            )
 
     asyncio.run(main())

@@ -8,6 +8,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from sysutil import SMALL, all_page_ids, turn_text
 
 import supervisor
 from memoryos_actors import (
@@ -24,8 +25,6 @@ from memoryos_actors import (
     UserProfile,
 )
 from memoryos_actors.actors.base import actor_names
-
-from sysutil import SMALL, all_page_ids, turn_text
 
 
 def test_add_turn_returns_sequential_page_ids(open_mem) -> None:
@@ -158,8 +157,9 @@ def test_promotion_after_retrievals_follows_promote_on_retrieval(
 ) -> None:
     # One topic: its pages gather in few segments whose heat (pages + recency) stays below
     # τ = 30 until retrievals add N_visit. No heat tick runs (SMALL: one per hour).
-    cfg = MemoryConfig(**{**SMALL, "segment_max_pages": 64, "promotion_threshold": 30.0,
-                          **settings})
+    cfg = MemoryConfig(
+        **{**SMALL, "segment_max_pages": 64, "promotion_threshold": 30.0, **settings}
+    )
     mem = open_mem(cfg)
     for i in range(20):
         mem.add_turn("h", f"I love hiking mountain trails, day {i}", "Hiking is great.")
@@ -204,9 +204,14 @@ def test_profiles_reach_retrieval(open_mem) -> None:
 def test_hostile_input_gets_typed_errors_and_the_system_keeps_serving(open_mem) -> None:
     mem = open_mem()
     bad = [
-        ("", "q", "r"), ("u", 5, "r"), ("u", "q\x00", "r"), ("u", "\ud800", "r"),
-        ("u", "x" * (SMALL.get("max_text_bytes", 65536) + 1), "r"), ("u", "", ""),
-        (None, "q", "r"), (" u", "q", "r"),
+        ("", "q", "r"),
+        ("u", 5, "r"),
+        ("u", "q\x00", "r"),
+        ("u", "\ud800", "r"),
+        ("u", "x" * (SMALL.get("max_text_bytes", 65536) + 1), "r"),
+        ("u", "", ""),
+        (None, "q", "r"),
+        (" u", "q", "r"),
     ]
     for user, q, r in bad:
         with pytest.raises(InvalidInput):
@@ -252,7 +257,7 @@ def test_two_hundred_users_from_sixteen_threads_each_keep_their_own_history(open
             for i in range(1, 11):
                 for u in chunk:
                     mem.add_turn(u, *turn_text(u, i))
-        except BaseException as exc:  # pragma: no cover - reported below
+        except BaseException as exc:  # noqa: BLE001 # pragma: no cover - reported below
             errors.append(exc)
 
     threads = [threading.Thread(target=work, args=(users[i::16],)) for i in range(16)]
@@ -353,10 +358,19 @@ def test_agent_persona_is_per_user_unless_configured_as_shared(open_mem) -> None
     # Agent traits learnt from one user's promoted segment reach every user of the assistant.
     shared.add_turn("ann", "hi", "hello")  # activates ann's group
     lpm = shared.registry.require(actor_names("ann")[2])
-    lpm.tell(CompletionDone("persona_update", "s1|default",
-                            {"traits": [], "facts": ["User owns a red bicycle."],
-                             "agent_traits": ["The assistant speaks in short sentences."]},
-                            degraded=False, epoch=shared.user_epoch("ann")))
+    lpm.tell(
+        CompletionDone(
+            "persona_update",
+            "s1|default",
+            {
+                "traits": [],
+                "facts": ["User owns a red bicycle."],
+                "agent_traits": ["The assistant speaks in short sentences."],
+            },
+            degraded=False,
+            epoch=shared.user_epoch("ann"),
+        )
+    )
     shared.flush()
     ben = shared.retrieve("ben", "short sentences")
     assert [t.text for t in ben.agent_traits] == ["The assistant speaks in short sentences."]
@@ -368,7 +382,8 @@ def test_agent_persona_is_per_user_unless_configured_as_shared(open_mem) -> None
 
 
 def test_export_to_a_name_too_long_for_the_file_system_is_a_storage_error(
-    open_mem, tmp_path: Path,
+    open_mem,
+    tmp_path: Path,
 ) -> None:
     # Found by the hostile-input property test: the failed write's clean-up raised a bare
     # OSError (the temp file's name was too long as well) in place of StorageError.

@@ -38,18 +38,29 @@ def start_browser(tmp: Path, width: int = 1280, height: int = 900) -> Any:
     browser, driver = found
     options = webdriver.ChromeOptions()
     options.binary_location = browser
-    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--no-first-run",
-                "--disable-background-networking", "--disable-component-update",
-                "--disable-sync", "--disable-extensions", "--disable-default-apps",
-                "--metrics-recording-only", "--no-default-browser-check",
-                # No host name resolves but the loopback address: nothing can be fetched
-                # from anywhere else, whatever a page asks for.
-                "--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE 127.0.0.1",
-                f"--user-data-dir={tmp / 'profile'}", f"--window-size={width},{height}"):
+    for arg in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-dev-shm-usage",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--disable-extensions",
+        "--disable-default-apps",
+        "--metrics-recording-only",
+        "--no-default-browser-check",
+        # No host name resolves but the loopback address: nothing can be fetched
+        # from anywhere else, whatever a page asks for.
+        "--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE 127.0.0.1",
+        f"--user-data-dir={tmp / 'profile'}",
+        f"--window-size={width},{height}",
+    ):
         options.add_argument(arg)
     options.set_capability("goog:loggingPrefs", {"performance": "ALL", "browser": "ALL"})
-    options.add_experimental_option("perfLoggingPrefs", {"enableNetwork": True,
-                                                         "enablePage": False})
+    options.add_experimental_option(
+        "perfLoggingPrefs", {"enableNetwork": True, "enablePage": False}
+    )
     env = {**os.environ, "TMPDIR": str(tmp)}
     service = Service(executable_path=driver, env=env)
     return webdriver.Chrome(service=service, options=options)
@@ -76,15 +87,17 @@ def requested_urls(driver: Any) -> list[str]:
 
 
 #: URL schemes that name no host: the browser's own pages and inline data.
-_LOCAL_SCHEMES = frozenset({"data", "about", "blob", "chrome", "chrome-untrusted",
-                            "devtools"})
+_LOCAL_SCHEMES = frozenset({"data", "about", "blob", "chrome", "chrome-untrusted", "devtools"})
 
 
 def foreign(urls: list[str]) -> list[str]:
     """The URLs among ``urls`` that are not on 127.0.0.1 (the browser's own ``chrome:``
     pages and ``data:`` URLs are not requests to a host)."""
-    return [url for url in urls if urlsplit(url).scheme not in _LOCAL_SCHEMES
-            and urlsplit(url).hostname != "127.0.0.1"]
+    return [
+        url
+        for url in urls
+        if urlsplit(url).scheme not in _LOCAL_SCHEMES and urlsplit(url).hostname != "127.0.0.1"
+    ]
 
 
 def wait_for(what: Callable[[], Any], message: str, timeout: float = WAIT_S) -> Any:
@@ -110,8 +123,10 @@ def log_in(driver: Any, base_url: str, key: str) -> None:
     box = driver.find_element(By.ID, "key")
     box.send_keys(key)
     box.send_keys(Keys.ENTER)
-    wait_for(lambda: urlsplit(driver.current_url).path == "/ui/users",
-             "login did not lead to the users page")
+    wait_for(
+        lambda: urlsplit(driver.current_url).path == "/ui/users",
+        "login did not lead to the users page",
+    )
 
 
 def main_text(driver: Any) -> str:

@@ -9,8 +9,8 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass
-from typing import Any
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -48,7 +48,7 @@ class Server:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait(STOP_TIMEOUT_S)
-                raise AssertionError(f"server did not stop on {sig!r}: {self.log_text()}")
+                raise AssertionError(f"server did not stop on {sig!r}: {self.log_text()}") from None
         return self.proc.returncode
 
     def log_text(self) -> str:
@@ -58,16 +58,22 @@ class Server:
 def cli(*args: str, cwd: Path) -> str:
     """Run ``memoryos ARGS`` and return its stdout (fails the test on a non-zero exit)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("MEMORYOS_")}
-    done = subprocess.run([sys.executable, "-m", "memoryos_actors", *args], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=120, check=False)
+    done = subprocess.run(
+        [sys.executable, "-m", "memoryos_actors", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr
     return done.stdout
 
 
 def add_key(root: Path, keys_file: Path, tenant: str, *extra: str) -> str:
     """A new API key for ``tenant`` made with ``memoryos keys add``."""
-    out = cli("keys", "add", "--tenant", tenant, "--keys-file", str(keys_file), *extra,
-              cwd=root)
+    out = cli("keys", "add", "--tenant", tenant, "--keys-file", str(keys_file), *extra, cwd=root)
     return out.splitlines()[0].strip()
 
 
@@ -84,10 +90,29 @@ def start_server(root: Path, data_dir: Path, keys_file: Path, *extra: str) -> Se
     env["PYTHONUNBUFFERED"] = "1"
     with log.open("wb") as out:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "memoryos_actors", "--data-dir", str(data_dir),
-             "--config", str(config), "serve", "--host", "127.0.0.1", "--port", "0",
-             "--keys-file", str(keys_file), "--ready-file", str(ready), *extra],
-            cwd=root, stdout=out, stderr=subprocess.STDOUT, env=env,
+            [
+                sys.executable,
+                "-m",
+                "memoryos_actors",
+                "--data-dir",
+                str(data_dir),
+                "--config",
+                str(config),
+                "serve",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                "0",
+                "--keys-file",
+                str(keys_file),
+                "--ready-file",
+                str(ready),
+                *extra,
+            ],
+            cwd=root,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=env,
         )
     deadline = time.monotonic() + START_TIMEOUT_S
     while not ready.exists():
@@ -124,7 +149,6 @@ class Deployment:
     limited: str
 
 
-
 def stdio_mcp_params(tmp_path: Path) -> Any:
     """``StdioServerParameters`` for ``memoryos mcp --tenant acme`` over a fresh data
     directory and :data:`CONFIG_TOML` in ``tmp_path`` (the official client's launch)."""
@@ -134,7 +158,16 @@ def stdio_mcp_params(tmp_path: Path) -> Any:
     config.write_text(CONFIG_TOML)
     return StdioServerParameters(
         command=sys.executable,
-        args=["-m", "memoryos_actors", "--data-dir", str(tmp_path / "data"), "--config",
-              str(config), "mcp", "--tenant", "acme"],
+        args=[
+            "-m",
+            "memoryos_actors",
+            "--data-dir",
+            str(tmp_path / "data"),
+            "--config",
+            str(config),
+            "mcp",
+            "--tenant",
+            "acme",
+        ],
         cwd=str(tmp_path),
     )

@@ -13,14 +13,29 @@ from pathlib import Path
 from srvutil import CONFIG_TOML, add_live_key, start_server
 
 
-def _cli(root: Path, data: Path, *args: str, env: dict[str, str] | None = None,
-         stdin: str = "") -> subprocess.CompletedProcess[str]:
+def _cli(
+    root: Path, data: Path, *args: str, env: dict[str, str] | None = None, stdin: str = ""
+) -> subprocess.CompletedProcess[str]:
     base = {k: v for k, v in os.environ.items() if not k.startswith("MEMORYOS_")}
     return subprocess.run(
-        [sys.executable, "-m", "memoryos_actors", "--data-dir", str(data), "--config",
-         str(root / "config.toml"), *args],
-        cwd=root, env={**base, "COLUMNS": "100", **(env or {})}, input=stdin,
-        capture_output=True, text=True, timeout=120, check=False)
+        [
+            sys.executable,
+            "-m",
+            "memoryos_actors",
+            "--data-dir",
+            str(data),
+            "--config",
+            str(root / "config.toml"),
+            *args,
+        ],
+        cwd=root,
+        env={**base, "COLUMNS": "100", **(env or {})},
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
 
 
 def _ok(proc: subprocess.CompletedProcess[str]) -> str:
@@ -39,8 +54,10 @@ def test_read_commands_work_and_write_commands_name_the_server_while_it_runs(
     try:
         key = add_live_key(server, tmp_path, "acme")
         with server.client(key) as c:
-            r = c.post("/v1/users/zoe/turns", json={
-                "query": "My sister Ada lives in Oslo.", "response": "Noted: Ada, Oslo."})
+            r = c.post(
+                "/v1/users/zoe/turns",
+                json={"query": "My sister Ada lives in Oslo.", "response": "Noted: Ada, Oslo."},
+            )
             assert r.status_code == 201, r.text
             assert "zoe" in c.get("/v1/users").text
 
@@ -51,8 +68,7 @@ def test_read_commands_work_and_write_commands_name_the_server_while_it_runs(
         assert "page:p1" in listed and "Oslo" in listed
         stats = json.loads(_ok(_cli(tmp_path, data, "--tenant", "acme", "stats")))
         assert stats["stored"]["users"] == 1 and stats["stored"]["turns"] == 1
-        exported = json.loads(_ok(_cli(tmp_path, data, "--tenant", "acme", "export", "zoe",
-                                       "-")))
+        exported = json.loads(_ok(_cli(tmp_path, data, "--tenant", "acme", "export", "zoe", "-")))
         assert "Oslo" in json.dumps(exported)
         # Without the tenant the name misses, and the message says where it is.
         miss = _cli(tmp_path, data, "inspect", "zoe")
@@ -61,10 +77,16 @@ def test_read_commands_work_and_write_commands_name_the_server_while_it_runs(
 
         # Write commands are refused with one line naming the server's address.
         turns = tmp_path / "turns.jsonl"
-        turns.write_text(json.dumps({"user_id": "zoe", "query": "hi", "response": "hello"})
-                         + "\n", encoding="utf-8")
-        for args in (("forget", "zoe", "--yes"), ("ingest", str(turns)),
-                     ("chat", "--user", "zoe"), ("mcp", "--skip-provider-check")):
+        turns.write_text(
+            json.dumps({"user_id": "zoe", "query": "hi", "response": "hello"}) + "\n",
+            encoding="utf-8",
+        )
+        for args in (
+            ("forget", "zoe", "--yes"),
+            ("ingest", str(turns)),
+            ("chat", "--user", "zoe"),
+            ("mcp", "--skip-provider-check"),
+        ):
             refused = _cli(tmp_path, data, "--tenant", "acme", *args, stdin="hello\n")
             assert refused.returncode != 0, args
             lines = refused.stderr.strip().splitlines()
@@ -76,5 +98,4 @@ def test_read_commands_work_and_write_commands_name_the_server_while_it_runs(
         assert server.stop() == 0, server.log_text()
     # Stopped, the server no longer claims the directory, and the writes work again.
     assert not (data / "SERVER").exists()
-    assert "forgot 'zoe'" in _ok(_cli(tmp_path, data, "--tenant", "acme", "forget", "zoe",
-                                      "--yes"))
+    assert "forgot 'zoe'" in _ok(_cli(tmp_path, data, "--tenant", "acme", "forget", "zoe", "--yes"))

@@ -31,19 +31,28 @@ def _texts(driver: Any, css: str) -> list[str]:
         return []
 
 
-def test_swagger_ui_renders_every_operation_from_local_files(deployment: Deployment,
-                                                              driver: Any) -> None:
+def test_swagger_ui_renders_every_operation_from_local_files(
+    deployment: Deployment, driver: Any
+) -> None:
     base = deployment.server.base_url
     requested_urls(driver)  # forget what an earlier test asked for
     driver.get(base + "/docs")
     # Swagger UI draws one block per operation, its path in .opblock-summary-path.
-    paths = wait_for(lambda: _texts(driver, ".opblock-summary-path"),
-                     "Swagger UI rendered no operation (its script or style did not load?)")
-    wait_for(lambda: len(_texts(driver, ".opblock-summary-path")) >= 15,
-             f"Swagger UI rendered only {paths}")
+    paths = wait_for(
+        lambda: _texts(driver, ".opblock-summary-path"),
+        "Swagger UI rendered no operation (its script or style did not load?)",
+    )
+    wait_for(
+        lambda: len(_texts(driver, ".opblock-summary-path")) >= 15,
+        f"Swagger UI rendered only {paths}",
+    )
     shown = {p.replace("\u200b", "") for p in _texts(driver, ".opblock-summary-path")}
-    assert {"/v1/users", "/v1/users/{user_id}/memories", "/v1/users/{user_id}/turns",
-            "/healthz"} <= shown
+    assert {
+        "/v1/users",
+        "/v1/users/{user_id}/memories",
+        "/v1/users/{user_id}/turns",
+        "/healthz",
+    } <= shown
     # Its stylesheet applied: an operation block is laid out as Swagger UI's CSS says.
     block = driver.find_element(By.CSS_SELECTOR, ".opblock")
     assert block.value_of_css_property("border-radius") != "0px"

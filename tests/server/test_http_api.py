@@ -12,10 +12,13 @@ import pytest
 from srvutil import Deployment, add_key, add_live_key, start_server
 
 
-def _turn(c: httpx.Client, user: str, query: str, response: str = "noted",
-          **extra: object) -> httpx.Response:
-    return c.post(f"/v1/users/{quote(user, safe='')}/turns",
-                  json={"query": query, "response": response, **extra})
+def _turn(
+    c: httpx.Client, user: str, query: str, response: str = "noted", **extra: object
+) -> httpx.Response:
+    return c.post(
+        f"/v1/users/{quote(user, safe='')}/turns",
+        json={"query": query, "response": response, **extra},
+    )
 
 
 # -- routes -------------------------------------------------------------------------------------
@@ -63,12 +66,12 @@ def test_chat_replies_and_stores_the_turn(deployment: Deployment) -> None:
         assert isinstance(reply, str) and reply
         pages = c.get("/v1/users/cat/memories").json()["pages"]
         assert [(p["query"], p["response"]) for p in pages] == [
-            ("I love sailing on the lake", reply)]
+            ("I love sailing on the lake", reply)
+        ]
 
 
 def test_user_profile_put_then_get_round_trips(deployment: Deployment) -> None:
-    profile = {"name": "Dora", "gender": None, "birth_year": 1990,
-               "extras": {"city": "Oslo"}}
+    profile = {"name": "Dora", "gender": None, "birth_year": 1990, "extras": {"city": "Oslo"}}
     with deployment.server.client(deployment.acme) as c:
         r = c.put("/v1/users/dora/profile", json=profile)
         assert r.status_code == 200, r.text
@@ -83,8 +86,9 @@ def test_agent_profile_put_then_get_round_trips(deployment: Deployment) -> None:
         r = c.put("/v1/users/eve/agents/planner/profile", json=persona)
         assert r.status_code == 200, r.text
         assert c.get("/v1/users/eve/agents/planner/profile").json() == persona
-        ctx = c.post("/v1/users/eve/retrieve",
-                     json={"query": "trip", "assistant_id": "planner"}).json()
+        ctx = c.post(
+            "/v1/users/eve/retrieve", json={"query": "trip", "assistant_id": "planner"}
+        ).json()
         assert ctx["agent_profile"]["role"] == "travel planner"
         assert "planner" in c.get("/v1/users/eve/memories").json()["agents"]
 
@@ -136,7 +140,8 @@ def test_delete_user_forgets_it_and_later_calls_get_404(deployment: Deployment) 
 
 
 def test_one_memory_can_be_read_deleted_corrected_and_its_history_read(
-        deployment: Deployment) -> None:
+    deployment: Deployment,
+) -> None:
     with deployment.server.client(deployment.acme) as c:
         assert _turn(c, "solo", "My locker code is walnut").status_code == 201
         assert _turn(c, "solo", "I like tea").status_code == 201
@@ -152,22 +157,29 @@ def test_one_memory_can_be_read_deleted_corrected_and_its_history_read(
         found = c.post("/v1/users/solo/retrieve", json={"query": "what is my locker code"})
         assert "walnut" not in found.text
         assert "walnut" not in c.get("/v1/users/solo/export").text
-        fixed = c.patch("/v1/users/solo/memories/trait:sense_of_humor",
-                        json={"value": "medium", "evidence": "dry jokes"})
+        fixed = c.patch(
+            "/v1/users/solo/memories/trait:sense_of_humor",
+            json={"value": "medium", "evidence": "dry jokes"},
+        )
         assert fixed.status_code == 200 and fixed.json()["new"] == "medium"
         history = c.get("/v1/users/solo/memories/trait:sense_of_humor/history").json()
-        assert [(e["action"], e["new"]) for e in history["events"]] == [
-            ("corrected", "medium")]
-        assert [e["action"] for e in c.get(
-            "/v1/users/solo/memories/page:p1/history").json()["events"]] == ["deleted"]
+        assert [(e["action"], e["new"]) for e in history["events"]] == [("corrected", "medium")]
+        assert [
+            e["action"] for e in c.get("/v1/users/solo/memories/page:p1/history").json()["events"]
+        ] == ["deleted"]
         # Pages cannot be corrected; bad ids and levels are refused.
-        assert c.patch("/v1/users/solo/memories/page:p2",
-                       json={"value": "x"}).status_code == 422
-        assert c.patch("/v1/users/solo/memories/trait:sense_of_humor",
-                       json={"value": "enormous"}).status_code == 422
+        assert c.patch("/v1/users/solo/memories/page:p2", json={"value": "x"}).status_code == 422
+        assert (
+            c.patch(
+                "/v1/users/solo/memories/trait:sense_of_humor", json={"value": "enormous"}
+            ).status_code
+            == 422
+        )
         assert c.get("/v1/users/solo/memories/nonsense").status_code == 422
-        assert c.patch("/v1/users/solo/memories/fact:f1",
-                       json={"value": "x", "extra": 1}).status_code == 422
+        assert (
+            c.patch("/v1/users/solo/memories/fact:f1", json={"value": "x", "extra": 1}).status_code
+            == 422
+        )
     with deployment.server.client(deployment.globex) as g:  # another tenant: 404
         assert g.get("/v1/users/solo/memories/page:p2").status_code == 404
         assert g.delete("/v1/users/solo/memories/page:p2").status_code == 404
@@ -182,19 +194,24 @@ def test_health_readiness_and_openapi_need_no_key(deployment: Deployment) -> Non
         spec = c.get("/openapi.json").json()
         assert c.get("/docs").status_code == 200
     paths = spec["paths"]
-    for path, method in [("/v1/users/{user_id}/turns", "post"),
-                         ("/v1/users/{user_id}/retrieve", "post"),
-                         ("/v1/users/{user_id}/chat", "post"),
-                         ("/v1/users/{user_id}/memories", "get"),
-                         ("/v1/users/{user_id}/memories/{memory_id}", "get"),
-                         ("/v1/users/{user_id}/memories/{memory_id}", "delete"),
-                         ("/v1/users/{user_id}/memories/{memory_id}", "patch"),
-                         ("/v1/users/{user_id}/memories/{memory_id}/history", "get"),
-                         ("/v1/users/{user_id}/profile", "put"),
-                         ("/v1/users/{user_id}/agents/{assistant_id}/profile", "put"),
-                         ("/v1/users/{user_id}/export", "get"),
-                         ("/v1/users/{user_id}", "delete"), ("/v1/users", "get"),
-                         ("/healthz", "get"), ("/readyz", "get"), ("/metrics", "get")]:
+    for path, method in [
+        ("/v1/users/{user_id}/turns", "post"),
+        ("/v1/users/{user_id}/retrieve", "post"),
+        ("/v1/users/{user_id}/chat", "post"),
+        ("/v1/users/{user_id}/memories", "get"),
+        ("/v1/users/{user_id}/memories/{memory_id}", "get"),
+        ("/v1/users/{user_id}/memories/{memory_id}", "delete"),
+        ("/v1/users/{user_id}/memories/{memory_id}", "patch"),
+        ("/v1/users/{user_id}/memories/{memory_id}/history", "get"),
+        ("/v1/users/{user_id}/profile", "put"),
+        ("/v1/users/{user_id}/agents/{assistant_id}/profile", "put"),
+        ("/v1/users/{user_id}/export", "get"),
+        ("/v1/users/{user_id}", "delete"),
+        ("/v1/users", "get"),
+        ("/healthz", "get"),
+        ("/readyz", "get"),
+        ("/metrics", "get"),
+    ]:
         op = paths[path][method]
         assert op.get("summary"), (path, method)
         assert "200" in op["responses"] or "201" in op["responses"]
@@ -220,11 +237,18 @@ def test_metrics_follow_prometheus_naming_and_carry_no_user_labels(
 # -- keys and tenants ---------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("headers", [{}, {"Authorization": "Bearer nope"},
-                                     {"X-API-Key": "mos_000000000000_" + "A" * 43},
-                                     {"Authorization": "Basic Zm9vOmJhcg=="}])
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {},
+        {"Authorization": "Bearer nope"},
+        {"X-API-Key": "mos_000000000000_" + "A" * 43},
+        {"Authorization": "Basic Zm9vOmJhcg=="},
+    ],
+)
 def test_missing_or_wrong_key_gets_401_and_stores_nothing(
-    deployment: Deployment, headers: dict[str, str],
+    deployment: Deployment,
+    headers: dict[str, str],
 ) -> None:
     with httpx.Client(base_url=deployment.server.base_url, headers=headers) as c:
         r = c.post("/v1/users/intruder/turns", json={"query": "x", "response": "y"})
@@ -236,8 +260,9 @@ def test_missing_or_wrong_key_gets_401_and_stores_nothing(
 
 
 def test_x_api_key_header_works_like_bearer(deployment: Deployment) -> None:
-    with httpx.Client(base_url=deployment.server.base_url,
-                      headers={"X-API-Key": deployment.acme}) as c:
+    with httpx.Client(
+        base_url=deployment.server.base_url, headers={"X-API-Key": deployment.acme}
+    ) as c:
         assert c.get("/v1/users").status_code == 200
 
 
@@ -245,18 +270,22 @@ def test_another_tenants_user_is_not_found(deployment: Deployment) -> None:
     with deployment.server.client(deployment.acme) as a:
         assert _turn(a, "private", "my bank pin is 1234").status_code == 201
     with deployment.server.client(deployment.globex) as g:
-        for r in (g.post("/v1/users/private/retrieve", json={"query": "pin"}),
-                  g.get("/v1/users/private/memories"), g.get("/v1/users/private/profile"),
-                  g.get("/v1/users/private/export"), g.delete("/v1/users/private")):
+        for r in (
+            g.post("/v1/users/private/retrieve", json={"query": "pin"}),
+            g.get("/v1/users/private/memories"),
+            g.get("/v1/users/private/profile"),
+            g.get("/v1/users/private/export"),
+            g.delete("/v1/users/private"),
+        ):
             assert r.status_code == 404, r.text
     with deployment.server.client(deployment.acme) as a:
         assert a.get("/v1/users/private/memories").json()["turns"] == 1
 
 
 def test_a_revoked_key_stops_working_without_a_restart(deployment: Deployment) -> None:
-    from memoryos_actors.server.keys import KeyStore
-
     import time
+
+    from memoryos_actors.server.keys import KeyStore
 
     key = add_live_key(deployment.server, deployment.root, "acme")
     with deployment.server.client(key) as c:
@@ -270,7 +299,7 @@ def test_a_revoked_key_stops_working_without_a_restart(deployment: Deployment) -
 def test_key_file_holds_no_key_only_its_hash(deployment: Deployment) -> None:
     text = deployment.server.keys_file.read_text()
     for key in (deployment.acme, deployment.globex, deployment.limited):
-        secret = key[len("mos_") + 13:]  # after "mos_<12 hex>_"; may itself contain "_"
+        secret = key[len("mos_") + 13 :]  # after "mos_<12 hex>_"; may itself contain "_"
         assert len(secret) == 43 and key not in text and secret not in text
 
 
@@ -300,25 +329,36 @@ def test_oversized_body_gets_413_and_stores_nothing(deployment: Deployment) -> N
             for _ in range(40):
                 yield b" " * 10_000
 
-        r = c.post("/v1/users/big/turns", content=chunks(),
-                   headers={"Content-Type": "application/json"})
+        r = c.post(
+            "/v1/users/big/turns", content=chunks(), headers={"Content-Type": "application/json"}
+        )
         assert r.status_code == 413
         assert c.get("/v1/users/big/memories").status_code == 404
 
 
-@pytest.mark.parametrize("body", [b"{not json", b"[1, 2]", b'{"query": 5}', b"",
-                                  b'{"query": "q", "response": "r", "extra": 1}',
-                                  b'{"query": "q", "timestamp": "yesterday"}',
-                                  b'{"query": "q", "timestamp": -5}',
-                                  b'{"query": "", "response": ""}',
-                                  b'{"query": "a\\u0000b"}',
-                                  b'{"query": "\\ud800"}'])
+@pytest.mark.parametrize(
+    "body",
+    [
+        b"{not json",
+        b"[1, 2]",
+        b'{"query": 5}',
+        b"",
+        b'{"query": "q", "response": "r", "extra": 1}',
+        b'{"query": "q", "timestamp": "yesterday"}',
+        b'{"query": "q", "timestamp": -5}',
+        b'{"query": "", "response": ""}',
+        b'{"query": "a\\u0000b"}',
+        b'{"query": "\\ud800"}',
+    ],
+)
 def test_bad_json_gets_422_with_a_message_and_stores_nothing(
-    deployment: Deployment, body: bytes,
+    deployment: Deployment,
+    body: bytes,
 ) -> None:
     with deployment.server.client(deployment.acme) as c:
-        r = c.post("/v1/users/badjson/turns", content=body,
-                   headers={"Content-Type": "application/json"})
+        r = c.post(
+            "/v1/users/badjson/turns", content=body, headers={"Content-Type": "application/json"}
+        )
         assert r.status_code == 422, r.text
         err = r.json()["error"]
         assert err["type"] == "InvalidInput" and err["message"]
@@ -335,8 +375,10 @@ def test_dot_segments_are_neither_user_nor_assistant_ids(deployment: Deployment)
             assert r.json()["error"]["type"] == "InvalidInput"
             assert "URL" in r.json()["error"]["message"]
             assert c.put(f"/v1/users/{dots}/profile", json={"name": "Dot"}).status_code == 422
-            assert c.put(f"/v1/users/dotty/agents/{dots}/profile",
-                         json={"role": "x"}).status_code == 422
+            assert (
+                c.put(f"/v1/users/dotty/agents/{dots}/profile", json={"role": "x"}).status_code
+                == 422
+            )
         for aid in (".", ".."):
             assert _turn(c, "dotty", "q", assistant_id=aid).status_code == 422
         assert not {".", "..", "dotty"} & set(c.get("/v1/users").json()["users"])
@@ -344,8 +386,11 @@ def test_dot_segments_are_neither_user_nor_assistant_ids(deployment: Deployment)
 
 def test_bad_utf8_body_gets_422(deployment: Deployment) -> None:
     with deployment.server.client(deployment.acme) as c:
-        r = c.post("/v1/users/utf/turns", content=b'{"query": "caf\xe9"}',
-                   headers={"Content-Type": "application/json"})
+        r = c.post(
+            "/v1/users/utf/turns",
+            content=b'{"query": "caf\xe9"}',
+            headers={"Content-Type": "application/json"},
+        )
         assert r.status_code == 422 and "UTF-8" in r.json()["error"]["message"]
 
 
@@ -364,10 +409,10 @@ def test_bad_top_k_gets_422(deployment: Deployment, top_k: object) -> None:
         assert "top_k" in r.json()["error"]["message"]
 
 
-@pytest.mark.parametrize("user", ["../../etc", "a/b", "/abs", " padded", "x" * 300,
-                                  "tab\there"])
+@pytest.mark.parametrize("user", ["../../etc", "a/b", "/abs", " padded", "x" * 300, "tab\there"])
 def test_path_like_or_invalid_user_ids_are_refused_and_store_nothing(
-    deployment: Deployment, user: str,
+    deployment: Deployment,
+    user: str,
 ) -> None:
     before = set(deployment.root.rglob("*"))
     with deployment.server.client(deployment.acme) as c:
@@ -385,8 +430,9 @@ def test_an_encoded_path_in_a_user_id_stays_an_ordinary_user_in_the_data_dir(
         assert _turn(c, "..%2F..%2Fetc", "escape attempt").status_code == 201
         assert "..%2F..%2Fetc" in c.get("/v1/users").json()["users"]
     created = set(deployment.root.rglob("*")) - before
-    assert created and all(deployment.server.data_dir in p.parents for p in created
-                           if "server-" not in p.name)
+    assert created and all(
+        deployment.server.data_dir in p.parents for p in created if "server-" not in p.name
+    )
 
 
 def test_unicode_and_dot_user_ids_are_ordinary_users(deployment: Deployment) -> None:
@@ -422,8 +468,10 @@ def test_restart_loses_no_acknowledged_turn(tmp_path: Path, sig: int) -> None:
             c.put("/v1/users/u0/profile", json={"name": "Una"})
             # Per-memory edits are acknowledged once in the WAL too.
             assert c.delete(f"/v1/users/u1/memories/page:{acked['u1'][0]}").status_code == 200
-            assert c.patch("/v1/users/u2/memories/trait:sports",
-                           json={"value": "high"}).status_code == 200
+            assert (
+                c.patch("/v1/users/u2/memories/trait:sports", json={"value": "high"}).status_code
+                == 200
+            )
             deleted = acked["u1"].pop(0)
     finally:
         server.stop(sig)
@@ -452,7 +500,22 @@ def test_a_second_server_on_the_same_data_dir_exits_with_a_clear_error(
 
     env = {k: v for k, v in os.environ.items() if not k.startswith("MEMORYOS_")}
     done = subprocess.run(
-        [sys.executable, "-m", "memoryos_actors", "--data-dir", str(deployment.server.data_dir),
-         "serve", "--port", "0", "--keys-file", str(deployment.server.keys_file)],
-        capture_output=True, text=True, timeout=120, check=False, env=env)
+        [
+            sys.executable,
+            "-m",
+            "memoryos_actors",
+            "--data-dir",
+            str(deployment.server.data_dir),
+            "serve",
+            "--port",
+            "0",
+            "--keys-file",
+            str(deployment.server.keys_file),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env=env,
+    )
     assert done.returncode == 2 and "DataDirLocked" in done.stderr

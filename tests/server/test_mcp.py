@@ -15,8 +15,16 @@ pytest.importorskip("mcp")
 
 from mcp import Client  # noqa: E402
 
-TOOLS = {"add_turn", "retrieve", "chat", "list_users", "list_memories", "delete_memory",
-         "correct_memory", "forget_user"}
+TOOLS = {
+    "add_turn",
+    "retrieve",
+    "chat",
+    "list_users",
+    "list_memories",
+    "delete_memory",
+    "correct_memory",
+    "forget_user",
+}
 
 
 def _data(result: Any) -> Any:
@@ -35,46 +43,68 @@ def _error_text(result: Any) -> str:
 async def _session(client: Client) -> None:
     names = {t.name for t in (await client.list_tools()).tools}
     assert TOOLS <= names
-    added = _data(await client.call_tool("add_turn", {
-        "user_id": "ann", "query": "My cat is called Miso", "response": "Cute name!",
-        "turn_key": "t-1"}))
+    added = _data(
+        await client.call_tool(
+            "add_turn",
+            {
+                "user_id": "ann",
+                "query": "My cat is called Miso",
+                "response": "Cute name!",
+                "turn_key": "t-1",
+            },
+        )
+    )
     assert added == {"user_id": "ann", "page_id": "p1"}
-    again = _data(await client.call_tool("add_turn", {
-        "user_id": "ann", "query": "My cat is called Miso", "response": "Cute name!",
-        "turn_key": "t-1"}))
+    again = _data(
+        await client.call_tool(
+            "add_turn",
+            {
+                "user_id": "ann",
+                "query": "My cat is called Miso",
+                "response": "Cute name!",
+                "turn_key": "t-1",
+            },
+        )
+    )
     assert again["page_id"] == "p1"
-    ctx = _data(await client.call_tool("retrieve", {"user_id": "ann",
-                                                    "query": "what is my cat called?"}))
+    ctx = _data(
+        await client.call_tool("retrieve", {"user_id": "ann", "query": "what is my cat called?"})
+    )
     assert "Miso" in ctx["context"] and ctx["page_ids"] == ["p1"]
     reply = _data(await client.call_tool("chat", {"user_id": "ann", "query": "hello"}))
     assert reply["reply"]
     mems = _data(await client.call_tool("list_memories", {"user_id": "ann"}))
     assert [p["page_id"] for p in mems["pages"]] == ["p1", "p2"] and mems["turns"] == 2
     assert mems["pages"][0]["memory_id"] == "page:p1"
-    deleted = _data(await client.call_tool("delete_memory", {"user_id": "ann",
-                                                             "memory_id": "page:p1"}))
+    deleted = _data(
+        await client.call_tool("delete_memory", {"user_id": "ann", "memory_id": "page:p1"})
+    )
     assert deleted["deleted"] is True
-    ctx = _data(await client.call_tool("retrieve", {"user_id": "ann",
-                                                    "query": "what is my cat called?"}))
+    ctx = _data(
+        await client.call_tool("retrieve", {"user_id": "ann", "query": "what is my cat called?"})
+    )
     # (The chat reply, page p2, may quote p1: it is a memory of its own.)
     assert "p1" not in ctx["page_ids"] and "Cute name" not in ctx["context"].split(
-        "Current conversation thread")[0].replace(reply["reply"], "")
+        "Current conversation thread"
+    )[0].replace(reply["reply"], "")
     mems = _data(await client.call_tool("list_memories", {"user_id": "ann"}))
     assert [p["page_id"] for p in mems["pages"]] == ["p2"]
     again = await client.call_tool("delete_memory", {"user_id": "ann", "memory_id": "page:p1"})
     assert "UnknownMemory" in _error_text(again)
-    fixed = _data(await client.call_tool("correct_memory", {
-        "user_id": "ann", "memory_id": "trait:sense_of_humor", "value": "high"}))
+    fixed = _data(
+        await client.call_tool(
+            "correct_memory",
+            {"user_id": "ann", "memory_id": "trait:sense_of_humor", "value": "high"},
+        )
+    )
     assert fixed["new"] == "high"
     mems = _data(await client.call_tool("list_memories", {"user_id": "ann"}))
-    assert {"memory_id": "trait:sense_of_humor", "level": "high", "evidence": ""} in \
-        mems["traits"]
+    assert {"memory_id": "trait:sense_of_humor", "level": "high", "evidence": ""} in mems["traits"]
     assert _data(await client.call_tool("list_users", {})) == ["ann"]
     missing = await client.call_tool("retrieve", {"user_id": "nobody", "query": "x"})
     assert "UnknownUser" in _error_text(missing)
     for uid in ("a/b", ".", ".."):  # none of them could be named in a URL
-        bad = await client.call_tool("add_turn", {"user_id": uid, "query": "x",
-                                                  "response": "y"})
+        bad = await client.call_tool("add_turn", {"user_id": uid, "query": "x", "response": "y"})
         assert "InvalidInput" in _error_text(bad)
     gone = _data(await client.call_tool("forget_user", {"user_id": "ann"}))
     assert gone["removed_files"] > 0
@@ -91,6 +121,7 @@ def test_mcp_over_stdio_adds_retrieves_lists_and_forgets(tmp_path: Path) -> None
     asyncio.run(main())
     # The stdio server's users live in the tenant's id space, like the HTTP server's.
     from memoryos_actors.store.userstore import list_users
+
     assert list_users(tmp_path / "data") == []
 
 
@@ -114,16 +145,23 @@ def test_mcp_over_http_serves_a_keys_tenant(deployment: Deployment) -> None:
 
 def test_mcp_over_http_never_shows_another_tenants_users(deployment: Deployment) -> None:
     with deployment.server.client(deployment.acme) as c:
-        assert c.post("/v1/users/mcp-private/turns",
-                      json={"query": "acme secret plum", "response": "ok"}).status_code == 201
+        assert (
+            c.post(
+                "/v1/users/mcp-private/turns", json={"query": "acme secret plum", "response": "ok"}
+            ).status_code
+            == 201
+        )
 
     async def main() -> None:
         async with _http_client(deployment, deployment.globex) as client:
             users = _data(await client.call_tool("list_users", {}))
             assert "mcp-private" not in users
-            for tool, args in (("retrieve", {"query": "secret"}), ("list_memories", {}),
-                               ("delete_memory", {"memory_id": "page:p1"}),
-                               ("forget_user", {})):
+            for tool, args in (
+                ("retrieve", {"query": "secret"}),
+                ("list_memories", {}),
+                ("delete_memory", {"memory_id": "page:p1"}),
+                ("forget_user", {}),
+            ):
                 r = await client.call_tool(tool, {"user_id": "mcp-private", **args})
                 assert "UnknownUser" in _error_text(r)
 
@@ -135,6 +173,8 @@ def test_mcp_over_http_never_shows_another_tenants_users(deployment: Deployment)
 def test_mcp_over_http_without_a_key_gets_401(deployment: Deployment) -> None:
     import httpx
 
-    r = httpx.post(f"{deployment.server.base_url}/mcp", json={
-        "jsonrpc": "2.0", "id": 1, "method": "tools/list"})
+    r = httpx.post(
+        f"{deployment.server.base_url}/mcp",
+        json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
+    )
     assert r.status_code == 401

@@ -11,8 +11,16 @@ from typing import Any
 from srvutil import Deployment
 
 #: Marks of text written for the code's readers, not the API's.
-INTERNAL = [r":(mod|func|class|meth|attr|data|exc):", r"``", r"\bthis module\b",
-            r"\bWhy this\b", r"\bmixin\b", r"\bdocstring\b", r"\bAttributes:", r"\bArgs:"]
+INTERNAL = [
+    r":(mod|func|class|meth|attr|data|exc):",
+    r"``",
+    r"\bthis module\b",
+    r"\bWhy this\b",
+    r"\bmixin\b",
+    r"\bdocstring\b",
+    r"\bAttributes:",
+    r"\bArgs:",
+]
 METHODS = {"get", "put", "post", "delete", "patch"}
 
 
@@ -39,17 +47,24 @@ def _doc(deployment: Deployment) -> dict[str, Any]:
 def test_the_openapi_text_has_no_notes_for_developers(deployment: Deployment) -> None:
     doc = _doc(deployment)
     assert len(doc["info"].get("description", "")) > 200
-    leaks = [(where, pattern, text[:120]) for where, text in _texts(doc)
-             for pattern in INTERNAL if re.search(pattern, text)]
+    leaks = [
+        (where, pattern, text[:120])
+        for where, text in _texts(doc)
+        for pattern in INTERNAL
+        if re.search(pattern, text)
+    ]
     assert leaks == []
 
 
-def test_every_route_parameter_answer_and_model_is_described(
-        deployment: Deployment) -> None:
+def test_every_route_parameter_answer_and_model_is_described(deployment: Deployment) -> None:
     doc = _doc(deployment)
     missing: list[str] = []
-    operations = [(path, method, op) for path, ops in doc["paths"].items()
-                  for method, op in ops.items() if method in METHODS]
+    operations = [
+        (path, method, op)
+        for path, ops in doc["paths"].items()
+        for method, op in ops.items()
+        if method in METHODS
+    ]
     assert len(operations) >= 18
     for path, method, op in operations:
         name = f"{method.upper()} {path}"

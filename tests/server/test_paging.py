@@ -22,8 +22,23 @@ heat_tick_seconds = 3600.0
 mtm_capacity = 3
 segment_max_pages = 4
 """
-WORDS = ["granite", "sourdough", "cello", "porto", "juggle", "tomato", "kitchen", "chess",
-         "lighthouse", "bicycle", "meteor", "pottery", "coins", "bees", "lavender"]
+WORDS = [
+    "granite",
+    "sourdough",
+    "cello",
+    "porto",
+    "juggle",
+    "tomato",
+    "kitchen",
+    "chess",
+    "lighthouse",
+    "bicycle",
+    "meteor",
+    "pottery",
+    "coins",
+    "bees",
+    "lavender",
+]
 
 
 class Site:
@@ -44,8 +59,7 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
     keys = root / "keys.json"
     key = add_key(root, keys, "pager")
     few_users = add_key(root, keys, "few-users")
-    server = start_server(root, root / "data", keys, "--mcp", "--rate", "1000",
-                          "--burst", "1000")
+    server = start_server(root, root / "data", keys, "--mcp", "--rate", "1000", "--burst", "1000")
     try:
         yield Site(server, key, few_users)
     finally:
@@ -55,9 +69,14 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
 def _add(c: httpx.Client, user: str, first: int, n: int) -> None:
     for i in range(first, first + n):
         word = WORDS[i % len(WORDS)]
-        r = c.post(f"/v1/users/{user}/turns", json={
-            "query": f"Turn {i}: today was about {word} and more {word}.",
-            "response": f"Noted {i}.", "timestamp": 1_700_000_000.0 + i * 3600.0})
+        r = c.post(
+            f"/v1/users/{user}/turns",
+            json={
+                "query": f"Turn {i}: today was about {word} and more {word}.",
+                "response": f"Noted {i}.",
+                "timestamp": 1_700_000_000.0 + i * 3600.0,
+            },
+        )
         assert r.status_code == 201, r.text
 
 
@@ -125,8 +144,7 @@ def test_paging_while_turns_are_added_neither_skips_nor_repeats(site: Site) -> N
             _add(c, "grower", added[0], 3)
             added[0] += 3
 
-        seen = [i for page in _walk(c, "/v1/users/grower/memories", 5, more_turns)
-                for i in page]
+        seen = [i for page in _walk(c, "/v1/users/grower/memories", 5, more_turns) for i in page]
         assert added[0] > 30
     repeated = sorted({i for i in seen if seen.count(i) > 1})
     assert repeated == []
@@ -138,6 +156,7 @@ def test_kind_filters_the_listing(site: Site) -> None:
         _add(c, "kinds", 1, 16)
         pages = c.get("/v1/users/kinds/memories", params={"kind": "page"}).json()
         assert len(pages["pages"]) == 16 and pages["segments"] == [] and pages["kb"] == []
+
         # Segments appear once pages that left STM are placed (in the background).
         def with_segments() -> dict[str, Any] | None:
             body = c.get("/v1/users/kinds/memories?kind=segment&kind=trait").json()
@@ -146,8 +165,9 @@ def test_kind_filters_the_listing(site: Site) -> None:
         other = wait_for(with_segments, "no segment was ever listed", timeout=60.0)
         assert other["pages"] == []
         # (Compared by id: a segment's summary and heat may change in between.)
-        assert _ids(c.get("/v1/users/kinds/memories", params={"kind": "segment,trait"}
-                          ).json()) == _ids(other)
+        assert _ids(
+            c.get("/v1/users/kinds/memories", params={"kind": "segment,trait"}).json()
+        ) == _ids(other)
 
 
 def test_bad_cursor_limit_or_kind_is_a_422(site: Site) -> None:
@@ -159,9 +179,15 @@ def test_bad_cursor_limit_or_kind_is_a_422(site: Site) -> None:
         users_cursor = c.get("/v1/users", params={"limit": 1}).json()["next_cursor"]
         assert users_cursor
         good = c.get("/v1/users/strict/memories", params={"limit": 1}).json()["next_cursor"]
-        for params in ({"cursor": "not-a-cursor"}, {"cursor": users_cursor},
-                       {"cursor": good[:-3]}, {"limit": 0}, {"limit": 100_000},
-                       {"limit": "ten"}, {"kind": "pages"}):
+        for params in (
+            {"cursor": "not-a-cursor"},
+            {"cursor": users_cursor},
+            {"cursor": good[:-3]},
+            {"limit": 0},
+            {"limit": 100_000},
+            {"limit": "ten"},
+            {"kind": "pages"},
+        ):
             r = c.get("/v1/users/strict/memories", params=params)
             assert r.status_code == 422, (params, r.status_code, r.text)
             assert r.json()["error"]["type"] == "InvalidInput"
@@ -176,8 +202,9 @@ def test_users_are_listed_in_pages(site: Site) -> None:
         got: list[str] = []
         cursor = None
         for _ in range(3):
-            body = c.get("/v1/users", params={"limit": 2, **(
-                {"cursor": cursor} if cursor else {})}).json()
+            body = c.get(
+                "/v1/users", params={"limit": 2, **({"cursor": cursor} if cursor else {})}
+            ).json()
             assert len(body["users"]) <= 2
             got += body["users"]
             cursor = body["next_cursor"]
@@ -188,8 +215,12 @@ def test_a_memory_history_is_listed_in_pages(site: Site) -> None:
     with site.client() as c:
         _add(c, "history", 1, 1)
         for level in ("low", "medium", "high"):
-            assert c.patch("/v1/users/history/memories/trait:sense_of_humor",
-                           json={"value": level}).status_code == 200
+            assert (
+                c.patch(
+                    "/v1/users/history/memories/trait:sense_of_humor", json={"value": level}
+                ).status_code
+                == 200
+            )
         url = "/v1/users/history/memories/trait:sense_of_humor/history"
         first = c.get(url, params={"limit": 2}).json()
         assert [e["new"] for e in first["events"]] == ["low", "medium"]
@@ -217,19 +248,21 @@ def test_mcp_list_memories_is_paged_with_limit_cursor_and_kind(site: Site) -> No
         _add(c, "mcp-pager", 1, 12)
 
     async def main() -> None:
-        http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {site.key}"},
-                                  timeout=60.0)
-        async with Client(streamable_http_client(f"{site.server.base_url}/mcp",
-                                                 http_client=http)) as client:
+        http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {site.key}"}, timeout=60.0)
+        async with Client(
+            streamable_http_client(f"{site.server.base_url}/mcp", http_client=http)
+        ) as client:
+
             async def call(**args: Any) -> Any:
-                return await client.call_tool("list_memories",
-                                              {"user_id": "mcp-pager", **args})
+                return await client.call_tool("list_memories", {"user_id": "mcp-pager", **args})
 
             full = _mcp_data(await call(limit=1000))
             assert full["next_cursor"] is None and len(full["pages"]) == 12
-            ids = [p["memory_id"] for p in full["pages"]] + [
-                f["memory_id"] for f in full["facts"]] + [
-                t["memory_id"] for t in full["traits"]]
+            ids = (
+                [p["memory_id"] for p in full["pages"]]
+                + [f["memory_id"] for f in full["facts"]]
+                + [t["memory_id"] for t in full["traits"]]
+            )
             walked: list[str] = []
             cursor = None
             while True:
@@ -245,6 +278,7 @@ def test_mcp_list_memories_is_paged_with_limit_cursor_and_kind(site: Site) -> No
             assert [p["page_id"] for p in only["pages"]] == ["p1", "p2", "p3"]
             bad = await call(cursor="nonsense")
             assert bad.is_error and "InvalidInput" in " ".join(
-                getattr(x, "text", "") for x in bad.content)
+                getattr(x, "text", "") for x in bad.content
+            )
 
     asyncio.run(main())

@@ -21,13 +21,16 @@ RIGHT_KEY = "sk-right-0d5e8a3f6c17"
 WRONG_KEY = "sk-wrong-7c2f4b9e1a06"
 
 
-def _start(root: Path, provider: FakeOpenAIServer, monkeypatch: pytest.MonkeyPatch,
-           *extra: str) -> tuple[Server, str]:
+def _start(
+    root: Path, provider: FakeOpenAIServer, monkeypatch: pytest.MonkeyPatch, *extra: str
+) -> tuple[Server, str]:
     (root / "config.toml").write_text(
         CONFIG_TOML + f'llm_backend = "litellm"\nllm_model = "openai/fake-model"\n'
         f'llm_base_url = "{provider.base_url}"\nllm_api_key_env = "{KEY_ENV}"\n'
         "llm_timeout_seconds = 2.0\nllm_max_retries = 0\nbreaker_failure_threshold = 1\n"
-        "breaker_reset_seconds = 0.5\n", encoding="utf-8")
+        "breaker_reset_seconds = 0.5\n",
+        encoding="utf-8",
+    )
     monkeypatch.setenv(KEY_ENV, WRONG_KEY)  # inherited by the server process
     keys = root / "keys.json"
     key = add_key(root, keys, "acme")
@@ -35,8 +38,9 @@ def _start(root: Path, provider: FakeOpenAIServer, monkeypatch: pytest.MonkeyPat
 
 
 @pytest.fixture
-def down(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Server, str,
-                                                                             FakeOpenAIServer]]:
+def down(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[tuple[Server, str, FakeOpenAIServer]]:
     with FakeOpenAIServer(default=Action(status=500)) as provider:
         server, key = _start(tmp_path, provider, monkeypatch)
         try:
@@ -56,8 +60,10 @@ def test_chat_during_an_outage_is_marked_degraded_and_readyz_and_metrics_show_th
     down: tuple[Server, str, FakeOpenAIServer],
 ) -> None:
     server, key, provider = down
-    assert "memoryos: warning: llm: litellm:openai/fake-model is unavailable (HTTP 500)" \
-        in server.log_text()  # the start-up check warned, and the server started
+    assert (
+        "memoryos: warning: llm: litellm:openai/fake-model is unavailable (HTTP 500)"
+        in server.log_text()
+    )  # the start-up check warned, and the server started
     with server.client(key) as c:
         r = c.post("/v1/users/ann/chat", json={"query": "My dog is called Rufus."})
         assert r.status_code == 200, r.text
@@ -85,13 +91,18 @@ def test_chat_during_an_outage_is_marked_degraded_and_readyz_and_metrics_show_th
                 break
             assert time.monotonic() < deadline, "replies stayed degraded"
             time.sleep(0.1)
-        assert r.json() == {"user_id": "ann", "reply": "provider reply", "degraded": False,
-                            "reason": None}
+        assert r.json() == {
+            "user_id": "ann",
+            "reply": "provider reply",
+            "degraded": False,
+            "reason": None,
+        }
         assert c.get("/readyz").json()["llm"]["breaker"]["completion"] == "closed"
 
 
 def test_a_rejected_key_met_after_start_is_a_502_naming_it_and_nothing_is_stored(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     with FakeOpenAIServer(api_key=RIGHT_KEY) as provider:
         server, key = _start(tmp_path, provider, monkeypatch, "--skip-provider-check")

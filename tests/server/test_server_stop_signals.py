@@ -32,8 +32,9 @@ from stopcheck import (
 from memoryos_actors.server.tenancy import internal_id
 
 _GATEWAY_TESTS = Path(__file__).resolve().parents[1] / "gateway"
-_SIGNALS = pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT],
-                                   ids=["SIGTERM", "SIGINT"])
+_SIGNALS = pytest.mark.parametrize(
+    "sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"]
+)
 
 
 class HeldLLM:
@@ -61,8 +62,10 @@ class HeldLLM:
         self._release.set()
 
     def config_toml(self) -> str:
-        return CONFIG_TOML + (f'llm_backend = "litellm"\nllm_model = "openai/fake-model"\n'
-                              f'llm_base_url = "{self.server.base_url}"\n')
+        return CONFIG_TOML + (
+            f'llm_backend = "litellm"\nllm_model = "openai/fake-model"\n'
+            f'llm_base_url = "{self.server.base_url}"\n'
+        )
 
 
 @pytest.fixture
@@ -98,14 +101,18 @@ def _post_turns(server: Server, key: str, users: list[str], per_user: int) -> No
     with server.client(key) as c:
         for n in range(per_user):
             for user in users:
-                r = c.post(f"/v1/users/{user}/turns",
-                           json={"query": f"turn {n}: I fly kites", "response": "Nice."})
+                r = c.post(
+                    f"/v1/users/{user}/turns",
+                    json={"query": f"turn {n}: I fly kites", "response": "Nice."},
+                )
                 assert r.status_code == 201, r.text
 
 
 @_SIGNALS
 def test_serve_answers_the_request_in_flight_then_closes_the_memory_system(
-    tmp_path: Path, held_llm: HeldLLM, sig: int,
+    tmp_path: Path,
+    held_llm: HeldLLM,
+    sig: int,
 ) -> None:
     (tmp_path / "config.toml").write_text(held_llm.config_toml(), encoding="utf-8")
     keys = tmp_path / "keys.json"
@@ -135,8 +142,9 @@ def test_serve_answers_the_request_in_flight_then_closes_the_memory_system(
         server.stop(signal.SIGKILL)
         if asker.is_alive():
             asker.join(WAIT_S)
-    assert answer["r"].status_code == 200 and answer["r"].json()["reply"] == \
-        "Your kite is red.", answer["r"].text
+    assert answer["r"].status_code == 200 and answer["r"].json()["reply"] == "Your kite is red.", (
+        answer["r"].text
+    )
     assert code == 0, server.log_text()
     assert "Traceback" not in server.log_text()
     ids = [internal_id("acme", u) for u in users]
@@ -160,13 +168,15 @@ def test_serve_with_mcp_closes_the_memory_system_on_sigterm_with_a_client_connec
 
     async def session() -> None:
         http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {key}"}, timeout=60.0)
-        async with Client(streamable_http_client(f"{server.base_url}/mcp",
-                                                 http_client=http)) as client:
+        async with Client(
+            streamable_http_client(f"{server.base_url}/mcp", http_client=http)
+        ) as client:
             for n in range(2):
                 for user in users:
-                    result = await client.call_tool("add_turn", {
-                        "user_id": user, "query": f"turn {n}: I fly kites",
-                        "response": "Nice."})
+                    result = await client.call_tool(
+                        "add_turn",
+                        {"user_id": user, "query": f"turn {n}: I fly kites", "response": "Nice."},
+                    )
                     assert not result.is_error, result.content
             server.proc.send_signal(signal.SIGTERM)  # the session is still open
             codes.append(await asyncio.to_thread(wait_exit, server.proc))
@@ -197,41 +207,82 @@ def _answers(lines: list[str]) -> dict[Any, dict[str, Any]]:
 
 
 def _call(proc: subprocess.Popen[str], rid: int, tool: str, **arguments: Any) -> None:
-    _rpc(proc, {"jsonrpc": "2.0", "id": rid, "method": "tools/call",
-                "params": {"name": tool, "arguments": arguments}})
+    _rpc(
+        proc,
+        {
+            "jsonrpc": "2.0",
+            "id": rid,
+            "method": "tools/call",
+            "params": {"name": tool, "arguments": arguments},
+        },
+    )
 
 
 @_SIGNALS
 def test_mcp_over_stdio_answers_the_call_in_flight_refuses_new_ones_and_closes(
-    tmp_path: Path, held_llm: HeldLLM, sig: int,
+    tmp_path: Path,
+    held_llm: HeldLLM,
+    sig: int,
 ) -> None:
     pytest.importorskip("mcp")
     config = tmp_path / "config.toml"
     config.write_text(held_llm.config_toml(), encoding="utf-8")
     env = {k: v for k, v in os.environ.items() if not k.startswith("MEMORYOS_")}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "memoryos_actors", "--data-dir", str(tmp_path / "data"),
-         "--config", str(config), "mcp", "--tenant", "acme", "--skip-provider-check"],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        env=env, cwd=tmp_path)
+        [
+            sys.executable,
+            "-m",
+            "memoryos_actors",
+            "--data-dir",
+            str(tmp_path / "data"),
+            "--config",
+            str(config),
+            "mcp",
+            "--tenant",
+            "acme",
+            "--skip-provider-check",
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+    )
     out, err = Lines(proc.stdout), Lines(proc.stderr)  # type: ignore[arg-type]
     users = ["ann", "bob"]
     try:
-        _rpc(proc, {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-            "protocolVersion": "2025-06-18", "capabilities": {},
-            "clientInfo": {"name": "test", "version": "1"}}})
+        _rpc(
+            proc,
+            {
+                "jsonrpc": "2.0",
+                "id": 1,
+                "method": "initialize",
+                "params": {
+                    "protocolVersion": "2025-06-18",
+                    "capabilities": {},
+                    "clientInfo": {"name": "test", "version": "1"},
+                },
+            },
+        )
         out.wait_for(lambda lines: 1 in _answers(lines), "the initialize answer", proc)
         _rpc(proc, {"jsonrpc": "2.0", "method": "notifications/initialized"})
         for n, user in enumerate(users * 2):
-            _call(proc, 10 + n, "add_turn", user_id=user, query=f"turn {n}: I fly kites",
-                  response="Nice.")
-        out.wait_for(lambda lines: {10, 11, 12, 13} <= set(_answers(lines)), "add_turn answers",
-                     proc)
+            _call(
+                proc,
+                10 + n,
+                "add_turn",
+                user_id=user,
+                query=f"turn {n}: I fly kites",
+                response="Nice.",
+            )
+        out.wait_for(
+            lambda lines: {10, 11, 12, 13} <= set(_answers(lines)), "add_turn answers", proc
+        )
         _call(proc, 2, "chat", user_id="ann", query="What colour is my kite?")
         assert held_llm.arrived.wait(WAIT_S), err.text
         proc.send_signal(sig)
-        err.wait_for(lambda lines: any("stopping" in ln for ln in lines), "the stop notice",
-                     proc)
+        err.wait_for(lambda lines: any("stopping" in ln for ln in lines), "the stop notice", proc)
         _call(proc, 3, "list_users")  # after the signal: refused, never run
         out.wait_for(lambda lines: 3 in _answers(lines), "an answer to the late call", proc)
         held_llm.release()
@@ -240,8 +291,9 @@ def test_mcp_over_stdio_answers_the_call_in_flight_refuses_new_ones_and_closes(
         held_llm.release()
         kill_if_running(proc, out, err)
     answers = _answers(out.lines)
-    assert all("result" in answers[i] and not answers[i]["result"].get("isError")
-               for i in (10, 11, 12, 13)), answers
+    assert all(
+        "result" in answers[i] and not answers[i]["result"].get("isError") for i in (10, 11, 12, 13)
+    ), answers
     late = answers[3]
     assert "error" in late and "stopping" in late["error"]["message"], late
     in_flight = answers[2]
@@ -255,7 +307,8 @@ def test_mcp_over_stdio_answers_the_call_in_flight_refuses_new_ones_and_closes(
 
 
 def test_a_second_sigterm_stops_waiting_for_the_request_in_flight_but_still_closes(
-    tmp_path: Path, held_llm: HeldLLM,
+    tmp_path: Path,
+    held_llm: HeldLLM,
 ) -> None:
     (tmp_path / "config.toml").write_text(held_llm.config_toml(), encoding="utf-8")
     keys = tmp_path / "keys.json"
@@ -303,10 +356,14 @@ def test_mcp_over_stdio_on_a_locked_data_directory_exits_2_without_waiting_for_s
     env = {k: v for k, v in os.environ.items() if not k.startswith("MEMORYOS_")}
     with MemoryOS.open(tmp_path / "data"):  # holds the data directory's lock
         proc = subprocess.Popen(
-            [sys.executable, "-m", "memoryos_actors", "--data-dir", str(tmp_path / "data"),
-             "mcp"],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-            env=env, cwd=tmp_path)
+            [sys.executable, "-m", "memoryos_actors", "--data-dir", str(tmp_path / "data"), "mcp"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+            cwd=tmp_path,
+        )
         out, err = Lines(proc.stdout), Lines(proc.stderr)  # type: ignore[arg-type]
         try:
             code = wait_exit(proc)  # stdin stays open, as a client keeps it

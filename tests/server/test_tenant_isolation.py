@@ -13,7 +13,8 @@ from srvutil import Deployment, add_live_key
 
 user_ids = st.text(
     st.characters(blacklist_categories=("Cs", "Cc"), blacklist_characters="/"),
-    min_size=1, max_size=30,
+    min_size=1,
+    max_size=30,
 ).filter(lambda s: s.strip() == s and s not in (".", ".."))
 
 
@@ -22,11 +23,16 @@ def initech(deployment: Deployment) -> Iterator[str]:
     yield add_live_key(deployment.server, deployment.root, "initech")
 
 
-@settings(max_examples=20, deadline=None,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=20,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
 @given(user=user_ids)
 def test_no_key_ever_reads_another_tenants_data(
-    deployment: Deployment, initech: str, user: str,
+    deployment: Deployment,
+    initech: str,
+    user: str,
 ) -> None:
     path = f"/v1/users/{quote(user, safe='')}"
     marks = {"acme": f"acmemark{uuid.uuid4().hex}", "initech": f"initechmark{uuid.uuid4().hex}"}
@@ -34,16 +40,21 @@ def test_no_key_ever_reads_another_tenants_data(
     clients = {t: deployment.server.client(k) for t, k in keys.items()}
     try:
         for tenant, c in clients.items():
-            r = c.post(f"{path}/turns", json={"query": f"my code word is {marks[tenant]}",
-                                              "response": "ok"})
+            r = c.post(
+                f"{path}/turns",
+                json={"query": f"my code word is {marks[tenant]}", "response": "ok"},
+            )
             assert r.status_code == 201, r.text
         for tenant, c in clients.items():
             other = marks["initech" if tenant == "acme" else "acme"]
             seen = [
                 c.post(f"{path}/chat", json={"query": "what is my code word?"}),
                 c.post(f"{path}/retrieve", json={"query": "what is my code word?"}),
-                c.get(f"{path}/memories"), c.get(f"{path}/export"), c.get("/v1/users"),
-                c.get(f"{path}/memories/page:p1"), c.get(f"{path}/memories/page:p1/history"),
+                c.get(f"{path}/memories"),
+                c.get(f"{path}/export"),
+                c.get("/v1/users"),
+                c.get(f"{path}/memories/page:p1"),
+                c.get(f"{path}/memories/page:p1/history"),
             ]
             for r in seen:
                 assert r.status_code == 200, r.text
@@ -54,8 +65,15 @@ def test_no_key_ever_reads_another_tenants_data(
         assert clients["acme"].get(f"{path}/memories/page:p1").status_code == 404
         r = clients["initech"].get(f"{path}/memories/page:p1")
         assert r.status_code == 200 and marks["initech"] in r.text
-        assert clients["acme"].post(f"{path}/turns", json={
-            "query": f"my code word is {marks['acme']}", "response": "ok"}).status_code == 201
+        assert (
+            clients["acme"]
+            .post(
+                f"{path}/turns",
+                json={"query": f"my code word is {marks['acme']}", "response": "ok"},
+            )
+            .status_code
+            == 201
+        )
         # One tenant forgetting its user leaves the other's user whole.
         assert clients["initech"].delete(path).status_code == 200
         assert clients["initech"].get(f"{path}/memories").status_code == 404

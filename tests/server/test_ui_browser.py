@@ -38,16 +38,26 @@ XSS_USER = "<img src=x onerror=alert(9)>"
 PAYLOAD_Q = "<script>window.__pwned = 1; alert('q')</script> my pin"
 PAYLOAD_R = "<img src=x onerror=\"window.__pwned = 2; alert('r')\"> noted"
 FILLER = [
-    "We hiked the granite ridge above the glacier lake", "I baked sourdough bread today",
-    "My sister plays the cello in an orchestra", "The train to Porto was late again",
-    "I am learning to juggle with three balls", "Our garden tomatoes finally turned red",
-    "I repainted the kitchen a pale green", "The chess club meets on Thursday evenings",
-    "I read a novel about lighthouse keepers", "My bicycle chain snapped on the hill",
-    "We watched the meteor shower from the roof", "I started a course in pottery",
-    "The museum had an exhibit on Roman coins", "My neighbour keeps bees on her balcony",
-    "I planted lavender along the fence", "The concert hall has wonderful acoustics",
-    "I lost my umbrella on the tram", "We built a birdhouse from old planks",
-    "The bakery sells cardamom buns on Sundays", "I fixed the leaking tap myself",
+    "We hiked the granite ridge above the glacier lake",
+    "I baked sourdough bread today",
+    "My sister plays the cello in an orchestra",
+    "The train to Porto was late again",
+    "I am learning to juggle with three balls",
+    "Our garden tomatoes finally turned red",
+    "I repainted the kitchen a pale green",
+    "The chess club meets on Thursday evenings",
+    "I read a novel about lighthouse keepers",
+    "My bicycle chain snapped on the hill",
+    "We watched the meteor shower from the roof",
+    "I started a course in pottery",
+    "The museum had an exhibit on Roman coins",
+    "My neighbour keeps bees on her balcony",
+    "I planted lavender along the fence",
+    "The concert hall has wonderful acoustics",
+    "I lost my umbrella on the tram",
+    "We built a birdhouse from old planks",
+    "The bakery sells cardamom buns on Sundays",
+    "I fixed the leaking tap myself",
 ]
 
 
@@ -72,15 +82,26 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
     server = start_server(root, root / "data", keys, "--rate", "1000", "--burst", "1000")
     try:
         with server.client(acme) as c:
-            turns = [("I just adopted a beagle called Rufus.", "Congratulations on Rufus!"),
-                     ("My locker code at the gym is zebracorn42.", "Noted.")]
+            turns = [
+                ("I just adopted a beagle called Rufus.", "Congratulations on Rufus!"),
+                ("My locker code at the gym is zebracorn42.", "Noted."),
+            ]
             turns += [(f, "How nice.") for f in FILLER]
             for i, (q, r) in enumerate(turns):
-                assert c.post("/v1/users/ann/turns", json={
-                    "query": q, "response": r, "timestamp": T0 + i * 7200.0}
-                ).status_code == 201
-            assert c.post(f"/v1/users/{quote(XSS_USER, safe='')}/turns", json={
-                "query": PAYLOAD_Q, "response": PAYLOAD_R}).status_code == 201
+                assert (
+                    c.post(
+                        "/v1/users/ann/turns",
+                        json={"query": q, "response": r, "timestamp": T0 + i * 7200.0},
+                    ).status_code
+                    == 201
+                )
+            assert (
+                c.post(
+                    f"/v1/users/{quote(XSS_USER, safe='')}/turns",
+                    json={"query": PAYLOAD_Q, "response": PAYLOAD_R},
+                ).status_code
+                == 201
+            )
         yield Site(server, acme, globex, root)
     finally:
         server.stop()
@@ -134,16 +155,21 @@ def test_log_in_list_the_users_and_open_one(site: Site, driver: Any) -> None:
     assert driver.get_cookie("memoryos_ui")["httpOnly"] is True
     assert driver.get_cookie("memoryos_ui")["sameSite"] == "Strict"
     assert site.acme not in driver.current_url
-    rows = {r.get_attribute("data-user"): r for r in
-            driver.find_elements(By.CSS_SELECTOR, "#users-table tbody tr")}
+    rows = {
+        r.get_attribute("data-user"): r
+        for r in driver.find_elements(By.CSS_SELECTOR, "#users-table tbody tr")
+    }
     assert set(rows) == {"ann", XSS_USER}
     assert rows["ann"].find_elements(By.TAG_NAME, "td")[0].text == "22"  # turns
     rows["ann"].find_element(By.LINK_TEXT, "ann").click()
     wait_for(lambda: _main_text(driver).startswith("ann\n"), "no user page")
     text = _main_text(driver)
     assert "Turns stored\n22" in text and "Mid-term memory" in text
-    assert driver.find_element(By.CSS_SELECTOR, "svg.chart title").get_attribute(
-        "textContent").startswith("Heat of")
+    assert (
+        driver.find_element(By.CSS_SELECTOR, "svg.chart title")
+        .get_attribute("textContent")
+        .startswith("Heat of")
+    )
     # The archive tab lists what left the hot tiers, newest first.
     driver.find_element(By.LINK_TEXT, "Archive").click()
     wait_for(lambda: "Archive of ann" in _main_text(driver), "no archive page")
@@ -170,7 +196,8 @@ def test_search_shows_the_right_page_with_its_why(site: Site, driver: Any) -> No
 
 
 def test_deleting_a_page_removes_it_from_the_page_search_and_export(
-        site: Site, driver: Any) -> None:
+    site: Site, driver: Any
+) -> None:
     _login(site, driver, site.acme)
     base = site.server.base_url + "/ui/users/ann"
     driver.get(base + "/memories/page:p2")
@@ -191,8 +218,9 @@ def test_deleting_a_page_removes_it_from_the_page_search_and_export(
     assert "zebracorn42" not in driver.find_element(By.ID, "rendered").text
     driver.get(base + "/memories/page:p2")
     assert "Deleted." in _main_text(driver)
-    assert driver.find_element(By.CSS_SELECTOR, "#history tbody tr td:nth-child(2)"
-                               ).text == "deleted"
+    assert (
+        driver.find_element(By.CSS_SELECTOR, "#history tbody tr td:nth-child(2)").text == "deleted"
+    )
     with site.server.client(site.acme) as api:
         export = api.get("/v1/users/ann/export")
         assert export.status_code == 200 and "zebracorn42" not in export.text
@@ -208,15 +236,20 @@ def test_correcting_a_trait_shows_in_its_history(site: Site, driver: Any) -> Non
         box.send_keys(evidence)
         box.submit()
         wait_for(lambda lv=level: f"-> {lv}." in _main_text(driver), "no confirmation")
-    row = driver.find_element(By.XPATH, "//a[@href='/ui/users/ann/memories/"
-                                        "trait%3Apets_and_animals']/ancestor::tr")
+    row = driver.find_element(
+        By.XPATH, "//a[@href='/ui/users/ann/memories/trait%3Apets_and_animals']/ancestor::tr"
+    )
     assert "medium" in row.text and "walks him daily" in row.text
     row.find_element(By.TAG_NAME, "a").click()
     wait_for(lambda: "History" in _main_text(driver), "no memory page")
-    events = [[td.text for td in tr.find_elements(By.TAG_NAME, "td")]
-              for tr in driver.find_elements(By.CSS_SELECTOR, "#history tbody tr")]
+    events = [
+        [td.text for td in tr.find_elements(By.TAG_NAME, "td")]
+        for tr in driver.find_elements(By.CSS_SELECTOR, "#history tbody tr")
+    ]
     assert [(e[1], e[2], e[3]) for e in events] == [
-        ("corrected", "-", "high"), ("corrected", "high", "medium")]
+        ("corrected", "-", "high"),
+        ("corrected", "high", "medium"),
+    ]
     with site.server.client(site.acme) as api:
         history = api.get("/v1/users/ann/memories/trait:pets_and_animals/history").json()
         assert [e["new"] for e in history["events"]] == ["high", "medium"]
@@ -227,10 +260,15 @@ def test_script_payloads_render_as_text_and_run_nothing(site: Site, driver: Any)
     _no_script_ran(driver)
     assert XSS_USER in _main_text(driver)  # the user id, as text
     user = site.server.base_url + "/ui/users/" + quote(XSS_USER, safe="")
-    for url in (user, user + "/archive", user + "/profile", user + "/memories/page:p1",
-                user + "/memories/page:p1/delete",
-                user + "/search?q=" + quote(PAYLOAD_Q),
-                site.server.base_url + "/ui/users?q=" + quote(XSS_USER)):
+    for url in (
+        user,
+        user + "/archive",
+        user + "/profile",
+        user + "/memories/page:p1",
+        user + "/memories/page:p1/delete",
+        user + "/search?q=" + quote(PAYLOAD_Q),
+        site.server.base_url + "/ui/users?q=" + quote(XSS_USER),
+    ):
         driver.get(url)
         _no_script_ran(driver)
         assert driver.find_element(By.TAG_NAME, "h1").text != ""
@@ -260,8 +298,10 @@ def test_keyboard_labels_and_widths(site: Site, driver: Any) -> None:
     try:
         for width, height, mobile in ((1280, 900, False), (390, 844, True)):
             # A phone's screen, as the browser's device emulation lays it out.
-            driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", {
-                "width": width, "height": height, "deviceScaleFactor": 1, "mobile": mobile})
+            driver.execute_cdp_cmd(
+                "Emulation.setDeviceMetricsOverride",
+                {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": mobile},
+            )
             for path in ("", "/profile", "/archive", "/search?q=bread"):
                 driver.get(base + path)
                 # Nothing wider than the screen: wide tables scroll inside their box (a
@@ -273,7 +313,8 @@ def test_keyboard_labels_and_widths(site: Site, driver: Any) -> None:
                 unlabelled = driver.execute_script(
                     "return [...document.querySelectorAll('input,select,textarea')]"
                     ".filter(e => e.type !== 'hidden' && e.labels.length === 0)"
-                    ".map(e => e.name)")
+                    ".map(e => e.name)"
+                )
                 assert unlabelled == [], path
         # The first Tab reaches the skip link, which leads to the content.
         driver.get(base)
@@ -293,7 +334,8 @@ def test_every_request_stays_on_127_0_0_1(site: Site, driver: Any) -> None:
         driver.get(base + path)
         entries = driver.execute_script(
             "return performance.getEntriesByType('navigation').concat("
-            "performance.getEntriesByType('resource')).map(e => e.name)")
+            "performance.getEntriesByType('resource')).map(e => e.name)"
+        )
         assert entries and foreign(entries) == []
         assert any("/ui/static/ui.css" in e for e in entries)
         assert any("/ui/static/ui.js" in e for e in entries)

@@ -74,8 +74,7 @@ def _learned(api: httpx.Client) -> dict[str, str] | None:
     both kinds exist (None before)."""
     body = _memories(api)
     facts = {f["memory_id"]: f["text"] for f in body["kb"]}
-    agent = {t["memory_id"]: t["text"]
-             for a in body["agents"].values() for t in a["traits"]}
+    agent = {t["memory_id"]: t["text"] for a in body["agents"].values() for t in a["traits"]}
     return {**facts, **agent} if facts and agent else None
 
 
@@ -89,10 +88,15 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
     try:
         with server.client(acme) as api:
             for q, r in TURNS:
-                assert api.post(f"/v1/users/{USER}/turns",
-                                json={"query": q, "response": r}).status_code == 201
-            wait_for(lambda: _learned(api), "no facts and assistant traits were learned",
-                     timeout=60.0)
+                assert (
+                    api.post(
+                        f"/v1/users/{USER}/turns", json={"query": q, "response": r}
+                    ).status_code
+                    == 201
+                )
+            wait_for(
+                lambda: _learned(api), "no facts and assistant traits were learned", timeout=60.0
+            )
         yield Site(server, acme, globex)
     finally:
         server.stop()
@@ -124,24 +128,29 @@ def _correct_on_profile(site: Site, driver: Any, memory_id: str, new: str) -> No
     box.clear()
     box.send_keys(new)
     form.find_element(By.TAG_NAME, "button").click()
-    wait_for(lambda: f"Corrected {memory_id}:" in main_text(driver),
-             f"no confirmation of the correction of {memory_id}")
+    wait_for(
+        lambda: f"Corrected {memory_id}:" in main_text(driver),
+        f"no confirmation of the correction of {memory_id}",
+    )
 
 
-def _check_corrected(site: Site, driver: Any, memory_id: str, old: str, new: str,
-                     query: str, section: str) -> None:
+def _check_corrected(
+    site: Site, driver: Any, memory_id: str, old: str, new: str, query: str, section: str
+) -> None:
     # The page the correction led to shows the new text and the history old -> new.
     assert f"-> {new}" in main_text(driver)
     driver.get(f"{site.server.base_url}/ui/users/{USER}/memories/{quote(memory_id, safe='')}")
     assert new in driver.find_element(By.ID, "memory-text").text
-    events = [[td.text for td in tr.find_elements(By.TAG_NAME, "td")]
-              for tr in driver.find_elements(By.CSS_SELECTOR, "#history tbody tr")]
-    assert [(e[1], e[2], e[3]) for e in events] == [("created", "-", old),
-                                                    ("corrected", old, new)]
+    events = [
+        [td.text for td in tr.find_elements(By.TAG_NAME, "td")]
+        for tr in driver.find_elements(By.CSS_SELECTOR, "#history tbody tr")
+    ]
+    assert [(e[1], e[2], e[3]) for e in events] == [("created", "-", old), ("corrected", old, new)]
     # The profile shows the new text in its row, not the old one.
     driver.get(f"{site.server.base_url}/ui/users/{USER}/profile")
     link = driver.find_element(
-        By.CSS_SELECTOR, f"a[href='/ui/users/{USER}/memories/{quote(memory_id, safe='')}']")
+        By.CSS_SELECTOR, f"a[href='/ui/users/{USER}/memories/{quote(memory_id, safe='')}']"
+    )
     row = link.find_element(By.XPATH, "./ancestor::tr")
     assert new in row.text and old not in row.text
     # The same edit the HTTP API makes: the API, the history and retrieval agree.
@@ -150,7 +159,9 @@ def _check_corrected(site: Site, driver: Any, memory_id: str, old: str, new: str
         assert got.status_code == 200 and got.json()["text"] == new
         history = api.get(f"/v1/users/{USER}/memories/{memory_id}/history").json()["events"]
         assert [(e["action"], e["old"], e["new"]) for e in history] == [
-            ("created", None, old), ("corrected", old, new)]
+            ("created", None, old),
+            ("corrected", old, new),
+        ]
         # Retrieval's ``section`` (kb, agent_traits) holds the new text, not the old (the
         # turn it was learned from still says the old one: that is the dialogue).
         found = api.post(f"/v1/users/{USER}/retrieve", json={"query": query})
@@ -163,8 +174,9 @@ def test_correcting_a_fact_on_the_page_is_the_apis_edit(site: Site, driver: Any)
     with site.server.client(site.acme) as api:
         learned = _learned(api)
     assert learned is not None
-    fact_id, old = next((m, t) for m, t in learned.items()
-                        if m.startswith("fact:") and "Lisbon" in t)
+    fact_id, old = next(
+        (m, t) for m, t in learned.items() if m.startswith("fact:") and "Lisbon" in t
+    )
     new = "User is from Porto, not Lisbon's twin city."
     log_in(driver, site.server.base_url, site.acme)
     _correct_on_profile(site, driver, fact_id, new)
@@ -172,19 +184,24 @@ def test_correcting_a_fact_on_the_page_is_the_apis_edit(site: Site, driver: Any)
 
 
 def test_correcting_an_assistant_trait_on_the_page_is_the_apis_edit(
-        site: Site, driver: Any) -> None:
+    site: Site, driver: Any
+) -> None:
     with site.server.client(site.acme) as api:
         learned = _learned(api)
     assert learned is not None
-    trait_id, old = next((m, t) for m, t in learned.items()
-                         if m.startswith("agent_trait:") and "short sentences" in t)
+    trait_id, old = next(
+        (m, t)
+        for m, t in learned.items()
+        if m.startswith("agent_trait:") and "short sentences" in t
+    )
     # The tenant sees its own assistant id, never the library's tenant-scoped one.
     assert trait_id.startswith("agent_trait:default:")
     new = "Assistant: I answer in bullet points."
     log_in(driver, site.server.base_url, site.acme)
     _correct_on_profile(site, driver, trait_id, new)
-    _check_corrected(site, driver, trait_id, old, new, "how should the assistant answer",
-                     "agent_traits")
+    _check_corrected(
+        site, driver, trait_id, old, new, "how should the assistant answer", "agent_traits"
+    )
 
 
 def test_another_tenant_cannot_correct_them(site: Site) -> None:
@@ -194,12 +211,13 @@ def test_another_tenant_cannot_correct_them(site: Site) -> None:
     with httpx.Client(base_url=site.server.base_url, timeout=60.0) as c:
         form = c.get("/ui/login")
         token = form.text.split('name="csrf" value="', 1)[1].split('"', 1)[0]
-        assert c.post("/ui/login", data={"csrf": token, "key": site.globex}
-                      ).status_code == 303
+        assert c.post("/ui/login", data={"csrf": token, "key": site.globex}).status_code == 303
         token = c.get("/ui/users").text.split('name="csrf" value="', 1)[1].split('"', 1)[0]
         for mid in ("fact:f1", "agent_trait:default:a1"):
-            r = c.post(f"/ui/users/{USER}/memories/{quote(mid, safe='')}/correct",
-                       data={"csrf": token, "value": "Overwritten by globex."})
+            r = c.post(
+                f"/ui/users/{USER}/memories/{quote(mid, safe='')}/correct",
+                data={"csrf": token, "value": "Overwritten by globex."},
+            )
             assert r.status_code == 404
     with site.server.client(site.acme) as api:
         assert _memories(api)["kb"] == before["kb"]

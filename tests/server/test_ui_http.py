@@ -40,8 +40,10 @@ def ann(deployment: Deployment) -> str:
     """User ``ann`` of tenant acme with three turns and a trait."""
     with deployment.server.client(deployment.acme) as c:
         for q in ("I adopted a beagle called Rufus", "My locker code is 7781", "I like tea"):
-            assert c.post("/v1/users/ann/turns", json={"query": q, "response": "ok"}
-                          ).status_code == 201
+            assert (
+                c.post("/v1/users/ann/turns", json={"query": q, "response": "ok"}).status_code
+                == 201
+            )
     return "ann"
 
 
@@ -72,17 +74,22 @@ class _Scripts(HTMLParser):
 
 
 def test_login_sets_an_httponly_samesite_session_cookie_and_the_key_goes_nowhere(
-        deployment: Deployment, ann: str) -> None:
+    deployment: Deployment, ann: str
+) -> None:
     server = deployment.server
     c = httpx.Client(base_url=server.base_url, follow_redirects=False, timeout=60.0)
     with c:
         form = c.get("/ui/login")
         assert 'type="password"' in form.text
-        r = c.post("/ui/login", data={"csrf": CSRF.search(form.text).group(1),
-                                      "key": deployment.acme})
+        r = c.post(
+            "/ui/login", data={"csrf": CSRF.search(form.text).group(1), "key": deployment.acme}
+        )
         assert r.status_code == 303 and r.headers["location"] == "/ui/users"
-        cookie = next(v for k, v in r.headers.multi_items()
-                      if k == "set-cookie" and v.startswith("memoryos_ui="))
+        cookie = next(
+            v
+            for k, v in r.headers.multi_items()
+            if k == "set-cookie" and v.startswith("memoryos_ui=")
+        )
         attrs = {a.strip().split("=")[0].lower() for a in cookie.split(";")}
         assert {"httponly", "samesite", "path"} <= attrs
         assert "samesite=strict" in cookie.lower() and "path=/ui" in cookie.lower()
@@ -90,29 +97,41 @@ def test_login_sets_an_httponly_samesite_session_cookie_and_the_key_goes_nowhere
         assert deployment.acme not in cookie and sid and len(sid) >= 40
         pages = [c.get(p) for p in ("/ui/users", "/ui/users/ann", "/ui/users/ann/profile")]
         assert all(p.status_code == 200 for p in pages)
-        assert not any(deployment.acme in p.text or deployment.acme in str(p.headers)
-                       for p in (r, *pages))
+        assert not any(
+            deployment.acme in p.text or deployment.acme in str(p.headers) for p in (r, *pages)
+        )
     assert deployment.acme not in server.log_text()
 
 
 def test_a_wrong_key_gets_the_form_again_and_no_session(deployment: Deployment) -> None:
     with httpx.Client(base_url=deployment.server.base_url, timeout=60.0) as c:
         form = c.get("/ui/login")
-        r = c.post("/ui/login", data={"csrf": CSRF.search(form.text).group(1),
-                                      "key": "mos_000000000000_" + "x" * 43},
-                   follow_redirects=False)
+        r = c.post(
+            "/ui/login",
+            data={"csrf": CSRF.search(form.text).group(1), "key": "mos_000000000000_" + "x" * 43},
+            follow_redirects=False,
+        )
         assert r.status_code == 401 and "not a valid API key" in r.text
         assert "memoryos_ui=" not in r.headers.get("set-cookie", "")
         assert c.get("/ui/users", follow_redirects=False).headers["location"] == "/ui/login"
 
 
 def test_every_page_has_a_csp_without_inline_script_and_no_inline_handlers(
-        deployment: Deployment, ann: str) -> None:
+    deployment: Deployment, ann: str
+) -> None:
     with _login(deployment.server, deployment.acme) as c:
-        paths = ["/ui/login", "/ui/users", "/ui/users/ann", "/ui/users/ann/archive",
-                 "/ui/users/ann/profile", "/ui/users/ann/search?q=beagle",
-                 "/ui/users/ann/memories/page:p1", "/ui/users/ann/memories/page:p1/delete",
-                 "/ui/users/nobody", "/ui/users/ann/memories/page:p999"]
+        paths = [
+            "/ui/login",
+            "/ui/users",
+            "/ui/users/ann",
+            "/ui/users/ann/archive",
+            "/ui/users/ann/profile",
+            "/ui/users/ann/search?q=beagle",
+            "/ui/users/ann/memories/page:p1",
+            "/ui/users/ann/memories/page:p1/delete",
+            "/ui/users/nobody",
+            "/ui/users/ann/memories/page:p999",
+        ]
         for path in paths:
             r = c.get(path)
             assert r.status_code in (200, 303, 404), (path, r.status_code)
@@ -127,7 +146,8 @@ def test_every_page_has_a_csp_without_inline_script_and_no_inline_handlers(
 
 
 def test_mutating_forms_need_the_sessions_csrf_token_and_this_origin(
-        deployment: Deployment, ann: str) -> None:
+    deployment: Deployment, ann: str
+) -> None:
     server = deployment.server
     with _login(server, deployment.acme) as c, server.client(deployment.acme) as api:
         token = _csrf(c, "/ui/users/ann/memories/page:p2/delete")
@@ -137,10 +157,13 @@ def test_mutating_forms_need_the_sessions_csrf_token_and_this_origin(
             c.post(url, data={"csrf": "not-the-token"}),
             c.post(url, data={"csrf": token}, headers={"Origin": "http://evil.example"}),
             c.post(url, data={"csrf": token}, headers={"Sec-Fetch-Site": "cross-site"}),
-            c.post(url, content=f'{{"csrf": "{token}"}}',
-                   headers={"Content-Type": "application/json"}),
-            c.post("/ui/users/ann/memories/trait:openness/correct",
-                   data={"csrf": "nope", "value": "high"}),
+            c.post(
+                url, content=f'{{"csrf": "{token}"}}', headers={"Content-Type": "application/json"}
+            ),
+            c.post(
+                "/ui/users/ann/memories/trait:openness/correct",
+                data={"csrf": "nope", "value": "high"},
+            ),
         ]
         assert [r.status_code for r in refused] == [403, 403, 403, 403, 415, 403]
         assert api.get("/v1/users/ann/memories/page:p2").status_code == 200
@@ -151,8 +174,9 @@ def test_mutating_forms_need_the_sessions_csrf_token_and_this_origin(
             assert r.status_code == 303 and r.headers["location"] == "/ui/login"
         assert api.get("/v1/users/ann/memories/page:p2").status_code == 200
         # With the token, the same post deletes, as DELETE /v1/.../memories/page:p2 does.
-        r = c.post(url, data={"csrf": token, "back": "overview"},
-                   headers={"Origin": server.base_url})
+        r = c.post(
+            url, data={"csrf": token, "back": "overview"}, headers={"Origin": server.base_url}
+        )
         assert r.status_code == 303 and r.headers["location"] == "/ui/users/ann"
         assert api.get("/v1/users/ann/memories/page:p2").status_code == 404
         history = api.get("/v1/users/ann/memories/page:p2/history").json()["events"]
@@ -162,35 +186,42 @@ def test_mutating_forms_need_the_sessions_csrf_token_and_this_origin(
 
 
 def test_another_tenants_user_is_a_404_page_and_cannot_be_changed(
-        deployment: Deployment, ann: str) -> None:
+    deployment: Deployment, ann: str
+) -> None:
     server = deployment.server
     with _login(server, deployment.globex) as c, server.client(deployment.acme) as api:
         token = _csrf(c, "/ui/users")
-        for path in ("/ui/users/ann", "/ui/users/ann/archive", "/ui/users/ann/profile",
-                     "/ui/users/ann/search?q=beagle", "/ui/users/ann/memories/page:p1",
-                     "/ui/users/ann/memories/page:p1/delete"):
+        for path in (
+            "/ui/users/ann",
+            "/ui/users/ann/archive",
+            "/ui/users/ann/profile",
+            "/ui/users/ann/search?q=beagle",
+            "/ui/users/ann/memories/page:p1",
+            "/ui/users/ann/memories/page:p1/delete",
+        ):
             r = c.get(path)
             assert r.status_code == 404 and "No such user" in r.text, path
             assert "beagle" not in r.text and "Rufus" not in r.text
         assert "ann" not in c.get("/ui/users").text.split("<main", 1)[1]
         r = c.post("/ui/users/ann/memories/page:p1/delete", data={"csrf": token})
         assert r.status_code == 404
-        r = c.post("/ui/users/ann/memories/trait:openness/correct",
-                   data={"csrf": token, "value": "high"})
+        r = c.post(
+            "/ui/users/ann/memories/trait:openness/correct", data={"csrf": token, "value": "high"}
+        )
         assert r.status_code == 404
         assert api.get("/v1/users/ann/memories/page:p1").status_code == 200
         assert api.get("/v1/users/ann/memories/trait:openness/history").status_code == 404
 
 
 def test_a_revoked_key_ends_its_sessions_and_logout_ends_one(
-        deployment: Deployment, ann: str) -> None:
+    deployment: Deployment, ann: str
+) -> None:
     server = deployment.server
     key = add_live_key(server, deployment.root, "acme")
     with _login(server, key) as c, _login(server, deployment.acme) as other:
         assert c.get("/ui/users").status_code == 200
         key_id = key.split("_")[1]
-        cli("keys", "revoke", key_id, "--keys-file", str(server.keys_file),
-            cwd=deployment.root)
+        cli("keys", "revoke", key_id, "--keys-file", str(server.keys_file), cwd=deployment.root)
         # The server re-reads its key file at most once a second.
         deadline = time.monotonic() + 30.0
         while (r := c.get("/ui/users")).status_code == 200:
@@ -204,11 +235,17 @@ def test_a_revoked_key_ends_its_sessions_and_logout_ends_one(
 
 
 def test_a_user_id_and_memory_id_with_reserved_characters_round_trip(
-        deployment: Deployment) -> None:
+    deployment: Deployment,
+) -> None:
     user = "dora & co?#%"
     with deployment.server.client(deployment.acme) as api:
-        assert api.post(f"/v1/users/{quote(user, safe='')}/turns",
-                        json={"query": "I collect maps", "response": "ok"}).status_code == 201
+        assert (
+            api.post(
+                f"/v1/users/{quote(user, safe='')}/turns",
+                json={"query": "I collect maps", "response": "ok"},
+            ).status_code
+            == 201
+        )
     with _login(deployment.server, deployment.acme) as c:
         listing = c.get("/ui/users", params={"q": "dora"})
         assert f'href="/ui/users/{quote(user, safe="")}"' in listing.text
@@ -227,7 +264,11 @@ def test_templates_and_static_files_are_package_data() -> None:
     data = tomllib.loads((root / "pyproject.toml").read_text(encoding="utf-8"))
     patterns = data["tool"]["setuptools"]["package-data"]["memoryos_actors.server.ui"]
     pkg = root / "memoryos_actors" / "server" / "ui"
-    files = [p.relative_to(pkg).as_posix() for d in ("templates", "static")
-             for p in (pkg / d).iterdir() if p.is_file()]
+    files = [
+        p.relative_to(pkg).as_posix()
+        for d in ("templates", "static")
+        for p in (pkg / d).iterdir()
+        if p.is_file()
+    ]
     assert files and all(any(fnmatch.fnmatch(f, pat) for pat in patterns) for f in files)
     assert {"templates/base.html", "static/ui.css", "static/ui.js"} <= set(files)

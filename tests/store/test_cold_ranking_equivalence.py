@@ -30,8 +30,9 @@ from memoryos_actors.tiers.mtm import LEXICAL_CANDIDATES, MTMCore
 USER = "ada"
 DAY = 86_400.0
 T0 = 1_685_000_000.0  # 2023-05-25
-CONFIG = MemoryConfig(stm_capacity=3, mtm_capacity=3, segment_max_pages=4, fsync="never",
-                      log_level="error")
+CONFIG = MemoryConfig(
+    stm_capacity=3, mtm_capacity=3, segment_max_pages=4, fsync="never", log_level="error"
+)
 
 TOPICS = [
     ("My sister Clara lives in Porto and works as a nurse there.", "Porto is lovely."),
@@ -97,16 +98,22 @@ def _searches(root: Path, plain: bool, light: bool = False) -> list[list[tuple[A
             if light:
                 assert all(isinstance(i, ColdRow) for i in found.items)
             elif plain:
-                found = ColdCandidates(tuple(_plain(i) for i in found.items), found.n_docs,
-                                       found.total_len, found.df)
+                found = ColdCandidates(
+                    tuple(_plain(i) for i in found.items), found.n_docs, found.total_len, found.df
+                )
             else:
                 assert all(isinstance(i.terms, TermString) for i in found.items)
-            hits = core.search(emb, kw, now=T0 + 14 * DAY, cold=found, cold_pages=pages,
-                               query_text=question, cold_window=window,
-                               cold_rows=functools.partial(cold.pages_by_seq, light=True)
-                               if light else None)
-            out.append([(h.page.page_id, h.tier, h.segment_id, h.score, h.why)
-                        for h in hits.pages])
+            hits = core.search(
+                emb,
+                kw,
+                now=T0 + 14 * DAY,
+                cold=found,
+                cold_pages=pages,
+                query_text=question,
+                cold_window=window,
+                cold_rows=functools.partial(cold.pages_by_seq, light=True) if light else None,
+            )
+            out.append([(h.page.page_id, h.tier, h.segment_id, h.score, h.why) for h in hits.pages])
         return out
     finally:
         store.close()

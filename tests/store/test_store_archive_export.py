@@ -94,8 +94,11 @@ json_values = st.recursive(
     lambda inner: st.one_of(
         st.lists(inner, max_size=4),
         # Tag names as keys (a map whose only key is one must be escaped), ints as keys.
-        st.dictionaries(st.one_of(st.text(max_size=5), st.integers(0, 9),
-                                  st.sampled_from(["$b64", "$map"])), inner, max_size=4),
+        st.dictionaries(
+            st.one_of(st.text(max_size=5), st.integers(0, 9), st.sampled_from(["$b64", "$map"])),
+            inner,
+            max_size=4,
+        ),
     ),
     max_leaves=12,
 )
@@ -147,7 +150,8 @@ def _fill_archive(path: Path, n: int) -> list[dict]:
 
 
 def test_a_cleanly_closed_archive_opens_without_reading_its_records(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from memoryos_actors.store import _framing
 
     path = tmp_path / "archive.log"
@@ -164,8 +168,7 @@ def test_a_cleanly_closed_archive_opens_without_reading_its_records(
         assert [r for _, r in arc.iter()] == [*records, {"kind": "page", "n": 41}]
 
 
-def test_an_archive_changed_after_its_checkpoint_is_scanned_and_repaired(
-        tmp_path: Path) -> None:
+def test_an_archive_changed_after_its_checkpoint_is_scanned_and_repaired(tmp_path: Path) -> None:
     path = tmp_path / "archive.log"
     records = _fill_archive(path, 10)
     with open(path, "ab") as f:  # a torn frame, as a crash mid-append leaves it
@@ -175,8 +178,7 @@ def test_an_archive_changed_after_its_checkpoint_is_scanned_and_repaired(
         assert arc.append({"kind": "page", "n": 11}) == 11
 
 
-def test_damage_in_the_middle_of_a_checkpointed_archive_is_refused_at_open(
-        tmp_path: Path) -> None:
+def test_damage_in_the_middle_of_a_checkpointed_archive_is_refused_at_open(tmp_path: Path) -> None:
     path = tmp_path / "archive.log"
     _fill_archive(path, 10)
     data = bytearray(path.read_bytes())
@@ -202,11 +204,15 @@ def test_an_unreadable_checkpoint_is_ignored(tmp_path: Path, content: bytes) -> 
 
 
 @settings(max_examples=40, deadline=None)
-@given(n=st.integers(0, 60), reopen_at=st.integers(0, 60), after=st.integers(0, 70),
-       every=st.sampled_from([1, 2, 5, 16]))
+@given(
+    n=st.integers(0, 60),
+    reopen_at=st.integers(0, 60),
+    after=st.integers(0, 70),
+    every=st.sampled_from([1, 2, 5, 16]),
+)
 def test_reading_after_a_seq_seeks_through_marks_and_loses_nothing(
-        tmp_path_factory: pytest.TempPathFactory, n: int, reopen_at: int, after: int,
-        every: int) -> None:
+    tmp_path_factory: pytest.TempPathFactory, n: int, reopen_at: int, after: int, every: int
+) -> None:
     from memoryos_actors.store import _framing
 
     path = tmp_path_factory.mktemp("arc") / "archive.log"
@@ -222,16 +228,19 @@ def test_reading_after_a_seq_seeks_through_marks_and_loses_nothing(
             for r in records[split:]:
                 arc.append(r)
             assert list(arc.iter(after_seq=after)) == [
-                (i, r) for i, r in enumerate(records, start=1) if i > after]
+                (i, r) for i, r in enumerate(records, start=1) if i > after
+            ]
         with Archive(path) as arc:
             assert list(arc.iter(after_seq=after)) == [
-                (i, r) for i, r in enumerate(records, start=1) if i > after]
+                (i, r) for i, r in enumerate(records, start=1) if i > after
+            ]
     finally:
         _framing.MARK_EVERY = old
 
 
 def test_closing_an_archive_opened_from_its_checkpoint_with_no_append_leaves_it_alone(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     path = tmp_path / "archive.log"
     _fill_archive(path, 5)
     ckpt = tmp_path / "archive.log.ckpt"

@@ -18,9 +18,16 @@ from memoryos_actors.tiers._lex import CorpusStats, LexIndex, bm25_score, terms
 
 def _page(seq: int, query: str, response: str = "ok", ts: float = 1000.0) -> dict[str, Any]:
     return {
-        "user_id": "alice", "assistant_id": "default", "page_id": f"p{seq}", "seq": seq,
-        "query": query, "response": response, "timestamp": ts + seq, "meta_chain": "",
-        "chain_id": "", "keywords": sorted(set(query.lower().split())),
+        "user_id": "alice",
+        "assistant_id": "default",
+        "page_id": f"p{seq}",
+        "seq": seq,
+        "query": query,
+        "response": response,
+        "timestamp": ts + seq,
+        "meta_chain": "",
+        "chain_id": "",
+        "keywords": sorted(set(query.lower().split())),
     }
 
 
@@ -31,18 +38,31 @@ def _unit(seed: int, dim: int = 8) -> np.ndarray:
 
 def _segment_record(sid: str, pages: list[dict[str, Any]]) -> dict[str, Any]:
     return {
-        "t": "segment", "keywords": [],
+        "t": "segment",
+        "keywords": [],
         "segment": {"segment_id": sid, "pages": pages},
         "embs": {str(p["seq"]): emb_to_f16(_unit(p["seq"])) for p in pages},
     }
 
 
 def _fill(store: UserStore) -> None:
-    store.archive_append(_segment_record("s1", [
-        _page(1, "my quokka is called zanzibar"), _page(2, "we hiked the granite ridge"),
-    ]))
-    store.archive_append({"t": "page", "page": _page(3, "the violin needs new strings"),
-                          "segment_id": "s2", "emb": emb_to_f16(_unit(3))})
+    store.archive_append(
+        _segment_record(
+            "s1",
+            [
+                _page(1, "my quokka is called zanzibar"),
+                _page(2, "we hiked the granite ridge"),
+            ],
+        )
+    )
+    store.archive_append(
+        {
+            "t": "page",
+            "page": _page(3, "the violin needs new strings"),
+            "segment_id": "s2",
+            "emb": emb_to_f16(_unit(3)),
+        }
+    )
 
 
 def _open(tmp_path: Path) -> UserStore:
@@ -110,8 +130,9 @@ def test_a_truncated_cold_index_is_rebuilt_from_the_archive(tmp_path: Path) -> N
 
 def test_a_cold_index_of_another_user_is_not_trusted(tmp_path: Path) -> None:
     with UserStore(tmp_path, "bob", fsync="never") as bob:
-        bob.archive_append({"t": "page", "page": {**_page(9, "bob secret tractor"),
-                                                   "user_id": "bob"}})
+        bob.archive_append(
+            {"t": "page", "page": {**_page(9, "bob secret tractor"), "user_id": "bob"}}
+        )
         bob_index = (bob.dir / COLD_FILE).read_bytes()
     with _open(tmp_path) as store:
         _fill(store)
@@ -162,26 +183,36 @@ def test_forget_removes_the_cold_index_with_the_user(tmp_path: Path) -> None:
 
 
 def test_lpm_evictions_are_indexed_as_facts_and_agent_traits(tmp_path: Path) -> None:
-    entry = {"entry_id": "f7", "text": "Alice is allergic to peanuts", "timestamp": 5.0,
-             "source_segment": "s4"}
+    entry = {
+        "entry_id": "f7",
+        "text": "Alice is allergic to peanuts",
+        "timestamp": 5.0,
+        "source_segment": "s4",
+    }
     with _open(tmp_path) as store:
-        store.archive_append({"t": "fact", "entry": entry, "assistant": "default",
-                              "emb": emb_to_f16(_unit(7))})
+        store.archive_append(
+            {"t": "fact", "entry": entry, "assistant": "default", "emb": emb_to_f16(_unit(7))}
+        )
         got = store.cold.search(terms("peanuts allergy"), 10, kinds=("fact", "agent_trait"))
         pages = store.cold.search(terms("peanuts allergy"), 10)
     assert [(i.kind, i.segment_id, i.record["text"]) for i in got.items] == [
-        ("fact", "s4", "Alice is allergic to peanuts")]
+        ("fact", "s4", "Alice is allergic to peanuts")
+    ]
     assert pages.items == ()
 
 
-_words = st.sampled_from(["quokka", "ridge", "violin", "saturn", "soup", "bread", "lake",
-                          "train", "piano", "garden"])
+_words = st.sampled_from(
+    ["quokka", "ridge", "violin", "saturn", "soup", "bread", "lake", "train", "piano", "garden"]
+)
 _docs = st.lists(st.lists(_words, min_size=1, max_size=8), min_size=2, max_size=20)
 
 
 @settings(max_examples=60, deadline=None)
-@given(docs=_docs, split=st.integers(min_value=1, max_value=19),
-       query=st.lists(_words, min_size=1, max_size=4))
+@given(
+    docs=_docs,
+    split=st.integers(min_value=1, max_value=19),
+    query=st.lists(_words, min_size=1, max_size=4),
+)
 def test_bm25_over_hot_plus_cold_equals_bm25_over_one_corpus(
     docs: list[list[str]], split: int, query: list[str]
 ) -> None:
@@ -227,15 +258,25 @@ def test_a_cold_index_with_incomplete_meta_is_rebuilt(tmp_path: Path) -> None:
         assert store.cold.rebuilds == 1
 
 
-def test_a_facts_query_finds_a_fact_among_many_pages_with_the_same_words(
-        tmp_path: Path) -> None:
+def test_a_facts_query_finds_a_fact_among_many_pages_with_the_same_words(tmp_path: Path) -> None:
     with _open(tmp_path) as store:
         for i in range(1, 61):
-            store.archive_append({"t": "page", "page": _page(i, f"zanzibar quokka day {i}"),
-                                  "segment_id": "s1"})
-        store.archive_append({"t": "fact", "assistant": "", "emb": emb_to_f16(_unit(1)),
-                              "entry": {"entry_id": "f1", "text": "User's quokka is zanzibar.",
-                                        "timestamp": 1.0, "source_segment": "s1"}})
+            store.archive_append(
+                {"t": "page", "page": _page(i, f"zanzibar quokka day {i}"), "segment_id": "s1"}
+            )
+        store.archive_append(
+            {
+                "t": "fact",
+                "assistant": "",
+                "emb": emb_to_f16(_unit(1)),
+                "entry": {
+                    "entry_id": "f1",
+                    "text": "User's quokka is zanzibar.",
+                    "timestamp": 1.0,
+                    "source_segment": "s1",
+                },
+            }
+        )
         # Pages rank as well as the fact; the kind is part of the match, not a filter
         # applied after the limit.
         found = store.cold.search(terms("zanzibar quokka"), 1, kinds=("fact",))
@@ -249,12 +290,14 @@ def test_common_query_terms_are_left_out_of_the_match_when_a_rare_one_is_there()
 
     dfs = {"common": 900, "rare": 3, "mid": 40}
     assert match_plan(["common", "rare", "mid", "absent"], dfs, 1000) == [
-        ("OR", ("rare", "mid"), 43)]
+        ("OR", ("rare", "mid"), 43)
+    ]
     assert match_plan(["common"], dfs, 1000) == [("OR", ("common",), 900)]  # nothing rarer
     assert match_plan(["absent"], dfs, 1000) == []
     # In a small index nothing counts as common.
     assert match_plan(["common", "rare"], {"common": 40, "rare": 1}, 100) == [
-        ("OR", ("common", "rare"), 41)]
+        ("OR", ("common", "rare"), 41)
+    ]
 
 
 def test_terms_in_most_items_are_left_out_of_the_match_while_another_term_is_left() -> None:
@@ -264,24 +307,39 @@ def test_terms_in_most_items_are_left_out_of_the_match_while_another_term_is_lef
     # each candidate's BM25), so the AND is over the telling terms only.
     dfs = {"everywhere": 60_000, "a": 5_000, "b": 3_000}
     assert match_plan(["everywhere", "a", "b"], dfs, 100_000) == [
-        ("AND", ("b", "a"), 3_000), ("OR", ("b", "a"), 8_000)]
+        ("AND", ("b", "a"), 3_000),
+        ("OR", ("b", "a"), 8_000),
+    ]
     assert match_plan(["everywhere", "b"], dfs, 100_000) == [("OR", ("b",), 3_000)]
     # Nothing else left: the stop words are all there is to match.
     assert match_plan(["everywhere"], dfs, 100_000) == [("OR", ("everywhere",), 60_000)]
     # A small index has no stop words: few items, every match is cheap.
     assert match_plan(["x", "y"], {"x": 900, "y": 10}, 1_000) == [("OR", ("y",), 10)]
     assert match_plan(["x", "y"], {"x": 900, "y": 800}, 1_000) == [
-        ("AND", ("y", "x"), 800), ("OR", ("y", "x"), 1_700)]
+        ("AND", ("y", "x"), 800),
+        ("OR", ("y", "x"), 1_700),
+    ]
 
 
 def test_a_facts_query_of_a_user_without_archived_facts_finds_one_archived_later(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     with _open(tmp_path) as store:
         _fill(store)
         assert store.cold.search(terms("quokka"), 5, kinds=("fact",)).items == ()
-        store.archive_append({"t": "fact", "assistant": "", "emb": emb_to_f16(_unit(1)),
-                              "entry": {"entry_id": "f1", "text": "User's quokka is zanzibar.",
-                                        "timestamp": 1.0, "source_segment": "s1"}})
+        store.archive_append(
+            {
+                "t": "fact",
+                "assistant": "",
+                "emb": emb_to_f16(_unit(1)),
+                "entry": {
+                    "entry_id": "f1",
+                    "text": "User's quokka is zanzibar.",
+                    "timestamp": 1.0,
+                    "source_segment": "s1",
+                },
+            }
+        )
         found = store.cold.search(terms("quokka"), 5, kinds=("fact",))
         assert [i.item_id for i in found.items] == ["fact::f1"]
     with _open(tmp_path) as store:  # counted afresh after a reopen
@@ -289,17 +347,34 @@ def test_a_facts_query_of_a_user_without_archived_facts_finds_one_archived_later
         assert [i.item_id for i in found.items] == ["fact::f1"]
 
 
-def test_rows_with_and_without_embeddings_decode_to_the_stored_vectors(
-        tmp_path: Path) -> None:
+def test_rows_with_and_without_embeddings_decode_to_the_stored_vectors(tmp_path: Path) -> None:
     with _open(tmp_path) as store:
-        store.archive_append({"t": "page", "page": _page(1, "quokka one"), "segment_id": "s1",
-                              "emb": emb_to_f16(_unit(1))})
+        store.archive_append(
+            {
+                "t": "page",
+                "page": _page(1, "quokka one"),
+                "segment_id": "s1",
+                "emb": emb_to_f16(_unit(1)),
+            }
+        )
         store.archive_append({"t": "page", "page": _page(2, "quokka two"), "segment_id": "s1"})
-        store.archive_append({"t": "page", "page": _page(3, "quokka three"),
-                              "segment_id": "s1", "emb": emb_to_f16(_unit(3))})
+        store.archive_append(
+            {
+                "t": "page",
+                "page": _page(3, "quokka three"),
+                "segment_id": "s1",
+                "emb": emb_to_f16(_unit(3)),
+            }
+        )
         got = store.cold.pages_by_seq([1, 2, 3])
-        store.archive_append({"t": "page", "page": _page(4, "quokka four"), "segment_id": "s1",
-                              "emb": emb_to_f16(_unit(4, dim=4))})
+        store.archive_append(
+            {
+                "t": "page",
+                "page": _page(4, "quokka four"),
+                "segment_id": "s1",
+                "emb": emb_to_f16(_unit(4, dim=4)),
+            }
+        )
         mixed = store.cold.pages_by_seq([1, 4])
     assert got[2].embedding is None
     for seq in (1, 3):
@@ -315,11 +390,14 @@ def test_when_every_query_term_is_common_items_with_all_of_them_come_first() -> 
 
     dfs = {"a": 5000, "b": 3000, "c": 4000}
     assert match_plan(["a", "b", "c"], dfs, 10_000) == [
-        ("AND", ("b", "c", "a"), 3000), ("OR", ("b", "c"), 7000)]
+        ("AND", ("b", "c", "a"), 3000),
+        ("OR", ("b", "c"), 7000),
+    ]
 
 
 def test_an_item_with_every_common_query_term_is_found_among_many_with_one(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from memoryos_actors.store import cold
 
     monkeypatch.setattr(cold, "_COMMON_MAX", 10)
@@ -328,17 +406,21 @@ def test_an_item_with_every_common_query_term_is_found_among_many_with_one(
         # above a long page with both words once), and one long page with both.
         for i in range(1, 201):
             word = "zanzibar" if i % 2 else "quokka"
-            store.archive_append({"t": "page", "page": _page(i, f"{word} " * 4),
-                                  "segment_id": "s1"})
-        long_page = ("yesterday the zanzibar ferry carried a quokka plush toy across the "
-                     "harbour while gulls circled the grey morning sky above the old pier")
+            store.archive_append(
+                {"t": "page", "page": _page(i, f"{word} " * 4), "segment_id": "s1"}
+            )
+        long_page = (
+            "yesterday the zanzibar ferry carried a quokka plush toy across the "
+            "harbour while gulls circled the grey morning sky above the old pier"
+        )
         store.archive_append({"t": "page", "page": _page(201, long_page), "segment_id": "s2"})
         found = store.cold.search(terms("zanzibar quokka"), 1)
     assert [i.item_id for i in found.items] == ["p201"]
 
 
 def test_a_match_wider_than_the_rank_window_ranks_only_its_newest_items(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from memoryos_actors.store import cold
 
     monkeypatch.setattr(cold, "RANK_WINDOW", 10)
@@ -364,10 +446,12 @@ def _stored_terms(path: Path) -> dict[str, tuple[list[str], list[str]]]:
     db = sqlite3.connect(path)
     try:
         vocab = dict(db.execute("SELECT id, term FROM vocab").fetchall())
-        return {item_id: (terms_.split(),
-                          [vocab[int(i)] for i in np.frombuffer(tids, dtype="<u4")])
-                for item_id, terms_, tids in db.execute(
-                    "SELECT item_id, terms, tids FROM items JOIN cand USING (id)")}
+        return {
+            item_id: (terms_.split(), [vocab[int(i)] for i in np.frombuffer(tids, dtype="<u4")])
+            for item_id, terms_, tids in db.execute(
+                "SELECT item_id, terms, tids FROM items JOIN cand USING (id)"
+            )
+        }
     finally:
         db.close()
 
@@ -403,15 +487,18 @@ def test_an_index_made_before_term_ids_gets_them_when_opened(tmp_path: Path) -> 
     for item in after.items:
         row = rows[item.seq]
         assert (row.kind, row.timestamp, row.keywords, row.chars) == (
-            item.kind, item.timestamp, item.keywords, len(item.text))
+            item.kind,
+            item.timestamp,
+            item.keywords,
+            len(item.text),
+        )
         assert row.query_terms == len(terms(item.record["query"]))
         assert row.embedding is not None and item.embedding is not None
         assert row.embedding.tolist() == item.embedding.tolist()
     assert light.ids_of(["quokka"]) is not None and light.ids_of(["never-asked"]) is None
 
 
-def test_narrow_rows_left_behind_by_a_version_without_them_are_made_again(
-        tmp_path: Path) -> None:
+def test_narrow_rows_left_behind_by_a_version_without_them_are_made_again(tmp_path: Path) -> None:
     import sqlite3
 
     with _open(tmp_path) as store:

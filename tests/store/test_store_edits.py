@@ -32,17 +32,28 @@ def test_agent_trait_ids_round_trip_whatever_the_assistant_id(assistant: str, ke
     assert cold_item_id(ref) == f"agent_trait:{assistant}:{key}"
 
 
-@pytest.mark.parametrize("bad", ["", "page", "page:", ":p1", "note:p1", "agent_trait:x",
-                                 "agent_trait::a1", "x" * 513, 7, None])
+@pytest.mark.parametrize(
+    "bad",
+    ["", "page", "page:", ":p1", "note:p1", "agent_trait:x", "agent_trait::a1", "x" * 513, 7, None],
+)
 def test_malformed_memory_ids_are_refused(bad: object) -> None:
     with pytest.raises(InvalidInput):
         parse_memory_id(bad)
 
 
 def _page(seq: int, query: str, chain: str = "", meta: str = "") -> dict[str, Any]:
-    return {"user_id": "u", "assistant_id": "default", "page_id": f"p{seq}", "seq": seq,
-            "query": query, "response": "ok", "timestamp": 1000.0 + seq, "meta_chain": meta,
-            "chain_id": chain, "keywords": [query.split()[0].lower()]}
+    return {
+        "user_id": "u",
+        "assistant_id": "default",
+        "page_id": f"p{seq}",
+        "seq": seq,
+        "query": query,
+        "response": "ok",
+        "timestamp": 1000.0 + seq,
+        "meta_chain": meta,
+        "chain_id": chain,
+        "keywords": [query.split()[0].lower()],
+    }
 
 
 def _unit(seed: int, dim: int = 8) -> np.ndarray:
@@ -51,22 +62,34 @@ def _unit(seed: int, dim: int = 8) -> np.ndarray:
 
 
 def _segment(sid: str, pages: list[dict[str, Any]], summary: str = "") -> dict[str, Any]:
-    return {"t": "segment", "keywords": ["k"],
-            "segment": {"segment_id": sid, "summary": summary, "keywords": ["k"],
-                        "pages": pages},
-            "embs": {str(p["seq"]): emb_to_f16(_unit(p["seq"])) for p in pages}}
+    return {
+        "t": "segment",
+        "keywords": ["k"],
+        "segment": {"segment_id": sid, "summary": summary, "keywords": ["k"], "pages": pages},
+        "embs": {str(p["seq"]): emb_to_f16(_unit(p["seq"])) for p in pages},
+    }
 
 
 def _fact(entry_id: str, text: str) -> dict[str, Any]:
-    return {"t": "fact", "assistant": "",
-            "entry": {"entry_id": entry_id, "text": text, "timestamp": 5.0,
-                      "source_segment": "s1"},
-            "emb": emb_to_f16(_unit(hash(entry_id) % 1000))}
+    return {
+        "t": "fact",
+        "assistant": "",
+        "entry": {"entry_id": entry_id, "text": text, "timestamp": 5.0, "source_segment": "s1"},
+        "emb": emb_to_f16(_unit(hash(entry_id) % 1000)),
+    }
 
 
 def _delete(mid: str, pages: list[int] = (), lsn: int = 0, **extra: Any) -> dict[str, Any]:
-    return {"t": "edit", "op": "delete", "id": mid, "old": "", "pages": list(pages),
-            "ts": float(lsn), "lsn": lsn, **extra}
+    return {
+        "t": "edit",
+        "op": "delete",
+        "id": mid,
+        "old": "",
+        "pages": list(pages),
+        "ts": float(lsn),
+        "lsn": lsn,
+        **extra,
+    }
 
 
 def test_the_edit_log_removes_deleted_pages_and_segments_from_archive_records() -> None:
@@ -84,9 +107,16 @@ def test_the_edit_log_removes_deleted_pages_and_segments_from_archive_records() 
 
 def test_a_deleted_page_clears_the_summaries_that_may_quote_it() -> None:
     log = EditLog([_delete("page:p2", [2], 1, chains=[["c1", 2, 4]], segments=["s1"])])
-    seg = _segment("s1", [_page(1, "alpha", "c1", "chain 1"), _page(2, "beta", "c1", "1+2"),
-                          _page(3, "gamma", "c1", "1+2+3"), _page(5, "eps", "c1", "late")],
-                   summary="alpha beta gamma")
+    seg = _segment(
+        "s1",
+        [
+            _page(1, "alpha", "c1", "chain 1"),
+            _page(2, "beta", "c1", "1+2"),
+            _page(3, "gamma", "c1", "1+2+3"),
+            _page(5, "eps", "c1", "late"),
+        ],
+        summary="alpha beta gamma",
+    )
     out = log.apply(seg)
     assert out is not None
     metas = {p["seq"]: p["meta_chain"] for p in out["segment"]["pages"]}
@@ -100,15 +130,29 @@ def test_a_deleted_page_clears_the_summaries_that_may_quote_it() -> None:
 
 def test_a_correction_changes_an_archived_fact_and_a_later_deletion_erases_its_history() -> None:
     new_emb = emb_to_f16(_unit(99))
-    log = EditLog([{"t": "edit", "op": "correct", "id": "fact:f1", "old": "User likes tea.",
-                    "new": "User likes coffee.", "emb": new_emb, "ts": 1.0, "lsn": 1}])
+    log = EditLog(
+        [
+            {
+                "t": "edit",
+                "op": "correct",
+                "id": "fact:f1",
+                "old": "User likes tea.",
+                "new": "User likes coffee.",
+                "emb": new_emb,
+                "ts": 1.0,
+                "lsn": 1,
+            }
+        ]
+    )
     out = log.apply(_fact("f1", "User likes tea."))
     assert out["entry"]["text"] == "User likes coffee." and out["emb"] == new_emb
     assert log.history("fact:f1")[0]["old"] == "User likes tea."
     log.add(_delete("fact:f1", lsn=2))
     assert log.apply(_fact("f1", "User likes tea.")) is None
     assert [(r["op"], r["old"], r.get("new")) for r in log.history("fact:f1")] == [
-        ("correct", "", None), ("delete", "", None)]
+        ("correct", "", None),
+        ("delete", "", None),
+    ]
 
 
 def test_the_same_edit_is_taken_once() -> None:
@@ -116,8 +160,9 @@ def test_the_same_edit_is_taken_once() -> None:
     log = EditLog([rec])
     assert log.add(rec) is False and len(log) == 1
     state = {"lpm": {"edits": log.to_state()}}
-    again = EditLog.from_recovered(state, [(7, {k: v for k, v in rec.items() if k != "lsn"}),
-                                           (8, _delete("page:p3", [3]))])
+    again = EditLog.from_recovered(
+        state, [(7, {k: v for k, v in rec.items() if k != "lsn"}), (8, _delete("page:p3", [3]))]
+    )
     assert [r["id"] for r in again.records] == ["page:p2", "page:p3"]
 
 
@@ -134,8 +179,9 @@ def _archive(store: UserStore, n_segments: int = 6) -> None:
     store.archive_append(_fact("f2", "User sings in a choir."))
 
 
-def _stats(store: UserStore) -> tuple[int, int, dict[str, int], set[str], dict[str, int],
-                                      dict[str, Any]]:
+def _stats(
+    store: UserStore,
+) -> tuple[int, int, dict[str, int], set[str], dict[str, int], dict[str, Any]]:
     db = store.cold._db
     assert db is not None
     df = dict(db.execute("SELECT term, n FROM df WHERE n > 0").fetchall())
@@ -147,17 +193,34 @@ def _stats(store: UserStore) -> tuple[int, int, dict[str, int], set[str], dict[s
     vocab = dict(db.execute("SELECT id, term FROM vocab").fetchall())
     # (``nq`` is left out: a corrected item's is 0 in both tables, "no query side known",
     # and a rebuild counts it afresh.)
-    ids = {item_id: (kind, seq, ts, chars, kws, emb,
-                     [vocab[int(i)] for i in np.frombuffer(tids, dtype="<u4")])
-           for item_id, kind, seq, ts, chars, kws, emb, tids in db.execute(
-               "SELECT item_id, c.kind, c.seq, c.ts, c.chars, c.keywords, c.emb, c.tids "
-               "FROM items JOIN cand AS c USING (id)")}
+    ids = {
+        item_id: (
+            kind,
+            seq,
+            ts,
+            chars,
+            kws,
+            emb,
+            [vocab[int(i)] for i in np.frombuffer(tids, dtype="<u4")],
+        )
+        for item_id, kind, seq, ts, chars, kws, emb, tids in db.execute(
+            "SELECT item_id, c.kind, c.seq, c.ts, c.chars, c.keywords, c.emb, c.tids "
+            "FROM items JOIN cand AS c USING (id)"
+        )
+    }
     return store.cold._n_docs, store.cold._total_len, df, store.cold.item_ids(), kinds, ids
 
 
 @settings(max_examples=15, deadline=None)
-@given(st.lists(st.sampled_from(["page:p1", "page:p5", "page:p9", "segment:s4", "fact:f1",
-                                 "fact:f2", "correct:f2"]), max_size=5, unique=True))
+@given(
+    st.lists(
+        st.sampled_from(
+            ["page:p1", "page:p5", "page:p9", "segment:s4", "fact:f1", "fact:f2", "correct:f2"]
+        ),
+        max_size=5,
+        unique=True,
+    )
+)
 def test_applying_edits_to_an_index_equals_rebuilding_it(tmp_path_factory, edits) -> None:
     root = tmp_path_factory.mktemp("edits")
     store = UserStore(root, "u", fsync="never")
@@ -166,13 +229,20 @@ def test_applying_edits_to_an_index_equals_rebuilding_it(tmp_path_factory, edits
         store.cold.search(["glacier"])  # index everything before the edits
         for lsn, what in enumerate(edits, start=1):
             if what == "correct:f2":
-                rec = {"t": "edit", "op": "correct", "id": "fact:f2", "old": "x",
-                       "new": "User sings opera loudly.", "emb": emb_to_f16(_unit(5)),
-                       "ts": float(lsn), "lsn": lsn}
+                rec = {
+                    "t": "edit",
+                    "op": "correct",
+                    "id": "fact:f2",
+                    "old": "x",
+                    "new": "User sings opera loudly.",
+                    "emb": emb_to_f16(_unit(5)),
+                    "ts": float(lsn),
+                    "lsn": lsn,
+                }
             elif what.startswith("segment:"):
                 rec = _delete(what, [10, 11, 12], lsn)
             elif what.startswith("page:"):
-                rec = _delete(what, [int(what[len("page:p"):])], lsn)
+                rec = _delete(what, [int(what[len("page:p") :])], lsn)
             else:
                 rec = _delete(what, lsn=lsn)
             store.edits.add(rec)
@@ -182,9 +252,9 @@ def test_applying_edits_to_an_index_equals_rebuilding_it(tmp_path_factory, edits
         store.cold.search(["glacier"])
         assert _stats(store) == applied
         found = store.cold.search(["opera"], kinds=("fact",)).items
-        assert [i.text for i in found] == (["User sings opera loudly."]
-                                           if "correct:f2" in edits and "fact:f2" not in edits
-                                           else [])
+        assert [i.text for i in found] == (
+            ["User sings opera loudly."] if "correct:f2" in edits and "fact:f2" not in edits else []
+        )
     finally:
         store.close()
 

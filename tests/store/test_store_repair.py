@@ -44,14 +44,17 @@ def write_wal(root: Path, records: list[dict]) -> Path:
 
 record_lists = st.lists(
     st.fixed_dictionaries({"t": st.just("x"), "v": st.binary(min_size=1, max_size=60)}),
-    min_size=3, max_size=30)
+    min_size=3,
+    max_size=30,
+)
 
 
 @given(records=record_lists, data=st.data())
-@settings(max_examples=60, deadline=None,
-          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 def test_every_record_outside_the_damage_survives_a_repair_at_its_own_seq(
-        tmp_path_factory: pytest.TempPathFactory, records: list[dict], data: st.DataObject
+    tmp_path_factory: pytest.TempPathFactory, records: list[dict], data: st.DataObject
 ) -> None:
     root = tmp_path_factory.mktemp("repair")
     wal = write_wal(root, records)
@@ -109,8 +112,9 @@ def _damaged_last(wal: Path) -> None:
 
 
 @pytest.mark.parametrize("tail", [_cut_write, _damaged_last], ids=["torn", "damaged_last"])
-def test_a_bad_tail_is_left_alone_read_only_and_cut_by_a_writer(tmp_path: Path,
-                                                                 tail: object) -> None:
+def test_a_bad_tail_is_left_alone_read_only_and_cut_by_a_writer(
+    tmp_path: Path, tail: object
+) -> None:
     wal = write_wal(tmp_path, [{"t": "x", "v": i} for i in range(5)])
     intact = wal.stat().st_size
     tail(wal)  # type: ignore[operator]

@@ -50,7 +50,7 @@ def test_appended_records_read_back_in_order_after_reopen(tmp_path: Path, policy
     recs = [{"turn": i, "text": f"hello {i}", "emb": bytes([i]) * 8} for i in range(50)]
     lsns = write_records(tmp_path / "wal.log", recs, fsync=policy)
     assert lsns == list(range(1, 51))
-    assert read_all(tmp_path / "wal.log") == list(zip(lsns, recs))
+    assert read_all(tmp_path / "wal.log") == list(zip(lsns, recs, strict=True))
 
 
 def test_read_after_lsn_skips_older_records(tmp_path: Path) -> None:
@@ -120,7 +120,7 @@ def test_a_torn_last_record_is_cut_at_every_byte_offset(
         path.write_bytes(data[:cut])
         with capture_logs() as logs:
             got = read_all(path)
-        assert got == list(zip(range(1, len(recs)), recs[:-1]))
+        assert got == list(zip(range(1, len(recs)), recs[:-1], strict=True))
         assert path.stat().st_size == start  # the torn bytes are gone
         if cut > start:
             assert any(e["event"] == "store_torn_tail_truncated" for e in logs)

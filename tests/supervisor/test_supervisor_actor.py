@@ -138,8 +138,9 @@ def test_proxy_calls_work_on_supervised_actors() -> None:
 class _Waiter(sv.SupervisedActor):
     """Blocks inside a message on an Event of its own; the stop hook sets it."""
 
-    def __init__(self, entered: threading.Event, wake: threading.Event,
-                 saw_stop: list[bool]) -> None:
+    def __init__(
+        self, entered: threading.Event, wake: threading.Event, saw_stop: list[bool]
+    ) -> None:
         super().__init__()
         self.entered = entered
         self.wake = wake

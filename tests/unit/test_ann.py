@@ -17,14 +17,16 @@ def _unit(seed: int) -> np.ndarray:
 
 
 # An operation: (label, seed) upserts label with the vector of seed; (label, None) removes.
-_ops = st.lists(st.tuples(st.integers(0, 90), st.one_of(st.none(), st.integers(0, 10_000))),
-                max_size=220)
+_ops = st.lists(
+    st.tuples(st.integers(0, 90), st.one_of(st.none(), st.integers(0, 10_000))), max_size=220
+)
 
 
 @settings(max_examples=40, deadline=None)
 @given(ops=_ops, query_seed=st.integers(0, 10_000))
 def test_dots_and_vectors_match_a_plain_dict_after_any_upserts_and_removals(
-        ops: list[tuple[int, int | None]], query_seed: int) -> None:
+    ops: list[tuple[int, int | None]], query_seed: int
+) -> None:
     index = AnnIndex(DIM, seed=1)
     expected: dict[int, np.ndarray] = {}
     for label, seed in ops:  # past 64 live vectors the hnswlib graph is built too
@@ -38,8 +40,7 @@ def test_dots_and_vectors_match_a_plain_dict_after_any_upserts_and_removals(
     assert sorted(index.candidates(_unit(query_seed), len(expected) + 1)) == sorted(expected)
     labels = sorted(expected)
     q = _unit(query_seed)
-    want = np.array([float(expected[x].astype(np.float64) @ q.astype(np.float64))
-                     for x in labels])
+    want = np.array([float(expected[x].astype(np.float64) @ q.astype(np.float64)) for x in labels])
     got = index.dots(q, labels)
     assert got.dtype == np.float64
     np.testing.assert_allclose(got, want.reshape(got.shape), rtol=1e-12, atol=1e-12)

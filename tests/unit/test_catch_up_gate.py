@@ -112,8 +112,7 @@ def test_a_ticket_handed_the_slot_but_released_before_waking_passes_it_on() -> N
 
 
 @pytest.mark.parametrize("seed", range(5))
-def test_under_random_arrivals_and_cancellations_holders_never_exceed_the_slots(
-        seed: int) -> None:
+def test_under_random_arrivals_and_cancellations_holders_never_exceed_the_slots(seed: int) -> None:
     rng = random.Random(seed)
     slots = rng.randint(1, 3)
     gate = CatchUpGate(slots)
@@ -140,9 +139,13 @@ def test_under_random_arrivals_and_cancellations_holders_never_exceed_the_slots(
             held -= 1
         gate.release(ticket)
 
-    threads = [threading.Thread(target=worker, args=(
-        rng.choice([None, rng.uniform(0.0, 0.02)]), rng.uniform(0.0, 0.005)))
-        for _ in range(30)]
+    threads = [
+        threading.Thread(
+            target=worker,
+            args=(rng.choice([None, rng.uniform(0.0, 0.02)]), rng.uniform(0.0, 0.005)),
+        )
+        for _ in range(30)
+    ]
     for t in threads:
         t.start()
     for t in threads:

@@ -25,7 +25,11 @@ def test_defaults_are_the_documented_paper_values() -> None:
     assert c.recency_mu == 1e7 and c.promotion_threshold == 5.0
     assert (c.top_m_segments, c.top_k_pages) == (5, 10)
     assert (c.kb_capacity, c.agent_traits_capacity, c.kb_top_k, c.agent_traits_top_k) == (
-        100, 100, 10, 10)
+        100,
+        100,
+        10,
+        10,
+    )
     assert c.retrieval_mode == "hybrid" and c.embedder == "hashing" and c.embedding_dim == 512
     assert c.embedding_model is None and c.llm_backend == "offline"
     assert c.fsync == "interval" and c.log_level == "warning" and c.seed == 0
@@ -202,12 +206,29 @@ def test_to_dict_round_trips_through_the_constructor() -> None:
 def test_parse_settings_types_each_value_as_its_field_and_rejects_the_rest() -> None:
     from memoryos_actors.config import parse_settings
 
-    got = parse_settings(["summary_every_pages=6", "cold_tier=false", "heat_alpha=0.5",
-                          "llm_requests_per_minute=none", "retrieval_mode=paper"])
-    assert got == {"summary_every_pages": 6, "cold_tier": False, "heat_alpha": 0.5,
-                   "llm_requests_per_minute": None, "retrieval_mode": "paper"}
+    got = parse_settings(
+        [
+            "summary_every_pages=6",
+            "cold_tier=false",
+            "heat_alpha=0.5",
+            "llm_requests_per_minute=none",
+            "retrieval_mode=paper",
+        ]
+    )
+    assert got == {
+        "summary_every_pages": 6,
+        "cold_tier": False,
+        "heat_alpha": 0.5,
+        "llm_requests_per_minute": None,
+        "retrieval_mode": "paper",
+    }
     assert MemoryConfig(**got).summary_every_pages == 6
-    for bad in (["no_such_field=1"], ["summary_every_pages"], ["=3"],
-                ["summary_every_pages=six"], ["cold_tier=maybe"]):
+    for bad in (
+        ["no_such_field=1"],
+        ["summary_every_pages"],
+        ["=3"],
+        ["summary_every_pages=six"],
+        ["cold_tier=maybe"],
+    ):
         with pytest.raises(ConfigError):
             parse_settings(bad)

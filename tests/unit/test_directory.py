@@ -126,8 +126,7 @@ def test_an_activation_waits_for_a_slot_and_never_passivates_in_its_own_thread()
     d.leave(a)
     handed: list[object] = []
     b, _ = d.enter("b", now() + 1)
-    waiter = threading.Thread(
-        target=lambda: d.wait_for_room(b, 1, now() + 10, handed.append))
+    waiter = threading.Thread(target=lambda: d.wait_for_room(b, 1, now() + 10, handed.append))
     waiter.start()
     deadline = now() + 10
     while not handed and now() < deadline:
@@ -221,8 +220,9 @@ def test_a_closed_directory_refuses_calls() -> None:
 
 _OPS = st.lists(
     st.tuples(
-        st.sampled_from(["enter", "leave", "drain", "export", "forget", "import", "finish",
-                         "pick"]),
+        st.sampled_from(
+            ["enter", "leave", "drain", "export", "forget", "import", "finish", "pick"]
+        ),
         st.sampled_from(["a", "b", "c"]),
         st.booleans(),
     ),

@@ -45,14 +45,18 @@ def test_redone_answer_reaches_the_actor_that_asked_for_the_degraded_one() -> No
     registry.register("user:u/mtm", ref)
     try:
         payload = {"pages": [{"query": "q", "response": "r"}]}
-        client.remember_degraded(CompletionJob("segment_summary", payload, "u", "user:u/mtm",
-                                               "s3"))
+        client.remember_degraded(CompletionJob("segment_summary", payload, "u", "user:u/mtm", "s3"))
         # The gateway hands back its own copy of the payload; equal content is enough.
-        client.deliver_redo("segment_summary", {"pages": [{"response": "r", "query": "q"}]},
-                            "u", {"summary": "fresh", "keywords": []})
+        client.deliver_redo(
+            "segment_summary",
+            {"pages": [{"response": "r", "query": "q"}]},
+            "u",
+            {"summary": "fresh", "keywords": []},
+        )
         got = out.get(timeout=5)
-        assert got == CompletionDone("segment_summary", "s3",
-                                     {"summary": "fresh", "keywords": []}, degraded=False)
+        assert got == CompletionDone(
+            "segment_summary", "s3", {"summary": "fresh", "keywords": []}, degraded=False
+        )
         # Delivered once: a second redo of the same request has nobody to go to.
         client.deliver_redo("segment_summary", payload, "u", {"summary": "again"})
         with pytest.raises(queue.Empty):

@@ -54,8 +54,7 @@ def test_there_are_ninety_distinct_traits_thirty_per_category() -> None:
     assert category_of("conciseness") == "ai_alignment"
     assert category_of("travel") == "content_interests" and category_of("nope") is None
     assert TRAITS_BY_NAME["travel"].category == "content_interests"
-    assert TraitLevel.known("travel", "high") == TraitLevel("travel", "content_interests",
-                                                            "high")
+    assert TraitLevel.known("travel", "high") == TraitLevel("travel", "content_interests", "high")
     with pytest.raises(InvalidInput, match="mind_reading"):
         TraitLevel.known("mind_reading", "low")
 
@@ -72,17 +71,27 @@ def test_a_new_core_has_all_ninety_traits_without_levels() -> None:
 
 def test_apply_sets_trait_levels_and_reports_unknown_names() -> None:
     core = _core()
-    upd = PersonaUpdate("u", "default", traits=(
-        TraitLevel("openness", "basic_needs_personality", "high", "tried 5 cuisines"),
-        TraitLevel("mind_reading", "ai_alignment", "low"),
-    ))
+    upd = PersonaUpdate(
+        "u",
+        "default",
+        traits=(
+            TraitLevel("openness", "basic_needs_personality", "high", "tried 5 cuisines"),
+            TraitLevel("mind_reading", "ai_alignment", "low"),
+        ),
+    )
     eff = core.apply(upd)
     assert eff.traits_changed == ("openness",) and eff.unknown_traits == ("mind_reading",)
     assert core.known_traits() == (
-        TraitLevel("openness", "basic_needs_personality", "high", "tried 5 cuisines"),)
+        TraitLevel("openness", "basic_needs_personality", "high", "tried 5 cuisines"),
+    )
     # A later update without a level keeps the level but may refresh evidence.
-    core.apply(PersonaUpdate("u", "default", traits=(
-        TraitLevel("openness", "basic_needs_personality", None, "moved abroad"),)))
+    core.apply(
+        PersonaUpdate(
+            "u",
+            "default",
+            traits=(TraitLevel("openness", "basic_needs_personality", None, "moved abroad"),),
+        )
+    )
     assert core.known_traits()[0].level == "high"
     assert core.known_traits()[0].evidence == "moved abroad"
     assert core.apply(upd).traits_changed == ("openness",)  # evidence back to the first
@@ -91,8 +100,9 @@ def test_apply_sets_trait_levels_and_reports_unknown_names() -> None:
 
 def test_trait_category_comes_from_the_table_not_the_update() -> None:
     core = _core()
-    core.apply(PersonaUpdate("u", "default", traits=(
-        TraitLevel("travel", "ai_alignment", "medium"),)))
+    core.apply(
+        PersonaUpdate("u", "default", traits=(TraitLevel("travel", "ai_alignment", "medium"),))
+    )
     assert core.known_traits() == (TraitLevel("travel", "content_interests", "medium"),)
 
 
@@ -158,8 +168,11 @@ def test_apply_checks_embedding_shapes_and_the_user() -> None:
 def test_search_returns_top_k_facts_and_agent_traits_by_cosine() -> None:
     core = _core()
     texts = ["likes hiking", "is vegetarian", "lives in Oslo"]
-    core.apply(PersonaUpdate("u", "guide", facts=tuple(texts), agent_traits=("jokes a lot",)),
-               np.stack([basis_vector(DIM, i) for i in range(3)]), basis_vector(DIM, 1)[None])
+    core.apply(
+        PersonaUpdate("u", "guide", facts=tuple(texts), agent_traits=("jokes a lot",)),
+        np.stack([basis_vector(DIM, i) for i in range(3)]),
+        basis_vector(DIM, 1)[None],
+    )
     q = 0.6 * basis_vector(DIM, 1) + 0.8 * basis_vector(DIM, 2)
     view = core.search(q, top_k_kb=2, top_k_agent=5, assistant_id="guide")
     assert [h.entry.text for h in view.kb] == ["lives in Oslo", "is vegetarian"]
@@ -173,8 +186,9 @@ def test_search_returns_profiles_and_only_traits_with_a_level() -> None:
     core = _core()
     core.set_user_profile(UserProfile(name="Ada", birth_year=1990))
     core.set_agent_profile("guide", AgentProfile(role="guide"))
-    core.apply(PersonaUpdate("u", "guide", traits=(
-        TraitLevel("music", "content_interests", "high"),)))
+    core.apply(
+        PersonaUpdate("u", "guide", traits=(TraitLevel("music", "content_interests", "high"),))
+    )
     view = core.search(np.ones(DIM), assistant_id="guide")
     assert view.user_profile.name == "Ada" and view.agent_profile.role == "guide"
     assert [t.name for t in view.traits] == ["music"]
@@ -185,9 +199,17 @@ def test_state_round_trips_through_msgpack() -> None:
     core = _core()
     core.set_user_profile(UserProfile(name="Ada", extras=(("city", "Oslo"),)))
     core.set_agent_profile("guide", AgentProfile(role="guide", character="calm"))
-    core.apply(PersonaUpdate("u", "guide", traits=(
-        TraitLevel("music", "content_interests", "high", "plays piano"),),
-        facts=("a", "b"), agent_traits=("c",)), _embs(2), _embs(1, seed=4))
+    core.apply(
+        PersonaUpdate(
+            "u",
+            "guide",
+            traits=(TraitLevel("music", "content_interests", "high", "plays piano"),),
+            facts=("a", "b"),
+            agent_traits=("c",),
+        ),
+        _embs(2),
+        _embs(1, seed=4),
+    )
     state = msgpack.unpackb(msgpack.packb(core.to_state(), use_bin_type=True), raw=False)
     back = LPMCore.from_state(state, MemoryConfig(), clock=ManualClock(500.0))
     assert back.traits() == core.traits() and back.kb() == core.kb()
@@ -238,12 +260,25 @@ def test_agent_traits_are_edited_per_assistant() -> None:
 
 def test_a_trait_keeps_the_history_of_its_changes_until_it_is_cleared() -> None:
     core = _core()
-    core.apply(PersonaUpdate("u", "default", source_segment="s2",
-                             traits=(TraitLevel.known("travel", "low", "once"),)), now=10.0)
-    core.apply(PersonaUpdate("u", "default", source_segment="s5",
-                             traits=(TraitLevel.known("travel", "high", "often"),)), now=20.0)
-    assert core.trait_history("travel") == ((10.0, "low", "once", "s2"),
-                                            (20.0, "high", "often", "s5"))
+    core.apply(
+        PersonaUpdate(
+            "u", "default", source_segment="s2", traits=(TraitLevel.known("travel", "low", "once"),)
+        ),
+        now=10.0,
+    )
+    core.apply(
+        PersonaUpdate(
+            "u",
+            "default",
+            source_segment="s5",
+            traits=(TraitLevel.known("travel", "high", "often"),),
+        ),
+        now=20.0,
+    )
+    assert core.trait_history("travel") == (
+        (10.0, "low", "once", "s2"),
+        (20.0, "high", "often", "s5"),
+    )
     before = core.set_trait("travel", "medium", "said so", now=30.0)
     assert before.level == "high"
     assert core.trait_history("travel")[-1] == (30.0, "medium", "said so", "edit")

@@ -28,9 +28,21 @@ from memoryos_actors.messages import (
 )
 
 ALL_RECORDS = st.one_of(
-    S.pages(), S.segment_views(), S.segment_records(), S.trait_levels, S.kb_entries,
-    S.user_profiles, S.agent_profiles, S.persona_updates, S.context_items,
-    S.memory_contexts, S.mtm_hits, S.mtm_effects, S.lpm_views, S.add_turns, S.retrieves,
+    S.pages(),
+    S.segment_views(),
+    S.segment_records(),
+    S.trait_levels,
+    S.kb_entries,
+    S.user_profiles,
+    S.agent_profiles,
+    S.persona_updates,
+    S.context_items,
+    S.memory_contexts,
+    S.mtm_hits,
+    S.mtm_effects,
+    S.lpm_views,
+    S.add_turns,
+    S.retrieves,
     S.user_profiles.map(lambda p: SetUserProfile("u", p)),
     S.agent_profiles.map(lambda p: SetAgentProfile("u", "a", p)),
 )
@@ -91,8 +103,15 @@ def test_page_rejects_bad_timestamps(ts) -> None:
     ],
 )
 def test_page_rejects_invalid_fields_naming_them(kwargs, field) -> None:
-    args = {"user_id": "u", "assistant_id": "a", "page_id": "p1", "seq": 1, "query": "q",
-            "response": "r", "timestamp": 1.0}
+    args = {
+        "user_id": "u",
+        "assistant_id": "a",
+        "page_id": "p1",
+        "seq": 1,
+        "query": "q",
+        "response": "r",
+        "timestamp": 1.0,
+    }
     args.update(kwargs)
     with pytest.raises(InvalidInput, match=field):
         Page(**args)
@@ -134,8 +153,17 @@ def test_from_dict_rejects_unknown_keys_and_missing_fields() -> None:
 
 def _ctx() -> MemoryContext:
     def page(tier: str, n: int, score: float, seg: str | None = None) -> ContextItem:
-        return ContextItem(tier, "page", f"p{n}", f"User: q{n}\nAssistant: r{n}", score,
-                           segment_id=seg, timestamp=86400.0 * n, why="w")
+        return ContextItem(
+            tier,
+            "page",
+            f"p{n}",
+            f"User: q{n}\nAssistant: r{n}",
+            score,
+            segment_id=seg,
+            timestamp=86400.0 * n,
+            why="w",
+        )
+
     return MemoryContext(
         user_id="u",
         assistant_id="a",
@@ -144,8 +172,10 @@ def _ctx() -> MemoryContext:
         mtm=(page("mtm", 3, 0.9, "s2"), page("mtm", 1, 0.5, "s1"), page("mtm", 2, 0.4, "s2")),
         segments=(ContextItem("mtm", "segment", "s2", "Trip to Rome", 1.2, segment_id="s2"),),
         lpm_profile=UserProfile(name="Ada", birth_year=1990, extras=(("city", "Turin"),)),
-        traits=(TraitLevel("openness", "basic_needs_personality", "high", "loves new places"),
-                TraitLevel("patience", "basic_needs_personality", None)),
+        traits=(
+            TraitLevel("openness", "basic_needs_personality", "high", "loves new places"),
+            TraitLevel("patience", "basic_needs_personality", None),
+        ),
         kb=(ContextItem("lpm", "fact", "f1", "Ada is vegetarian", 0.7),),
         agent_traits=(ContextItem("lpm", "agent_trait", "a1", "answers briefly", 0.3),),
         agent_profile=AgentProfile(role="travel planner", character="warm"),
@@ -154,14 +184,23 @@ def _ctx() -> MemoryContext:
 
 def test_render_has_sections_in_order_and_groups_pages_under_their_topic() -> None:
     text = _ctx().render()
-    heads = ["## Recent dialogue", "## Relevant past conversations", "## User profile",
-             "## Known facts about the user", "## Assistant persona"]
+    heads = [
+        "## Recent dialogue",
+        "## Relevant past conversations",
+        "## User profile",
+        "## Known facts about the user",
+        "## Assistant persona",
+    ]
     positions = [text.index(h) for h in heads]
     assert positions == sorted(positions)
     assert "### Topic: Trip to Rome" in text
     # Pages of s2 are under the topic in time order; the s1 page is listed separately.
-    assert text.index("q2") < text.index("q3") < text.index("### Other related turns") \
+    assert (
+        text.index("q2")
+        < text.index("q3")
+        < text.index("### Other related turns")
         < text.index("q1")
+    )
     assert "[1970-01-03 00:00] User: q2" in text
     assert "Name: Ada" in text and "city: Turin" in text and "Birth year: 1990" in text
     assert "- openness: high (loves new places)" in text
@@ -172,9 +211,16 @@ def test_render_has_sections_in_order_and_groups_pages_under_their_topic() -> No
 
 def test_render_leaves_out_empty_sections_and_an_empty_context_renders_nothing() -> None:
     assert MemoryContext("u", "a", "q").render() == ""
-    only_stm = dataclasses.replace(_ctx(), mtm=(), segments=(), kb=(), agent_traits=(),
-                                   traits=(), lpm_profile=UserProfile(),
-                                   agent_profile=AgentProfile())
+    only_stm = dataclasses.replace(
+        _ctx(),
+        mtm=(),
+        segments=(),
+        kb=(),
+        agent_traits=(),
+        traits=(),
+        lpm_profile=UserProfile(),
+        agent_profile=AgentProfile(),
+    )
     assert only_stm.render().startswith("## Recent dialogue")
     assert "##" not in only_stm.render().split("\n", 1)[1]
 

@@ -22,8 +22,7 @@ DIM = 8
 
 
 def _page(seq: int, kw=(), t: float | None = None) -> Page:
-    return Page.create("u", seq, f"q{seq}", f"r{seq}", float(seq) if t is None else t,
-                       keywords=kw)
+    return Page.create("u", seq, f"q{seq}", f"r{seq}", float(seq) if t is None else t, keywords=kw)
 
 
 def _core(clock: ManualClock | None = None, dim: int = DIM, **cfg) -> MTMCore:
@@ -80,8 +79,9 @@ def test_segment_embedding_and_keywords_follow_the_pages_that_join() -> None:
     assert record is not None and len(record.pages) == 2
     assert mtm.segment_pages("s1") == record.pages and mtm.segment_pages("s9") == ()
     diag = (e(0) + e(1)) / math.sqrt(2)
-    assert mtm.search(diag, (), top_m=1, top_k=0, mode="paper").segments[0].score == \
-        pytest.approx(1.0, abs=1e-6)
+    assert mtm.search(diag, (), top_m=1, top_k=0, mode="paper").segments[0].score == pytest.approx(
+        1.0, abs=1e-6
+    )
 
 
 def test_interaction_length_counts_pages_and_last_access_moves_on_insert() -> None:
@@ -142,8 +142,15 @@ def test_set_summary_keeps_placement_keywords_and_reports_missing_segments() -> 
 
 def test_heat_after_tick_matches_the_formula() -> None:
     clock = ManualClock(1000.0)
-    mtm = _core(clock, fscore_threshold=0.5, heat_alpha=2.0, heat_beta=0.5, heat_gamma=3.0,
-                recency_mu=100.0, promotion_threshold=100.0)
+    mtm = _core(
+        clock,
+        fscore_threshold=0.5,
+        heat_alpha=2.0,
+        heat_beta=0.5,
+        heat_gamma=3.0,
+        recency_mu=100.0,
+        promotion_threshold=100.0,
+    )
     mtm.insert(_page(1, {"a"}), e(0))
     mtm.insert(_page(2, {"a"}), e(0))
     clock.advance(30)
@@ -185,8 +192,8 @@ def test_a_promoted_segment_is_not_promoted_again_without_new_pages() -> None:
 def test_over_capacity_the_lowest_heat_segment_is_evicted_with_its_pages() -> None:
     clock = ManualClock(0.0)
     mtm = _core(clock, mtm_capacity=2, recency_mu=10.0, promotion_threshold=100.0)
-    mtm.insert(_page(1), e(0))            # s1
-    mtm.insert(_page(2), e(1))            # s2
+    mtm.insert(_page(1), e(0))  # s1
+    mtm.insert(_page(2), e(1))  # s2
     mtm.search(e(0), (), top_m=1, top_k=1, mode="paper")  # s1 visited: hotter
     clock.advance(100.0)
     effects = mtm.insert(_page(3), e(2))  # s3 new: heat 2; s2 coldest (~1.0)
@@ -383,8 +390,11 @@ def _drain(stm: STMCore, mtm: MTMCore, pages, embs, archived: list[Page]) -> Non
 
 
 def _assert_every_page_once(stm, mtm, archived, n) -> None:
-    seen = Counter([p.seq for p in archived] + [p.seq for p in stm.pages()]
-                   + [int(pid[1:]) for pid in mtm.page_ids()])
+    seen = Counter(
+        [p.seq for p in archived]
+        + [p.seq for p in stm.pages()]
+        + [int(pid[1:]) for pid in mtm.page_ids()]
+    )
     assert sorted(seen) == list(range(1, n + 1))
     assert all(count == 1 for count in seen.values())
 
@@ -394,8 +404,7 @@ def test_a_thousand_pages_through_stm_and_mtm_are_neither_lost_nor_duplicated() 
     dim = 16
     topics = [random_unit(rng, dim) for _ in range(40)]
     clock = ManualClock(0.0)
-    mtm = MTMCore(MemoryConfig(mtm_capacity=20, segment_max_pages=8, recency_mu=3600.0),
-                  dim, clock)
+    mtm = MTMCore(MemoryConfig(mtm_capacity=20, segment_max_pages=8, recency_mu=3600.0), dim, clock)
     stm = STMCore(7)
     pages, embs = [], {}
     for i in range(1, 1001):
@@ -404,7 +413,7 @@ def test_a_thousand_pages_through_stm_and_mtm_are_neither_lost_nor_duplicated() 
         embs[i] = topics[t] + 0.2 * rng.normal(size=dim)
     archived: list[Page] = []
     for chunk in range(0, 1000, 100):
-        _drain(stm, mtm, pages[chunk:chunk + 100], embs, archived)
+        _drain(stm, mtm, pages[chunk : chunk + 100], embs, archived)
         clock.advance(60.0)
         for rec in mtm.tick().evicted_segments:
             archived.extend(rec.pages)
@@ -415,14 +424,27 @@ def test_a_thousand_pages_through_stm_and_mtm_are_neither_lost_nor_duplicated() 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
-    st.integers(1, 5), st.integers(1, 4), st.floats(0.0, 1.5),
-    st.lists(st.tuples(st.integers(0, 3), st.sampled_from(["insert", "search", "tick"])),
-             min_size=1, max_size=60),
+    st.integers(1, 5),
+    st.integers(1, 4),
+    st.floats(0.0, 1.5),
+    st.lists(
+        st.tuples(st.integers(0, 3), st.sampled_from(["insert", "search", "tick"])),
+        min_size=1,
+        max_size=60,
+    ),
 )
 def test_random_operations_keep_capacities_and_every_page(cap, max_pages, theta, ops) -> None:
     clock = ManualClock(0.0)
-    mtm = MTMCore(MemoryConfig(mtm_capacity=cap, segment_max_pages=max_pages,
-                               fscore_threshold=theta, promotion_threshold=3.0), 4, clock)
+    mtm = MTMCore(
+        MemoryConfig(
+            mtm_capacity=cap,
+            segment_max_pages=max_pages,
+            fscore_threshold=theta,
+            promotion_threshold=3.0,
+        ),
+        4,
+        clock,
+    )
     archived: list[Page] = []
     seq = 0
     for topic, op in ops:
@@ -452,8 +474,9 @@ def test_restored_core_loads_saved_graphs_and_searches_like_the_live_one() -> No
     live = MTMCore(cfg, dim, ManualClock(0.0))
     for i in range(1, 151):  # more than the graph threshold, fewer than mtm_capacity
         v = rng.normal(size=dim)
-        live.insert(Page.create("u", i, f"q{i}", f"r{i}", float(i)), v / np.linalg.norm(v),
-                    now=float(i))
+        live.insert(
+            Page.create("u", i, f"q{i}", f"r{i}", float(i)), v / np.linalg.norm(v), now=float(i)
+        )
     state = live.to_state()
     assert state["page_graph"] and state["segment_graph"]
     restored = MTMCore.from_state(state, cfg, dim, ManualClock(0.0))
@@ -473,8 +496,19 @@ def _cold_item(seq: int, text: str, emb: np.ndarray | None, sid: str = "s9"):
     from memoryos_actors.tiers._lex import terms
 
     page = Page.create("u", seq, text, "ok", 500.0 + seq)
-    return ColdItem(f"p{seq}", "page", seq, sid, page.timestamp, 7, text, frozenset(),
-                    tuple(terms(f"{text} ok")), emb, page.to_dict())
+    return ColdItem(
+        f"p{seq}",
+        "page",
+        seq,
+        sid,
+        page.timestamp,
+        7,
+        text,
+        frozenset(),
+        tuple(terms(f"{text} ok")),
+        emb,
+        page.to_dict(),
+    )
 
 
 def _cold(items, hot_docs: int = 0):
@@ -483,8 +517,9 @@ def _cold(items, hot_docs: int = 0):
     df: Counter[str] = Counter()
     for it in items:
         df.update(set(it.terms))
-    return ColdCandidates(tuple(items), len(items), sum(len(i.terms) for i in items),
-                          tuple(df.items()))
+    return ColdCandidates(
+        tuple(items), len(items), sum(len(i.terms) for i in items), tuple(df.items())
+    )
 
 
 def test_archived_candidates_are_ranked_with_hot_pages_and_marked_archive() -> None:
@@ -510,8 +545,7 @@ def test_the_turn_next_to_a_hot_hit_is_fetched_from_the_archive() -> None:
         asked.append(set(seqs))
         return {4: _cold_item(4, "it is zanzibar", e(2))} if 4 in seqs else {}
 
-    hits = mtm.search(e(1), frozenset({"quokka"}), mode="hybrid", cold=_cold([]),
-                      cold_pages=lookup)
+    hits = mtm.search(e(1), frozenset({"quokka"}), mode="hybrid", cold=_cold([]), cold_pages=lookup)
     assert {4, 6} <= asked[0]
     assert [(h.page.page_id, h.tier) for h in hits.pages] == [("p5", "mtm"), ("p4", "archive")]
 
@@ -560,8 +594,9 @@ def test_a_question_about_the_past_keeps_the_older_statement_first() -> None:
     mtm = _core()
     mtm.insert(_says(1, "I live in Paris near the old canal", 1000.0), e(0))
     mtm.insert(_says(3, "I moved, now I live in Berlin", 3000.0), e(2))
-    hits = mtm.search(e(0), frozenset({"live"}), mode="hybrid",
-                      query_text="where did I live before", now=4000.0)
+    hits = mtm.search(
+        e(0), frozenset({"live"}), mode="hybrid", query_text="where did I live before", now=4000.0
+    )
     assert hits.pages[0].page.page_id == "p1"
     assert all("supersedes" not in h.why for h in hits.pages)
 
@@ -570,8 +605,9 @@ def test_a_newer_page_without_a_change_cue_supersedes_nothing() -> None:
     mtm = _core()
     mtm.insert(_says(1, "I live in Paris near the old canal", 1000.0), e(0))
     mtm.insert(_says(3, "I live a quiet life", 3000.0), e(2))
-    hits = mtm.search(e(0), frozenset({"live"}), mode="hybrid", query_text="where do I live",
-                      now=4000.0)
+    hits = mtm.search(
+        e(0), frozenset({"live"}), mode="hybrid", query_text="where do I live", now=4000.0
+    )
     assert hits.pages[0].page.page_id == "p1"
 
 
@@ -582,12 +618,22 @@ def test_pages_in_the_time_window_a_query_names_rank_first() -> None:
     mtm.insert(_says(1, "We went hiking in the hills", now - 60 * day), e(0))
     mtm.insert(_says(2, "We went hiking by the lake", now - 1 * day), e(0))
     mtm.insert(_says(3, "We went hiking on the coast", now - 30 * day), e(0))
-    hits = mtm.search(e(0), frozenset({"hiking"}), mode="hybrid",
-                      query_text="where did we go hiking yesterday", now=now)
+    hits = mtm.search(
+        e(0),
+        frozenset({"hiking"}),
+        mode="hybrid",
+        query_text="where did we go hiking yesterday",
+        now=now,
+    )
     assert hits.pages[0].page.page_id == "p2"
     assert "time window" in hits.pages[0].why
-    month = mtm.search(e(0), frozenset({"hiking"}), mode="hybrid",
-                       query_text="where did we go hiking a month ago", now=now)
+    month = mtm.search(
+        e(0),
+        frozenset({"hiking"}),
+        mode="hybrid",
+        query_text="where did we go hiking a month ago",
+        now=now,
+    )
     assert month.pages[0].page.page_id == "p3"
 
 
@@ -650,8 +696,7 @@ def test_paper_exact_turns_every_extension_off_and_needs_paper_mode() -> None:
 
 
 def test_paper_exact_segments_are_unbounded() -> None:
-    mtm = _core(retrieval_mode="paper", paper_exact=True, segment_max_pages=2,
-                fscore_threshold=0.5)
+    mtm = _core(retrieval_mode="paper", paper_exact=True, segment_max_pages=2, fscore_threshold=0.5)
     for seq in range(1, 6):
         assert mtm.insert(_page(seq, {"a"}), e(0)).evicted_pages == ()
     assert mtm.segments()[0].page_ids == ("p1", "p2", "p3", "p4", "p5")
@@ -670,8 +715,9 @@ def test_segment_keyword_limit_zero_keeps_the_union_of_page_keywords() -> None:
 
 def test_without_promotion_needs_new_page_a_hot_read_segment_is_promoted_again() -> None:
     clock = ManualClock(0.0)
-    mtm = _core(clock, fscore_threshold=0.5, promotion_threshold=2.5,
-                promotion_needs_new_page=False)
+    mtm = _core(
+        clock, fscore_threshold=0.5, promotion_threshold=2.5, promotion_needs_new_page=False
+    )
     mtm.insert(_page(1, {"a"}), e(0))
     assert mtm.insert(_page(2, {"a"}), e(0)).promoted
     for _ in range(5):  # N_visit 5: heat 6 > τ with no new page
@@ -687,8 +733,14 @@ def test_paper_exact_top_m_segments_are_the_brute_force_f_score_top_m(seed, top_
     rng = np.random.default_rng(seed)
     dim = 16
     vocab = [f"k{i}" for i in range(12)]
-    mtm = _core(dim=dim, retrieval_mode="paper", paper_exact=True, fscore_threshold=2.0,
-                mtm_capacity=500, promotion_threshold=1e9)
+    mtm = _core(
+        dim=dim,
+        retrieval_mode="paper",
+        paper_exact=True,
+        fscore_threshold=2.0,
+        mtm_capacity=500,
+        promotion_threshold=1e9,
+    )
     segs = {}
     for i in range(1, 81):
         v = random_unit(rng, dim)

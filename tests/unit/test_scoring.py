@@ -37,8 +37,9 @@ def test_jaccard_hand_computed_and_empty_sets_score_zero() -> None:
 
 def test_f_score_is_cosine_plus_jaccard() -> None:
     # cos([1,0], [0.6,0.8]) = 0.6; Jaccard({a,b},{b,c}) = 1/3
-    value = f_score(np.array([1.0, 0.0]), np.array([0.6, 0.8]),
-                    frozenset({"a", "b"}), frozenset({"b", "c"}))
+    value = f_score(
+        np.array([1.0, 0.0]), np.array([0.6, 0.8]), frozenset({"a", "b"}), frozenset({"b", "c"})
+    )
     assert value == pytest.approx(0.6 + 1 / 3)
 
 
@@ -54,8 +55,16 @@ def test_recency_decays_exponentially_with_mu() -> None:
 
 def test_heat_hand_computed() -> None:
     # alpha*N + beta*L + gamma*exp(-dt/mu) = 2*4 + 0.5*6 + 3*exp(-1)
-    value = heat(n_visit=4, l_interaction=6, last_access=100.0, now=150.0,
-                 alpha=2.0, beta=0.5, gamma=3.0, mu=50.0)
+    value = heat(
+        n_visit=4,
+        l_interaction=6,
+        last_access=100.0,
+        now=150.0,
+        alpha=2.0,
+        beta=0.5,
+        gamma=3.0,
+        mu=50.0,
+    )
     assert value == pytest.approx(8.0 + 3.0 + 3.0 * math.exp(-1))
 
 

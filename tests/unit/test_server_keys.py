@@ -28,14 +28,17 @@ def test_keys_survive_reopening_the_file(tmp_path: Path) -> None:
     assert rec is not None and (rec.rate_per_second, rec.burst) == (2.0, 5)
 
 
-@pytest.mark.parametrize("mangle", [
-    lambda k: k[:-1] + ("A" if k[-1] != "A" else "B"),  # secret changed
-    lambda k: k.replace("mos_", "mox_"),
-    lambda k: k + "x",
-    lambda k: "",
-    lambda k: None,
-    lambda k: k.upper(),
-])
+@pytest.mark.parametrize(
+    "mangle",
+    [
+        lambda k: k[:-1] + ("A" if k[-1] != "A" else "B"),  # secret changed
+        lambda k: k.replace("mos_", "mox_"),
+        lambda k: k + "x",
+        lambda k: "",
+        lambda k: None,
+        lambda k: k.upper(),
+    ],
+)
 def test_a_changed_or_malformed_key_is_not_found(tmp_path: Path, mangle: object) -> None:
     store = KeyStore(tmp_path / "k.json")
     key, _ = store.add("acme")
@@ -69,8 +72,15 @@ def test_invalid_tenant_names_are_refused(tmp_path: Path, name: object) -> None:
 
 def test_a_damaged_key_file_is_a_storage_error_naming_it(tmp_path: Path) -> None:
     path = tmp_path / "k.json"
-    path.write_text(json.dumps({"format": "memoryos-actors/api-keys", "version": 1,
-                                "keys": [{"key_id": "zz", "tenant": "acme"}]}))
+    path.write_text(
+        json.dumps(
+            {
+                "format": "memoryos-actors/api-keys",
+                "version": 1,
+                "keys": [{"key_id": "zz", "tenant": "acme"}],
+            }
+        )
+    )
     with pytest.raises(StorageError, match="k.json"):
         KeyStore(path)
     path.write_text("{")

@@ -14,8 +14,7 @@ def test_importing_the_package_and_the_cli_imports_no_server_dependency() -> Non
         "memoryos_actors.cli.app._parser();"
         f"print([m for m in {HEAVY!r} if m in sys.modules])"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         check=True)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
 
 
@@ -26,7 +25,6 @@ def test_keys_command_works_without_the_server_extra(tmp_path: object) -> None:
         f"raise SystemExit(main(['--data-dir', {str(tmp_path)!r}, 'keys', 'add', "
         "'--tenant', 'acme']))"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         check=False)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
     assert out.returncode == 0, out.stderr
     assert out.stdout.startswith("mos_")

@@ -16,7 +16,9 @@ gaps = st.lists(st.floats(min_value=0.0, max_value=5.0, allow_nan=False), max_si
 
 @given(rates, bursts, gaps)
 def test_allowed_requests_never_exceed_burst_plus_rate_times_elapsed(
-    rate: float, burst: int, steps: list[float],
+    rate: float,
+    burst: int,
+    steps: list[float],
 ) -> None:
     bucket = TokenBucket.full(rate, burst, 0.0)
     now, allowed = 0.0, 0
@@ -29,7 +31,9 @@ def test_allowed_requests_never_exceed_burst_plus_rate_times_elapsed(
 
 @given(rates, bursts, gaps)
 def test_a_refused_request_is_allowed_once_its_wait_has_passed(
-    rate: float, burst: int, steps: list[float],
+    rate: float,
+    burst: int,
+    steps: list[float],
 ) -> None:
     bucket = TokenBucket.full(rate, burst, 0.0)
     now = 0.0

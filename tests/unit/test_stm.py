@@ -53,7 +53,10 @@ def test_set_meta_fills_in_a_page_still_in_stm_and_reports_a_gone_page() -> None
     page = stm.get("p3")
     assert page is not None
     assert (page.meta_chain, page.chain_id, page.keywords) == (
-        "talking about Rome", "c1", frozenset({"rome", "trip"}))
+        "talking about Rome",
+        "c1",
+        frozenset({"rome", "trip"}),
+    )
     assert page.query == "q3" and stm.pages()[-1] == page
     assert stm.set_meta("p1", "gone", "c1", []) is False
 

@@ -42,8 +42,10 @@ def test_a_query_without_a_time_reference_has_no_window() -> None:
     assert time_window("room 2023b", NOW) is None
 
 
-@given(n=st.integers(min_value=1, max_value=500),
-       unit=st.sampled_from(["days", "weeks", "months", "years"]))
+@given(
+    n=st.integers(min_value=1, max_value=500),
+    unit=st.sampled_from(["days", "weeks", "months", "years"]),
+)
 def test_n_units_ago_always_contains_that_point_and_ends_before_now(n: int, unit: str) -> None:
     days = {"days": 1, "weeks": 7, "months": 30, "years": 365}[unit]
     start, end = time_window(f"what happened {n} {unit} ago", NOW)

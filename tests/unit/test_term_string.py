@@ -18,7 +18,8 @@ probes = st.sampled_from([*VOCAB, "zz", "b b", "", " b", "o"])
 @settings(max_examples=300, deadline=None)
 @given(term_lists, st.integers(min_value=0, max_value=30), st.lists(probes, max_size=8))
 def test_a_term_string_reads_as_the_tuple_of_its_terms(
-        words: list[str], cut: int, asked: list[str]) -> None:
+    words: list[str], cut: int, asked: list[str]
+) -> None:
     ts = TermString(" ".join(words))
     head = ts[:cut]
     # Counting in the view first or in the whole first must not matter (they share
@@ -37,11 +38,15 @@ def test_a_term_string_reads_as_the_tuple_of_its_terms(
 
 
 @settings(max_examples=300, deadline=None)
-@given(term_lists, st.integers(min_value=0, max_value=30),
-       st.lists(st.sampled_from(VOCAB), min_size=1, max_size=5),
-       st.floats(min_value=0.5, max_value=50.0))
+@given(
+    term_lists,
+    st.integers(min_value=0, max_value=30),
+    st.lists(st.sampled_from(VOCAB), min_size=1, max_size=5),
+    st.floats(min_value=0.5, max_value=50.0),
+)
 def test_bm25_of_a_term_string_equals_bm25_of_the_tuple_exactly(
-        words: list[str], cut: int, query: list[str], avg_len: float) -> None:
+    words: list[str], cut: int, query: list[str], avg_len: float
+) -> None:
     df = {t: 1 + i for i, t in enumerate(VOCAB)}
     score = bm25_scorer(query, 100, avg_len, df)
     ts = TermString(" ".join(words))
@@ -50,8 +55,10 @@ def test_bm25_of_a_term_string_equals_bm25_of_the_tuple_exactly(
 
 
 def test_terms_of_real_text_survive_the_round_trip_through_their_string() -> None:
-    text = ("I'm moving to O’Neil Street — no, no, no: Köln first! Hiking, hikes and "
-            "hiked; 42 km, twice twice.")
+    text = (
+        "I'm moving to O’Neil Street — no, no, no: Köln first! Hiking, hikes and "
+        "hiked; 42 km, twice twice."
+    )
     words = terms(text)
     ts = TermString(" ".join(words))
     assert list(ts) == words
@@ -60,10 +67,14 @@ def test_terms_of_real_text_survive_the_round_trip_through_their_string() -> Non
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.lists(term_lists, max_size=6), st.lists(probes, max_size=6),
-       st.integers(min_value=0, max_value=30))
+@given(
+    st.lists(term_lists, max_size=6),
+    st.lists(probes, max_size=6),
+    st.integers(min_value=0, max_value=30),
+)
 def test_terms_found_for_many_strings_at_once_count_as_found_one_by_one(
-        docs: list[list[str]], asked: list[str], cut: int) -> None:
+    docs: list[list[str]], asked: list[str], cut: int
+) -> None:
     strings = [TermString(" ".join(words)) for words in docs]
     TermString.find_all(strings, asked)
     for ts, words in zip(strings, docs, strict=True):
@@ -72,10 +83,14 @@ def test_terms_found_for_many_strings_at_once_count_as_found_one_by_one(
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.lists(st.tuples(term_lists, st.integers(min_value=0, max_value=30)), max_size=8),
-       st.lists(probes, max_size=6), st.booleans())
+@given(
+    st.lists(st.tuples(term_lists, st.integers(min_value=0, max_value=30)), max_size=8),
+    st.lists(probes, max_size=6),
+    st.booleans(),
+)
 def test_counts_of_many_documents_at_once_are_each_documents_own(
-        docs: list[tuple[list[str], int]], asked: list[str], as_strings: bool) -> None:
+    docs: list[tuple[list[str], int]], asked: list[str], as_strings: bool
+) -> None:
     from memoryos_actors.tiers._lex import term_counts
 
     # Stored strings, or plain tuples (a document need not come from the cold index).
@@ -93,12 +108,15 @@ def test_counts_of_many_documents_at_once_are_each_documents_own(
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.lists(st.tuples(term_lists, st.integers(min_value=0, max_value=30)), max_size=8),
-       st.lists(st.sampled_from(VOCAB), min_size=1, max_size=5),
-       st.floats(min_value=0.5, max_value=50.0), st.floats(min_value=0.5, max_value=50.0))
+@given(
+    st.lists(st.tuples(term_lists, st.integers(min_value=0, max_value=30)), max_size=8),
+    st.lists(st.sampled_from(VOCAB), min_size=1, max_size=5),
+    st.floats(min_value=0.5, max_value=50.0),
+    st.floats(min_value=0.5, max_value=50.0),
+)
 def test_bm25_of_many_documents_at_once_equals_each_ones_bm25_exactly(
-        docs: list[tuple[list[str], int]], query: list[str], avg_len: float,
-        avg_head: float) -> None:
+    docs: list[tuple[list[str], int]], query: list[str], avg_len: float, avg_head: float
+) -> None:
     from memoryos_actors.tiers._lex import bm25_idf, bm25_scores, term_counts
 
     idf = {t: bm25_idf(100, 1 + VOCAB.index(t)) for t in dict.fromkeys(query)}
@@ -115,11 +133,15 @@ def test_bm25_of_many_documents_at_once_equals_each_ones_bm25_exactly(
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.lists(st.tuples(term_lists, st.integers(min_value=0, max_value=30)), max_size=8),
-       st.lists(probes, max_size=6), st.booleans(), st.randoms(use_true_random=False))
+@given(
+    st.lists(st.tuples(term_lists, st.integers(min_value=0, max_value=30)), max_size=8),
+    st.lists(probes, max_size=6),
+    st.booleans(),
+    st.randoms(use_true_random=False),
+)
 def test_counts_from_term_ids_are_the_counts_from_the_terms(
-        docs: list[tuple[list[str], int]], asked: list[str], with_limits: bool,
-        rnd: object) -> None:
+    docs: list[tuple[list[str], int]], asked: list[str], with_limits: bool, rnd: object
+) -> None:
     import numpy as np
 
     from memoryos_actors.tiers._lex import TERM_ID_DTYPE, term_counts, term_id_counts
@@ -128,8 +150,9 @@ def test_counts_from_term_ids_are_the_counts_from_the_terms(
     ids = list(range(len(VOCAB)))
     rnd.shuffle(ids)  # type: ignore[attr-defined]
     id_of = dict(zip(VOCAB, ids, strict=True))
-    stored = [np.array([id_of[w] for w in words], dtype=TERM_ID_DTYPE).tobytes()
-              for words, _ in docs]
+    stored = [
+        np.array([id_of[w] for w in words], dtype=TERM_ID_DTYPE).tobytes() for words, _ in docs
+    ]
     cuts = [cut for _, cut in docs] if with_limits else None
     got = term_id_counts(stored, [id_of.get(p, -1) for p in asked], cuts)
     want = term_counts([TermString(" ".join(words)) for words, _ in docs], asked, cuts)

@@ -25,8 +25,15 @@ if TYPE_CHECKING:
 __all__ = ["mount_ui"]
 
 
-def mount_ui(app: Any, *, memory: Callable[[], AsyncMemoryOS], keys: KeyStore,
-             limiter: RateLimiter, data_dir: Path, config: MemoryConfig) -> None:
+def mount_ui(
+    app: Any,
+    *,
+    memory: Callable[[], AsyncMemoryOS],
+    keys: KeyStore,
+    limiter: RateLimiter,
+    data_dir: Path,
+    config: MemoryConfig,
+) -> None:
     """Serve the memory page at ``/ui`` of the FastAPI ``app``: ``memory()`` is the open
     memory system, ``keys`` the server's key file, ``limiter`` its per-key request limit."""
     from .routes import build_router

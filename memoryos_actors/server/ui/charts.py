@@ -70,8 +70,9 @@ class HistoryChart:
     rows: tuple[tuple[str, int, int, int], ...]
 
 
-def heat_chart(segments: Sequence[tuple[str, float, int, int]], tau: float,
-               limit: int = MAX_HEAT_BARS) -> HeatChart:
+def heat_chart(
+    segments: Sequence[tuple[str, float, int, int]], tau: float, limit: int = MAX_HEAT_BARS
+) -> HeatChart:
     """Horizontal bars of the hottest ``limit`` segments, each ``(segment id, heat,
     visits, pages)``, hottest first; a segment past ``tau`` is drawn as hot."""
     shown = sorted(segments, key=lambda s: -s[1])[:limit]
@@ -80,27 +81,46 @@ def heat_chart(segments: Sequence[tuple[str, float, int, int]], tau: float,
     bars = []
     for i, (sid, heat, visits, pages) in enumerate(shown):
         w = max(1.0, span * max(0.0, heat) / top)
-        bars.append(Bar(_LABEL_W, _TOP + i * _ROW_H, round(w, 1), _ROW_H - 6,
-                        "bar-hot" if heat > tau else "bar-heat", sid, f"{heat:.2f}",
-                        f"segment {sid}: heat {heat:.2f}, {visits} visits, {pages} pages"))
+        bars.append(
+            Bar(
+                _LABEL_W,
+                _TOP + i * _ROW_H,
+                round(w, 1),
+                _ROW_H - 6,
+                "bar-hot" if heat > tau else "bar-heat",
+                sid,
+                f"{heat:.2f}",
+                f"segment {sid}: heat {heat:.2f}, {visits} visits, {pages} pages",
+            )
+        )
     height = _TOP + max(1, len(shown)) * _ROW_H + 10
-    return HeatChart(_WIDTH, height, tuple(bars), round(_LABEL_W + span * tau / top, 1), tau,
-                     _LABEL_W - 6, len(shown), len(segments))
+    return HeatChart(
+        _WIDTH,
+        height,
+        tuple(bars),
+        round(_LABEL_W + span * tau / top, 1),
+        tau,
+        _LABEL_W - 6,
+        len(shown),
+        len(segments),
+    )
 
 
 def _day_label(day: int) -> str:
     return datetime.fromtimestamp(day * DAY_S, tz=UTC).strftime("%Y-%m-%d")
 
 
-def history_chart(stm: Iterable[float], mtm: Iterable[float],
-                  archive_days: Iterable[tuple[float, int]],
-                  max_bars: int = MAX_HISTORY_BARS) -> HistoryChart:
+def history_chart(
+    stm: Iterable[float],
+    mtm: Iterable[float],
+    archive_days: Iterable[tuple[float, int]],
+    max_bars: int = MAX_HISTORY_BARS,
+) -> HistoryChart:
     """Stacked bars of stored turns per day: ``stm`` and ``mtm`` are the timestamps of the
     pages in those tiers (seconds), ``archive_days`` ``(day start, pages)`` of the archive.
     Days without turns inside the span are empty bars; more than ``max_bars`` days are
     drawn in buckets of several days."""
-    counts: dict[str, Counter[int]] = {"stm": Counter(), "mtm": Counter(),
-                                       "archive": Counter()}
+    counts: dict[str, Counter[int]] = {"stm": Counter(), "mtm": Counter(), "archive": Counter()}
     for ts in stm:
         counts["stm"][int(ts // DAY_S)] += 1
     for ts in mtm:
@@ -126,8 +146,11 @@ def history_chart(stm: Iterable[float], mtm: Iterable[float],
     rows = []
     for i, b in enumerate(per):
         day = first + i * bucket
-        label = _day_label(day) if bucket == 1 else \
-            f"{_day_label(day)} to {_day_label(day + bucket - 1)}"
+        label = (
+            _day_label(day)
+            if bucket == 1
+            else f"{_day_label(day)} to {_day_label(day + bucket - 1)}"
+        )
         rows.append((label, b["archive"], b["mtm"], b["stm"]))
         y = baseline
         for tier in ("archive", "mtm", "stm"):
@@ -136,9 +159,27 @@ def history_chart(stm: Iterable[float], mtm: Iterable[float],
                 continue
             h = (baseline - 10.0) * n / peak
             y -= h
-            bars.append(Bar(round(left + i * step, 1), round(y, 1), round(bar_w, 1),
-                            round(h, 1), f"t-{tier}", label, str(n),
-                            f"{label}: {n} turns now in {tier.upper()}"))
-    return HistoryChart(_WIDTH, height, tuple(bars), bucket, peak, _day_label(first),
-                        _day_label(first + (n_buckets - 1) * bucket), baseline,
-                        sum(sum(b.values()) for b in per), tuple(rows))
+            bars.append(
+                Bar(
+                    round(left + i * step, 1),
+                    round(y, 1),
+                    round(bar_w, 1),
+                    round(h, 1),
+                    f"t-{tier}",
+                    label,
+                    str(n),
+                    f"{label}: {n} turns now in {tier.upper()}",
+                )
+            )
+    return HistoryChart(
+        _WIDTH,
+        height,
+        tuple(bars),
+        bucket,
+        peak,
+        _day_label(first),
+        _day_label(first + (n_buckets - 1) * bucket),
+        baseline,
+        sum(sum(b.values()) for b in per),
+        tuple(rows),
+    )

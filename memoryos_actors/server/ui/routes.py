@@ -71,8 +71,13 @@ def _pager(page: int, total: int, per: int) -> Pager:
     return Pager(min(page, pages), pages, page < pages)
 
 
-def build_router(memory: Callable[[], AsyncMemoryOS], keys: KeyStore, limiter: RateLimiter,
-                 data_dir: Path, config: MemoryConfig) -> APIRouter:
+def build_router(
+    memory: Callable[[], AsyncMemoryOS],
+    keys: KeyStore,
+    limiter: RateLimiter,
+    data_dir: Path,
+    config: MemoryConfig,
+) -> APIRouter:
     """The ``/ui`` routes over the memory system ``memory()`` and the server's ``keys``
     and request ``limiter`` (a session's requests count against its key's limit)."""
     templates = make_templates()
@@ -115,8 +120,12 @@ def build_router(memory: Callable[[], AsyncMemoryOS], keys: KeyStore, limiter: R
             raise Redirect("/ui/login")
         wait = limiter.check(rec.key_id, time.monotonic(), rec.rate_per_second, rec.burst)
         if wait:
-            raise UIError(429, "Slow down", f"request limit of key {rec.key_id} reached; "
-                          f"try again in {wait} s", retry_after=wait)
+            raise UIError(
+                429,
+                "Slow down",
+                f"request limit of key {rec.key_id} reached; try again in {wait} s",
+                retry_after=wait,
+            )
         return session
 
     def flash(session: Session) -> list[str]:
@@ -126,8 +135,11 @@ def build_router(memory: Callable[[], AsyncMemoryOS], keys: KeyStore, limiter: R
     async def form_of(request: Request, session: Session) -> dict[str, str]:
         form = await read_form(request)
         if not session.check_csrf(form.get("csrf")):
-            raise UIError(403, "Refused", "the form's token is missing or stale: reload the "
-                          "page and try again")
+            raise UIError(
+                403,
+                "Refused",
+                "the form's token is missing or stale: reload the page and try again",
+            )
         return form
 
     def login_form(request: Request, status: int = 200, message: str = "") -> Response:
@@ -135,9 +147,15 @@ def build_router(memory: Callable[[], AsyncMemoryOS], keys: KeyStore, limiter: R
 
         token = secrets.token_urlsafe(32)
         response = render(request, "login.html", status, token=token, message=message)
-        response.set_cookie(LOGIN_COOKIE, token, max_age=3600, path="/ui/login",
-                            httponly=True, samesite="strict",
-                            secure=request.url.scheme == "https")
+        response.set_cookie(
+            LOGIN_COOKIE,
+            token,
+            max_age=3600,
+            path="/ui/login",
+            httponly=True,
+            samesite="strict",
+            secure=request.url.scheme == "https",
+        )
         return response
 
     @router.get("", response_class=Response)
@@ -162,18 +180,24 @@ def build_router(memory: Callable[[], AsyncMemoryOS], keys: KeyStore, limiter: R
         client = request.client.host if request.client else "unknown"
         wait = login_limiter.check(f"login:{client}", time.monotonic())
         if wait:
-            raise UIError(429, "Slow down", f"too many attempts; try again in {wait} s",
-                          retry_after=wait)
+            raise UIError(
+                429, "Slow down", f"too many attempts; try again in {wait} s", retry_after=wait
+            )
         rec = keys.lookup(form.get("key", "").strip())
         if rec is None:
             return login_form(request, 401, "That is not a valid API key.")
         sessions.drop(request.cookies.get(COOKIE))
         sid, _session = sessions.create(rec.key_id, rec.tenant)
         response = Response(status_code=303, headers={"Location": "/ui/users"})
-        response.set_cookie(COOKIE, sid, path="/ui", httponly=True, samesite="strict",
-                            secure=request.url.scheme == "https")
-        response.delete_cookie(LOGIN_COOKIE, path="/ui/login", httponly=True,
-                               samesite="strict")
+        response.set_cookie(
+            COOKIE,
+            sid,
+            path="/ui",
+            httponly=True,
+            samesite="strict",
+            secure=request.url.scheme == "https",
+        )
+        response.delete_cookie(LOGIN_COOKIE, path="/ui/login", httponly=True, samesite="strict")
         return response
 
     @router.post("/logout", response_class=Response)
@@ -208,45 +232,71 @@ def build_router(memory: Callable[[], AsyncMemoryOS], keys: KeyStore, limiter: R
     async def user_row(mem: AsyncMemoryOS, tenant: str, uid: str) -> dict[str, Any]:
         row: dict[str, Any] = {"user_id": external_id(tenant, uid), "ok": False}
         try:
-            st, arch = await asyncio.gather(mem.user_state(uid),
-                                            mem.archived_memories(uid, limit=1))
+            st, arch = await asyncio.gather(
+                mem.user_state(uid), mem.archived_memories(uid, limit=1)
+            )
         except MemoryOSError as exc:
             row["error"] = type(exc).__name__
             return row
         mtm_times = [p.timestamp for seg in st.segments for p in seg.pages]
-        times = [p.timestamp for p in st.stm] + mtm_times + [
-            m.timestamp for m in arch.memories]
-        row.update(ok=True, turns=st.turns, stm=len(st.stm), mtm=len(mtm_times),
-                   segments=len(st.segments), archive=arch.total, facts=len(st.kb),
-                   last=max(times) if times else None)
+        times = [p.timestamp for p in st.stm] + mtm_times + [m.timestamp for m in arch.memories]
+        row.update(
+            ok=True,
+            turns=st.turns,
+            stm=len(st.stm),
+            mtm=len(mtm_times),
+            segments=len(st.segments),
+            archive=arch.total,
+            facts=len(st.kb),
+            last=max(times) if times else None,
+        )
         return row
 
     @router.get("/users", response_class=Response)
-    async def users(request: Request, q: str = "",
-                    page_no: int = Query(1, alias="page")) -> Response:
+    async def users(
+        request: Request, q: str = "", page_no: int = Query(1, alias="page")
+    ) -> Response:
         session = session_of(request)
         mem = memory()
         everyone = set(await mem.users()) | set(await mem.active_users())
-        mine = sorted(u for u in (external_id(session.tenant, uid) for uid in everyone)
-                      if u is not None)
+        mine = sorted(
+            u for u in (external_id(session.tenant, uid) for uid in everyone) if u is not None
+        )
         needle = q.strip().casefold()
         if needle:
             mine = [u for u in mine if needle in u.casefold()]
         pager = _pager(max(1, page_no), len(mine), USERS_PER_PAGE)
-        shown = mine[(pager.page - 1) * USERS_PER_PAGE:pager.page * USERS_PER_PAGE]
-        rows = await asyncio.gather(*(user_row(mem, session.tenant,
-                                               internal_id(session.tenant, u))
-                                      for u in shown))
-        return render(request, "users.html", session=session, flash=flash(session), q=q,
-                    rows=rows, total=len(mine), pager=pager)
+        shown = mine[(pager.page - 1) * USERS_PER_PAGE : pager.page * USERS_PER_PAGE]
+        rows = await asyncio.gather(
+            *(user_row(mem, session.tenant, internal_id(session.tenant, u)) for u in shown)
+        )
+        return render(
+            request,
+            "users.html",
+            session=session,
+            flash=flash(session),
+            q=q,
+            rows=rows,
+            total=len(mine),
+            pager=pager,
+        )
 
     # -- one user ---------------------------------------------------------------------------
 
     def segment_rows(st: Any) -> list[dict[str, Any]]:
-        return [{"segment_id": s.segment_id, "heat": s.heat, "visits": s.n_visit,
-                 "interactions": s.l_interaction, "pages": s.pages, "summary": s.summary,
-                 "keywords": sorted(s.keywords), "last_access": s.last_access}
-                for s in st.segments]
+        return [
+            {
+                "segment_id": s.segment_id,
+                "heat": s.heat,
+                "visits": s.n_visit,
+                "interactions": s.l_interaction,
+                "pages": s.pages,
+                "summary": s.summary,
+                "keywords": sorted(s.keywords),
+                "last_access": s.last_access,
+            }
+            for s in st.segments
+        ]
 
     @router.get("/users/{user_id}", response_class=Response)
     async def user_page(request: Request, user_id: str, seg: int = 1) -> Response:
@@ -254,38 +304,68 @@ def build_router(memory: Callable[[], AsyncMemoryOS], keys: KeyStore, limiter: R
         uid = await known(session, user_id)
         mem = memory()
         st, arch = await asyncio.gather(
-            mem.user_state(uid), mem.archived_memories(uid, limit=0, per_day=True))
+            mem.user_state(uid), mem.archived_memories(uid, limit=0, per_day=True)
+        )
         segments = segment_rows(st)  # hottest first
         pager = _pager(max(1, seg), len(segments), SEGMENTS_PER_PAGE)
-        shown = segments[(pager.page - 1) * SEGMENTS_PER_PAGE:pager.page * SEGMENTS_PER_PAGE]
-        heat = heat_chart([(s["segment_id"], s["heat"], s["visits"], len(s["pages"]))
-                           for s in segments], config.promotion_threshold)
-        history = history_chart([p.timestamp for p in st.stm],
-                                [p.timestamp for s in st.segments for p in s.pages],
-                                arch.per_day)
+        shown = segments[(pager.page - 1) * SEGMENTS_PER_PAGE : pager.page * SEGMENTS_PER_PAGE]
+        heat = heat_chart(
+            [(s["segment_id"], s["heat"], s["visits"], len(s["pages"])) for s in segments],
+            config.promotion_threshold,
+        )
+        history = history_chart(
+            [p.timestamp for p in st.stm],
+            [p.timestamp for s in st.segments for p in s.pages],
+            arch.per_day,
+        )
         mtm_pages = sum(len(s["pages"]) for s in segments)
-        return render(request, "user.html", session=session, flash=flash(session),
-                    tab="overview", user_id=user_id, st=st, stm=st.stm, segments=shown,
-                    pager=pager, n_segments=len(segments), mtm_pages=mtm_pages,
-                    archived=arch.total, heat=heat, history=history,
-                    tau=config.promotion_threshold, recent=SEGMENT_PAGES_SHOWN)
+        return render(
+            request,
+            "user.html",
+            session=session,
+            flash=flash(session),
+            tab="overview",
+            user_id=user_id,
+            st=st,
+            stm=st.stm,
+            segments=shown,
+            pager=pager,
+            n_segments=len(segments),
+            mtm_pages=mtm_pages,
+            archived=arch.total,
+            heat=heat,
+            history=history,
+            tau=config.promotion_threshold,
+            recent=SEGMENT_PAGES_SHOWN,
+        )
 
     @router.get("/users/{user_id}/archive", response_class=Response)
-    async def archive_page(request: Request, user_id: str, q: str = "",
-                           page_no: int = Query(1, alias="page")) -> Response:
+    async def archive_page(
+        request: Request, user_id: str, q: str = "", page_no: int = Query(1, alias="page")
+    ) -> Response:
         session = session_of(request)
         uid = await known(session, user_id)
         page_no = max(1, page_no)
         query = q.strip() or None
         got = await memory().archived_memories(
-            uid, "page", query, (page_no - 1) * ARCHIVE_PER_PAGE, ARCHIVE_PER_PAGE)
+            uid, "page", query, (page_no - 1) * ARCHIVE_PER_PAGE, ARCHIVE_PER_PAGE
+        )
         if query is None:
             pager = _pager(page_no, got.total, ARCHIVE_PER_PAGE)
         else:
             pager = Pager(page_no, None, got.has_more)
-        return render(request, "archive.html", session=session, flash=flash(session),
-                    tab="archive", user_id=user_id, got=got, q=q, pager=pager,
-                    per_page=ARCHIVE_PER_PAGE)
+        return render(
+            request,
+            "archive.html",
+            session=session,
+            flash=flash(session),
+            tab="archive",
+            user_id=user_id,
+            got=got,
+            q=q,
+            pager=pager,
+            per_page=ARCHIVE_PER_PAGE,
+        )
 
     @router.get("/users/{user_id}/profile", response_class=Response)
     async def profile_page(request: Request, user_id: str) -> Response:
@@ -295,28 +375,51 @@ def build_router(memory: Callable[[], AsyncMemoryOS], keys: KeyStore, limiter: R
         st, facts, agent_traits = await asyncio.gather(
             mem.user_state(uid),
             mem.archived_memories(uid, "fact", limit=ARCHIVED_FACTS_SHOWN),
-            mem.archived_memories(uid, "agent_trait", limit=ARCHIVED_FACTS_SHOWN))
+            mem.archived_memories(uid, "agent_trait", limit=ARCHIVED_FACTS_SHOWN),
+        )
         levels = {t.name: t for t in st.traits}
-        traits = {cat: [(spec, levels.get(spec.name)) for spec in TRAITS
-                        if spec.category == cat] for cat in TRAIT_CATEGORIES}
+        traits = {
+            cat: [(spec, levels.get(spec.name)) for spec in TRAITS if spec.category == cat]
+            for cat in TRAIT_CATEGORIES
+        }
         agents = []
         for aid, persona in sorted(st.agents.items()):
             ext = external_id(session.tenant, aid) or aid
-            agents.append({"assistant_id": ext, "profile": persona.get("profile"),
-                           "traits": [(external_memory_id(
-                               session.tenant, f"agent_trait:{aid}:{e.entry_id}"), e)
-                               for e in persona.get("traits", ())]})
-        archived_agent = [(external_memory_id(session.tenant, m.memory_id), m)
-                          for m in agent_traits.memories]
-        return render(request, "profile.html", session=session, flash=flash(session),
-                    tab="profile", user_id=user_id, profile=st.profile, traits=traits,
-                    n_levels=len(levels), kb=st.kb, archived_facts=facts, agents=agents,
-                    archived_agent=archived_agent, archived_agent_total=agent_traits.total,
-                    levels=_LEVELS)
+            agents.append(
+                {
+                    "assistant_id": ext,
+                    "profile": persona.get("profile"),
+                    "traits": [
+                        (external_memory_id(session.tenant, f"agent_trait:{aid}:{e.entry_id}"), e)
+                        for e in persona.get("traits", ())
+                    ],
+                }
+            )
+        archived_agent = [
+            (external_memory_id(session.tenant, m.memory_id), m) for m in agent_traits.memories
+        ]
+        return render(
+            request,
+            "profile.html",
+            session=session,
+            flash=flash(session),
+            tab="profile",
+            user_id=user_id,
+            profile=st.profile,
+            traits=traits,
+            n_levels=len(levels),
+            kb=st.kb,
+            archived_facts=facts,
+            agents=agents,
+            archived_agent=archived_agent,
+            archived_agent_total=agent_traits.total,
+            levels=_LEVELS,
+        )
 
     @router.get("/users/{user_id}/search", response_class=Response)
-    async def search_page(request: Request, user_id: str, q: str = "",
-                          assistant: str = "default") -> Response:
+    async def search_page(
+        request: Request, user_id: str, q: str = "", assistant: str = "default"
+    ) -> Response:
         session = session_of(request)
         uid = await known(session, user_id)
         ctx = None
@@ -327,20 +430,32 @@ def build_router(memory: Callable[[], AsyncMemoryOS], keys: KeyStore, limiter: R
 
             def mid(item: Any) -> str:
                 if item.kind == "agent_trait":
-                    return external_memory_id(session.tenant,
-                                              f"agent_trait:{aid}:{item.item_id}")
+                    return external_memory_id(session.tenant, f"agent_trait:{aid}:{item.item_id}")
                 return f"{item.kind}:{item.item_id}"
 
-            groups = [(title, [(mid(i), i) for i in items]) for title, items in (
-                ("Relevant past pages (MTM and archive)", ctx.mtm),
-                ("Segments", ctx.segments),
-                ("Facts", ctx.kb),
-                ("Assistant traits", ctx.agent_traits),
-                ("Recent dialogue (STM)", tuple(reversed(ctx.stm))),
-            )]
-        response = render(request, "search.html", session=session, flash=flash(session),
-                          tab="search", user_id=user_id, q=q, assistant=assistant, ctx=ctx,
-                          groups=groups, rendered=ctx.render() if ctx is not None else "")
+            groups = [
+                (title, [(mid(i), i) for i in items])
+                for title, items in (
+                    ("Relevant past pages (MTM and archive)", ctx.mtm),
+                    ("Segments", ctx.segments),
+                    ("Facts", ctx.kb),
+                    ("Assistant traits", ctx.agent_traits),
+                    ("Recent dialogue (STM)", tuple(reversed(ctx.stm))),
+                )
+            ]
+        response = render(
+            request,
+            "search.html",
+            session=session,
+            flash=flash(session),
+            tab="search",
+            user_id=user_id,
+            q=q,
+            assistant=assistant,
+            ctx=ctx,
+            groups=groups,
+            rendered=ctx.render() if ctx is not None else "",
+        )
         if ctx is not None:
             response.headers["Server-Timing"] = f"retrieve;dur={ctx.elapsed_ms:.1f}"
         return response
@@ -373,11 +488,14 @@ def build_router(memory: Callable[[], AsyncMemoryOS], keys: KeyStore, limiter: R
         delete confirmation does it)."""
         if found.tier == "mtm":
             st = await memory().user_state(uid)
-            seg = next((s for s in st.segments
-                        if f"segment:{s.segment_id}" == found.memory_id), None)
+            seg = next(
+                (s for s in st.segments if f"segment:{s.segment_id}" == found.memory_id), None
+            )
             if seg is not None:
-                return [(f"page:{p.page_id}", f"{p.query}\n{p.response}", p.timestamp)
-                        for p in seg.pages]
+                return [
+                    (f"page:{p.page_id}", f"{p.query}\n{p.response}", p.timestamp)
+                    for p in seg.pages
+                ]
         if not full:
             return []
         wanted = {f"page:{p}" for p in found.page_ids}
@@ -399,30 +517,49 @@ def build_router(memory: Callable[[], AsyncMemoryOS], keys: KeyStore, limiter: R
         found, events = await memory_of(session, uid, memory_id)
         kind = memory_id.partition(":")[0]
         spec = TRAITS_BY_NAME.get(memory_id.partition(":")[2]) if kind == "trait" else None
-        pages = await segment_pages(uid, found, full=False) \
-            if found is not None and found.kind == "segment" else []
-        return render(request, "memory.html", session=session, flash=flash(session),
-                    user_id=user_id, memory_id=memory_id, kind=kind, found=found,
-                    pages=pages,
-                    events=[(external_memory_id(session.tenant, e.memory_id), e)
-                            for e in events],
-                    spec=spec, levels=_LEVELS,
-                    assistant=(external_id(session.tenant, found.assistant_id)
-                               or found.assistant_id) if found and found.assistant_id
-                    else None)
+        pages = (
+            await segment_pages(uid, found, full=False)
+            if found is not None and found.kind == "segment"
+            else []
+        )
+        return render(
+            request,
+            "memory.html",
+            session=session,
+            flash=flash(session),
+            user_id=user_id,
+            memory_id=memory_id,
+            kind=kind,
+            found=found,
+            pages=pages,
+            events=[(external_memory_id(session.tenant, e.memory_id), e) for e in events],
+            spec=spec,
+            levels=_LEVELS,
+            assistant=(external_id(session.tenant, found.assistant_id) or found.assistant_id)
+            if found and found.assistant_id
+            else None,
+        )
 
     @router.get("/users/{user_id}/memories/{memory_id}/delete", response_class=Response)
-    async def confirm_delete(request: Request, user_id: str, memory_id: str,
-                             back: str = "overview") -> Response:
+    async def confirm_delete(
+        request: Request, user_id: str, memory_id: str, back: str = "overview"
+    ) -> Response:
         session = session_of(request)
         uid = await known(session, user_id)
         found, _events = await memory_of(session, uid, memory_id)
         if found is None:
             raise UIError(404, "No such memory", f"{memory_id!r} is already gone")
         pages = await segment_pages(uid, found, full=True) if found.kind == "segment" else []
-        return render(request, "confirm_delete.html", session=session, user_id=user_id,
-                    memory_id=memory_id, found=found, pages=pages,
-                    back=back if back in _TABS else "overview")
+        return render(
+            request,
+            "confirm_delete.html",
+            session=session,
+            user_id=user_id,
+            memory_id=memory_id,
+            found=found,
+            pages=pages,
+            back=back if back in _TABS else "overview",
+        )
 
     @router.post("/users/{user_id}/memories/{memory_id}/delete", response_class=Response)
     async def delete(request: Request, user_id: str, memory_id: str) -> Response:
@@ -443,7 +580,8 @@ def build_router(memory: Callable[[], AsyncMemoryOS], keys: KeyStore, limiter: R
         uid = await known(session, user_id)
         value, evidence = form.get("value", ""), form.get("evidence", "")
         event = await memory().correct_memory(
-            uid, internal_memory_id(session.tenant, memory_id), value, evidence)
+            uid, internal_memory_id(session.tenant, memory_id), value, evidence
+        )
         session.flash.append(f"Corrected {memory_id}: {event.old or '(none)'} -> {event.new}.")
         raise Redirect(back_url(user_id, memory_id, form.get("back", "memory")))
 
@@ -454,4 +592,3 @@ def _quote(value: str) -> str:
     from urllib.parse import quote
 
     return quote(value, safe="")
-

@@ -68,9 +68,14 @@ class SessionStore:
     memory they take; ``clock`` returns seconds (monotonic).
     """
 
-    def __init__(self, *, idle_s: float = IDLE_TIMEOUT_S, max_age_s: float = MAX_AGE_S,
-                 max_sessions: int = MAX_SESSIONS,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        *,
+        idle_s: float = IDLE_TIMEOUT_S,
+        max_age_s: float = MAX_AGE_S,
+        max_sessions: int = MAX_SESSIONS,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.idle_s = idle_s
         self.max_age_s = max_age_s
         self.max_sessions = max_sessions

@@ -39,12 +39,20 @@ from ...errors import (
 )
 
 __all__ = [
-    "CSP", "Redirect", "StaticFiles", "UIError", "UIRoute", "make_templates", "read_form",
+    "CSP",
+    "Redirect",
+    "StaticFiles",
+    "UIError",
+    "UIRoute",
+    "make_templates",
+    "read_form",
     "same_origin",
 ]
 
-CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
-       "form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
+CSP = (
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
+    "form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+)
 """The Content-Security-Policy of every memory-page answer."""
 
 _HEADERS = {
@@ -91,11 +99,7 @@ _STATUS: tuple[tuple[type[MemoryOSError], int, str], ...] = (
 
 def ui_error_of(exc: MemoryOSError) -> UIError:
     """The error page for a library error (the same statuses as the JSON API)."""
-    for cls, status, title in _STATUS:
-        if isinstance(exc, cls):
-            break
-    else:
-        status, title = 500, "Error"
+    status, title = next(((s, t) for cls, s, t in _STATUS if isinstance(exc, cls)), (500, "Error"))
     message = str(exc.args[0]) if exc.args else type(exc).__name__
     return UIError(status, title, message, 1 if status == 503 else None)
 
@@ -132,8 +136,11 @@ class StaticFiles:
     """The memory page's CSS and JavaScript, read once from the package, served with a
     content hash in their URL so they can be cached for a long time."""
 
-    _TYPES: ClassVar[dict[str, str]] = {".css": "text/css; charset=utf-8", ".js": "text/javascript; charset=utf-8",
-              ".svg": "image/svg+xml"}
+    _TYPES: ClassVar[dict[str, str]] = {
+        ".css": "text/css; charset=utf-8",
+        ".js": "text/javascript; charset=utf-8",
+        ".svg": "image/svg+xml",
+    }
 
     def __init__(self) -> None:
         self.files: dict[str, tuple[bytes, str]] = {}
@@ -156,8 +163,7 @@ class StaticFiles:
         if found is None:
             raise UIError(404, "Not found", "no such file")
         data, ctype = found
-        return Response(data, media_type=ctype,
-                        headers={"Cache-Control": "public, max-age=86400"})
+        return Response(data, media_type=ctype, headers={"Cache-Control": "public, max-age=86400"})
 
 
 def same_origin(request: Request) -> bool:
@@ -183,8 +189,13 @@ async def read_form(request: Request) -> dict[str, str]:
         raise UIError(415, "Refused", "send the form as application/x-www-form-urlencoded")
     body = await request.body()
     try:
-        fields = parse_qs(body.decode("utf-8"), keep_blank_values=True, strict_parsing=False,
-                          max_num_fields=_MAX_FIELDS, errors="strict")
+        fields = parse_qs(
+            body.decode("utf-8"),
+            keep_blank_values=True,
+            strict_parsing=False,
+            max_num_fields=_MAX_FIELDS,
+            errors="strict",
+        )
     except (UnicodeDecodeError, ValueError):
         raise UIError(422, "Not accepted", "the form could not be read") from None
     return {k: v[0] for k, v in fields.items()}
@@ -213,14 +224,19 @@ class UIRoute(APIRoute):
                 response = await inner(request)
             except Redirect as r:
                 response = Response(status_code=303, headers={"Location": r.url})
-            except (UIError, MemoryOSError, RequestValidationError,
-                    StarletteHTTPException) as exc:
+            except (UIError, MemoryOSError, RequestValidationError, StarletteHTTPException) as exc:
                 if isinstance(exc, MemoryOSError):
                     err = ui_error_of(exc)
                 elif isinstance(exc, RequestValidationError):
-                    err = UIError(422, "Not accepted", "; ".join(
-                        f"{'.'.join(str(p) for p in e.get('loc', ()))}: {e.get('msg', '')}"
-                        for e in exc.errors()[:3]) or "invalid input")
+                    err = UIError(
+                        422,
+                        "Not accepted",
+                        "; ".join(
+                            f"{'.'.join(str(p) for p in e.get('loc', ()))}: {e.get('msg', '')}"
+                            for e in exc.errors()[:3]
+                        )
+                        or "invalid input",
+                    )
                 elif isinstance(exc, StarletteHTTPException):
                     err = UIError(exc.status_code, "Error", str(exc.detail))
                 else:
