@@ -120,8 +120,9 @@ class Barriers:
         user, the same one too) start work it does not wait for, so it returns under a
         continuous write flood. It may cover some of that later work (what was already
         queued when it looked). Under a flood it waits about ``placement_backlog_seconds``
-        per flooded user (the placement work its queue admits), the users side by side. A user that is passive has nothing in flight (what it owes
-        is in its files, asked for again when it is next activated), and a user passivated
+        per flooded user (the placement work its queue admits), the users side by side. A
+        user that is passive has nothing in flight (what it owes is in its files, asked for
+        again when it is next activated), and a user passivated
         or forgotten while flush waits is not waited for any longer, for the same reason.
         A degraded answer (the provider was down) counts as the answer; its redo once the
         provider is back is not waited for.

@@ -837,17 +837,21 @@ class ColdIndex:
             f"SELECT term, n FROM df WHERE term IN ({','.join('?' for _ in qt)})", qt
         ).fetchall()
         dfs = {str(t): int(n) for t, n in df_rows if int(n) > 0}
-        ids = dict.fromkeys(qt, -1)
-        ids.update(
-            db.execute(
-                f"SELECT term, id FROM vocab WHERE term IN ({','.join('?' for _ in qt)})", qt
+        term_ids = None
+        if light:  # narrow rows hold term ids: the query's are looked up for them
+            ids = dict.fromkeys(qt, -1)
+            ids.update(
+                db.execute(
+                    f"SELECT term, id FROM vocab WHERE term IN ({','.join('?' for _ in qt)})",
+                    qt,
+                )
             )
-        )
+            term_ids = tuple(ids.items())
         stats = dict(
             n_docs=self._n_docs,
             total_len=self._total_len,
             df=tuple(dfs.items()),
-            term_ids=tuple(ids.items()),
+            term_ids=term_ids,
         )
         pages_only = kinds == ("page",)
         # Kinds with no item are not asked for; for the rarer kinds (facts, traits), the
