@@ -195,6 +195,8 @@ class MemoryEditing:
             assert entry.store is not None
             cold = entry.store.cold
             corrected = entry.store.edits.corrected
+            # Cold items, or the narrower rows a search answers: archived_memory reads both.
+            items: list[Any]
             total, items = cold.newest(kind, 0 if query else offset, 0 if query else limit + 1)
             if query:
                 found = cold.search(terms(query), offset + limit + 1, kinds=(kind,)).items

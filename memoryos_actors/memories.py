@@ -169,6 +169,7 @@ def archived_in(store: UserStore, kinds: frozenset[str]) -> list[Memory]:
     for _seq, rec in store.archive_records():
         t = rec.get("t")
         if t in ("segment", "page"):
+            sid: str | None
             if t == "segment":
                 seg = rec["segment"]
                 sid = str(seg["segment_id"])
@@ -185,7 +186,7 @@ def archived_in(store: UserStore, kinds: frozenset[str]) -> list[Memory]:
                         )
                     )
             else:
-                sid = rec.get("segment_id")
+                sid = str(rec.get("segment_id") or "") or None
                 pages = [rec["page"]]
             if "page" in kinds:
                 out.extend(
@@ -196,7 +197,7 @@ def archived_in(store: UserStore, kinds: frozenset[str]) -> list[Memory]:
                         page_text(str(p["query"]), str(p["response"])),
                         float(p["timestamp"]),
                         assistant_id=str(p.get("assistant_id", "")) or None,
-                        segment_id=str(sid) if sid else None,
+                        segment_id=sid,
                         chain_id=str(p.get("chain_id") or "") or None,
                     )
                     for p in pages
