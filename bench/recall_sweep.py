@@ -56,7 +56,7 @@ def parse_variant(text: str) -> tuple[str, list[tuple[str, str, Any]]]:
 
 
 def _modules() -> dict[str, Any]:
-    import memoryos_actors.tiers._lex as lex
+    import memoryos_actors.lexicon as lex
     import memoryos_actors.tiers.mtm as mtm
     import memoryos_actors.tiers.temporal as temporal
 

@@ -151,8 +151,7 @@ _STAGES = (
     ("memoryos_actors.store.cold", "", ("_ranked_rowids", "_row_items", "_cand_rows")),
     ("memoryos_actors.actors.workers", "", ("build_context",)),
     ("memoryos_actors.actors.base", "GatewayClient", ("embed_one",)),
-    ("memoryos_actors.tiers._lex", "LexIndex", ("weighted_scores",)),
-    ("memoryos_actors.tiers._lex", "TermString", ("find_all",)),
+    ("memoryos_actors.lexicon", "LexIndex", ("weighted_scores",)),
     ("memoryos_actors.tiers._ann", "AnnIndex", ("candidates", "dots")),
 )
 

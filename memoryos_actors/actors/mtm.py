@@ -40,9 +40,9 @@ import structlog
 from supervisor import SupervisedActor, TimerRef, send_after
 
 from ..errors import MemoryOSError, StorageError
+from ..lexicon import stem
 from ..messages import Page, SegmentRecord, normalize_keywords
 from ..store.cold import emb_to_f16
-from ..tiers._lex import stem
 from ..tiers.mtm import LEXICAL_CANDIDATES, MTMCore
 from . import persist
 from .base import UserEnv, reply_state

@@ -18,9 +18,9 @@ import structlog
 from supervisor import SupervisedActor
 
 from ..errors import MemoryOSError, UnknownUser
+from ..lexicon import stem
 from ..messages import Retrieve
 from ..text import keywords
-from ..tiers._lex import stem
 from ..tiers.context import build_context
 from .base import GatewayClient, actor_names, persona_owner
 from .protocol import (

@@ -9,7 +9,7 @@ keeps beside it, in ``cold.db`` (SQLite, standard library), one row per archived
   ``"agent_trait"``).
 
 Lexical side: an FTS5 table over each item's index terms (the same stemmed terms the hot
-tier's BM25 uses, :func:`~memoryos_actors.tiers._lex.terms`) finds candidates; a ``df`` table
+tier's BM25 uses, :func:`~memoryos_actors.lexicon.terms`) finds candidates; a ``df`` table
 and the document count and total length let the caller score them with one BM25 over hot
 and cold documents together. Vector side: each row keeps its embedding as float16 bytes
 (half the size; cosine changes by < 1e-3 on unit vectors), read only for the candidates the
@@ -34,28 +34,25 @@ import sqlite3
 import threading
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, NamedTuple, overload
+from typing import Any, Literal, overload
 
 import numpy as np
 import numpy.typing as npt
 
+from memoryos_actors.cold_items import ColdCandidates, ColdItem, ColdRow
 from memoryos_actors.errors import StorageError
-from memoryos_actors.store._framing import log
-from memoryos_actors.store.edits import EditLog
 
 # bm25_idf is re-exported: the cold tier's BM25 idf.
-from memoryos_actors.tiers._lex import TERM_ID_DTYPE, TermString, bm25_idf
+from memoryos_actors.lexicon import TERM_ID_DTYPE, TermString, bm25_idf
+from memoryos_actors.store._framing import log
+from memoryos_actors.store.edits import EditLog
 
 __all__ = [
     "CACHE_KIB",
     "COLD_FILE",
     "RANK_WINDOW",
-    "ColdCandidates",
     "ColdIndex",
-    "ColdItem",
-    "ColdRow",
     "bm25_idf",
     "emb_to_f16",
     "match_plan",
@@ -100,119 +97,6 @@ def _fts_text(kind: str, terms_: str) -> str:
     return f"{terms_} {token}" if token else terms_
 
 
-@dataclass(frozen=True, slots=True)
-class ColdItem:
-    """One archived item as the cold index holds it.
-
-    ``seq`` is the page's turn seq (``None`` for facts and traits), ``timestamp`` seconds
-    since the epoch, ``archive_seq`` the archive record it came from, ``terms`` its index
-    terms (with repeats, in order; read from the index, a
-    :class:`~memoryos_actors.tiers._lex.TermString`, split only if iterated), ``embedding``
-    a float32 unit vector or ``None`` when the archive record carried none, ``record`` the
-    page or KB-entry dict as archived.
-    ``query_terms`` is how many of a page's ``terms`` come from its query side (the user's
-    words; they come first), or ``None`` when the index does not know (rows indexed before
-    it counted them).
-    """
-
-    item_id: str
-    kind: str
-    seq: int | None
-    segment_id: str | None
-    timestamp: float
-    archive_seq: int
-    text: str
-    keywords: frozenset[str]
-    terms: Sequence[str]
-    embedding: npt.NDArray[np.float32] | None
-    raw_record: dict[str, Any] | bytes
-    query_terms: int | None = None
-
-    #: Text and record included (a :class:`ColdRow` has neither).
-    complete = True
-
-    @property
-    def chars(self) -> int:
-        """Length of ``text`` in characters."""
-        return len(self.text)
-
-    @property
-    def record(self) -> dict[str, Any]:
-        """The page or KB-entry dict as archived."""
-        raw = self.raw_record
-        if isinstance(raw, bytes):
-            import msgpack
-
-            decoded: dict[str, Any] = msgpack.unpackb(raw, raw=False, strict_map_key=False)
-            return decoded
-        return raw
-
-
-class ColdRow(NamedTuple):
-    """What scoring needs of one archived item, read without its text and record (the
-    cold index's narrow ``cand`` table: a query reads hundreds of candidates and returns a
-    few; their full :class:`ColdItem` comes from :meth:`ColdIndex.pages_by_seq`).
-
-    Fields as in :class:`ColdItem`; ``chars`` is the length of its text in characters and
-    ``term_ids`` its terms, in order, as ids in the index's vocabulary
-    (:data:`~memoryos_actors.tiers._lex.TERM_ID_DTYPE` bytes, for
-    :func:`~memoryos_actors.tiers._lex.term_id_counts`; see
-    :meth:`ColdCandidates.ids_of`). ``query_terms`` is known for every page. A named tuple
-    (immutable, made in one step): a query reads hundreds.
-    """
-
-    kind: str
-    seq: int | None
-    timestamp: float
-    chars: int
-    keywords: frozenset[str]
-    term_ids: bytes
-    embedding: npt.NDArray[np.float32] | None
-    query_terms: int | None
-
-    @property
-    def complete(self) -> bool:
-        """False: neither text nor record (see :class:`ColdItem` for those)."""
-        return False
-
-
-@dataclass(frozen=True, slots=True)
-class ColdCandidates:
-    """Lexical candidates from the cold tier plus the statistics to score them with BM25.
-
-    ``n_docs`` and ``total_len`` cover every item indexed; ``df`` maps each query term to
-    the number of cold items containing it. ``items`` are best first by FTS5's own rank.
-    ``items`` are :class:`ColdRow` s when asked for ``light`` ones.
-    ``term_ids`` maps each query term looked up to its id in the index's vocabulary (-1:
-    no indexed item ever had it), or is ``None`` when they were not looked up; with it,
-    :class:`ColdRow` s' ``term_ids`` count the query's terms (see :meth:`ids_of`).
-    """
-
-    items: tuple[ColdItem, ...] | tuple[ColdRow, ...] = ()
-    n_docs: int = 0
-    total_len: int = 0
-    df: tuple[tuple[str, int], ...] = ()
-    term_ids: tuple[tuple[str, int], ...] | None = None
-
-    def ids_of(self, terms_: Sequence[str]) -> list[int] | None:
-        """The vocabulary id of each of ``terms_`` (-1 for a term no item has), or ``None``
-        when one of them was not looked up (count them in the items' ``terms`` then)."""
-        if not terms_:
-            return []
-        if self.term_ids is None:
-            return None
-        known = dict(self.term_ids)
-        out = [known.get(t) for t in terms_]
-        return None if any(i is None for i in out) else out  # type: ignore[return-value]
-
-    def df_of(self, term: str) -> int:
-        """Cold document frequency of ``term`` (0 when it is not a query term)."""
-        for t, n in self.df:
-            if t == term:
-                return n
-        return 0
-
-
 def _page_text(page: dict[str, Any]) -> str:
     return f"{page.get('query', '')} {page.get('response', '')}"
 
@@ -220,7 +104,7 @@ def _page_text(page: dict[str, Any]) -> str:
 def _query_terms(page: dict[str, Any]) -> int:
     """How many index terms a page's query side gives: the query and the response are
     joined by a space and no token spans it, so these are the page's first terms."""
-    from memoryos_actors.tiers._lex import terms
+    from memoryos_actors.lexicon import terms
 
     return len(terms(str(page.get("query", ""))))
 
@@ -245,7 +129,7 @@ def record_items(seq: int, record: dict[str, Any]) -> Iterator[ColdItem]:
     "assistant": ..., "emb": f16 bytes}``. Older records without embeddings are indexed
     lexically only.
     """
-    from memoryos_actors.tiers._lex import terms
+    from memoryos_actors.lexicon import terms
 
     kind = record.get("t")
     if kind == "segment":
@@ -736,7 +620,7 @@ class ColdIndex:
                         if kind in kind_n:
                             kind_n[kind] -= 1
                         continue
-                    from memoryos_actors.tiers._lex import terms
+                    from memoryos_actors.lexicon import terms
 
                     text = str(rec["new"])
                     new_terms = tuple(terms(text))
@@ -1181,7 +1065,7 @@ def _upgrade(db: sqlite3.Connection, meta: Mapping[str, Any]) -> None:
 
 def _term_ids(db: sqlite3.Connection, docs: Sequence[Sequence[str]]) -> list[bytes]:
     """Each of ``docs`` (sequences of terms) as its terms' ids in the index's vocabulary
-    (:data:`~memoryos_actors.tiers._lex.TERM_ID_DTYPE` bytes), adding the terms it lacks.
+    (:data:`~memoryos_actors.lexicon.TERM_ID_DTYPE` bytes), adding the terms it lacks.
     Inside the caller's transaction."""
     distinct = list(dict.fromkeys(t for doc in docs for t in doc))
     db.executemany("INSERT OR IGNORE INTO vocab (term) VALUES (?)", ((t,) for t in distinct))

@@ -5,7 +5,7 @@ MemoryOS (Kang et al., 2025). Why this module is long (about 950 lines): ``MTMCo
 state machine whose invariants (a page in exactly one segment, the vector, BM25 and chain
 indexes in step with the segments, heat and eviction order) span placement, eviction,
 promotion and search; its pieces of pure maths already live apart (``scoring.py``,
-``tiers/_lex.py``, ``tiers/temporal.py``), and splitting the class would spread those
+``lexicon.py``, ``tiers/temporal.py``), and splitting the class would spread those
 invariants over modules.
 
 * **Segmenting.** A page joins the segment with the highest
@@ -57,6 +57,16 @@ import numpy.typing as npt
 from memoryos_actors.clock import Clock
 from memoryos_actors.config import MemoryConfig, MTMRules
 from memoryos_actors.errors import EmbedderMismatch, InvalidInput
+from memoryos_actors.lexicon import (
+    LexIndex,
+    asks_about_user,
+    bm25_idf,
+    bm25_scores,
+    stem,
+    term_counts,
+    term_id_counts,
+    terms,
+)
 from memoryos_actors.messages import (
     MTMEffects,
     MTMHits,
@@ -69,20 +79,10 @@ from memoryos_actors.messages import (
 )
 from memoryos_actors.scoring import heat, jaccard
 from memoryos_actors.tiers._ann import AnnIndex
-from memoryos_actors.tiers._lex import (
-    LexIndex,
-    asks_about_user,
-    bm25_idf,
-    bm25_scores,
-    stem,
-    term_counts,
-    term_id_counts,
-    terms,
-)
 from memoryos_actors.tiers.temporal import asks_about_past, supersedes, time_window
 
 if TYPE_CHECKING:
-    from memoryos_actors.store.cold import ColdCandidates, ColdItem, ColdRow
+    from memoryos_actors.cold_items import ColdCandidates, ColdItem, ColdRow
 
 __all__ = [
     "CANDIDATE_FACTOR",
@@ -865,12 +865,12 @@ class MTMCore:
                 query asks about the past, a newer page of the answer that states a change
                 of what another said (:func:`~memoryos_actors.tiers.temporal.supersedes`)
                 is ranked just above it; a question in the first person
-                (:func:`~memoryos_actors.tiers._lex.asks_about_user`) adds
+                (:func:`~memoryos_actors.lexicon.asks_about_user`) adds
                 :data:`USER_SIDE_WEIGHT` times the BM25 of each page's query side.
             cold_window: hybrid mode only: counts (and, for small windows, returns) the
                 archived pages written in a time window, so they can be candidates.
             cold_rows: hybrid mode only: as ``cold_pages``, but what scoring needs of each
-                page (:class:`~memoryos_actors.store.cold.ColdRow`), for neighbouring turns.
+                page (:class:`~memoryos_actors.cold_items.ColdRow`), for neighbouring turns.
                 ``cold``'s items may be such rows too (with the query terms' ids); the
                 pages returned are then read in full through ``cold_pages``.
 

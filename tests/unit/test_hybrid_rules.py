@@ -13,8 +13,8 @@ from strategies import basis_vector
 
 from memoryos_actors.clock import ManualClock
 from memoryos_actors.config import MemoryConfig
+from memoryos_actors.lexicon import LexIndex, stem, terms
 from memoryos_actors.messages import Page
-from memoryos_actors.tiers._lex import LexIndex, stem, terms
 from memoryos_actors.tiers.mtm import MTMCore
 from memoryos_actors.tiers.temporal import time_window
 
@@ -64,7 +64,7 @@ def test_a_question_about_last_saturday_finds_the_page_of_that_day() -> None:
 
 
 def test_an_archived_page_of_the_day_a_question_names_is_a_candidate() -> None:
-    from memoryos_actors.store.cold import ColdItem
+    from memoryos_actors.cold_items import ColdItem
 
     mtm = _core()
     for seq in range(10, 20):

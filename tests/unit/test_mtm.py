@@ -492,8 +492,8 @@ def test_restored_core_loads_saved_graphs_and_searches_like_the_live_one() -> No
 
 
 def _cold_item(seq: int, text: str, emb: np.ndarray | None, sid: str = "s9"):
-    from memoryos_actors.store.cold import ColdItem
-    from memoryos_actors.tiers._lex import terms
+    from memoryos_actors.cold_items import ColdItem
+    from memoryos_actors.lexicon import terms
 
     page = Page.create("u", seq, text, "ok", 500.0 + seq)
     return ColdItem(
@@ -512,7 +512,7 @@ def _cold_item(seq: int, text: str, emb: np.ndarray | None, sid: str = "s9"):
 
 
 def _cold(items, hot_docs: int = 0):
-    from memoryos_actors.store.cold import ColdCandidates
+    from memoryos_actors.cold_items import ColdCandidates
 
     df: Counter[str] = Counter()
     for it in items:
