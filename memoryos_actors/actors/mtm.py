@@ -43,7 +43,8 @@ from ..errors import MemoryOSError, StorageError
 from ..lexicon import stem
 from ..messages import Page, SegmentRecord, normalize_keywords
 from ..store.cold import emb_to_f16
-from ..tiers.mtm import LEXICAL_CANDIDATES, MTMCore
+from ..tiers.hybrid import LEXICAL_CANDIDATES
+from ..tiers.mtm import MTMCore
 from . import persist
 from .base import UserEnv, reply_state
 from .protocol import (

@@ -25,7 +25,8 @@ from memoryos_actors.gateway.embedders import make_embedder
 from memoryos_actors.lexicon import TermString, stem
 from memoryos_actors.store.userstore import UserStore
 from memoryos_actors.text import keywords
-from memoryos_actors.tiers.mtm import LEXICAL_CANDIDATES, MTMCore
+from memoryos_actors.tiers.hybrid import LEXICAL_CANDIDATES
+from memoryos_actors.tiers.mtm import MTMCore
 
 USER = "ada"
 DAY = 86_400.0

@@ -15,7 +15,8 @@ from memoryos_actors.config import MemoryConfig
 from memoryos_actors.errors import ConfigError, EmbedderMismatch, InvalidInput
 from memoryos_actors.messages import Page
 from memoryos_actors.scoring import f_score
-from memoryos_actors.tiers.mtm import MIN_CANDIDATES, MTMCore
+from memoryos_actors.tiers.hybrid import MIN_CANDIDATES
+from memoryos_actors.tiers.mtm import MTMCore
 from memoryos_actors.tiers.stm import STMCore
 
 DIM = 8
@@ -250,7 +251,7 @@ def test_paper_search_segment_scores_are_exact_f_scores() -> None:
     for sid, _ in views.items():
         rec = mtm.segment(sid)
         assert rec is not None
-        emb = mtm._page_index.vector(rec.pages[0].seq)
+        emb = mtm._pages.vectors.vector(rec.pages[0].seq)
         expected.append((f_score(emb, q, rec.keywords, frozenset({"k1"})), sid))
     expected.sort(key=lambda x: -x[0])
     assert [h.segment.segment_id for h in hits.segments] == [sid for _, sid in expected[:3]]
