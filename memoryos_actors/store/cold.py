@@ -46,6 +46,13 @@ from memoryos_actors.errors import StorageError
 # bm25_idf is re-exported: the cold tier's BM25 idf.
 from memoryos_actors.lexicon import TERM_ID_DTYPE, TermString, bm25_idf
 from memoryos_actors.store._framing import log
+from memoryos_actors.store.archived import (
+    ArchivedFact,
+    ArchivedPage,
+    ArchivedSegment,
+    decode_archived,
+    emb_from_f16,
+)
 from memoryos_actors.store.edits import EditLog
 
 __all__ = [
@@ -54,7 +61,6 @@ __all__ = [
     "RANK_WINDOW",
     "ColdIndex",
     "bm25_idf",
-    "emb_to_f16",
     "match_plan",
     "record_items",
 ]
@@ -109,36 +115,19 @@ def _query_terms(page: dict[str, Any]) -> int:
     return len(terms(str(page.get("query", ""))))
 
 
-def _emb_from(raw: Any) -> npt.NDArray[np.float32] | None:
-    if not isinstance(raw, (bytes, bytearray)) or not raw or len(raw) % 2:
-        return None
-    return np.frombuffer(bytes(raw), dtype="<f2").astype(np.float32)
-
-
-def emb_to_f16(emb: npt.ArrayLike) -> bytes:
-    """An embedding as the little-endian float16 bytes archive records carry."""
-    return np.asarray(emb, dtype=np.float32).astype("<f2").tobytes()
-
-
 def record_items(seq: int, record: dict[str, Any]) -> Iterator[ColdItem]:
-    """The items an archive record holds (nothing for record kinds the cold tier ignores).
-
-    Record shapes (written by the MTM and LPM actors): ``{"t": "segment", "segment": {...,
-    "pages": [...]}, "embs": {page seq: f16 bytes}}``, ``{"t": "page", "page": {...},
-    "segment_id": ..., "emb": f16 bytes}``, ``{"t": "fact" | "agent_trait", "entry": {...},
-    "assistant": ..., "emb": f16 bytes}``. Older records without embeddings are indexed
-    lexically only.
-    """
+    """The items an archive record holds (nothing for record kinds the cold tier ignores;
+    shapes in :mod:`memoryos_actors.store.archived`). Older records without embeddings are
+    indexed lexically only."""
     from memoryos_actors.lexicon import terms
 
-    kind = record.get("t")
-    if kind == "segment":
-        seg = record.get("segment") or {}
-        sid = str(seg.get("segment_id") or "") or None
-        embs = record.get("embs") or {}
-        for page in seg.get("pages") or ():
+    found = decode_archived(record)
+    if isinstance(found, ArchivedSegment | ArchivedPage):
+        sid = found.segment_id or None
+        for page in found.pages:
             pseq = int(page["seq"])
             text = _page_text(page)
+            emb = found.emb_of(pseq) if isinstance(found, ArchivedSegment) else found.emb
             yield ColdItem(
                 item_id=str(page.get("page_id") or f"p{pseq}"),
                 kind="page",
@@ -149,36 +138,17 @@ def record_items(seq: int, record: dict[str, Any]) -> Iterator[ColdItem]:
                 text=text,
                 keywords=frozenset(str(k) for k in page.get("keywords") or ()),
                 terms=tuple(terms(text)),
-                embedding=_emb_from(embs.get(pseq, embs.get(str(pseq)))),
-                raw_record=page,
+                embedding=emb_from_f16(emb),
+                raw_record=dict(page),
                 query_terms=_query_terms(page),
             )
-    elif kind == "page":
-        page = record.get("page") or {}
-        pseq = int(page["seq"])
-        text = _page_text(page)
-        sid = record.get("segment_id")
-        yield ColdItem(
-            item_id=str(page.get("page_id") or f"p{pseq}"),
-            kind="page",
-            seq=pseq,
-            segment_id=str(sid) if sid else None,
-            timestamp=float(page.get("timestamp", 0.0)),
-            archive_seq=seq,
-            text=text,
-            keywords=frozenset(str(k) for k in page.get("keywords") or ()),
-            terms=tuple(terms(text)),
-            embedding=_emb_from(record.get("emb")),
-            raw_record=page,
-            query_terms=_query_terms(page),
-        )
-    elif kind in ("fact", "agent_trait"):
-        entry = record.get("entry") or {}
+    elif isinstance(found, ArchivedFact):
+        entry = found.entry
         text = str(entry.get("text", ""))
         src = entry.get("source_segment")
         yield ColdItem(
-            item_id=f"{kind}:{record.get('assistant', '')}:{entry.get('entry_id', seq)}",
-            kind=kind,
+            item_id=f"{found.kind}:{found.assistant}:{entry.get('entry_id', seq)}",
+            kind=found.kind,
             seq=None,
             segment_id=str(src) if src else None,
             timestamp=float(entry.get("timestamp", 0.0)),
@@ -186,8 +156,8 @@ def record_items(seq: int, record: dict[str, Any]) -> Iterator[ColdItem]:
             text=text,
             keywords=frozenset(),
             terms=tuple(terms(text)),
-            embedding=_emb_from(record.get("emb")),
-            raw_record={**entry, "assistant": record.get("assistant", "")},
+            embedding=emb_from_f16(found.emb),
+            raw_record={**entry, "assistant": found.assistant},
         )
 
 
@@ -980,7 +950,7 @@ def _embeddings(blobs: Sequence[bytes | None]) -> list[npt.NDArray[np.float32] |
         mat = _f16_to_f32(b"".join(full)).reshape(len(full), size // 2)
         it = iter(mat)
         return [None if b is None else next(it) for b in blobs]
-    return [None if b is None else _emb_from(b) for b in blobs]
+    return [None if b is None else emb_from_f16(b) for b in blobs]
 
 
 def _row_items(rows: Iterable[tuple[Any, ...]]) -> list[ColdItem]:

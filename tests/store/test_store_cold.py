@@ -13,7 +13,8 @@ from hypothesis import strategies as st
 
 from memoryos_actors.lexicon import CorpusStats, LexIndex, bm25_score, terms
 from memoryos_actors.store import UserStore
-from memoryos_actors.store.cold import COLD_FILE, emb_to_f16
+from memoryos_actors.store.archived import emb_to_f16
+from memoryos_actors.store.cold import COLD_FILE
 
 
 def _page(seq: int, query: str, response: str = "ok", ts: float = 1000.0) -> dict[str, Any]:
