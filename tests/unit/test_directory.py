@@ -38,7 +38,7 @@ def test_every_phase_has_a_way_back_to_passive() -> None:
 
 def test_illegal_transitions_are_refused() -> None:
     with pytest.raises(TransitionError):
-        check_transition(P.DRAINING, P.ACTIVE)
+        check_transition(P.DRAINING, P.EXPORTING)
     with pytest.raises(TransitionError):
         check_transition(P.PASSIVE, P.ACTIVE)
     check_transition(P.ACTIVE, P.DRAINING)
