@@ -253,6 +253,6 @@ class DirectoryMachine(RuleBasedStateMachine):
 
 
 DirectoryMachine.TestCase.settings = settings(
-    max_examples=150, stateful_step_count=40, deadline=None
+    max_examples=50, stateful_step_count=30, deadline=None
 )
 test_directory_machine = DirectoryMachine.TestCase
