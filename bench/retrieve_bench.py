@@ -141,7 +141,7 @@ _STAGES = (
         ("fused_score_array", "term_counts", "term_id_counts", "bm25_scores"),
     ),
     ("memoryos_actors.store.cold", "ColdIndex", ("search", "pages_by_seq", "pages_between")),
-    ("memoryos_actors.store.cold", "", ("_ranked_rowids", "_row_items", "_cand_rows")),
+    ("memoryos_actors.store.cold", "", ("ranked_rowids", "row_items", "cand_rows")),
     ("memoryos_actors.actors.workers", "", ("build_context",)),
     ("memoryos_actors.actors.base", "GatewayClient", ("embed_one",)),
     ("memoryos_actors.lexicon", "LexIndex", ("weighted_scores",)),
