@@ -44,6 +44,7 @@ from typing import Any, Literal, overload
 
 from memoryos_actors.cold_items import ColdCandidates, ColdItem, ColdRow
 from memoryos_actors.errors import StorageError
+from memoryos_actors.store import cold_read
 from memoryos_actors.store._framing import log
 from memoryos_actors.store.cold_query import match_plan, ranked_rowids
 from memoryos_actors.store.cold_rows import (
@@ -267,6 +268,12 @@ class ColdIndex:
             with contextlib.suppress(sqlite3.Error):
                 self._db.close()
             self._db = None
+
+    def _ready(self) -> sqlite3.Connection:
+        """The open connection (inside :meth:`_guard`, which opens it)."""
+        db = self._db
+        assert db is not None
+        return db
 
     def rebuild(self) -> int:
         """Delete the index and build it again from the archive; return the items indexed."""
@@ -519,17 +526,7 @@ class ColdIndex:
 
     def _newest(self, kind: str, offset: int, limit: int) -> tuple[int, list[ColdItem]]:
         self._catch_up()
-        db = self._db
-        assert db is not None
-        (n,) = db.execute("SELECT count(*) FROM items WHERE kind = ?", (kind,)).fetchone()
-        if limit == 0 or offset >= n:
-            return int(n), []
-        rows = db.execute(
-            f"SELECT {COLUMNS} FROM items WHERE kind = ? ORDER BY ts DESC, id DESC "
-            "LIMIT ? OFFSET ?",
-            (kind, limit, offset),
-        ).fetchall()
-        return int(n), row_items(rows)
+        return cold_read.newest(self._ready(), kind, offset, limit)
 
     def day_counts(self, kind: str = "page", day_seconds: float = 86400.0) -> list[tuple[int, int]]:
         """``(day, items)`` for every day with items of ``kind``, oldest first: ``day`` is
@@ -541,14 +538,7 @@ class ColdIndex:
 
     def _day_counts(self, kind: str, day_seconds: float) -> list[tuple[int, int]]:
         self._catch_up()
-        db = self._db
-        assert db is not None
-        rows = db.execute(
-            "SELECT CAST(ts / ? AS INTEGER) AS d, count(*) FROM items "
-            "WHERE kind = ? GROUP BY d ORDER BY d",
-            (day_seconds, kind),
-        ).fetchall()
-        return [(int(d), int(c)) for d, c in rows]
+        return cold_read.day_counts(self._ready(), kind, day_seconds)
 
     @overload
     def pages_by_seq(self, seqs: Iterable[int]) -> dict[int, ColdItem]: ...
@@ -577,20 +567,7 @@ class ColdIndex:
     def _pages_by_seq(
         self, wanted: list[int], light: bool = False
     ) -> dict[int, ColdItem] | dict[int, ColdRow]:
-        db = self._db
-        assert db is not None
-        out: dict[int, Any] = {}
-        columns, table = (CAND_COLUMNS, "cand") if light else (COLUMNS, "items")
-        for i in range(0, len(wanted), 500):
-            chunk = wanted[i : i + 500]
-            rows = db.execute(
-                f"SELECT {columns} FROM {table} WHERE kind = 'page' AND seq IN "
-                f"({','.join('?' for _ in chunk)})",
-                chunk,
-            ).fetchall()
-            for item in cand_rows(rows) if light else row_items(rows):
-                out[int(item.seq)] = item  # type: ignore[arg-type]
-        return out
+        return cold_read.pages_by_seq(self._ready(), wanted, light)
 
     def pages_between(
         self, start: float, end: float, limit: int, *, light: bool = False
@@ -608,33 +585,7 @@ class ColdIndex:
     def _pages_between(
         self, start: float, end: float, limit: int, light: bool = False
     ) -> tuple[int, dict[int, Any]]:
-        db = self._db
-        assert db is not None
-        (count,) = db.execute(
-            "SELECT count(*) FROM items WHERE kind = 'page' AND ts >= ? AND ts < ?", (start, end)
-        ).fetchone()
-        if not count or count > limit:
-            return int(count), {}
-        if light:
-            # The ids from the index over (ts, kind) alone, then their narrow rows.
-            ids = [
-                r
-                for (r,) in db.execute(
-                    "SELECT id FROM items WHERE kind = 'page' AND ts >= ? AND ts < ?", (start, end)
-                )
-            ]
-            rows = db.execute(
-                f"SELECT {CAND_COLUMNS} FROM cand WHERE id IN ({','.join('?' for _ in ids)})", ids
-            ).fetchall()
-            found: list[Any] = cand_rows(rows)
-        else:
-            found = row_items(
-                db.execute(
-                    f"SELECT {COLUMNS} FROM items WHERE kind = 'page' AND ts >= ? AND ts < ?",
-                    (start, end),
-                ).fetchall()
-            )
-        return int(count), {item.seq: item for item in found if item.seq is not None}
+        return cold_read.pages_between(self._ready(), start, end, limit, light)
 
     def item_ids(self) -> set[str]:
         """Ids of every indexed item (for tests and inspection; O(items))."""
@@ -649,10 +600,7 @@ class ColdIndex:
 
     def _item(self, item_id: str) -> ColdItem | None:
         self._catch_up()
-        db = self._db
-        assert db is not None
-        rows = db.execute(f"SELECT {COLUMNS} FROM items WHERE item_id = ?", (item_id,)).fetchall()
-        return row_items(rows)[0] if rows else None
+        return cold_read.item(self._ready(), item_id)
 
     def contains(self, item_id: str) -> bool:
         """Whether ``item_id`` is indexed."""
