@@ -35,12 +35,13 @@ archive record), :mod:`~memoryos_actors.store.cold_schema` (the tables and their
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import sqlite3
 import threading
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any, Literal, overload
+from typing import Any, Literal, TypeVar, overload
 
 from memoryos_actors.cold_items import ColdCandidates, ColdItem, ColdRow
 from memoryos_actors.errors import StorageError
@@ -60,6 +61,8 @@ from memoryos_actors.store.cold_write import apply_edits, insert_items
 from memoryos_actors.store.edits import EditLog
 
 __all__ = ["CACHE_KIB", "COLD_FILE", "ColdIndex"]
+
+_T = TypeVar("_T")
 
 COLD_FILE = "cold.db"
 """File name of a user's cold index inside the user directory."""
@@ -246,7 +249,7 @@ class ColdIndex:
         if batch:
             self._add_batch(batch)
 
-    def _guard(self, fn: Any, *args: Any) -> Any:
+    def _guard(self, fn: Callable[..., _T], *args: Any) -> _T:
         """Run ``fn`` on the open database; rebuild from the archive once if it is damaged."""
         with self._lock:
             try:
@@ -453,11 +456,8 @@ class ColdIndex:
                 )
             )
             term_ids = tuple(ids.items())
-        stats = dict(
-            n_docs=self._n_docs,
-            total_len=self._total_len,
-            df=tuple(dfs.items()),
-            term_ids=term_ids,
+        stats = ColdCandidates(
+            n_docs=self._n_docs, total_len=self._total_len, df=tuple(dfs.items()), term_ids=term_ids
         )
         pages_only = kinds == ("page",)
         # Kinds with no item are not asked for; for the rarer kinds (facts, traits), the
@@ -468,7 +468,7 @@ class ColdIndex:
         plan = match_plan(qt, dfs, self._n_docs)
         tokens = [KIND_TOKENS[k] for k in kinds]
         if not plan or not tokens:
-            return ColdCandidates(**stats)  # no indexed item has any query term
+            return stats  # no indexed item has any query term
         if not pages_only:
             n_kind = sum(self._kind_count(db, k) for k in kinds)
             plan = [(op, terms_, min(bound, n_kind)) for op, terms_, bound in plan]
@@ -489,7 +489,7 @@ class ColdIndex:
                     order.append(rowid)
         order = order[:fetch]
         if not order:
-            return ColdCandidates(**stats)
+            return stats
         rank_of = {rowid: i for i, rowid in enumerate(order)}
         rows = db.execute(
             f"SELECT id, {CAND_COLUMNS if light else COLUMNS} FROM "
@@ -501,8 +501,9 @@ class ColdIndex:
         # of a narrow row, 2 of a full one).
         at = 1 if light else 2
         kept = [r[1:] for r in rows if r[at] in kinds][:limit]
-        items = cand_rows(kept) if light else row_items(kept)
-        return ColdCandidates(items=tuple(items), **stats)  # type: ignore[arg-type]
+        if light:
+            return dataclasses.replace(stats, items=tuple(cand_rows(kept)))
+        return dataclasses.replace(stats, items=tuple(row_items(kept)))
 
     def _kind_count(self, db: sqlite3.Connection, kind: str) -> int:
         """Items of ``kind`` in the index (counted from its FTS5 token once per open)."""
@@ -589,7 +590,9 @@ class ColdIndex:
 
     def item_ids(self) -> set[str]:
         """Ids of every indexed item (for tests and inspection; O(items))."""
-        return self._guard(lambda: {r[0] for r in self._db.execute("SELECT item_id FROM items")})
+        return self._guard(
+            lambda: {r[0] for r in self._ready().execute("SELECT item_id FROM items")}
+        )
 
     def item(self, item_id: str) -> ColdItem | None:
         """The indexed item ``item_id`` (see :func:`~memoryos_actors.store.edits.cold_item_id`),
@@ -608,9 +611,11 @@ class ColdIndex:
             return False
         return bool(
             self._guard(
-                lambda: self._db.execute(
-                    "SELECT 1 FROM items WHERE item_id = ?", (item_id,)
-                ).fetchone()
+                lambda: (
+                    self._ready()
+                    .execute("SELECT 1 FROM items WHERE item_id = ?", (item_id,))
+                    .fetchone()
+                )
             )
         )
 
