@@ -142,6 +142,7 @@ _STAGES = (
     ),
     ("memoryos_actors.store.cold", "ColdIndex", ("search", "pages_by_seq", "pages_between")),
     ("memoryos_actors.store.cold", "", ("ranked_rowids", "row_items", "cand_rows")),
+    ("memoryos_actors.store.cold_read", "", ("row_items", "cand_rows")),
     ("memoryos_actors.actors.workers", "", ("build_context",)),
     ("memoryos_actors.actors.base", "GatewayClient", ("embed_one",)),
     ("memoryos_actors.lexicon", "LexIndex", ("weighted_scores",)),

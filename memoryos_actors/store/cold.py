@@ -35,15 +35,17 @@ archive record), :mod:`~memoryos_actors.store.cold_schema` (the tables and their
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import sqlite3
 import threading
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any, Literal, overload
+from typing import Any, Literal, TypeVar, overload
 
 from memoryos_actors.cold_items import ColdCandidates, ColdItem, ColdRow
 from memoryos_actors.errors import StorageError
+from memoryos_actors.store import cold_read
 from memoryos_actors.store._framing import log
 from memoryos_actors.store.cold_query import match_plan, ranked_rowids
 from memoryos_actors.store.cold_rows import (
@@ -59,6 +61,8 @@ from memoryos_actors.store.cold_write import apply_edits, insert_items
 from memoryos_actors.store.edits import EditLog
 
 __all__ = ["CACHE_KIB", "COLD_FILE", "ColdIndex"]
+
+_T = TypeVar("_T")
 
 COLD_FILE = "cold.db"
 """File name of a user's cold index inside the user directory."""
@@ -245,7 +249,7 @@ class ColdIndex:
         if batch:
             self._add_batch(batch)
 
-    def _guard(self, fn: Any, *args: Any) -> Any:
+    def _guard(self, fn: Callable[..., _T], *args: Any) -> _T:
         """Run ``fn`` on the open database; rebuild from the archive once if it is damaged."""
         with self._lock:
             try:
@@ -267,6 +271,12 @@ class ColdIndex:
             with contextlib.suppress(sqlite3.Error):
                 self._db.close()
             self._db = None
+
+    def _ready(self) -> sqlite3.Connection:
+        """The open connection (inside :meth:`_guard`, which opens it)."""
+        db = self._db
+        assert db is not None
+        return db
 
     def rebuild(self) -> int:
         """Delete the index and build it again from the archive; return the items indexed."""
@@ -446,11 +456,8 @@ class ColdIndex:
                 )
             )
             term_ids = tuple(ids.items())
-        stats = dict(
-            n_docs=self._n_docs,
-            total_len=self._total_len,
-            df=tuple(dfs.items()),
-            term_ids=term_ids,
+        stats = ColdCandidates(
+            n_docs=self._n_docs, total_len=self._total_len, df=tuple(dfs.items()), term_ids=term_ids
         )
         pages_only = kinds == ("page",)
         # Kinds with no item are not asked for; for the rarer kinds (facts, traits), the
@@ -461,7 +468,7 @@ class ColdIndex:
         plan = match_plan(qt, dfs, self._n_docs)
         tokens = [KIND_TOKENS[k] for k in kinds]
         if not plan or not tokens:
-            return ColdCandidates(**stats)  # no indexed item has any query term
+            return stats  # no indexed item has any query term
         if not pages_only:
             n_kind = sum(self._kind_count(db, k) for k in kinds)
             plan = [(op, terms_, min(bound, n_kind)) for op, terms_, bound in plan]
@@ -482,7 +489,7 @@ class ColdIndex:
                     order.append(rowid)
         order = order[:fetch]
         if not order:
-            return ColdCandidates(**stats)
+            return stats
         rank_of = {rowid: i for i, rowid in enumerate(order)}
         rows = db.execute(
             f"SELECT id, {CAND_COLUMNS if light else COLUMNS} FROM "
@@ -494,8 +501,9 @@ class ColdIndex:
         # of a narrow row, 2 of a full one).
         at = 1 if light else 2
         kept = [r[1:] for r in rows if r[at] in kinds][:limit]
-        items = cand_rows(kept) if light else row_items(kept)
-        return ColdCandidates(items=tuple(items), **stats)  # type: ignore[arg-type]
+        if light:
+            return dataclasses.replace(stats, items=tuple(cand_rows(kept)))
+        return dataclasses.replace(stats, items=tuple(row_items(kept)))
 
     def _kind_count(self, db: sqlite3.Connection, kind: str) -> int:
         """Items of ``kind`` in the index (counted from its FTS5 token once per open)."""
@@ -519,17 +527,7 @@ class ColdIndex:
 
     def _newest(self, kind: str, offset: int, limit: int) -> tuple[int, list[ColdItem]]:
         self._catch_up()
-        db = self._db
-        assert db is not None
-        (n,) = db.execute("SELECT count(*) FROM items WHERE kind = ?", (kind,)).fetchone()
-        if limit == 0 or offset >= n:
-            return int(n), []
-        rows = db.execute(
-            f"SELECT {COLUMNS} FROM items WHERE kind = ? ORDER BY ts DESC, id DESC "
-            "LIMIT ? OFFSET ?",
-            (kind, limit, offset),
-        ).fetchall()
-        return int(n), row_items(rows)
+        return cold_read.newest(self._ready(), kind, offset, limit)
 
     def day_counts(self, kind: str = "page", day_seconds: float = 86400.0) -> list[tuple[int, int]]:
         """``(day, items)`` for every day with items of ``kind``, oldest first: ``day`` is
@@ -541,14 +539,7 @@ class ColdIndex:
 
     def _day_counts(self, kind: str, day_seconds: float) -> list[tuple[int, int]]:
         self._catch_up()
-        db = self._db
-        assert db is not None
-        rows = db.execute(
-            "SELECT CAST(ts / ? AS INTEGER) AS d, count(*) FROM items "
-            "WHERE kind = ? GROUP BY d ORDER BY d",
-            (day_seconds, kind),
-        ).fetchall()
-        return [(int(d), int(c)) for d, c in rows]
+        return cold_read.day_counts(self._ready(), kind, day_seconds)
 
     @overload
     def pages_by_seq(self, seqs: Iterable[int]) -> dict[int, ColdItem]: ...
@@ -577,20 +568,7 @@ class ColdIndex:
     def _pages_by_seq(
         self, wanted: list[int], light: bool = False
     ) -> dict[int, ColdItem] | dict[int, ColdRow]:
-        db = self._db
-        assert db is not None
-        out: dict[int, Any] = {}
-        columns, table = (CAND_COLUMNS, "cand") if light else (COLUMNS, "items")
-        for i in range(0, len(wanted), 500):
-            chunk = wanted[i : i + 500]
-            rows = db.execute(
-                f"SELECT {columns} FROM {table} WHERE kind = 'page' AND seq IN "
-                f"({','.join('?' for _ in chunk)})",
-                chunk,
-            ).fetchall()
-            for item in cand_rows(rows) if light else row_items(rows):
-                out[int(item.seq)] = item  # type: ignore[arg-type]
-        return out
+        return cold_read.pages_by_seq(self._ready(), wanted, light)
 
     def pages_between(
         self, start: float, end: float, limit: int, *, light: bool = False
@@ -608,37 +586,13 @@ class ColdIndex:
     def _pages_between(
         self, start: float, end: float, limit: int, light: bool = False
     ) -> tuple[int, dict[int, Any]]:
-        db = self._db
-        assert db is not None
-        (count,) = db.execute(
-            "SELECT count(*) FROM items WHERE kind = 'page' AND ts >= ? AND ts < ?", (start, end)
-        ).fetchone()
-        if not count or count > limit:
-            return int(count), {}
-        if light:
-            # The ids from the index over (ts, kind) alone, then their narrow rows.
-            ids = [
-                r
-                for (r,) in db.execute(
-                    "SELECT id FROM items WHERE kind = 'page' AND ts >= ? AND ts < ?", (start, end)
-                )
-            ]
-            rows = db.execute(
-                f"SELECT {CAND_COLUMNS} FROM cand WHERE id IN ({','.join('?' for _ in ids)})", ids
-            ).fetchall()
-            found: list[Any] = cand_rows(rows)
-        else:
-            found = row_items(
-                db.execute(
-                    f"SELECT {COLUMNS} FROM items WHERE kind = 'page' AND ts >= ? AND ts < ?",
-                    (start, end),
-                ).fetchall()
-            )
-        return int(count), {item.seq: item for item in found if item.seq is not None}
+        return cold_read.pages_between(self._ready(), start, end, limit, light)
 
     def item_ids(self) -> set[str]:
         """Ids of every indexed item (for tests and inspection; O(items))."""
-        return self._guard(lambda: {r[0] for r in self._db.execute("SELECT item_id FROM items")})
+        return self._guard(
+            lambda: {r[0] for r in self._ready().execute("SELECT item_id FROM items")}
+        )
 
     def item(self, item_id: str) -> ColdItem | None:
         """The indexed item ``item_id`` (see :func:`~memoryos_actors.store.edits.cold_item_id`),
@@ -649,10 +603,7 @@ class ColdIndex:
 
     def _item(self, item_id: str) -> ColdItem | None:
         self._catch_up()
-        db = self._db
-        assert db is not None
-        rows = db.execute(f"SELECT {COLUMNS} FROM items WHERE item_id = ?", (item_id,)).fetchall()
-        return row_items(rows)[0] if rows else None
+        return cold_read.item(self._ready(), item_id)
 
     def contains(self, item_id: str) -> bool:
         """Whether ``item_id`` is indexed."""
@@ -660,9 +611,11 @@ class ColdIndex:
             return False
         return bool(
             self._guard(
-                lambda: self._db.execute(
-                    "SELECT 1 FROM items WHERE item_id = ?", (item_id,)
-                ).fetchone()
+                lambda: (
+                    self._ready()
+                    .execute("SELECT 1 FROM items WHERE item_id = ?", (item_id,))
+                    .fetchone()
+                )
             )
         )
 

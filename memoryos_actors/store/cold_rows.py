@@ -59,11 +59,11 @@ def fts_text(kind: str, terms_: str) -> str:
     return f"{terms_} {token}" if token else terms_
 
 
-def page_text(page: dict[str, Any]) -> str:
+def page_text(page: Mapping[str, Any]) -> str:
     return f"{page.get('query', '')} {page.get('response', '')}"
 
 
-def query_terms(page: dict[str, Any]) -> int:
+def query_terms(page: Mapping[str, Any]) -> int:
     """How many index terms a page's query side gives: the query and the response are
     joined by a space and no token spans it, so these are the page's first terms."""
     from memoryos_actors.lexicon import terms
@@ -128,7 +128,8 @@ def f16_to_f32(raw: bytes) -> npt.NDArray[np.float32]:
     global _F16_TABLE
     if _F16_TABLE is None:
         _F16_TABLE = np.arange(65536, dtype=np.uint16).view("<f2").astype(np.float32)
-    return _F16_TABLE[np.frombuffer(raw, dtype="<u2")]
+    out: npt.NDArray[np.float32] = _F16_TABLE[np.frombuffer(raw, dtype="<u2")]
+    return out
 
 
 def embeddings(blobs: Sequence[bytes | None]) -> list[npt.NDArray[np.float32] | None]:
