@@ -20,6 +20,7 @@ from .core import COUNTERS
 from .directory import UserEntry, UserPhase
 from .errors import InvalidInput
 from .reports import UserState
+from .store.archived import decode_archived
 from .store.userstore import list_users
 from .text import keywords
 from .validation import check_text as _check_text
@@ -127,10 +128,9 @@ class Inspection:
         """
         ids = self.user_state(user_id).page_ids()
         for rec in self.archive(user_id):
-            if rec.get("t") == "segment":
-                ids.extend(str(p["page_id"]) for p in rec["segment"]["pages"])
-            elif rec.get("t") == "page":
-                ids.append(str(rec["page"]["page_id"]))
+            held = decode_archived(rec)
+            if held is not None:
+                ids.extend(str(p["page_id"]) for p in held.pages)
         return ids
 
     def kill_actor(

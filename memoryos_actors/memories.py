@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .paging import MemoryList
+from .store.archived import ArchivedFact, ArchivedPage, ArchivedSegment, decode_archived
 from .store.edits import MemoryRef, cold_item_id
 
 if TYPE_CHECKING:
@@ -167,27 +168,21 @@ def archived_in(store: UserStore, kinds: frozenset[str]) -> list[Memory]:
     edits = store.edits
     out: list[Memory] = []
     for _seq, rec in store.archive_records():
-        t = rec.get("t")
-        if t in ("segment", "page"):
-            sid: str | None
-            if t == "segment":
-                seg = rec["segment"]
-                sid = str(seg["segment_id"])
-                pages = seg["pages"]
-                if "segment" in kinds:
-                    out.append(
-                        Memory(
-                            f"segment:{sid}",
-                            "segment",
-                            "archive",
-                            str(seg.get("summary", "")),
-                            float(seg.get("created", 0.0)),
-                            page_ids=tuple(str(p["page_id"]) for p in pages),
-                        )
+        held = decode_archived(rec)
+        if isinstance(held, ArchivedSegment | ArchivedPage):
+            sid = held.segment_id or None
+            if isinstance(held, ArchivedSegment) and "segment" in kinds:
+                seg = held.segment
+                out.append(
+                    Memory(
+                        f"segment:{sid}",
+                        "segment",
+                        "archive",
+                        str(seg.get("summary", "")),
+                        float(seg.get("created", 0.0)),
+                        page_ids=tuple(str(p["page_id"]) for p in held.pages),
                     )
-            else:
-                sid = str(rec.get("segment_id") or "") or None
-                pages = [rec["page"]]
+                )
             if "page" in kinds:
                 out.extend(
                     Memory(
@@ -200,16 +195,19 @@ def archived_in(store: UserStore, kinds: frozenset[str]) -> list[Memory]:
                         segment_id=sid,
                         chain_id=str(p.get("chain_id") or "") or None,
                     )
-                    for p in pages
+                    for p in held.pages
                 )
-        elif t in ("fact", "agent_trait") and t in kinds:
-            e = rec["entry"]
-            owner = str(rec.get("assistant", ""))
-            mid = f"fact:{e['entry_id']}" if t == "fact" else f"agent_trait:{owner}:{e['entry_id']}"
+        elif isinstance(held, ArchivedFact) and held.kind in kinds:
+            e, owner = held.entry, held.assistant
+            mid = (
+                f"fact:{e['entry_id']}"
+                if held.kind == "fact"
+                else f"agent_trait:{owner}:{e['entry_id']}"
+            )
             out.append(
                 Memory(
                     mid,
-                    t,
+                    held.kind,
                     "archive",
                     str(e["text"]),
                     float(e["timestamp"]),
