@@ -161,7 +161,8 @@ class GatewayService:
             jitter=self._rng_locked,
             window=float(cfg(config, "embed_coalesce_ms", 2.0)) / 1000.0,
         )
-        self._batcher = self._embeds.batcher  # None when coalescing is off
+        # The batcher thread (None when coalescing is off), where tests watch its queue.
+        self._batcher = self._embeds.batcher
 
     @staticmethod
     def _build_backend(config: Any) -> Any:
