@@ -19,8 +19,14 @@ locked or missing data directory, invalid configuration), 130 interrupted. ``ser
 ``mcp``, ``chat`` and ``ingest`` stop gracefully on SIGTERM and SIGINT (see ``_stop``):
 exit code 0, or 130 for ``chat`` and ``ingest`` after SIGINT.
 
-The package, one concept per module: ``app`` (this parser and the entry point),
-``commands`` (the data-directory commands), ``demo`` (plays ``demo_script.json``),
+Each command takes the parsed command line and returns the exit code; expected failures
+raise a :class:`~memoryos_actors.errors.MemoryOSError` or ``UsageError``, which
+:func:`main` turns into a one-line message and exit code 2.
+
+The package, one concept per module: ``app`` (this parser and the entry point), one
+module per command family (``chat``, ``ingest``, ``views``: ``inspect``, ``memories``
+and ``stats``; ``portability``: ``export``, ``import`` and ``forget``; ``maintenance``:
+``repair`` and ``rebalance``), ``demo`` (plays ``demo_script.json``),
 ``render`` (terminal output of tiers, retrievals and the tree), ``prometheus`` (text
 exposition of ``stats``) and ``bench`` (runs the checkout's benchmarks).
 """
@@ -34,13 +40,17 @@ from collections.abc import Callable, Sequence
 
 from .. import __version__
 from ..config import DATA_DIR_ENV
-from . import commands
 from ._common import DEFAULT_DATA_DIR, TENANT_ENV, UsageError, console, plain
 from ._stop import add_shutdown_timeout
 from .bench import BENCHES, run_bench
+from .chat import chat
 from .demo import run_demo
 from .doctor import add_skip_flag
 from .doctor import doctor as run_doctor
+from .ingest import ingest
+from .maintenance import rebalance, repair
+from .portability import export, forget, import_
+from .views import inspect, memories, stats
 
 __all__ = ["main"]
 
@@ -163,16 +173,16 @@ def _parser() -> argparse.ArgumentParser:
 _COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "demo": run_demo,
     "doctor": run_doctor,
-    "chat": commands.chat,
-    "ingest": commands.ingest,
-    "inspect": commands.inspect,
-    "memories": commands.memories,
-    "stats": commands.stats,
-    "export": commands.export,
-    "import": commands.import_,
-    "forget": commands.forget,
-    "repair": commands.repair,
-    "rebalance": commands.rebalance,
+    "chat": chat,
+    "ingest": ingest,
+    "inspect": inspect,
+    "memories": memories,
+    "stats": stats,
+    "export": export,
+    "import": import_,
+    "forget": forget,
+    "repair": repair,
+    "rebalance": rebalance,
     "bench": run_bench,
 }
 

@@ -23,7 +23,8 @@ from memoryos_actors.gateway.embedders import (
 from memoryos_actors.gateway.litellm_backend import LiteLLMBackend
 from memoryos_actors.gateway.offline import OFFLINE_NAME, OfflineBackend
 from memoryos_actors.gateway.prompts import KINDS, PROMPTS, MalformedOutput, PromptSpec
-from memoryos_actors.gateway.service import GatewayService, RedoResult
+from memoryos_actors.gateway.redo import RedoResult
+from memoryos_actors.gateway.service import GatewayService
 
 __all__ = [
     "KINDS",

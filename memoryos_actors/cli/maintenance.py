@@ -1,0 +1,93 @@
+"""Repairs of a data directory under its lock: ``memoryos repair`` (a user's damaged files)
+and ``memoryos rebalance`` (users moved between shard directories)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from ._common import config_from_args, existing_data_dir, lib_user, plain, quiet_logging
+
+__all__ = ["rebalance", "repair"]
+
+
+def repair(args: argparse.Namespace) -> int:
+    from ..repair import repair_user
+    from ._common import sharded
+
+    path = existing_data_dir(args)
+    user = lib_user(args, args.user)
+    quiet_logging(config_from_args(args))  # a bad config fails here as in every command
+    layout = sharded(path)
+    if layout is not None:
+        from ..cluster import shard_dir, shard_of
+
+        # The top directory's lock keeps a sharded facade out, the shard's any other.
+        with _locked(path):
+            shard = shard_dir(path, shard_of(user, layout.shards))
+            with _locked(shard):
+                report = repair_user(shard, user)
+    else:
+        # The lock: no server or other command may have the directory open meanwhile.
+        with _locked(path):
+            report = repair_user(path, user)
+    if not report.changed:
+        print(f"{args.user!r}: nothing to repair")
+        return 0
+    print(
+        f"repaired {args.user!r}: kept {report.kept_records} intact records, lost "
+        f"{report.lost_records}; the WAL holds {report.wal_turns_kept} turns"
+    )
+    for note in report.notes:
+        print(f"  {note}")
+    for f in report.files:
+        print(f"  {f.path}: {f.action}, original kept as {f.backup}")
+    return 0
+
+
+def _locked(path: Path) -> Any:
+    """The data directory lock of ``path``; refused with who holds it (a server: how to
+    reach it)."""
+    from ..errors import DataDirLocked
+    from ..store.lock import DataDirLock
+    from ._common import server_note
+
+    try:
+        return DataDirLock(path)
+    except DataDirLocked as exc:
+        note = server_note(path)
+        raise DataDirLocked(note) if note else exc from None
+
+
+def rebalance(args: argparse.Namespace) -> int:
+    """``memoryos rebalance --shards N``: move users between shard directories; ``--shards
+    1`` makes the data directory an in-process (unsharded) one again."""
+    from ..cluster import rebalance_shards, unshard
+
+    path = existing_data_dir(args)
+    _locked(path).close()  # a running server is named, with how to reach it
+    report = unshard(path) if args.shards == 1 else rebalance_shards(path, args.shards)
+    if report.shards_before == report.shards_after == 0:
+        print(f"{path} is not sharded: nothing to do")
+        return 0
+
+    before, after = report.shards_before, report.shards_after
+    change = (
+        f"{before} -> {after} shards"
+        if before and after
+        else f"unsharded -> {after} shards"
+        if after
+        else f"{before} shards -> unsharded"
+    )
+    print(
+        f"{change}: moved {len(report.moved)} users, removed {len(report.removed_dirs)} "
+        "empty shards"
+    )
+
+    def where(n: int) -> str:
+        return "unsharded" if n < 0 else f"shard {n}"
+
+    for user, (src, dst) in sorted(report.moved.items()):
+        print(plain(f"  {user}: {where(src)} -> {where(dst)}"))
+    return 0

@@ -1,0 +1,114 @@
+"""A user's data in and out: ``memoryos export`` (read-only), ``import`` and ``forget``;
+with ``--tenant`` the files name users by the tenant's ids, as the server's do."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from ._common import (
+    UsageError,
+    data_dir,
+    existing_data_dir,
+    lib_user,
+    open_memory,
+    open_reader,
+    require_user,
+    shown_user,
+)
+
+__all__ = ["export", "forget", "import_"]
+
+
+def export(args: argparse.Namespace) -> int:
+    """``memoryos export USER FILE``: the user's export file, read-only (works while a
+    server runs). An existing FILE is kept unless ``--force``; ``-`` writes JSON to stdout."""
+    import shutil
+    import tempfile
+
+    user = lib_user(args, args.user)
+    to_stdout = args.file == "-"
+    target = Path(args.file)
+    if not to_stdout and target.exists() and not args.force:
+        raise UsageError(f"{target} exists; pass --force to overwrite it")
+    with open_reader(args, existing_data_dir(args), user) as mem:
+        require_user(mem, user, args)
+        turns = mem.user_state(user).turns
+        if to_stdout:
+            with tempfile.TemporaryDirectory(prefix="memoryos-export-") as tmp:
+                out = mem.export_user(user, Path(tmp) / "export.json")
+                out = _tenant_export(args, user, out)
+                with out.open("rb") as fh:
+                    sys.stdout.flush()
+                    shutil.copyfileobj(fh, sys.stdout.buffer)
+                sys.stdout.buffer.flush()
+            print(f"exported {args.user!r} ({turns} turns) to stdout", file=sys.stderr)
+            return 0
+        out = _tenant_export(args, user, mem.export_user(user, target))
+    print(f"exported {args.user!r} ({turns} turns) to {out}")
+    return 0
+
+
+def _tenant_export(args: argparse.Namespace, user: str, path: Path) -> Path:
+    """With a tenant, the export at ``path`` names its user by the tenant's id, as the
+    server's export does (``memoryos --tenant T import`` reads either)."""
+    if args.user == user:
+        return path
+    from ..server.tenancy import relabel_user_id
+    from ..store.export import read_export, write_export
+
+    return write_export(path, relabel_user_id(read_export(path), user, args.user))
+
+
+def import_(args: argparse.Namespace) -> int:
+    """``memoryos import FILE [--as USER]``: store an export file's user (under the tenant
+    when one is given)."""
+    from ..datasets import DatasetError
+    from ._common import tenant
+
+    if not Path(args.file).is_file():
+        raise DatasetError(f"{args.file}: no such file")
+    as_user = lib_user(args, args.as_user) if args.as_user else None
+    t = tenant(args)
+    if as_user is None and t is not None:
+        from ..errors import InvalidInput
+        from ..server.keys import check_tenant
+        from ..server.tenancy import internal_id
+        from ..store.export import read_export
+
+        original = str(read_export(args.file).get("user_id", ""))
+        # A tenant's user keeps its name in the tenant it is imported into.
+        owner, _, name = original.partition(":")
+        try:
+            check_tenant(owner)
+        except InvalidInput:
+            name = original  # no tenant's id: the whole id is the name
+        as_user = internal_id(t, name or original)
+    with open_memory(args, data_dir(args)) as mem:
+        uid = mem.import_user(args.file, user_id=as_user)
+        turns = mem.user_state(uid).turns
+    print(f"imported {args.file} as user {shown_user(args, uid)!r} ({turns} turns)")
+    return 0
+
+
+def forget(args: argparse.Namespace) -> int:
+    """``memoryos forget USER``: delete every file of the user; on a terminal it asks
+    first, unless ``--yes``."""
+    user = lib_user(args, args.user)
+    with open_memory(args, existing_data_dir(args)) as mem:
+        require_user(mem, user, args)
+        if not args.yes and sys.stdin.isatty():
+            turns = mem.user_state(user).turns
+            answer = input(
+                f"delete every memory of {args.user!r} ({turns} turns) in "
+                f"{mem.data_dir}? This cannot be undone. [y/N] "
+            )
+            if answer.strip().lower() not in ("y", "yes"):
+                print(f"kept {args.user!r}")
+                return 1
+        report = mem.forget_user(user)
+    print(f"forgot {args.user!r}: removed {len(report.removed_files)} files")
+    for path in report.removed_files:
+        print(f"  {path}")
+    return 0

@@ -1,0 +1,201 @@
+"""The gate in front of the HTTP app: it refuses a request before anything reaches the
+memory system, in this order: the API key (401), the key's request limit (429 with
+``Retry-After``), the body size (413), the content type (415) and the body's encoding
+(422). It puts the accepted key in the ASGI scope (``KEY_SCOPE``), sends ``/mcp`` to the
+MCP app, and counts every answered request for ``/metrics`` by its route template."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from .http_errors import error_response
+from .keys import KeyRecord, KeyStore
+from .metrics import ServerMetrics
+from .ratelimit import RateLimiter
+
+__all__ = ["KEY_SCOPE", "ASGIApp", "Gate", "mcp_tenant"]
+
+METHODS = frozenset({"GET", "POST", "PUT", "DELETE", "PATCH", "HEAD", "OPTIONS"})
+"""HTTP methods counted by name in the metrics; any other counts as ``other``."""
+KEY_SCOPE = "memoryos.key"
+"""The ASGI scope key under which the gate puts the accepted :class:`KeyRecord`."""
+ASGIApp = Callable[
+    [
+        dict[str, Any],
+        Callable[[], Awaitable[dict[str, Any]]],
+        Callable[[dict[str, Any]], Awaitable[None]],
+    ],
+    Awaitable[None],
+]
+
+
+class Gate:
+    """ASGI middleware that refuses requests before the app (and memory) sees them.
+
+    Also counts every answered request for ``/metrics`` by its route template.
+    """
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        keys: KeyStore,
+        limiter: RateLimiter,
+        metrics: ServerMetrics,
+        max_body_bytes: int,
+        mcp_app: ASGIApp | None = None,
+    ) -> None:
+        self.app = app
+        self.keys = keys
+        self.limiter = limiter
+        self.metrics = metrics
+        self.max_body = max_body_bytes
+        self.mcp_app = mcp_app
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = time.perf_counter()
+        status = [500]
+
+        async def send_counted(message: dict[str, Any]) -> None:
+            if message["type"] == "http.response.start":
+                status[0] = int(message["status"])
+            await send(message)
+
+        path: str = scope.get("path", "")
+        is_mcp = path == "/mcp" or path.startswith("/mcp/")
+        try:
+            await self._handle(scope, receive, send_counted, path, is_mcp)
+        finally:
+            route = "/mcp" if is_mcp else getattr(scope.get("route"), "path", "unmatched")
+            method = scope.get("method", "")
+            self.metrics.observe(
+                method if method in METHODS else "other",
+                route,
+                status[0],
+                time.perf_counter() - started,
+            )
+
+    async def _handle(
+        self, scope: dict[str, Any], receive: Any, send: Any, path: str, is_mcp: bool
+    ) -> None:
+        protected = is_mcp or path == "/v1" or path.startswith("/v1/")
+        if protected:
+            rec = self.keys.lookup(_presented_key(scope))
+            if rec is None:
+                self.metrics.rejected.labels("unauthorized").inc()
+                await error_response(
+                    401,
+                    "Unauthorized",
+                    "a valid API key is required (Authorization: Bearer <key> or X-API-Key: <key>)",
+                    headers={"WWW-Authenticate": "Bearer"},
+                )(scope, receive, send)
+                return
+            wait = self.limiter.check(rec.key_id, time.monotonic(), rec.rate_per_second, rec.burst)
+            if wait:
+                self.metrics.rejected.labels("rate_limited").inc()
+                await error_response(
+                    429,
+                    "RateLimited",
+                    f"request limit of key {rec.key_id} reached; retry after {wait} s",
+                    headers={"Retry-After": str(wait)},
+                )(scope, receive, send)
+                return
+            scope[KEY_SCOPE] = rec
+        if scope.get("method") in ("POST", "PUT", "PATCH", "DELETE"):
+            body = await self._read_body(scope, receive, send)
+            if body is None:
+                return
+            receive = _replay(body, receive)
+        target = self.mcp_app if is_mcp and self.mcp_app is not None else self.app
+        await target(scope, receive, send)
+
+    async def _read_body(self, scope: dict[str, Any], receive: Any, send: Any) -> bytes | None:
+        """The whole request body, or None after answering 413/422 itself."""
+        declared = _header(scope, b"content-length")
+        too_large = error_response(
+            413, "PayloadTooLarge", f"request body larger than {self.max_body} bytes"
+        )
+        if declared is not None:
+            try:
+                if int(declared) > self.max_body:
+                    self.metrics.rejected.labels("too_large").inc()
+                    await too_large(scope, receive, send)
+                    return None
+            except ValueError:
+                pass
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return None
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > self.max_body:
+                self.metrics.rejected.labels("too_large").inc()
+                await too_large(scope, receive, send)
+                return None
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                break
+        body = b"".join(chunks)
+        ctype = (_header(scope, b"content-type") or "").split(";", 1)[0].strip().lower()
+        if (
+            body
+            and scope.get(KEY_SCOPE) is not None
+            and ctype != "application/json"
+            and not (scope.get("path", "").startswith("/mcp"))
+        ):
+            await error_response(
+                415,
+                "UnsupportedMediaType",
+                "send the body as JSON with Content-Type: application/json",
+            )(scope, receive, send)
+            return None
+        try:
+            body.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            self.metrics.rejected.labels("bad_encoding").inc()
+            await error_response(
+                422, "InvalidInput", f"request body is not valid UTF-8 (byte {exc.start})"
+            )(scope, receive, send)
+            return None
+        return body
+
+
+def _header(scope: dict[str, Any], name: bytes) -> str | None:
+    for key, value in scope.get("headers", ()):
+        if key.lower() == name:
+            return value.decode("latin-1")
+    return None
+
+
+def _presented_key(scope: dict[str, Any]) -> str | None:
+    auth = _header(scope, b"authorization")
+    if auth is not None and auth[:7].lower() == "bearer ":
+        return auth[7:].strip()
+    return _header(scope, b"x-api-key")
+
+
+def _replay(body: bytes, receive: Any) -> Any:
+    sent = False
+
+    async def replay() -> dict[str, Any]:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return replay
+
+
+def mcp_tenant(request: Any) -> str | None:
+    """The tenant of the key that the gate accepted for this MCP HTTP request."""
+    rec = getattr(request, "scope", {}).get(KEY_SCOPE)
+    return rec.tenant if isinstance(rec, KeyRecord) else None

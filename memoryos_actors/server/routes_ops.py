@@ -1,0 +1,75 @@
+"""The operations routes, outside ``/v1`` and without a key: liveness (``/healthz``),
+readiness with the LLM provider's state (``/readyz``) and Prometheus metrics
+(``/metrics``)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from fastapi import FastAPI, Response
+from fastapi.responses import JSONResponse
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from . import models as m
+from .metrics import ServerMetrics
+from .state import ServerState
+
+__all__ = ["add_ops_routes"]
+
+
+def add_ops_routes(app: FastAPI, state: ServerState, metrics: ServerMetrics) -> None:
+    """``/healthz``, ``/readyz`` and ``/metrics`` on ``app`` (``metrics``: the server's
+    Prometheus registry)."""
+
+    @app.get(
+        "/healthz",
+        summary="Liveness",
+        response_model=m.HealthResponse,
+        tags=["ops"],
+        response_description="The process serves HTTP.",
+    )
+    async def healthz() -> m.HealthResponse:
+        """200 while the process serves HTTP (no key needed)."""
+        return m.HealthResponse(status="ok")
+
+    @app.get(
+        "/readyz",
+        summary="Readiness",
+        response_model=m.ReadyResponse,
+        tags=["ops"],
+        responses={
+            503: {"model": m.HealthResponse, "description": "Not ready: starting or stopping."}
+        },
+        response_description="Ready for memory calls.",
+    )
+    async def readyz() -> Response:
+        """200 when the server accepts memory calls, else 503 (no key needed).
+
+        `llm` tells how the LLM provider is doing (its circuit breakers, a configuration
+        error, the last failure). A degraded provider does not make the server unready:
+        memory calls still work, and chat replies come from the offline fallback, marked
+        so."""
+        ready = state.status == "ok"
+        body: dict[str, Any] = {"status": state.status}
+        if ready and state.mem is not None:
+            gateway = getattr(state.mem.sync, "gateway_service", None)
+            if gateway is not None:
+                body["llm"] = gateway.provider_health()
+        return JSONResponse(body, status_code=200 if ready else 503)
+
+    @app.get(
+        "/metrics",
+        summary="Prometheus metrics",
+        tags=["ops"],
+        response_class=Response,
+        responses={
+            200: {"content": {CONTENT_TYPE_LATEST: {}}, "description": "Prometheus text format."}
+        },
+    )
+    async def prometheus() -> Response:
+        """Metrics in Prometheus text format (no key needed): HTTP requests by route and
+        status with latency histograms, refusals by reason, the memory system's counters
+        and the LLM provider's state. No user, tenant or key appears in them."""
+        text = await asyncio.to_thread(generate_latest, metrics.registry)
+        return Response(text, media_type=CONTENT_TYPE_LATEST)

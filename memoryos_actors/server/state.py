@@ -1,0 +1,79 @@
+"""What the HTTP routes share: the memory system, the server's status, and the key's
+tenant and its users as the routes name them."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+from fastapi import Request
+
+from ..aio import AsyncMemoryOS
+from ..errors import MemoryOSError, SystemClosed, UnknownMemory, UnknownUser
+from ..store.userstore import user_exists
+from .gate import KEY_SCOPE
+from .keys import KeyRecord
+from .tenancy import internal_id, internal_memory_id
+
+if TYPE_CHECKING:
+    from .app import ServerSettings
+
+__all__ = ["ServerState"]
+
+
+class ServerState:
+    """The memory system (``mem``, set when the app starts) and the server's ``status``
+    (``"starting"``, ``"ok"``, ``"stopping"``), with the helpers every route uses."""
+
+    def __init__(self, settings: ServerSettings) -> None:
+        self.settings = settings
+        self.mem: AsyncMemoryOS | None = None
+        self.status = "starting"
+
+    def memory(self) -> AsyncMemoryOS:
+        """The memory system; :class:`SystemClosed` (503) unless the server is ready."""
+        if self.mem is None or self.status != "ok":
+            raise SystemClosed(f"the server is {self.status}")
+        return self.mem
+
+    def stats(self) -> dict[str, Any] | None:
+        """The memory system's ``stats()`` for ``/metrics``, or None when not ready."""
+        mem = self.mem
+        if mem is None or self.status != "ok":
+            return None
+        try:
+            return mem.sync.stats()
+        except MemoryOSError:
+            return None
+
+    @staticmethod
+    def tenant_of(request: Request) -> str:
+        """The tenant of the key the gate accepted for ``request``."""
+        rec: KeyRecord = request.scope[KEY_SCOPE]
+        return rec.tenant
+
+    async def known(self, request: Request, user_id: str) -> tuple[str, str]:
+        """``(tenant, library user id)`` of an existing user of the key's tenant, else 404."""
+        tenant = self.tenant_of(request)
+        uid = internal_id(tenant, user_id)
+        mem = self.memory()
+        # One stat() of the user's directory: cheap enough for the event loop. A user being
+        # imported or created right now may be live before its directory shows.
+        if not user_exists(self.settings.data_dir, uid) and uid not in await mem.active_users():
+            raise UnknownUser(f"no user {user_id!r}")
+        return tenant, uid
+
+    async def on_memory(
+        self,
+        request: Request,
+        user_id: str,
+        memory_id: str,
+        call: Callable[[AsyncMemoryOS, str, str], Awaitable[Any]],
+    ) -> tuple[str, Any]:
+        """``(tenant, call(memory, library user id, library memory id))``; 404 for an
+        unknown user or memory, named by the tenant's ids."""
+        tenant, uid = await self.known(request, user_id)
+        try:
+            return tenant, await call(self.memory(), uid, internal_memory_id(tenant, memory_id))
+        except UnknownMemory:
+            raise UnknownMemory(f"user {user_id!r} has no memory {memory_id!r}") from None
