@@ -15,9 +15,7 @@ import sys
 from typing import TYPE_CHECKING
 
 from ._lazy import lazy_getattr
-
-__version__ = "0.1.0"
-
+from .version import __version__ as __version__
 
 _SUPERVISOR_MARKER = '__distribution__ = "memoryos-actors"'
 

@@ -110,12 +110,6 @@ def quiet_logging(cfg: MemoryConfig, *, on_first_event: bool = False) -> None:
 TENANT_ENV = "MEMORYOS_TENANT"
 """Environment variable naming the tenant when ``--tenant`` is not given."""
 
-SERVER_FILE = "SERVER"
-"""File a running ``memoryos serve`` writes at the top of its data directory: where it
-listens (JSON: ``url``, ``pid``, ``mcp``), so that a command refused by the directory's
-lock can say how to reach it. Removed when the server stops; trusted only while its pid
-holds the lock."""
-
 
 def tenant(args: argparse.Namespace) -> str | None:
     """``--tenant``, else ``$MEMORYOS_TENANT``, else None (the library's own id space)."""
@@ -154,7 +148,7 @@ def server_note(path: Path) -> str:
     ``memoryos serve``: one sentence for a refused write command."""
     import json
 
-    from ..store.lock import lock_holder
+    from ..store.lock import SERVER_FILE, lock_holder
 
     locked, pid = lock_holder(path)
     if not locked:

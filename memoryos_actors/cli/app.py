@@ -38,8 +38,8 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 
-from .. import __version__
 from ..config import DATA_DIR_ENV
+from ..version import __version__
 from ._common import DEFAULT_DATA_DIR, TENANT_ENV, UsageError, console, plain
 from ._stop import add_shutdown_timeout
 from .bench import BENCHES, run_bench
@@ -164,7 +164,7 @@ def _parser() -> argparse.ArgumentParser:
     b = add("bench", "run a benchmark from the bench/ folder of a source checkout")
     b.add_argument("which", choices=sorted(BENCHES))
     b.add_argument("rest", nargs=argparse.REMAINDER, help="arguments for the benchmark")
-    from ..server.cli import add_parsers as add_server_parsers
+    from .serve import add_parsers as add_server_parsers
 
     add_server_parsers(add)  # serve, mcp, keys (their heavy imports wait for the command)
     return p
@@ -188,7 +188,7 @@ _COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
 
 
 def _server_command(args: argparse.Namespace) -> int:
-    from ..server.cli import COMMANDS
+    from .serve import COMMANDS
 
     return COMMANDS[args.command](args)
 

@@ -8,9 +8,10 @@ import re
 import sys
 from collections.abc import Iterator
 
+from ..stopping import StopRequested, StopSignals
 from ._common import config_from_args, data_dir, lib_user, plain
 from ._common import console as make_console
-from ._stop import StopRequested, StopSignals, open_until_stopped
+from ._stop import open_until_stopped
 
 __all__ = ["chat"]
 

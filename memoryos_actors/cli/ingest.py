@@ -11,9 +11,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..stopping import StopSignals
 from ._common import config_from_args, data_dir, lib_user, plain, shown_user
 from ._common import console as make_console
-from ._stop import StopSignals, open_until_stopped
+from ._stop import open_until_stopped
 
 __all__ = ["ingest"]
 

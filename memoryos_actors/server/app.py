@@ -172,6 +172,6 @@ def create_app(
 
 
 def _version() -> str:
-    from .. import __version__
+    from ..version import __version__
 
     return __version__

@@ -69,7 +69,7 @@ def build_mcp(
     ``fixed_tenant``; a call with neither is refused. ``lifespan`` runs around the
     server (stdio: it opens and closes the memory system).
     """
-    from .. import __version__
+    from ..version import __version__
 
     # serverInfo.version: clients show it and log it, and tell releases apart by it.
     server = MCPServer(

@@ -17,9 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from ..aio import AsyncMemoryOS
-from ..cli._stop import DEFAULT_SHUTDOWN_TIMEOUT_S, StopSignals
 from ..config import MemoryConfig
 from ..errors import InvalidInput, StorageError
+from ..stopping import DEFAULT_SHUTDOWN_TIMEOUT_S, StopSignals
 from .app import ServerSettings, create_app
 from .keys import check_tenant
 
@@ -48,9 +48,9 @@ def _write_ready(path: Path, host: str, port: int) -> None:
 
 def _write_server_file(data_dir: Path, url: str, mcp: bool) -> Path | None:
     """Say where this server listens, in the data directory it holds (see
-    :data:`~memoryos_actors.cli._common.SERVER_FILE`): a command refused by the lock names
+    :data:`~memoryos_actors.store.lock.SERVER_FILE`): a command refused by the lock names
     it. Advice only: a failure to write it is no reason not to serve."""
-    from ..cli._common import SERVER_FILE
+    from ..store.lock import SERVER_FILE
 
     path = Path(data_dir) / SERVER_FILE
     try:

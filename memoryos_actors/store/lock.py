@@ -21,10 +21,16 @@ try:
 except ImportError:  # pragma: no cover - Windows
     fcntl = None  # type: ignore[assignment]
 
-__all__ = ["LOCK_FILE_NAME", "DataDirLock", "lock_holder"]
+__all__ = ["LOCK_FILE_NAME", "SERVER_FILE", "DataDirLock", "lock_holder"]
 
 LOCK_FILE_NAME = "LOCK"
 """Name of the lock file inside the data directory."""
+
+SERVER_FILE = "SERVER"
+"""File a running ``memoryos serve`` writes at the top of its data directory, beside the
+lock it holds: where it listens (JSON: ``url``, ``pid``, ``mcp``), so that a command
+refused by the lock can say how to reach it. Removed when the server stops; trusted only
+while its pid holds the lock."""
 
 
 def _try_lock(fd: int) -> bool:

@@ -14,8 +14,8 @@ import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from ..cli._stop import add_shutdown_timeout
 from ..errors import InvalidInput
+from ._stop import add_shutdown_timeout
 
 __all__ = ["COMMANDS", "add_parsers"]
 
@@ -45,8 +45,8 @@ def _need(extra: str, *modules: str) -> None:
 def _named_holder(path: Path) -> Iterator[None]:
     """A locked data directory is refused naming who holds it (a server: where it
     listens; a desktop client's MCP over stdio on a served directory sees one line)."""
-    from ..cli._common import server_note
     from ..errors import DataDirLocked
+    from ._common import server_note
 
     try:
         yield
@@ -59,13 +59,13 @@ def _serve(args: argparse.Namespace) -> int:
     _need("server", "fastapi", "uvicorn", "prometheus_client", "jinja2")
     if args.mcp:
         _need("mcp", "mcp")
-    from ..cli.doctor import provider_check
     from ..config import MemoryConfig
+    from .doctor import provider_check
 
     config = MemoryConfig.load(args.config)
     provider_check(args, config)  # before the server's imports: a refusal comes at once
-    from .app import ServerSettings
-    from .run import serve
+    from ..server.app import ServerSettings
+    from ..server.run import serve
 
     keys = _keys_file(args)
     if not keys.exists():
@@ -92,13 +92,13 @@ def _serve(args: argparse.Namespace) -> int:
 
 def _mcp(args: argparse.Namespace) -> int:
     _need("mcp", "mcp")
-    from ..cli.doctor import provider_check
     from ..config import MemoryConfig
+    from .doctor import provider_check
 
     config = MemoryConfig.load(args.config)
     provider_check(args, config)
-    from ..cli._common import tenant
-    from .run import serve_mcp_stdio
+    from ..server.run import serve_mcp_stdio
+    from ._common import tenant
 
     with _named_holder(_data_dir(args)):
         serve_mcp_stdio(
@@ -112,11 +112,11 @@ def _mcp(args: argparse.Namespace) -> int:
 
 
 def _keys(args: argparse.Namespace) -> int:
-    from .keys import KeyStore
+    from ..server.keys import KeyStore
 
     store = KeyStore(_keys_file(args))
     if args.action == "add":
-        from ..cli._common import tenant
+        from ._common import tenant
 
         owner = tenant(args)  # --tenant, else $MEMORYOS_TENANT
         if not owner:
@@ -144,7 +144,7 @@ def _keys(args: argparse.Namespace) -> int:
 
 def add_parsers(add: Callable[[str, str], argparse.ArgumentParser]) -> None:
     """Add ``serve``, ``mcp`` and ``keys`` with ``add(name, help) -> parser``."""
-    from ..cli.doctor import add_skip_flag
+    from .doctor import add_skip_flag
 
     s = add("serve", "serve the HTTP JSON API (extra: server; --mcp adds MCP at /mcp)")
     s.add_argument("--host", default="127.0.0.1", help="address (default 127.0.0.1)")

@@ -1,0 +1,242 @@
+"""The architecture contract: the layer order of the packages, checked on the source.
+
+Every import of every module that runs (at the top or inside a function) is read from its
+syntax tree, so a lazy import that dodges a cycle at run time is still caught. Imports
+under ``if TYPE_CHECKING:`` are left out: they never run, and only name types for the
+type checker (the facade's ``open`` names the sharded facade it may return). A module may import its own layer or a lower one, never a higher one; the
+``supervisor`` package is general and imports nothing of this project; and the
+package-level import graph has no cycle. A module this file does not place fails the test:
+a new module says where it belongs.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections import defaultdict
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+#: Lowest first. A name is a module or a package (``memoryos_actors.store`` covers
+#: ``memoryos_actors.store.*``).
+LAYERS: tuple[tuple[str, ...], ...] = (
+    # Leaves: errors, time, text, settings; no project import but each other.
+    (
+        "memoryos_actors.errors",
+        "memoryos_actors.version",
+        "memoryos_actors.clock",
+        "memoryos_actors._lazy",
+        "memoryos_actors.logs",
+        "memoryos_actors.text",
+        "memoryos_actors.config",
+        "memoryos_actors.scoring",
+        "memoryos_actors.trait_table",
+        "memoryos_actors.paging",
+        "memoryos_actors.datasets",
+    ),
+    # Terms and records: what every layer above passes around.
+    (
+        "memoryos_actors.lexicon",
+        "memoryos_actors.records",
+        "memoryos_actors.requests",
+        "memoryos_actors.context",
+        "memoryos_actors.hits",
+        "memoryos_actors.cold_items",
+        "memoryos_actors.messages",
+        "memoryos_actors.reports",
+    ),
+    # Files on disk.
+    ("memoryos_actors.store",),
+    # Pure tier cores (no threads, no I/O).
+    ("memoryos_actors.tiers",),
+    # The LLM gateway.
+    ("memoryos_actors.gateway",),
+    # The actors.
+    ("memoryos_actors.actors",),
+    # What the facade is built from: the user directory, argument checks, disk tools.
+    (
+        "memoryos_actors.directory",
+        "memoryos_actors.validation",
+        "memoryos_actors.checkup",
+        "memoryos_actors.disk_stats",
+        "memoryos_actors.repair",
+        "memoryos_actors.stopping",
+    ),
+    # The facade.
+    (
+        "memoryos_actors.api",
+        "memoryos_actors.core",
+        "memoryos_actors.tree",
+        "memoryos_actors.conversation",
+        "memoryos_actors.editing",
+        "memoryos_actors.system",
+        "memoryos_actors.activation",
+        "memoryos_actors.barrier",
+        "memoryos_actors.inspection",
+        "memoryos_actors.portability",
+        "memoryos_actors.memories",
+    ),
+    # Faces of the facade: asyncio, and shards.
+    ("memoryos_actors.aio", "memoryos_actors.cluster"),
+    # The network face.
+    ("memoryos_actors.server",),
+    # Entry points: the command line and the package's own namespace.
+    ("memoryos_actors.cli", "memoryos_actors.__main__", "memoryos_actors"),
+)
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts = parts[:-1]
+    return ".".join(parts)
+
+
+def _imports(path: Path, module: str) -> set[str]:
+    """Every project module ``module`` (the file ``path``) imports, by full name."""
+    package = module if path.name == "__init__.py" else module.rsplit(".", 1)[0]
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    typing_only = {
+        id(inner)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
+        for stmt in node.body
+        for inner in ast.walk(stmt)
+    }
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if id(node) in typing_only:
+            continue
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            # ``from package import name``: the submodule when ``name`` is one, else the
+            # package itself (``_graph`` resolves each to a module that exists).
+            names = [f"{target}.{alias.name}" for alias in node.names]
+        elif isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        else:
+            continue
+        found.update(n for n in names if n.split(".")[0] in ("memoryos_actors", "supervisor"))
+    return found
+
+
+def _graph() -> dict[str, set[str]]:
+    """Module -> the project modules it imports (names resolved to existing modules)."""
+    files = {
+        _module_name(p): p
+        for package in ("memoryos_actors", "supervisor")
+        for p in (ROOT / package).rglob("*.py")
+    }
+
+    def resolve(name: str) -> str | None:
+        while name and name not in files:
+            name = name.rpartition(".")[0]
+        return name or None
+
+    graph: dict[str, set[str]] = {}
+    for module, path in files.items():
+        targets = {resolve(n) for n in _imports(path, module)}
+        graph[module] = {t for t in targets if t is not None and t != module}
+    return graph
+
+
+def _layer(module: str) -> int | None:
+    best: tuple[int, int] | None = None  # (length of the matching name, layer)
+    for i, names in enumerate(LAYERS):
+        for name in names:
+            if module == name or module.startswith(name + "."):
+                if best is None or len(name) > best[0]:
+                    best = (len(name), i)
+    return None if best is None else best[1]
+
+
+def test_every_module_has_a_layer() -> None:
+    unplaced = sorted(m for m in _graph() if m.startswith("memoryos_actors") and _layer(m) is None)
+    assert unplaced == [], "modules without a layer: add them to LAYERS"
+
+
+def upward_imports(graph: dict[str, set[str]]) -> list[str]:
+    """Every import in ``graph`` that goes to a higher layer (or from ``supervisor`` into
+    this project)."""
+    upward = []
+    for module, targets in graph.items():
+        own = _layer(module)
+        for target in targets:
+            if module.startswith("supervisor"):
+                if target.startswith("memoryos_actors"):
+                    upward.append(f"{module} -> {target} (supervisor is general)")
+                continue
+            theirs = _layer(target)
+            if own is not None and theirs is not None and theirs > own:
+                upward.append(f"{module} (layer {own}) -> {target} (layer {theirs})")
+    return sorted(upward)
+
+
+def package_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One cycle in the graph of packages (``memoryos_actors.X``, ``supervisor``) that
+    ``graph``'s modules import, or None. The package namespace ``memoryos_actors`` itself
+    (the public face, in the top layer) is left out."""
+
+    def unit(module: str) -> str:
+        parts = module.split(".")
+        return ".".join(parts[:2]) if parts[0] == "memoryos_actors" else parts[0]
+
+    edges: dict[str, set[str]] = defaultdict(set)
+    for module, targets in graph.items():
+        for target in targets:
+            if unit(module) != unit(target) and unit(target) != "memoryos_actors":
+                edges[unit(module)].add(unit(target))
+    state: dict[str, int] = {}
+    path: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        path.append(node)
+        for nxt in sorted(edges.get(node, ())):
+            if state.get(nxt) == 1:
+                return path[path.index(nxt) :] + [nxt]
+            if nxt not in state and (cycle := visit(nxt)):
+                return cycle
+        path.pop()
+        state[node] = 2
+        return None
+
+    for node in sorted(edges):
+        if node not in state and (cycle := visit(node)):
+            return cycle
+    return None
+
+
+def test_no_module_imports_a_higher_layer() -> None:
+    assert upward_imports(_graph()) == []
+
+
+def test_the_packages_import_each_other_without_a_cycle() -> None:
+    cycle = package_cycle(_graph())
+    assert cycle is None, "import cycle: " + " -> ".join(cycle or ())
+
+
+def test_the_checks_report_what_they_are_for() -> None:
+    """On a made-up graph: the store importing a tier core is an upward import, the
+    supervisor importing the project is one too, and two packages importing each other
+    (however lazily) are a cycle."""
+    graph = {
+        "memoryos_actors.store.cold": {"memoryos_actors.tiers.mtm"},
+        "memoryos_actors.tiers.mtm": {"memoryos_actors.store.cold"},
+        "supervisor._registry": {"memoryos_actors.errors"},
+    }
+    assert upward_imports(graph) == [
+        "memoryos_actors.store.cold (layer 2) -> memoryos_actors.tiers.mtm (layer 3)",
+        "supervisor._registry -> memoryos_actors.errors (supervisor is general)",
+    ]
+    assert package_cycle(graph) == [
+        "memoryos_actors.store",
+        "memoryos_actors.tiers",
+        "memoryos_actors.store",
+    ]
+    assert upward_imports({"memoryos_actors.tiers.mtm": {"memoryos_actors.store.cold"}}) == []
+    assert package_cycle({"memoryos_actors.tiers.mtm": {"memoryos_actors.store.cold"}}) is None
