@@ -113,7 +113,8 @@ def repair_user(data_dir: str | os.PathLike[str], user_id: str) -> RepairReport:
         notes.append(f"{Path(f.path).name}: unreadable ({f.reason}); moved aside")
 
     wal = _Salvage.of(udir / WAL_FILE, WAL.MAGIC, WAL.VERSION, WAL.KIND, floor=covered_lsn)
-    wal_turns_kept, lost_turns = 0, ()
+    wal_turns_kept = 0
+    lost_turns: tuple[str, ...] = ()
     if wal is not None:
         wal_turns_kept, lost_turns = wal.turns(covered_lsn, covered_turn)
         if wal.needs_rewrite:
@@ -271,7 +272,7 @@ class _Salvage:
                 raise
             except CorruptDataError as exc:
                 # No header to trust: every intact frame after the floor is kept.
-                damages, frames = walk_damaged(fd, 0, size, floor, f"unreadable header ({exc})")
+                lost, kept = walk_damaged(fd, 0, size, floor, f"unreadable header ({exc})")
                 return cls(
                     path,
                     magic,
@@ -282,8 +283,8 @@ class _Salvage:
                     HEADER_SIZE,
                     floor + 1,
                     floor,
-                    frames,
-                    [(d.start, d.end, d.next_seq) for d in damages],
+                    kept,
+                    [(d.start, d.end, d.next_seq) for d in lost],
                     str(exc),
                     None,
                 )

@@ -17,6 +17,7 @@ import structlog
 
 from supervisor import SupervisedActor
 
+from ..cold_items import ColdItem
 from ..errors import InvalidInput, MemoryOSError
 from ..messages import (
     AgentProfile,
@@ -171,7 +172,7 @@ class LPMActor(SupervisedActor):
         env = self.env
         job_id, segment_id, assistant_id = split_tag(done.tag)
         data = done.data
-        record = {
+        record: dict[str, Any] = {
             "t": "persona",
             "assistant": assistant_id or "default",
             "segment": segment_id,
@@ -337,6 +338,8 @@ class LPMActor(SupervisedActor):
         extra: dict[str, list[FactHit]] = {"fact": [], "agent_trait": []}
         qv = np.asarray(q, dtype=np.float64)
         for item in found.items:
+            if not isinstance(item, ColdItem):  # search() answers in full, never rows
+                raise TypeError(f"cold search answered a scoring row: {item!r}")
             if item.kind == "agent_trait" and item.record.get("assistant") != message.assistant_id:
                 continue
             emb = item.embedding

@@ -32,6 +32,7 @@ import functools
 import secrets
 import threading
 from collections import OrderedDict, deque
+from collections.abc import Set as AbstractSet
 from typing import Any
 
 import pykka
@@ -801,8 +802,8 @@ class MTMActor(SupervisedActor):
         }
 
     def _restore_work(
-        self, work: dict[str, Any], records: Any, applied: set[str] = frozenset()
-    ) -> None:  # type: ignore[assignment]
+        self, work: dict[str, Any], records: Any, applied: AbstractSet[str] = frozenset()
+    ) -> None:
         """Take over the work a previous incarnation owed (see the module docstring);
         ``applied``: jobs whose update the snapshot's LPM state has applied."""
         every = self.env.config.summary_every_pages

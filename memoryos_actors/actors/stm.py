@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections import OrderedDict, deque
+from collections.abc import Iterable
 from typing import Any
 
 import structlog
@@ -160,7 +161,7 @@ class STMActor(SupervisedActor):
             self.seq = int(recovered.state["seq"])
             for key, page_id in recovered.state.get("turn_keys", ()):
                 self._remember_key(str(key), str(page_id))
-        metas: dict[int, dict[str, object]] = {}
+        metas: dict[int, dict[str, Any]] = {}
         replayed = 0
         for _lsn, rec in recovered.records:
             kind = rec.get("t")
@@ -177,7 +178,7 @@ class STMActor(SupervisedActor):
             if rec_ is not None and not page.chain_id:
                 self.core.set_meta(
                     page.page_id, str(rec_["m"]), str(rec_["ch"]), [str(k) for k in rec_["k"]]
-                )  # type: ignore[union-attr]
+                )
         for seq in self.env.store.edits.deleted_pages:  # deleted after the snapshot
             self.core.remove(seq)
         self._scrub_chains()
@@ -413,7 +414,7 @@ class STMActor(SupervisedActor):
             if self.meta_prev is not None and self.meta_prev.seq == first.seq - 1
             else None
         )
-        context = {
+        context: dict[str, Any] = {
             "previous_page": (
                 {"query": prev.query, "response": prev.response} if prev is not None else None
             ),
@@ -496,23 +497,21 @@ class STMActor(SupervisedActor):
         )
         continues = bool(data.get("continues")) and prev is not None
         chain_id = prev.chain_id if continues and prev is not None else page_id
-        meta = dict(
-            meta_chain=str(data.get("meta_chain", "")),
-            chain_id=chain_id,
-            keywords=frozenset(
-                str(k).lower()
-                for k in data.get("keywords", ())
-                if str(k)  # type: ignore[attr-defined]
-            ),
-        )
+        meta_chain = str(data.get("meta_chain", ""))
+        raw_keywords = data.get("keywords", ())
+        if not isinstance(raw_keywords, Iterable):
+            raise TypeError(f"page meta keywords are a {type(raw_keywords).__name__}")
+        keywords = frozenset(str(k).lower() for k in raw_keywords if str(k))
         page = self.core.get(page_id)
         if page is not None:
-            self.core.set_meta(page_id, meta["meta_chain"], chain_id, meta["keywords"])
+            self.core.set_meta(page_id, meta_chain, chain_id, keywords)
             page = self.core.get(page_id)
         else:
             for i, (queued, when) in enumerate(self.outbox):
                 if queued.page_id == page_id:
-                    page = dataclasses.replace(queued, **meta)  # type: ignore[arg-type]
+                    page = dataclasses.replace(
+                        queued, meta_chain=meta_chain, chain_id=chain_id, keywords=keywords
+                    )
                     self.outbox[i] = (page, when)
                     break
         if page is None:

@@ -40,7 +40,7 @@ import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO, Literal, Self
+from typing import Any, Literal, Protocol, Self
 
 import msgpack
 
@@ -132,7 +132,7 @@ def encode_frame(seq: int, payload: bytes) -> bytes:
     return _FRAME.pack(len(payload), crc, seq) + payload
 
 
-def read_header(f: BinaryIO, path: Path, magic: bytes, version: int, kind: str) -> int:
+def read_header(f: FrameSource, path: Path, magic: bytes, version: int, kind: str) -> int:
     """Validate a file header and return its base seq."""
     data = f.read(HEADER_SIZE)
     if len(data) < HEADER_SIZE:
@@ -155,7 +155,7 @@ def read_header(f: BinaryIO, path: Path, magic: bytes, version: int, kind: str) 
     return int(base)
 
 
-def read_frame(f: BinaryIO, offset: int, end: int, prev_seq: int) -> tuple[int, bytes] | str:
+def read_frame(f: FrameSource, offset: int, end: int, prev_seq: int) -> tuple[int, bytes] | str:
     """Read the frame at ``offset``; return ``(seq, payload)`` or a reason it is not valid.
 
     Never reads past ``end`` and never allocates more than the file holds.
@@ -180,6 +180,19 @@ def read_frame(f: BinaryIO, offset: int, end: int, prev_seq: int) -> tuple[int, 
     return seq, payload
 
 
+class FrameSource(Protocol):
+    """What the frame readers need of a file: ``read`` and ``seek`` (an open binary file,
+    :class:`io.BytesIO` or a :class:`_Reader`)."""
+
+    def read(self, n: int, /) -> bytes:
+        """Up to ``n`` bytes from the position (fewer at the end of the file)."""
+        ...
+
+    def seek(self, offset: int, whence: int = ..., /) -> int:
+        """Move the position (as :meth:`io.IOBase.seek`); the new position, in bytes."""
+        ...
+
+
 class _Reader:
     """A read-only file view over one descriptor with its own position (``os.pread``), so
     readers sharing the descriptor never move each other's position."""
@@ -188,12 +201,12 @@ class _Reader:
         self.fd = fd
         self.pos = 0
 
-    def read(self, n: int) -> bytes:
+    def read(self, n: int, /) -> bytes:
         data = os.pread(self.fd, n, self.pos)
         self.pos += len(data)
         return data
 
-    def seek(self, offset: int, whence: int = os.SEEK_SET) -> int:
+    def seek(self, offset: int, whence: int = os.SEEK_SET, /) -> int:
         self.pos = self.pos + offset if whence == os.SEEK_CUR else offset
         return self.pos
 
@@ -375,7 +388,7 @@ def scan(
         # Buffered: two reads per frame stay in user space. A large file is read through
         # the descriptor, moving its offset, which nothing else relies on (every other read
         # of it is a pread).
-        f: Any
+        f: io.BytesIO | io.BufferedReader
         if size <= _KEEP_AT_OPEN_BYTES:  # a small log: one read, then frames from memory
             f = io.BytesIO(os.pread(fd, size, 0))
         else:
@@ -615,7 +628,7 @@ class RecordLog:
         #: is then served without reading the file a second time); None once used.
         self._kept: list[tuple[int, bytes]] | None = None
         if self.read_only:  # never registered as open: no key (realpath costs syscalls)
-            self._file = None
+            self._file: io.FileIO | None = None
             self._open_read_only(empty_if_blank)
             self._closed = False
             return
@@ -701,7 +714,7 @@ class RecordLog:
         self._marks = list(result.marks)
         self._kept = kept
 
-    def _open(self) -> Any:
+    def _open(self) -> io.FileIO:
         tmp = tmp_path(self.path)
         if tmp.exists():  # an interrupted create or truncate; the real file is intact
             tmp.unlink()
@@ -822,7 +835,7 @@ class RecordLog:
             # writing thread is interrupted (an actor killed mid-message) after the bytes
             # land but before the two lines below, the next append simply overwrites that
             # unacknowledged frame, and the file stays a sequence of whole frames.
-            fd = self._file.fileno()
+            fd = self._writer().fileno()
             try:
                 view = memoryview(frame)
                 at = self._end
@@ -833,7 +846,7 @@ class RecordLog:
             except OSError as exc:
                 # Cut a partial frame off so the file stays a sequence of whole frames.
                 try:
-                    self._file.truncate(self._end)
+                    self._writer().truncate(self._end)
                 except OSError:
                     self._sync_error = exc
                 raise StorageError(f"{self.path}: append failed: {exc}") from exc
@@ -846,6 +859,12 @@ class RecordLog:
         if self.fsync == "always":
             self._sync(seq)
         return seq
+
+    def _writer(self) -> io.FileIO:
+        """The file a writable log appends to (a read-only log reads through ``_fd``)."""
+        if self._file is None:
+            raise StorageError(f"{self.path}: {self.KIND} is open read-only")
+        return self._file
 
     def _check_usable(self) -> None:
         if self._closed:
@@ -861,7 +880,7 @@ class RecordLog:
             with self._lock:
                 self._check_usable()
                 target = self._last_seq
-                fd = self._file.fileno()
+                fd = self._writer().fileno()
             try:
                 self._fsync(fd)
             except OSError as exc:
@@ -892,7 +911,7 @@ class RecordLog:
                 if self._closed or self._sync_error is not None:
                     return
                 target = self._last_seq
-                fd = self._file.fileno()
+                fd = self._writer().fileno()
             if target <= self._synced_seq:
                 return
             try:
@@ -926,7 +945,7 @@ class RecordLog:
                 kept, self._kept = self._kept, None
                 # Reads see the file opened with the log, whatever another process renames
                 # into place meanwhile (the records kept at open are that file's).
-                f: Any = (
+                f: io.BufferedReader | _Reader | None = (
                     None
                     if self._fd is None or kept is not None
                     else self._same_file_reader(self._fd)
@@ -954,7 +973,7 @@ class RecordLog:
             if seq > after_seq:
                 yield seq, payload
 
-    def _same_file_reader(self, fd: int) -> Any:
+    def _same_file_reader(self, fd: int) -> io.BufferedReader | _Reader:
         """A buffered reader of the file open at ``fd`` with its own offset (the path
         opened again, if it still names that file), else a ``pread`` view of ``fd``."""
         try:
@@ -968,7 +987,11 @@ class RecordLog:
         return _Reader(fd)
 
     def _disk_payloads(
-        self, f: Any, after_seq: int, end: int, start: tuple[int, int] | None
+        self,
+        f: io.BufferedReader | _Reader,
+        after_seq: int,
+        end: int,
+        start: tuple[int, int] | None,
     ) -> Iterator[tuple[int, bytes]]:
         prev = read_header(f, self.path, self.MAGIC, self.VERSION, self.KIND)
         offset = HEADER_SIZE
@@ -995,7 +1018,7 @@ class RecordLog:
                 yield prev, payload
 
     def _damage_found(
-        self, f: Any, offset: int, end: int, prev: int, reason: str
+        self, f: io.BufferedReader | _Reader, offset: int, end: int, prev: int, reason: str
     ) -> CorruptDataError:
         """The error for damage met while reading (behind a trusted checkpoint, or
         appeared since the log was opened)."""
@@ -1045,9 +1068,9 @@ class RecordLog:
             self._closed = True
             try:
                 if self.fsync != "never" and self._sync_error is None:
-                    self._fsync(self._file.fileno())
+                    self._fsync(self._writer().fileno())
             finally:
-                self._file.close()
+                self._writer().close()
                 try:
                     if (
                         self.CHECKPOINT

@@ -133,7 +133,7 @@ class WAL(RecordLog):
                         remaining -= len(chunk)
 
             atomic_write(self.path, copy_tail, "truncated WAL")
-            self._file.close()
+            self._writer().close()
             self._file = open(self.path, "r+b", buffering=0)  # noqa: SIM115 - until close()
             self._end = HEADER_SIZE + (self._end - offset)
             self._file.seek(self._end)
