@@ -41,20 +41,18 @@ import structlog
 from .errors import CorruptDataError, StorageError, UnknownUser
 from .reports import RepairedFile, RepairReport
 from .store._files import fsync_dir, is_blank, tmp_path
-from .store._framing import (
+from .store._frames import (
     _FRAME,
     HEADER_SIZE,
     NewerFormatError,
-    _Reader,
-    checkpoint_path,
+    PreadReader,
     encode_frame,
     encode_header,
     pack_record,
     read_header,
-    scan,
     unpack_record,
-    walk_damaged,
 )
+from .store._recovery import checkpoint_path, scan, walk_damaged
 from .store.archive import LOST_RECORD, ArchiveLog
 from .store.archived import decode_archived
 from .store.cold import COLD_FILE
@@ -267,7 +265,7 @@ class _Salvage:
         try:
             size = os.fstat(fd).st_size
             try:
-                base = read_header(_Reader(fd), path, magic, version, kind)
+                base = read_header(PreadReader(fd), path, magic, version, kind)
             except NewerFormatError:
                 raise
             except CorruptDataError as exc:

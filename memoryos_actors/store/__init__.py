@@ -8,7 +8,8 @@ a length field is never trusted to allocate memory).
 
 from __future__ import annotations
 
-from memoryos_actors.store._framing import FSYNC_POLICIES, MAX_RECORD_BYTES, NewerFormatError
+from memoryos_actors.store._frames import MAX_RECORD_BYTES, NewerFormatError
+from memoryos_actors.store._framing import FSYNC_POLICIES
 from memoryos_actors.store.archive import Archive, ArchiveHit
 from memoryos_actors.store.export import read_export, write_export
 from memoryos_actors.store.lock import DataDirLock

@@ -29,7 +29,8 @@ import msgpack
 
 from memoryos_actors.errors import CorruptDataError, InvalidInput, StorageError
 from memoryos_actors.store._files import atomic_write, fsync_dir
-from memoryos_actors.store._framing import NewerFormatError, log, unpack_map
+from memoryos_actors.store._frames import NewerFormatError, unpack_map
+from memoryos_actors.store._framing import log
 
 __all__ = [
     "FORMAT_VERSION",

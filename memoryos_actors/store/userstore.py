@@ -48,7 +48,8 @@ from memoryos_actors.errors import (
     UnknownUser,
 )
 from memoryos_actors.store._files import atomic_write, fsync_dir, fsync_file, is_blank
-from memoryos_actors.store._framing import NewerFormatError, log
+from memoryos_actors.store._frames import NewerFormatError
+from memoryos_actors.store._framing import log
 from memoryos_actors.store.archive import Archive
 from memoryos_actors.store.edits import EditLog
 from memoryos_actors.store.paths import user_dir_name, user_id_from_dir_name, validate_user_id

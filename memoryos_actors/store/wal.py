@@ -22,17 +22,15 @@ from typing import Any, BinaryIO
 
 from memoryos_actors.errors import StorageError
 from memoryos_actors.store._files import atomic_write
-from memoryos_actors.store._framing import (
+from memoryos_actors.store._frames import (
     _FRAME,
     HEADER_SIZE,
-    FsyncPolicy,
-    RecordLog,
     encode_header,
-    log,
     pack_record,
     read_frame,
     read_header,
 )
+from memoryos_actors.store._framing import FsyncPolicy, RecordLog, log
 
 __all__ = ["WAL"]
 
