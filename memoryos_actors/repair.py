@@ -58,15 +58,13 @@ from .store.archived import decode_archived
 from .store.cold import COLD_FILE
 from .store.paths import user_id_from_dir_name, validate_user_id
 from .store.snapshot import list_snapshots, read_snapshot
+from .store.user_meta import UserMeta, read_meta, write_meta
 from .store.userstore import (
     ARCHIVE_FILE,
     META_FILE,
     SNAPSHOT_DIR,
     WAL_FILE,
-    UserMeta,
     UserStore,
-    _read_meta,
-    _write_meta,
     user_path,
 )
 from .store.wal import WAL
@@ -190,7 +188,7 @@ def _repair_meta(udir: Path, user_id: str, stamp: int) -> RepairedFile | None:
     if not meta_path.exists() or is_blank(meta_path):
         return None  # opening rebuilds a missing or blank one by itself
     try:
-        meta = _read_meta(meta_path)
+        meta = read_meta(meta_path)
     except NewerFormatError:
         raise
     except CorruptDataError as exc:
@@ -202,7 +200,7 @@ def _repair_meta(udir: Path, user_id: str, stamp: int) -> RepairedFile | None:
             ) from exc
         backup = _backup_name(meta_path, stamp)
         os.replace(meta_path, backup)
-        _write_meta(meta_path, UserMeta(user_id, time.time()))
+        write_meta(meta_path, UserMeta(user_id, time.time()))
         return RepairedFile(str(meta_path), "rebuilt", str(backup), str(exc))
     if meta.user_id != user_id:
         raise StorageError(

@@ -21,7 +21,8 @@ from typing import TYPE_CHECKING, Any
 from ..messages import Page
 
 if TYPE_CHECKING:
-    from ..store.userstore import Recovered, UserStore
+    from ..store.snapshot import Recovered
+    from ..store.userstore import UserStore
 
 __all__ = [
     "SCHEMA_VERSION",

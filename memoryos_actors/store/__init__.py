@@ -16,14 +16,14 @@ from memoryos_actors.store.lock import DataDirLock
 from memoryos_actors.store.paths import user_dir_name, user_id_from_dir_name, validate_user_id
 from memoryos_actors.store.snapshot import (
     SCHEMA_VERSION,
+    Recovered,
     Snapshot,
     read_latest,
     read_latest_snapshot,
     write_snapshot,
 )
+from memoryos_actors.store.user_meta import UserMeta
 from memoryos_actors.store.userstore import (
-    Recovered,
-    UserMeta,
     UserStore,
     list_users,
     remove_user,
