@@ -49,7 +49,7 @@ from .protocol import (
     TierState,
 )
 
-__all__ = ["STMActor", "meta_record", "turn_record"]
+__all__ = ["STMActor"]
 
 log = structlog.get_logger("memoryos.stm")
 
@@ -59,32 +59,6 @@ _SNAPSHOT_KEYS = 1024
 
 #: How long to wait before trying again to reach a restarting MTM or a full gateway (s).
 _RETRY_S = 0.02
-
-
-def turn_record(page: Page, turn_key: str = "") -> dict[str, object]:
-    """The WAL record of one turn (short keys: it is written once per turn)."""
-    rec: dict[str, object] = {
-        "t": "turn",
-        "seq": page.seq,
-        "a": page.assistant_id,
-        "q": page.query,
-        "r": page.response,
-        "ts": page.timestamp,
-    }
-    if turn_key:
-        rec["k"] = turn_key
-    return rec
-
-
-def meta_record(page: Page) -> dict[str, object]:
-    """The WAL record of a page's dialogue-chain meta data."""
-    return {
-        "t": "meta",
-        "seq": page.seq,
-        "m": page.meta_chain,
-        "ch": page.chain_id,
-        "k": sorted(page.keywords),
-    }
 
 
 #: How long a snapshot waits for MTM's and LPM's state (seconds).
@@ -277,7 +251,7 @@ class STMActor(SupervisedActor):
             response=msg.response,
             timestamp=msg.timestamp,
         )
-        env.store.wal.append(turn_record(page, msg.turn_key))
+        env.store.wal.append(persist.turn_record(page, msg.turn_key))
         self.seq = seq
         if msg.turn_key:
             self._remember_key(msg.turn_key, page.page_id)
@@ -516,7 +490,7 @@ class STMActor(SupervisedActor):
                     break
         if page is None:
             return  # already handed to MTM without meta (MTM was catching up): nothing to do
-        self.env.store.wal.append(meta_record(page))
+        self.env.store.wal.append(persist.meta_record(page))
         self.meta_prev = page
 
     def _late_meta(self, page_id: str, data: dict[str, Any], degraded: bool) -> None:
@@ -547,7 +521,7 @@ class STMActor(SupervisedActor):
         if page is None:
             metrics.inc("late_meta_unused")
             return
-        self.env.store.wal.append(meta_record(page))  # replay keeps the last meta of a seq
+        self.env.store.wal.append(persist.meta_record(page))  # replay keeps the last meta of a seq
         if self.meta_prev is not None and self.meta_prev.page_id == page.page_id:
             self.meta_prev = page
         metrics.inc("late_meta_applied")
