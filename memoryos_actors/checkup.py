@@ -339,7 +339,8 @@ def check_embedder(
 
 def _stored_embedders(data_dir: Path) -> Counter[tuple[str, int]]:
     """``(embedder name, dim)`` of every user under ``data_dir`` (plain or sharded)."""
-    from .store.userstore import META_FILE, USERS_DIR, UserMeta
+    from .store.user_meta import UserMeta
+    from .store.userstore import META_FILE, USERS_DIR
 
     found: Counter[tuple[str, int]] = Counter()
     if not data_dir.is_dir():

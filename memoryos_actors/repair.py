@@ -41,34 +41,30 @@ import structlog
 from .errors import CorruptDataError, StorageError, UnknownUser
 from .reports import RepairedFile, RepairReport
 from .store._files import fsync_dir, is_blank, tmp_path
-from .store._framing import (
+from .store._frames import (
     _FRAME,
     HEADER_SIZE,
     NewerFormatError,
-    _Reader,
-    checkpoint_path,
+    PreadReader,
     encode_frame,
     encode_header,
     pack_record,
     read_header,
-    scan,
     unpack_record,
-    walk_damaged,
 )
+from .store._recovery import checkpoint_path, scan, walk_damaged
 from .store.archive import LOST_RECORD, ArchiveLog
 from .store.archived import decode_archived
 from .store.cold import COLD_FILE
 from .store.paths import user_id_from_dir_name, validate_user_id
 from .store.snapshot import list_snapshots, read_snapshot
+from .store.user_meta import UserMeta, read_meta, write_meta
 from .store.userstore import (
     ARCHIVE_FILE,
     META_FILE,
     SNAPSHOT_DIR,
     WAL_FILE,
-    UserMeta,
     UserStore,
-    _read_meta,
-    _write_meta,
     user_path,
 )
 from .store.wal import WAL
@@ -113,7 +109,8 @@ def repair_user(data_dir: str | os.PathLike[str], user_id: str) -> RepairReport:
         notes.append(f"{Path(f.path).name}: unreadable ({f.reason}); moved aside")
 
     wal = _Salvage.of(udir / WAL_FILE, WAL.MAGIC, WAL.VERSION, WAL.KIND, floor=covered_lsn)
-    wal_turns_kept, lost_turns = 0, ()
+    wal_turns_kept = 0
+    lost_turns: tuple[str, ...] = ()
     if wal is not None:
         wal_turns_kept, lost_turns = wal.turns(covered_lsn, covered_turn)
         if wal.needs_rewrite:
@@ -191,7 +188,7 @@ def _repair_meta(udir: Path, user_id: str, stamp: int) -> RepairedFile | None:
     if not meta_path.exists() or is_blank(meta_path):
         return None  # opening rebuilds a missing or blank one by itself
     try:
-        meta = _read_meta(meta_path)
+        meta = read_meta(meta_path)
     except NewerFormatError:
         raise
     except CorruptDataError as exc:
@@ -203,7 +200,7 @@ def _repair_meta(udir: Path, user_id: str, stamp: int) -> RepairedFile | None:
             ) from exc
         backup = _backup_name(meta_path, stamp)
         os.replace(meta_path, backup)
-        _write_meta(meta_path, UserMeta(user_id, time.time()))
+        write_meta(meta_path, UserMeta(user_id, time.time()))
         return RepairedFile(str(meta_path), "rebuilt", str(backup), str(exc))
     if meta.user_id != user_id:
         raise StorageError(
@@ -266,12 +263,12 @@ class _Salvage:
         try:
             size = os.fstat(fd).st_size
             try:
-                base = read_header(_Reader(fd), path, magic, version, kind)
+                base = read_header(PreadReader(fd), path, magic, version, kind)
             except NewerFormatError:
                 raise
             except CorruptDataError as exc:
                 # No header to trust: every intact frame after the floor is kept.
-                damages, frames = walk_damaged(fd, 0, size, floor, f"unreadable header ({exc})")
+                lost, kept = walk_damaged(fd, 0, size, floor, f"unreadable header ({exc})")
                 return cls(
                     path,
                     magic,
@@ -282,8 +279,8 @@ class _Salvage:
                     HEADER_SIZE,
                     floor + 1,
                     floor,
-                    frames,
-                    [(d.start, d.end, d.next_seq) for d in damages],
+                    kept,
+                    [(d.start, d.end, d.next_seq) for d in lost],
                     str(exc),
                     None,
                 )

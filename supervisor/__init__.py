@@ -19,9 +19,7 @@ from ._errors import Killed, MaxChildrenError, RestartIntensityExceeded, Supervi
 from ._monitor import Down, MonitorRef, demonitor, monitor
 from ._reason import ExitKind, ExitReason
 from ._registry import Registry
-from ._spec import Backoff, ChildInfo, ChildKind, ChildSpec, ChildStatus, Restart, Strategy
-from ._supervisor import (
-    Supervisor,
+from ._requests import (
     detach_child,
     format_tree,
     restart_child,
@@ -30,6 +28,8 @@ from ._supervisor import (
     terminate_child,
     which_children,
 )
+from ._spec import Backoff, ChildInfo, ChildKind, ChildSpec, ChildStatus, Restart, Strategy
+from ._supervisor import Supervisor
 from ._timers import TimerRef, active_timer_count, send_after, send_interval
 
 #: Which distribution this ``supervisor`` comes from: PyPI's ``supervisor`` (supervisord)

@@ -23,24 +23,26 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import structlog
-from pykka import ActorDeadError, ActorRef, Timeout
+from pykka import ActorDeadError, ActorRef
 
-from ._actor import ExitCallback, SupervisedActor, _actor_of, _life_of
+from ._actor import ExitCallback, SupervisedActor, _life_of
 from ._errors import MaxChildrenError, RestartIntensityExceeded, SupervisorError
 from ._reason import ExitReason
 from ._registry import Registry
-from ._spec import Backoff, ChildInfo, ChildKind, ChildSpec, ChildStatus, Restart, Strategy
+from ._requests import (
+    Describe,
+    Description,
+    DetachChild,
+    RestartChild,
+    StartChild,
+    TerminateChild,
+    force,
+    request_stop,
+)
+from ._spec import Backoff, ChildInfo, ChildSpec, ChildStatus, Restart, Strategy
 from ._timers import send_after
 
-__all__ = [
-    "Supervisor",
-    "format_tree",
-    "restart_child",
-    "start_child",
-    "stop",
-    "terminate_child",
-    "which_children",
-]
+__all__ = ["Supervisor"]
 
 _log = structlog.get_logger("supervisor")
 _names = itertools.count(1)
@@ -58,39 +60,6 @@ class _ChildExit:
 @dataclass(frozen=True, slots=True)
 class _RestartDue:
     ids: tuple[str, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class _StartChild:
-    spec: ChildSpec
-
-
-@dataclass(frozen=True, slots=True)
-class _TerminateChild:
-    child_id: str
-
-
-@dataclass(frozen=True, slots=True)
-class _RestartChild:
-    child_id: str
-
-
-@dataclass(frozen=True, slots=True)
-class _DetachChild:
-    child_id: str
-
-
-@dataclass(frozen=True, slots=True)
-class _Describe:
-    pass
-
-
-@dataclass(frozen=True, slots=True)
-class _Description:
-    name: str
-    strategy: Strategy
-    dynamic: bool
-    children: tuple[ChildInfo, ...]
 
 
 class _StartFailed(Exception):
@@ -282,21 +251,21 @@ class Supervisor(SupervisedActor):
         if isinstance(message, _RestartDue):
             self._restart(message.ids)
             return None
-        if isinstance(message, _Describe):
-            return _Description(
+        if isinstance(message, Describe):
+            return Description(
                 self.name,
                 self._strategy,
                 self._dynamic,
                 tuple(c.info() for c in self._children),
             )
-        if isinstance(message, _StartChild):
+        if isinstance(message, StartChild):
             return self._start_child(message.spec)
-        if isinstance(message, _TerminateChild):
+        if isinstance(message, TerminateChild):
             self._terminate_child(message.child_id)
             return None
-        if isinstance(message, _RestartChild):
+        if isinstance(message, RestartChild):
             return self._restart_child(message.child_id)
-        if isinstance(message, _DetachChild):
+        if isinstance(message, DetachChild):
             return self._detach_child(message.child_id)
         return super().on_receive(message)
 
@@ -326,7 +295,7 @@ class Supervisor(SupervisedActor):
             try:
                 self._registry.register(spec.name, ref)
             except SupervisorError as exc:
-                _force(ref, "name already taken")
+                force(ref, "name already taken")
                 raise _StartFailed(ExitReason.crash(exc), exc) from exc
         child.ref = ref
         child.status = "running"
@@ -468,7 +437,7 @@ class Supervisor(SupervisedActor):
         self._by_urn.pop(ref.actor_urn, None)
         child.ref = None
         child.status = "stopped"
-        _request_stop(ref, reason)
+        request_stop(ref, reason)
         if not life.done.wait(child.spec.shutdown):
             _log.warning(
                 "child_forced",
@@ -476,7 +445,7 @@ class Supervisor(SupervisedActor):
                 child=child.spec.id,
                 shutdown_s=child.spec.shutdown,
             )
-            _force(ref, f"shutdown timeout after {child.spec.shutdown} s")
+            force(ref, f"shutdown timeout after {child.spec.shutdown} s")
         _log.info(
             "child_stopped",
             supervisor=self.name,
@@ -554,137 +523,3 @@ class Supervisor(SupervisedActor):
         child.restarts += 1
         assert child.ref is not None
         return child.ref
-
-
-# ------------------------------------------------------------- sync helpers
-
-
-def start_child(
-    sup_ref: ActorRef[Any], spec: ChildSpec, *, timeout: float | None = None
-) -> ActorRef[Any]:
-    """Start ``spec`` as a new child (appended last) and return its ref.
-
-    Raises:
-        TypeError: ``spec`` is not a ChildSpec.
-        MaxChildrenError: a dynamic supervisor is at ``max_children``.
-        SupervisorError: duplicate id, or the child failed to start.
-        pykka.Timeout: no answer within ``timeout`` seconds.
-    """
-    if not isinstance(spec, ChildSpec):  # checked here: a TypeError would crash the supervisor
-        msg = f"start_child needs a ChildSpec, got {spec!r}"
-        raise TypeError(msg)
-    ref: ActorRef[Any] = sup_ref.ask(_StartChild(spec), block=True, timeout=timeout)
-    return ref
-
-
-def terminate_child(sup_ref: ActorRef[Any], child_id: str, *, timeout: float | None = None) -> None:
-    """Stop a child (given its ``shutdown`` seconds, then forced) without restarting it.
-
-    A dynamic supervisor (and any ``TEMPORARY`` child) forgets the child; a static
-    supervisor keeps its spec with status ``stopped`` (see :func:`restart_child`).
-
-    Raises:
-        SupervisorError: no such child.
-    """
-    sup_ref.ask(_TerminateChild(child_id), block=True, timeout=timeout)
-
-
-def detach_child(
-    sup_ref: ActorRef[Any], child_id: str, *, timeout: float | None = None
-) -> ActorRef[Any] | None:
-    """Remove a child from the supervisor without stopping it; return its running ref.
-
-    The supervisor forgets the child at once (its spec too, as :func:`terminate_child` does
-    in a dynamic supervisor) and neither restarts nor stops it any more: the caller owns
-    it and must stop it (e.g. with :func:`stop`), in its own thread, so that slow stops
-    never hold up the supervisor. Returns None if the child was not running (restarting
-    or stopped).
-
-    Raises:
-        SupervisorError: no such child.
-    """
-    ref: ActorRef[Any] | None = sup_ref.ask(_DetachChild(child_id), block=True, timeout=timeout)
-    return ref
-
-
-def restart_child(
-    sup_ref: ActorRef[Any], child_id: str, *, timeout: float | None = None
-) -> ActorRef[Any]:
-    """Start again a stopped child of a static supervisor; return its new ref.
-
-    Raises:
-        SupervisorError: no such child, it is not stopped, or it failed to start.
-    """
-    ref: ActorRef[Any] = sup_ref.ask(_RestartChild(child_id), block=True, timeout=timeout)
-    return ref
-
-
-def which_children(sup_ref: ActorRef[Any], *, timeout: float | None = None) -> list[ChildInfo]:
-    """The supervisor's children in start order, with ref, status and restart count."""
-    desc: _Description = sup_ref.ask(_Describe(), block=True, timeout=timeout)
-    return list(desc.children)
-
-
-def stop(ref: ActorRef[Any], timeout: float | None = None) -> ExitReason:
-    """Stop a supervisor (or any SupervisedActor) with reason ``shutdown`` and wait.
-
-    A supervisor first stops its children in reverse start order, each given its
-    ``shutdown`` seconds and then forced. Returns the exit reason (which is not
-    ``shutdown`` if the actor had already exited otherwise).
-
-    Raises:
-        TimeoutError: not stopped within ``timeout`` seconds (None: wait for ever).
-    """
-    life = _life_of(ref)
-    _request_stop(ref, ExitReason.shutdown())
-    if not life.done.wait(timeout):
-        msg = f"{ref} did not stop within {timeout} s"
-        raise TimeoutError(msg)
-    return life.exit or ExitReason.noproc()
-
-
-def _request_stop(ref: ActorRef[Any], reason: ExitReason) -> None:
-    actor = _actor_of(ref)
-    if actor is not None:  # else it is long gone
-        actor._sv_request_stop(reason)
-
-
-def _force(ref: ActorRef[Any], reason: str) -> None:
-    actor = _actor_of(ref)
-    if actor is not None:
-        actor._sv_kill(reason)
-
-
-def format_tree(sup_ref: ActorRef[Any], *, timeout: float | None = 5.0) -> str:
-    """A printable tree of the supervisor and, recursively, its child supervisors.
-
-    Each line shows a child's id, kind, status and restart count, e.g.::
-
-        root (one_for_one)
-        ├── gateway [worker] running restarts=0
-        └── users [supervisor] running restarts=1
-            └── user:ann [supervisor] running restarts=0
-    """
-    desc: _Description = sup_ref.ask(_Describe(), block=True, timeout=timeout)
-    kind = "dynamic" if desc.dynamic else desc.strategy.value
-    lines = [f"{desc.name} ({kind})"]
-    _format_children(desc.children, "", lines, timeout)
-    return "\n".join(lines)
-
-
-def _format_children(
-    children: Sequence[ChildInfo], prefix: str, lines: list[str], timeout: float | None
-) -> None:
-    for i, child in enumerate(children):
-        last = i == len(children) - 1
-        name = f" name={child.name}" if child.name else ""
-        lines.append(
-            f"{prefix}{'└── ' if last else '├── '}{child.id} [{child.kind.value}] "
-            f"{child.status} restarts={child.restarts}{name}"
-        )
-        if child.kind is ChildKind.SUPERVISOR and child.ref is not None:
-            try:
-                sub: _Description = child.ref.ask(_Describe(), block=True, timeout=timeout)
-            except (ActorDeadError, Timeout):
-                continue  # it went away meanwhile; its own line already says enough
-            _format_children(sub.children, prefix + ("    " if last else "│   "), lines, timeout)

@@ -29,7 +29,8 @@ if TYPE_CHECKING:
     from ..clock import Clock
     from ..config import MemoryConfig
     from ..gateway.service import GatewayService
-    from ..store.userstore import Recovered, UserStore
+    from ..store.snapshot import Recovered
+    from ..store.userstore import UserStore
 
 __all__ = [
     "ASSISTANT_PREFIX",

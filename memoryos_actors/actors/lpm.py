@@ -171,7 +171,7 @@ class LPMActor(SupervisedActor):
         env = self.env
         job_id, segment_id, assistant_id = split_tag(done.tag)
         data = done.data
-        record = {
+        record: dict[str, Any] = {
             "t": "persona",
             "assistant": assistant_id or "default",
             "segment": segment_id,

@@ -29,12 +29,11 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import secrets
 import threading
-from collections import OrderedDict, deque
+from collections import deque
+from collections.abc import Set as AbstractSet
 from typing import Any
 
-import pykka
 import structlog
 
 from supervisor import SupervisedActor, TimerRef, send_after
@@ -52,6 +51,7 @@ from ..tiers.hybrid import LEXICAL_CANDIDATES
 from ..tiers.mtm import MTMCore
 from . import persist
 from .base import UserEnv, reply_state
+from .mtm_jobs import JobTimeout, MTMJobs, RetryJobs
 from .protocol import (
     AnswersWaiting,
     ApplyEdit,
@@ -78,31 +78,8 @@ __all__ = ["MTMActor", "page_text"]
 
 log = structlog.get_logger("memoryos.mtm")
 
-#: How long to wait before offering held-back gateway jobs (and persona updates LPM was
-#: not there to take) again (seconds).
-_RETRY_S = 0.05
-
-#: Answered job ids remembered, so a second answer to one job (asked again after a
-#: timeout) is not applied twice.
-_ANSWERED_MEMORY = 512
-
 #: Job kinds whose answer carries a persona update for LPM.
 _PERSONA_KINDS = ("persona_update", "segment_persona")
-
-
-class _Retry:
-    """Timer message: offer the held-back gateway jobs again. Private."""
-
-    __slots__ = ()
-
-
-class _JobTimeout:
-    """Timer message: job ``job_id`` has had no answer for the LLM timeout. Private."""
-
-    __slots__ = ("job_id",)
-
-    def __init__(self, job_id: str) -> None:
-        self.job_id = job_id
 
 
 def applied_jobs(records: Any) -> set[str]:
@@ -158,24 +135,8 @@ class MTMActor(SupervisedActor):
         self.persona_armed: object | None = None
         self.persona_timer: TimerRef | None = None
         self.counters = {"inserted": 0, "evicted_segments": 0, "evicted_pages": 0, "promoted": 0}
-        #: Gateway jobs (summaries, persona updates) not yet accepted by a worker, oldest
-        #: first: this actor never waits for the gateway, it offers them again later.
-        self.outgoing: deque[CompletionJob] = deque()
-        self.retry_timer: TimerRef | None = None
-        #: Persona updates answered and not yet handed to LPM, oldest first, each with its
-        #: job id: LPM starts after this actor (at an activation, after a restart), so an
-        #: answer can come before LPM is registered. Their jobs stay owed until handed on.
-        self.to_lpm: deque[tuple[str, CompletionDone]] = deque()
-        #: Jobs asked for (held back or at the gateway) and not answered, by job id.
-        self.owed_jobs: dict[str, CompletionJob] = {}
-        self.job_timers: dict[str, TimerRef] = {}
-        #: Job ids answered lately, with whether that answer was degraded.
-        self.answered: OrderedDict[str, bool] = OrderedDict()
-        #: Job ids of this incarnation are "<token>.<n>": unique across restarts.
-        self.job_token = secrets.token_hex(4)
-        self.job_count = 0
-        cfg = env.config
-        self.job_timeout_s = cfg.llm_timeout_seconds * (cfg.llm_max_retries + 1) + 5.0
+        #: Gateway jobs asked for and not answered yet (summaries, persona updates).
+        self.jobs = MTMJobs(env, lambda: self.actor_ref)
         #: The state loaded at start, until the rest of recovery has run (see on_start).
         self.recovery: Any = None
         #: The ticket of a wait for the catch-up gate in progress (see on_stop_requested).
@@ -192,7 +153,7 @@ class MTMActor(SupervisedActor):
 
     def on_start(self) -> None:
         env = self.env
-        env.job_watch.start(self.job_token)
+        env.job_watch.start(self.jobs.token)
         self.answers = env.gateway.open_inbox(env.mtm_name)
         recovered = env.recovered("mtm")
         if recovered.state is not None:
@@ -282,10 +243,7 @@ class MTMActor(SupervisedActor):
             self.env.catch_up_gate.release(ticket)  # idempotent; never keep a slot
         for timer in self.summary_timers.values():
             timer.cancel()
-        for timer in self.job_timers.values():
-            timer.cancel()
-        if self.retry_timer is not None:
-            self.retry_timer.cancel()
+        self.jobs.cancel_timers()
         if self.persona_timer is not None:
             self.persona_timer.cancel()
 
@@ -333,8 +291,8 @@ class MTMActor(SupervisedActor):
         if isinstance(message, OwedJobs):
             if message.ask_now:
                 self._ask_owed()
-            self._send_outgoing()
-            return self.job_token, frozenset(self.owed_jobs)
+            self.jobs.send_outgoing()
+            return self.jobs.token, frozenset(self.jobs.owed)
         if isinstance(message, HeatTick):
             self._apply(self.core.tick(self.env.clock.now()))
             return None
@@ -362,19 +320,17 @@ class MTMActor(SupervisedActor):
         if isinstance(message, Inspect):
             records = (self.core.segment(v.segment_id) for v in self.core.segments())
             return MTMPicture(tuple(r for r in records if r is not None))
-        if isinstance(message, _Retry):
-            self.retry_timer = None
-            self._send_to_lpm()
-            self._send_outgoing()
+        if isinstance(message, RetryJobs):
+            self.jobs.retry()
             return None
-        if isinstance(message, _JobTimeout):
-            self._job_timed_out(message.job_id)
+        if isinstance(message, JobTimeout):
+            self.jobs.timed_out(message.job_id)
             return None
         if isinstance(message, Pending):
-            self._send_to_lpm()
-            self._send_outgoing()
+            self.jobs.send_to_lpm()
+            self.jobs.send_outgoing()
             self._write_unarchived()  # a flush tries again whatever the disk refused
-            return len(self.outgoing) + len(self.to_lpm)
+            return self.jobs.pending()
         if isinstance(message, Ping):
             return None
         raise TypeError(f"MTM actor got an unknown message: {type(message).__name__}")
@@ -610,7 +566,7 @@ class MTMActor(SupervisedActor):
         pages = self.core.segment_pages(segment_id)
         if not pages:
             return  # evicted meanwhile
-        self._ask_job(
+        self.jobs.ask(
             "segment_summary",
             {"pages": [{"query": p.query, "response": p.response} for p in pages]},
             segment_id,
@@ -649,7 +605,7 @@ class MTMActor(SupervisedActor):
         self.unsummarised.pop(segment_id, None)
         pages = self.core.segment_pages(segment_id)
         assistant = promoted.pages[-1].assistant_id if promoted.pages else "default"
-        self._ask_job(
+        self.jobs.ask(
             "segment_persona",
             {"pages": [{"query": p.query, "response": p.response} for p in pages]},
             f"{segment_id}|{assistant}",
@@ -668,82 +624,21 @@ class MTMActor(SupervisedActor):
         ]
         last = segments[-1]
         assistant = last.pages[-1].assistant_id if last.pages else "default"
-        self._ask_job(
+        self.jobs.ask(
             "persona_update",
             {"pages": pages},
             f"{'+'.join(s.segment_id for s in segments)}|{assistant}",
         )
 
-    # -- owed gateway jobs -----------------------------------------------------------------
-
-    def _ask_job(self, kind: str, payload: Any, body: str) -> None:
-        """Ask the gateway for a job whose answer comes back here, and owe it until then."""
-        self.job_count += 1
-        job_id = f"{self.job_token}.{self.job_count}"
-        env = self.env
-        self._submit(
-            CompletionJob(
-                kind=kind,
-                payload=payload,
-                user_id=env.user_id,
-                reply_to=env.mtm_name,
-                tag=f"{job_id}:{body}",
-                epoch=env.epoch,
-            ),
-            job_id,
-        )
-
-    def _settle(self, job_id: str) -> None:
-        """Job ``job_id`` is answered and its answer applied: owed no more."""
-        if job_id and self.owed_jobs.pop(job_id, None) is not None:
-            self.env.job_watch.settle(self.job_token, job_id)
-
-    def _submit(self, job: CompletionJob, job_id: str) -> None:
-        self.owed_jobs[job_id] = job
-        self.env.job_watch.owe(self.job_token, job_id)
-        self._arm_job_timer(job_id)
-        self.outgoing.append(job)
-        self._send_outgoing()
-
-    def _arm_job_timer(self, job_id: str) -> None:
-        old = self.job_timers.pop(job_id, None)
-        if old is not None:
-            old.cancel()
-        if self.actor_ref is not None:
-            self.job_timers[job_id] = send_after(
-                self.actor_ref, self.job_timeout_s, _JobTimeout(job_id)
-            )
-
-    def _job_timed_out(self, job_id: str) -> None:
-        """No answer within the LLM timeout and its retries (a failed job is never
-        answered): ask again, unless the job is still held back here."""
-        self.job_timers.pop(job_id, None)
-        job = self.owed_jobs.get(job_id)
-        if job is None:
-            return
-        self.env.metrics.inc("mtm_jobs_asked_again")
-        log.warning("mtm.job_timeout", user=self.env.user_id, kind=job.kind, job=job_id)
-        if job not in self.outgoing:
-            self.outgoing.append(job)
-        self._arm_job_timer(job_id)
-        self._send_outgoing()
+    # -- answers ----------------------------------------------------------------------------
 
     def _done(self, done: CompletionDone) -> None:
         """An answer to one of this MTM's jobs: store the summary, hand a persona update
         on to LPM. A job answered before is applied again only to replace a degraded
         answer (the gateway redoes those when the provider is back)."""
-        job_id, body, assistant = split_tag(done.tag)
-        if job_id:
-            before = self.answered.get(job_id)
-            if before is False or (before is True and done.degraded):
-                return  # a second answer to a job already answered as well or better
-            self.answered[job_id] = bool(done.degraded)
-            self.answered.move_to_end(job_id)
-            while len(self.answered) > _ANSWERED_MEMORY:
-                self.answered.popitem(last=False)
-            timer = self.job_timers.pop(job_id, None)
-            if timer is not None:
-                timer.cancel()
+        job_id, body, _assistant = split_tag(done.tag)
+        if not self.jobs.accept(job_id, done.degraded):
+            return  # a second answer to a job already answered as well or better
         data = done.data
         if done.kind in ("segment_summary", "segment_persona"):
             self.core.set_summary(
@@ -752,34 +647,13 @@ class MTMActor(SupervisedActor):
                 frozenset(str(k) for k in data.get("keywords", ())),
             )
         if done.kind not in _PERSONA_KINDS:
-            self._settle(job_id)  # a persona update's once LPM has it
+            self.jobs.settle(job_id)  # a persona update's once LPM has it
         else:
             persona = {k: data.get(k, []) for k in ("traits", "facts", "agent_traits")}
-            self.to_lpm.append(
-                (
-                    job_id,
-                    CompletionDone("persona_update", done.tag, persona, done.degraded, done.epoch),
-                )
+            self.jobs.hand_to_lpm(
+                job_id,
+                CompletionDone("persona_update", done.tag, persona, done.degraded, done.epoch),
             )
-            self._send_to_lpm()
-
-    def _send_to_lpm(self) -> None:
-        """Hand answered persona updates to LPM, in order. While LPM is not registered
-        (starting after this actor, or restarting) they wait here and are offered again
-        after ``_RETRY_S``; a job leaves ``owed_jobs`` only once its update is handed on,
-        so a snapshot taken meanwhile still owes it and a later incarnation asks again."""
-        lpm = self.env.registry.lookup(self.env.lpm_name)
-        while self.to_lpm and lpm is not None:
-            job_id, update = self.to_lpm[0]
-            try:
-                lpm.tell(update)
-            except pykka.ActorDeadError:
-                break  # stopping for a restart; its successor registers soon
-            self.to_lpm.popleft()
-            if all(j != job_id for j, _ in self.to_lpm):
-                self._settle(job_id)
-        if self.to_lpm:
-            self._arm_retry()
 
     def _work_state(self) -> dict[str, Any]:
         """What this MTM owes, for the snapshot: summaries, promoted segments waiting for
@@ -787,22 +661,13 @@ class MTMActor(SupervisedActor):
         return {
             "unsummarised": dict(self.unsummarised),
             "persona_queue": [segment.to_dict() for segment in self.persona_queue],
-            "jobs": [
-                {
-                    "id": job_id,
-                    "kind": job.kind,
-                    "tag": job.tag,
-                    # A summary is asked again from the segment's pages of then.
-                    "payload": None if job.kind == "segment_summary" else job.payload,
-                }
-                for job_id, job in self.owed_jobs.items()
-            ],
+            "jobs": self.jobs.state(),
             "unarchived": list(self.unarchived),
         }
 
     def _restore_work(
-        self, work: dict[str, Any], records: Any, applied: set[str] = frozenset()
-    ) -> None:  # type: ignore[assignment]
+        self, work: dict[str, Any], records: Any, applied: AbstractSet[str] = frozenset()
+    ) -> None:
         """Take over the work a previous incarnation owed (see the module docstring);
         ``applied``: jobs whose update the snapshot's LPM state has applied."""
         every = self.env.config.summary_every_pages
@@ -820,10 +685,10 @@ class MTMActor(SupervisedActor):
                 if self.core.segment_pages(seg_id):
                     self.unsummarised[seg_id] = max(self.unsummarised.get(seg_id, 0), every)
                 continue
-            if job_id in done or job_id in self.owed_jobs:
+            if job_id in done or job_id in self.jobs.owed:
                 continue  # its persona update reached LPM's WAL before the stop
             self.env.metrics.inc("mtm_jobs_taken_over")
-            self._submit(
+            self.jobs.submit(
                 CompletionJob(
                     kind=kind,
                     payload=item["payload"],
@@ -842,28 +707,6 @@ class MTMActor(SupervisedActor):
         if self.persona_queue and self.persona_armed is None:
             token = self.persona_armed = object()
             self.actor_ref.tell(_AskPersona(token))
-
-    def _send_outgoing(self) -> None:
-        """Hand held-back jobs to the gateway in order, as long as a worker has room and
-        the asker is registered (a reply to a starting actor would find no one); whatever
-        is left is offered again after ``_RETRY_S``. Never waits."""
-        gateway = self.env.gateway
-        registry = self.env.registry
-        while self.outgoing:
-            job = self.outgoing[0]
-            if registry.lookup(job.reply_to) is None:
-                break
-            slot = gateway.try_reserve()
-            if slot is None or not gateway.submit(job, slot):
-                break
-            self.outgoing.popleft()
-        if self.outgoing:
-            self._arm_retry()
-
-    def _arm_retry(self) -> None:
-        """Send ``_Retry`` to this actor after ``_RETRY_S`` (once, however often asked)."""
-        if self.retry_timer is None and self.actor_ref is not None:
-            self.retry_timer = send_after(self.actor_ref, _RETRY_S, _Retry())
 
 
 class _Recover:

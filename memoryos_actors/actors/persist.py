@@ -1,4 +1,6 @@
-"""Snapshot and WAL bookkeeping shared by the tier actors of one user.
+"""Snapshot and WAL bookkeeping shared by the tier actors of one user: the WAL records of
+a turn and of its meta data (:func:`turn_record`, :func:`meta_record`, read back by
+:func:`page_from_record`), the snapshot, and recovery.
 
 One snapshot holds all three tiers at a consistent cut (see ``STMActor._snapshot``). It
 covers the WAL up to the record before the first one it does not cover:
@@ -21,21 +23,51 @@ from typing import TYPE_CHECKING, Any
 from ..messages import Page
 
 if TYPE_CHECKING:
-    from ..store.userstore import Recovered, UserStore
+    from ..store.snapshot import Recovered
+    from ..store.userstore import UserStore
 
 __all__ = [
     "SCHEMA_VERSION",
     "import_state",
     "last_turn_seq",
+    "meta_record",
     "recover",
     "save_snapshot",
     "page_from_record",
     "rebind_user",
+    "turn_record",
     "wal_pages",
 ]
 
 #: Version of the snapshot layout written by this module.
 SCHEMA_VERSION = 1
+
+
+def turn_record(page: Page, turn_key: str = "") -> dict[str, object]:
+    """The WAL record of one turn (short keys: it is written once per turn)."""
+    rec: dict[str, object] = {
+        "t": "turn",
+        "seq": page.seq,
+        "a": page.assistant_id,
+        "q": page.query,
+        "r": page.response,
+        "ts": page.timestamp,
+    }
+    if turn_key:
+        rec["k"] = turn_key
+    return rec
+
+
+def meta_record(page: Page) -> dict[str, object]:
+    """The WAL record of a page's dialogue-chain meta data."""
+    return {
+        "t": "meta",
+        "seq": page.seq,
+        "m": page.meta_chain,
+        "ch": page.chain_id,
+        "k": sorted(page.keywords),
+    }
+
 
 #: WAL record kinds that belong to a page (kept while the page may still need replay).
 _PAGE_RECORDS = ("turn", "meta")

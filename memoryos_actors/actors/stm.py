@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections import OrderedDict, deque
+from collections.abc import Iterable
 from typing import Any
 
 import structlog
@@ -48,7 +49,7 @@ from .protocol import (
     TierState,
 )
 
-__all__ = ["STMActor", "meta_record", "turn_record"]
+__all__ = ["STMActor"]
 
 log = structlog.get_logger("memoryos.stm")
 
@@ -58,32 +59,6 @@ _SNAPSHOT_KEYS = 1024
 
 #: How long to wait before trying again to reach a restarting MTM or a full gateway (s).
 _RETRY_S = 0.02
-
-
-def turn_record(page: Page, turn_key: str = "") -> dict[str, object]:
-    """The WAL record of one turn (short keys: it is written once per turn)."""
-    rec: dict[str, object] = {
-        "t": "turn",
-        "seq": page.seq,
-        "a": page.assistant_id,
-        "q": page.query,
-        "r": page.response,
-        "ts": page.timestamp,
-    }
-    if turn_key:
-        rec["k"] = turn_key
-    return rec
-
-
-def meta_record(page: Page) -> dict[str, object]:
-    """The WAL record of a page's dialogue-chain meta data."""
-    return {
-        "t": "meta",
-        "seq": page.seq,
-        "m": page.meta_chain,
-        "ch": page.chain_id,
-        "k": sorted(page.keywords),
-    }
 
 
 #: How long a snapshot waits for MTM's and LPM's state (seconds).
@@ -160,7 +135,7 @@ class STMActor(SupervisedActor):
             self.seq = int(recovered.state["seq"])
             for key, page_id in recovered.state.get("turn_keys", ()):
                 self._remember_key(str(key), str(page_id))
-        metas: dict[int, dict[str, object]] = {}
+        metas: dict[int, dict[str, Any]] = {}
         replayed = 0
         for _lsn, rec in recovered.records:
             kind = rec.get("t")
@@ -177,7 +152,7 @@ class STMActor(SupervisedActor):
             if rec_ is not None and not page.chain_id:
                 self.core.set_meta(
                     page.page_id, str(rec_["m"]), str(rec_["ch"]), [str(k) for k in rec_["k"]]
-                )  # type: ignore[union-attr]
+                )
         for seq in self.env.store.edits.deleted_pages:  # deleted after the snapshot
             self.core.remove(seq)
         self._scrub_chains()
@@ -276,7 +251,7 @@ class STMActor(SupervisedActor):
             response=msg.response,
             timestamp=msg.timestamp,
         )
-        env.store.wal.append(turn_record(page, msg.turn_key))
+        env.store.wal.append(persist.turn_record(page, msg.turn_key))
         self.seq = seq
         if msg.turn_key:
             self._remember_key(msg.turn_key, page.page_id)
@@ -413,7 +388,7 @@ class STMActor(SupervisedActor):
             if self.meta_prev is not None and self.meta_prev.seq == first.seq - 1
             else None
         )
-        context = {
+        context: dict[str, Any] = {
             "previous_page": (
                 {"query": prev.query, "response": prev.response} if prev is not None else None
             ),
@@ -496,28 +471,26 @@ class STMActor(SupervisedActor):
         )
         continues = bool(data.get("continues")) and prev is not None
         chain_id = prev.chain_id if continues and prev is not None else page_id
-        meta = dict(
-            meta_chain=str(data.get("meta_chain", "")),
-            chain_id=chain_id,
-            keywords=frozenset(
-                str(k).lower()
-                for k in data.get("keywords", ())
-                if str(k)  # type: ignore[attr-defined]
-            ),
-        )
+        meta_chain = str(data.get("meta_chain", ""))
+        raw_keywords = data.get("keywords", ())
+        if not isinstance(raw_keywords, Iterable):
+            raise TypeError(f"page meta keywords are a {type(raw_keywords).__name__}")
+        keywords = frozenset(str(k).lower() for k in raw_keywords if str(k))
         page = self.core.get(page_id)
         if page is not None:
-            self.core.set_meta(page_id, meta["meta_chain"], chain_id, meta["keywords"])
+            self.core.set_meta(page_id, meta_chain, chain_id, keywords)
             page = self.core.get(page_id)
         else:
             for i, (queued, when) in enumerate(self.outbox):
                 if queued.page_id == page_id:
-                    page = dataclasses.replace(queued, **meta)  # type: ignore[arg-type]
+                    page = dataclasses.replace(
+                        queued, meta_chain=meta_chain, chain_id=chain_id, keywords=keywords
+                    )
                     self.outbox[i] = (page, when)
                     break
         if page is None:
             return  # already handed to MTM without meta (MTM was catching up): nothing to do
-        self.env.store.wal.append(meta_record(page))
+        self.env.store.wal.append(persist.meta_record(page))
         self.meta_prev = page
 
     def _late_meta(self, page_id: str, data: dict[str, Any], degraded: bool) -> None:
@@ -548,7 +521,7 @@ class STMActor(SupervisedActor):
         if page is None:
             metrics.inc("late_meta_unused")
             return
-        self.env.store.wal.append(meta_record(page))  # replay keeps the last meta of a seq
+        self.env.store.wal.append(persist.meta_record(page))  # replay keeps the last meta of a seq
         if self.meta_prev is not None and self.meta_prev.page_id == page.page_id:
             self.meta_prev = page
         metrics.inc("late_meta_applied")

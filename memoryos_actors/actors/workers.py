@@ -39,6 +39,7 @@ if TYPE_CHECKING:
 
     from ..clock import Clock
     from ..config import MemoryConfig
+    from ..hits import LPMView
 
 __all__ = ["GatewayWorker", "HeatTicker", "RetrievalWorker"]
 
@@ -192,8 +193,9 @@ class RetrievalWorker(SupervisedActor):
         ref = self.registry.lookup(actor_names(owner)[2])
         if ref is None:
             return own  # the shared persona is not loaded: answer with what the user has
-        shared = ref.ask(
+        shared: LPMView = ref.ask(
             LPMSearch(msg.assistant_id, q_bytes, 0, self.config.agent_traits_top_k),
+            block=True,
             timeout=30,
         )
         return dataclasses.replace(

@@ -183,10 +183,12 @@ def _play(out: Console, script: DemoScript, data_dir: Path, args: argparse.Names
     out.print(plain(f"data directory: {data_dir}"))
     users = [u.user_id for u in script.users]
     with MemoryOS.open(data_dir, cfg, clock=clock) as mem:
-        for user in script.users:
-            mem.set_user_profile(user.user_id, UserProfile.from_dict(user.profile))
-            if user.agent_profile is not None:
-                mem.set_agent_profile(user.user_id, AgentProfile.from_dict(user.agent_profile))
+        for demo_user in script.users:
+            mem.set_user_profile(demo_user.user_id, UserProfile.from_dict(demo_user.profile))
+            if demo_user.agent_profile is not None:
+                mem.set_agent_profile(
+                    demo_user.user_id, AgentProfile.from_dict(demo_user.agent_profile)
+                )
 
         out.rule("1. conversation: pages enter STM, overflow into MTM segments")
         n, add_s = _interleave(mem, clock, script)

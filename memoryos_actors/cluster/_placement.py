@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from memoryos_actors.errors import ConfigError, CorruptDataError, InvalidInput, StorageError
-from memoryos_actors.store._framing import fsync_dir
+from memoryos_actors.store._files import fsync_dir
 from memoryos_actors.store.lock import DataDirLock
 from memoryos_actors.store.userstore import USERS_DIR, list_users, user_path
 

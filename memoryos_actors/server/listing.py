@@ -113,7 +113,10 @@ def memories_response(
     def page(p: Any, location: str, seg: str | None) -> None:
         if "page" not in kinds:
             return
-        get = p.get if isinstance(p, dict) else lambda k: getattr(p, k)
+
+        def get(k: str) -> Any:
+            return p.get(k) if isinstance(p, dict) else getattr(p, k)
+
         out = m.PageOut(
             page_id=str(get("page_id")),
             memory_id=f"page:{get('page_id')}",

@@ -14,7 +14,7 @@ import sys
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from ..aio import AsyncMemoryOS
 from ..config import MemoryConfig
@@ -22,6 +22,9 @@ from ..errors import InvalidInput, StorageError
 from ..stopping import DEFAULT_SHUTDOWN_TIMEOUT_S, StopSignals
 from .app import ServerSettings, create_app
 from .keys import check_tenant
+
+if TYPE_CHECKING:
+    from ..system import MemoryOS
 
 __all__ = ["serve", "serve_mcp_stdio"]
 
@@ -84,6 +87,8 @@ def serve(
 
     from ..cluster import open_data_dir
 
+    server_file: Path | None = None  # set by _Server.startup, removed at the end
+
     class _Server(uvicorn.Server):
         @contextlib.contextmanager
         def capture_signals(self) -> Iterator[None]:
@@ -109,7 +114,6 @@ def serve(
             )
 
     server: _Server | None = None
-    server_file: Path | None = None
 
     def on_signal(count: int) -> None:
         if server is not None:
@@ -147,7 +151,9 @@ def serve(
             raise
         try:
             port = sock.getsockname()[1]
-            app = create_app(settings, memory=memory)
+            # create_app serves a ClusterMemoryOS the same way (it uses the methods both
+            # facades have), but its annotation names only MemoryOS.
+            app = create_app(settings, memory=cast("MemoryOS", memory))
             # uvicorn takes whole seconds here: rounded up, a request in flight gets at
             # least the time asked for.
             config = uvicorn.Config(

@@ -8,21 +8,22 @@ a length field is never trusted to allocate memory).
 
 from __future__ import annotations
 
-from memoryos_actors.store._framing import FSYNC_POLICIES, MAX_RECORD_BYTES, NewerFormatError
+from memoryos_actors.store._frames import MAX_RECORD_BYTES, NewerFormatError
+from memoryos_actors.store._framing import FSYNC_POLICIES
 from memoryos_actors.store.archive import Archive, ArchiveHit
 from memoryos_actors.store.export import read_export, write_export
 from memoryos_actors.store.lock import DataDirLock
 from memoryos_actors.store.paths import user_dir_name, user_id_from_dir_name, validate_user_id
 from memoryos_actors.store.snapshot import (
     SCHEMA_VERSION,
+    Recovered,
     Snapshot,
     read_latest,
     read_latest_snapshot,
     write_snapshot,
 )
+from memoryos_actors.store.user_meta import UserMeta
 from memoryos_actors.store.userstore import (
-    Recovered,
-    UserMeta,
     UserStore,
     list_users,
     remove_user,

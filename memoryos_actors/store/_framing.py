@@ -1,17 +1,7 @@
 """Framed, checksummed record logs: the machinery shared by the WAL and the archive.
 
-File layout (all integers big-endian)::
-
-    file header (20 bytes): magic (6 bytes) | format version (u16) | base seq (u64) | CRC32 (u32)
-    frame:                  length (u32) | CRC32 (u32) | seq (u64) | msgpack payload (length bytes)
-
-The header CRC covers the 16 bytes before it. A frame's CRC covers its length, its seq and
-its payload. Sequence numbers (the WAL calls them LSNs) are consecutive: the first frame has
-``base seq + 1`` and each next frame one more. ``base seq`` only grows when the WAL drops
-old records (``truncate_before``), so numbering never restarts during a file's life.
-
-A record is at most :data:`MAX_RECORD_BYTES`; a length field above it is treated as
-corruption before anything is allocated, so a hostile file cannot make us reserve gigabytes.
+The file format is :mod:`memoryos_actors.store._frames`'s; the reading at open (scan,
+damage, checkpoint) :mod:`memoryos_actors.store._recovery`'s.
 
 Durability follows Redis's ``appendfsync``:
 
@@ -32,36 +22,37 @@ from __future__ import annotations
 import bisect
 import io
 import os
-import shutil
-import struct
 import threading
-import time
-import zlib
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO, Literal, Self
+from typing import Any, Literal, Self
 
-import msgpack
-
-from memoryos_actors.errors import (
-    ConfigError,
-    CorruptDataError,
-    InvalidInput,
-    StorageError,
-)
+from memoryos_actors.errors import ConfigError, CorruptDataError, StorageError
 from memoryos_actors.logs import lazy_logger
 from memoryos_actors.store._files import atomic_write, fsync_dir, is_blank, tmp_path
+from memoryos_actors.store._flusher import FLUSHER
+from memoryos_actors.store._frames import (
+    _FRAME,
+    HEADER_SIZE,
+    MAX_RECORD_BYTES,
+    PreadReader,
+    encode_frame,
+    encode_header,
+    read_frame,
+    read_header,
+    unpack_record,
+)
+from memoryos_actors.store._recovery import (
+    KEEP_AT_OPEN_BYTES,
+    cut_tail,
+    read_checkpoint,
+    refusal,
+    scan,
+    walk_damaged,
+    write_checkpoint,
+)
 
-__all__ = [
-    "FSYNC_POLICIES",
-    "MAX_RECORD_BYTES",
-    "FsyncPolicy",
-    "NewerFormatError",
-    "RecordLog",
-    "pack_record",
-    "unpack_record",
-]
+__all__ = ["FSYNC_POLICIES", "MARK_EVERY", "FsyncPolicy", "RecordLog", "log"]
 
 # Lazy: readers such as ``memoryos stats`` import structlog only if they log something.
 log = lazy_logger("memoryos.store")
@@ -69,473 +60,9 @@ log = lazy_logger("memoryos.store")
 FsyncPolicy = Literal["always", "interval", "never"]
 FSYNC_POLICIES: tuple[str, ...] = ("always", "interval", "never")
 
-MAX_RECORD_BYTES = 16 * 1024 * 1024
-"""Largest msgpack payload of one record, in bytes (16 MiB)."""
-
-_HEADER = struct.Struct(">6sHQ")
-_HEADER_CRC = struct.Struct(">I")
-HEADER_SIZE = _HEADER.size + _HEADER_CRC.size
-_FRAME = struct.Struct(">IIQ")
-_LEN_SEQ = struct.Struct(">IQ")
-_SEQ = struct.Struct(">Q")
-_COPY_CHUNK = 1024 * 1024
-
-
-class NewerFormatError(CorruptDataError):
-    """A file was written by a newer version of this library (format or schema version).
-
-    It is never read silently: upgrade memoryos-actors, or restore a backup.
-    """
-
-
-def pack_record(record: dict[str, Any]) -> bytes:
-    """Encode one record as msgpack; :class:`InvalidInput` if it is not a packable dict."""
-    if not isinstance(record, dict):
-        raise InvalidInput(f"a record must be a dict, not {type(record).__name__}")
-    try:
-        payload: bytes = msgpack.packb(record, use_bin_type=True)
-    except (TypeError, ValueError, OverflowError) as exc:
-        raise InvalidInput(f"record cannot be encoded as msgpack: {exc}") from None
-    if len(payload) > MAX_RECORD_BYTES:
-        raise InvalidInput(
-            f"record is {len(payload)} bytes encoded; the limit is {MAX_RECORD_BYTES}"
-        )
-    return payload
-
-
-def unpack_map(payload: bytes, what: str) -> dict[str, Any]:
-    """Decode a msgpack map (records, snapshots, exports); :class:`CorruptDataError` starting
-    with ``what`` (e.g. ``"<path>: snapshot payload"``) if it is not valid msgpack or not a map.
-    """
-    try:
-        value = msgpack.unpackb(payload, raw=False, strict_map_key=False)
-    except Exception as exc:  # noqa: BLE001 - msgpack raises several unrelated types
-        raise CorruptDataError(f"{what} is not valid msgpack ({exc})") from None
-    if not isinstance(value, dict):
-        raise CorruptDataError(f"{what} is a {type(value).__name__}, not a map")
-    return value
-
-
-def unpack_record(payload: bytes, path: Path, seq: int) -> dict[str, Any]:
-    """Decode one record's payload (see :func:`unpack_map`)."""
-    return unpack_map(payload, f"{path}: record {seq}")
-
-
-def encode_header(magic: bytes, version: int, base_seq: int) -> bytes:
-    head = _HEADER.pack(magic, version, base_seq)
-    return head + _HEADER_CRC.pack(zlib.crc32(head))
-
-
-def encode_frame(seq: int, payload: bytes) -> bytes:
-    len_seq = _LEN_SEQ.pack(len(payload), seq)
-    crc = zlib.crc32(payload, zlib.crc32(len_seq))
-    return _FRAME.pack(len(payload), crc, seq) + payload
-
-
-def read_header(f: BinaryIO, path: Path, magic: bytes, version: int, kind: str) -> int:
-    """Validate a file header and return its base seq."""
-    data = f.read(HEADER_SIZE)
-    if len(data) < HEADER_SIZE:
-        raise CorruptDataError(
-            f"{path}: {kind} file is {len(data)} bytes, shorter than its {HEADER_SIZE}-byte header"
-        )
-    got_magic, got_version, base = _HEADER.unpack_from(data)
-    (crc,) = _HEADER_CRC.unpack_from(data, _HEADER.size)
-    if got_magic != magic:
-        raise CorruptDataError(f"{path}: not a {kind} file (magic {got_magic!r}, want {magic!r})")
-    if zlib.crc32(data[: _HEADER.size]) != crc:
-        raise CorruptDataError(f"{path}: {kind} file header checksum mismatch")
-    if got_version > version:
-        raise NewerFormatError(
-            f"{path}: {kind} file format version {got_version} was written by a newer "
-            f"memoryos-actors (this one reads up to {version}); upgrade before opening it"
-        )
-    if got_version < 1:
-        raise CorruptDataError(f"{path}: {kind} file has invalid format version {got_version}")
-    return int(base)
-
-
-def read_frame(f: BinaryIO, offset: int, end: int, prev_seq: int) -> tuple[int, bytes] | str:
-    """Read the frame at ``offset``; return ``(seq, payload)`` or a reason it is not valid.
-
-    Never reads past ``end`` and never allocates more than the file holds.
-    """
-    if end - offset < _FRAME.size:
-        return "truncated frame header"
-    head = f.read(_FRAME.size)
-    if len(head) < _FRAME.size:
-        return "truncated frame header"
-    length, crc, seq = _FRAME.unpack(head)
-    if length == 0 or length > MAX_RECORD_BYTES:
-        return f"implausible record length {length}"
-    if offset + _FRAME.size + length > end:
-        return "truncated record"
-    payload = f.read(length)
-    if len(payload) < length:
-        return "truncated record"
-    if zlib.crc32(payload, zlib.crc32(_LEN_SEQ.pack(length, seq))) != crc:
-        return "checksum mismatch"
-    if seq != prev_seq + 1:
-        return f"sequence number {seq} where {prev_seq + 1} was expected"
-    return seq, payload
-
-
-class _Reader:
-    """A read-only file view over one descriptor with its own position (``os.pread``), so
-    readers sharing the descriptor never move each other's position."""
-
-    def __init__(self, fd: int) -> None:
-        self.fd = fd
-        self.pos = 0
-
-    def read(self, n: int) -> bytes:
-        data = os.pread(self.fd, n, self.pos)
-        self.pos += len(data)
-        return data
-
-    def seek(self, offset: int, whence: int = os.SEEK_SET) -> int:
-        self.pos = self.pos + offset if whence == os.SEEK_CUR else offset
-        return self.pos
-
-
-@dataclass(frozen=True, slots=True)
-class Damage:
-    """One damaged byte range of a framed log.
-
-    ``start`` is where the damage begins (just past the last intact frame before it),
-    ``end`` where the next intact frame starts (the file size when none follows);
-    ``after_seq`` is the seq of the last intact frame before it (the base seq if none),
-    ``next_seq`` that of the first intact frame after it (None when none follows), and
-    ``reason`` what was wrong with the frame at ``start``.
-    """
-
-    start: int
-    end: int
-    after_seq: int
-    next_seq: int | None
-    reason: str
-
-    @property
-    def lost_seqs(self) -> int:
-        """How many records the range held (seqs missing between the intact frames around
-        it); 0 when nothing intact follows (a damaged tail: how many is not known)."""
-        return 0 if self.next_seq is None else self.next_seq - self.after_seq - 1
-
-
-@dataclass(frozen=True, slots=True)
-class _Scan:
-    base_seq: int
-    last_seq: int
-    valid_end: int  # byte offset just past the last valid frame
-    size: int
-    bad_reason: str | None
-    torn: bool  # damage only at the end: no intact frame follows it (a crash's cut write)
-    later_valid: bool  # an intact frame follows the damage (corruption in the middle)
-    last_offset: int = 0  # where the last valid frame starts (0: no frame)
-    marks: tuple[tuple[int, int], ...] = ()  # (seq, offset) of every MARK_EVERY-th frame
-    intact_after: int = 0  # intact frames after the first damage
-    damage: tuple[Damage, ...] = ()  # every damaged range, in file order
-
-
-_RESYNC_CHUNK = 1 << 20  # bytes examined per vectorised pass when resynchronising
-
-
-def _be32(a: Any, k: int, n: int) -> Any:
-    """Big-endian u32 at offsets ``k .. k+n-1`` of the byte array ``a`` (numpy)."""
-    import numpy as np
-
-    u = np.uint32
-    return (
-        (a[k : k + n].astype(u) << u(24))
-        | (a[k + 1 : k + 1 + n].astype(u) << u(16))
-        | (a[k + 2 : k + 2 + n].astype(u) << u(8))
-        | a[k + 3 : k + 3 + n].astype(u)
-    )
-
-
-def _frame_ok_at(fd: int, at: int, end: int, after_seq: int) -> int | None:
-    """The seq of the checksum-valid frame starting at ``at`` (above ``after_seq``, wholly
-    before ``end``), else None."""
-    head = os.pread(fd, _FRAME.size, at)
-    if len(head) < _FRAME.size:
-        return None
-    length, crc, seq = _FRAME.unpack(head)
-    if not (
-        0 < length <= MAX_RECORD_BYTES and at + _FRAME.size + length <= end and seq > after_seq
-    ):
-        return None
-    payload = os.pread(fd, length, at + _FRAME.size)
-    if len(payload) != length or zlib.crc32(payload, zlib.crc32(_LEN_SEQ.pack(length, seq))) != crc:
-        return None
-    return int(seq)
-
-
-def next_intact_frame(fd: int, start: int, end: int, after_seq: int) -> tuple[int, int] | None:
-    """``(offset, seq)`` of the first checksum-valid frame at or after byte ``start`` whose
-    seq is above ``after_seq``, or None when there is none before ``end``.
-
-    Every byte offset is a candidate: a vectorised pass (numpy) keeps those whose length
-    and seq fields are plausible (a seq can be at most one more per 17 bytes, the smallest
-    frame), and only those are checksummed. Runs only on damaged files.
-    """
-    import numpy as np
-
-    min_frame = _FRAME.size + 1
-    lo = after_seq + 1
-    hi = after_seq + (end - start) // min_frame + 1
-    pos = start
-    while pos + min_frame <= end:
-        stop = min(end, pos + _RESYNC_CHUNK + _FRAME.size)
-        chunk = os.pread(fd, stop - pos, pos)
-        n = len(chunk) - _FRAME.size + 1
-        if n <= 0:
-            break
-        a = np.frombuffer(chunk, dtype=np.uint8)
-        length = _be32(a, 0, n).astype(np.int64)
-        seq = (_be32(a, 8, n).astype(np.uint64) << np.uint64(32)) | _be32(a, 12, n).astype(
-            np.uint64
-        )
-        at = np.arange(pos, pos + n, dtype=np.int64)
-        ok = (
-            (length > 0)
-            & (length <= MAX_RECORD_BYTES)
-            & (at + _FRAME.size + length <= end)
-            & (seq >= np.uint64(lo))
-            & (seq <= np.uint64(hi))
-        )
-        for i in np.flatnonzero(ok):
-            got = _frame_ok_at(fd, pos + int(i), end, after_seq)
-            if got is not None:
-                return pos + int(i), got
-        pos += n
-    return None
-
-
-def walk_damaged(
-    fd: int, offset: int, size: int, prev_seq: int, reason: str
-) -> tuple[list[Damage], list[tuple[int, int, int]]]:
-    """From damage at ``offset`` (after the intact frame numbered ``prev_seq``), every
-    damaged range and every intact frame up to ``size``: ``(damages, frames)`` with
-    frames as ``(seq, offset, payload length)``."""
-    damages: list[Damage] = []
-    frames: list[tuple[int, int, int]] = []
-    # Buffered over the descriptor (its offset is used by nothing else, see scan).
-    with open(fd, "rb", closefd=False) as reader:
-        while True:
-            found = next_intact_frame(fd, offset, size, prev_seq)
-            if found is None:
-                damages.append(Damage(offset, size, prev_seq, None, reason))
-                return damages, frames
-            at, seq = found
-            damages.append(Damage(offset, at, prev_seq, seq, reason))
-            offset, prev_seq = at, seq - 1
-            reader.seek(offset)
-            while offset < size:
-                got = read_frame(reader, offset, size, prev_seq)
-                if isinstance(got, str):
-                    reason = got
-                    break
-                prev_seq = got[0]
-                frames.append((prev_seq, offset, len(got[1])))
-                offset += _FRAME.size + len(got[1])
-            else:
-                return damages, frames
-
-
-_KEEP_AT_OPEN_BYTES = 4 * 1024 * 1024
-"""Largest log (bytes) whose records a read-only open keeps in memory for its first read."""
-
 MARK_EVERY = 256
 """A log that keeps marks remembers where every ``MARK_EVERY``-th frame starts, so reading
 from a given seq seeks close to it instead of walking every frame before it."""
-
-
-def scan(
-    path: Path,
-    magic: bytes,
-    version: int,
-    kind: str,
-    *,
-    marks: bool = False,
-    fd: int | None = None,
-    keep: list[tuple[int, bytes]] | None = None,
-) -> _Scan:
-    """Validate every frame of ``path`` (read through ``fd`` when given) and report where
-    valid data ends (with ``marks``, also where every ``MARK_EVERY``-th frame starts), and,
-    past damage, every damaged range and how many intact frames follow. With ``keep`` (a
-    list), the ``(seq, payload)`` of every valid frame before the first damage is appended
-    to it."""
-    own = fd is None
-    if fd is None:
-        fd = os.open(path, os.O_RDONLY)
-    try:
-        size = os.fstat(fd).st_size
-        found: list[tuple[int, int]] = []
-        last_offset = 0
-        # Buffered: two reads per frame stay in user space. A large file is read through
-        # the descriptor, moving its offset, which nothing else relies on (every other read
-        # of it is a pread).
-        f: Any
-        if size <= _KEEP_AT_OPEN_BYTES:  # a small log: one read, then frames from memory
-            f = io.BytesIO(os.pread(fd, size, 0))
-        else:
-            f = open(fd, "rb", closefd=False)  # noqa: SIM115 - closed below
-        try:
-            f.seek(0)
-            base = read_header(f, path, magic, version, kind)
-            offset = HEADER_SIZE
-            seq = base
-            reason: str | None = None
-            while offset < size:
-                got = read_frame(f, offset, size, seq)
-                if isinstance(got, str):
-                    reason = got
-                    break
-                seq = got[0]
-                if keep is not None:
-                    keep.append(got)
-                if marks and seq % MARK_EVERY == 0:
-                    found.append((seq, offset))
-                last_offset = offset
-                offset += _FRAME.size + len(got[1])
-        finally:
-            f.close()
-        if reason is None:
-            return _Scan(base, seq, offset, size, None, False, False, last_offset, tuple(found))
-        damages, frames = walk_damaged(fd, offset, size, seq, reason)
-    finally:
-        if own:
-            os.close(fd)
-    later = bool(frames)
-    return _Scan(
-        base,
-        seq,
-        offset,
-        size,
-        reason,
-        not later,
-        later,
-        last_offset,
-        tuple(found),
-        len(frames),
-        tuple(damages),
-    )
-
-
-def checkpoint_path(path: Path) -> Path:
-    """The checkpoint file beside a log that keeps one (see ``RecordLog.CHECKPOINT``)."""
-    return path.with_name(path.name + ".ckpt")
-
-
-def _file_identity(st: os.stat_result) -> list[int]:
-    return [st.st_size, st.st_mtime_ns, st.st_ino]
-
-
-def _read_checkpoint(
-    path: Path, magic: bytes, version: int, kind: str, fd: int | None = None
-) -> _Scan | None:
-    """The scan result a checkpoint written at the last clean close vouches for, or None
-    when there is none or it does not match the file exactly as it is now (any write
-    since, by us or anybody, changes its size or modification time). With ``fd``, the
-    file is the one open there."""
-    ckpt = checkpoint_path(path)
-    try:
-        raw = ckpt.read_bytes()
-        st = path.stat() if fd is None else os.fstat(fd)
-    except OSError:
-        return None
-    try:
-        data = msgpack.unpackb(raw, raw=False)
-        if not isinstance(data, dict) or data.get("v") != 1:
-            return None
-        if list(data["file"]) != _file_identity(st):
-            return None
-        base, last, last_off = int(data["base"]), int(data["last_seq"]), int(data["last_off"])
-        marks = tuple((int(sq), int(off)) for sq, off in data["marks"])
-    except (ValueError, TypeError, KeyError, msgpack.UnpackException):
-        return None
-    size = st.st_size
-    own = fd is None
-    if fd is None:
-        fd = os.open(path, os.O_RDONLY)
-    try:
-        f = _Reader(fd)
-        try:
-            if read_header(f, path, magic, version, kind) != base:
-                return None
-        except CorruptDataError:
-            return None
-        if last > base:
-            # The last frame must be whole and end the file: a cheap check that the
-            # checkpoint and the file belong together.
-            if not HEADER_SIZE <= last_off < size:
-                return None
-            f.seek(last_off)
-            got = read_frame(f, last_off, size, last - 1)
-            if isinstance(got, str) or last_off + _FRAME.size + len(got[1]) != size:
-                return None
-        elif size != HEADER_SIZE:
-            return None
-    finally:
-        if own:
-            os.close(fd)
-    if any(not (base < sq <= last and HEADER_SIZE <= off < size) for sq, off in marks):
-        return None
-    return _Scan(base, last, size, size, None, False, False, last_off if last > base else 0, marks)
-
-
-class _Flusher:
-    """The one background thread that fsyncs dirty logs in ``interval`` mode.
-
-    It runs only while at least one such log is open: the last ``unregister`` stops and joins it.
-    """
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._logs: set[RecordLog] = set()
-        self._thread: threading.Thread | None = None
-        self._stop: threading.Event | None = None
-
-    def register(self, rlog: RecordLog) -> None:
-        with self._lock:
-            self._logs.add(rlog)
-            if self._thread is None:
-                stop = threading.Event()
-                thread = threading.Thread(
-                    target=self._run, args=(stop,), name="memoryos-wal-flusher", daemon=True
-                )
-                self._thread, self._stop = thread, stop
-                thread.start()
-
-    def unregister(self, rlog: RecordLog) -> None:
-        with self._lock:
-            self._logs.discard(rlog)
-            if self._logs or self._thread is None or self._stop is None:
-                return
-            thread, stop = self._thread, self._stop
-            self._thread = self._stop = None
-            stop.set()
-        if thread is not threading.current_thread():
-            thread.join()
-
-    def running(self) -> bool:
-        """Whether the flusher thread is currently running."""
-        with self._lock:
-            return self._thread is not None
-
-    def _period(self) -> float:
-        with self._lock:
-            return min((rl.interval for rl in self._logs), default=0.1)
-
-    def _run(self, stop: threading.Event) -> None:
-        while not stop.wait(self._period()):
-            with self._lock:
-                logs = list(self._logs)
-            for rlog in logs:
-                rlog.sync_if_dirty()
-
-
-FLUSHER = _Flusher()
 
 _open_paths: set[str] = set()
 _open_paths_lock = threading.Lock()
@@ -615,7 +142,7 @@ class RecordLog:
         #: is then served without reading the file a second time); None once used.
         self._kept: list[tuple[int, bytes]] | None = None
         if self.read_only:  # never registered as open: no key (realpath costs syscalls)
-            self._file = None
+            self._file: io.FileIO | None = None
             self._open_read_only(empty_if_blank)
             self._closed = False
             return
@@ -652,8 +179,8 @@ class RecordLog:
             result = None
             kept: list[tuple[int, bytes]] | None = None
             if self.CHECKPOINT:
-                result = _read_checkpoint(self.path, self.MAGIC, self.VERSION, self.KIND, fd)
-            elif os.fstat(fd).st_size <= _KEEP_AT_OPEN_BYTES:
+                result = read_checkpoint(self.path, self.MAGIC, self.VERSION, self.KIND, fd)
+            elif os.fstat(fd).st_size <= KEEP_AT_OPEN_BYTES:
                 # A read-only open is mostly followed by one read of every record (a
                 # recovery, ``memoryos stats``): keep what the scan reads for it.
                 kept = []
@@ -664,7 +191,7 @@ class RecordLog:
                         self.MAGIC,
                         self.VERSION,
                         self.KIND,
-                        marks=self.CHECKPOINT,
+                        marks=MARK_EVERY if self.CHECKPOINT else 0,
                         fd=fd,
                         keep=kept,
                     )
@@ -679,7 +206,7 @@ class RecordLog:
                     raise
             if result.bad_reason is not None:
                 if result.later_valid:
-                    raise self._refusal(result)
+                    raise refusal(self.path, self.KIND, result)
                 log.debug(
                     "store_tail_ignored_read_only",
                     path=str(self.path),
@@ -701,7 +228,7 @@ class RecordLog:
         self._marks = list(result.marks)
         self._kept = kept
 
-    def _open(self) -> Any:
+    def _open(self) -> io.FileIO:
         tmp = tmp_path(self.path)
         if tmp.exists():  # an interrupted create or truncate; the real file is intact
             tmp.unlink()
@@ -717,18 +244,24 @@ class RecordLog:
         try:
             result = None
             if self.CHECKPOINT:
-                result = _read_checkpoint(self.path, self.MAGIC, self.VERSION, self.KIND)
+                result = read_checkpoint(self.path, self.MAGIC, self.VERSION, self.KIND)
             #: The checkpoint on disk still describes the file (nothing appended since).
             self._checkpoint_current = result is not None
             if result is None:
-                result = scan(self.path, self.MAGIC, self.VERSION, self.KIND, marks=self.CHECKPOINT)
+                result = scan(
+                    self.path,
+                    self.MAGIC,
+                    self.VERSION,
+                    self.KIND,
+                    marks=MARK_EVERY if self.CHECKPOINT else 0,
+                )
         except OSError as exc:
             raise StorageError(f"{self.path}: cannot read {self.KIND}: {exc}") from exc
         if result.bad_reason is not None:
             if result.later_valid:
                 # Not a crash's torn tail: cutting here would drop acknowledged records.
-                raise self._refusal(result)
-            self._cut_tail(result)
+                raise refusal(self.path, self.KIND, result)
+            cut_tail(self.path, self.KIND, result)
         self._base = result.base_seq
         self._last_seq = result.last_seq
         self._synced_seq = result.last_seq
@@ -740,53 +273,6 @@ class RecordLog:
         f = open(self.path, "r+b", buffering=0)  # noqa: SIM115 - lives until close()
         f.seek(self._end)
         return f
-
-    def _refusal(self, result: _Scan) -> CorruptDataError:
-        """The error for damage with intact records after it (nothing was changed)."""
-        lost = sum(d.lost_seqs for d in result.damage)
-        ranges = ", ".join(f"{d.start}..{d.end}" for d in result.damage)
-        log.error(
-            "store_damage_refused",
-            path=str(self.path),
-            kind=self.KIND,
-            offset=result.valid_end,
-            reason=result.bad_reason,
-            intact_records_after=result.intact_after,
-            damaged_byte_ranges=ranges,
-        )
-        return CorruptDataError(
-            f"{self.path}: {self.KIND} damaged at byte {result.valid_end} "
-            f"({result.bad_reason}) with {result.intact_after} intact records after it "
-            f"(damaged bytes {ranges}; {lost} records lost in between); nothing was changed: "
-            "repair the user to keep every intact record (memoryos repair USER)",
-            path=str(self.path),
-            offset=result.valid_end,
-            intact_after=result.intact_after,
-        )
-
-    def _cut_tail(self, result: _Scan) -> None:
-        dropped = result.size - result.valid_end
-        fields = {
-            "path": str(self.path),
-            "kind": self.KIND,
-            "offset": result.valid_end,
-            "dropped_bytes": dropped,
-            "last_valid_seq": result.last_seq,
-            "reason": result.bad_reason,
-        }
-        if result.bad_reason in ("truncated frame header", "truncated record"):
-            log.warning("store_torn_tail_truncated", **fields)
-        else:
-            # The last record is whole but wrong: still the tail, still cut (a crash can
-            # leave a frame's length written and its bytes not), but keep a copy.
-            backup = self.path.with_name(f"{self.path.name}.corrupt-{int(time.time() * 1000)}")
-            shutil.copy2(self.path, backup)
-            fsync_dir(self.path.parent)
-            log.error("store_damaged_tail_cut", backup=str(backup), **fields)
-        with open(self.path, "r+b") as f:
-            f.truncate(result.valid_end)
-            f.flush()
-            os.fsync(f.fileno())
 
     # -- appending -------------------------------------------------------------------------
 
@@ -822,7 +308,7 @@ class RecordLog:
             # writing thread is interrupted (an actor killed mid-message) after the bytes
             # land but before the two lines below, the next append simply overwrites that
             # unacknowledged frame, and the file stays a sequence of whole frames.
-            fd = self._file.fileno()
+            fd = self._writer().fileno()
             try:
                 view = memoryview(frame)
                 at = self._end
@@ -833,7 +319,7 @@ class RecordLog:
             except OSError as exc:
                 # Cut a partial frame off so the file stays a sequence of whole frames.
                 try:
-                    self._file.truncate(self._end)
+                    self._writer().truncate(self._end)
                 except OSError:
                     self._sync_error = exc
                 raise StorageError(f"{self.path}: append failed: {exc}") from exc
@@ -846,6 +332,12 @@ class RecordLog:
         if self.fsync == "always":
             self._sync(seq)
         return seq
+
+    def _writer(self) -> io.FileIO:
+        """The file a writable log appends to (a read-only log reads through ``_fd``)."""
+        if self._file is None:
+            raise StorageError(f"{self.path}: {self.KIND} is open read-only")
+        return self._file
 
     def _check_usable(self) -> None:
         if self._closed:
@@ -861,7 +353,7 @@ class RecordLog:
             with self._lock:
                 self._check_usable()
                 target = self._last_seq
-                fd = self._file.fileno()
+                fd = self._writer().fileno()
             try:
                 self._fsync(fd)
             except OSError as exc:
@@ -892,7 +384,7 @@ class RecordLog:
                 if self._closed or self._sync_error is not None:
                     return
                 target = self._last_seq
-                fd = self._file.fileno()
+                fd = self._writer().fileno()
             if target <= self._synced_seq:
                 return
             try:
@@ -926,7 +418,7 @@ class RecordLog:
                 kept, self._kept = self._kept, None
                 # Reads see the file opened with the log, whatever another process renames
                 # into place meanwhile (the records kept at open are that file's).
-                f: Any = (
+                f: io.BufferedReader | PreadReader | None = (
                     None
                     if self._fd is None or kept is not None
                     else self._same_file_reader(self._fd)
@@ -948,27 +440,31 @@ class RecordLog:
             try:
                 yield from self._disk_payloads(f, after_seq, end, start)
             finally:
-                if not isinstance(f, _Reader):
+                if not isinstance(f, PreadReader):
                     f.close()
         for seq, payload in overlay:
             if seq > after_seq:
                 yield seq, payload
 
-    def _same_file_reader(self, fd: int) -> Any:
+    def _same_file_reader(self, fd: int) -> io.BufferedReader | PreadReader:
         """A buffered reader of the file open at ``fd`` with its own offset (the path
         opened again, if it still names that file), else a ``pread`` view of ``fd``."""
         try:
             f = open(self.path, "rb")  # noqa: SIM115 - closed by the caller
         except OSError:
-            return _Reader(fd)
+            return PreadReader(fd)
         mine, theirs = os.fstat(fd), os.fstat(f.fileno())
         if (mine.st_ino, mine.st_dev) == (theirs.st_ino, theirs.st_dev):
             return f
         f.close()
-        return _Reader(fd)
+        return PreadReader(fd)
 
     def _disk_payloads(
-        self, f: Any, after_seq: int, end: int, start: tuple[int, int] | None
+        self,
+        f: io.BufferedReader | PreadReader,
+        after_seq: int,
+        end: int,
+        start: tuple[int, int] | None,
     ) -> Iterator[tuple[int, bytes]]:
         prev = read_header(f, self.path, self.MAGIC, self.VERSION, self.KIND)
         offset = HEADER_SIZE
@@ -995,11 +491,11 @@ class RecordLog:
                 yield prev, payload
 
     def _damage_found(
-        self, f: Any, offset: int, end: int, prev: int, reason: str
+        self, f: io.BufferedReader | PreadReader, offset: int, end: int, prev: int, reason: str
     ) -> CorruptDataError:
         """The error for damage met while reading (behind a trusted checkpoint, or
         appeared since the log was opened)."""
-        fd = f.fd if isinstance(f, _Reader) else f.fileno()
+        fd = f.fd if isinstance(f, PreadReader) else f.fileno()
         try:
             _damages, frames = walk_damaged(fd, offset, end, prev, reason)
             after: int | None = len(frames)
@@ -1045,39 +541,26 @@ class RecordLog:
             self._closed = True
             try:
                 if self.fsync != "never" and self._sync_error is None:
-                    self._fsync(self._file.fileno())
+                    self._fsync(self._writer().fileno())
             finally:
-                self._file.close()
+                self._writer().close()
                 try:
                     if (
                         self.CHECKPOINT
                         and self._sync_error is None
                         and not self._checkpoint_current
                     ):
-                        self._write_checkpoint()
+                        write_checkpoint(
+                            self.path,
+                            self._end,
+                            self._base,
+                            self._last_seq,
+                            self._last_offset,
+                            self._marks,
+                        )
                 finally:
                     with _open_paths_lock:
                         _open_paths.discard(self._key)
-
-    def _write_checkpoint(self) -> None:
-        """Describe the closed file for the next open (see ``CHECKPOINT``); best effort."""
-        try:
-            st = self.path.stat()
-            if st.st_size != self._end:
-                return
-            data = {
-                "v": 1,
-                "file": _file_identity(st),
-                "base": self._base,
-                "last_seq": self._last_seq,
-                "last_off": self._last_offset,
-                "marks": self._marks,
-            }
-            atomic_write(
-                checkpoint_path(self.path), msgpack.packb(data), "checkpoint", durable=False
-            )
-        except (OSError, StorageError) as exc:
-            log.warning("store_checkpoint_failed", path=str(self.path), error=str(exc))
 
     def __enter__(self) -> Self:
         return self

@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import Any, Self
 
 from memoryos_actors.errors import InvalidInput, StorageError
-from memoryos_actors.store._framing import FsyncPolicy, RecordLog, pack_record
+from memoryos_actors.store._frames import pack_record
+from memoryos_actors.store._framing import FsyncPolicy, RecordLog
 
 __all__ = ["LOST_RECORD", "Archive", "ArchiveHit", "ArchiveLog"]
 

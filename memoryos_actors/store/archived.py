@@ -100,12 +100,13 @@ class ArchivedSegment:
         segment: the segment as ``SegmentRecord.to_dict`` gives it (``segment_id``,
             ``summary``, ``heat``, ``created``, ``pages``: page dicts, ...).
         keywords: the segment's keywords (K_s), sorted.
-        embs: the pages' embeddings as float16 bytes, by turn seq as a string.
+        embs: the pages' embeddings as float16 bytes, by turn seq as a string (records of
+            an early version keyed them by the int seq).
     """
 
     segment: Mapping[str, Any]
     keywords: tuple[str, ...] = ()
-    embs: Mapping[str, bytes] = field(default_factory=dict)
+    embs: Mapping[str | int, bytes] = field(default_factory=dict)
 
     kind: Literal["segment"] = field(default="segment", init=False)
 
@@ -128,7 +129,7 @@ class ArchivedSegment:
         """The float16 embedding of the page of turn ``seq``, or None."""
         found = self.embs.get(str(seq))
         if found is None:  # records of an early version keyed them by int
-            found = self.embs.get(seq)  # type: ignore[call-overload]
+            found = self.embs.get(seq)
         return found
 
     def with_pages(self, pages: Iterable[Mapping[str, Any]]) -> ArchivedSegment:

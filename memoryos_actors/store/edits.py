@@ -151,8 +151,8 @@ class EditLog:
             for earlier in self.records[:-1]:
                 if earlier.get("id") == mid:
                     earlier["old"] = ""
-                    for key in ("new", "emb", "evidence"):
-                        earlier.pop(key, None)
+                    for value_key in ("new", "emb", "evidence"):
+                        earlier.pop(value_key, None)
             self.deleted.add(mid)
             self.corrected.pop(mid, None)
             self.deleted_pages.update(int(s) for s in rec.get("pages") or ())

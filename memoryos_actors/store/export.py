@@ -28,7 +28,7 @@ import msgpack
 
 from memoryos_actors.errors import CorruptDataError, InvalidInput, StorageError
 from memoryos_actors.store._files import atomic_write
-from memoryos_actors.store._framing import NewerFormatError, unpack_map
+from memoryos_actors.store._frames import NewerFormatError, unpack_map
 
 __all__ = ["EXPORT_FORMAT_VERSION", "read_export", "write_export"]
 

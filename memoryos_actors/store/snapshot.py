@@ -21,7 +21,7 @@ import os
 import re
 import struct
 import zlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -29,12 +29,14 @@ import msgpack
 
 from memoryos_actors.errors import CorruptDataError, InvalidInput, StorageError
 from memoryos_actors.store._files import atomic_write, fsync_dir
-from memoryos_actors.store._framing import NewerFormatError, log, unpack_map
+from memoryos_actors.store._frames import NewerFormatError, unpack_map
+from memoryos_actors.store._framing import log
 
 __all__ = [
     "FORMAT_VERSION",
     "SCHEMA_VERSION",
     "NewerFormatError",
+    "Recovered",
     "Snapshot",
     "list_snapshots",
     "read_latest",
@@ -224,3 +226,24 @@ def read_latest(
     """
     snap = read_latest_snapshot(directory, schema_version=schema_version)
     return None if snap is None else (snap.state, snap.wal_lsn)
+
+
+@dataclass(frozen=True, slots=True)
+class Recovered:
+    """A user's state as found on disk.
+
+    ``state`` is the newest readable snapshot's state (``None`` if there is no snapshot),
+    ``snapshot_lsn`` the last WAL LSN it includes (0 without a snapshot), ``schema_version``
+    its state schema version, and ``records`` the ``(lsn, record)`` WAL records to replay on
+    top of it, in order.
+    """
+
+    state: dict[str, Any] | None
+    snapshot_lsn: int
+    schema_version: int | None
+    records: tuple[tuple[int, dict[str, Any]], ...] = field(default=())
+
+    @property
+    def last_lsn(self) -> int:
+        """LSN of the newest change the recovered state plus records include."""
+        return self.records[-1][0] if self.records else self.snapshot_lsn

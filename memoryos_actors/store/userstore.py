@@ -29,34 +29,40 @@ a :class:`UserStore` assumes its process owns ``root``.
 
 from __future__ import annotations
 
-import json
 import os
 import shlex
 import shutil
 import threading
 import time
-from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Self
 
 from memoryos_actors.errors import (
     CorruptDataError,
-    EmbedderMismatch,
     InvalidInput,
     ReadOnlyError,
     StorageError,
     UnknownUser,
 )
-from memoryos_actors.store._files import atomic_write, fsync_dir, fsync_file, is_blank
-from memoryos_actors.store._framing import NewerFormatError, log
+from memoryos_actors.store._files import fsync_dir, fsync_file, is_blank
+from memoryos_actors.store._framing import log
 from memoryos_actors.store.archive import Archive
 from memoryos_actors.store.edits import EditLog
 from memoryos_actors.store.paths import user_dir_name, user_id_from_dir_name, validate_user_id
 from memoryos_actors.store.snapshot import (
     SCHEMA_VERSION,
+    Recovered,
     list_snapshots,
     read_latest_snapshot,
     write_snapshot,
+)
+from memoryos_actors.store.user_meta import (
+    UserMeta,
+    is_blank_content,
+    meta_bytes,
+    parse_meta,
+    replace_meta,
+    write_meta,
 )
 from memoryos_actors.store.wal import WAL
 
@@ -69,8 +75,6 @@ __all__ = [
     "SNAPSHOT_DIR",
     "USERS_DIR",
     "WAL_FILE",
-    "Recovered",
-    "UserMeta",
     "UserStore",
     "list_users",
     "remove_user",
@@ -83,128 +87,11 @@ META_FILE = "meta.json"
 WAL_FILE = "wal.log"
 SNAPSHOT_DIR = "snapshots"
 ARCHIVE_FILE = "archive.log"
-_META_FORMAT = 1
-
-
-@dataclass(frozen=True, slots=True)
-class UserMeta:
-    """What a user directory records about itself.
-
-    ``created`` is seconds since the Unix epoch; ``embedder_dim`` is the vector length.
-    """
-
-    user_id: str
-    created: float
-    embedder_name: str | None = None
-    embedder_dim: int | None = None
-    config_fingerprint: str | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        """The JSON form stored in ``meta.json``."""
-        return {
-            "format": _META_FORMAT,
-            "user_id": self.user_id,
-            "created": self.created,
-            "embedder": None
-            if self.embedder_name is None
-            else {"name": self.embedder_name, "dim": self.embedder_dim},
-            "config_fingerprint": self.config_fingerprint,
-        }
-
-    @classmethod
-    def from_dict(cls, d: Any, path: Path) -> UserMeta:
-        """Parse :meth:`to_dict` output; :class:`CorruptDataError` naming ``path`` if malformed."""
-        if not isinstance(d, dict):
-            raise CorruptDataError(f"{path}: meta is not a JSON object")
-        fmt = d.get("format")
-        if not isinstance(fmt, int) or fmt < 1:
-            raise CorruptDataError(f"{path}: meta has invalid format {fmt!r}")
-        if fmt > _META_FORMAT:
-            raise NewerFormatError(f"{path}: meta format {fmt} is newer than this build reads")
-        user_id = d.get("user_id")
-        created = d.get("created")
-        emb = d.get("embedder")
-        fp = d.get("config_fingerprint")
-        if not isinstance(user_id, str) or not user_id:
-            raise CorruptDataError(f"{path}: meta has no valid user_id")
-        if not isinstance(created, (int, float)) or isinstance(created, bool):
-            raise CorruptDataError(f"{path}: meta has no valid created time")
-        name: str | None = None
-        dim: int | None = None
-        if emb is not None:
-            if not (
-                isinstance(emb, dict)
-                and isinstance(emb.get("name"), str)
-                and isinstance(emb.get("dim"), int)
-                and not isinstance(emb.get("dim"), bool)
-            ):
-                raise CorruptDataError(f"{path}: meta has a malformed embedder entry")
-            name, dim = emb["name"], emb["dim"]
-        if fp is not None and not isinstance(fp, str):
-            raise CorruptDataError(f"{path}: meta has a malformed config_fingerprint")
-        return cls(user_id, float(created), name, dim, fp)
-
-
-@dataclass(frozen=True, slots=True)
-class Recovered:
-    """A user's state as found on disk.
-
-    ``state`` is the newest readable snapshot's state (``None`` if there is no snapshot),
-    ``snapshot_lsn`` the last WAL LSN it includes (0 without a snapshot), ``schema_version``
-    its state schema version, and ``records`` the ``(lsn, record)`` WAL records to replay on
-    top of it, in order.
-    """
-
-    state: dict[str, Any] | None
-    snapshot_lsn: int
-    schema_version: int | None
-    records: tuple[tuple[int, dict[str, Any]], ...] = field(default=())
-
-    @property
-    def last_lsn(self) -> int:
-        """LSN of the newest change the recovered state plus records include."""
-        return self.records[-1][0] if self.records else self.snapshot_lsn
 
 
 def user_path(root: str | os.PathLike[str], user_id: str) -> Path:
     """The directory holding ``user_id``'s files under data directory ``root``."""
     return Path(root) / USERS_DIR / user_dir_name(user_id)
-
-
-def _meta_bytes(path: Path) -> bytes | None:
-    """The meta file's bytes, None when it is missing; :class:`CorruptDataError` when it
-    cannot be read (one read: its blankness and its content both come from these bytes)."""
-    try:
-        return path.read_bytes()
-    except FileNotFoundError:
-        return None
-    except OSError as exc:
-        raise CorruptDataError(f"{path}: cannot read meta: {exc}") from exc
-
-
-def _blank(raw: bytes) -> bool:
-    """Whether file content ``raw`` is blank (as :func:`~memoryos_actors.store._files.is_blank`)."""
-    return raw.count(0) == len(raw)
-
-
-def _read_meta(path: Path) -> UserMeta:
-    raw = _meta_bytes(path)
-    if raw is None:
-        raise CorruptDataError(f"{path}: cannot read meta: missing")
-    return _parse_meta(raw, path)
-
-
-def _parse_meta(raw: bytes, path: Path) -> UserMeta:
-    try:
-        doc = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError) as exc:
-        raise CorruptDataError(f"{path}: meta is not valid JSON: {exc}") from None
-    return UserMeta.from_dict(doc, path)
-
-
-def _write_meta(path: Path, meta: UserMeta, *, durable: bool = True) -> None:
-    data = json.dumps(meta.to_dict(), ensure_ascii=False, indent=1).encode("utf-8")
-    atomic_write(path, data, "meta", durable=durable)
 
 
 def _holds_nothing(directory: Path) -> bool:
@@ -248,9 +135,9 @@ def list_users(root: str | os.PathLike[str], *, damaged: dict[str, str] | None =
         meta = entry / META_FILE
         reason = f"{meta}: missing, and {entry.name!r} is not a plain user dir name"
         try:
-            raw = _meta_bytes(meta)
-            if raw is not None and not _blank(raw):
-                found.append(_parse_meta(raw, meta).user_id)
+            raw = meta_bytes(meta)
+            if raw is not None and not is_blank_content(raw):
+                found.append(parse_meta(raw, meta).user_id)
                 continue
         except CorruptDataError as exc:
             reason = str(exc)
@@ -424,12 +311,12 @@ class UserStore:
     ) -> UserMeta:
         meta_path = self.dir / META_FILE
         if self.dir.is_dir():
-            raw = _meta_bytes(meta_path)
-            blank = raw is not None and _blank(raw)
+            raw = meta_bytes(meta_path)
+            blank = raw is not None and is_blank_content(raw)
             if blank:
                 log.warning("user_meta_blank", path=str(meta_path), user_id=self.user_id)
             if raw is not None and not blank:
-                meta = _parse_meta(raw, meta_path)
+                meta = parse_meta(raw, meta_path)
                 if meta.user_id != self.user_id:
                     raise StorageError(
                         f"{meta_path}: directory belongs to user {meta.user_id!r}, "
@@ -437,7 +324,7 @@ class UserStore:
                     )
                 if fingerprint is not None and meta.config_fingerprint != fingerprint:
                     if self.read_only:
-                        return _replace_meta(meta, config_fingerprint=fingerprint)
+                        return replace_meta(meta, config_fingerprint=fingerprint)
                     if meta.config_fingerprint is not None:
                         log.warning(
                             "user_config_changed",
@@ -445,8 +332,8 @@ class UserStore:
                             old=meta.config_fingerprint,
                             new=fingerprint,
                         )
-                    meta = _replace_meta(meta, config_fingerprint=fingerprint)
-                    _write_meta(meta_path, meta)
+                    meta = replace_meta(meta, config_fingerprint=fingerprint)
+                    write_meta(meta_path, meta)
                 return meta
             others = sorted(p.name for p in self.dir.iterdir() if p.name != META_FILE)
             if self.read_only and (not others or _holds_nothing(self.dir)):
@@ -480,7 +367,7 @@ class UserStore:
         meta = UserMeta(self.user_id, time.time(), name, dim, config_fingerprint=fingerprint)
         if not self.read_only:
             try:
-                _write_meta(meta_path, meta, durable=self._durable)
+                write_meta(meta_path, meta, durable=self._durable)
             except StorageError:
                 if not self._durable:
                     self._discard_fresh()
@@ -536,36 +423,11 @@ class UserStore:
         the user's data was written with a different embedder name or dimension. A given
         ``config_fingerprint`` is recorded in the meta file too (a change is logged).
         """
-        if not isinstance(name, str) or not name or not isinstance(dim, int) or dim <= 0:
-            raise InvalidInput(
-                f"embedder must be a non-empty name and a positive dim, got {name!r}, {dim!r}"
-            )
-        meta = self.meta
-        if meta.embedder_name is not None and (
-            meta.embedder_name != name or meta.embedder_dim != dim
-        ):
-            raise EmbedderMismatch(
-                f"user {self.user_id!r}: stored memories were embedded with "
-                f"{meta.embedder_name!r} (dim {meta.embedder_dim}) but the configured embedder "
-                f"is {name!r} (dim {dim}); configure the original embedder (stored "
-                "embeddings are not converted between embedders)"
-            )
-        changes: dict[str, Any] = {}
-        if meta.embedder_name is None:
-            changes.update(embedder_name=name, embedder_dim=dim)
-        if config_fingerprint is not None and config_fingerprint != meta.config_fingerprint:
-            if meta.config_fingerprint is not None:
-                log.warning(
-                    "user_config_changed",
-                    user_id=self.user_id,
-                    old=meta.config_fingerprint,
-                    new=config_fingerprint,
-                )
-            changes["config_fingerprint"] = config_fingerprint
-        if changes:
-            self.meta = _replace_meta(meta, **changes)
+        updated = self.meta.with_embedder(name, dim, config_fingerprint)
+        if updated is not self.meta:
+            self.meta = updated
             if not self.read_only:
-                _write_meta(self.dir / META_FILE, self.meta, durable=self._durable)
+                write_meta(self.dir / META_FILE, self.meta, durable=self._durable)
 
     # -- WAL, snapshots, archive ---------------------------------------------------------------
 
@@ -697,10 +559,6 @@ class UserStore:
 
     def __repr__(self) -> str:
         return f"UserStore({str(self.root)!r}, {self.user_id!r})"
-
-
-def _replace_meta(meta: UserMeta, **changes: Any) -> UserMeta:
-    return replace(meta, **changes)
 
 
 def remove_user(root: str | os.PathLike[str], user_id: str) -> list[str]:

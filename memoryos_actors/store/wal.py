@@ -22,17 +22,15 @@ from typing import Any, BinaryIO
 
 from memoryos_actors.errors import StorageError
 from memoryos_actors.store._files import atomic_write
-from memoryos_actors.store._framing import (
+from memoryos_actors.store._frames import (
     _FRAME,
     HEADER_SIZE,
-    FsyncPolicy,
-    RecordLog,
     encode_header,
-    log,
     pack_record,
     read_frame,
     read_header,
 )
+from memoryos_actors.store._framing import FsyncPolicy, RecordLog, log
 
 __all__ = ["WAL"]
 
@@ -133,7 +131,7 @@ class WAL(RecordLog):
                         remaining -= len(chunk)
 
             atomic_write(self.path, copy_tail, "truncated WAL")
-            self._file.close()
+            self._writer().close()
             self._file = open(self.path, "r+b", buffering=0)  # noqa: SIM115 - until close()
             self._end = HEADER_SIZE + (self._end - offset)
             self._file.seek(self._end)

@@ -59,7 +59,8 @@ class AnnIndex:
 
     def vector(self, label: int) -> npt.NDArray[np.float32]:
         """A copy of the stored vector of ``label``."""
-        return self._mat[self._rows[label]].copy()
+        row: npt.NDArray[np.float32] = self._mat[self._rows[label]].copy()
+        return row
 
     def dots(self, query: npt.NDArray[np.floating], labels: list[int]) -> npt.NDArray[np.float64]:
         """Inner products (float64) of ``query`` with the vectors of ``labels``, in order."""

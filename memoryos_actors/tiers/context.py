@@ -7,6 +7,7 @@ to :func:`build_context`; everything here is deterministic and free of I/O.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import cast
 
 from memoryos_actors.errors import InvalidInput
 from memoryos_actors.messages import (
@@ -17,14 +18,20 @@ from memoryos_actors.messages import (
     MTMHits,
     Page,
 )
+from memoryos_actors.records import Tier
 
 __all__ = ["build_context"]
+
+
+def _tier(tier: str) -> Tier:
+    # A hit's tier is a plain str field, but hits check it against their tiers when built.
+    return cast(Tier, tier)
 
 
 def _fact_items(hits: Iterable[FactHit], kind: str) -> tuple[ContextItem, ...]:
     return tuple(
         ContextItem(
-            h.tier,
+            _tier(h.tier),
             kind,
             h.entry.entry_id,
             h.entry.text,
@@ -98,7 +105,7 @@ def build_context(
             seen.add(hit.page.page_id)
             mtm_items.append(
                 ContextItem(
-                    hit.tier,
+                    _tier(hit.tier),
                     "page",
                     hit.page.page_id,
                     hit.page.text(),

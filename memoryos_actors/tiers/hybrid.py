@@ -19,6 +19,8 @@ from typing import TYPE_CHECKING, Protocol
 import numpy as np
 import numpy.typing as npt
 
+# At run time too: _full and the lexical scorer tell the two kinds of archived page apart.
+from memoryos_actors.cold_items import ColdItem, ColdRow
 from memoryos_actors.hits import PageHit
 from memoryos_actors.lexicon import (
     asks_about_user,
@@ -45,7 +47,7 @@ from memoryos_actors.tiers.page_index import PageIndexes
 from memoryos_actors.tiers.temporal import asks_about_past, supersedes, time_window
 
 if TYPE_CHECKING:
-    from memoryos_actors.cold_items import ColdCandidates, ColdItem, ColdRow
+    from memoryos_actors.cold_items import ColdCandidates
 
 __all__ = [
     "CANDIDATE_FACTOR",
@@ -146,9 +148,9 @@ def _query_side(item: ColdItem | ColdRow) -> int:
 
 def _full(item: ColdItem | ColdRow) -> ColdItem:
     """``item`` read in full (the search reads the pages it returns in full first)."""
-    if not item.complete:
+    if not isinstance(item, ColdItem):
         raise TypeError(f"an archived page read as a scoring row only: {item!r}")
-    return item  # type: ignore[return-value]
+    return item
 
 
 class HybridSearch:
@@ -230,26 +232,31 @@ class HybridSearch:
             if not items:
                 return []
             limits = [_query_side(item) for item in items] if user_side else None
-            stored = [getattr(item, "term_ids", None) for item in items]
-            if key_ids is not None and None not in stored:
-                tf, lengths, head, heads = term_id_counts(stored, key_ids, limits)  # type: ignore[arg-type]
+            # Scoring rows carry their terms as ids; full items as terms.
+            stored = [item.term_ids for item in items if isinstance(item, ColdRow)]
+            if key_ids is not None and len(stored) == len(items):
+                tf, lengths, head, heads = term_id_counts(stored, key_ids, limits)
             else:  # full items: the same counts from their terms
-                tf, lengths, head, heads = term_counts([item.terms for item in items], keys, limits)  # type: ignore[union-attr]
+                tf, lengths, head, heads = term_counts(
+                    [_full(item).terms for item in items], keys, limits
+                )
             scores = bm25_scores(tf, lengths, weights, avg)
             if head is not None and heads is not None:
                 scores = scores + USER_SIDE_WEIGHT * bm25_scores(head, heads, weights, avg_user)
-            return scores.tolist()
+            listed: list[float] = scores.tolist()
+            return listed
 
         if cold is not None:
             found = [
-                item
+                (item.seq, item)
                 for item in cold.items
                 if item.seq is not None and item.seq not in pages.segment_of
             ]
-            for item, score in zip(found, cold_lexical(found), strict=True):
-                archived[item.seq] = item  # type: ignore[index]
-                bm25[item.seq] = score  # type: ignore[index]
-                source[item.seq] = source.get(item.seq, 0) | _SRC_ARCHIVE  # type: ignore[index]
+            lexical = cold_lexical([item for _seq, item in found])
+            for (seq, item), score in zip(found, lexical, strict=True):
+                archived[seq] = item
+                bm25[seq] = score
+                source[seq] = source.get(seq, 0) | _SRC_ARCHIVE
         window = time_window(query_text, now) if query_text and now is not None else None
         window_bonus = 0.0
         if window is not None:
@@ -456,8 +463,9 @@ class HybridSearch:
         cos[: len(hot)] = self._pages.cosines(q, hot)
         if cold:
             embs = [archived[x].embedding for x in cold]
-            if all(e is not None and e.shape == (self._dim,) for e in embs):
-                mat = np.stack(embs).astype(np.float32, copy=False)  # type: ignore[arg-type]
+            whole = [e for e in embs if e is not None and e.shape == (self._dim,)]
+            if len(whole) == len(embs):
+                mat = np.stack(whole).astype(np.float32, copy=False)
             else:  # an archived page without an embedding has cosine 0
                 mat = np.zeros((len(cold), self._dim), dtype=np.float32)
                 for i, emb in enumerate(embs):

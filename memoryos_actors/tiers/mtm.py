@@ -53,7 +53,7 @@ import numpy as np
 import numpy.typing as npt
 
 from memoryos_actors.clock import Clock
-from memoryos_actors.config import MemoryConfig, MTMRules
+from memoryos_actors.config import MemoryConfig, MTMRules, RetrievalMode
 from memoryos_actors.errors import EmbedderMismatch, InvalidInput
 from memoryos_actors.messages import (
     MTMEffects,
@@ -85,6 +85,15 @@ CHAIN_MEMORY = 64
 """Dialogue chains remembered for chain affinity (most recent first)."""
 
 _STATE_VERSION = 1
+
+
+def _retrieval_mode(mode: object) -> RetrievalMode:
+    """``mode`` checked: ``"paper"`` or ``"hybrid"``."""
+    if mode == "paper":
+        return "paper"
+    if mode == "hybrid":
+        return "hybrid"
+    raise InvalidInput(f"mode must be 'paper' or 'hybrid', got {mode!r}")
 
 
 class MTMCore:
@@ -495,13 +504,11 @@ class MTMCore:
         for name, value in (("top_m", top_m), ("top_k", top_k)):
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise InvalidInput(f"{name} must be an int >= 0, got {value!r}")
-        mode = self._config.retrieval_mode if mode is None else mode
-        if mode not in ("paper", "hybrid"):
-            raise InvalidInput(f"mode must be 'paper' or 'hybrid', got {mode!r}")
+        chosen = self._config.retrieval_mode if mode is None else _retrieval_mode(mode)
         t = self._now(now)
 
         ranked = self._ranked_segments(q, kw, top_m)
-        if mode == "paper":
+        if chosen == "paper":
             visited, hits = self._search_paper(q, ranked, top_k)
         else:
             used, hits = self._hybrid.search(
@@ -524,7 +531,7 @@ class MTMCore:
             seg.last_access = t
             seg.heat = self._heat(seg, t)
             seg_hits.append(SegmentHit(seg.view(), f, f"segment {seg.segment_id} F={f:.2f}"))
-        return MTMHits(mode, tuple(seg_hits), tuple(hits))  # type: ignore[arg-type]
+        return MTMHits(chosen, tuple(seg_hits), tuple(hits))
 
     def _search_paper(
         self, q: npt.NDArray[np.float32], ranked: list[tuple[float, Segment]], top_k: int

@@ -41,7 +41,7 @@ class PageIndexes:
 
     __slots__ = ("info", "lex", "lex_user", "segment_of", "times", "vectors")
 
-    def __init__(self, dim: int, seed: int | None) -> None:
+    def __init__(self, dim: int, seed: int) -> None:
         self.vectors = AnnIndex(dim, seed)
         self.lex = LexIndex()
         self.lex_user = LexIndex()

@@ -213,9 +213,9 @@ def time_window(query: str, now: float) -> tuple[float, float] | None:
     if m:
         span = {"day": 1.0, "week": 7.0, "weekend": 7.0, "month": 31.0, "year": 366.0}[m.group(1)]
         return now - span * _DAY, now + 1.0
-    day = _named_day(q, now)
-    if day is not None:
-        return day
+    named = _named_day(q, now)
+    if named is not None:
+        return named
     m = _MONTH_YEAR.search(q)
     if m:
         year = int(m.group(2))

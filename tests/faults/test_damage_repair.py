@@ -31,7 +31,7 @@ from memoryos_actors import (
     UnknownUser,
     UserProfile,
 )
-from memoryos_actors.store._framing import HEADER_SIZE
+from memoryos_actors.store._frames import HEADER_SIZE
 from memoryos_actors.store.snapshot import list_snapshots
 from memoryos_actors.store.userstore import (
     ARCHIVE_FILE,

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from memoryos_actors import CorruptDataError, ReadOnlyError, RepairReport
 from memoryos_actors.repair import repair_user
 from memoryos_actors.store import UserStore
-from memoryos_actors.store._framing import HEADER_SIZE
+from memoryos_actors.store._frames import HEADER_SIZE
 from memoryos_actors.store.userstore import user_path
 
 _FRAME = struct.Struct(">IIQ")

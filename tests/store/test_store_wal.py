@@ -14,7 +14,8 @@ from structlog.testing import capture_logs
 
 from memoryos_actors.errors import ConfigError, CorruptDataError, InvalidInput, StorageError
 from memoryos_actors.store import MAX_RECORD_BYTES, NewerFormatError
-from memoryos_actors.store._framing import FLUSHER, HEADER_SIZE, encode_frame, encode_header
+from memoryos_actors.store._flusher import FLUSHER
+from memoryos_actors.store._frames import HEADER_SIZE, encode_frame, encode_header
 from memoryos_actors.store.wal import WAL
 
 records = st.dictionaries(
