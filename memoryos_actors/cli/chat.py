@@ -72,6 +72,7 @@ def chat(args: argparse.Namespace) -> int:
                     style="yellow",
                 )
                 break
+            assert reply is not None  # finished: the call returned its value
             if reply.degraded:
                 print(
                     f"memoryos: degraded reply from the offline fallback: {reply.reason}",

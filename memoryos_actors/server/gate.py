@@ -7,7 +7,7 @@ MCP app, and counts every answered request for ``/metrics`` by its route templat
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
 from .http_errors import error_response
@@ -23,9 +23,9 @@ KEY_SCOPE = "memoryos.key"
 """The ASGI scope key under which the gate puts the accepted :class:`KeyRecord`."""
 ASGIApp = Callable[
     [
-        dict[str, Any],
-        Callable[[], Awaitable[dict[str, Any]]],
-        Callable[[dict[str, Any]], Awaitable[None]],
+        MutableMapping[str, Any],
+        Callable[[], Awaitable[MutableMapping[str, Any]]],
+        Callable[[MutableMapping[str, Any]], Awaitable[None]],
     ],
     Awaitable[None],
 ]
@@ -54,7 +54,7 @@ class Gate:
         self.max_body = max_body_bytes
         self.mcp_app = mcp_app
 
-    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+    async def __call__(self, scope: MutableMapping[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
@@ -81,7 +81,7 @@ class Gate:
             )
 
     async def _handle(
-        self, scope: dict[str, Any], receive: Any, send: Any, path: str, is_mcp: bool
+        self, scope: MutableMapping[str, Any], receive: Any, send: Any, path: str, is_mcp: bool
     ) -> None:
         protected = is_mcp or path == "/v1" or path.startswith("/v1/")
         if protected:
@@ -114,7 +114,9 @@ class Gate:
         target = self.mcp_app if is_mcp and self.mcp_app is not None else self.app
         await target(scope, receive, send)
 
-    async def _read_body(self, scope: dict[str, Any], receive: Any, send: Any) -> bytes | None:
+    async def _read_body(
+        self, scope: MutableMapping[str, Any], receive: Any, send: Any
+    ) -> bytes | None:
         """The whole request body, or None after answering 413/422 itself."""
         declared = _header(scope, b"content-length")
         too_large = error_response(
@@ -168,14 +170,14 @@ class Gate:
         return body
 
 
-def _header(scope: dict[str, Any], name: bytes) -> str | None:
+def _header(scope: MutableMapping[str, Any], name: bytes) -> str | None:
     for key, value in scope.get("headers", ()):
         if key.lower() == name:
             return value.decode("latin-1")
     return None
 
 
-def _presented_key(scope: dict[str, Any]) -> str | None:
+def _presented_key(scope: MutableMapping[str, Any]) -> str | None:
     auth = _header(scope, b"authorization")
     if auth is not None and auth[:7].lower() == "bearer ":
         return auth[7:].strip()

@@ -73,7 +73,8 @@ def _validation_error(_request: Request, exc: Exception) -> JSONResponse:
 def _http_error(_request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, StarletteHTTPException)
     kind = {404: "NotFound", 405: "MethodNotAllowed"}.get(exc.status_code, "HTTPError")
-    return error_response(exc.status_code, kind, str(exc.detail), headers=exc.headers)
+    headers = dict(exc.headers) if exc.headers is not None else None
+    return error_response(exc.status_code, kind, str(exc.detail), headers=headers)
 
 
 def add_error_handlers(app: FastAPI) -> None:

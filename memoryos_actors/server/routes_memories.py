@@ -156,10 +156,12 @@ def add_memory_routes(v1: APIRouter, state: ServerState) -> None:
 
 
 def _memory_out(tenant: str, mem: Memory) -> m.MemoryOut:
+    # Memory's kind and tier are plain str holding the model's literals, and its time a
+    # float the model takes as a date: pydantic checks and converts them (the ignores).
     return m.MemoryOut(
         memory_id=external_memory_id(tenant, mem.memory_id),
         kind=mem.kind,  # type: ignore[arg-type]
-        tier=mem.tier,
+        tier=mem.tier,  # type: ignore[arg-type]
         text=mem.text,
         timestamp=mem.timestamp,  # type: ignore[arg-type]
         assistant_id=(
@@ -175,9 +177,10 @@ def _memory_out(tenant: str, mem: Memory) -> m.MemoryOut:
 
 
 def _event_out(tenant: str, event: MemoryEvent) -> m.MemoryEventOut:
+    # As in _memory_out: the action is a plain str holding the model's literal.
     return m.MemoryEventOut(
         memory_id=external_memory_id(tenant, event.memory_id),
-        action=event.action,
+        action=event.action,  # type: ignore[arg-type]
         at=event.at,  # type: ignore[arg-type]
         old=event.old,
         new=event.new,

@@ -124,7 +124,13 @@ def _context(ctx: MemoryContext, user: str, assistant: str, k: int) -> m.Retriev
         kb=[_item(i) for i in ctx.kb[:k]],
         agent_traits=[_item(i) for i in ctx.agent_traits[:k]],
         traits=[
-            m.TraitOut(name=t.name, category=t.category, level=t.level, evidence=t.evidence)
+            m.TraitOut(
+                name=t.name,
+                category=t.category,
+                level=t.level,
+                evidence=t.evidence,
+                memory_id=None,
+            )
             for t in ctx.traits
         ],
         profile=profile_dict(ctx.lpm_profile),
