@@ -12,9 +12,10 @@ from typing import Any
 
 import pykka
 import pytest
-from faultutil import check_ledger, small_config, turn_query, wait_for, wait_restarted
+from faultutil import check_ledger, small_config, turn_query, wait_restarted
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from waiting import wait_until
 
 from memoryos_actors import (
     AgentProfile,
@@ -155,7 +156,7 @@ def test_unknown_messages_crash_only_the_actor_which_restarts_with_data_intact(
         ]
         for name in names:
             # A sibling's restart (rest_for_one) may have this name unregistered briefly.
-            wait_for(lambda n=name: mem.registry.lookup(n) is not None, f"{name} registered")
+            wait_until(lambda n=name: mem.registry.lookup(n) is not None, f"{name} registered")
             ref = mem.registry.require(name)
             with pytest.raises(Exception) as info:
                 ref.ask(object(), timeout=30)
