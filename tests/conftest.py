@@ -92,3 +92,14 @@ def ray_cluster() -> Iterator[object]:
                 os.environ.pop(key, None)
             else:
                 os.environ[key] = value
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Under pytest-xdist (``-n 2 --dist loadgroup``, the README's test command) every test
+    that uses Ray runs in one worker: the cluster is one per test session, and each worker
+    is a session of its own, so a second worker would start a second cluster."""
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        backend = callspec.params.get("backend") if callspec is not None else None
+        if "ray_cluster" in getattr(item, "fixturenames", ()) or backend == "ray":
+            item.add_marker(pytest.mark.xdist_group("ray"))

@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any
 
 import pykka
-from waiting import wait_until
 
 from memoryos_actors import MemoryConfig, MemoryOS
 
@@ -110,6 +109,10 @@ def file_listing(root: Path) -> dict[str, tuple[int, int]]:
 
 def wait_restarted(mem: MemoryOS, name: str, old: pykka.ActorRef[Any]) -> pykka.ActorRef[Any]:
     """Wait until registry name ``name`` points at a live actor other than ``old``."""
+    # Imported here: the kill -9 tests' child processes import this module with only its
+    # own folder on their path.
+    from waiting import wait_until
+
     box: list[pykka.ActorRef[Any]] = []
 
     def fresh() -> bool:
