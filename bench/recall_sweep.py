@@ -4,14 +4,14 @@ Ingest does not depend on the ranking rules, so a data set is ingested once (Lon
 the data kept by ``bench/longmemeval.py --keep-data DIR``; LoCoMo: ingested here, a
 minute or two) and its questions are asked again under each variant. A variant names
 module constants of the hybrid ranking and their values for its run, e.g.
-``nb5:mtm.HYBRID_NEIGHBOR_WEIGHT=0.5`` (modules: ``mtm``, ``temporal``, ``lex`` in
+``nb5:fusion.HYBRID_NEIGHBOR_WEIGHT=0.5`` (modules: ``fusion``, ``hybrid``, ``temporal``, ``lex`` in
 ``memoryos_actors.tiers``); ``base`` (no setting) is the code as it is. Prints, per
 variant, the overall result and the result per question type (LongMemEval: hits of n;
 LoCoMo: any@10 in %). Recall only: the latencies of such runs mean nothing.
 
     python bench/recall_sweep.py lme500 --keep-data DIR --variant base \\
-        --variant nb5:mtm.HYBRID_NEIGHBOR_WEIGHT=0.5
-    python bench/recall_sweep.py locomo --variant base --variant us2:mtm.USER_SIDE_WEIGHT=2
+        --variant nb5:fusion.HYBRID_NEIGHBOR_WEIGHT=0.5
+    python bench/recall_sweep.py locomo --variant base --variant us2:hybrid.USER_SIDE_WEIGHT=2
     python bench/recall_sweep.py locomo-long --variant base
 
 Data sets: ``lmeN`` (the LongMemEval global haystack of the first N items, kept data of
@@ -45,7 +45,7 @@ def parse_variant(text: str) -> tuple[str, list[tuple[str, str, Any]]]:
     for part in filter(None, rest.split(",")):
         target, _, raw = part.partition("=")
         module, _, const = target.partition(".")
-        if module not in ("mtm", "temporal", "lex") or not const or not raw:
+        if module not in ("fusion", "hybrid", "temporal", "lex") or not const or not raw:
             raise SystemExit(f"bad variant setting {part!r}; want module.CONST=value")
         try:
             value = json.loads(raw)
@@ -56,11 +56,12 @@ def parse_variant(text: str) -> tuple[str, list[tuple[str, str, Any]]]:
 
 
 def _modules() -> dict[str, Any]:
-    import memoryos_actors.tiers._lex as lex
-    import memoryos_actors.tiers.mtm as mtm
+    import memoryos_actors.lexicon as lex
+    import memoryos_actors.tiers.fusion as fusion
+    import memoryos_actors.tiers.hybrid as hybrid
     import memoryos_actors.tiers.temporal as temporal
 
-    return {"mtm": mtm, "temporal": temporal, "lex": lex}
+    return {"fusion": fusion, "hybrid": hybrid, "temporal": temporal, "lex": lex}
 
 
 def _run(variants: Sequence[str], ask: Callable[[], str]) -> None:
@@ -69,11 +70,14 @@ def _run(variants: Sequence[str], ask: Callable[[], str]) -> None:
         name, settings = parse_variant(text)
         saved = []
         for module, const, value in settings:
-            mod = modules[module]
-            if not hasattr(mod, const):
+            if not hasattr(modules[module], const):
                 raise SystemExit(f"{module} has no constant {const}")
-            saved.append((mod, const, getattr(mod, const)))
-            setattr(mod, const, value)
+            # Set wherever the name is bound: a module that imported the constant by
+            # name (hybrid imports fusion's weights) reads its own binding.
+            for mod in modules.values():
+                if hasattr(mod, const):
+                    saved.append((mod, const, getattr(mod, const)))
+                    setattr(mod, const, value)
         try:
             started = time.perf_counter()
             print(f"{name}: {ask()} ({time.perf_counter() - started:.0f} s)", flush=True)

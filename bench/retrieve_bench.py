@@ -128,22 +128,15 @@ _STAGES = (
     ("memoryos_actors.actors.workers", "RetrievalWorker", ("_retrieve",)),
     ("memoryos_actors.actors.mtm", "MTMActor", ("_search",)),
     ("memoryos_actors.actors.lpm", "LPMActor", ("_with_archived",)),
+    ("memoryos_actors.tiers.mtm", "MTMCore", ("search", "_ranked_segments")),
     (
-        "memoryos_actors.tiers.mtm",
-        "MTMCore",
-        (
-            "search",
-            "_ranked_segments",
-            "_search_hybrid",
-            "_score_parts",
-            "_score_rows",
-            "_supersede",
-            "_window_candidates",
-        ),
+        "memoryos_actors.tiers.hybrid",
+        "HybridSearch",
+        ("search", "_score_rows", "_supersede", "_window_candidates"),
     ),
-    # Functions mtm imported by name are timed where mtm calls them.
+    # Functions hybrid imported by name are timed where hybrid calls them.
     (
-        "memoryos_actors.tiers.mtm",
+        "memoryos_actors.tiers.hybrid",
         "",
         ("fused_score_array", "term_counts", "term_id_counts", "bm25_scores"),
     ),
@@ -151,15 +144,14 @@ _STAGES = (
     ("memoryos_actors.store.cold", "", ("_ranked_rowids", "_row_items", "_cand_rows")),
     ("memoryos_actors.actors.workers", "", ("build_context",)),
     ("memoryos_actors.actors.base", "GatewayClient", ("embed_one",)),
-    ("memoryos_actors.tiers._lex", "LexIndex", ("weighted_scores",)),
-    ("memoryos_actors.tiers._lex", "TermString", ("find_all",)),
+    ("memoryos_actors.lexicon", "LexIndex", ("weighted_scores",)),
     ("memoryos_actors.tiers._ann", "AnnIndex", ("candidates", "dots")),
 )
 
 
 def _time_stages() -> tuple[dict[str, int], dict[str, int]]:
     """Wrap the stages of :data:`_STAGES` (in this process only) to sum their thread CPU
-    time (ns) and calls; also every BM25 scoring of a single document MTM asks for."""
+    time (ns) and calls."""
     import functools
     import importlib
 
@@ -185,14 +177,6 @@ def _time_stages() -> tuple[dict[str, int], dict[str, int]]:
             if hasattr(owner, name):
                 label = f"{owner_name or module_name.rsplit('.', 1)[-1]}.{name}"
                 setattr(owner, name, timed(label, getattr(owner, name)))
-    mtm = importlib.import_module("memoryos_actors.tiers.mtm")
-    if hasattr(mtm, "bm25_scorer"):  # code that scores archived pages one at a time
-        make_scorer = mtm.bm25_scorer
-
-        def scorer(*args: Any, **kwargs: Any) -> Any:
-            return timed("BM25 of one archived page (cold_lexical)", make_scorer(*args, **kwargs))
-
-        mtm.bm25_scorer = scorer
     return cpu, calls
 
 

@@ -10,11 +10,64 @@ an LLM client.
 
 from __future__ import annotations
 
+import importlib.util
+import sys
 from typing import TYPE_CHECKING
 
 from ._lazy import lazy_getattr
 
 __version__ = "0.1.0"
+
+
+_SUPERVISOR_MARKER = '__distribution__ = "memoryos-actors"'
+
+
+def _check_supervisor_package() -> None:
+    """Raise ImportError when the top-level ``supervisor`` is not the one shipped with
+    memoryos-actors.
+
+    PyPI's ``supervisor`` (supervisord) uses the same top-level name: earlier on the path
+    it shadows ours, and installed into the same environment it overwrites our
+    ``supervisor/__init__.py``; either way the actors would fail later with a puzzling
+    ``cannot import name``. Ours carries a ``__distribution__`` marker. To keep this
+    import fast, the marker is read from the source file the import would load, without
+    importing ``supervisor`` (which pulls in pykka and structlog); only when there is no
+    readable source is the package imported to read it.
+    """
+    loaded = sys.modules.get("supervisor")
+    if loaded is not None:
+        origin = getattr(loaded, "__file__", None)
+        found = getattr(loaded, "__distribution__", None) == "memoryos-actors"
+    else:
+        try:
+            spec = importlib.util.find_spec("supervisor")
+        except (ImportError, ValueError):  # a broken entry on the path
+            spec = None
+        origin = getattr(spec, "origin", None)
+        try:
+            with open(origin or "", encoding="utf-8") as source:
+                found = _SUPERVISOR_MARKER in source.read()
+        except (OSError, UnicodeDecodeError):  # no source (compiled only): ask the module
+            try:
+                module = importlib.import_module("supervisor")
+            except ImportError:
+                module = None
+            found = getattr(module, "__distribution__", None) == "memoryos-actors"
+    if found:
+        return
+    raise ImportError(
+        f"'import supervisor' finds {origin or 'no package'}, which is not the supervisor "
+        "package of memoryos-actors (it lacks that package's __distribution__ marker). "
+        "Another distribution uses the same top-level name, most likely PyPI's "
+        "'supervisor' (supervisord), which shadows or overwrites this one. Install "
+        "memoryos-actors in a virtual environment of its own (supervisord can live in "
+        "another, e.g. through pipx), or take that 'supervisor' off sys.path / PYTHONPATH; "
+        "if both were installed into one environment, uninstall supervisor and reinstall "
+        "memoryos-actors."
+    )
+
+
+_check_supervisor_package()
 
 _EXPORTS: dict[str, str] = {
     "MemoryOS": "memoryos_actors.system",

@@ -11,6 +11,12 @@ at once. A user is in one :class:`UserPhase` at a time::
        ├──forget_user──► FORGETTING ──► PASSIVE (no files left)
        └──repair_user──► REPAIRING ──► PASSIVE  (also from ACTIVE: the group is stopped)
 
+    DRAINING, FORGETTING, REPAIRING ──calls in flight outlived the deadline──► ACTIVE
+
+:data:`TRANSITIONS` is that picture as a table, and it is the machine: every change of a
+user's phase, the creation and removal of entries included, goes through one method that
+refuses a change the table does not hold and counts it in :attr:`UserDirectory.counts`.
+
 ``PASSIVE`` is not stored: a user without an entry is passive (its files, if any, are
 closed). Calls (``add_turn``, ``retrieve``...) run only in ``ACTIVE``; a call that arrives
 during a transition waits for it, at most until its deadline, and then raises
@@ -77,7 +83,8 @@ TRANSITIONS: dict[UserPhase, frozenset[UserPhase]] = {
     UserPhase.ACTIVE: frozenset(
         {UserPhase.DRAINING, UserPhase.EXPORTING, UserPhase.FORGETTING, UserPhase.REPAIRING}
     ),
-    UserPhase.DRAINING: frozenset({UserPhase.PASSIVE}),
+    # A passivation that could not stop the calls in flight in time gives the user back.
+    UserPhase.DRAINING: frozenset({UserPhase.PASSIVE, UserPhase.ACTIVE}),
     UserPhase.EXPORTING: frozenset({UserPhase.ACTIVE}),
     # A forget that could not stop the calls in flight in time gives the user back.
     UserPhase.FORGETTING: frozenset({UserPhase.PASSIVE, UserPhase.ACTIVE}),
@@ -148,7 +155,10 @@ class UserDirectory:
         #: Activations waiting for a group slot, in arrival order (see wait_for_room).
         self._room_queue: list[UserEntry] = []
         self.closed = False
-        #: How many transitions of each kind completed (for stats and tests).
+        #: How many times a user entered each phase, by ``UserPhase.value``: every phase
+        #: change counts once under its target (a give-back to ``ACTIVE`` too; ``PASSIVE``
+        #: counts removed entries). So for each live phase, the entries in it now equal
+        #: the changes into it minus the changes out of it.
         self.counts = {p.value: 0 for p in UserPhase}
 
     # -- reading ------------------------------------------------------------------------
@@ -197,10 +207,10 @@ class UserDirectory:
                     raise SystemClosed("the memory system is closed")
                 entry = self._entries.get(user_id)
                 if entry is None:
-                    entry = UserEntry(user_id, UserPhase.ACTIVATING)
+                    entry = UserEntry(user_id, UserPhase.PASSIVE)
                     entry.epoch = next(_epochs)
                     entry.inflight = 1
-                    self._entries[user_id] = entry
+                    self._change_phase(entry, UserPhase.ACTIVATING)
                     return entry, True
                 if entry.phase is UserPhase.ACTIVE and entry.inflight < self.max_inflight_per_user:
                     entry.inflight += 1
@@ -246,9 +256,8 @@ class UserDirectory:
                     raise SystemClosed("the memory system is closed")
                 entry = self._entries.get(user_id)
                 if entry is None:
-                    check_transition(UserPhase.PASSIVE, phase)
-                    entry = UserEntry(user_id, phase)
-                    self._entries[user_id] = entry
+                    entry = UserEntry(user_id, UserPhase.PASSIVE)
+                    self._change_phase(entry, phase)
                     return entry
                 if entry.phase is UserPhase.ACTIVE:
                     return None
@@ -283,14 +292,11 @@ class UserDirectory:
                 if remaining <= 0:
                     raise Overloaded(f"user {user_id!r} is still {entry.phase.value}")
                 self._cond.wait(remaining)
-            check_transition(entry.phase, phase)
-            entry.phase = phase
-            self._cond.notify_all()
+            self._change_phase(entry, phase)
             while entry.inflight > 0:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
-                    entry.phase = UserPhase.ACTIVE
-                    self._cond.notify_all()
+                    self._change_phase(entry, UserPhase.ACTIVE)
                     raise Overloaded(
                         f"user {user_id!r} still has {entry.inflight} calls in flight; "
                         f"{phase.value} gave up"
@@ -316,8 +322,7 @@ class UserDirectory:
                     and (idle_before is None or entry.last_used < idle_before)
                     and not self._is_pinned(entry.user_id)
                 ):
-                    entry.phase = UserPhase.DRAINING
-                    self._cond.notify_all()
+                    self._change_phase(entry, UserPhase.DRAINING)
                     return entry
             return None
 
@@ -427,17 +432,31 @@ class UserDirectory:
                 and entry is not exclude
                 and not self._is_pinned(entry.user_id)
             ):
-                entry.phase = UserPhase.DRAINING
-                self._cond.notify_all()
+                self._change_phase(entry, UserPhase.DRAINING)
                 return entry
         return None
 
     def _move(self, entry: UserEntry, phase: UserPhase) -> None:
+        """Move a live ``entry`` to ``phase`` (see :meth:`_change_phase`)."""
         with self._cond:
-            check_transition(entry.phase, phase)
-            self.counts[phase.value] += 1
-            if phase is UserPhase.PASSIVE:
-                if self._entries.get(entry.user_id) is entry:
-                    del self._entries[entry.user_id]
-            entry.phase = phase
-            self._cond.notify_all()
+            if self._entries.get(entry.user_id) is not entry:
+                # A stale entry (already removed) must not come back to life.
+                raise TransitionError(
+                    f"user {entry.user_id!r}: this entry is no longer live "
+                    f"({entry.phase.value} -> {phase.value} refused)"
+                )
+            self._change_phase(entry, phase)
+
+    def _change_phase(self, entry: UserEntry, phase: UserPhase) -> None:
+        """The one place a user's phase changes: check ``entry.phase -> phase`` against
+        :data:`TRANSITIONS`, add the entry to the table when it leaves ``PASSIVE`` and
+        remove it when it goes back, count the change, wake the waiters. Caller holds the
+        lock; an entry leaving ``PASSIVE`` is new and its user has no entry."""
+        check_transition(entry.phase, phase)
+        if entry.phase is UserPhase.PASSIVE:
+            self._entries[entry.user_id] = entry
+        elif phase is UserPhase.PASSIVE:
+            del self._entries[entry.user_id]
+        entry.phase = phase
+        self.counts[phase.value] += 1
+        self._cond.notify_all()

@@ -280,7 +280,7 @@ class MemoryEditing:
         the length of the history (unlike :meth:`archive`, which reads every record).
         Deleted memories are left out, corrected ones shown corrected. With ``per_day``,
         also how many there are per UTC day (for a picture of the history)."""
-        from .tiers._lex import terms
+        from .lexicon import terms
 
         uid = _check_user_id(user_id)
         if kind not in ("page", "fact", "agent_trait"):

@@ -2,16 +2,23 @@
 
 The definitions live in one module per concept: :mod:`memoryos_actors.records` (domain
 records), :mod:`memoryos_actors.requests` (requests to a user's actors),
-:mod:`memoryos_actors.tiers.results` (what the tier cores answer) and
+:mod:`memoryos_actors.hits` (what the tier cores answer) and
 :mod:`memoryos_actors.context` (what retrieval returns). Importing a name from here gives
 the same object.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-from memoryos_actors._lazy import lazy_getattr
+from memoryos_actors.context import ContextItem, MemoryContext
+from memoryos_actors.hits import (
+    FactHit,
+    LPMEffects,
+    LPMView,
+    MTMEffects,
+    MTMHits,
+    PageHit,
+    SegmentHit,
+)
 from memoryos_actors.records import (
     DEFAULT_ASSISTANT as DEFAULT_ASSISTANT,
 )
@@ -70,32 +77,6 @@ from memoryos_actors.requests import (
     SetUserProfile as SetUserProfile,
 )
 
-# The tier answers and the retrieval context load on first use: the tier cores import this
-# module, and the memoryos_actors.tiers package imports the tier cores.
-_LAZY = {
-    "SegmentHit": "memoryos_actors.tiers.results",
-    "PageHit": "memoryos_actors.tiers.results",
-    "MTMHits": "memoryos_actors.tiers.results",
-    "MTMEffects": "memoryos_actors.tiers.results",
-    "FactHit": "memoryos_actors.tiers.results",
-    "LPMView": "memoryos_actors.tiers.results",
-    "LPMEffects": "memoryos_actors.tiers.results",
-    "ContextItem": "memoryos_actors.context",
-    "MemoryContext": "memoryos_actors.context",
-}
-
-if TYPE_CHECKING:
-    from memoryos_actors.context import ContextItem, MemoryContext
-    from memoryos_actors.tiers.results import (
-        FactHit,
-        LPMEffects,
-        LPMView,
-        MTMEffects,
-        MTMHits,
-        PageHit,
-        SegmentHit,
-    )
-
 __all__ = [
     "AddTurn",
     "AgentProfile",
@@ -126,6 +107,3 @@ __all__ = [
     "UserProfile",
     "normalize_keywords",
 ]
-
-
-__getattr__ = lazy_getattr(__name__, _LAZY, globals())

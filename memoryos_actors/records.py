@@ -6,7 +6,7 @@ and ``frozenset[str]`` keyword sets of lower-case tokens. ``to_dict()`` gives pl
 (str, int, float, bool, None, list, dict) that round-trip through msgpack, and
 ``Cls.from_dict(d)`` rebuilds the object. The field checks and the dict codec every record
 class shares live here too (the ``_`` helpers), for the other record modules:
-:mod:`memoryos_actors.requests`, :mod:`memoryos_actors.tiers.results` and
+:mod:`memoryos_actors.requests`, :mod:`memoryos_actors.hits` and
 :mod:`memoryos_actors.context`.
 
 Times are seconds since the Unix epoch (finite, >= 0); scores are plain floats.

@@ -56,6 +56,7 @@ from .store._framing import (
     walk_damaged,
 )
 from .store.archive import LOST_RECORD, ArchiveLog
+from .store.archived import decode_archived
 from .store.cold import COLD_FILE
 from .store.paths import user_id_from_dir_name, validate_user_id
 from .store.snapshot import list_snapshots, read_snapshot
@@ -167,14 +168,13 @@ def repair_user(data_dir: str | os.PathLike[str], user_id: str) -> RepairReport:
 
 
 def _page_seqs(record: dict[str, Any]) -> list[Any]:
-    """The turn seqs of the pages an archive record holds."""
-    if record.get("t") == "segment":
-        pages = (record.get("segment") or {}).get("pages") or []
-    elif record.get("t") == "page":
-        pages = [record.get("page") or {}]
-    else:
-        pages = []
-    return [p.get("seq") for p in pages if isinstance(p, dict)]
+    """The turn seqs of the pages an archive record holds (none for a record too damaged
+    to say)."""
+    try:
+        found = decode_archived(record)
+    except (KeyError, TypeError):
+        return []
+    return [p.get("seq") for p in found.pages if isinstance(p, dict)] if found else []
 
 
 def _backup_name(path: Path, stamp: int) -> Path:

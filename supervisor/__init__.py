@@ -32,6 +32,10 @@ from ._supervisor import (
 )
 from ._timers import TimerRef, active_timer_count, send_after, send_interval
 
+#: Which distribution this ``supervisor`` comes from: PyPI's ``supervisor`` (supervisord)
+#: uses the same top-level name, and ``memoryos_actors`` reads this to tell them apart.
+__distribution__ = "memoryos-actors"
+
 __all__ = [
     "Backoff",
     "ChildInfo",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from pykka import ActorRef
+from pykka import ActorDeadError, ActorRef
 
 from ._errors import SupervisorError
 
@@ -46,6 +46,24 @@ class Registry:
             msg = f"no actor is registered as {name!r}"
             raise LookupError(msg)
         return ref
+
+    def tell(self, name: str, message: Any) -> bool:
+        """Tell ``message`` to the actor registered as ``name``; True if it was delivered.
+
+        Delivered means put in the mailbox of the incarnation registered now (not handled
+        yet). False when nothing is registered under ``name`` (it is restarting or gone)
+        or when that actor stopped between the lookup and the tell (pykka's
+        ``ActorDeadError``): the two ways a name's actor can be missing, which a sender
+        that does not own the actor must expect. Any other error propagates.
+        """
+        ref = self._refs.get(name)
+        if ref is None:
+            return False
+        try:
+            ref.tell(message)
+        except ActorDeadError:
+            return False
+        return True
 
     def names(self) -> list[str]:
         """The registered names, sorted."""

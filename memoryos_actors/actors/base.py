@@ -355,12 +355,8 @@ def reply_state(env: Any, message: Any, state: Any) -> Any:
         return state
     from .protocol import StateReply
 
-    ref = env.registry.lookup(message.reply_to)
-    if ref is not None:
-        try:
-            ref.tell(StateReply(message.token, state))
-        except Exception:  # noqa: BLE001, S110 - the asker stopped meanwhile: its snapshot is dropped
-            pass
+    # Not delivered: the asker stopped meanwhile, and its snapshot is dropped with it.
+    env.registry.tell(message.reply_to, StateReply(message.token, state))
     return None
 
 
@@ -442,18 +438,13 @@ class GatewayClient:
         whoever owes the job asks again)."""
         from .protocol import AnswersWaiting
 
-        ref = self.registry.lookup(name)
-        if ref is None:
-            return
         box = self._inboxes.get(name)
-        try:
-            if box is None:
-                ref.tell(done)
-            else:
-                box.append(done)
-                ref.tell(AnswersWaiting())
-        except Exception:  # noqa: BLE001, S110 - it stopped meanwhile; nobody is left to use it
-            pass
+        if box is None:
+            self.registry.tell(name, done)
+        elif name in self.registry:
+            # If it stops before the tell, the box goes with that incarnation (close_inbox).
+            box.append(done)
+            self.registry.tell(name, AnswersWaiting())
 
     def deliver_redo(self, kind: str, payload: Any, user_id: str | None, data: Any) -> None:
         """The gateway's ``on_redo`` hook: tell the fresh answer to whoever asked."""
@@ -518,14 +509,9 @@ class GatewayClient:
         Returns False (and frees the slot) when that worker is not running: the pool is
         restarting or the system is closing; the job's effect is then not produced.
         """
-        ref = self.registry.lookup(slot)
-        if ref is not None:
-            try:
-                ref.tell(job)
-                self.submitted += 1
-                return True
-            except Exception:  # noqa: BLE001, S110 - the worker died between lookup and tell
-                pass
+        if self.registry.tell(slot, job):
+            self.submitted += 1
+            return True
         self.release(slot)
         return False
 

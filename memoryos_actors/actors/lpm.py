@@ -28,7 +28,7 @@ from ..messages import (
     TraitLevel,
     UserProfile,
 )
-from ..store.cold import emb_to_f16
+from ..store.archived import ArchivedFact, emb_from_f16, emb_to_f16
 from ..store.edits import EDITABLE_KINDS, parse_memory_id
 from ..tiers.lpm import LPMCore
 from .base import UserEnv, actor_names, persona_owner, reply_state
@@ -256,12 +256,9 @@ class LPMActor(SupervisedActor):
             if rec.get("op") == "delete":
                 core.remove_entry(ref.kind, ref.key, ref.assistant)
             else:
-                raw = rec.get("emb")
-                emb = (
-                    np.frombuffer(raw, dtype="<f2").astype(np.float32)
-                    if raw
-                    else self.env.gateway.embed([str(rec["new"])], self.env.user_id)[0]
-                )
+                emb = emb_from_f16(rec.get("emb"))
+                if emb is None:
+                    emb = self.env.gateway.embed([str(rec["new"])], self.env.user_id)[0]
                 core.replace_entry(ref.kind, ref.key, str(rec["new"]), emb, ref.assistant)
         elif ref.kind == "trait":
             level = None if rec.get("op") == "delete" else str(rec["new"])
@@ -381,7 +378,12 @@ class LPMActor(SupervisedActor):
                 owner = assistant_id if kind == "agent_trait" else ""
                 if store.cold.contains(f"{kind}:{owner}:{entry.entry_id}"):
                     continue
-                rec: dict[str, Any] = {"t": kind, "entry": entry.to_dict(), "assistant": owner}
-                if entry.entry_id in embs:
-                    rec["emb"] = emb_to_f16(embs[entry.entry_id])
-                store.archive_append(rec)
+                emb = embs.get(entry.entry_id)
+                store.archive_append(
+                    ArchivedFact(
+                        kind,  # type: ignore[arg-type]
+                        entry.to_dict(),
+                        owner,
+                        emb_to_f16(emb) if emb is not None else None,
+                    ).encode()
+                )

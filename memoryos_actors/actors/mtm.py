@@ -40,10 +40,16 @@ import structlog
 from supervisor import SupervisedActor, TimerRef, send_after
 
 from ..errors import MemoryOSError, StorageError
+from ..lexicon import stem
 from ..messages import Page, SegmentRecord, normalize_keywords
-from ..store.cold import emb_to_f16
-from ..tiers._lex import stem
-from ..tiers.mtm import LEXICAL_CANDIDATES, MTMCore
+from ..store.archived import (
+    ArchivedPage,
+    ArchivedSegment,
+    decode_archived,
+    emb_to_f16,
+)
+from ..tiers.hybrid import LEXICAL_CANDIDATES
+from ..tiers.mtm import MTMCore
 from . import persist
 from .base import UserEnv, reply_state
 from .protocol import (
@@ -115,11 +121,8 @@ def page_text(page: Page) -> str:
 
 def _archived_page_seqs(rec: dict[str, Any]) -> list[int]:
     """Turn seqs of the pages an archive record holds."""
-    if rec.get("t") == "segment":
-        return [int(p["seq"]) for p in rec["segment"]["pages"]]
-    if rec.get("t") == "page":
-        return [int(rec["page"]["seq"])]
-    return []
+    found = decode_archived(rec)
+    return found.seqs() if found is not None else []
 
 
 #: Pages a catch-up embeds in one embedder call.
@@ -225,12 +228,14 @@ class MTMActor(SupervisedActor):
         archive = env.store.archive
         tail = archive.iter(after_seq=snapshot_archive_seq) if archive is not None else ()
         for seq, rec in tail:
-            self.archived.update(_archived_page_seqs(rec))
+            found = decode_archived(rec)
             self.archive_seq = seq
-            if rec.get("t") == "segment":
-                self.core.discard_segment(str(rec["segment"]["segment_id"]))
-            elif rec.get("t") == "page":
-                self.core.discard_page(int(rec["page"]["seq"]))
+            if isinstance(found, ArchivedSegment):
+                self.archived.update(found.seqs())
+                self.core.discard_segment(found.segment_id)
+            elif isinstance(found, ArchivedPage):
+                self.archived.update(found.seqs())
+                self.core.discard_page(found.seqs()[0])
         # Records the archive refused before the snapshot (a full disk) come next, before
         # anything the catch-up below evicts.
         self.unarchived = [dict(rec) for rec in (work or {}).get("unarchived", ())]
@@ -542,30 +547,26 @@ class MTMActor(SupervisedActor):
                 if len(fresh) != len(segment.pages):
                     segment = dataclasses.replace(segment, pages=fresh)
                 self._archive(
-                    {
-                        "t": "segment",
-                        "keywords": sorted(segment.keywords),
-                        "segment": segment.to_dict(),
-                        "embs": {
-                            str(p.seq): emb_to_f16(embs[p.seq]) for p in fresh if p.seq in embs
-                        },
-                    }
+                    ArchivedSegment(
+                        segment.to_dict(),
+                        tuple(sorted(segment.keywords)),
+                        {str(p.seq): emb_to_f16(embs[p.seq]) for p in fresh if p.seq in embs},
+                    ).encode()
                 )
             log.debug("mtm.evicted", user=env.user_id, segment=segment.segment_id)
         for page in effects.evicted_pages:
             self.counters["evicted_pages"] += 1
             metrics.inc("evicted_pages")
             if archive is not None and page.seq not in self.archived:
-                rec: dict[str, Any] = {
-                    "t": "page",
-                    "keywords": sorted(page.keywords),
-                    "page": page.to_dict(),
-                }
-                if effects.segment_id:
-                    rec["segment_id"] = effects.segment_id
-                if page.seq in embs:
-                    rec["emb"] = emb_to_f16(embs[page.seq])
-                self._archive(rec)
+                emb = embs.get(page.seq)
+                self._archive(
+                    ArchivedPage(
+                        page.to_dict(),
+                        effects.segment_id or None,
+                        tuple(sorted(page.keywords)),
+                        emb_to_f16(emb) if emb is not None else None,
+                    ).encode()
+                )
         for segment in effects.promoted:
             self.counters["promoted"] += 1
             metrics.inc("promoted_segments")

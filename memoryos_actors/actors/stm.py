@@ -304,18 +304,18 @@ class STMActor(SupervisedActor):
         if self.pending_snapshot is not None:
             return  # one at a time; the turn counter keeps counting
         env = self.env
-        mtm = env.registry.lookup(env.mtm_name)
-        lpm = env.registry.lookup(env.lpm_name)
-        if mtm is None or lpm is None:
+        if env.mtm_name not in env.registry or env.lpm_name not in env.registry:
             return  # a sibling is restarting; the next turn tries again
         self.snapshot_token += 1
         token = self.snapshot_token
         self.pending_snapshot = (token, self._stm_part(), {})
         self.turns_since_snapshot = 0
-        try:
-            lpm.tell(GetState(env.stm_name, token))
-            mtm.tell(GetState(env.stm_name, token))
-        except Exception:  # noqa: BLE001 - a sibling died between lookup and tell
+        if not (
+            env.registry.tell(env.lpm_name, GetState(env.stm_name, token))
+            and env.registry.tell(env.mtm_name, GetState(env.stm_name, token))
+        ):
+            # A sibling stopped meanwhile. A reply to this token that still comes is
+            # ignored (no snapshot is pending); the next turn tries again.
             self.pending_snapshot = None
             return
         self.snapshot_timer = send_after(self.actor_ref, _STATE_TIMEOUT_S, _SnapshotTimeout(token))
@@ -600,14 +600,8 @@ class STMActor(SupervisedActor):
             self.outbox.popleft()
 
     def _forward(self, insert: InsertPage) -> bool:
-        ref = self.env.registry.lookup(self.env.mtm_name)
-        if ref is None:
-            return False  # MTM is restarting; try again shortly
-        try:
-            ref.tell(insert)
-        except Exception:  # noqa: BLE001 - died between lookup and tell
-            return False
-        return True
+        # Not delivered: MTM is restarting; the caller tries again shortly.
+        return self.env.registry.tell(self.env.mtm_name, insert)
 
     def _snapshot(self) -> int:
         """Write a coordinated snapshot of all three tiers; return the turn seq it covers.

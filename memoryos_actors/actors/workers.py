@@ -18,9 +18,9 @@ import structlog
 from supervisor import SupervisedActor
 
 from ..errors import MemoryOSError, UnknownUser
+from ..lexicon import stem
 from ..messages import Retrieve
 from ..text import keywords
-from ..tiers._lex import stem
 from ..tiers.context import build_context
 from .base import GatewayClient, actor_names, persona_owner
 from .protocol import (
@@ -222,12 +222,8 @@ class HeatTicker(SupervisedActor):
                 self.client.service.redo_pending(limit=_REDO_PER_TICK)
             for name in self.registry.names():
                 if name.startswith("user:") and name.endswith("/mtm"):
-                    ref = self.registry.lookup(name)
-                    if ref is not None:
-                        try:
-                            ref.tell(HeatTick())
-                        except Exception:  # noqa: BLE001, S110 - stopped between lookup and tell
-                            pass
+                    # Not delivered: that user's MTM stopped since names() was read.
+                    self.registry.tell(name, HeatTick())
             return None
         if isinstance(message, Ping):
             return None

@@ -8,7 +8,6 @@ from keyword cues. Its :attr:`name` says so.
 
 from __future__ import annotations
 
-import importlib
 import re
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -169,21 +168,10 @@ def _prefix(tok: str) -> str:
 
 
 def _load_trait_names() -> list[str]:
-    """Trait names from ``memoryos_actors.tiers.traits.TRAITS`` if that module exists."""
-    try:
-        mod = importlib.import_module("memoryos_actors.tiers.traits")
-    except ImportError:
-        return []
-    names: list[str] = []
-    for t in getattr(mod, "TRAITS", ()):
-        name = t if isinstance(t, str) else getattr(t, "name", None)
-        if name is None and isinstance(t, (tuple, list)) and t:
-            name = t[0]
-        if name is None and isinstance(t, dict):
-            name = t.get("name")
-        if isinstance(name, str):
-            names.append(name)
-    return names
+    """The 90 trait names of :data:`memoryos_actors.trait_table.TRAITS`, in table order."""
+    from memoryos_actors.trait_table import TRAITS
+
+    return [t.name for t in TRAITS]
 
 
 def _page_text(page: Any) -> tuple[str, str]:

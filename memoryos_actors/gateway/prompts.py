@@ -212,7 +212,7 @@ def _trait_guide() -> str:
     """The 90 trait names the persona update may use, by category (built once)."""
     global _TRAIT_GUIDE
     if _TRAIT_GUIDE is None:
-        from memoryos_actors.tiers.traits import TRAITS
+        from memoryos_actors.trait_table import TRAITS
 
         by_cat: dict[str, list[str]] = {}
         for t in TRAITS:

@@ -9,6 +9,7 @@ from typing import Any
 from ..errors import InvalidInput
 from ..messages import AgentProfile, UserProfile
 from ..paging import memory_sort_key, page_of
+from ..store.archived import ArchivedPage, ArchivedSegment, decode_archived
 from ..store.edits import MEMORY_KINDS
 from ..system import AsyncMemoryOS, UserState
 from . import models as m
@@ -47,10 +48,9 @@ def page_count(state: UserState, archived: list[dict[str, Any]]) -> int:
     """Pages held in STM (queue and outbox), MTM and the archive."""
     n = len(state.page_ids())
     for rec in archived:
-        if rec.get("t") == "segment":
-            n += len(rec["segment"]["pages"])
-        elif rec.get("t") == "page":
-            n += 1
+        found = decode_archived(rec)
+        if found is not None:
+            n += len(found.pages)
     return n
 
 
@@ -69,16 +69,16 @@ async def read_memories(mem: AsyncMemoryOS, uid: str) -> tuple[UserState, list[d
     live_segments = {seg.segment_id for seg in state.segments}
     kept: list[dict[str, Any]] = []
     for rec in archived:
-        if rec.get("t") == "segment":
-            seg = rec["segment"]
-            if str(seg["segment_id"]) in live_segments:
+        found = decode_archived(rec)
+        if isinstance(found, ArchivedSegment):
+            if found.segment_id in live_segments:
                 continue  # evicted after the state was read: listed from MTM
-            pages = [p for p in seg["pages"] if str(p["page_id"]) not in seen_pages]
-            if len(pages) != len(seg["pages"]):
+            pages = [p for p in found.pages if str(p["page_id"]) not in seen_pages]
+            if len(pages) != len(found.pages):
                 # Pages that were in STM's outbox when the state was read, then placed and
                 # evicted with this segment before the archive was read.
-                rec = {**rec, "segment": {**seg, "pages": pages}}
-        elif rec.get("t") == "page" and str(rec["page"]["page_id"]) in seen_pages:
+                rec = found.with_pages(pages).encode()
+        elif isinstance(found, ArchivedPage) and str(found.page["page_id"]) in seen_pages:
             continue
         kept.append(rec)
     return state, kept
@@ -146,10 +146,11 @@ def memories_response(
             )
         )
     for rec in archived:
-        if rec.get("t") == "segment":
-            seg = rec["segment"]
-            sid = str(seg["segment_id"])
-            for p in seg["pages"]:
+        held = decode_archived(rec)
+        if isinstance(held, ArchivedSegment):
+            seg = held.segment
+            sid = held.segment_id
+            for p in held.pages:
                 page(p, "archive", sid)
             segment(
                 m.SegmentOut(
@@ -159,11 +160,11 @@ def memories_response(
                     heat=float(seg.get("heat", 0.0)),
                     summary=str(seg.get("summary", "")),
                     keywords=sorted(seg.get("keywords", ())),
-                    page_ids=[str(p["page_id"]) for p in seg["pages"]],
+                    page_ids=[str(p["page_id"]) for p in held.pages],
                 )
             )
-        elif rec.get("t") == "page":
-            page(rec["page"], "archive", rec.get("segment_id"))
+        elif isinstance(held, ArchivedPage):
+            page(held.page, "archive", held.segment_id)
 
     def fact(e: Any, assistant: str | None = None) -> m.FactOut:
         mid = (

@@ -22,6 +22,7 @@ from mcp_types import ToolAnnotations
 
 from ..errors import InvalidInput, MemoryOSError, UnknownMemory, UnknownUser
 from ..paging import check_limit, decode_cursor, memory_sort_key, page_of
+from ..store.archived import decode_archived
 from ..store.userstore import user_exists
 from ..system import AsyncMemoryOS
 from .listing import DEFAULT_LIMIT, MAX_LIMIT, memory_kinds, read_memories
@@ -216,12 +217,8 @@ def build_mcp(
                 "mtm",
             )
         for rec in archived:
-            pages(
-                rec["segment"]["pages"]
-                if rec.get("t") == "segment"
-                else ([rec["page"]] if rec.get("t") == "page" else []),
-                "archive",
-            )
+            held = decode_archived(rec)
+            pages(held.pages if held is not None else (), "archive")
         if "fact" in kinds:
             found.extend(
                 {"entry_id": e.entry_id, "memory_id": f"fact:{e.entry_id}", "text": e.text}

@@ -9,7 +9,7 @@ keeps beside it, in ``cold.db`` (SQLite, standard library), one row per archived
   ``"agent_trait"``).
 
 Lexical side: an FTS5 table over each item's index terms (the same stemmed terms the hot
-tier's BM25 uses, :func:`~memoryos_actors.tiers._lex.terms`) finds candidates; a ``df`` table
+tier's BM25 uses, :func:`~memoryos_actors.lexicon.terms`) finds candidates; a ``df`` table
 and the document count and total length let the caller score them with one BM25 over hot
 and cold documents together. Vector side: each row keeps its embedding as float16 bytes
 (half the size; cosine changes by < 1e-3 on unit vectors), read only for the candidates the
@@ -34,30 +34,33 @@ import sqlite3
 import threading
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, NamedTuple, overload
+from typing import Any, Literal, overload
 
 import numpy as np
 import numpy.typing as npt
 
+from memoryos_actors.cold_items import ColdCandidates, ColdItem, ColdRow
 from memoryos_actors.errors import StorageError
-from memoryos_actors.store._framing import log
-from memoryos_actors.store.edits import EditLog
 
 # bm25_idf is re-exported: the cold tier's BM25 idf.
-from memoryos_actors.tiers._lex import TERM_ID_DTYPE, TermString, bm25_idf
+from memoryos_actors.lexicon import TERM_ID_DTYPE, TermString, bm25_idf
+from memoryos_actors.store._framing import log
+from memoryos_actors.store.archived import (
+    ArchivedFact,
+    ArchivedPage,
+    ArchivedSegment,
+    decode_archived,
+    emb_from_f16,
+)
+from memoryos_actors.store.edits import EditLog
 
 __all__ = [
     "CACHE_KIB",
     "COLD_FILE",
     "RANK_WINDOW",
-    "ColdCandidates",
     "ColdIndex",
-    "ColdItem",
-    "ColdRow",
     "bm25_idf",
-    "emb_to_f16",
     "match_plan",
     "record_items",
 ]
@@ -100,119 +103,6 @@ def _fts_text(kind: str, terms_: str) -> str:
     return f"{terms_} {token}" if token else terms_
 
 
-@dataclass(frozen=True, slots=True)
-class ColdItem:
-    """One archived item as the cold index holds it.
-
-    ``seq`` is the page's turn seq (``None`` for facts and traits), ``timestamp`` seconds
-    since the epoch, ``archive_seq`` the archive record it came from, ``terms`` its index
-    terms (with repeats, in order; read from the index, a
-    :class:`~memoryos_actors.tiers._lex.TermString`, split only if iterated), ``embedding``
-    a float32 unit vector or ``None`` when the archive record carried none, ``record`` the
-    page or KB-entry dict as archived.
-    ``query_terms`` is how many of a page's ``terms`` come from its query side (the user's
-    words; they come first), or ``None`` when the index does not know (rows indexed before
-    it counted them).
-    """
-
-    item_id: str
-    kind: str
-    seq: int | None
-    segment_id: str | None
-    timestamp: float
-    archive_seq: int
-    text: str
-    keywords: frozenset[str]
-    terms: Sequence[str]
-    embedding: npt.NDArray[np.float32] | None
-    raw_record: dict[str, Any] | bytes
-    query_terms: int | None = None
-
-    #: Text and record included (a :class:`ColdRow` has neither).
-    complete = True
-
-    @property
-    def chars(self) -> int:
-        """Length of ``text`` in characters."""
-        return len(self.text)
-
-    @property
-    def record(self) -> dict[str, Any]:
-        """The page or KB-entry dict as archived."""
-        raw = self.raw_record
-        if isinstance(raw, bytes):
-            import msgpack
-
-            decoded: dict[str, Any] = msgpack.unpackb(raw, raw=False, strict_map_key=False)
-            return decoded
-        return raw
-
-
-class ColdRow(NamedTuple):
-    """What scoring needs of one archived item, read without its text and record (the
-    cold index's narrow ``cand`` table: a query reads hundreds of candidates and returns a
-    few; their full :class:`ColdItem` comes from :meth:`ColdIndex.pages_by_seq`).
-
-    Fields as in :class:`ColdItem`; ``chars`` is the length of its text in characters and
-    ``term_ids`` its terms, in order, as ids in the index's vocabulary
-    (:data:`~memoryos_actors.tiers._lex.TERM_ID_DTYPE` bytes, for
-    :func:`~memoryos_actors.tiers._lex.term_id_counts`; see
-    :meth:`ColdCandidates.ids_of`). ``query_terms`` is known for every page. A named tuple
-    (immutable, made in one step): a query reads hundreds.
-    """
-
-    kind: str
-    seq: int | None
-    timestamp: float
-    chars: int
-    keywords: frozenset[str]
-    term_ids: bytes
-    embedding: npt.NDArray[np.float32] | None
-    query_terms: int | None
-
-    @property
-    def complete(self) -> bool:
-        """False: neither text nor record (see :class:`ColdItem` for those)."""
-        return False
-
-
-@dataclass(frozen=True, slots=True)
-class ColdCandidates:
-    """Lexical candidates from the cold tier plus the statistics to score them with BM25.
-
-    ``n_docs`` and ``total_len`` cover every item indexed; ``df`` maps each query term to
-    the number of cold items containing it. ``items`` are best first by FTS5's own rank.
-    ``items`` are :class:`ColdRow` s when asked for ``light`` ones.
-    ``term_ids`` maps each query term looked up to its id in the index's vocabulary (-1:
-    no indexed item ever had it), or is ``None`` when they were not looked up; with it,
-    :class:`ColdRow` s' ``term_ids`` count the query's terms (see :meth:`ids_of`).
-    """
-
-    items: tuple[ColdItem, ...] | tuple[ColdRow, ...] = ()
-    n_docs: int = 0
-    total_len: int = 0
-    df: tuple[tuple[str, int], ...] = ()
-    term_ids: tuple[tuple[str, int], ...] | None = None
-
-    def ids_of(self, terms_: Sequence[str]) -> list[int] | None:
-        """The vocabulary id of each of ``terms_`` (-1 for a term no item has), or ``None``
-        when one of them was not looked up (count them in the items' ``terms`` then)."""
-        if not terms_:
-            return []
-        if self.term_ids is None:
-            return None
-        known = dict(self.term_ids)
-        out = [known.get(t) for t in terms_]
-        return None if any(i is None for i in out) else out  # type: ignore[return-value]
-
-    def df_of(self, term: str) -> int:
-        """Cold document frequency of ``term`` (0 when it is not a query term)."""
-        for t, n in self.df:
-            if t == term:
-                return n
-        return 0
-
-
 def _page_text(page: dict[str, Any]) -> str:
     return f"{page.get('query', '')} {page.get('response', '')}"
 
@@ -220,41 +110,24 @@ def _page_text(page: dict[str, Any]) -> str:
 def _query_terms(page: dict[str, Any]) -> int:
     """How many index terms a page's query side gives: the query and the response are
     joined by a space and no token spans it, so these are the page's first terms."""
-    from memoryos_actors.tiers._lex import terms
+    from memoryos_actors.lexicon import terms
 
     return len(terms(str(page.get("query", ""))))
 
 
-def _emb_from(raw: Any) -> npt.NDArray[np.float32] | None:
-    if not isinstance(raw, (bytes, bytearray)) or not raw or len(raw) % 2:
-        return None
-    return np.frombuffer(bytes(raw), dtype="<f2").astype(np.float32)
-
-
-def emb_to_f16(emb: npt.ArrayLike) -> bytes:
-    """An embedding as the little-endian float16 bytes archive records carry."""
-    return np.asarray(emb, dtype=np.float32).astype("<f2").tobytes()
-
-
 def record_items(seq: int, record: dict[str, Any]) -> Iterator[ColdItem]:
-    """The items an archive record holds (nothing for record kinds the cold tier ignores).
+    """The items an archive record holds (nothing for record kinds the cold tier ignores;
+    shapes in :mod:`memoryos_actors.store.archived`). Older records without embeddings are
+    indexed lexically only."""
+    from memoryos_actors.lexicon import terms
 
-    Record shapes (written by the MTM and LPM actors): ``{"t": "segment", "segment": {...,
-    "pages": [...]}, "embs": {page seq: f16 bytes}}``, ``{"t": "page", "page": {...},
-    "segment_id": ..., "emb": f16 bytes}``, ``{"t": "fact" | "agent_trait", "entry": {...},
-    "assistant": ..., "emb": f16 bytes}``. Older records without embeddings are indexed
-    lexically only.
-    """
-    from memoryos_actors.tiers._lex import terms
-
-    kind = record.get("t")
-    if kind == "segment":
-        seg = record.get("segment") or {}
-        sid = str(seg.get("segment_id") or "") or None
-        embs = record.get("embs") or {}
-        for page in seg.get("pages") or ():
+    found = decode_archived(record)
+    if isinstance(found, ArchivedSegment | ArchivedPage):
+        sid = found.segment_id or None
+        for page in found.pages:
             pseq = int(page["seq"])
             text = _page_text(page)
+            emb = found.emb_of(pseq) if isinstance(found, ArchivedSegment) else found.emb
             yield ColdItem(
                 item_id=str(page.get("page_id") or f"p{pseq}"),
                 kind="page",
@@ -265,36 +138,17 @@ def record_items(seq: int, record: dict[str, Any]) -> Iterator[ColdItem]:
                 text=text,
                 keywords=frozenset(str(k) for k in page.get("keywords") or ()),
                 terms=tuple(terms(text)),
-                embedding=_emb_from(embs.get(pseq, embs.get(str(pseq)))),
-                raw_record=page,
+                embedding=emb_from_f16(emb),
+                raw_record=dict(page),
                 query_terms=_query_terms(page),
             )
-    elif kind == "page":
-        page = record.get("page") or {}
-        pseq = int(page["seq"])
-        text = _page_text(page)
-        sid = record.get("segment_id")
-        yield ColdItem(
-            item_id=str(page.get("page_id") or f"p{pseq}"),
-            kind="page",
-            seq=pseq,
-            segment_id=str(sid) if sid else None,
-            timestamp=float(page.get("timestamp", 0.0)),
-            archive_seq=seq,
-            text=text,
-            keywords=frozenset(str(k) for k in page.get("keywords") or ()),
-            terms=tuple(terms(text)),
-            embedding=_emb_from(record.get("emb")),
-            raw_record=page,
-            query_terms=_query_terms(page),
-        )
-    elif kind in ("fact", "agent_trait"):
-        entry = record.get("entry") or {}
+    elif isinstance(found, ArchivedFact):
+        entry = found.entry
         text = str(entry.get("text", ""))
         src = entry.get("source_segment")
         yield ColdItem(
-            item_id=f"{kind}:{record.get('assistant', '')}:{entry.get('entry_id', seq)}",
-            kind=kind,
+            item_id=f"{found.kind}:{found.assistant}:{entry.get('entry_id', seq)}",
+            kind=found.kind,
             seq=None,
             segment_id=str(src) if src else None,
             timestamp=float(entry.get("timestamp", 0.0)),
@@ -302,8 +156,8 @@ def record_items(seq: int, record: dict[str, Any]) -> Iterator[ColdItem]:
             text=text,
             keywords=frozenset(),
             terms=tuple(terms(text)),
-            embedding=_emb_from(record.get("emb")),
-            raw_record={**entry, "assistant": record.get("assistant", "")},
+            embedding=emb_from_f16(found.emb),
+            raw_record={**entry, "assistant": found.assistant},
         )
 
 
@@ -736,7 +590,7 @@ class ColdIndex:
                         if kind in kind_n:
                             kind_n[kind] -= 1
                         continue
-                    from memoryos_actors.tiers._lex import terms
+                    from memoryos_actors.lexicon import terms
 
                     text = str(rec["new"])
                     new_terms = tuple(terms(text))
@@ -1096,7 +950,7 @@ def _embeddings(blobs: Sequence[bytes | None]) -> list[npt.NDArray[np.float32] |
         mat = _f16_to_f32(b"".join(full)).reshape(len(full), size // 2)
         it = iter(mat)
         return [None if b is None else next(it) for b in blobs]
-    return [None if b is None else _emb_from(b) for b in blobs]
+    return [None if b is None else emb_from_f16(b) for b in blobs]
 
 
 def _row_items(rows: Iterable[tuple[Any, ...]]) -> list[ColdItem]:
@@ -1181,7 +1035,7 @@ def _upgrade(db: sqlite3.Connection, meta: Mapping[str, Any]) -> None:
 
 def _term_ids(db: sqlite3.Connection, docs: Sequence[Sequence[str]]) -> list[bytes]:
     """Each of ``docs`` (sequences of terms) as its terms' ids in the index's vocabulary
-    (:data:`~memoryos_actors.tiers._lex.TERM_ID_DTYPE` bytes), adding the terms it lacks.
+    (:data:`~memoryos_actors.lexicon.TERM_ID_DTYPE` bytes), adding the terms it lacks.
     Inside the caller's transaction."""
     distinct = list(dict.fromkeys(t for doc in docs for t in doc))
     db.executemany("INSERT OR IGNORE INTO vocab (term) VALUES (?)", ((t,) for t in distinct))

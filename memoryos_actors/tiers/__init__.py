@@ -1,6 +1,8 @@
 """Tier cores: pure state and transitions of STM, MTM and LPM (no threads, no I/O).
 
-The actors in :mod:`memoryos_actors.actors` are thin shells around these classes.
+Each actor in :mod:`memoryos_actors.actors` holds one of these cores and adds what a core
+must not do: messages, timers, the store's files, the gateway's jobs and recovery (MTM's
+actor is the largest of them).
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ MemoryOS (Kang et al., 2025). Why this module is long (about 950 lines): ``MTMCo
 state machine whose invariants (a page in exactly one segment, the vector, BM25 and chain
 indexes in step with the segments, heat and eviction order) span placement, eviction,
 promotion and search; its pieces of pure maths already live apart (``scoring.py``,
-``tiers/_lex.py``, ``tiers/temporal.py``), and splitting the class would spread those
+``lexicon.py``, ``tiers/temporal.py``), and splitting the class would spread those
 invariants over modules.
 
 * **Segmenting.** A page joins the segment with the highest
@@ -44,10 +44,8 @@ after the search.
 
 from __future__ import annotations
 
-import bisect
 import dataclasses
 import math
-from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -69,380 +67,24 @@ from memoryos_actors.messages import (
 )
 from memoryos_actors.scoring import heat, jaccard
 from memoryos_actors.tiers._ann import AnnIndex
-from memoryos_actors.tiers._lex import (
-    LexIndex,
-    asks_about_user,
-    bm25_idf,
-    bm25_scores,
-    stem,
-    term_counts,
-    term_id_counts,
-    terms,
+from memoryos_actors.tiers.hybrid import (
+    CANDIDATE_FACTOR,
+    MIN_CANDIDATES,
+    ColdWindow,
+    HybridSearch,
 )
-from memoryos_actors.tiers.temporal import asks_about_past, supersedes, time_window
+from memoryos_actors.tiers.page_index import PageIndexes
+from memoryos_actors.tiers.segments import Segment, index_of
 
 if TYPE_CHECKING:
-    from memoryos_actors.store.cold import ColdCandidates, ColdItem, ColdRow
+    from memoryos_actors.cold_items import ColdCandidates, ColdItem, ColdRow
 
-__all__ = [
-    "CANDIDATE_FACTOR",
-    "HYBRID_KEYWORD_WEIGHT",
-    "HYBRID_DENSE_WEIGHT",
-    "HYBRID_LEXICAL_WEIGHT",
-    "HYBRID_NEIGHBOR_WEIGHT",
-    "HYBRID_SEGMENT_WEIGHT",
-    "LEXICAL_CANDIDATES",
-    "NEIGHBOUR_PASSAGE_CHARS",
-    "SUPERSEDE_LEXICAL_SHARE",
-    "SUPERSEDE_MARGIN",
-    "TIME_WINDOW_WEIGHT",
-    "USER_SIDE_WEIGHT",
-    "WINDOW_CANDIDATES",
-    "MIN_CANDIDATES",
-    "SEGMENT_KEYWORD_LIMIT",
-    "MTMCore",
-    "base_score",
-    "fused_scores",
-    "MTMEffects",
-    "MTMHits",
-]
-
-SEGMENT_KEYWORD_LIMIT = 24
-"""Default ``segment_keyword_limit``: most frequent page keywords kept in a segment's K_s.
-
-A plain union would grow with every page and make Jaccard against a single page's dozen
-keywords tend to 0, so large segments could never be joined again."""
-
-CANDIDATE_FACTOR = 4
-"""ANN candidates fetched per result wanted, before exact rescoring."""
-
-MIN_CANDIDATES = 32
-"""Fewest ANN candidates fetched; memories with fewer live vectors are searched exactly."""
-
-HYBRID_LEXICAL_WEIGHT = 0.6
-"""Hybrid mode: weight of the page's BM25 score (divided by the best pooled BM25 score)."""
-
-HYBRID_DENSE_WEIGHT = 0.3
-"""Hybrid mode: weight of cos(page, query)."""
-
-HYBRID_KEYWORD_WEIGHT = 0.05
-"""Hybrid mode: weight of Jaccard(query keywords, page keywords)."""
-
-HYBRID_SEGMENT_WEIGHT = 0.05
-"""Hybrid mode: weight of the page's segment F_score."""
-
-HYBRID_NEIGHBOR_WEIGHT = 0.7
-"""Hybrid mode: weight of the best base score of the turn just before or after (scaled
-down for long turns, see :data:`NEIGHBOUR_PASSAGE_CHARS`)."""
-
-NEIGHBOUR_PASSAGE_CHARS = 1000
-"""Hybrid mode: a neighbour counts fully while the two turns together hold at most this
-many characters, and in proportion beyond: a short turn ("Yes, in May!") needs the turn
-beside it to be understood, a long one carries its own context (chosen on LoCoMo, whose
-pages are ~260 characters, and the LongMemEval dev set, ~2,400)."""
-
-USER_SIDE_WEIGHT = 1.5
-"""Hybrid mode: for a question in the first person ("what did I buy?"), the BM25 of a
-page's query side (the user's own words) is added, times this, to the page's BM25."""
-
-TIME_WINDOW_WEIGHT = 1.0
-"""Hybrid mode: bonus of a page written in the time window the query names, when the
-window holds a single page; a window with more pages gives less, in proportion to its
-BM25 idf (see :meth:`MTMCore._window_candidates`)."""
-
-WINDOW_CANDIDATES = 100
-"""Hybrid mode: a time window holding at most this many pages (hot and archived) adds
-all of them to the candidates; a wider one only lifts the candidates found otherwise."""
-
-SUPERSEDE_MARGIN = 1e-3
-"""Hybrid mode: how far above a superseded page the newer page that changes it is put."""
-
-SUPERSEDE_LEXICAL_SHARE = 0.75
-"""Hybrid mode: a newer page supersedes an older one only if its BM25 score is at least
-this share of the older page's: it answers the question about as well."""
-
-LEXICAL_CANDIDATES = 200
-"""Hybrid mode: pages with the best BM25 scores added to the candidate pool."""
+__all__ = ["MTMCore"]
 
 CHAIN_MEMORY = 64
 """Dialogue chains remembered for chain affinity (most recent first)."""
 
 _STATE_VERSION = 1
-
-# Archived neighbours are fetched around this many of the best candidates (per page
-# wanted, at least the second number).
-_NEIGHBOUR_FETCH_FACTOR, _NEIGHBOUR_FETCH_MIN = 5, 50
-
-# Why a page is a hybrid candidate (bit flags; their names appear in a hit's ``why``).
-_SRC_SEGMENT, _SRC_DENSE, _SRC_BM25, _SRC_ARCHIVE, _SRC_NEIGHBOUR, _SRC_TIME = 1, 2, 4, 8, 16, 32
-_SRC_NAMES = (
-    (_SRC_SEGMENT, "segment"),
-    (_SRC_DENSE, "dense"),
-    (_SRC_BM25, "bm25"),
-    (_SRC_ARCHIVE, "archive-bm25"),
-    (_SRC_NEIGHBOUR, "neighbour"),
-    (_SRC_TIME, "time-window"),
-)
-
-ColdWindow = Callable[
-    [float, float, int], "tuple[int, Mapping[int, ColdItem] | Mapping[int, ColdRow]]"
-]
-"""Counts the archived pages written in ``[start, end)`` and, when at most ``limit``,
-returns them by seq, in full or as scoring rows
-(:meth:`~memoryos_actors.store.cold.ColdIndex.pages_between`)."""
-
-
-def base_score(lexical: float, cosine: float, keywords: float, segment: float) -> float:
-    """Hybrid mode: a candidate's base score from its sources, each weighted
-    (:data:`HYBRID_LEXICAL_WEIGHT` and the others): its BM25 share (BM25 over the best of
-    the pool, in [0, 1]), cos(page, query), Jaccard(query keywords, page keywords) and its
-    segment's F_score. Weights are positive, so the score never falls as a source rises."""
-    return (
-        HYBRID_LEXICAL_WEIGHT * lexical
-        + HYBRID_DENSE_WEIGHT * cosine
-        + HYBRID_KEYWORD_WEIGHT * keywords
-        + HYBRID_SEGMENT_WEIGHT * segment
-    )
-
-
-def _near(base: Mapping[int, float], chars: Mapping[int, int], seq: int) -> float:
-    """The best base score of the turn just before or after ``seq``, each scaled by how
-    much of a passage of NEIGHBOUR_PASSAGE_CHARS the two turns fill: next to a long turn,
-    which holds its own context, the neighbour counts for less."""
-    best = 0.0
-    own = chars[seq]
-    for n in (seq - 1, seq + 1):
-        b = base.get(n)
-        if b is not None:
-            best = max(best, b * min(1.0, NEIGHBOUR_PASSAGE_CHARS / max(own + chars[n], 1)))
-    return best
-
-
-def fused_scores(base: Mapping[int, float], chars: Mapping[int, int]) -> dict[int, float]:
-    """Hybrid mode: each candidate's score (by page seq) from the base scores
-    (:func:`base_score`) of the candidates: its own plus :data:`HYBRID_NEIGHBOR_WEIGHT`
-    times the best of the turns beside it (seq - 1, seq + 1), scaled down for long turns
-    (``chars``: each candidate's length in characters; see :data:`NEIGHBOUR_PASSAGE_CHARS`).
-
-    Monotone: raising one candidate's base score by d raises its own score by d and any
-    other's by at most HYBRID_NEIGHBOR_WEIGHT * d < d, so it never falls in the ranking.
-    """
-    return {seq: b + HYBRID_NEIGHBOR_WEIGHT * _near(base, chars, seq) for seq, b in base.items()}
-
-
-def base_scores(
-    lexical: npt.NDArray[np.float64],
-    cosine: npt.NDArray[np.float64],
-    keywords: npt.NDArray[np.float64],
-    segment: npt.NDArray[np.float64],
-) -> npt.NDArray[np.float64]:
-    """:func:`base_score` of many candidates at once (one array per source, one row per
-    candidate), bit for bit: the same operations in the same order, element by element."""
-    return (
-        HYBRID_LEXICAL_WEIGHT * lexical
-        + HYBRID_DENSE_WEIGHT * cosine
-        + HYBRID_KEYWORD_WEIGHT * keywords
-        + HYBRID_SEGMENT_WEIGHT * segment
-    )
-
-
-def _neighbour_bests(
-    seqs: npt.NDArray[np.int64],
-    base: npt.NDArray[np.float64],
-    chars: npt.NDArray[np.int64],
-) -> npt.NDArray[np.float64]:
-    """:func:`_near` of every candidate, for candidates in ascending seq order: the turns
-    beside row ``i`` can only be rows ``i - 1`` and ``i + 1``."""
-    best = np.zeros(len(seqs), dtype=np.float64)
-    if len(seqs) < 2:
-        return best
-    beside = (seqs[1:] - seqs[:-1]) == 1  # rows i and i + 1 are neighbouring turns
-    scale = np.minimum(1.0, NEIGHBOUR_PASSAGE_CHARS / np.maximum(chars[:-1] + chars[1:], 1))
-    # As _near: the turn before first, then the turn after, each only if it is there.
-    best[1:] = np.where(beside, np.maximum(best[1:], base[:-1] * scale), best[1:])
-    best[:-1] = np.where(beside, np.maximum(best[:-1], base[1:] * scale), best[:-1])
-    return best
-
-
-def fused_score_array(
-    seqs: npt.NDArray[np.int64],
-    base: npt.NDArray[np.float64],
-    chars: npt.NDArray[np.int64],
-) -> npt.NDArray[np.float64]:
-    """:func:`fused_scores` of candidates given as arrays in ascending (distinct) seq
-    order: ``base[i]`` and ``chars[i]`` of the candidate of turn ``seqs[i]``. Bit for bit
-    the pure function's values (tests/unit/test_hybrid_rules.py checks it), without a
-    Python step per candidate; retrieval scores hundreds a query."""
-    return base + HYBRID_NEIGHBOR_WEIGHT * _neighbour_bests(seqs, base, chars)
-
-
-def _query_side(item: ColdItem | ColdRow) -> int:
-    """How many of an archived page's terms are its query side's (its first ones)."""
-    if item.query_terms is not None:
-        return item.query_terms
-    # Indexed before the count was kept: read it from the archived page itself (a narrow
-    # row always has the count: the index fills it in for every page).
-    return len(terms(str(_full(item).record.get("query", ""))))
-
-
-def _full(item: ColdItem | ColdRow) -> ColdItem:
-    """``item`` read in full (the search reads the pages it returns in full first)."""
-    if not item.complete:
-        raise TypeError(f"an archived page read as a scoring row only: {item!r}")
-    return item  # type: ignore[return-value]
-
-
-class _Rows:
-    """Hybrid scores of a query's candidates, one row each: turn seq, base score and its
-    parts (BM25 share, cosine, keyword Jaccard, segment F), raw BM25, length in characters
-    and time. Arrays, so fusion and ranking are a few numpy operations."""
-
-    __slots__ = ("base", "bm25", "chars", "cos", "kw", "lex", "seg", "seqs", "times")
-
-    def __init__(
-        self,
-        seqs: npt.NDArray[np.int64],
-        base: npt.NDArray[np.float64],
-        bm25: npt.NDArray[np.float64],
-        chars: npt.NDArray[np.int64],
-        cos: npt.NDArray[np.float64],
-        kw: npt.NDArray[np.float64],
-        lex: npt.NDArray[np.float64],
-        seg: npt.NDArray[np.float64],
-        times: npt.NDArray[np.float64],
-    ) -> None:
-        self.seqs, self.base, self.bm25, self.chars = seqs, base, bm25, chars
-        self.cos, self.kw, self.lex, self.seg, self.times = cos, kw, lex, seg, times
-
-    def take(self, index: npt.NDArray[np.intp]) -> _Rows:
-        """These rows in the order (or the subset) ``index`` gives."""
-        return _Rows(*(getattr(self, name)[index] for name in _ROW_FIELDS))
-
-    def concat(self, other: _Rows) -> _Rows:
-        """These rows then ``other``'s."""
-        return _Rows(
-            *(np.concatenate((getattr(self, name), getattr(other, name))) for name in _ROW_FIELDS)
-        )
-
-
-_ROW_FIELDS = ("seqs", "base", "bm25", "chars", "cos", "kw", "lex", "seg", "times")
-
-
-def page_terms(page: Page) -> list[str]:
-    """BM25 terms of a page: both sides of the turn (stemmed, stop words removed)."""
-    return terms(f"{page.query} {page.response}")
-
-
-class _Segment:
-    """Mutable segment state; never leaves the core (views and records are copies)."""
-
-    __slots__ = (
-        "created",
-        "emb_sum",
-        "embedding",
-        "embs",
-        "heat",
-        "keywords",
-        "kw_counts",
-        "l_interaction",
-        "last_access",
-        "n_visit",
-        "number",
-        "pages",
-        "summary",
-        "summary_kw",
-    )
-
-    def __init__(self, number: int, now: float) -> None:
-        self.number = number
-        self.pages: list[Page] = []
-        self.embs: list[npt.NDArray[np.float32]] = []
-        self.kw_counts: Counter[str] = Counter()
-        self.summary = ""
-        self.summary_kw: frozenset[str] = frozenset()
-        self.keywords: frozenset[str] = frozenset()
-        self.embedding: npt.NDArray[np.float32] = np.zeros(0, dtype=np.float32)
-        # Running sum of the page embeddings, kept so e_s costs O(dim) per insert and
-        # removal. (A core restored from a snapshot sums the remaining pages afresh, so its
-        # e_s can differ from the live one in the last bits of float64 rounding.)
-        self.emb_sum: npt.NDArray[np.float64] | None = None
-        self.n_visit = 0
-        self.l_interaction = 0
-        self.last_access = now
-        self.created = now
-        self.heat = 0.0
-
-    @property
-    def segment_id(self) -> str:
-        return f"s{self.number}"
-
-    def refresh(self, keyword_limit: int | None) -> None:
-        """Recompute e_s and K_s from the current pages (K_s: the ``keyword_limit`` most
-        frequent page keywords, or all of them for None)."""
-        total = self.emb_sum
-        if total is None:
-            total = self._resum()
-        norm = math.sqrt(float(np.dot(total, total)))
-        self.embedding = (total / norm if norm > 0 else total).astype(np.float32)
-        # Ties broken alphabetically so K_s does not depend on insertion order of equals.
-        top = sorted(self.kw_counts.items(), key=lambda kv: (-kv[1], kv[0]))
-        # Summary keywords are kept apart: summaries arrive after a debounce measured in wall
-        # time, and letting them move K_s would make placement depend on scheduling.
-        self.keywords = frozenset(k for k, _ in top[:keyword_limit])
-
-    def _resum(self) -> npt.NDArray[np.float64]:
-        total = np.zeros(len(self.embs[0]) if self.embs else 0, dtype=np.float64)
-        for emb in self.embs:
-            total += emb
-        self.emb_sum = total
-        return total
-
-    def add(self, page: Page, emb: npt.NDArray[np.float32]) -> None:
-        self.pages.append(page)
-        self.embs.append(emb)
-        if self.emb_sum is None:
-            self._resum()
-        else:
-            self.emb_sum += emb
-        self.kw_counts.update(page.keywords)
-
-    def pop_oldest(self) -> tuple[Page, npt.NDArray[np.float32]]:
-        page = self.pages.pop(0)
-        emb = self.embs.pop(0)
-        if self.emb_sum is not None:
-            self.emb_sum -= emb
-        self.kw_counts.subtract(page.keywords)
-        for k in page.keywords:
-            if self.kw_counts[k] <= 0:
-                del self.kw_counts[k]
-        return page, emb
-
-    def view(self) -> SegmentView:
-        return SegmentView(
-            self.segment_id,
-            self.summary,
-            self.keywords,
-            tuple(p.page_id for p in self.pages),
-            self.heat,
-            self.n_visit,
-            self.l_interaction,
-            self.last_access,
-            self.created,
-        )
-
-    def record(self, user_id: str) -> SegmentRecord:
-        return SegmentRecord(
-            user_id,
-            self.segment_id,
-            self.summary,
-            self.keywords,
-            tuple(self.pages),
-            self.heat,
-            self.n_visit,
-            self.l_interaction,
-            self.last_access,
-            self.created,
-        )
 
 
 class MTMCore:
@@ -466,19 +108,12 @@ class MTMCore:
         self._rules = config.mtm_rules()
         self._dim = dim
         self._clock = clock
-        self._segments: dict[str, _Segment] = {}
-        self._page_segment: dict[int, str] = {}  # page seq -> segment id
+        self._segments: dict[str, Segment] = {}
         self._seg_index = AnnIndex(dim, config.seed)
-        self._page_index = AnnIndex(dim, config.seed)
-        self._lex = LexIndex()
-        # The query side (the user's words) of each page, scored again for questions in
-        # the first person; and the pages' times in order, for time windows.
-        self._lex_user = LexIndex()
-        self._times: list[tuple[float, int]] = []
-        # Per page (by seq), what hybrid scoring reads of every candidate: its length in
-        # characters, its keywords and its time (kept with the BM25 indexes, so in step
-        # with the pages held; a page is immutable in what these read).
-        self._page_info: dict[int, tuple[int, frozenset[str], float]] = {}
+        # Every index over the pages held (vectors, BM25, times, page -> segment), added
+        # to and removed from in one step.
+        self._pages = PageIndexes(dim, config.seed)
+        self._hybrid = HybridSearch(self._pages, self, dim)
         self._chains: dict[str, str] = {}  # dialogue chain id -> segment id, oldest first
         self._next_segment = 1
         self._max_seq = 0
@@ -537,7 +172,7 @@ class MTMCore:
             raise InvalidInput(f"now must be a finite number of seconds, got {now!r}")
         return float(now)
 
-    def _heat(self, seg: _Segment, now: float) -> float:
+    def _heat(self, seg: Segment, now: float) -> float:
         c = self._config
         return heat(
             seg.n_visit,
@@ -552,7 +187,7 @@ class MTMCore:
 
     def _ranked_segments(
         self, emb: npt.NDArray[np.float32], kw: frozenset[str], n: int
-    ) -> list[tuple[float, _Segment]]:
+    ) -> list[tuple[float, Segment]]:
         """The ``n`` best segments by exact F_score, best first (ties: older segment).
 
         F_score is computed for the index's nearest candidates by cosine, or for every
@@ -575,34 +210,12 @@ class MTMCore:
         scored.sort(key=lambda fs: (-fs[0], fs[1].number))
         return scored[:n]
 
-    def _index_text(self, page: Page) -> None:
-        """Add a page to the BM25 indexes (whole page, query side) and the time list."""
-        self._lex.add(page.seq, page_terms(page))
-        self._lex_user.add(page.seq, terms(page.query))
-        bisect.insort(self._times, (page.timestamp, page.seq))
-        self._page_info[page.seq] = (
-            len(page.query) + len(page.response),
-            page.keywords,
-            page.timestamp,
-        )
-
-    def _unindex_text(self, page: Page) -> None:
-        """Remove a page from what :meth:`_index_text` added it to."""
-        self._lex.remove(page.seq)
-        self._lex_user.remove(page.seq)
-        self._page_info.pop(page.seq, None)
-        i = bisect.bisect_left(self._times, (page.timestamp, page.seq))
-        if i < len(self._times) and self._times[i] == (page.timestamp, page.seq):
-            del self._times[i]
-
-    def _drop_segment(self, seg: _Segment) -> None:
+    def _drop_segment(self, seg: Segment) -> None:
         del self._segments[seg.segment_id]
         self._seg_index.remove(seg.number)
         for page, emb in zip(seg.pages, seg.embs, strict=True):
             self._evicted_embs[page.seq] = emb
-            self._page_index.remove(page.seq)
-            self._unindex_text(page)
-            self._page_segment.pop(page.seq, None)
+            self._pages.remove(page)
 
     def _maintain(self, now: float) -> tuple[tuple[SegmentRecord, ...], tuple[SegmentRecord, ...]]:
         """Recompute heat, promote hot segments, evict the coldest above capacity."""
@@ -622,7 +235,7 @@ class MTMCore:
             evicted.append(victim.record(user))
         return tuple(promoted), tuple(evicted)
 
-    def _chain_segment(self, page: Page) -> _Segment | None:
+    def _chain_segment(self, page: Page) -> Segment | None:
         """The segment of the page's dialogue chain, if chain affinity applies.
 
         With ``config.chain_affinity``, a page that continues a dialogue chain (the LLM
@@ -668,7 +281,7 @@ class MTMCore:
             )
         emb = self._embedding(embedding, "embedding")
         if page.seq <= self._max_seq:
-            return MTMEffects(segment_id=self._page_segment.get(page.seq), duplicate=True)
+            return MTMEffects(segment_id=self._pages.segment_of.get(page.seq), duplicate=True)
         t = self._now(now)
         self._user_id = page.user_id
         self._max_seq = page.seq
@@ -680,7 +293,7 @@ class MTMCore:
             if best and best[0][0] > self._config.fscore_threshold:
                 seg = best[0][1]
             else:
-                seg, created = _Segment(self._next_segment, t), True
+                seg, created = Segment(self._next_segment, t), True
                 self._next_segment += 1
                 self._segments[seg.segment_id] = seg
         if page.chain_id:
@@ -689,19 +302,15 @@ class MTMCore:
             while len(self._chains) > CHAIN_MEMORY:
                 del self._chains[next(iter(self._chains))]
         seg.add(page, emb)
-        self._index_text(page)
+        self._pages.add(page, seg.segment_id, emb)
         seg.l_interaction += 1
         seg.last_access = t
-        self._page_segment[page.seq] = seg.segment_id
-        self._page_index.upsert(page.seq, emb)
         pushed_out: list[Page] = []
         max_pages = self._rules.segment_max_pages
         while max_pages is not None and len(seg.pages) > max_pages:
             old, old_emb = seg.pop_oldest()
             self._evicted_embs[old.seq] = old_emb
-            self._page_index.remove(old.seq)
-            self._unindex_text(old)
-            del self._page_segment[old.seq]
+            self._pages.remove(old)
             pushed_out.append(old)
         seg.refresh(self._rules.segment_keyword_limit)
         self._seg_index.upsert(seg.number, seg.embedding)
@@ -775,16 +384,16 @@ class MTMCore:
 
     def segment_of(self, seq: int) -> str | None:
         """The id of the segment holding the page of turn ``seq`` (None if not here)."""
-        return self._page_segment.get(seq)
+        return self._pages.segment_of.get(seq)
 
     def discard_page(self, seq: int) -> bool:
         """Remove one page without effects (it is archived already); see
         :meth:`discard_segment`. A segment left empty is removed too."""
-        sid = self._page_segment.get(seq)
+        sid = self._pages.segment_of.get(seq)
         if sid is None:
             return False
         seg = self._segments[sid]
-        i = _index_of(seg.pages, seq)
+        i = index_of(seg.pages, seq)
         page = seg.pages[i]
         del seg.pages[i]
         emb = seg.embs.pop(i)
@@ -792,9 +401,7 @@ class MTMCore:
             seg.emb_sum -= emb
         seg.kw_counts.subtract(page.keywords)
         seg.kw_counts = +seg.kw_counts
-        self._page_index.remove(seq)
-        self._unindex_text(page)
-        del self._page_segment[seq]
+        self._pages.remove(page)
         if not seg.pages:
             self._drop_segment(seg)
         else:
@@ -865,12 +472,12 @@ class MTMCore:
                 query asks about the past, a newer page of the answer that states a change
                 of what another said (:func:`~memoryos_actors.tiers.temporal.supersedes`)
                 is ranked just above it; a question in the first person
-                (:func:`~memoryos_actors.tiers._lex.asks_about_user`) adds
+                (:func:`~memoryos_actors.lexicon.asks_about_user`) adds
                 :data:`USER_SIDE_WEIGHT` times the BM25 of each page's query side.
             cold_window: hybrid mode only: counts (and, for small windows, returns) the
                 archived pages written in a time window, so they can be candidates.
             cold_rows: hybrid mode only: as ``cold_pages``, but what scoring needs of each
-                page (:class:`~memoryos_actors.store.cold.ColdRow`), for neighbouring turns.
+                page (:class:`~memoryos_actors.cold_items.ColdRow`), for neighbouring turns.
                 ``cold``'s items may be such rows too (with the query terms' ids); the
                 pages returned are then read in full through ``cold_pages``.
 
@@ -897,9 +504,19 @@ class MTMCore:
         if mode == "paper":
             visited, hits = self._search_paper(q, ranked, top_k)
         else:
-            visited, hits = self._search_hybrid(
-                q, kw, ranked, top_k, cold, cold_pages, query_text, t, cold_window, cold_rows
+            used, hits = self._hybrid.search(
+                q,
+                kw,
+                [(f, seg.segment_id) for f, seg in ranked],
+                top_k,
+                cold,
+                cold_pages,
+                query_text,
+                t,
+                cold_window,
+                cold_rows,
             )
+            visited = [(f, self._segments[sid]) for f, sid in used]
 
         seg_hits: list[SegmentHit] = []
         for f, seg in sorted(visited, key=lambda fs: (-fs[0], fs[1].number)):
@@ -909,17 +526,11 @@ class MTMCore:
             seg_hits.append(SegmentHit(seg.view(), f, f"segment {seg.segment_id} F={f:.2f}"))
         return MTMHits(mode, tuple(seg_hits), tuple(hits))  # type: ignore[arg-type]
 
-    def _page_cos(self, q: npt.NDArray[np.float32], seqs: list[int]) -> npt.NDArray[np.float64]:
-        if not seqs:
-            return np.zeros(0)
-        # Stored vectors are unit length (or zero), so the dot product is the cosine.
-        return np.clip(self._page_index.dots(q, seqs), -1.0, 1.0)
-
     def _search_paper(
-        self, q: npt.NDArray[np.float32], ranked: list[tuple[float, _Segment]], top_k: int
-    ) -> tuple[list[tuple[float, _Segment]], list[PageHit]]:
+        self, q: npt.NDArray[np.float32], ranked: list[tuple[float, Segment]], top_k: int
+    ) -> tuple[list[tuple[float, Segment]], list[PageHit]]:
         pool = [(f, seg, page) for f, seg in ranked for page in seg.pages]
-        cos = self._page_cos(q, [p.seq for _, _, p in pool])
+        cos = self._pages.cosines(q, [p.seq for _, _, p in pool])
         order = sorted(range(len(pool)), key=lambda i: (-cos[i], -pool[i][2].seq))[:top_k]
         hits = []
         for i in order:
@@ -932,418 +543,21 @@ class MTMCore:
             )
         return ranked, hits
 
-    def _search_hybrid(
-        self,
-        q: npt.NDArray[np.float32],
-        kw: frozenset[str],
-        ranked: list[tuple[float, _Segment]],
-        top_k: int,
-        cold: ColdCandidates | None = None,
-        cold_pages: Callable[[Iterable[int]], Mapping[int, ColdItem]] | None = None,
-        query_text: str = "",
-        now: float | None = None,
-        cold_window: ColdWindow | None = None,
-        cold_rows: Callable[[Iterable[int]], Mapping[int, ColdRow]] | None = None,
-    ) -> tuple[list[tuple[float, _Segment]], list[PageHit]]:
-        # Hundreds of candidates a query: their scores live in flat dicts of floats and
-        # their sources in bit flags, so a query leaves few objects for the garbage
-        # collector (whose full passes are most of this method's worst case).
-        if top_k <= 0:
-            return [], []
-        seg_f: dict[str, float] = {seg.segment_id: f for f, seg in ranked}
-        source: dict[int, int] = {}
-        for _, seg in ranked:
-            for page in seg.pages:
-                source[page.seq] = _SRC_SEGMENT
-        flat = self._page_index.candidates(q, max(CANDIDATE_FACTOR * top_k, MIN_CANDIDATES))
-        for seq in flat:
-            source[seq] = source.get(seq, 0) | _SRC_DENSE
-        qt = [stem(k) for k in kw]
-        # One BM25 over hot and cold pages: idf and average length of the union.
-        n_all = len(self._lex) + (cold.n_docs if cold is not None else 0)
-        total = self._lex.total_len + (cold.total_len if cold is not None else 0)
-        avg = total / n_all if n_all else 1.0
-        idf = {
-            t: bm25_idf(n_all, max(self._lex.df(t) + (cold.df_of(t) if cold else 0), 1))
-            for t in set(qt)
-        }
-        bm25 = self._lex.weighted_scores(idf, avg)
-        # A question in the first person is about the user: the user's own words (a page's
-        # query side) are scored again, with the same idf, normalised by their own length.
-        user_side = False
-        avg_user = 1.0
-        if USER_SIDE_WEIGHT > 0 and query_text and asks_about_user(query_text):
-            user_side = True
-            avg_user = self._user_side_length(cold)
-            for seq, v in self._lex_user.weighted_scores(idf, avg_user).items():
-                bm25[seq] = bm25.get(seq, 0.0) + USER_SIDE_WEIGHT * v
-        if bm25:
-            # The LEXICAL_CANDIDATES best (best BM25 first; equal ones, newer first).
-            hot_seqs = np.fromiter(bm25.keys(), dtype=np.int64, count=len(bm25))
-            hot_bm25 = np.fromiter(bm25.values(), dtype=np.float64, count=len(bm25))
-            best_hot = hot_seqs[np.lexsort((hot_seqs, hot_bm25))[::-1][:LEXICAL_CANDIDATES]]
-            for seq in best_hot.tolist():
-                source[seq] = source.get(seq, 0) | _SRC_BM25
-        archived: dict[int, ColdItem | ColdRow] = {}
-        keys, weights = list(idf), list(idf.values())
-        # The query terms' ids in the cold index's vocabulary: archived pages' terms are
-        # then counted from their stored ids (numpy), not searched for in their text.
-        key_ids = cold.ids_of(keys) if cold is not None else None
-
-        def cold_lexical(items: list[ColdItem | ColdRow]) -> list[float]:
-            """BM25 of archived pages, as the hot pages': all of them at once (bit for bit
-            what bm25_scorer gives each one, with the same idf in the same order)."""
-            if not items:
-                return []
-            limits = [_query_side(item) for item in items] if user_side else None
-            stored = [getattr(item, "term_ids", None) for item in items]
-            if key_ids is not None and None not in stored:
-                tf, lengths, head, heads = term_id_counts(stored, key_ids, limits)  # type: ignore[arg-type]
-            else:  # full items: the same counts from their terms
-                tf, lengths, head, heads = term_counts([item.terms for item in items], keys, limits)  # type: ignore[union-attr]
-            scores = bm25_scores(tf, lengths, weights, avg)
-            if head is not None and heads is not None:
-                scores = scores + USER_SIDE_WEIGHT * bm25_scores(head, heads, weights, avg_user)
-            return scores.tolist()
-
-        if cold is not None:
-            found = [
-                item
-                for item in cold.items
-                if item.seq is not None and item.seq not in self._page_segment
-            ]
-            for item, score in zip(found, cold_lexical(found), strict=True):
-                archived[item.seq] = item  # type: ignore[index]
-                bm25[item.seq] = score  # type: ignore[index]
-                source[item.seq] = source.get(item.seq, 0) | _SRC_ARCHIVE  # type: ignore[index]
-        window = time_window(query_text, now) if query_text and now is not None else None
-        window_bonus = 0.0
-        if window is not None:
-            window_bonus = self._window_candidates(
-                window, n_all, cold_window, source, archived, bm25, cold_lexical
-            )
-        if HYBRID_NEIGHBOR_WEIGHT > 0:
-            # Score the turn before and after each candidate too: an answer often sits
-            # next to the turn that shares the question's words.
-            for seq in list(source):
-                for n in (seq - 1, seq + 1):
-                    if n in self._page_segment and n not in source:
-                        source[n] = _SRC_NEIGHBOUR
-        # BM25 shares are of the best BM25 of these candidates (fetched neighbours, below,
-        # are scored against it too).
-        rows, best_bm25 = self._score_rows(sorted(source), q, kw, bm25, None, seg_f, archived)
-        if HYBRID_NEIGHBOR_WEIGHT > 0 and cold_pages is not None and len(rows.seqs):
-            # Archived neighbours: fetched only around the strongest candidates (a
-            # neighbour matters when it, or the page beside it, can reach the top_k).
-            # Best base score first, equal ones in seq order (as heapq.nlargest over the
-            # candidates in seq order).
-            n_pool = max(_NEIGHBOUR_FETCH_FACTOR * top_k, _NEIGHBOUR_FETCH_MIN)
-            pool = rows.seqs[np.argsort(-rows.base, kind="stable")[:n_pool]].tolist()
-            scored = set(rows.seqs.tolist())
-            wanted = {
-                n
-                for seq in pool
-                for n in (seq - 1, seq + 1)
-                if n > 0 and n not in scored and n not in self._page_segment
-            }
-            fetched = (cold_rows or cold_pages)(wanted) if wanted else {}
-            fresh = [
-                (n, item)
-                for n, item in fetched.items()
-                if n not in self._page_segment and n not in scored
-            ]
-            lexical = (
-                cold_lexical([item for _, item in fresh])
-                if cold is not None
-                else [0.0] * len(fresh)
-            )
-            for (n, item), score in zip(fresh, lexical, strict=True):
-                archived[n] = item
-                bm25[n] = score
-                source[n] = _SRC_NEIGHBOUR
-            if fresh:
-                more, _ = self._score_rows(
-                    sorted(n for n, _ in fresh), q, kw, bm25, best_bm25, seg_f, archived
-                )
-                rows = rows.concat(more).take(
-                    np.argsort(np.concatenate((rows.seqs, more.seqs)), kind="stable")
-                )
-        seqs = rows.seqs
-        near = _neighbour_bests(seqs, rows.base, rows.chars)
-        final = fused_score_array(seqs, rows.base, rows.chars)
-        notes: dict[int, str] = {}
-        if window is not None:
-            inside = (rows.times >= window[0]) & (rows.times < window[1])
-            final = np.where(inside, final + window_bonus, final)
-            for seq in seqs[inside].tolist():
-                notes[seq] = f" + {window_bonus:.2f} in the time window the query names"
-        # Best first; equal scores, newer first. The supersede pass only reorders the
-        # answer: which pages are returned is decided by relevance alone.
-        top = np.lexsort((seqs, final))[::-1][:top_k]
-        order: list[int] = seqs[top].tolist()
-        final_of: dict[int, float] = dict(zip(order, final[top].tolist(), strict=True))
-        lexical_best, lexical_score = -1, 0.0
-        if len(seqs):
-            i = int(np.lexsort((seqs, rows.bm25))[-1])
-            lexical_best, lexical_score = int(seqs[i]), float(rows.bm25[i])
-        # Archived pages read as scoring rows: the ones that can be returned, read in full.
-        light = [
-            seq for seq in (*order, lexical_best) if seq in archived and not archived[seq].complete
-        ]
-        if light:
-            full = cold_pages(light) if cold_pages is not None else {}
-            for seq in light:
-                if seq in full:
-                    archived[seq] = full[seq]
-            # A page deleted since it was scored is not returned.
-            order = [seq for seq in order if seq not in archived or archived[seq].complete]
-            if lexical_best in archived and not archived[lexical_best].complete:
-                lexical_score = 0.0
-        if query_text and not asks_about_past(query_text):
-            order = self._supersede(order, final_of, qt, archived, notes, bm25)
-        # Fusion must not bury the strongest lexical match: it keeps a place in the answer.
-        if order and lexical_score > 0 and lexical_best not in final_of:
-            last = order[-1]
-            final_of[lexical_best] = final_of[last]
-            notes[lexical_best] = (
-                notes.get(lexical_best, "") + "; kept in the answer: the best lexical match"
-            )
-            order[-1] = lexical_best
-        row_of = {seq: i for i, seq in enumerate(seqs.tolist())}
-        hits: list[PageHit] = []
-        visited: dict[str, tuple[float, _Segment]] = {}
-        for seq in order:
-            score = final_of[seq]
-            i = row_of[seq]
-            beside = float(near[i])
-            lex, c = float(rows.lex[i]), float(rows.cos[i])
-            j, f = float(rows.kw[i]), float(rows.seg[i])
-            terms_ = (
-                f"{HYBRID_LEXICAL_WEIGHT:g}*bm25={lex:.2f} + {HYBRID_DENSE_WEIGHT:g}*cos={c:.2f}"
-                f" + {HYBRID_KEYWORD_WEIGHT:g}*kw={j:.2f}{notes.get(seq, '')}"
-            )
-            if user_side:
-                terms_ += " (bm25 counts the user's words twice: a question in the first person)"
-            via = "+".join(sorted(name for bit, name in _SRC_NAMES if source[seq] & bit))
-            if seq in archived:
-                item = _full(archived[seq])
-                sid = item.segment_id or "archive"
-                why = (
-                    f"archive (archive record {item.archive_seq}, was in segment {sid}) via "
-                    f"{via}: {terms_} + {HYBRID_NEIGHBOR_WEIGHT:g}*neighbour={beside:.2f}"
-                )
-                hits.append(PageHit(Page.from_dict(item.record), sid, score, why, "archive"))
-                continue
-            sid = self._page_segment[seq]
-            seg = self._segments[sid]
-            page = seg.pages[_index_of(seg.pages, seq)]
-            why = (
-                f"hybrid via {via}: {terms_}"
-                f" + {HYBRID_SEGMENT_WEIGHT:g}*segment {sid} F={f:.2f}"
-                f" + {HYBRID_NEIGHBOR_WEIGHT:g}*neighbour={beside:.2f}"
-            )
-            hits.append(PageHit(page, sid, score, why))
-            visited.setdefault(sid, (f, seg))
-        return list(visited.values()), hits
-
-    def _user_side_length(self, cold: ColdCandidates | None) -> float:
-        """Average length (terms) of a page's query side: over the hot pages, or over the
-        cold candidates when MTM holds none."""
-        if len(self._lex_user):
-            return self._lex_user.total_len / len(self._lex_user)
-        known = [
-            item.query_terms
-            for item in (cold.items if cold else ())
-            if item.query_terms is not None
-        ]
-        return sum(known) / len(known) if known and sum(known) else 1.0
-
-    def _window_candidates(
-        self,
-        window: tuple[float, float],
-        n_all: int,
-        cold_window: ColdWindow | None,
-        source: dict[int, int],
-        archived: dict[int, ColdItem | ColdRow],
-        bm25: dict[int, float],
-        cold_lexical: Callable[[list[ColdItem | ColdRow]], list[float]],
-    ) -> float:
-        """The bonus of a page in the time window a query names, and (when the window holds
-        at most WINDOW_CANDIDATES pages) every page in it added to the candidates.
-
-        The bonus is ``TIME_WINDOW_WEIGHT`` times the window's BM25 idf as a share of the
-        idf of a term in one page: a day with a handful of pages tells far more than a
-        month with hundreds, exactly as a rare word does."""
-        lo = bisect.bisect_left(self._times, (window[0], -1))
-        hi = bisect.bisect_left(self._times, (window[1], -1))
-        n_cold, cold_in = (
-            cold_window(window[0], window[1], WINDOW_CANDIDATES)
-            if cold_window is not None
-            else (0, {})
-        )
-        n_window = hi - lo + n_cold
-        if not n_window or n_all <= 0:
-            return 0.0
-        if n_window <= WINDOW_CANDIDATES:
-            for _, seq in self._times[lo:hi]:
-                source[seq] = source.get(seq, 0) | _SRC_TIME
-            new = [
-                (seq, item)
-                for seq, item in cold_in.items()
-                if seq not in self._page_segment and seq not in archived
-            ]
-            for (seq, item), score in zip(new, cold_lexical([i for _, i in new]), strict=True):
-                archived[seq] = item
-                bm25[seq] = score
-            for seq in cold_in:
-                if seq not in self._page_segment:
-                    source[seq] = source.get(seq, 0) | _SRC_TIME
-        return TIME_WINDOW_WEIGHT * bm25_idf(n_all, n_window) / bm25_idf(n_all, 1)
-
-    def _score_rows(
-        self,
-        seqs: list[int],
-        q: npt.NDArray[np.float32],
-        kw: frozenset[str],
-        bm25: Mapping[int, float],
-        best_bm25: float | None,
-        seg_f: dict[str, float],
-        archived: Mapping[int, ColdItem | ColdRow],
-    ) -> tuple[_Rows, float]:
-        """The rows (:class:`_Rows`) of ``seqs`` (ascending): base score of each and its
-        parts, raw BM25, length and time; the segment F_score of hot candidates' segments
-        not ranked yet goes into ``seg_f``. The BM25 share is of ``best_bm25``, or when it
-        is None of the best BM25 of ``seqs`` (1 when none is above 0); returns the rows
-        and the best used."""
-        hot = [x for x in seqs if x not in archived]
-        cold = [x for x in seqs if x in archived]
-        cos = np.empty(len(hot) + len(cold), dtype=np.float64)
-        cos[: len(hot)] = self._page_cos(q, hot)
-        if cold:
-            embs = [archived[x].embedding for x in cold]
-            if all(e is not None and e.shape == (self._dim,) for e in embs):
-                mat = np.stack(embs).astype(np.float32, copy=False)  # type: ignore[arg-type]
-            else:  # an archived page without an embedding has cosine 0
-                mat = np.zeros((len(cold), self._dim), dtype=np.float32)
-                for i, emb in enumerate(embs):
-                    if emb is not None and emb.shape == (self._dim,):
-                        mat[i] = emb
-            cos[len(hot) :] = np.clip(mat.astype(np.float64) @ q.astype(np.float64), -1.0, 1.0)
-        # F_score of the segments of hot candidates not ranked yet: one matrix product.
-        page_segment = self._page_segment
-        sids = [page_segment[x] for x in hot]
-        unscored = list({sid: None for sid in sids if sid not in seg_f})
-        if unscored:
-            segs = [self._segments[sid] for sid in unscored]
-            seg_cos = np.clip(self._seg_index.dots(q, [seg.number for seg in segs]), -1.0, 1.0)
-            for sid, seg, c in zip(unscored, segs, seg_cos.tolist(), strict=True):
-                seg_f[sid] = c + jaccard(seg.keywords, kw)
-        info = self._page_info
-        hot_info = [info[x] for x in hot]
-        cold_items = [archived[x] for x in cold]
-        # An archived page's segment is gone: no segment F_score term (0).
-        seg = np.array([seg_f[sid] for sid in sids] + [0.0] * len(cold), dtype=np.float64)
-        chars = np.array(
-            [c for c, _, _ in hot_info] + [i.chars for i in cold_items], dtype=np.int64
-        )
-        times = np.array(
-            [t for _, _, t in hot_info] + [i.timestamp for i in cold_items], dtype=np.float64
-        )
-        # jaccard(kw, page keywords), inline: |a & b| / |a | b| with |a | b| counted as
-        # |a| + |b| - |a & b| (the same integers, so the same quotient).
-        n_kw = len(kw)
-        page_kws = [k for _, k, _ in hot_info] + [i.keywords for i in cold_items]
-        kws = np.array(
-            [
-                0.0 if kw.isdisjoint(k) else (shared := len(kw & k)) / (n_kw + len(k) - shared)
-                for k in page_kws
-            ],
-            dtype=np.float64,
-        )
-        order = hot + cold
-        raw = np.array([bm25.get(x, 0.0) for x in order], dtype=np.float64)
-        if best_bm25 is None:
-            best_bm25 = (float(raw.max()) if len(raw) else 0.0) or 1.0
-        lex = np.minimum(raw / best_bm25, 1.0)
-        rows = _Rows(
-            np.array(order, dtype=np.int64),
-            base_scores(lex, cos, kws, seg),
-            raw,
-            chars,
-            cos,
-            kws,
-            lex,
-            seg,
-            times,
-        )
-        return rows.take(np.argsort(rows.seqs, kind="stable")), best_bm25
-
-    def _cand_facts(
-        self, seq: int, archived: Mapping[int, ColdItem | ColdRow]
-    ) -> tuple[str, float, str, Iterable[str]]:
-        """``(page id, time, text, index terms)`` of a candidate page, hot or archived
-        (archived ones from the index row: no record is decoded)."""
-        found = archived.get(seq)
-        if found is not None:
-            item = _full(found)
-            return item.item_id, item.timestamp, item.text, item.terms
-        seg = self._segments[self._page_segment[seq]]
-        page = seg.pages[_index_of(seg.pages, seq)]
-        text = f"{page.query} {page.response}"
-        return page.page_id, page.timestamp, text, self._lex.doc_terms(seq) or terms(text)
-
-    def _supersede(
-        self,
-        order: list[int],
-        final: dict[int, float],
-        qt: list[str],
-        archived: Mapping[int, ColdItem | ColdRow],
-        notes: dict[int, str],
-        lexical: Mapping[int, float],
-    ) -> list[int]:
-        """Rank a newer page that states a change right above the older page it supersedes.
-
-        ``order`` is the answer, best first (``top_k`` pages: pairs cost O(top_k²)); the
-        pass changes their order, never which pages they are. Best first, each page is superseded by at most one page ranked below
-        it: the newest that :func:`~memoryos_actors.tiers.temporal.supersedes` it and
-        matches the query at least :data:`SUPERSEDE_LEXICAL_SHARE` as well (lexically); that
-        page's score in ``final`` is raised to just above it, once (no chains of lifts).
-        Returns the new order.
-        """
-        info = [self._cand_facts(seq, archived) for seq in order]
-        lifted: set[int] = set()
-        for i, (old_id, old_time, _old_text, old_terms) in enumerate(info):
-            old = order[i]
-            if old in lifted:
-                continue
-            floor = SUPERSEDE_LEXICAL_SHARE * lexical.get(old, 0.0)
-            best: tuple[float, int] | None = None
-            for k, (_new_id, new_time, new_text, new_terms) in enumerate(info):
-                new = order[k]
-                if (
-                    k == i
-                    or new in lifted
-                    or final[new] > final[old]
-                    or lexical.get(new, 0.0) < floor
-                ):
-                    continue
-                if supersedes(new_terms, new_time, new_text, old_terms, old_time, qt) and (
-                    best is None or new_time > best[0]
-                ):
-                    best = (new_time, new)
-            if best is not None:
-                new = best[1]
-                final[new] = final[old] + SUPERSEDE_MARGIN
-                lifted.add(new)
-                notes[new] = (
-                    notes.get(new, "")
-                    + f"; supersedes {old_id} (newer, states a change), ranked above it"
-                )
-        if not lifted:
-            return order
-        return sorted(order, key=lambda x: (-final[x], -x))
-
     # ------------------------------------------------------------------ inspection
+
+    def page(self, seq: int) -> Page:
+        """The held page of turn ``seq`` (KeyError if it is not held)."""
+        seg = self._segments[self._pages.segment_of[seq]]
+        return seg.pages[index_of(seg.pages, seq)]
+
+    def segment_fscores(
+        self, q: npt.NDArray[np.float32], kw: frozenset[str], segment_ids: list[str]
+    ) -> list[float]:
+        """F_score(segment, query) of each of ``segment_ids`` (held segments), in order:
+        cos(e_s, ``q``) + Jaccard(K_s, ``kw``), the cosines in one matrix product."""
+        segs = [self._segments[sid] for sid in segment_ids]
+        cos = np.clip(self._seg_index.dots(q, [seg.number for seg in segs]), -1.0, 1.0)
+        return [c + jaccard(seg.keywords, kw) for seg, c in zip(segs, cos.tolist(), strict=True)]
 
     def segments(self) -> list[SegmentView]:
         """Every segment, oldest first."""
@@ -1361,7 +575,7 @@ class MTMCore:
 
     def page_ids(self) -> tuple[str, ...]:
         """Ids of every page held, by seq."""
-        return tuple(f"p{seq}" for seq in sorted(self._page_segment))
+        return tuple(f"p{seq}" for seq in sorted(self._pages.segment_of))
 
     # ------------------------------------------------------------------ persistence
 
@@ -1374,7 +588,7 @@ class MTMCore:
             "max_seq": self._max_seq,
             "next_segment": self._next_segment,
             "chains": [[c, sid] for c, sid in self._chains.items()],
-            "page_graph": self._page_index.graph_bytes(),
+            "page_graph": self._pages.vectors.graph_bytes(),
             "segment_graph": self._seg_index.graph_bytes(),
             "segments": [
                 {
@@ -1425,14 +639,13 @@ class MTMCore:
             for s in state["segments"]:
                 pages = [Page.from_dict(p) for p in s["pages"]]
                 embs = np.frombuffer(s["embeddings"], dtype="<f4").reshape(len(pages), stored_dim)
-                seg = _Segment(int(s["number"]), float(s["created"]))
+                seg = Segment(int(s["number"]), float(s["created"]))
                 for page, emb in zip(pages, embs, strict=True):
                     e = emb.astype(np.float32)
                     e.flags.writeable = False
                     seg.add(page, e)
-                    core._page_segment[page.seq] = seg.segment_id
+                    core._pages.add(page, seg.segment_id, None)
                     page_vecs[page.seq] = e
-                    core._index_text(page)
                 seg.summary = s["summary"]
                 seg.summary_kw = normalize_keywords(s["summary_keywords"])
                 seg.n_visit = int(s["n_visit"])
@@ -1443,22 +656,10 @@ class MTMCore:
                 core._segments[seg.segment_id] = seg
                 seg_vecs[seg.number] = seg.embedding
             # Saved hnswlib graphs load far faster than they build; older states have none.
-            core._page_index.restore(page_vecs, state.get("page_graph"))
+            core._pages.vectors.restore(page_vecs, state.get("page_graph"))
             core._seg_index.restore(seg_vecs, state.get("segment_graph"))
         except (KeyError, TypeError, ValueError, RuntimeError) as exc:
             if isinstance(exc, InvalidInput):
                 raise
             raise InvalidInput(f"malformed MTM state: {exc!r}") from None
         return core
-
-
-def _index_of(pages: list[Page], seq: int) -> int:
-    # Pages in a segment are in ascending seq order: binary search.
-    lo, hi = 0, len(pages)
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if pages[mid].seq < seq:
-            lo = mid + 1
-        else:
-            hi = mid
-    return lo

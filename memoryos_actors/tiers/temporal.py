@@ -286,7 +286,7 @@ def has_change_cue(text: str) -> bool:
 
 
 def _cue_terms() -> frozenset[str]:
-    from memoryos_actors.tiers._lex import stem
+    from memoryos_actors.lexicon import stem
 
     return frozenset(stem(cue) for cue in CHANGE_CUES)
 
@@ -295,7 +295,7 @@ def _cue_terms() -> frozenset[str]:
 def changed_terms(text: str, query_terms: frozenset[str]) -> frozenset[str]:
     """The ``query_terms`` (stemmed index terms) that share a sentence of ``text`` with a
     change cue: what the text says has changed ("I moved, now I live in Berlin": live)."""
-    from memoryos_actors.tiers._lex import terms
+    from memoryos_actors.lexicon import terms
 
     found: set[str] = set()
     for sentence in split_sentences(text):
@@ -320,7 +320,7 @@ def supersedes(
     word of it); the newer page
     matches every one of those; and a sentence of the newer page holds one of them and a
     change cue (:func:`changed_terms`). Terms are the stemmed index terms of
-    :func:`~memoryos_actors.tiers._lex.terms`.
+    :func:`~memoryos_actors.lexicon.terms`.
     """
     if newer_time <= older_time:
         return False

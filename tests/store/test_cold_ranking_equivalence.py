@@ -1,8 +1,8 @@
 """Hybrid retrieval over a real cold index ranks exactly as over plainly split candidates.
 
 The cold index hands MTM its candidates with their terms as the stored string
-(:class:`~memoryos_actors.tiers._lex.TermString`), counted without splitting, or as
-narrow scoring rows (:class:`~memoryos_actors.store.cold.ColdRow`: terms as vocabulary ids,
+(:class:`~memoryos_actors.lexicon.TermString`), counted without splitting, or as
+narrow scoring rows (:class:`~memoryos_actors.cold_items.ColdRow`: terms as vocabulary ids,
 no text, the returned pages read in full afterwards); the straightforward reference gives
 the same candidates with their terms split into a tuple.
 On a hand-made history whose pages mostly left the hot tiers, every question (first person
@@ -20,12 +20,13 @@ from typing import Any
 
 from memoryos_actors import MemoryConfig, MemoryOS
 from memoryos_actors.clock import ManualClock
+from memoryos_actors.cold_items import ColdCandidates, ColdItem, ColdRow
 from memoryos_actors.gateway.embedders import make_embedder
-from memoryos_actors.store.cold import ColdCandidates, ColdItem, ColdRow
+from memoryos_actors.lexicon import TermString, stem
 from memoryos_actors.store.userstore import UserStore
 from memoryos_actors.text import keywords
-from memoryos_actors.tiers._lex import TermString, stem
-from memoryos_actors.tiers.mtm import LEXICAL_CANDIDATES, MTMCore
+from memoryos_actors.tiers.hybrid import LEXICAL_CANDIDATES
+from memoryos_actors.tiers.mtm import MTMCore
 
 USER = "ada"
 DAY = 86_400.0

@@ -11,9 +11,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from memoryos_actors.lexicon import CorpusStats, LexIndex, bm25_score, terms
 from memoryos_actors.store import UserStore
-from memoryos_actors.store.cold import COLD_FILE, emb_to_f16
-from memoryos_actors.tiers._lex import CorpusStats, LexIndex, bm25_score, terms
+from memoryos_actors.store.archived import emb_to_f16
+from memoryos_actors.store.cold import COLD_FILE
 
 
 def _page(seq: int, query: str, response: str = "ok", ts: float = 1000.0) -> dict[str, Any]:

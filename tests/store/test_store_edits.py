@@ -13,7 +13,8 @@ from hypothesis import strategies as st
 
 from memoryos_actors.errors import InvalidInput
 from memoryos_actors.store import UserStore
-from memoryos_actors.store.cold import COLD_FILE, emb_to_f16
+from memoryos_actors.store.archived import emb_to_f16
+from memoryos_actors.store.cold import COLD_FILE
 from memoryos_actors.store.edits import EditLog, MemoryRef, cold_item_id, parse_memory_id
 
 keys = st.text(st.characters(blacklist_categories=("Cs",)), min_size=1, max_size=20)

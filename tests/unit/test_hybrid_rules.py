@@ -13,8 +13,8 @@ from strategies import basis_vector
 
 from memoryos_actors.clock import ManualClock
 from memoryos_actors.config import MemoryConfig
+from memoryos_actors.lexicon import LexIndex, stem, terms
 from memoryos_actors.messages import Page
-from memoryos_actors.tiers._lex import LexIndex, stem, terms
 from memoryos_actors.tiers.mtm import MTMCore
 from memoryos_actors.tiers.temporal import time_window
 
@@ -64,7 +64,7 @@ def test_a_question_about_last_saturday_finds_the_page_of_that_day() -> None:
 
 
 def test_an_archived_page_of_the_day_a_question_names_is_a_candidate() -> None:
-    from memoryos_actors.store.cold import ColdItem
+    from memoryos_actors.cold_items import ColdItem
 
     mtm = _core()
     for seq in range(10, 20):
@@ -339,7 +339,7 @@ def _rank(final: dict[int, float], seq: int) -> int:
     rise=st.floats(1e-6, 2.0),
 )
 def test_fusion_is_monotone_in_each_source(seqs, data, source, rise) -> None:
-    from memoryos_actors.tiers.mtm import base_score, fused_scores
+    from memoryos_actors.tiers.fusion import base_score, fused_scores
 
     parts = {seq: data.draw(_PARTS) for seq in seqs}
     target = data.draw(st.sampled_from(seqs))
@@ -365,7 +365,12 @@ def test_fusion_over_arrays_equals_the_pure_functions_exactly(seqs, data) -> Non
     for bit (so the ranking, ties included, is theirs)."""
     import numpy as np
 
-    from memoryos_actors.tiers.mtm import base_score, base_scores, fused_score_array, fused_scores
+    from memoryos_actors.tiers.fusion import (
+        base_score,
+        base_scores,
+        fused_score_array,
+        fused_scores,
+    )
 
     seqs = sorted(seqs)
     parts = [data.draw(_PARTS) for _ in seqs]

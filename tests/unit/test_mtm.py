@@ -15,7 +15,8 @@ from memoryos_actors.config import MemoryConfig
 from memoryos_actors.errors import ConfigError, EmbedderMismatch, InvalidInput
 from memoryos_actors.messages import Page
 from memoryos_actors.scoring import f_score
-from memoryos_actors.tiers.mtm import MIN_CANDIDATES, MTMCore
+from memoryos_actors.tiers.hybrid import MIN_CANDIDATES
+from memoryos_actors.tiers.mtm import MTMCore
 from memoryos_actors.tiers.stm import STMCore
 
 DIM = 8
@@ -250,7 +251,7 @@ def test_paper_search_segment_scores_are_exact_f_scores() -> None:
     for sid, _ in views.items():
         rec = mtm.segment(sid)
         assert rec is not None
-        emb = mtm._page_index.vector(rec.pages[0].seq)
+        emb = mtm._pages.vectors.vector(rec.pages[0].seq)
         expected.append((f_score(emb, q, rec.keywords, frozenset({"k1"})), sid))
     expected.sort(key=lambda x: -x[0])
     assert [h.segment.segment_id for h in hits.segments] == [sid for _, sid in expected[:3]]
@@ -492,8 +493,8 @@ def test_restored_core_loads_saved_graphs_and_searches_like_the_live_one() -> No
 
 
 def _cold_item(seq: int, text: str, emb: np.ndarray | None, sid: str = "s9"):
-    from memoryos_actors.store.cold import ColdItem
-    from memoryos_actors.tiers._lex import terms
+    from memoryos_actors.cold_items import ColdItem
+    from memoryos_actors.lexicon import terms
 
     page = Page.create("u", seq, text, "ok", 500.0 + seq)
     return ColdItem(
@@ -512,7 +513,7 @@ def _cold_item(seq: int, text: str, emb: np.ndarray | None, sid: str = "s9"):
 
 
 def _cold(items, hot_docs: int = 0):
-    from memoryos_actors.store.cold import ColdCandidates
+    from memoryos_actors.cold_items import ColdCandidates
 
     df: Counter[str] = Counter()
     for it in items:

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from memoryos_actors.tiers._lex import terms
+from memoryos_actors.lexicon import terms
 from memoryos_actors.tiers.temporal import asks_about_past, supersedes, time_window
 
 DAY = 86_400.0

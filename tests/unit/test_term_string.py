@@ -6,7 +6,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memoryos_actors.tiers._lex import TermString, bm25_scorer, terms
+from memoryos_actors.lexicon import TermString, bm25_scorer, terms
 
 # Few distinct terms, some prefixes of others ("b", "bb", "bbb") and one with an
 # apostrophe, so lists are full of repeats, neighbouring equal terms and near matches.
@@ -66,22 +66,6 @@ def test_terms_of_real_text_survive_the_round_trip_through_their_string() -> Non
         assert ts.count(word) == words.count(word)
 
 
-@settings(max_examples=200, deadline=None)
-@given(
-    st.lists(term_lists, max_size=6),
-    st.lists(probes, max_size=6),
-    st.integers(min_value=0, max_value=30),
-)
-def test_terms_found_for_many_strings_at_once_count_as_found_one_by_one(
-    docs: list[list[str]], asked: list[str], cut: int
-) -> None:
-    strings = [TermString(" ".join(words)) for words in docs]
-    TermString.find_all(strings, asked)
-    for ts, words in zip(strings, docs, strict=True):
-        assert ts.counts(asked) == [words.count(p) for p in asked]
-        assert ts[:cut].counts(asked) == [words[:cut].count(p) for p in asked]
-
-
 @settings(max_examples=300, deadline=None)
 @given(
     st.lists(st.tuples(term_lists, st.integers(min_value=0, max_value=30)), max_size=8),
@@ -91,7 +75,7 @@ def test_terms_found_for_many_strings_at_once_count_as_found_one_by_one(
 def test_counts_of_many_documents_at_once_are_each_documents_own(
     docs: list[tuple[list[str], int]], asked: list[str], as_strings: bool
 ) -> None:
-    from memoryos_actors.tiers._lex import term_counts
+    from memoryos_actors.lexicon import term_counts
 
     # Stored strings, or plain tuples (a document need not come from the cold index).
     seqs = [TermString(" ".join(w)) if as_strings else tuple(w) for w, _ in docs]
@@ -117,7 +101,7 @@ def test_counts_of_many_documents_at_once_are_each_documents_own(
 def test_bm25_of_many_documents_at_once_equals_each_ones_bm25_exactly(
     docs: list[tuple[list[str], int]], query: list[str], avg_len: float, avg_head: float
 ) -> None:
-    from memoryos_actors.tiers._lex import bm25_idf, bm25_scores, term_counts
+    from memoryos_actors.lexicon import bm25_idf, bm25_scores, term_counts
 
     idf = {t: bm25_idf(100, 1 + VOCAB.index(t)) for t in dict.fromkeys(query)}
     score = bm25_scorer(query, 100, avg_len, {}, idf=idf)
@@ -144,7 +128,7 @@ def test_counts_from_term_ids_are_the_counts_from_the_terms(
 ) -> None:
     import numpy as np
 
-    from memoryos_actors.tiers._lex import TERM_ID_DTYPE, term_counts, term_id_counts
+    from memoryos_actors.lexicon import TERM_ID_DTYPE, term_counts, term_id_counts
 
     # A vocabulary with ids in any order (an index numbers terms as it first meets them).
     ids = list(range(len(VOCAB)))

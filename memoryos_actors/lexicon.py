@@ -1,22 +1,24 @@
-"""An incremental Okapi BM25 index over the pages MTM holds (used by hybrid retrieval).
+"""Terms and BM25: tokenising, stemming and Okapi BM25 scoring, beside :mod:`~memoryos_actors.text`.
 
-Pages come and go (segments are evicted, full segments push out old pages), so the index
-keeps postings per term and updates document frequencies and the average length as pages
-are added and removed. Scoring is exact over every page that shares a term with the query.
-Terms are lower-case words minus stop words, lightly stemmed (:func:`stem`) so that "hikes",
-"hiking" and "hiked" meet.
+A leaf module (it imports only :mod:`memoryos_actors.text`): the MTM tier's incremental
+index over the pages it holds (:class:`LexIndex`) and the cold index over archived pages
+(:mod:`memoryos_actors.store.cold`) share one notion of a term and one BM25. Pages come and
+go (segments are evicted, full segments push out old pages), so :class:`LexIndex` keeps
+postings per term and updates document frequencies and the average length as pages are
+added and removed; scoring is exact over every page that shares a term with the query.
+Terms are lower-case words minus stop words, lightly stemmed (:func:`stem`) so that
+"hikes", "hiking" and "hiked" meet.
 """
 
 from __future__ import annotations
 
-import bisect
 import math
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, overload
 
-from ..text import STOPWORDS, tokenize
+from memoryos_actors.text import STOPWORDS, tokenize
 
 if TYPE_CHECKING:
     import numpy as np
@@ -194,36 +196,6 @@ class TermString(Sequence[str]):
         # space before each term's leading space).
         spaced, limit = self._spaced or f" {self.text} ", self._limit
         return sum(1 for pos in found if spaced.count(" ", 0, pos) < limit)
-
-    @staticmethod
-    def find_all(strings: Sequence[TermString], terms_: Iterable[str]) -> None:
-        """Look up each of ``terms_`` in all of ``strings`` at once (what :meth:`count`
-        would find in each, kept for it): one scan of their joined text per term instead
-        of one per string and term. For the cold candidates of a query, which are then
-        scored for its terms."""
-        wanted = [t for t in dict.fromkeys(terms_) if isinstance(t, str) and t and " " not in t]
-        if not strings or not wanted:
-            return
-        # Each string as " text ", end to end: a match (" term ") never spans two of
-        # them, and its offset minus its string's start is its offset in that one.
-        starts: list[int] = []
-        at = 0
-        for ts in strings:
-            starts.append(at)
-            at += len(ts.text) + 2
-        joined = "".join([f" {ts.text} " for ts in strings])
-        for term in wanted:
-            pattern = f" {term} "
-            step = len(pattern) - 1  # equal neighbours share the space between them
-            hits: dict[int, list[int]] = {}
-            pos = joined.find(pattern)
-            while pos >= 0:
-                i = bisect.bisect_right(starts, pos) - 1
-                hits.setdefault(i, []).append(pos - starts[i])
-                pos = joined.find(pattern, pos + step)
-            for i, ts in enumerate(strings):
-                found = hits.get(i)
-                ts._found[term] = tuple(found) if found else ()
 
     def counts(self, terms_: Sequence[str]) -> list[int]:
         """:meth:`count` of each of ``terms_``, in order: one call for a query's terms,
