@@ -364,7 +364,7 @@ def run_trial(
         done.set()
         life.join()
         flood.stop()
-        result.activation_ms = list(mem._activation_ms)  # noqa: SLF001 - bench reads samples
+        result.activation_ms = mem._lifecycle.activation_samples()  # noqa: SLF001 - bench reads samples
     finally:
         mem.close()
     result.acked = len(acks)

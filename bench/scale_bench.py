@@ -85,7 +85,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             first_pass_s = time.perf_counter() - t0
             # The facade keeps its last 10,000 activation times (stats() percentiles): the
             # first pass's are copied now, the revisit's are the newest ones at the end.
-            first_acts = list(mem._activation_ms)  # noqa: SLF001 - the bench reads raw samples
+            first_acts = mem._lifecycle.activation_samples()  # noqa: SLF001 - the bench reads raw samples
             first_n = mem.stats()["activations"]
             revisit = list(range(0, args.users, max(1, round(1 / args.revisit))))
 
@@ -98,7 +98,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             total_s = time.perf_counter() - t0
             stats = mem.stats()
             again_n = stats["activations"] - first_n
-            again_acts = list(mem._activation_ms)[-again_n:] if again_n else []  # noqa: SLF001
+            again_acts = mem._lifecycle.activation_samples()[-again_n:] if again_n else []  # noqa: SLF001
     acts = first_acts + again_acts
     stop.set()
     sampler.join()

@@ -72,6 +72,8 @@ _check_supervisor_package()
 _EXPORTS: dict[str, str] = {
     "MemoryOS": "memoryos_actors.system",
     "AsyncMemoryOS": "memoryos_actors.aio",
+    "MemoryAPI": "memoryos_actors.api",
+    "AsyncMemoryAPI": "memoryos_actors.api",
     "ChatReply": "memoryos_actors.reports",
     "ForgetReport": "memoryos_actors.reports",
     "RepairReport": "memoryos_actors.reports",
@@ -122,6 +124,7 @@ __all__ = [
     "ActorCrashed",
     "AgentProfile",
     "ArchivedMemories",
+    "AsyncMemoryAPI",
     "AsyncMemoryOS",
     "ChatReply",
     "Clock",
@@ -137,6 +140,7 @@ __all__ = [
     "InvalidInput",
     "ManualClock",
     "Memory",
+    "MemoryAPI",
     "MemoryConfig",
     "MemoryContext",
     "MemoryEvent",
@@ -165,44 +169,9 @@ __all__ = [
     "doctor",
 ]
 
-# The public methods of MemoryOS, which AsyncMemoryOS offers as coroutines (``open`` is a
-# classmethod of both). The README's API list and tests/docs/test_public_api.py check
-# against this one list: add a facade method here, to both facades and to the README.
-_FACADE_METHODS: tuple[str, ...] = (
-    "open",
-    "add_turn",
-    "retrieve",
-    "chat",
-    "chat_reply",
-    "set_user_profile",
-    "set_agent_profile",
-    "stats",
-    "users",
-    "active_users",
-    "user_state",
-    "tree",
-    "archive",
-    "stored_page_ids",
-    "flush",
-    "export_user",
-    "import_user",
-    "forget_user",
-    "repair_user",
-    "passivate",
-    "user_phase",
-    "user_epoch",
-    "kill_actor",
-    "memories",
-    "archived_memories",
-    "get_memory",
-    "delete_memory",
-    "correct_memory",
-    "memory_history",
-    "close",
-)
-
 if TYPE_CHECKING:
     from .aio import AsyncMemoryOS
+    from .api import AsyncMemoryAPI, MemoryAPI
     from .checkup import DoctorCheck, DoctorReport, doctor
     from .clock import Clock, ManualClock, SystemClock
     from .config import MemoryConfig

@@ -1,7 +1,8 @@
-"""User activation and passivation: the part of :class:`~memoryos_actors.system.MemoryOS`
-that moves a user between passive (files only) and active (a live actor group), through
-the user directory (:mod:`memoryos_actors.directory`). A mixin: it uses the facade's
-attributes (``_dir``, ``config``, ``registry``, ``_users_sup``, ...).
+"""User activation and passivation: :class:`Lifecycle` moves a user between passive (files
+only) and active (a live actor group), through the user directory
+(:mod:`memoryos_actors.directory`), and runs every call of a user (:meth:`Lifecycle.call`:
+bounded, activating the user if needed). It works on the facade's
+:class:`~memoryos_actors.core.SystemCore`.
 """
 
 from __future__ import annotations
@@ -12,7 +13,8 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from typing import Any
+from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import pykka
 import structlog
@@ -31,16 +33,23 @@ from .actors.lpm import LPMActor
 from .actors.mtm import MTMActor
 from .actors.protocol import Ping, Snapshot
 from .actors.stm import STMActor
+from .core import ASK_TIMEOUT_S
 from .directory import UserEntry, UserPhase
-from .errors import UnknownUser
+from .errors import CorruptDataError, Overloaded, UnknownUser
 from .store.userstore import UserStore, user_exists
 from .validation import check_user_id as _check_user_id
 from .validation import typed_cause as _typed_cause
 
+if TYPE_CHECKING:
+    from .barrier import Barriers
+    from .core import SystemCore
+
 log = structlog.get_logger("memoryos.system")
 
+T = TypeVar("T")
 
-__all__ = ["SlotDemand", "UserActivation"]
+
+__all__ = ["Lifecycle", "SlotDemand"]
 
 
 #: Most threads passivating users in the background (started on demand). An activation
@@ -50,11 +59,8 @@ __all__ = ["SlotDemand", "UserActivation"]
 #: snapshot fsyncs, thread joins), so many overlap well.
 _BG_PASSIVATIONS = 64
 
-#: Most headroom passivations in flight at once (see ``UserActivation._keep_headroom``).
+#: Most headroom passivations in flight at once (see ``Lifecycle._keep_headroom``).
 _HEADROOM_PASSIVATIONS = 32
-
-#: Seconds a single actor request may take before the facade gives up on it.
-_ASK_TIMEOUT_S = 120.0
 
 
 def _placement_backlog(user_id: str, cfg: Any) -> PlacementBacklog:
@@ -124,8 +130,62 @@ class SlotDemand:
             return len(self._starts) / span * self._passivation_s if span > 0 else 0.0
 
 
-class UserActivation:
-    """Activation, passivation and the idle sweep of :class:`MemoryOS` (a mixin)."""
+class Lifecycle:
+    """Activation, passivation, the idle sweep and the per-user call of one memory system.
+
+    Built by the facade from its :class:`~memoryos_actors.core.SystemCore` and its
+    :class:`~memoryos_actors.barrier.Barriers` (a passivation drains the user's tiers
+    before the snapshot). Thread-safe.
+    """
+
+    def __init__(self, core: SystemCore, barriers: Barriers) -> None:
+        self._core = core
+        self._barriers = barriers
+        self._lock = threading.Lock()
+        # Passivates least recently used idle users in the background: those activations
+        # waiting for a slot hand over, and those keeping some slots free below
+        # max_active_users (see _keep_headroom). Threads are started on demand.
+        self._passivator = ThreadPoolExecutor(
+            _BG_PASSIVATIONS, thread_name_prefix="memoryos-passivate"
+        )
+        self._bg_passivating = 0
+        self._demand = SlotDemand()  # sizes the headroom kept below max_active_users
+        self._activation_ms: list[float] = []
+
+    # -- calls -----------------------------------------------------------------------------
+
+    def call(self, user_id: str, fn: Callable[[UserEntry], T], *, create: bool = True) -> T:
+        """Run ``fn`` as one call of ``user_id`` (activating the user if needed).
+
+        At most ``max_inflight_total`` calls run at once (beyond that a call waits up to
+        ``overload_timeout_seconds``, then :class:`Overloaded`). Reads pass
+        ``create=False``: a user with no data raises :class:`UnknownUser` and no file is
+        written for it.
+        """
+        core = self._core
+        if not core.inflight.acquire(timeout=core.config.overload_timeout_seconds):
+            raise Overloaded(
+                f"{core.config.max_inflight_total} calls in flight (max_inflight_total)"
+            )
+        try:
+            try:
+                entry = self._enter(user_id, create)
+            except CorruptDataError as exc:
+                # Remembered for stats() and /metrics: one user's damage stays that user's.
+                core.damaged[user_id] = str(exc)
+                raise
+            core.damaged.pop(user_id, None)
+            try:
+                return fn(entry)
+            finally:
+                self._leave(entry)
+        finally:
+            core.inflight.release()
+
+    def activation_samples(self) -> list[float]:
+        """The last activations' durations, milliseconds, oldest first (at most 10,000)."""
+        with self._lock:
+            return list(self._activation_ms)
 
     # -- user directory --------------------------------------------------------------------
 
@@ -135,8 +195,8 @@ class UserActivation:
         With ``create`` false (every read), a user with no data is not created:
         :class:`UnknownUser` is raised and nothing is written.
         """
-        deadline = time.monotonic() + self.config.overload_timeout_seconds
-        entry, must_activate = self._dir.enter(user_id, deadline)
+        deadline = time.monotonic() + self._core.config.overload_timeout_seconds
+        entry, must_activate = self._core.directory.enter(user_id, deadline)
         if not must_activate:
             return entry
         try:
@@ -147,31 +207,31 @@ class UserActivation:
                 if store is not None:
                     store.close()
             finally:
-                self._dir.activation_failed(entry)
+                self._core.directory.activation_failed(entry)
             raise
         return entry
 
     def _leave(self, entry: UserEntry) -> None:
-        self._dir.leave(entry)
+        self._core.directory.leave(entry)
 
     def _new_store(self, user_id: str, embedder: tuple[str, int], create: bool = True) -> UserStore:
-        cfg = self.config
+        cfg = self._core.config
         return UserStore(
-            self.data_dir,
+            self._core.data_dir,
             user_id,
             fsync=cfg.fsync,
             fsync_interval=cfg.fsync_interval_seconds,
             archive=cfg.archive_enabled,
             config_fingerprint=cfg.fingerprint(),
             embedder=embedder,
-            read_only=self.read_only,
+            read_only=self._core.read_only,
             create=create,
         )
 
-    def _require_data(self, user_id: str) -> None:
+    def require_data(self, user_id: str) -> None:
         """Raise :class:`UnknownUser` unless ``user_id`` is live or has stored data."""
-        if self._dir.phase(user_id) is not UserPhase.ACTIVE and not user_exists(
-            self.data_dir, user_id
+        if self._core.directory.phase(user_id) is not UserPhase.ACTIVE and not user_exists(
+            self._core.data_dir, user_id
         ):
             raise UnknownUser(f"no data for user {user_id!r}")
 
@@ -187,13 +247,13 @@ class UserActivation:
         is done: no slot is made, no file is written. The user is ``ACTIVATING`` here, so no
         import or forget of it can run meanwhile and the check stays true.
         """
-        if not create and not user_exists(self.data_dir, entry.user_id):
+        if not create and not user_exists(self._core.data_dir, entry.user_id):
             raise UnknownUser(f"no data for user {entry.user_id!r}")
         started = time.perf_counter()
         self._demand.activation_started(time.monotonic())
         self._make_room(entry, deadline)
-        cfg = self.config
-        name, dim = self.gateway_service.embedder_info()
+        cfg = self._core.config
+        name, dim = self._core.gateway_service.embedder_info()
         store = self._new_store(entry.user_id, (name, dim), create)
         entry.store = store
         store.check_embedder(name, dim, cfg.fingerprint())
@@ -201,14 +261,14 @@ class UserActivation:
             user_id=entry.user_id,
             config=cfg,
             store=store,
-            gateway=self._gateway,
-            registry=self.registry,
-            clock=self.clock,
+            gateway=self._core.gateway,
+            registry=self._core.registry,
+            clock=self._core.clock,
             insert_backlog=_placement_backlog(entry.user_id, cfg),
-            metrics=self.metrics,
+            metrics=self._core.metrics,
             epoch=entry.epoch,
             preload=Preload(persist.recover(store)),
-            catch_up_gate=self._catch_up_gate,
+            catch_up_gate=self._core.catch_up_gate,
         )
         entry.env = env
         stm_n, mtm_n, lpm_n = actor_names(entry.user_id)
@@ -221,7 +281,7 @@ class UserActivation:
             Supervisor.start,
             children,
             strategy=Strategy.REST_FOR_ONE,
-            registry=self.registry,
+            registry=self._core.registry,
             max_restarts=3,
             max_seconds=5.0,
         )
@@ -238,25 +298,25 @@ class UserActivation:
             restart=Restart.PERMANENT,
         )
         try:
-            supervisor.start_child(self._users_sup, spec)
+            supervisor.start_child(self._core.tree.users, spec)
         except BaseException as exc:
-            supervisor.stop(group, timeout=_ASK_TIMEOUT_S)
+            supervisor.stop(group, timeout=ASK_TIMEOUT_S)
             if isinstance(exc, supervisor.SupervisorError):
                 raise _typed_cause(exc) from None
             raise
         try:
             # Wait until STM is up: its first answer comes after on_start.
-            self._ask(stm_n, Ping())
+            self._core.ask(stm_n, Ping())
         except BaseException:
-            self._stop_group(entry, snapshot=False)  # never leave an adopted group behind
+            self.stop_group(entry, snapshot=False)  # never leave an adopted group behind
             raise
         elapsed = (time.perf_counter() - started) * 1000.0
-        with self._stats_lock:
-            self._counters["activations"] += 1
+        self._core.metrics.inc("activations")
+        with self._lock:
             self._activation_ms.append(elapsed)
             if len(self._activation_ms) > 10000:
                 del self._activation_ms[:5000]
-        self._dir.activated(entry)
+        self._core.directory.activated(entry)
         log.debug("user.activated", user=entry.user_id, epoch=entry.epoch, ms=round(elapsed, 3))
 
     def _make_room(self, me: UserEntry, deadline: float) -> None:
@@ -268,7 +328,9 @@ class UserActivation:
         group, so they all count against ``max_active_users``. If every one of them is
         busy, wait for one to go idle, until ``deadline``.
         """
-        self._dir.wait_for_room(me, self.config.max_active_users, deadline, self._passivate_later)
+        self._core.directory.wait_for_room(
+            me, self._core.config.max_active_users, deadline, self._passivate_later
+        )
         self._keep_headroom()
 
     def _passivate_later(self, victim: UserEntry) -> None:
@@ -289,18 +351,18 @@ class UserActivation:
         no more than a quarter of ``max_active_users`` above that floor. At most as many
         headroom passivations run at once (at least 2, at most ``_HEADROOM_PASSIVATIONS``).
         """
-        cap = self.config.max_active_users
+        cap = self._core.config.max_active_users
         need = math.ceil(2.0 * self._demand.slots_per_passivation(time.monotonic()))
         limit = cap - max(1, cap // 20, min(cap // 4, need))
         in_flight = max(2, min(_HEADROOM_PASSIVATIONS, need))
         while True:
-            with self._stats_lock:
+            with self._lock:
                 if self._bg_passivating >= in_flight:
                     return
                 self._bg_passivating += 1
-            victim = self._dir.pick_above(limit)
+            victim = self._core.directory.pick_above(limit)
             if victim is None:
-                with self._stats_lock:
+                with self._lock:
                     self._bg_passivating -= 1
                 return
 
@@ -308,7 +370,7 @@ class UserActivation:
                 try:
                     self._passivate(victim)
                 finally:
-                    with self._stats_lock:
+                    with self._lock:
                         self._bg_passivating -= 1
 
             try:
@@ -316,15 +378,15 @@ class UserActivation:
             except RuntimeError:  # shutting down: do it here
                 run()
 
-    def _stop_group(self, entry: UserEntry, *, snapshot: bool) -> None:
+    def stop_group(self, entry: UserEntry, *, snapshot: bool) -> None:
         """Stop the user's actors (after a snapshot if asked) and close its store.
 
         Never raises: a failure is logged and the group is stopped anyway, so the user's
         next call starts from the files (the WAL has every acknowledged turn).
         """
-        if snapshot and not self.read_only:
+        if snapshot and not self._core.read_only:
             try:
-                stm = self.registry.lookup(actor_names(entry.user_id)[0])
+                stm = self._core.registry.lookup(actor_names(entry.user_id)[0])
                 if (
                     stm is not None
                     and entry.env is not None
@@ -335,23 +397,23 @@ class UserActivation:
                     # the files plus the WAL are its whole state, so a snapshot would only
                     # make this passivation wait for that work, which stops early instead.
                     stm = None
-                    self.metrics.inc("passivation_snapshots_skipped")
+                    self._core.metrics.inc("passivation_snapshots_skipped")
                 if stm is not None:
                     # Summaries and persona updates still owed are not asked for now: the
                     # snapshot carries them (and the jobs at the gateway), and the user's
                     # next activation asks for them.
-                    self._drain_user(entry.user_id, summaries=False)
-                    stm.ask(Snapshot(), timeout=_ASK_TIMEOUT_S)
+                    self._barriers.drain_user(entry.user_id, summaries=False)
+                    stm.ask(Snapshot(), timeout=ASK_TIMEOUT_S)
             except Exception as exc:  # noqa: BLE001 - the snapshot is an optimisation; the WAL has everything
                 log.warning("user.passivate_snapshot_failed", user=entry.user_id, error=repr(exc))
         try:
             # Taken back from the users supervisor and stopped here, in the caller's
             # thread: groups of different users stop in parallel.
             group = supervisor.detach_child(
-                self._users_sup, f"user:{entry.user_id}", timeout=_ASK_TIMEOUT_S
+                self._core.tree.users, f"user:{entry.user_id}", timeout=ASK_TIMEOUT_S
             )
             if group is not None:
-                supervisor.stop(group, timeout=_ASK_TIMEOUT_S)
+                supervisor.stop(group, timeout=ASK_TIMEOUT_S)
         except supervisor.SupervisorError:
             pass  # the group was never adopted or already gone
         except Exception as exc:  # noqa: BLE001 - passivation goes on; the log says why
@@ -367,24 +429,23 @@ class UserActivation:
         """Snapshot and stop a user's group (the entry is already ``DRAINING``)."""
         started = time.monotonic()
         try:
-            self._stop_group(entry, snapshot=True)
+            self.stop_group(entry, snapshot=True)
             self._demand.passivation_took(time.monotonic() - started)
         finally:
-            with self._stats_lock:
-                self._counters["passivations"] += 1
-            self._dir.finish(entry, UserPhase.PASSIVE)
+            self._core.metrics.inc("passivations")
+            self._core.directory.finish(entry, UserPhase.PASSIVE)
         log.debug("user.passivated", user=entry.user_id)
 
-    def _sweep_idle(self) -> int:
+    def sweep_idle(self) -> int:
         """Passivate users idle for longer than ``idle_timeout_seconds``; return how many.
 
         One user at a time: each is picked (and marked ``DRAINING``) only when the previous
         one is passive, so a sweep never holds back users it has not reached yet.
         """
-        cutoff = time.monotonic() - self.config.idle_timeout_seconds
+        cutoff = time.monotonic() - self._core.config.idle_timeout_seconds
         done = 0
-        while not self._dir.closed:
-            entry = self._dir.pick_idle(idle_before=cutoff)
+        while not self._core.directory.closed:
+            entry = self._core.directory.pick_idle(idle_before=cutoff)
             if entry is None:
                 break
             self._passivate(entry)
@@ -399,8 +460,8 @@ class UserActivation:
         and the user stays active.
         """
         user_id = _check_user_id(user_id)
-        deadline = time.monotonic() + self.config.overload_timeout_seconds
-        entry = self._dir.claim_active(user_id, UserPhase.DRAINING, deadline)
+        deadline = time.monotonic() + self._core.config.overload_timeout_seconds
+        entry = self._core.directory.claim_active(user_id, UserPhase.DRAINING, deadline)
         if entry is None:
             return False
         self._passivate(entry)
@@ -408,7 +469,7 @@ class UserActivation:
 
     def active_users(self) -> list[str]:
         """Users whose actor groups are live now, least recently used first."""
-        return self._dir.active()
+        return self._core.directory.active()
 
     def user_epoch(self, user_id: str) -> int:
         """The incarnation epoch of ``user_id``'s live actors (0 when it is not live).
@@ -416,9 +477,31 @@ class UserActivation:
         Each activation gets a new epoch, unique in the process; replies addressed to
         another epoch are dropped (counted as ``stale_replies_dropped`` in :meth:`stats`).
         """
-        entry = self._dir.get(_check_user_id(user_id))
+        entry = self._core.directory.get(_check_user_id(user_id))
         return entry.epoch if entry is not None else 0
 
     def user_phase(self, user_id: str) -> UserPhase:
         """Where ``user_id`` is in its lifecycle now (see :class:`UserPhase`)."""
-        return self._dir.phase(_check_user_id(user_id))
+        return self._core.directory.phase(_check_user_id(user_id))
+
+    # -- shutdown --------------------------------------------------------------------------
+
+    def passivate_all(self, deadline: float) -> None:
+        """Passivate every active user (at close: the directory takes no new call), each
+        waited for until ``deadline`` (a ``time.monotonic()`` value, at least 1 s from
+        now); a user still busy then is left as it is (its WAL has every turn)."""
+        directory = self._core.directory
+        for uid in directory.active():
+            try:
+                entry = directory.claim_active(
+                    uid, UserPhase.DRAINING, max(deadline, time.monotonic() + 1.0)
+                )
+            except Overloaded as exc:
+                log.warning("close.user_busy", user=uid, error=repr(exc))
+                continue
+            if entry is not None:
+                self._passivate(entry)
+
+    def shutdown(self) -> None:
+        """Wait for the background passivations and stop their threads."""
+        self._passivator.shutdown(wait=True)

@@ -1,6 +1,6 @@
-"""The asyncio facade: :class:`AsyncMemoryOS`, the same methods as
-:class:`~memoryos_actors.system.MemoryOS` as coroutines, run on a thread pool so no
-call blocks the event loop.
+"""The asyncio facade: :class:`AsyncMemoryOS`, the methods of
+:class:`~memoryos_actors.api.MemoryAPI` as coroutines (:class:`~memoryos_actors.api.
+AsyncMemoryAPI`), run on a thread pool so no call blocks the event loop.
 """
 
 from __future__ import annotations
@@ -30,10 +30,13 @@ __all__ = ["AsyncMemoryOS"]
 
 
 class AsyncMemoryOS:
-    """The same API as :class:`MemoryOS`, as coroutines that never block the event loop.
+    """The same API as :class:`MemoryOS`, as coroutines that never block the event loop
+    (:class:`~memoryos_actors.api.AsyncMemoryAPI`).
 
     Every call runs the synchronous method in a bounded thread pool
-    (``asyncio.to_thread``-style, with its own executor sized by ``max_inflight_total``).
+    (``asyncio.to_thread``-style, with its own executor sized by ``max_inflight_total``,
+    at most 64 threads). ``AsyncMemoryOS(sync)`` wraps a system opened elsewhere: then
+    :meth:`detach` (not :meth:`close`) stops the wrapper and leaves ``sync`` open.
     """
 
     def __init__(self, sync: MemoryOS | ClusterMemoryOS) -> None:
@@ -53,7 +56,7 @@ class AsyncMemoryOS:
         read_only: bool = False,
     ) -> AsyncMemoryOS:
         """Start a memory system (see :meth:`MemoryOS.open`) without blocking the loop."""
-        from .system import MemoryOS  # system re-exports this class: import it late
+        from .system import MemoryOS  # loaded on first open: importing aio stays light
 
         loop = asyncio.get_running_loop()
         sync = await loop.run_in_executor(
@@ -238,3 +241,10 @@ class AsyncMemoryOS:
         loop = asyncio.get_running_loop()
         await loop.run_in_executor(None, self.sync.close, timeout)
         self._pool.shutdown(wait=True)
+
+    async def detach(self) -> None:
+        """Stop this wrapper's threads (waiting for the calls in flight) and leave the
+        wrapped synchronous system open, for its owner to close. For a wrapper made with
+        ``AsyncMemoryOS(sync)`` around a system its caller keeps; after it, calls of this
+        wrapper raise ``RuntimeError``."""
+        await asyncio.to_thread(self._pool.shutdown, True)

@@ -27,23 +27,26 @@ One barrier walks the user's tiers in order, each step a short request to one ac
 
 A flush of many users runs their barriers side by side, one step of each in turn.
 
-A mixin of :class:`~memoryos_actors.system.MemoryOS`.
+:class:`Barriers` works on the facade's :class:`~memoryos_actors.core.SystemCore`.
 """
 
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pykka
 import structlog
 
 from .actors.base import ASSISTANT_PREFIX, JobWatch, actor_names
-from .actors.protocol import OwedJobs, Ping, Progress
+from .actors.protocol import FlushSummaries, OwedJobs, Pending, Ping, Progress
 from .directory import UserPhase
 from .errors import Overloaded
 from .validation import check_timeout as _check_timeout
 from .validation import check_user_id as _check_user_id
+
+if TYPE_CHECKING:
+    from .core import SystemCore
 
 __all__ = ["Barriers"]
 
@@ -100,7 +103,11 @@ class _UserBarrier:
 
 
 class Barriers:
-    """``flush`` of :class:`MemoryOS` (a mixin; uses ``_dir``, ``registry``, ``config``)."""
+    """``flush`` and the other waits on a user's background work (thread-safe; each call
+    keeps its own state)."""
+
+    def __init__(self, core: SystemCore) -> None:
+        self._core = core
 
     def flush(self, timeout: float = 300.0, *, user_id: str | None = None) -> None:
         """Wait for the background work of the turns stored before this call.
@@ -141,22 +148,37 @@ class Barriers:
         if user_id is not None:
             users = [_check_user_id(user_id)]
         else:
-            users = [e.user_id for e in self._dir.entries() if e.phase in _LIVE]
+            users = [e.user_id for e in self._core.directory.entries() if e.phase in _LIVE]
         self._run_barriers(users, deadline, seconds, pages_only=False)
 
-    def _settle_pages(self, user_id: str, timeout: float) -> None:
+    def settle_pages(self, user_id: str, timeout: float) -> None:
         """Wait until every turn ``user_id`` stored so far has its meta and, if it left
         STM, was handed to MTM (no wait for summaries or persona updates). The caller's
         next request to MTM is handled after those pages are placed (mailbox order)."""
         seconds = _check_timeout(timeout)
         self._run_barriers([user_id], time.monotonic() + seconds, seconds, pages_only=True)
 
+    def drain_user(self, user_id: str, summaries: bool = True) -> int:
+        """One mailbox barrier round over the user's tiers; returns the user's pending
+        pages (STM's, and the gateway jobs MTM holds back).
+
+        With ``summaries``, MTM is first told to ask for every summary it still owes.
+        """
+        stm_n, mtm_n, lpm_n = actor_names(user_id)
+        ask = self._core.ask
+        pending = int(ask(stm_n, Pending()))
+        if summaries:
+            ask(mtm_n, FlushSummaries())
+        pending += int(ask(mtm_n, Pending()))  # gateway jobs MTM holds back
+        ask(lpm_n, Ping())
+        return pending
+
     def _run_barriers(
         self, users: list[str], deadline: float, seconds: float, *, pages_only: bool
     ) -> None:
         barriers = []
         for uid in users:
-            entry = self._dir.get(uid)
+            entry = self._core.directory.get(uid)
             if entry is not None and entry.phase in _LIVE and entry.env is not None:
                 barriers.append(_UserBarrier(uid, entry.epoch, entry.env.job_watch, pages_only))
         pause = 0.001
@@ -250,12 +272,12 @@ class Barriers:
             else:
                 if self._poll(b, lpm_n, Ping()) is _NOT_YET:
                     return False
-                if self.config.shared_agent_persona:
+                if self._core.config.shared_agent_persona:
                     self._ping_shared_personas(b.user_id, deadline)
                 return True
 
     def _check_live(self, b: _UserBarrier) -> None:
-        entry = self._dir.get(b.user_id)
+        entry = self._core.directory.get(b.user_id)
         if entry is None or entry.epoch != b.epoch or entry.phase not in _LIVE:
             raise _Gone(b.user_id)
 
@@ -268,7 +290,7 @@ class Barriers:
         """
         self._check_live(b)
         if b.request is None:
-            ref = self.registry.lookup(name)
+            ref = self._core.registry.lookup(name)
             if ref is None:
                 return _NOT_YET  # restarting
             b.request = (ref, ref.ask(message, block=False))
@@ -291,12 +313,12 @@ class Barriers:
     def _ping_shared_personas(self, user_id: str, deadline: float) -> None:
         """A mailbox barrier on every live shared persona: the persona updates the user's
         LPM told them are applied."""
-        for name in self.registry.names():
+        for name in self._core.registry.names():
             if not (name.startswith("user:" + ASSISTANT_PREFIX) and name.endswith("/lpm")):
                 continue
             if name == actor_names(user_id)[2]:
                 continue
-            ref = self.registry.lookup(name)
+            ref = self._core.registry.lookup(name)
             remaining = deadline - time.monotonic()
             if ref is None or remaining <= 0:
                 continue

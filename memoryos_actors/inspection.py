@@ -1,13 +1,13 @@
 """Read-only views of a running system: users, the supervision tree, a user's tiers, the
-archive, stored page ids, counters, and fault injection for drills. A mixin of
-:class:`~memoryos_actors.system.MemoryOS`.
+archive, stored page ids, counters, and fault injection for drills. :class:`Inspection`
+works on the facade's :class:`~memoryos_actors.core.SystemCore`.
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import supervisor
 
@@ -16,33 +16,44 @@ from .actors.base import (
     actor_names,
 )
 from .actors.protocol import Inspect
+from .core import COUNTERS
 from .directory import UserEntry, UserPhase
 from .errors import InvalidInput
 from .reports import UserState
+from .store.archived import decode_archived
 from .store.userstore import list_users
 from .text import keywords
 from .validation import check_text as _check_text
 from .validation import check_timeout as _check_timeout
 from .validation import check_user_id as _check_user_id
 
+if TYPE_CHECKING:
+    from .activation import Lifecycle
+    from .core import SystemCore
+
 __all__ = ["Inspection"]
 
 
 class Inspection:
-    """Inspection calls of :class:`MemoryOS` (a mixin)."""
+    """The read-only calls of the facade and ``kill_actor`` (thread-safe). The contracts
+    are documented on :class:`~memoryos_actors.api.MemoryAPI`."""
 
-    # -- inspection ------------------------------------------------------------------------
+    def __init__(self, core: SystemCore, lifecycle: Lifecycle) -> None:
+        self._core = core
+        self._lifecycle = lifecycle
 
     def users(self) -> list[str]:
         """Every user with data in this data directory (active or not), sorted.
 
         Shared assistant personas (``shared_agent_persona``) are not users and not listed.
         """
-        return sorted(u for u in list_users(self.data_dir) if not u.startswith(ASSISTANT_PREFIX))
+        return sorted(
+            u for u in list_users(self._core.data_dir) if not u.startswith(ASSISTANT_PREFIX)
+        )
 
     def tree(self) -> str:
         """The supervision tree as text, with each child's status and restart count."""
-        return supervisor.format_tree(self._root)
+        return supervisor.format_tree(self._core.tree.root)
 
     def user_state(self, user_id: str) -> UserState:
         """A typed picture of the user's three tiers, for tools and tests.
@@ -58,9 +69,9 @@ class Inspection:
             # before MTM answers (one mailbox, in order), so every stored page is in one
             # of the two pictures; one handed over in between is in both, and kept as
             # MTM's.
-            stm = self._ask(stm_n, Inspect())
-            mtm = self._ask(mtm_n, Inspect())
-            lpm = self._ask(lpm_n, Inspect())
+            stm = self._core.ask(stm_n, Inspect())
+            mtm = self._core.ask(mtm_n, Inspect())
+            lpm = self._core.ask(lpm_n, Inspect())
             placed = {p.page_id for seg in mtm.segments for p in seg.pages}
             return UserState(
                 user_id=uid,
@@ -75,7 +86,7 @@ class Inspection:
                 outbox=tuple(p for p in stm.outbox if p.page_id not in placed),
             )
 
-        return self._call(uid, run, create=False)
+        return self._lifecycle.call(uid, run, create=False)
 
     def archive(
         self, user_id: str, query: str | None = None, limit: int | None = None
@@ -88,7 +99,7 @@ class Inspection:
         """
         uid = _check_user_id(user_id)
         if query is not None:
-            _check_text(query, "query", self.config.max_text_bytes)
+            _check_text(query, "query", self._core.config.max_text_bytes)
         if limit is not None and (
             isinstance(limit, bool) or not isinstance(limit, int) or limit < 0
         ):
@@ -105,7 +116,7 @@ class Inspection:
             edited = (store.edits.apply(hit.record) for hit in hits)
             return [rec for rec in edited if rec is not None]
 
-        return self._call(uid, run, create=False)
+        return self._lifecycle.call(uid, run, create=False)
 
     def stored_page_ids(self, user_id: str) -> list[str]:
         """Every page id stored for ``user_id``: STM, then MTM, then the archive.
@@ -117,10 +128,9 @@ class Inspection:
         """
         ids = self.user_state(user_id).page_ids()
         for rec in self.archive(user_id):
-            if rec.get("t") == "segment":
-                ids.extend(str(p["page_id"]) for p in rec["segment"]["pages"])
-            elif rec.get("t") == "page":
-                ids.append(str(rec["page"]["page_id"]))
+            held = decode_archived(rec)
+            if held is not None:
+                ids.extend(str(p["page_id"]) for p in held.pages)
         return ids
 
     def kill_actor(
@@ -146,16 +156,16 @@ class Inspection:
         name = names[tier]
 
         def run(_e: UserEntry) -> bool:
-            old = self.registry.require(name)
+            old = self._core.registry.require(name)
             supervisor.kill(old, reason)
             deadline = time.monotonic() + wait_s
             while time.monotonic() < deadline:
-                if self.registry.lookup(name) not in (None, old):
+                if self._core.registry.lookup(name) not in (None, old):
                     return True
                 time.sleep(0.005)
             return False
 
-        return self._call(uid, run, create=False)
+        return self._lifecycle.call(uid, run, create=False)
 
     def stats(self, user_id: str | None = None) -> dict[str, Any]:
         """Counters of the whole system, or of one user when ``user_id`` is given.
@@ -177,31 +187,32 @@ class Inspection:
                 "traits_set": len(st.traits),
                 "persona_updates": st.persona_updates,
                 "archived_records": len(self.archive(user_id)),
-                "gateway": self.gateway_service.stats().get("by_user", {}).get(user_id, {}),
+                "gateway": self._core.gateway_service.stats().get("by_user", {}).get(user_id, {}),
             }
-        acts = sorted(self._activation_ms)
+        acts = sorted(self._lifecycle.activation_samples())
 
         def pct(p: float) -> float:
             return acts[min(len(acts) - 1, int(p * len(acts)))] if acts else 0.0
 
-        entries = self._dir.entries()
+        entries = self._core.directory.entries()
         active = sum(1 for e in entries if e.phase is UserPhase.ACTIVE)
         inflight = sum(e.inflight for e in entries)
-        restarts = sum(c.restarts for c in supervisor.which_children(self._users_sup))
+        restarts = sum(c.restarts for c in supervisor.which_children(self._core.tree.users))
+        metrics = self._core.metrics.snapshot()
         return {
-            **self._counters,
+            **{name: metrics.pop(name) for name in COUNTERS},
             "active_users": active,
             "inflight": inflight,
-            "gateway_backlog": self._gateway.pending,
+            "gateway_backlog": self._core.gateway.pending,
             "placement_backlog": sum(
                 e.env.insert_backlog.pending for e in entries if e.env is not None
             ),
-            **self.metrics.snapshot(),
+            **metrics,
             "activation_ms_p50": pct(0.5),
             "activation_ms_p99": pct(0.99),
             "user_group_restarts": restarts,
-            "damaged_users": len(self._damaged),
-            "damaged": dict(sorted(self._damaged.items())),
+            "damaged_users": len(self._core.damaged),
+            "damaged": dict(sorted(self._core.damaged.items())),
             "threads": threading.active_count(),
-            "gateway": self.gateway_service.stats(),
+            "gateway": self._core.gateway_service.stats(),
         }

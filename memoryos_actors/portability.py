@@ -1,6 +1,6 @@
 """Moving a user's memory in and out: export to a file, import from one, and forget (delete
-every trace). Each runs as one operation of the user directory. A mixin of
-:class:`~memoryos_actors.system.MemoryOS`.
+every trace), and repair. Each runs as one operation of the user directory.
+:class:`Portability` works on the facade's :class:`~memoryos_actors.core.SystemCore`.
 """
 
 from __future__ import annotations
@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import structlog
 
@@ -28,6 +29,11 @@ from .store.userstore import UserStore, user_exists
 from .validation import check_path as _check_path
 from .validation import check_user_id as _check_user_id
 
+if TYPE_CHECKING:
+    from .activation import Lifecycle
+    from .barrier import Barriers
+    from .core import SystemCore
+
 log = structlog.get_logger("memoryos.system")
 
 
@@ -39,9 +45,13 @@ _EXPORT_VERSION = 1
 
 
 class Portability:
-    """Export, import and forget of :class:`MemoryOS` (a mixin)."""
+    """Export, import, forget and repair of a user (thread-safe). The contracts are
+    documented on :class:`~memoryos_actors.api.MemoryAPI`."""
 
-    # -- data lifecycle --------------------------------------------------------------------
+    def __init__(self, core: SystemCore, lifecycle: Lifecycle, barriers: Barriers) -> None:
+        self._core = core
+        self._lifecycle = lifecycle
+        self._barriers = barriers
 
     def export_user(self, user_id: str, path: str | os.PathLike[str]) -> Path:
         """Write everything stored for ``user_id`` to a portable file (``.json`` or msgpack).
@@ -62,12 +72,12 @@ class Portability:
         """
         uid = _check_user_id(user_id)
         out = _check_path(path, "path")
-        wait = self.config.overload_timeout_seconds
+        wait = self._core.config.overload_timeout_seconds
         deadline = time.monotonic() + wait
         while True:
-            self._call(uid, lambda _e: None, create=False)  # make sure the user is live
-            self.flush(timeout=max(0.001, deadline - time.monotonic()), user_id=uid)
-            entry = self._dir.claim_active(uid, UserPhase.EXPORTING, deadline)
+            self._lifecycle.call(uid, lambda _e: None, create=False)  # make sure the user is live
+            self._barriers.flush(timeout=max(0.001, deadline - time.monotonic()), user_id=uid)
+            entry = self._core.directory.claim_active(uid, UserPhase.EXPORTING, deadline)
             if entry is not None:
                 break
             if time.monotonic() > deadline:
@@ -77,13 +87,13 @@ class Portability:
             # Turns acknowledged since the flush: their pages leave STM's outbox (neither
             # STM's nor MTM's state holds a page on its way between them); MTM's state is
             # asked for after them, so it has them placed.
-            self._settle_pages(uid, max(0.001, deadline - time.monotonic()))
-            stm = self._ask(stm_n, GetState()).data
+            self._barriers.settle_pages(uid, max(0.001, deadline - time.monotonic()))
+            stm = self._core.ask(stm_n, GetState()).data
             state = {
                 "seq": stm["seq"],
                 "stm": stm["stm"],
-                "mtm": self._ask(mtm_n, GetState()).data,
-                "lpm": self._ask(lpm_n, GetState()).data,
+                "mtm": self._core.ask(mtm_n, GetState()).data,
+                "lpm": self._core.ask(lpm_n, GetState()).data,
             }
             assert entry.store is not None
             # Evictions between the MTM state and this read are re-applied on import (the
@@ -100,13 +110,13 @@ class Portability:
                 "archive_seq": sum(1 for seq, _rec in kept if seq <= cut),
             }
         finally:
-            self._dir.finish(entry, UserPhase.ACTIVE)
+            self._core.directory.finish(entry, UserPhase.ACTIVE)
         payload = {
             "format": _EXPORT_FORMAT,
             "version": _EXPORT_VERSION,
             "user_id": uid,
-            "config_fingerprint": self.config.fingerprint(),
-            "embedder": list(self.gateway_service.embedder_info()),
+            "config_fingerprint": self._core.config.fingerprint(),
+            "embedder": list(self._core.gateway_service.embedder_info()),
             "state": state,
             "archive": store_archive,
         }
@@ -120,7 +130,7 @@ class Portability:
         on the user: its calls wait until the import is done; a failed import leaves no
         files behind.
         """
-        self._check_writable("import_user")
+        self._core.check_writable("import_user")
         payload = read_export(_check_path(path, "path"))
         if payload.get("format") != _EXPORT_FORMAT:
             raise InvalidInput(f"{path}: not a memoryos-actors user export")
@@ -130,25 +140,25 @@ class Portability:
                 f"than this library reads ({_EXPORT_VERSION})"
             )
         uid = _check_user_id(user_id if user_id is not None else payload["user_id"])
-        name, dim = self.gateway_service.embedder_info()
+        name, dim = self._core.gateway_service.embedder_info()
         if list(payload.get("embedder", [])) != [name, dim]:
             raise InvalidInput(
                 f"{path}: written with embedder {payload.get('embedder')}, this system uses "
                 f"{[name, dim]}; import it into a system configured with that embedder"
             )
-        deadline = time.monotonic() + self.config.overload_timeout_seconds
-        entry = self._dir.claim_passive(uid, UserPhase.IMPORTING, deadline)
+        deadline = time.monotonic() + self._core.config.overload_timeout_seconds
+        entry = self._core.directory.claim_passive(uid, UserPhase.IMPORTING, deadline)
         if entry is None:
             raise InvalidInput(f"user {uid!r} already has data; forget_user first")
         try:
             # Only this user's directory decides: another user's damaged files must not
             # block it.
-            if user_exists(self.data_dir, uid):
+            if user_exists(self._core.data_dir, uid):
                 raise InvalidInput(f"user {uid!r} already has data; forget_user first")
-            cfg = self.config
+            cfg = self._core.config
             try:
                 store = UserStore(
-                    self.data_dir,
+                    self._core.data_dir,
                     uid,
                     fsync=cfg.fsync,
                     fsync_interval=cfg.fsync_interval_seconds,
@@ -165,10 +175,10 @@ class Portability:
                 finally:
                     store.close()
             except BaseException:
-                UserStore.remove(self.data_dir, uid)  # a half-imported user is no user
+                UserStore.remove(self._core.data_dir, uid)  # a half-imported user is no user
                 raise
         finally:
-            self._dir.finish(entry, UserPhase.PASSIVE)
+            self._core.directory.finish(entry, UserPhase.PASSIVE)
         return uid
 
     def forget_user(self, user_id: str) -> ForgetReport:
@@ -182,32 +192,32 @@ class Portability:
         dropped (each activation has its own epoch).
         """
         uid = _check_user_id(user_id)
-        self._check_writable("forget_user")
-        deadline = time.monotonic() + self.config.overload_timeout_seconds
+        self._core.check_writable("forget_user")
+        deadline = time.monotonic() + self._core.config.overload_timeout_seconds
         while True:
-            entry = self._dir.claim_active(uid, UserPhase.FORGETTING, deadline)
+            entry = self._core.directory.claim_active(uid, UserPhase.FORGETTING, deadline)
             was_active = entry is not None
             if entry is None:
-                entry = self._dir.claim_passive(uid, UserPhase.FORGETTING, deadline)
+                entry = self._core.directory.claim_passive(uid, UserPhase.FORGETTING, deadline)
             if entry is not None:
                 break
             if time.monotonic() > deadline:
                 raise Overloaded(f"user {uid!r} kept changing state; forget_user gave up")
         try:
             if was_active:
-                self._stop_group(entry, snapshot=False)
-            removed = UserStore.remove(self.data_dir, uid)
+                self._lifecycle.stop_group(entry, snapshot=False)
+            removed = UserStore.remove(self._core.data_dir, uid)
             # Jobs told to the gateway before the group stopped finish first (a mailbox
             # barrier), so none of them caches this user's text after the purge.
-            for name in self._gateway.worker_names:
+            for name in self._core.gateway.worker_names:
                 try:
-                    self._ask(name, Ping())
+                    self._core.ask(name, Ping())
                 except MemoryOSError as exc:
                     log.warning("forget.gateway_barrier_failed", worker=name, error=repr(exc))
-            purged = self.gateway_service.purge_user(uid)
-            purged["degraded_records"] = self._gateway.purge_user(uid)
+            purged = self._core.gateway_service.purge_user(uid)
+            purged["degraded_records"] = self._core.gateway.purge_user(uid)
         finally:
-            self._dir.finish(entry, UserPhase.PASSIVE)
+            self._core.directory.finish(entry, UserPhase.PASSIVE)
         return ForgetReport(uid, tuple(removed), was_active, purged)
 
     def repair_user(self, user_id: str) -> RepairReport:
@@ -227,22 +237,22 @@ class Portability:
         from .repair import repair_user
 
         uid = _check_user_id(user_id)
-        self._check_writable("repair_user")
-        deadline = time.monotonic() + self.config.overload_timeout_seconds
+        self._core.check_writable("repair_user")
+        deadline = time.monotonic() + self._core.config.overload_timeout_seconds
         while True:
-            entry = self._dir.claim_active(uid, UserPhase.REPAIRING, deadline)
+            entry = self._core.directory.claim_active(uid, UserPhase.REPAIRING, deadline)
             was_active = entry is not None
             if entry is None:
-                entry = self._dir.claim_passive(uid, UserPhase.REPAIRING, deadline)
+                entry = self._core.directory.claim_passive(uid, UserPhase.REPAIRING, deadline)
             if entry is not None:
                 break
             if time.monotonic() > deadline:
                 raise Overloaded(f"user {uid!r} kept changing state; repair_user gave up")
         try:
             if was_active:
-                self._stop_group(entry, snapshot=False)
-            report = repair_user(self.data_dir, uid)
-            self._damaged.pop(uid, None)
+                self._lifecycle.stop_group(entry, snapshot=False)
+            report = repair_user(self._core.data_dir, uid)
+            self._core.damaged.pop(uid, None)
         finally:
-            self._dir.finish(entry, UserPhase.PASSIVE)
+            self._core.directory.finish(entry, UserPhase.PASSIVE)
         return report

@@ -334,19 +334,31 @@ class LPMActor(SupervisedActor):
             return view
         if not found.items:
             return view
-        extra: dict[str, list[FactHit]] = {"fact": [], "agent_trait": []}
         qv = np.asarray(q, dtype=np.float64)
+        owner_prefix = f"agent_trait:{message.assistant_id}:"
+        # Scored from the index rows first; only the entries that can reach the answer
+        # (the k best of their kind, plus as many as the hot view may already hold) are
+        # decoded and made into entries.
+        scored: dict[str, list[tuple[float, float, Any]]] = {"fact": [], "agent_trait": []}
         for item in found.items:
-            if item.kind == "agent_trait" and item.record.get("assistant") != message.assistant_id:
-                continue
+            if item.kind == "agent_trait" and not _owned(item, owner_prefix, message.assistant_id):
+                continue  # another assistant's trait
             emb = item.embedding
             cos = (
                 float(np.clip(emb.astype(np.float64) @ qv, -1.0, 1.0))
                 if emb is not None and emb.shape == qv.shape
                 else 0.0
             )
-            rec = {k: v for k, v in item.record.items() if k != "assistant"}
-            extra[item.kind].append(FactHit(KBEntry.from_dict(rec), cos, "archive"))
+            scored[item.kind].append((cos, item.timestamp, item))
+        extra: dict[str, list[FactHit]] = {"fact": [], "agent_trait": []}
+        for kind, k, hot in (
+            ("fact", message.top_k_kb, view.kb),
+            ("agent_trait", message.top_k_agent, view.agent_traits),
+        ):
+            scored[kind].sort(key=lambda c: (-c[0], -c[1]))
+            for cos, _ts, item in scored[kind][: k + len(hot)]:
+                rec = {key: v for key, v in item.record.items() if key != "assistant"}
+                extra[kind].append(FactHit(KBEntry.from_dict(rec), cos, "archive"))
 
         def merge(hot: tuple[FactHit, ...], cold: list[FactHit], k: int) -> tuple[FactHit, ...]:
             seen = {h.entry.entry_id for h in hot}
@@ -387,3 +399,14 @@ class LPMActor(SupervisedActor):
                         emb_to_f16(emb) if emb is not None else None,
                     ).encode()
                 )
+
+
+def _owned(item: Any, prefix: str, assistant_id: str) -> bool:
+    """Whether the archived agent trait ``item`` is ``assistant_id``'s: its id is
+    ``agent_trait:<assistant>:<entry id>``, read without decoding the record unless a
+    colon leaves the split in doubt."""
+    if not item.item_id.startswith(prefix):
+        return False
+    if ":" not in item.item_id[len(prefix) :]:
+        return True
+    return bool(item.record.get("assistant") == assistant_id)

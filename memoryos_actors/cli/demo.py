@@ -24,7 +24,8 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from ..clock import ManualClock
-    from ..system import MemoryOS, UserState
+    from ..reports import UserState
+    from ..system import MemoryOS
 
 __all__ = ["DemoScript", "load_script", "run_demo"]
 

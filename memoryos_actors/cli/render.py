@@ -15,7 +15,7 @@ from ._common import n_of, one_line, plain, when
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from ..system import UserState
+    from ..reports import UserState
 
 __all__ = ["show_context", "show_tree", "show_user", "state_dict"]
 

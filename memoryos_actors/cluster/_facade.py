@@ -55,8 +55,7 @@ from ._shard import error_from_reply
 
 if TYPE_CHECKING:
     from memoryos_actors.memories import ArchivedMemories, Memory, MemoryEvent, MemoryList
-    from memoryos_actors.reports import RepairReport
-    from memoryos_actors.system import ForgetReport, UserState
+    from memoryos_actors.reports import ForgetReport, RepairReport, UserState
 
 __all__ = ["ClusterMemoryOS", "ClusterSettings"]
 

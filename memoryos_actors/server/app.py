@@ -36,6 +36,7 @@ from fastapi.security import APIKeyHeader, HTTPBearer
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from ..aio import AsyncMemoryOS
 from ..config import MemoryConfig
 from ..errors import (
     ActorCrashed,
@@ -51,7 +52,7 @@ from ..memories import Memory, MemoryEvent
 from ..messages import AgentProfile, ContextItem, MemoryContext, UserProfile
 from ..paging import decode_cursor, page_of
 from ..store.userstore import user_exists
-from ..system import AsyncMemoryOS, MemoryOS
+from ..system import MemoryOS
 from . import models as m
 from .docs import (
     API_DESCRIPTION,
@@ -442,7 +443,7 @@ def create_app(
                 stack.push_async_callback(mem.close)
             else:
                 mem = AsyncMemoryOS(memory)
-                stack.push_async_callback(_close_pool, mem)
+                stack.push_async_callback(mem.detach)
             state.mem = mem
             if mcp_server is not None:
                 await stack.enter_async_context(mcp_server.session_manager.run())
@@ -976,10 +977,6 @@ def _mcp_tenant(request: Any) -> str | None:
     """The tenant of the key that the gate accepted for this MCP HTTP request."""
     rec = getattr(request, "scope", {}).get(_KEY_SCOPE)
     return rec.tenant if isinstance(rec, KeyRecord) else None
-
-
-async def _close_pool(mem: AsyncMemoryOS) -> None:
-    await asyncio.to_thread(mem._pool.shutdown, True)
 
 
 def _version() -> str:

@@ -6,12 +6,13 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from ..aio import AsyncMemoryOS
 from ..errors import InvalidInput
 from ..messages import AgentProfile, UserProfile
 from ..paging import memory_sort_key, page_of
+from ..reports import UserState
 from ..store.archived import ArchivedPage, ArchivedSegment, decode_archived
 from ..store.edits import MEMORY_KINDS
-from ..system import AsyncMemoryOS, UserState
 from . import models as m
 from .tenancy import external_id
 

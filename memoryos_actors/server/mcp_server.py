@@ -20,11 +20,11 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import ToolAnnotations
 
+from ..aio import AsyncMemoryOS
 from ..errors import InvalidInput, MemoryOSError, UnknownMemory, UnknownUser
 from ..paging import check_limit, decode_cursor, memory_sort_key, page_of
 from ..store.archived import decode_archived
 from ..store.userstore import user_exists
-from ..system import AsyncMemoryOS
 from .listing import DEFAULT_LIMIT, MAX_LIMIT, memory_kinds, read_memories
 from .tenancy import external_id, internal_id, internal_memory_id
 

@@ -16,10 +16,10 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+from ..aio import AsyncMemoryOS
 from ..cli._stop import DEFAULT_SHUTDOWN_TIMEOUT_S, StopSignals
 from ..config import MemoryConfig
 from ..errors import InvalidInput, StorageError
-from ..system import AsyncMemoryOS
 from .app import ServerSettings, create_app
 from .keys import check_tenant
 

@@ -209,7 +209,7 @@ def decode_archived(rec: Mapping[str, Any]) -> ArchiveRecord | None:
         )
     if kind in ("fact", "agent_trait"):
         return ArchivedFact(
-            kind,  # type: ignore[arg-type]
+            kind,
             rec.get("entry") or {},
             str(rec.get("assistant") or ""),
             rec.get("emb"),

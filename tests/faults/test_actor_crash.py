@@ -91,7 +91,7 @@ def test_mtm_stopped_before_placing_its_wal_pages_never_lends_a_holed_state_to_a
         for n in range(1, 21):
             add(n)
         mem.flush(timeout=20.0)
-        gate = mem._catch_up_gate
+        gate = mem._core.catch_up_gate
         held = threading.Event()
         assert gate.enter(held, lambda: False)  # the only slot: catch-ups wait for it
         try:
@@ -127,7 +127,7 @@ def test_crash_loop_of_one_user_restarts_its_group_and_leaves_other_users_alone(
             return info[f"user:{user}"].restarts
 
         before = group_restarts("loop")
-        root_before = {c.id: c.restarts for c in supervisor.which_children(mem._root)}
+        root_before = {c.id: c.restarts for c in supervisor.which_children(mem._core.tree.root)}
 
         bystander_errors: list[BaseException] = []
         stop = threading.Event()
@@ -162,7 +162,7 @@ def test_crash_loop_of_one_user_restarts_its_group_and_leaves_other_users_alone(
         # Other users' actors were not restarted, the tree above "users" was not touched.
         for user, refs in calm_refs.items():
             assert [mem.registry.lookup(n) for n in actor_names(user)] == refs, user
-        root_after = {c.id: c.restarts for c in supervisor.which_children(mem._root)}
+        root_after = {c.id: c.restarts for c in supervisor.which_children(mem._core.tree.root)}
         assert root_after == root_before
         # The looping user works again and lost nothing.
         q = turn_query("loop", 99)

@@ -107,7 +107,7 @@ def test_forget_purges_the_users_gateway_cache_redo_queue_and_degraded_records(o
         "p99",
         mem.user_epoch("gone"),
     )
-    mem._gateway.remember_degraded(job)  # noqa: SLF001 - the redo bookkeeping under test
+    mem._core.gateway.remember_degraded(job)  # noqa: SLF001 - the redo bookkeeping under test
     mem.gateway_service._enqueue_redo("page_meta", job.payload, "gone")  # noqa: SLF001
     report = mem.forget_user("gone")
     assert report.purged["gateway_cache"] > 0
@@ -154,7 +154,7 @@ def test_passivate_waits_for_calls_in_flight_and_gives_up_with_overloaded(open_m
         entered.set()
         release.wait(10)
 
-    holder = threading.Thread(target=mem._call, args=("busy", hold))  # noqa: SLF001
+    holder = threading.Thread(target=mem._lifecycle.call, args=("busy", hold))  # noqa: SLF001
     holder.start()
     try:
         assert entered.wait(10)
@@ -201,7 +201,7 @@ def test_a_failed_store_close_during_passivation_leaves_the_user_usable(
 ) -> None:
     mem = open_mem()
     mem.add_turn("f", "before", "ok")
-    entry = mem._dir.get("f")  # noqa: SLF001 - inject the fault into this incarnation's store
+    entry = mem._core.directory.get("f")  # noqa: SLF001 - inject the fault into this incarnation's store
     assert entry is not None and entry.store is not None
     store = entry.store
     real_close = store.close
@@ -345,7 +345,7 @@ def test_mtm_holds_gateway_jobs_while_the_gateway_is_full_and_sends_them_later(o
     mem.flush()
     segments = [s.segment_id for s in mem.user_state("m").segments]
     assert segments
-    gateway = mem._gateway  # noqa: SLF001 - fill every worker's backlog by hand
+    gateway = mem._core.gateway  # noqa: SLF001 - fill every worker's backlog by hand
     slots = []
     while (slot := gateway.try_reserve()) is not None:
         slots.append(slot)
@@ -394,16 +394,16 @@ def test_activations_at_the_cap_wait_for_background_passivations_not_their_own(
     # on the background pool, never in the calling thread, and every caller is served.
     from sysutil import all_page_ids
 
-    from memoryos_actors.activation import UserActivation
+    from memoryos_actors.activation import Lifecycle
 
     where: list[str] = []
-    real = UserActivation._passivate
+    real = Lifecycle._passivate
 
     def spy(self, entry):  # type: ignore[no-untyped-def]
         where.append(threading.current_thread().name)
         real(self, entry)
 
-    monkeypatch.setattr(UserActivation, "_passivate", spy)
+    monkeypatch.setattr(Lifecycle, "_passivate", spy)
     mem = open_mem(MemoryConfig(**{**SMALL, "max_active_users": 2}))
     errors: list[BaseException] = []
 
@@ -530,7 +530,7 @@ def test_a_catch_up_waits_for_the_gate_and_a_passivation_calls_the_wait_off(
     mem = open_mem()
     _leave_pages_unplaced(mem, monkeypatch, user, 30)
 
-    gate = mem._catch_up_gate  # noqa: SLF001 - the test holds the process's only slot
+    gate = mem._core.catch_up_gate  # noqa: SLF001 - the test holds the process's only slot
     held = threading.Event()
     assert gate.enter(held, lambda: False)
     try:

@@ -377,7 +377,7 @@ def test_a_page_that_moves_on_while_the_user_is_listed_is_listed_once(
     # leaves STM (or MTM) between two of those looks is in two pictures. Here a writer
     # pushes the oldest STM page on to MTM right after STM's picture is taken.
     stm_name = actor_names(USER)[0]
-    ask = mem._ask
+    ask = mem._core.ask
     moved: list[str] = []
 
     def ask_then_write(name: str, message: object, *args: Any, **kw: Any) -> Any:
@@ -395,7 +395,7 @@ def test_a_page_that_moves_on_while_the_user_is_listed_is_listed_once(
             assert not writer.is_alive()
         return answer
 
-    monkeypatch.setattr(mem, "_ask", ask_then_write)
+    monkeypatch.setattr(mem._core, "ask", ask_then_write)
     listed = [m.memory_id for m in mem.memories(USER, kinds=["page"])]
     monkeypatch.undo()
     assert moved and f"page:{moved[0]}" in listed

@@ -287,7 +287,7 @@ def test_a_facts_query_finds_a_fact_among_many_pages_with_the_same_words(tmp_pat
 
 
 def test_common_query_terms_are_left_out_of_the_match_when_a_rare_one_is_there() -> None:
-    from memoryos_actors.store.cold import match_plan
+    from memoryos_actors.store.cold_query import match_plan
 
     dfs = {"common": 900, "rare": 3, "mid": 40}
     assert match_plan(["common", "rare", "mid", "absent"], dfs, 1000) == [
@@ -302,7 +302,7 @@ def test_common_query_terms_are_left_out_of_the_match_when_a_rare_one_is_there()
 
 
 def test_terms_in_most_items_are_left_out_of_the_match_while_another_term_is_left() -> None:
-    from memoryos_actors.store.cold import match_plan
+    from memoryos_actors.store.cold_query import match_plan
 
     # In 100,000 items: a term in 60,000 is a stop word for the MATCH (it still counts in
     # each candidate's BM25), so the AND is over the telling terms only.
@@ -387,7 +387,7 @@ def test_rows_with_and_without_embeddings_decode_to_the_stored_vectors(tmp_path:
 
 
 def test_when_every_query_term_is_common_items_with_all_of_them_come_first() -> None:
-    from memoryos_actors.store.cold import match_plan
+    from memoryos_actors.store.cold_query import match_plan
 
     dfs = {"a": 5000, "b": 3000, "c": 4000}
     assert match_plan(["a", "b", "c"], dfs, 10_000) == [
@@ -399,9 +399,9 @@ def test_when_every_query_term_is_common_items_with_all_of_them_come_first() -> 
 def test_an_item_with_every_common_query_term_is_found_among_many_with_one(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from memoryos_actors.store import cold
+    from memoryos_actors.store import cold_query
 
-    monkeypatch.setattr(cold, "_COMMON_MAX", 10)
+    monkeypatch.setattr(cold_query, "COMMON_MAX", 10)
     with _open(tmp_path) as store:
         # 200 short pages with one of the words each, four times (FTS5's BM25 ranks them
         # above a long page with both words once), and one long page with both.
@@ -422,9 +422,9 @@ def test_an_item_with_every_common_query_term_is_found_among_many_with_one(
 def test_a_match_wider_than_the_rank_window_ranks_only_its_newest_items(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from memoryos_actors.store import cold
+    from memoryos_actors.store import cold_query
 
-    monkeypatch.setattr(cold, "RANK_WINDOW", 10)
+    monkeypatch.setattr(cold_query, "RANK_WINDOW", 10)
     with _open(tmp_path) as store:
         # Older pages say the word three times (FTS5's BM25 ranks them first), the newest
         # ten once.
@@ -435,7 +435,7 @@ def test_a_match_wider_than_the_rank_window_ranks_only_its_newest_items(
         assert len(found.items) == 5
         assert all(i.seq is not None and i.seq > 40 for i in found.items)
         assert found.df_of("quokka") == 50  # statistics still cover every item
-        monkeypatch.setattr(cold, "RANK_WINDOW", 1000)
+        monkeypatch.setattr(cold_query, "RANK_WINDOW", 1000)
         wide = store.cold.search(terms("quokka"), 5)
         assert all(i.seq is not None and i.seq <= 40 for i in wide.items)
 

@@ -291,3 +291,21 @@ def test_a_trait_keeps_the_history_of_its_changes_until_it_is_cleared() -> None:
         core.set_trait("travel", "enormous")
     with pytest.raises(InvalidInput):
         core.set_trait("mind_reading", "low")
+
+
+def test_an_archived_agent_trait_is_matched_to_its_own_assistant_only() -> None:
+    """LPM decides whose archived trait it is from the cold item's id, and reads the
+    record only when a colon leaves the id's split in doubt."""
+    from types import SimpleNamespace
+
+    from memoryos_actors.actors.lpm import _owned
+
+    def item(item_id: str, assistant: str) -> SimpleNamespace:
+        return SimpleNamespace(item_id=item_id, record={"assistant": assistant})
+
+    assert _owned(item("agent_trait:coach:a1", "coach"), "agent_trait:coach:", "coach")
+    assert not _owned(item("agent_trait:tutor:a1", "tutor"), "agent_trait:coach:", "coach")
+    assert not _owned(item("agent_trait:coachx:a1", "coachx"), "agent_trait:coach:", "coach")
+    # "coach:b" owns "agent_trait:coach:b:a1"; asked for "coach", the record decides.
+    assert not _owned(item("agent_trait:coach:b:a1", "coach:b"), "agent_trait:coach:", "coach")
+    assert _owned(item("agent_trait:coach:b:a1", "coach:b"), "agent_trait:coach:b:", "coach:b")

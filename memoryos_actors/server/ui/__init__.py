@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    from ...aio import AsyncMemoryOS
     from ...config import MemoryConfig
-    from ...system import AsyncMemoryOS
     from ..keys import KeyStore
     from ..ratelimit import RateLimiter
 

@@ -19,10 +19,10 @@ from typing import Any
 
 from fastapi import APIRouter, Query, Request, Response
 
+from ...aio import AsyncMemoryOS
 from ...config import MemoryConfig
 from ...errors import InvalidInput, MemoryOSError, UnknownMemory
 from ...store.userstore import user_exists
-from ...system import AsyncMemoryOS
 from ...trait_table import TRAIT_CATEGORIES, TRAITS, TRAITS_BY_NAME
 from ..keys import KeyRecord, KeyStore
 from ..ratelimit import RateLimiter

@@ -1,0 +1,523 @@
+"""The public API, declared once: :class:`MemoryAPI` and its asyncio twin
+:class:`AsyncMemoryAPI`.
+
+:class:`~memoryos_actors.MemoryOS` (in-process) and
+:class:`~memoryos_actors.cluster.ClusterMemoryOS` (sharded) implement :class:`MemoryAPI`;
+:class:`~memoryos_actors.AsyncMemoryOS` implements :class:`AsyncMemoryAPI`. mypy checks
+each of them against its protocol (the assignments at the end of this module), and
+``tests/docs/test_public_api.py`` checks the same at run time (parameter names, kinds and
+defaults) and checks the README's API list against :data:`API_METHODS`. Code that works
+with any of the facades can take a ``MemoryAPI``.
+
+``open`` is not part of the protocols: it is the constructor
+(:meth:`MemoryOS.open <memoryos_actors.MemoryOS.open>`,
+:meth:`AsyncMemoryOS.open <memoryos_actors.AsyncMemoryOS.open>`), and a cluster facade is
+made by ``MemoryOS.open(..., cluster=...)``.
+
+Importing this module imports none of the facades.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+
+if TYPE_CHECKING:
+    from .directory import UserPhase
+    from .memories import ArchivedMemories, Memory, MemoryEvent, MemoryList
+    from .messages import AgentProfile, MemoryContext, UserProfile
+    from .reports import ChatReply, ForgetReport, RepairReport, UserState
+
+__all__ = ["API_METHODS", "AsyncMemoryAPI", "MemoryAPI", "document"]
+
+_C = TypeVar("_C", bound=type)
+
+
+class MemoryAPI(Protocol):
+    """The synchronous API of a running memory system (thread-safe; every expected failure
+    raises a subclass of :class:`~memoryos_actors.errors.MemoryOSError`)."""
+
+    def add_turn(
+        self,
+        user_id: str,
+        query: str,
+        response: str,
+        timestamp: float | None = None,
+        assistant_id: str = "default",
+        *,
+        turn_key: str | None = None,
+    ) -> str:
+        """Store one turn (the user's ``query`` and the assistant's ``response``).
+
+        Returns the new page's id once the turn is in the user's write-ahead log (on disk
+        per the ``fsync`` policy). Chain meta data, segment placement, eviction and promotion
+        happen afterwards in the background; :meth:`flush` waits for them.
+
+        ``turn_key`` is an optional idempotency key chosen by the caller (at most 200 bytes
+        of UTF-8, unique per turn of this user): calling again with the same key (after
+        ``Overloaded``, a timeout or a crash, when it is unknown whether the turn was
+        stored) stores the turn at most once and returns the same page id. Keys are
+        remembered for the user's last 1,024 turns, across passivation and restarts.
+        """
+
+    def retrieve(
+        self,
+        user_id: str,
+        query: str,
+        assistant_id: str = "default",
+        timestamp: float | None = None,
+    ) -> MemoryContext:
+        """Retrieve what the user's memory holds about ``query``, with provenance.
+
+        STM, MTM and LPM are asked in parallel; the result is immutable and every item says
+        which tier it came from, its ids and why it was chosen. A read: a user with no data
+        raises :class:`~memoryos_actors.errors.UnknownUser` and nothing is written
+        (:meth:`chat` answers a new user from an empty memory).
+        """
+
+    def chat(
+        self, user_id: str, query: str, assistant_id: str = "default", *, fallback: bool = True
+    ) -> str:
+        """Answer ``query`` from memory: retrieve, generate a reply, store the turn.
+
+        The reply's text; :meth:`chat_reply` says besides whether it came from the offline
+        fallback (a degraded reply is also logged as a warning). Raises as
+        :meth:`chat_reply` does.
+        """
+
+    def chat_reply(
+        self, user_id: str, query: str, assistant_id: str = "default", *, fallback: bool = True
+    ) -> ChatReply:
+        """Answer ``query`` from memory like :meth:`chat`, and say how the reply was made.
+
+        During a provider outage (5xx answers, timeouts, an open circuit breaker) the
+        offline fallback writes the reply and the result is ``degraded`` with the
+        ``reason``; with ``fallback=False`` the call raises
+        :class:`~memoryos_actors.errors.ProviderUnavailable` instead and stores nothing.
+        A configuration error is never answered by the fallback: a rejected or missing key
+        raises :class:`~memoryos_actors.errors.ProviderAuthError`, an unknown model
+        :class:`~memoryos_actors.errors.ProviderModelNotFound`, a base URL that cannot be
+        reached :class:`~memoryos_actors.errors.ProviderUnreachable` (all subclasses of
+        :class:`~memoryos_actors.errors.ProviderConfigError`), and nothing is stored.
+        A user with no data yet is answered from an empty memory; the turn creates it.
+        """
+
+    def set_user_profile(self, user_id: str, profile: UserProfile) -> None:
+        """Set the user's static profile (name, gender, birth year, extras); durable on return."""
+
+    def set_agent_profile(
+        self, user_id: str, profile: AgentProfile, assistant_id: str = "default"
+    ) -> None:
+        """Set the assistant's static persona as this user sees it; durable on return."""
+
+    def stats(self, user_id: str | None = None) -> dict[str, Any]:
+        """Counters of the whole system, or of one user when ``user_id`` is given.
+
+        The system's counters include ``damaged_users`` (how many users' files were refused
+        as damaged since the system opened, until repaired or read again successfully) and
+        ``damaged`` (their ids, each with the error); those users' calls raise
+        :class:`~memoryos_actors.errors.CorruptDataError`, every other user is served.
+        """
+
+    def users(self) -> list[str]:
+        """Every user with data in this data directory (active or not), sorted.
+
+        Shared assistant personas (``shared_agent_persona``) are not users and not listed.
+        """
+
+    def active_users(self) -> list[str]:
+        """Users whose actor groups are live now, least recently used first."""
+
+    def user_state(self, user_id: str) -> UserState:
+        """A typed picture of the user's three tiers, for tools and tests.
+
+        :class:`~memoryos_actors.errors.UnknownUser` for a user with no data (nothing is
+        written for it).
+        """
+
+    def tree(self) -> str:
+        """The supervision tree as text, with each child's status and restart count."""
+
+    def archive(
+        self, user_id: str, query: str | None = None, limit: int | None = None
+    ) -> list[dict[str, Any]]:
+        """Segments and pages MTM evicted for ``user_id``, oldest first.
+
+        With ``query``, only records matching its keywords, best first (at most ``limit``,
+        default 10). Eviction is a tier decision, not data loss: everything is here.
+        :class:`~memoryos_actors.errors.UnknownUser` for a user with no data.
+        """
+
+    def stored_page_ids(self, user_id: str) -> list[str]:
+        """Every page id stored for ``user_id``: STM, then MTM, then the archive.
+
+        An audit helper: each acknowledged turn appears exactly once after :meth:`flush`.
+        Before it, each appears at least once (pages on their way from STM to MTM are in
+        the state's ``outbox``); one evicted to the archive between the two reads shows
+        twice.
+        """
+
+    def flush(self, timeout: float = 300.0, *, user_id: str | None = None) -> None:
+        """Wait for the background work of the turns stored before this call.
+
+        For every user live at the call (or only ``user_id``), it returns once:
+
+        * every turn acknowledged before the call (``add_turn`` returned) has its
+          dialogue-chain meta data;
+        * every page those turns pushed out of STM is placed in an MTM segment, with the
+          evictions to the archive and the promotions that placement caused;
+        * every segment summary and persona update the user's MTM owed once those pages
+          were placed (due, or still in its debounce window) was asked for and answered:
+          the summaries stored in MTM, the persona updates applied in LPM (and in the
+          assistant's shared persona, with ``shared_agent_persona``).
+
+        It never waits for the process to be quiet: turns stored after the call (for any
+        user, the same one too) start work it does not wait for, so it returns under a
+        continuous write flood. It may cover some of that later work (what was already
+        queued when it looked). Under a flood it waits about ``placement_backlog_seconds``
+        per flooded user (the placement work its queue admits), the users side by side. A
+        user that is passive has nothing in flight (what it owes is in its files, asked for
+        again when it is next activated), and a user passivated
+        or forgotten while flush waits is not waited for any longer, for the same reason.
+        A degraded answer (the provider was down) counts as the answer; its redo once the
+        provider is back is not waited for.
+
+        Args:
+            timeout: the longest wait, seconds (> 0). The work goes on after that.
+            user_id: wait only for this user's work (returns at once if the user is not
+                live); None for every live user.
+
+        Raises:
+            Overloaded: the work was not done within ``timeout``.
+            InvalidInput: a bad ``timeout`` or ``user_id``.
+        """
+
+    def export_user(self, user_id: str, path: str | os.PathLike[str]) -> Path:
+        """Write everything stored for ``user_id`` to a portable file (``.json`` or msgpack).
+
+        Waits only for this user's work, never for other users'. First, while the user's
+        calls go on, for what :meth:`flush` guarantees for its turns stored before this
+        call. Then the file is written from one consistent cut: for that moment the user
+        is ``EXPORTING`` (its other calls wait, and it cannot be passivated or forgotten),
+        the pages of every turn acknowledged before it are placed as well, and the hot
+        tiers and the archive are read. So every turn acknowledged before the call is in
+        the file with its summaries and persona updates; a summary or persona update that
+        turns stored since then still owe is in the file as owed work, asked for when it
+        is imported.
+
+        :class:`~memoryos_actors.errors.UnknownUser` for a user with no data (no file is
+        written, not even ``path``). Raises ``Overloaded`` when that takes longer than
+        ``overload_timeout_seconds``.
+        """
+
+    def import_user(self, path: str | os.PathLike[str], user_id: str | None = None) -> str:
+        """Load a file written by :meth:`export_user`; returns the user id it was stored as.
+
+        Refuses to overwrite a user that already has data (forget it first). One operation
+        on the user: its calls wait until the import is done; a failed import leaves no
+        files behind.
+        """
+
+    def forget_user(self, user_id: str) -> ForgetReport:
+        """Delete every file of ``user_id`` and every trace of it in the gateway (cached
+        answers and embeddings, queued redo work, degraded replies waiting for a redo);
+        report what was removed. Other users are untouched.
+
+        One operation on the user: new calls wait (then see an empty user); calls in flight
+        are waited for, at most ``overload_timeout_seconds``, then ``Overloaded`` is raised
+        and nothing is removed. Late replies addressed to the forgotten incarnation are
+        dropped (each activation has its own epoch).
+        """
+
+    def repair_user(self, user_id: str) -> RepairReport:
+        """Salvage ``user_id``'s damaged files: every intact record before and after each
+        damaged range is kept, each original is kept beside its file as
+        ``<name>.corrupt-<unix ms>``, and the report says what was kept and what was lost
+        (records, turns, byte ranges). See :mod:`memoryos_actors.repair` for what is done
+        to which file; a healthy user is left as it is (``report.changed`` is False).
+
+        Calls for a user whose files were refused with
+        :class:`~memoryos_actors.errors.CorruptDataError` work again afterwards, with
+        every intact turn. One operation on the user: a live user's actors are stopped
+        first (without a snapshot: the files are what is repaired), new calls wait until
+        the repair is done. :class:`UnknownUser` if the user has no files,
+        :class:`~memoryos_actors.errors.ReadOnlyError` on a read-only system.
+        """
+
+    def passivate(self, user_id: str) -> bool:
+        """Snapshot and stop ``user_id``'s actors now; False if the user was not active.
+
+        Waits for a transition in progress and for the user's calls in flight (new calls
+        wait meanwhile), at most ``overload_timeout_seconds``; then raises ``Overloaded``
+        and the user stays active.
+        """
+
+    def user_phase(self, user_id: str) -> UserPhase:
+        """Where ``user_id`` is in its lifecycle now (see :class:`UserPhase`)."""
+
+    def user_epoch(self, user_id: str) -> int:
+        """The incarnation epoch of ``user_id``'s live actors (0 when it is not live).
+
+        Each activation gets a new epoch, unique in the process; replies addressed to
+        another epoch are dropped (counted as ``stale_replies_dropped`` in :meth:`stats`).
+        """
+
+    def kill_actor(
+        self, user_id: str, tier: str, reason: str = "kill_actor", timeout: float = 10.0
+    ) -> bool:
+        """Fault injection: crash one of ``user_id``'s tier actors (``"stm"``, ``"mtm"`` or
+        ``"lpm"``) as an unexpected exception in it would, for drills and demos.
+
+        The user's group supervisor (``rest_for_one``) restarts it and the tiers started
+        after it; each rebuilds its state from its snapshot plus the WAL, so no acknowledged
+        turn is lost. Activates the user if needed. Returns True once a new actor is
+        registered under the same name, False if none appeared within ``timeout`` seconds.
+        The restart shows in :meth:`tree` (``restarts=N``). :class:`~memoryos_actors.errors.
+        UnknownUser` for a user with no data.
+        """
+
+    def memories(
+        self,
+        user_id: str,
+        kinds: Iterable[str] | None = None,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> MemoryList:
+        """The memories of ``user_id`` (of ``kinds`` only, if given), with ids and
+        provenance: pages (STM, MTM and archive), segments, facts, agent traits and the user
+        traits that have a level. Deleted memories are not listed.
+
+        In a stable order: by kind (in the order above), then oldest first by the
+        sequence number in the id (which never changes as a page moves between tiers;
+        traits, which have none, by name).
+        With ``limit`` (1 or more), at most that many, and the list's ``next_cursor``
+        (None on the last page) gives the rest: ``memories(user, cursor=page.next_cursor,
+        limit=...)``. Paging while turns are added neither skips nor repeats a memory that
+        existed when paging began. A cursor that did not come from this call (or was
+        changed) is :class:`InvalidInput`. Each call still reads the whole user.
+        """
+
+    def archived_memories(
+        self,
+        user_id: str,
+        kind: str = "page",
+        query: str | None = None,
+        offset: int = 0,
+        limit: int = 50,
+        per_day: bool = False,
+    ) -> ArchivedMemories:
+        """A page of the memories of ``kind`` (``"page"``, ``"fact"`` or ``"agent_trait"``)
+        that left the hot tiers for the user's archive: ``limit`` (0..500) of them from
+        ``offset`` on, newest first, or with ``query`` the best matches for its words
+        first. Read from the cold index, so the cost depends on ``offset + limit``, not on
+        the length of the history (unlike :meth:`archive`, which reads every record).
+        Deleted memories are left out, corrected ones shown corrected. With ``per_day``,
+        also how many there are per UTC day (for a picture of the history)."""
+        ...
+
+    def get_memory(self, user_id: str, memory_id: str) -> Memory:
+        """The memory ``memory_id`` of ``user_id``; :class:`UnknownMemory` if it has none
+        (or it was deleted)."""
+        ...
+
+    def delete_memory(self, user_id: str, memory_id: str) -> MemoryEvent:
+        """Delete one memory of ``user_id`` from every tier, the cold index, exports and
+        the gateway's caches; retrieval never returns it again. Durable: the edit is in the
+        user's WAL before this returns (per the ``fsync`` setting).
+
+        Deleting a segment deletes its pages; deleting a trait clears its level. Text that
+        may quote a deleted page is cleared with it: the chain summaries of the later pages
+        of its dialogue chain, and the summary of the segment that held it (asked for again
+        from the pages left). Facts the LLM distilled from a deleted page are memories of
+        their own (delete them too). The history keeps only that the memory was deleted,
+        and when: its earlier values are erased from it. The event returned carries the
+        deleted text (``old``) for the caller; it is stored nowhere.
+        :class:`UnknownMemory` if there is no such memory.
+        """
+
+    def correct_memory(
+        self, user_id: str, memory_id: str, value: str, evidence: str = ""
+    ) -> MemoryEvent:
+        """Correct a fact, an agent trait (``value``: the new sentence) or a user trait
+        (``value``: ``"low"``, ``"medium"`` or ``"high"``; ``evidence`` optional; any of the
+        90 traits, observed or not). The old
+        value stays in :meth:`memory_history`; retrieval returns the new one. Durable like
+        :meth:`delete_memory`. :class:`InvalidInput` for pages and segments (delete them
+        instead), :class:`UnknownMemory` if there is no such memory."""
+        ...
+
+    def memory_history(self, user_id: str, memory_id: str) -> list[MemoryEvent]:
+        """What changed memory ``memory_id`` and when, oldest first: its creation (while it
+        exists), the changes persona updates made to a trait, and every correction and
+        deletion (kept after the memory is deleted). :class:`UnknownMemory` if there is
+        nothing to tell."""
+        ...
+
+    def close(self, timeout: float = 60.0) -> None:
+        """Snapshot every active user, stop the tree and release the data directory (read-only:
+        no snapshot, nothing written)."""
+        ...
+
+
+class AsyncMemoryAPI(Protocol):
+    """The same API as :class:`MemoryAPI`, as coroutines that never block the event loop."""
+
+    async def add_turn(
+        self,
+        user_id: str,
+        query: str,
+        response: str,
+        timestamp: float | None = None,
+        assistant_id: str = "default",
+        *,
+        turn_key: str | None = None,
+    ) -> str:
+        """:meth:`MemoryAPI.add_turn`, awaited (run off the event loop)."""
+
+    async def retrieve(
+        self,
+        user_id: str,
+        query: str,
+        assistant_id: str = "default",
+        timestamp: float | None = None,
+    ) -> MemoryContext:
+        """:meth:`MemoryAPI.retrieve`, awaited (run off the event loop)."""
+
+    async def chat(
+        self, user_id: str, query: str, assistant_id: str = "default", *, fallback: bool = True
+    ) -> str:
+        """:meth:`MemoryAPI.chat`, awaited (run off the event loop)."""
+
+    async def chat_reply(
+        self, user_id: str, query: str, assistant_id: str = "default", *, fallback: bool = True
+    ) -> ChatReply:
+        """:meth:`MemoryAPI.chat_reply`, awaited (run off the event loop)."""
+
+    async def set_user_profile(self, user_id: str, profile: UserProfile) -> None:
+        """:meth:`MemoryAPI.set_user_profile`, awaited (run off the event loop)."""
+
+    async def set_agent_profile(
+        self, user_id: str, profile: AgentProfile, assistant_id: str = "default"
+    ) -> None:
+        """:meth:`MemoryAPI.set_agent_profile`, awaited (run off the event loop)."""
+
+    async def stats(self, user_id: str | None = None) -> dict[str, Any]:
+        """:meth:`MemoryAPI.stats`, awaited (run off the event loop)."""
+
+    async def users(self) -> list[str]:
+        """:meth:`MemoryAPI.users`, awaited (run off the event loop)."""
+
+    async def active_users(self) -> list[str]:
+        """:meth:`MemoryAPI.active_users`, awaited (run off the event loop)."""
+
+    async def user_state(self, user_id: str) -> UserState:
+        """:meth:`MemoryAPI.user_state`, awaited (run off the event loop)."""
+
+    async def tree(self) -> str:
+        """:meth:`MemoryAPI.tree`, awaited (run off the event loop)."""
+
+    async def archive(
+        self, user_id: str, query: str | None = None, limit: int | None = None
+    ) -> list[dict[str, Any]]:
+        """:meth:`MemoryAPI.archive`, awaited (run off the event loop)."""
+
+    async def stored_page_ids(self, user_id: str) -> list[str]:
+        """:meth:`MemoryAPI.stored_page_ids`, awaited (run off the event loop)."""
+
+    async def flush(self, timeout: float = 300.0, *, user_id: str | None = None) -> None:
+        """:meth:`MemoryAPI.flush`, awaited (run off the event loop)."""
+
+    async def export_user(self, user_id: str, path: str | os.PathLike[str]) -> Path:
+        """:meth:`MemoryAPI.export_user`, awaited (run off the event loop)."""
+
+    async def import_user(self, path: str | os.PathLike[str], user_id: str | None = None) -> str:
+        """:meth:`MemoryAPI.import_user`, awaited (run off the event loop)."""
+
+    async def forget_user(self, user_id: str) -> ForgetReport:
+        """:meth:`MemoryAPI.forget_user`, awaited (run off the event loop)."""
+
+    async def repair_user(self, user_id: str) -> RepairReport:
+        """:meth:`MemoryAPI.repair_user`, awaited (run off the event loop)."""
+
+    async def passivate(self, user_id: str) -> bool:
+        """:meth:`MemoryAPI.passivate`, awaited (run off the event loop)."""
+
+    async def user_phase(self, user_id: str) -> UserPhase:
+        """:meth:`MemoryAPI.user_phase`, awaited (run off the event loop)."""
+
+    async def user_epoch(self, user_id: str) -> int:
+        """:meth:`MemoryAPI.user_epoch`, awaited (run off the event loop)."""
+
+    async def kill_actor(
+        self, user_id: str, tier: str, reason: str = "kill_actor", timeout: float = 10.0
+    ) -> bool:
+        """:meth:`MemoryAPI.kill_actor`, awaited (run off the event loop)."""
+
+    async def memories(
+        self,
+        user_id: str,
+        kinds: Iterable[str] | None = None,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> MemoryList:
+        """:meth:`MemoryAPI.memories`, awaited (run off the event loop)."""
+
+    async def archived_memories(
+        self,
+        user_id: str,
+        kind: str = "page",
+        query: str | None = None,
+        offset: int = 0,
+        limit: int = 50,
+        per_day: bool = False,
+    ) -> ArchivedMemories:
+        """:meth:`MemoryAPI.archived_memories`, awaited (run off the event loop)."""
+
+    async def get_memory(self, user_id: str, memory_id: str) -> Memory:
+        """:meth:`MemoryAPI.get_memory`, awaited (run off the event loop)."""
+
+    async def delete_memory(self, user_id: str, memory_id: str) -> MemoryEvent:
+        """:meth:`MemoryAPI.delete_memory`, awaited (run off the event loop)."""
+
+    async def correct_memory(
+        self, user_id: str, memory_id: str, value: str, evidence: str = ""
+    ) -> MemoryEvent:
+        """:meth:`MemoryAPI.correct_memory`, awaited (run off the event loop)."""
+
+    async def memory_history(self, user_id: str, memory_id: str) -> list[MemoryEvent]:
+        """:meth:`MemoryAPI.memory_history`, awaited (run off the event loop)."""
+
+    async def close(self, timeout: float = 60.0) -> None:
+        """:meth:`MemoryAPI.close`, awaited (run off the event loop)."""
+
+
+#: The protocols' methods, in the README's order.
+API_METHODS: tuple[str, ...] = tuple(
+    name for name in vars(MemoryAPI) if not name.startswith("_") and callable(vars(MemoryAPI)[name])
+)
+
+
+def document(cls: _C) -> _C:
+    """Class decorator: give each :data:`API_METHODS` method of ``cls`` that has no
+    docstring the protocol's (so ``help()`` on a facade shows the one declared text)."""
+    for name in API_METHODS:
+        method = vars(cls).get(name)
+        if method is not None and not getattr(method, "__doc__", None):
+            method.__doc__ = getattr(MemoryAPI, name).__doc__
+    return cls
+
+
+if TYPE_CHECKING:
+    # What mypy checks: each facade is assignable to its protocol, so a method missing
+    # or with another signature (a renamed parameter, another default's type, another
+    # return type) fails the type check here.
+    from .aio import AsyncMemoryOS
+    from .cluster import ClusterMemoryOS
+    from .system import MemoryOS
+
+    def _conforms(
+        in_process: MemoryOS, sharded: ClusterMemoryOS, coroutines: AsyncMemoryOS
+    ) -> tuple[MemoryAPI, MemoryAPI, AsyncMemoryAPI]:
+        return in_process, sharded, coroutines

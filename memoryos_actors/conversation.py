@@ -1,0 +1,232 @@
+"""Serving a conversation: store turns, retrieve, chat, and set the profiles.
+
+:class:`Conversation` holds those calls of the facade; it works on the facade's
+:class:`~memoryos_actors.core.SystemCore` and runs each call of a user through
+:meth:`~memoryos_actors.activation.Lifecycle.call`. The calls' contracts are documented on
+:class:`~memoryos_actors.api.MemoryAPI`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+import uuid
+from typing import TYPE_CHECKING
+
+import structlog
+
+from .actors.base import ASSISTANT_PREFIX, actor_names, persona_owner
+from .directory import UserEntry, UserPhase
+from .errors import ActorCrashed, InvalidInput, UnknownUser
+from .messages import (
+    AddTurn,
+    AgentProfile,
+    MemoryContext,
+    Retrieve,
+    SetAgentProfile,
+    SetUserProfile,
+    UserProfile,
+)
+from .reports import ChatReply
+from .validation import check_text as _check_text
+from .validation import check_timestamp as _check_timestamp
+from .validation import check_user_id as _check_user_id
+
+if TYPE_CHECKING:
+    from .activation import Lifecycle
+    from .core import SystemCore
+
+__all__ = ["Conversation"]
+
+log = structlog.get_logger("memoryos.system")
+
+#: Times add_turn asks again, with the same turn key, after the STM actor crashed.
+_ADD_TURN_ATTEMPTS = 3
+
+
+class Conversation:
+    """``add_turn``, ``retrieve``, ``chat``, ``chat_reply`` and the profile setters.
+
+    Thread-safe. Counts turns, retrievals and chats in the core's metrics (``turns``,
+    ``retrievals``, ``chats``, ``degraded_chats``) and samples ``add_turn_ms`` and
+    ``retrieve_ms`` (milliseconds).
+    """
+
+    def __init__(self, core: SystemCore, lifecycle: Lifecycle) -> None:
+        self._core = core
+        self._lifecycle = lifecycle
+
+    def add_turn(
+        self,
+        user_id: str,
+        query: str,
+        response: str,
+        timestamp: float | None = None,
+        assistant_id: str = "default",
+        *,
+        turn_key: str | None = None,
+    ) -> str:
+        """Store one turn; see :meth:`MemoryAPI.add_turn <memoryos_actors.api.MemoryAPI.add_turn>`."""
+        core = self._core
+        uid = _check_user_id(user_id)
+        core.check_writable("add_turn")
+        if turn_key is not None:
+            _check_text(turn_key, "turn_key", 200)
+        limit = core.config.max_text_bytes
+        msg = AddTurn(
+            user_id=uid,
+            assistant_id=_check_text(assistant_id, "assistant_id", 1024),
+            query=_check_text(query, "query", limit, allow_empty=True),
+            response=_check_text(response, "response", limit, allow_empty=True),
+            timestamp=core.clock.now() if timestamp is None else _check_timestamp(timestamp),
+            # Caller keys and generated ones never collide: generated ones start with "~".
+            turn_key=("u:" + turn_key) if turn_key is not None else "~" + uuid.uuid4().hex,
+        )
+        if not msg.query and not msg.response:
+            raise InvalidInput("a turn needs a query or a response")
+
+        def run(entry: UserEntry) -> str:
+            # Backpressure happens here, in the caller's thread: wait for room in the
+            # user's placement queue and the gateway before the turn is written, so a
+            # flood gets Overloaded and a retry never duplicates a stored turn.
+            timeout = core.config.overload_timeout_seconds
+            assert entry.env is not None
+            entry.env.insert_backlog.wait_below_limit(timeout)
+            core.gateway.wait_capacity(timeout)
+            for attempt in range(_ADD_TURN_ATTEMPTS):
+                try:
+                    return str(core.ask(actor_names(uid)[0], msg))
+                except ActorCrashed:
+                    # The restarted STM recovers from the WAL and knows the turn key if the
+                    # turn was written: asking again stores it exactly once either way.
+                    if attempt == _ADD_TURN_ATTEMPTS - 1:
+                        raise
+            raise AssertionError("unreachable")
+
+        self.load_shared_persona(msg.assistant_id)
+        started = time.perf_counter()
+        page_id = self._lifecycle.call(uid, run)
+        core.metrics.observe("add_turn_ms", (time.perf_counter() - started) * 1000.0)
+        core.metrics.inc("turns")
+        return page_id
+
+    def retrieve(
+        self,
+        user_id: str,
+        query: str,
+        assistant_id: str = "default",
+        timestamp: float | None = None,
+    ) -> MemoryContext:
+        """Retrieve with provenance; see :meth:`MemoryAPI.retrieve
+        <memoryos_actors.api.MemoryAPI.retrieve>`."""
+        core = self._core
+        uid = _check_user_id(user_id)
+        msg = Retrieve(
+            user_id=uid,
+            assistant_id=_check_text(assistant_id, "assistant_id", 1024),
+            query=_check_text(query, "query", core.config.max_text_bytes),
+            timestamp=core.clock.now() if timestamp is None else _check_timestamp(timestamp),
+        )
+
+        def run(_entry: UserEntry) -> MemoryContext:
+            ctx: MemoryContext = core.ask(core.next_retrieval_worker(), msg)
+            return ctx
+
+        self._lifecycle.require_data(uid)  # before loading a shared persona for nobody
+        self.load_shared_persona(msg.assistant_id)
+        started = time.perf_counter()
+        ctx = self._lifecycle.call(uid, run, create=False)
+        core.metrics.observe("retrieve_ms", (time.perf_counter() - started) * 1000.0)
+        core.metrics.inc("retrievals")
+        return ctx
+
+    def chat_reply(
+        self, user_id: str, query: str, assistant_id: str = "default", *, fallback: bool = True
+    ) -> ChatReply:
+        """Answer from memory and store the turn; see :meth:`MemoryAPI.chat_reply
+        <memoryos_actors.api.MemoryAPI.chat_reply>`."""
+        core = self._core
+        core.check_writable("chat")
+        ctx = self.chat_context(user_id, query, assistant_id)
+        result = core.gateway_service.complete(
+            "chat_reply",
+            {"context": ctx.render(), "query": query},
+            user_id=user_id,
+            fallback=bool(fallback),
+            raise_config_errors=True,
+        )
+        reply = str(result.data["reply"])
+        self.add_turn(user_id, query, reply, assistant_id=assistant_id)
+        core.metrics.inc("chats")
+        if result.degraded:
+            core.metrics.inc("degraded_chats")
+            log.warning("chat.degraded", reason=result.reason)
+        return ChatReply(reply, result.degraded, result.reason, result.backend)
+
+    def chat_context(self, user_id: str, query: str, assistant_id: str) -> MemoryContext:
+        """What ``chat`` answers from: :meth:`retrieve`, or an empty context for a user
+        with no data yet (a new user's first message; the turn stored after it creates the
+        user, so a failed reply leaves nothing behind)."""
+        try:
+            return self.retrieve(user_id, query, assistant_id=assistant_id)
+        except UnknownUser:
+            pass
+        core = self._core
+        ctx = MemoryContext(user_id=user_id, assistant_id=assistant_id, query=query)
+        if core.config.shared_agent_persona:
+            # The assistant's shared persona is not the user's: it answers a new user too.
+            # It lives in the persona owner's group, retrieved like any user's memory.
+            owner = persona_owner(user_id, assistant_id, True)
+            self.load_shared_persona(assistant_id)
+            msg = Retrieve(
+                user_id=owner, assistant_id=assistant_id, query=query, timestamp=core.clock.now()
+            )
+            shared: MemoryContext = self._lifecycle.call(
+                owner, lambda _e: core.ask(core.retrieval_names[0], msg)
+            )
+            ctx = dataclasses.replace(
+                ctx, agent_profile=shared.agent_profile, agent_traits=shared.agent_traits
+            )
+        return ctx
+
+    def set_user_profile(self, user_id: str, profile: UserProfile) -> None:
+        """Set the user's static profile; see :meth:`MemoryAPI.set_user_profile
+        <memoryos_actors.api.MemoryAPI.set_user_profile>`."""
+        core = self._core
+        uid = _check_user_id(user_id)
+        core.check_writable("set_user_profile")
+        if not isinstance(profile, UserProfile):
+            raise InvalidInput(f"profile must be a UserProfile, got {type(profile).__name__}")
+        self._lifecycle.call(
+            uid, lambda e: core.ask(actor_names(uid)[2], SetUserProfile(uid, profile))
+        )
+
+    def set_agent_profile(
+        self, user_id: str, profile: AgentProfile, assistant_id: str = "default"
+    ) -> None:
+        """Set the assistant's persona as this user sees it; see
+        :meth:`MemoryAPI.set_agent_profile <memoryos_actors.api.MemoryAPI.set_agent_profile>`."""
+        core = self._core
+        uid = _check_user_id(user_id)
+        core.check_writable("set_agent_profile")
+        if not isinstance(profile, AgentProfile):
+            raise InvalidInput(f"profile must be an AgentProfile, got {type(profile).__name__}")
+        aid = _check_text(assistant_id, "assistant_id", 1024)
+        owner = persona_owner(uid, aid, core.config.shared_agent_persona)
+        self._lifecycle.call(
+            owner,
+            lambda e: core.ask(actor_names(owner)[2], SetAgentProfile(owner, aid, profile)),
+        )
+
+    def load_shared_persona(self, assistant_id: str) -> None:
+        """With ``shared_agent_persona``, make sure the assistant's persona group is live.
+
+        Such groups are pinned: never passivated while the system runs, since every user
+        of the assistant reads and feeds them.
+        """
+        core = self._core
+        if core.config.shared_agent_persona:
+            owner = ASSISTANT_PREFIX + assistant_id
+            if core.directory.phase(owner) is UserPhase.ACTIVE:
+                return
+            self._lifecycle.call(owner, lambda e: None)

@@ -1,0 +1,85 @@
+"""How a cold query finds its candidates: which FTS5 matches it runs (:func:`match_plan`)
+and how many rows one ranks (:data:`RANK_WINDOW`)."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Mapping
+
+__all__ = ["COMMON_MAX", "COMMON_MIN", "COMMON_SHARE", "RANK_WINDOW", "match_plan", "ranked_rowids"]
+
+#: Query terms in more than this share of the items (at least ``COMMON_MIN`` items, at
+#: most ``COMMON_MAX``) are left out of the FTS5 MATCH when a rarer query term is there:
+#: FTS5 ranks every row the MATCH finds, so long posting lists cost most of a query at
+#: 100,000 items, and their BM25 weight is low. The absolute bound keeps that cost from
+#: growing with the history. They still count in the BM25 of every candidate (scored from
+#: its terms). When every term is common, see :func:`match_plan`.
+COMMON_SHARE = 0.05
+COMMON_MIN = 50
+COMMON_MAX = 1000
+
+RANK_WINDOW = 2000
+"""Most items one FTS5 MATCH of a cold query ranks. FTS5 ranks every row a MATCH finds
+(about 1 us a row on this project's 2-core machine), so a query whose terms are in tens of
+thousands of items would cost tens of milliseconds, growing with the history. When a MATCH
+may find more, only the newest ``RANK_WINDOW`` items it finds are ranked: the cost of a
+cold query is bounded whatever the history, and among many equally plain matches the newer
+ones are preferred."""
+
+
+def match_plan(
+    qt: list[str], dfs: Mapping[str, int], n_docs: int
+) -> list[tuple[str, tuple[str, ...], int]]:
+    """The FTS5 matches a cold query runs, in order, each ``(operator, terms, bound)``:
+    ``operator`` is ``"OR"`` or ``"AND"`` over ``terms``, ``bound`` an upper bound of the
+    items it matches (from the document frequencies ``dfs``).
+
+    Query terms no item has are dropped, and so are terms in more than half of the items
+    (and more than ``COMMON_MAX``) while another term is left: in this history they are
+    stop words (their Robertson-Sparck Jones weight is negative; BM25's idf, which keeps
+    them positive, gives them less than 0.7 against 3 for a term in one item in twenty),
+    they hardly narrow an AND, and FTS5's ranking reads each MATCH term's whole posting
+    list, so they cost most of a query. They still count in the BM25 of every candidate.
+    Then: when rare terms are present (see ``COMMON_SHARE``), one OR over them. When
+    every term is common: first the items that have all of them (an AND, far fewer and
+    better matches than any one common term), then an OR of the two rarest to fill up.
+    """
+    present = [t for t in qt if dfs.get(t, 0) > 0]
+    if not present:
+        return []
+    telling = [t for t in present if 2 * dfs[t] <= n_docs or dfs[t] <= COMMON_MAX]
+    if telling:
+        present = telling
+    cap = min(max(COMMON_MIN, int(COMMON_SHARE * n_docs)), COMMON_MAX)
+    rare = [t for t in present if dfs[t] <= cap]
+    if rare:
+        return [("OR", tuple(rare), sum(dfs[t] for t in rare))]
+    ordered = sorted(present, key=lambda t: (dfs[t], t))
+    plan: list[tuple[str, tuple[str, ...], int]] = []
+    if len(ordered) > 1:
+        plan.append(("AND", tuple(ordered), dfs[ordered[0]]))
+    two = tuple(ordered[:2])
+    plan.append(("OR", two, sum(dfs[t] for t in two)))
+    return plan
+
+
+def ranked_rowids(db: sqlite3.Connection, match: str, n: int, bound: int) -> list[int]:
+    """Rowids of the ``n`` items FTS5 ranks best for ``match``, ranking at most
+    :data:`RANK_WINDOW` of them: when ``match`` may find more (``bound``, an upper bound),
+    only the newest ``RANK_WINDOW`` it finds are ranked (best first; equal ranks, newer
+    first)."""
+    if bound > RANK_WINDOW:
+        # Rowids follow archive order, and FTS5 walks a MATCH in rowid order: the newest
+        # RANK_WINDOW matches, each with its rank, cost one walk of the window.
+        rows = db.execute(
+            "SELECT rowid, rank FROM fts WHERE fts MATCH ? ORDER BY rowid DESC LIMIT ?",
+            (match, RANK_WINDOW),
+        ).fetchall()
+        rows.sort(key=lambda r: (r[1], -r[0]))
+        return [int(r[0]) for r in rows[:n]]
+    return [
+        int(r)
+        for (r,) in db.execute(
+            "SELECT rowid FROM fts WHERE fts MATCH ? ORDER BY rank LIMIT ?", (match, n)
+        )
+    ]
