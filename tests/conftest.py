@@ -5,12 +5,12 @@ from __future__ import annotations
 import logging
 import os
 import threading
-import time
 from collections.abc import Iterator
 
 import pykka
 import pytest
 import structlog
+from waiting import wait_until
 
 # Ray binds its processes (GCS, raylet, workers) to the machine's network address unless
 # this is 0, and reads it once, when its modules are imported: set here, before any test
@@ -40,27 +40,22 @@ structlog.configure(
 )
 
 
-def _settle(baseline: int, timeout: float = 5.0) -> int:
-    deadline = time.monotonic() + timeout
-    while True:
-        n = threading.active_count()
-        if n <= baseline or time.monotonic() > deadline:
-            return n
-        time.sleep(0.01)
-
-
 @pytest.fixture(autouse=True)
 def _no_leaked_actors_or_threads() -> Iterator[None]:
     actors_before = len(pykka.ActorRegistry.get_all())
     threads_before = threading.active_count()
     yield
-    deadline = time.monotonic() + 5.0
-    while len(pykka.ActorRegistry.get_all()) > actors_before and time.monotonic() < deadline:
-        time.sleep(0.01)
-    leaked = pykka.ActorRegistry.get_all()
-    assert len(leaked) <= actors_before, f"actors left running: {leaked[:5]}"
-    now = _settle(threads_before)
-    assert now <= threads_before, f"threads left running: {[t.name for t in threading.enumerate()]}"
+    # Actors and threads a test stopped may take a moment to end: wait for that, a while.
+    wait_until(
+        lambda: len(pykka.ActorRegistry.get_all()) <= actors_before,
+        lambda: f"no actor left running (still running: {pykka.ActorRegistry.get_all()[:5]})",
+        timeout=5.0,
+    )
+    wait_until(
+        lambda: threading.active_count() <= threads_before,
+        lambda: f"no thread left running (running: {[t.name for t in threading.enumerate()]})",
+        timeout=5.0,
+    )
 
 
 @pytest.fixture(scope="session")
@@ -97,3 +92,14 @@ def ray_cluster() -> Iterator[object]:
                 os.environ.pop(key, None)
             else:
                 os.environ[key] = value
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Under pytest-xdist (``-n 2 --dist loadgroup``, the README's test command) every test
+    that uses Ray runs in one worker: the cluster is one per test session, and each worker
+    is a session of its own, so a second worker would start a second cluster."""
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        backend = callspec.params.get("backend") if callspec is not None else None
+        if "ray_cluster" in getattr(item, "fixturenames", ()) or backend == "ray":
+            item.add_marker(pytest.mark.xdist_group("ray"))

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import subprocess
 import threading
-import time
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import IO, Any
+
+from waiting import wait_until
 
 #: Seconds a stopping process, or an awaited line of output, may take before the test fails.
 WAIT_S = 90.0
@@ -77,18 +78,20 @@ class Lines:
     ) -> None:
         """Wait until ``found(lines)``; fail after :data:`WAIT_S` seconds, or as soon as
         ``proc`` has exited without it."""
-        deadline = time.monotonic() + WAIT_S
-        while not found(self.lines):
+
+        def seen() -> bool:
+            if found(self.lines):
+                return True
             code = None if proc is None else proc.poll()
             if code is not None:
-                self.join()
-                if found(self.lines):
-                    return
-            assert code is None, f"the process exited ({code}) before {what}: {self.text[-3000:]}"
-            assert time.monotonic() < deadline, (
-                f"{what}: not within {WAIT_S} s: {self.text[-3000:]}"
-            )
-            time.sleep(0.02)
+                self.join()  # the rest of the output, then judge
+                assert found(self.lines), (
+                    f"the process exited ({code}) before {what}: {self.text[-3000:]}"
+                )
+                return True
+            return False
+
+        wait_until(seen, lambda: f"{what} (output so far: {self.text[-3000:]})", WAIT_S, 0.02)
 
     def join(self) -> None:
         """Wait for the end of the stream (the process has exited)."""

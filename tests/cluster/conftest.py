@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import sys
 import threading
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -16,6 +15,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integration"))
 
 from localhost import LocalCluster
 from sysutil import SMALL
+from waiting import wait_until
 
 from memoryos_actors import ManualClock, MemoryConfig, MemoryOS
 
@@ -83,13 +83,13 @@ def _no_leaked_actors_or_threads() -> Iterator[None]:
     actors_before = len(pykka.ActorRegistry.get_all())
     threads_before = _our_threads()
     yield
-    deadline = time.monotonic() + 5.0
-    while len(pykka.ActorRegistry.get_all()) > actors_before and time.monotonic() < deadline:
-        time.sleep(0.01)
-    leaked = pykka.ActorRegistry.get_all()
-    assert len(leaked) <= actors_before, f"actors left running: {leaked[:5]}"
-    while _our_threads() > threads_before and time.monotonic() < deadline:
-        time.sleep(0.01)
-    assert _our_threads() <= threads_before, (
-        f"threads left running: {[t.name for t in threading.enumerate()]}"
+    wait_until(
+        lambda: len(pykka.ActorRegistry.get_all()) <= actors_before,
+        lambda: f"no actor left running (still running: {pykka.ActorRegistry.get_all()[:5]})",
+        timeout=5.0,
+    )
+    wait_until(
+        lambda: _our_threads() <= threads_before,
+        lambda: f"no thread left running (running: {[t.name for t in threading.enumerate()]})",
+        timeout=5.0,
     )

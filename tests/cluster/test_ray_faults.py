@@ -8,12 +8,12 @@ from __future__ import annotations
 import os
 import signal
 import threading
-import time
 from collections import Counter
 from pathlib import Path
 
 import pytest
 from sysutil import SMALL, turn_text
+from waiting import wait_until
 
 from memoryos_actors import ActorCrashed, MemoryConfig, MemoryOS
 
@@ -67,8 +67,11 @@ def test_a_shard_killed_under_concurrent_load_loses_no_acknowledged_turn(
         for t in writers:
             t.start()
         # Kill once a third of the turns are acknowledged: the writers are mid-stream.
-        while sum(map(len, acked.values())) < len(users) * turns_per_user // 3:
-            time.sleep(0.005)
+        wait_until(
+            lambda: sum(map(len, acked.values())) >= len(users) * turns_per_user // 3,
+            "a third of the turns to be acknowledged",
+            timeout=120.0,
+        )
         old = mem.shard_info()[victim]
         os.kill(old.pid, signal.SIGKILL)
         for t in writers:

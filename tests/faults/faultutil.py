@@ -9,9 +9,8 @@ whichever tier it ended in.
 from __future__ import annotations
 
 import os
-import time
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -108,20 +107,12 @@ def file_listing(root: Path) -> dict[str, tuple[int, int]]:
     return out
 
 
-def wait_for(predicate: Callable[[], bool], what: str, timeout: float = 10.0) -> None:
-    """Poll ``predicate`` until true; fail the test naming ``what`` if it never becomes true.
-
-    A liveness guard, not a timing assertion: ``timeout`` only stops a hung test.
-    """
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.002)
-
-
 def wait_restarted(mem: MemoryOS, name: str, old: pykka.ActorRef[Any]) -> pykka.ActorRef[Any]:
     """Wait until registry name ``name`` points at a live actor other than ``old``."""
+    # Imported here: the kill -9 tests' child processes import this module with only its
+    # own folder on their path.
+    from waiting import wait_until
+
     box: list[pykka.ActorRef[Any]] = []
 
     def fresh() -> bool:
@@ -131,7 +122,7 @@ def wait_restarted(mem: MemoryOS, name: str, old: pykka.ActorRef[Any]) -> pykka.
             return True
         return False
 
-    wait_for(fresh, f"{name} to be restarted")
+    wait_until(fresh, f"{name} to be restarted")
     return box[0]
 
 

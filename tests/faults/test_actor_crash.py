@@ -7,7 +7,8 @@ import random
 import threading
 from pathlib import Path
 
-from faultutil import check_ledger, small_config, turn_query, wait_for, wait_restarted
+from faultutil import check_ledger, small_config, turn_query, wait_restarted
+from waiting import wait_until
 
 import supervisor
 from memoryos_actors import ManualClock, MemoryOS, MemoryOSError
@@ -97,10 +98,10 @@ def test_mtm_stopped_before_placing_its_wal_pages_never_lends_a_holed_state_to_a
             old = mem.registry.lookup(names[1])
             assert old is not None and supervisor.kill(old, "fault injection")
             wait_restarted(mem, names[1], old)
-            wait_for(lambda: gate.waiting == 1, "the new MTM to wait for the catch-up gate")
+            wait_until(lambda: gate.waiting == 1, "the new MTM to wait for the catch-up gate")
             for n in range(21, 30):  # pages 14-22 leave STM and queue at the waiting MTM
                 add(n)
-            wait_for(outbox_empty, "STM to hand its pages to MTM")
+            wait_until(outbox_empty, "STM to hand its pages to MTM")
             add(30)  # STM's periodic snapshot asks MTM for its state, behind those pages
             assert mem.passivate(user)  # stops MTM while it still waits for the gate
         finally:

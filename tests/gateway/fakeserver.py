@@ -216,7 +216,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _act(self, action: Action, ok_body: Any) -> None:
         if action.delay:
-            time.sleep(action.delay)
+            time.sleep(action.delay)  # a slow provider: the latency is what is simulated
         if action.hang:
             # Accepted and read, never answered: the client can only time out. Released
             # (the socket closed unanswered) when the server stops, so its thread ends.

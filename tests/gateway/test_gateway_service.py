@@ -5,12 +5,12 @@ from __future__ import annotations
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Callable, Sequence
 
 import numpy as np
 import pytest
 from gwhelpers import chat_payload, gateway_config
+from waiting import wait_until
 
 from memoryos_actors.errors import InvalidInput, SystemClosed
 from memoryos_actors.gateway import GatewayService, HashingEmbedder
@@ -34,14 +34,6 @@ class GatedEmbedder:
         self.entered.set()
         self.release.wait(10)
         return self.inner.embed(texts)
-
-
-def _wait_for(pred: Callable[[], bool], what: str) -> None:
-    deadline = time.monotonic() + 10
-    while not pred():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.002)
 
 
 def test_default_service_is_offline_and_says_so() -> None:
@@ -92,7 +84,7 @@ def test_concurrent_embed_requests_are_coalesced_into_one_batch(make_service: Ma
     others = [threading.Thread(target=worker, args=(i,)) for i in range(1, 9)]
     for t in others:
         t.start()
-    _wait_for(lambda: svc._batcher is not None and svc._batcher._queued_texts == 8, "8 queued")
+    wait_until(lambda: svc._batcher is not None and svc._batcher._queued_texts == 8, "8 queued")
     emb.release.set()
     for t in (first, *others):
         t.join(10)

@@ -9,13 +9,13 @@ quiet fails the test there instead of hanging the suite, and returns once the wr
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from sysutil import SMALL, turn_text
+from waiting import wait_until
 
 from memoryos_actors import MemoryConfig, MemoryOS
 from memoryos_actors.errors import Overloaded
@@ -71,11 +71,12 @@ class Flood:
 
     def wait_for_turns(self, turns: int, deadline_s: float = WATCHDOG_S) -> None:
         """Return once every writer has had ``turns`` turns acknowledged."""
-        deadline = time.monotonic() + deadline_s
-        while min(len(self.acknowledged(u)) for u in self.users) < turns:
+
+        def done() -> bool:
             assert not self.errors, self.errors
-            assert time.monotonic() < deadline, "the writers made no progress"
-            time.sleep(0.01)
+            return min(len(self.acknowledged(u)) for u in self.users) >= turns
+
+        wait_until(done, f"every writer to have {turns} turns acknowledged", deadline_s)
 
 
 @contextmanager

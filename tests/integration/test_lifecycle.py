@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from sysutil import SMALL
+from waiting import wait_until
 
 import supervisor
 from memoryos_actors import ManualClock, MemoryConfig, MemoryOS, Overloaded, UserPhase
@@ -231,7 +232,8 @@ def test_export_is_one_cut_even_while_the_janitor_passivates(open_mem, tmp_path:
         payload = read_export(out)
         assert len(payload["archive"]) == archived
         assert payload["state"]["seq"] == 60
-        time.sleep(0.03)
+        # The export activated "e"; the next one starts once the janitor has passivated it.
+        wait_until(lambda: mem.user_phase("e") is UserPhase.PASSIVE, "the janitor to passivate e")
 
 
 def test_import_and_forget_of_the_same_user_serialise(open_mem, tmp_path: Path) -> None:
@@ -493,13 +495,21 @@ def test_a_passivation_right_after_activation_does_not_wait_for_mtm_to_catch_up(
             gate.wait(30)
         real_place(self, page, now, emb)
 
+    stop_asked = threading.Event()
+    real_stop_requested = MTMActor.on_stop_requested
+
+    def seen_stop_requested(self: MTMActor) -> None:
+        real_stop_requested(self)
+        stop_asked.set()
+
     monkeypatch.setattr(MTMActor, "_place", gated_place)
+    monkeypatch.setattr(MTMActor, "on_stop_requested", seen_stop_requested)
     mem.add_turn(user, "back for a moment", "hello")  # activates; MTM starts catching up
     assert entered.wait(10)
     passivated = threading.Event()
     stopper = threading.Thread(target=lambda: (mem.passivate(user), passivated.set()))
     stopper.start()
-    time.sleep(0.2)  # the stop is requested while MTM places its first page
+    assert stop_asked.wait(30)  # the stop is requested while MTM places its first page
     gate.set()
     stopper.join(30)
     assert passivated.is_set()
@@ -525,7 +535,7 @@ def test_a_catch_up_waits_for_the_gate_and_a_passivation_calls_the_wait_off(
     assert gate.enter(held, lambda: False)
     try:
         mem.add_turn(user, "back for a moment", "hello")  # activates; MTM waits its turn
-        _wait_for(lambda: gate.waiting == 1)
+        wait_until(lambda: gate.waiting == 1, "MTM to wait at the catch-up gate")
         started = time.monotonic()
         assert mem.passivate(user)  # the stop wakes the wait: no slot needed to stop
         assert time.monotonic() - started < 5.0
@@ -539,13 +549,6 @@ def test_a_catch_up_waits_for_the_gate_and_a_passivation_calls_the_wait_off(
     assert len(ids) == len(set(ids)) == 31
     hits = mem.retrieve(user, turn_text(user, 3)[0])
     assert any(it.item_id == "p3" for it in hits.mtm)
-
-
-def _wait_for(cond, timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        assert time.monotonic() < deadline, "condition not reached"
-        time.sleep(0.005)
 
 
 def _leave_pages_unplaced(

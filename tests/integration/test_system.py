@@ -246,10 +246,13 @@ def test_closed_system_refuses_calls(tmp_path: Path) -> None:
         mem.add_turn("u", "q", "r")
 
 
-def test_two_hundred_users_from_sixteen_threads_each_keep_their_own_history(open_mem) -> None:
-    # Fewer live groups than users, so passivation and reactivation happen under load.
-    mem = open_mem(MemoryConfig(**{**SMALL, "max_active_users": 120}))
-    users = [f"user-{n}" for n in range(200)]
+def test_more_users_than_live_groups_from_sixteen_threads_each_keep_their_own_history(
+    open_mem,
+) -> None:
+    # Twice as many users as live groups, so passivation and reactivation happen under
+    # load (each thread cycles through its three users, ten turns each).
+    mem = open_mem(MemoryConfig(**{**SMALL, "max_active_users": 24}))
+    users = [f"user-{n}" for n in range(48)]
     errors: list[BaseException] = []
 
     def work(chunk: list[str]) -> None:
@@ -269,7 +272,7 @@ def test_two_hundred_users_from_sixteen_threads_each_keep_their_own_history(open
     mem.flush()
     assert sorted(mem.users()) == sorted(users)
     assert mem.stats()["passivations"] > 0
-    for u in users[::10]:
+    for u in users[::4]:
         ids = all_page_ids(mem, u)
         assert sorted(ids) == sorted(f"p{i}" for i in range(1, 11))
         ctx = mem.retrieve(u, "mountain boots")

@@ -7,15 +7,13 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-#: Seconds a page may take to show what a test waits for.
-WAIT_S = 30.0
+from waiting import wait_until
 
 
 def chromium_paths() -> tuple[str, str] | None:
@@ -100,18 +98,6 @@ def foreign(urls: list[str]) -> list[str]:
     ]
 
 
-def wait_for(what: Callable[[], Any], message: str, timeout: float = WAIT_S) -> Any:
-    """Poll ``what()`` until it returns something truthy; fail with ``message`` after
-    ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while True:
-        got = what()
-        if got:
-            return got
-        assert time.monotonic() < deadline, message
-        time.sleep(0.05)
-
-
 def log_in(driver: Any, base_url: str, key: str) -> None:
     """Log in to the memory page at ``base_url`` with ``key``, from the keyboard (the key
     typed into its box, the form sent with Enter), as a fresh browser session."""
@@ -123,9 +109,10 @@ def log_in(driver: Any, base_url: str, key: str) -> None:
     box = driver.find_element(By.ID, "key")
     box.send_keys(key)
     box.send_keys(Keys.ENTER)
-    wait_for(
+    wait_until(
         lambda: urlsplit(driver.current_url).path == "/ui/users",
-        "login did not lead to the users page",
+        "the login to lead to the users page",
+        interval=0.05,
     )
 
 

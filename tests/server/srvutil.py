@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from waiting import wait_until
 
 #: Seconds a server may take to start or stop before the test fails.
 START_TIMEOUT_S = 60.0
@@ -114,13 +115,18 @@ def start_server(root: Path, data_dir: Path, keys_file: Path, *extra: str) -> Se
             stderr=subprocess.STDOUT,
             env=env,
         )
-    deadline = time.monotonic() + START_TIMEOUT_S
-    while not ready.exists():
-        if proc.poll() is not None or time.monotonic() > deadline:
-            proc.kill()
-            proc.wait()
-            raise AssertionError(f"server did not start: {log.read_text(errors='replace')}")
-        time.sleep(0.05)
+
+    def ready_or_exited() -> bool:
+        return ready.exists() or proc.poll() is not None
+
+    try:
+        wait_until(ready_or_exited, "the server to start", START_TIMEOUT_S, 0.05)
+    except AssertionError:
+        pass
+    if not ready.exists():
+        proc.kill()
+        proc.wait()
+        raise AssertionError(f"server did not start: {log.read_text(errors='replace')}")
     info = json.loads(ready.read_text())
     return Server(proc, f"http://127.0.0.1:{info['port']}", data_dir, keys_file, log)
 
@@ -129,11 +135,13 @@ def add_live_key(server: Server, root: Path, tenant: str) -> str:
     """A new key for ``tenant``, returned once the running ``server`` accepts it (it
     re-reads its key file at most once a second)."""
     key = add_key(root, server.keys_file, tenant)
-    deadline = time.monotonic() + START_TIMEOUT_S
     with server.client(key) as c:
-        while c.get("/v1/users").status_code != 200:
-            assert time.monotonic() < deadline, "the server never accepted the new key"
-            time.sleep(0.1)
+        wait_until(
+            lambda: c.get("/v1/users").status_code == 200,
+            "the server to accept the new key",
+            START_TIMEOUT_S,
+            0.05,
+        )
     return key
 
 

@@ -8,8 +8,9 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from browser import browser_session, chromium_paths, foreign, requested_urls, wait_for
+from browser import browser_session, chromium_paths, foreign, requested_urls
 from srvutil import Deployment
+from waiting import wait_until
 
 if chromium_paths() is None:
     pytest.skip("chromium and chromedriver are not installed", allow_module_level=True)
@@ -38,13 +39,15 @@ def test_swagger_ui_renders_every_operation_from_local_files(
     requested_urls(driver)  # forget what an earlier test asked for
     driver.get(base + "/docs")
     # Swagger UI draws one block per operation, its path in .opblock-summary-path.
-    paths = wait_for(
+    wait_until(
         lambda: _texts(driver, ".opblock-summary-path"),
-        "Swagger UI rendered no operation (its script or style did not load?)",
+        "Swagger UI to render an operation (did its script or style not load?)",
     )
-    wait_for(
+    wait_until(
         lambda: len(_texts(driver, ".opblock-summary-path")) >= 15,
-        f"Swagger UI rendered only {paths}",
+        lambda: (
+            f"Swagger UI to render 15 operations (it shows {_texts(driver, '.opblock-summary-path')})"
+        ),
     )
     shown = {p.replace("\u200b", "") for p in _texts(driver, ".opblock-summary-path")}
     assert {

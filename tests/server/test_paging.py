@@ -12,8 +12,8 @@ from typing import Any
 
 import httpx
 import pytest
-from browser import wait_for
 from srvutil import Server, add_key, start_server
+from waiting import wait_until
 
 CONFIG = """\
 log_level = "error"
@@ -122,7 +122,7 @@ def test_limit_is_honoured_and_the_cursor_walks_every_memory_once(site: Site) ->
             places = {p["location"] for p in body["pages"]}
             return body if places == {"stm", "mtm", "archive"} else None
 
-        everything = wait_for(spread, "pages never reached MTM and the archive", timeout=60.0)
+        everything = wait_until(spread, "pages in both MTM and the archive", timeout=60.0)
         assert everything["next_cursor"] is None
         assert len(everything["pages"]) == 30
         full = _ids(everything)
@@ -162,7 +162,7 @@ def test_kind_filters_the_listing(site: Site) -> None:
             body = c.get("/v1/users/kinds/memories?kind=segment&kind=trait").json()
             return body if body["segments"] else None
 
-        other = wait_for(with_segments, "no segment was ever listed", timeout=60.0)
+        other = wait_until(with_segments, "a segment to be listed", timeout=60.0)
         assert other["pages"] == []
         # (Compared by id: a segment's summary and heat may change in between.)
         assert _ids(

@@ -12,7 +12,6 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -28,6 +27,7 @@ from stopcheck import (
     kill_if_running,
     wait_exit,
 )
+from waiting import wait_until
 
 from memoryos_actors.server.tenancy import internal_id
 
@@ -81,13 +81,6 @@ def held_llm(monkeypatch: pytest.MonkeyPatch) -> Iterator[HeldLLM]:
         llm.server.stop()
 
 
-def _poll(found: Any, what: str) -> None:
-    deadline = time.monotonic() + WAIT_S
-    while not found():
-        assert time.monotonic() < deadline, f"{what}: not within {WAIT_S} s"
-        time.sleep(0.02)
-
-
 def _refused(server: Server) -> bool:
     try:
         with server.client() as c:
@@ -133,7 +126,7 @@ def test_serve_answers_the_request_in_flight_then_closes_the_memory_system(
         server.proc.send_signal(sig)
         # The listening socket is closed (so the signal was taken in) while the request
         # in flight still waits for its reply.
-        _poll(lambda: _refused(server), "refusal of new connections")
+        wait_until(lambda: _refused(server), "refusal of new connections", WAIT_S)
         held_llm.release()
         asker.join(WAIT_S)
         code = wait_exit(server.proc)
@@ -329,9 +322,11 @@ def test_a_second_sigterm_stops_waiting_for_the_request_in_flight_but_still_clos
         asker.start()
         assert held_llm.arrived.wait(WAIT_S), server.log_text()
         server.proc.send_signal(signal.SIGTERM)
-        _poll(lambda: _refused(server), "refusal of new connections")
+        wait_until(lambda: _refused(server), "refusal of new connections", WAIT_S)
         server.proc.send_signal(signal.SIGTERM)
-        _poll(lambda: "no longer waiting" in server.log_text(), "the second stop notice")
+        wait_until(
+            lambda: "no longer waiting" in server.log_text(), "the second stop notice", WAIT_S
+        )
         # The reply comes only now: closing waits for the memory system's own call in
         # flight (within --shutdown-timeout), never for the HTTP request given up.
         held_llm.release()

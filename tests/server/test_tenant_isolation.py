@@ -1,4 +1,11 @@
-"""Property: no key ever reads another tenant's data, whatever user ids the tenants pick."""
+"""End to end through a live server: no key reads, lists, changes or deletes another
+tenant's data, even where two tenants pick the same user id.
+
+The property over every user id is proved on the pure id mapping the server uses
+(``test_tenancy.py``, hundreds of examples in well under a second); here a few ids a server
+could get wrong (URL-reserved and non-ASCII characters, an id that spells another tenant's
+library id) go through every route that reads or changes a user.
+"""
 
 from __future__ import annotations
 
@@ -7,15 +14,13 @@ from collections.abc import Iterator
 from urllib.parse import quote
 
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 from srvutil import Deployment, add_live_key
 
-user_ids = st.text(
-    st.characters(blacklist_categories=("Cs", "Cc"), blacklist_characters="/"),
-    min_size=1,
-    max_size=30,
-).filter(lambda s: s.strip() == s and s not in (".", ".."))
+USER_IDS = [
+    "ann",
+    "Zoë 名前 100% ?#&=+;\\.x",
+    "initech:ann",  # acme's user spelled like initech's library id of "ann"
+]
 
 
 @pytest.fixture(scope="module")
@@ -23,12 +28,7 @@ def initech(deployment: Deployment) -> Iterator[str]:
     yield add_live_key(deployment.server, deployment.root, "initech")
 
 
-@settings(
-    max_examples=20,
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
-)
-@given(user=user_ids)
+@pytest.mark.parametrize("user", USER_IDS)
 def test_no_key_ever_reads_another_tenants_data(
     deployment: Deployment,
     initech: str,

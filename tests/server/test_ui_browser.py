@@ -12,8 +12,9 @@ from typing import Any
 from urllib.parse import quote
 
 import pytest
-from browser import browser_session, chromium_paths, foreign, log_in, main_text, wait_for
+from browser import browser_session, chromium_paths, foreign, log_in, main_text
 from srvutil import Server, add_key, start_server
+from waiting import wait_until
 
 if chromium_paths() is None:
     pytest.skip("chromium and chromedriver are not installed", allow_module_level=True)
@@ -162,7 +163,7 @@ def test_log_in_list_the_users_and_open_one(site: Site, driver: Any) -> None:
     assert set(rows) == {"ann", XSS_USER}
     assert rows["ann"].find_elements(By.TAG_NAME, "td")[0].text == "22"  # turns
     rows["ann"].find_element(By.LINK_TEXT, "ann").click()
-    wait_for(lambda: _main_text(driver).startswith("ann\n"), "no user page")
+    wait_until(lambda: _main_text(driver).startswith("ann\n"), "the user page")
     text = _main_text(driver)
     assert "Turns stored\n22" in text and "Mid-term memory" in text
     assert (
@@ -172,7 +173,7 @@ def test_log_in_list_the_users_and_open_one(site: Site, driver: Any) -> None:
     )
     # The archive tab lists what left the hot tiers, newest first.
     driver.find_element(By.LINK_TEXT, "Archive").click()
-    wait_for(lambda: "Archive of ann" in _main_text(driver), "no archive page")
+    wait_until(lambda: "Archive of ann" in _main_text(driver), "the archive page")
     ids = [a.text for a in driver.find_elements(By.CSS_SELECTOR, "#archive-table th a")]
     assert ids and all(i.startswith("page:p") for i in ids)
     assert [int(i[6:]) for i in ids] == sorted((int(i[6:]) for i in ids), reverse=True)
@@ -185,7 +186,7 @@ def test_search_shows_the_right_page_with_its_why(site: Site, driver: Any) -> No
     active = driver.switch_to.active_element
     assert active.get_attribute("id") == "search-q"
     active.send_keys("What is my dog called, the beagle Rufus?", Keys.ENTER)
-    wait_for(lambda: "/search" in driver.current_url, "the search did not run")
+    wait_until(lambda: "/search" in driver.current_url, "the search to run")
     first = driver.find_element(By.CSS_SELECTOR, "table.results tbody tr")
     assert first.get_attribute("data-memory") == "page:p1"
     cells = first.find_elements(By.TAG_NAME, "td")
@@ -202,10 +203,10 @@ def test_deleting_a_page_removes_it_from_the_page_search_and_export(
     base = site.server.base_url + "/ui/users/ann"
     driver.get(base + "/memories/page:p2")
     driver.find_element(By.PARTIAL_LINK_TEXT, "Delete page:p2").click()
-    wait_for(lambda: "What goes" in _main_text(driver), "no confirmation page")
+    wait_until(lambda: "What goes" in _main_text(driver), "the confirmation page")
     assert "zebracorn42" in driver.find_element(By.CSS_SELECTOR, "pre.gone").text
     driver.find_element(By.ID, "confirm-delete").click()
-    wait_for(lambda: "Deleted page:p2." in _main_text(driver), "no confirmation of deletion")
+    wait_until(lambda: "Deleted page:p2." in _main_text(driver), "the deletion's confirmation")
     for path in ("", "/archive"):
         driver.get(base + path)
         assert "zebracorn42" not in driver.page_source
@@ -235,13 +236,13 @@ def test_correcting_a_trait_shows_in_its_history(site: Site, driver: Any) -> Non
         box = driver.find_element(By.ID, "ev-pets_and_animals")
         box.send_keys(evidence)
         box.submit()
-        wait_for(lambda lv=level: f"-> {lv}." in _main_text(driver), "no confirmation")
+        wait_until(lambda lv=level: f"-> {lv}." in _main_text(driver), "the confirmation")
     row = driver.find_element(
         By.XPATH, "//a[@href='/ui/users/ann/memories/trait%3Apets_and_animals']/ancestor::tr"
     )
     assert "medium" in row.text and "walks him daily" in row.text
     row.find_element(By.TAG_NAME, "a").click()
-    wait_for(lambda: "History" in _main_text(driver), "no memory page")
+    wait_until(lambda: "History" in _main_text(driver), "the memory page")
     events = [
         [td.text for td in tr.find_elements(By.TAG_NAME, "td")]
         for tr in driver.find_elements(By.CSS_SELECTOR, "#history tbody tr")

@@ -24,9 +24,9 @@ from browser import (
     log_in,
     main_text,
     requested_urls,
-    wait_for,
 )
 from srvutil import Server, add_key, start_server
+from waiting import wait_until
 
 if chromium_paths() is None:
     pytest.skip("chromium and chromedriver are not installed", allow_module_level=True)
@@ -94,9 +94,7 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
                     ).status_code
                     == 201
                 )
-            wait_for(
-                lambda: _learned(api), "no facts and assistant traits were learned", timeout=60.0
-            )
+            wait_until(lambda: _learned(api), "facts and assistant traits learned", timeout=60.0)
         yield Site(server, acme, globex)
     finally:
         server.stop()
@@ -128,9 +126,9 @@ def _correct_on_profile(site: Site, driver: Any, memory_id: str, new: str) -> No
     box.clear()
     box.send_keys(new)
     form.find_element(By.TAG_NAME, "button").click()
-    wait_for(
+    wait_until(
         lambda: f"Corrected {memory_id}:" in main_text(driver),
-        f"no confirmation of the correction of {memory_id}",
+        f"the confirmation of the correction of {memory_id}",
     )
 
 

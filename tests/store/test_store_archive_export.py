@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-import time
+import os
 from pathlib import Path
 
 import pytest
@@ -184,8 +184,10 @@ def test_damage_in_the_middle_of_a_checkpointed_archive_is_refused_at_open(tmp_p
     data = bytearray(path.read_bytes())
     middle = len(data) // 2
     data[middle] ^= 0xFF
-    time.sleep(0.05)  # past the file system's timestamp granularity
+    was = path.stat()
     path.write_bytes(bytes(data))  # same size; the modification time tells
+    # A later write, whatever the file system's timestamp granularity: set, not slept for.
+    os.utime(path, ns=(was.st_atime_ns, was.st_mtime_ns + 1_000_000_000))
     with pytest.raises(CorruptDataError, match="archive.log") as err:
         Archive(path)
     assert err.value.offset is not None and err.value.offset <= middle
@@ -244,8 +246,10 @@ def test_closing_an_archive_opened_from_its_checkpoint_with_no_append_leaves_it_
     path = tmp_path / "archive.log"
     _fill_archive(path, 5)
     ckpt = tmp_path / "archive.log.ckpt"
+    # Dated an hour back: a rewrite would date it now, whatever the timestamps' granularity.
+    hour_ago = ckpt.stat().st_mtime_ns - 3_600_000_000_000
+    os.utime(ckpt, ns=(hour_ago, hour_ago))
     before = ckpt.stat().st_mtime_ns, ckpt.stat().st_ino
-    time.sleep(0.05)  # past the file system's timestamp granularity
     with Archive(path) as arc:
         assert len(arc) == 5
     assert (ckpt.stat().st_mtime_ns, ckpt.stat().st_ino) == before

@@ -4,11 +4,10 @@ files a machine crash can leave before that are started afresh, and nothing else
 from __future__ import annotations
 
 import os
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from waiting import wait_until
 
 from memoryos_actors.errors import CorruptDataError
 from memoryos_actors.store import UserStore, list_users
@@ -34,15 +33,6 @@ class FsyncSpy:
     def saw(self, path: Path) -> bool:
         st = path.stat()
         return (st.st_dev, st.st_ino) in self.synced
-
-
-def wait_for(cond: Callable[[], bool], timeout: float = 10.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.005)
-    return True
 
 
 def creation_paths(root: Path, user: str) -> list[Path]:
@@ -72,7 +62,10 @@ def test_in_interval_mode_the_flusher_makes_a_new_user_durable(
     with UserStore(tmp_path, "bob", fsync="interval", fsync_interval=0.01) as store:
         assert spy.synced == []
         store.wal.append({"n": 1})
-        assert wait_for(lambda: all(spy.saw(p) for p in creation_paths(tmp_path, "bob")))
+        wait_until(
+            lambda: all(spy.saw(p) for p in creation_paths(tmp_path, "bob")),
+            "every created path to be synced",
+        )
 
 
 def test_reopening_an_existing_user_fsyncs_nothing_for_its_creation(

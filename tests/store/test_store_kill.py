@@ -55,6 +55,7 @@ def _trial(path: Path, policy: str, rng: random.Random) -> list[int]:
     chunks = [os.read(read_fd, 65536)]  # the child is running and has acknowledged something
     # Interval appends are ~100x faster than fsynced ones: a shorter window keeps the WAL
     # (re-read after every trial) small while still landing kills mid-append.
+    # Not synchronisation: the kill lands at a random moment of the child's appends.
     time.sleep(rng.uniform(0.0, 0.02 if policy == "always" else 0.004))
     os.kill(pid, signal.SIGKILL)
     while chunk := os.read(read_fd, 65536):

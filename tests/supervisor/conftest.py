@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Iterator
 from typing import Any
 
 import pykka
 import pytest
 import structlog
+from waiting import wait_until
 
 
 @pytest.fixture(autouse=True)
@@ -25,11 +25,17 @@ def no_leaks(sv_logs: list[dict[str, Any]]) -> Iterator[None]:
     threads = threading.active_count()
     actors = len(pykka.ActorRegistry.get_all())
     yield
-    deadline = time.monotonic() + 5.0
-    while time.monotonic() < deadline:
-        if threading.active_count() <= threads and len(pykka.ActorRegistry.get_all()) <= actors:
-            return
-        time.sleep(0.01)
+    try:
+        wait_until(
+            lambda: (
+                threading.active_count() <= threads and len(pykka.ActorRegistry.get_all()) <= actors
+            ),
+            "the test's threads and actors to end",
+            timeout=5.0,
+        )
+        return
+    except AssertionError:
+        pass
     leaked_threads = [t.name for t in threading.enumerate()]
     leaked_actors = [str(r) for r in pykka.ActorRegistry.get_all()]
     pykka.ActorRegistry.stop_all(block=True, timeout=5)

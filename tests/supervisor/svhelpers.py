@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from collections.abc import Callable
 from typing import Any
 
 import pykka
@@ -78,7 +77,7 @@ class Worker(sv.SupervisedActor):
                 # A long message made of Python bytecode (interruptible by kill).
                 entered.set()
                 while not release.is_set():
-                    time.sleep(0.001)
+                    time.sleep(0.001)  # not a wait for the release: bytecode to kill in
                 return "spun"
             case ("count", int() as n):
                 return n + 1
@@ -133,16 +132,6 @@ def settle(sup: ActorRef[Any], ref: ActorRef[Any]) -> sv.ExitReason:
         with contextlib.suppress(pykka.ActorDeadError):
             sv.which_children(sup, timeout=10)
     return reason
-
-
-def wait_until(predicate: Callable[[], bool], timeout: float = 5.0) -> bool:
-    """Poll ``predicate`` until it is true or ``timeout`` seconds passed."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.002)
-    return predicate()
 
 
 class ManualClock:

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import threading
-import time
 
 import pykka
 import pytest
 from svhelpers import Crash, FailingStart, Journal, Worker
+from waiting import wait_until
 
 import supervisor as sv
 
@@ -173,7 +173,4 @@ def test_the_stop_hook_wakes_a_message_blocked_on_the_actors_own_wait(how: str) 
         sv.kill(ref, "test")
         assert wake.wait(5)  # set by the hook: the abandoned thread is not left waiting
     assert sv.wait_exit(ref, timeout=5) is not None
-    deadline = time.monotonic() + 5
-    while set(threading.enumerate()) - before and time.monotonic() < deadline:
-        time.sleep(0.01)
-    assert not set(threading.enumerate()) - before  # the actor's thread has ended
+    wait_until(lambda: not set(threading.enumerate()) - before, "the actor's thread to end")

@@ -9,7 +9,8 @@ from typing import Any
 import pykka
 import pytest
 from pykka import ActorRef
-from svhelpers import Crash, Worker, wait_until
+from svhelpers import Crash, Worker
+from waiting import wait_until
 
 import supervisor as sv
 
@@ -86,7 +87,7 @@ def test_send_after_delivers_once_and_send_interval_repeats() -> None:
     assert got.count("tick") >= 3
     assert ticker.active and ticker.cancel() is True and not ticker.active
     sv.stop(ref, timeout=5)
-    assert wait_until(lambda: sv.active_timer_count() == 0)
+    wait_until(lambda: sv.active_timer_count() == 0, "every timer to be cancelled")
 
 
 def test_cancelled_timer_never_fires() -> None:
@@ -108,7 +109,10 @@ def test_timers_are_cancelled_when_their_owner_stops_and_the_thread_exits() -> N
     sv.kill(ref, "owner gone")
     assert not any(t.active for t in timers)
     assert sv.active_timer_count() == 0
-    assert wait_until(lambda: not any(t.name == "supervisor-timers" for t in threading.enumerate()))
+    wait_until(
+        lambda: not any(t.name == "supervisor-timers" for t in threading.enumerate()),
+        "the timer thread to exit",
+    )
 
 
 def test_public_api_exports_exactly_the_documented_names() -> None:

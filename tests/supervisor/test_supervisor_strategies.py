@@ -16,9 +16,9 @@ from svhelpers import (
     child_refs,
     crash_and_settle,
     settle,
-    wait_until,
     worker_spec,
 )
+from waiting import wait_until
 
 import supervisor as sv
 
@@ -209,7 +209,7 @@ def test_escalation_climbs_three_levels_of_supervisors(sv_logs: list[dict[str, A
     assert isinstance(sv.exit_reason(first_mid).exception, sv.RestartIntensityExceeded)  # type: ignore[union-attr]
     sv.which_children(root, timeout=10)
     assert root.is_alive()
-    assert wait_until(lambda: registry.lookup("worker") is not None)
+    wait_until(lambda: registry.lookup("worker") is not None, "the worker to be registered")
     new_mid = registry.require("mid")
     assert new_mid is not first_mid and new_mid.is_alive()
     tree = sv.format_tree(root)
@@ -275,7 +275,7 @@ def test_backoff_keeps_child_restarting_until_the_delay_passes() -> None:
     crash_and_settle(sup, "a")
     (info,) = sv.which_children(sup)
     assert info.status == "restarting" and info.ref is None
-    assert wait_until(lambda: sv.which_children(sup)[0].status == "running")
+    wait_until(lambda: sv.which_children(sup)[0].status == "running", "the child to run")
     assert sv.which_children(sup)[0].restarts == 1
     sv.stop(sup, timeout=10)
 
@@ -291,7 +291,7 @@ def test_backoff_attempts_reset_after_a_stable_period(sv_logs: list[dict[str, An
 
     def crash_and_wait_running() -> None:
         crash_and_settle(sup, "a")
-        assert wait_until(lambda: sv.which_children(sup)[0].status == "running")
+        wait_until(lambda: sv.which_children(sup)[0].status == "running", "the child to run")
 
     crash_and_wait_running()
     crash_and_wait_running()

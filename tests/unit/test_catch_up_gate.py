@@ -7,15 +7,9 @@ import threading
 import time
 
 import pytest
+from waiting import wait_until
 
 from memoryos_actors.actors.base import CatchUpGate
-
-
-def _wait_until(cond, timeout: float = 5.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        assert time.monotonic() < deadline, "condition not reached"
-        time.sleep(0.001)
 
 
 def test_a_free_slot_is_taken_at_once_and_given_back_once() -> None:
@@ -49,7 +43,7 @@ def test_waiters_get_the_slot_in_the_order_they_came() -> None:
     for i in range(4):
         t = threading.Thread(target=take, args=(i,))
         t.start()
-        _wait_until(lambda i=i: gate.waiting == i + 1)  # queued in this order
+        wait_until(lambda i=i: gate.waiting == i + 1, f"{i + 1} waiters")  # queued in this order
         threads.append(t)
     gate.release(holder)
     for t in threads:
@@ -67,7 +61,7 @@ def test_a_wait_called_off_leaves_the_queue_and_the_slot_goes_to_the_next() -> N
     gave_up: list[bool] = []
     quitter = threading.Thread(target=lambda: gave_up.append(gate.enter(ticket, stop.is_set)))
     quitter.start()
-    _wait_until(lambda: gate.waiting == 1)
+    wait_until(lambda: gate.waiting == 1, "one waiter")
     got: list[bool] = []
 
     def patient_take() -> None:
@@ -77,7 +71,7 @@ def test_a_wait_called_off_leaves_the_queue_and_the_slot_goes_to_the_next() -> N
 
     patient = threading.Thread(target=patient_take)
     patient.start()
-    _wait_until(lambda: gate.waiting == 2)
+    wait_until(lambda: gate.waiting == 2, "two waiters")
     stop.set()
     ticket.set()  # what MTM's on_stop_requested does
     quitter.join(5)
@@ -120,13 +114,16 @@ def test_under_random_arrivals_and_cancellations_holders_never_exceed_the_slots(
     most = 0
     lock = threading.Lock()
     outcomes: list[bool] = []
+    timers: list[threading.Timer] = []
 
     def worker(cancel_after: float | None, work: float) -> None:
         nonlocal held, most
         ticket = threading.Event()
         stop = threading.Event()
         if cancel_after is not None:
-            threading.Timer(cancel_after, lambda: (stop.set(), ticket.set())).start()
+            timer = threading.Timer(cancel_after, lambda: (stop.set(), ticket.set()))
+            timers.append(timer)
+            timer.start()
         ok = gate.enter(ticket, stop.is_set)
         outcomes.append(ok)
         if not ok:
@@ -134,7 +131,7 @@ def test_under_random_arrivals_and_cancellations_holders_never_exceed_the_slots(
         with lock:
             held += 1
             most = max(most, held)
-        time.sleep(work)
+        time.sleep(work)  # the holder's work: time passing is what this simulates
         with lock:
             held -= 1
         gate.release(ticket)
@@ -156,4 +153,5 @@ def test_under_random_arrivals_and_cancellations_holders_never_exceed_the_slots(
     for _ in range(slots):
         assert gate.enter(threading.Event(), lambda: True)
     assert not gate.enter(threading.Event(), lambda: True)
-    time.sleep(0.05)  # let the cancel timers of finished workers fire
+    for timer in timers:  # the cancel timers of workers that finished first
+        timer.join(10)

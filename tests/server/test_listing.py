@@ -4,8 +4,11 @@ never waits: it reads the user's state once, whatever was deleted."""
 from __future__ import annotations
 
 import asyncio
+import sys
 from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integration"))
 
 from sysutil import SMALL, turn_text
 

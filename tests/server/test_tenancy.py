@@ -1,0 +1,111 @@
+"""The per-tenant id space, as pure functions: no two (tenant, user) pairs share a library
+id, and no tenant lists, reads or exports another's users or assistants. The end-to-end
+check of the same through a live server is ``test_tenant_isolation.py`` (a few cases)."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from memoryos_actors import InvalidInput
+from memoryos_actors.server.keys import check_tenant
+from memoryos_actors.server.tenancy import (
+    check_external_id,
+    external_id,
+    external_memory_id,
+    internal_id,
+    internal_memory_id,
+    relabel_user_id,
+    tenant_prefix,
+)
+
+tenants = st.from_regex(r"[a-z0-9][a-z0-9_.-]{0,10}", fullmatch=True)
+users = st.text(
+    st.characters(blacklist_categories=("Cs", "Cc"), blacklist_characters="/"),
+    min_size=1,
+    max_size=40,
+).filter(lambda s: s.strip() == s and s not in (".", ".."))  # dot segments: refused
+
+# Tenant names close to each other (one a prefix of another, or of another's library ids)
+# beside arbitrary valid ones: where a prefix test done wrong would leak.
+near_tenants = st.sampled_from(["a", "ab", "a.b", "a-b", "a_b", "acme", "acme2", "initech"])
+any_tenants = st.one_of(near_tenants, tenants)
+# User ids that, glued to one of those tenants without a separator, spell another's.
+near_users = st.sampled_from(["ann", "bann", ".bann", "-bann", "_bann", "2:ann", ":ann"])
+any_users = st.one_of(near_users, users)
+
+
+@given(any_tenants, any_users, any_tenants, any_users)
+def test_different_tenant_user_pairs_never_map_to_the_same_library_id(
+    t1: str,
+    u1: str,
+    t2: str,
+    u2: str,
+) -> None:
+    if (t1, u1) != (t2, u2):
+        assert internal_id(t1, u1) != internal_id(t2, u2)
+
+
+@given(any_tenants, users, any_tenants)
+def test_a_library_id_belongs_to_exactly_its_own_tenant(t1: str, u: str, t2: str) -> None:
+    lib = internal_id(t1, u)
+    assert external_id(t1, lib) == u
+    if t2 != t1:
+        assert external_id(t2, lib) is None
+
+
+@pytest.mark.parametrize(
+    "bad", ["", "a/b", "x\x00", "\ud800", " a", "a ", "x" * 257, 5, None, "line\nbreak", ".", ".."]
+)
+def test_unusable_user_ids_are_refused(bad: object) -> None:
+    with pytest.raises(InvalidInput):
+        check_external_id(bad)
+
+
+@given(st.lists(st.tuples(any_tenants, any_users), max_size=30), any_tenants)
+def test_a_tenants_user_list_holds_exactly_its_own_users(
+    stored: list[tuple[str, str]], asking: str
+) -> None:
+    # What ``GET /v1/users`` and MCP's ``list_users`` do: map every library id back.
+    library_ids = {internal_id(t, u) for t, u in stored}
+    seen = {u for u in (external_id(asking, lib) for lib in library_ids) if u is not None}
+    assert seen == {u for t, u in stored if t == asking}
+
+
+@given(st.text(max_size=70))
+def test_a_valid_tenant_name_never_holds_the_separator(name: str) -> None:
+    # The first ":" of a library id ends its tenant only if no tenant name holds one.
+    try:
+        ok = check_tenant(name)
+    except InvalidInput:
+        return
+    assert ":" not in ok and tenant_prefix(ok) == ok + ":"
+
+
+entry_ids = st.text(st.characters(blacklist_categories=("Cs",)), min_size=1, max_size=20).filter(
+    lambda s: ":" not in s
+)
+
+
+@given(any_tenants, any_tenants, users, entry_ids)
+def test_agent_trait_ids_are_scoped_to_their_tenant_and_map_back(
+    t1: str, t2: str, assistant: str, entry: str
+) -> None:
+    mine = f"agent_trait:{assistant}:{entry}"
+    lib = internal_memory_id(t1, mine)
+    assert external_memory_id(t1, lib) == mine
+    if t2 != t1:
+        assert internal_memory_id(t2, mine) != lib
+        assert external_memory_id(t2, lib) != mine
+    for plain in (f"page:{entry}", f"fact:{entry}", f"segment:{entry}"):
+        assert internal_memory_id(t1, plain) == plain == external_memory_id(t1, plain)
+
+
+@given(any_tenants, any_tenants, users)
+def test_an_export_names_only_its_own_user_as_the_tenant_does(t1: str, t2: str, user: str) -> None:
+    mine, theirs = internal_id(t1, user), internal_id(t2, user)
+    payload = {"user_id": mine, "pages": [{"user_id": theirs}, {"user_id": mine}]}
+    out = relabel_user_id(payload, mine, user)
+    assert out["user_id"] == user and out["pages"][1]["user_id"] == user
+    assert out["pages"][0]["user_id"] == (user if theirs == mine else theirs)
