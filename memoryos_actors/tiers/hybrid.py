@@ -156,6 +156,27 @@ def _full(item: ColdItem | ColdRow) -> ColdItem:
 class HybridSearch:
     """Hybrid retrieval for one MTM core (see the module docstring).
 
+    The pages of the paper's ``top_m`` segments are pooled with the pages nearest to the
+    query in the flat page index and the :data:`LEXICAL_CANDIDATES` pages with the best
+    BM25 over the pages MTM holds (terms are the stemmed query keywords), so a relevant
+    page is found even when its segment's topic drifted or the embedder misses the match;
+    archived candidates from the cold index (``cold``) join them, scored under the same
+    formula (BM25 over the union of both corpora; no segment term: their segment is
+    gone) and returned with ``tier="archive"``. Each pooled page scores
+    ``base = 0.6·BM25/best BM25 + 0.3·cos(page, query) + 0.05·Jaccard(query kw, page kw)
+    + 0.05·F(its segment, query)``, plus ``0.7·`` the best base score of the turn just
+    before or after it, scaled down for long turns (an answer often sits next to the turn
+    that shares the question's words; weights in :mod:`~memoryos_actors.tiers.fusion`,
+    chosen on LoCoMo, see bench/README.md). A time the query names
+    (:func:`~memoryos_actors.tiers.temporal.time_window`) gives pages written in that
+    window a bonus of :data:`TIME_WINDOW_WEIGHT` times the window's idf share (see
+    :meth:`_window_candidates`); unless the query asks about the past, a newer page of the
+    answer that states a change of what another said
+    (:func:`~memoryos_actors.tiers.temporal.supersedes`) is ranked just above it; a
+    question in the first person (:func:`~memoryos_actors.lexicon.asks_about_user`) adds
+    :data:`USER_SIDE_WEIGHT` times the BM25 of each page's query side. The candidate with
+    the best BM25 is always in the answer (fusion cannot bury the strongest lexical match).
+
     Args:
         pages: the core's page indexes.
         segments: the core's segments.

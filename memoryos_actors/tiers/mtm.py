@@ -1,12 +1,14 @@
 """MTM: the mid-term memory tier, pages grouped into topic segments.
 
 Pure state and transitions (no threads, no I/O, time from an injected clock), following
-MemoryOS (Kang et al., 2025). Why this module is long (about 950 lines): ``MTMCore`` is one
-state machine whose invariants (a page in exactly one segment, the vector, BM25 and chain
-indexes in step with the segments, heat and eviction order) span placement, eviction,
-promotion and search; its pieces of pure maths already live apart (``scoring.py``,
-``lexicon.py``, ``tiers/temporal.py``), and splitting the class would spread those
-invariants over modules.
+MemoryOS (Kang et al., 2025). :class:`MTMCore` is one state machine whose invariants (a
+page in exactly one segment, the vector, BM25 and chain indexes in step with the segments,
+heat and eviction order) span placement, eviction, promotion and search. Beside it: a
+segment's state (:mod:`~memoryos_actors.tiers.segments`), the indexes over the held pages
+(:mod:`~memoryos_actors.tiers.page_index`), hybrid retrieval
+(:mod:`~memoryos_actors.tiers.hybrid`, its scoring maths in
+:mod:`~memoryos_actors.tiers.fusion`), and the pure maths of ``scoring.py``, ``lexicon.py``
+and ``tiers/temporal.py``.
 
 * **Segmenting.** A page joins the segment with the highest
   ``F_score = cos(e_s, e_p) + Jaccard(K_s, K_p)`` if that score is strictly above θ
@@ -443,18 +445,11 @@ class MTMCore:
           with the highest cosine to the query. Every chosen segment counts as visited.
           ``why``: ``"segment s3 F=0.71; page cos=0.52"``.
         * ``"hybrid"``: the pages of the paper's ``top_m`` segments are pooled with the
-          pages nearest to the query in a flat page index and the pages with the best
-          BM25 scores over the pages MTM holds (terms are stemmed query keywords), so a
-          relevant page is found even when its segment's overall topic drifted or the
-          embedder misses the match. Each pooled page scores
-          ``base = 0.6·BM25/best BM25 + 0.3·cos(page, query) + 0.05·Jaccard(query kw, page kw)
-          + 0.05·F(its segment, query)``, plus ``0.7·`` the best base score of the turn
-          just before or after it (an answer often sits next to the turn that shares the
-          question's words) (:data:`HYBRID_LEXICAL_WEIGHT`, :data:`HYBRID_DENSE_WEIGHT`,
-          :data:`HYBRID_KEYWORD_WEIGHT`, :data:`HYBRID_SEGMENT_WEIGHT`,
-          :data:`HYBRID_NEIGHBOR_WEIGHT`; weights chosen on LoCoMo, see bench/README.md);
-          the best ``top_k`` are returned. The segments that supplied a returned page count
-          as visited.
+          pages nearest to the query, the pages with the best BM25 and, with ``cold``,
+          archived pages, all scored under one formula
+          (:class:`~memoryos_actors.tiers.hybrid.HybridSearch` states the rules, and
+          :mod:`~memoryos_actors.tiers.fusion` the weights); the best ``top_k`` are
+          returned, and the segments that supplied a returned page count as visited.
 
         Visited segments get ``N_visit += 1`` and ``last_access = now``, and their heat is
         recomputed. Promotion waits for the next insert or :meth:`tick`; with
@@ -474,25 +469,14 @@ class MTMCore:
                 ``"paper"`` mode, which never reads the cold tier.
             cold_pages: hybrid mode only: looks up archived pages by turn seq, so the turn
                 next to a candidate is scored even when it left MTM.
-            query_text: hybrid mode only: the query as asked. A time the query names
-                (:func:`~memoryos_actors.tiers.temporal.time_window`, relative to ``now``)
-                gives pages written in that window a bonus of :data:`TIME_WINDOW_WEIGHT`
-                times the window's idf share (see :meth:`_window_candidates`); unless the
-                query asks about the past, a newer page of the answer that states a change
-                of what another said (:func:`~memoryos_actors.tiers.temporal.supersedes`)
-                is ranked just above it; a question in the first person
-                (:func:`~memoryos_actors.lexicon.asks_about_user`) adds
-                :data:`USER_SIDE_WEIGHT` times the BM25 of each page's query side.
+            query_text: hybrid mode only: the query as asked, for the time-aware rules
+                (a time window it names, supersession) and first-person questions.
             cold_window: hybrid mode only: counts (and, for small windows, returns) the
                 archived pages written in a time window, so they can be candidates.
             cold_rows: hybrid mode only: as ``cold_pages``, but what scoring needs of each
                 page (:class:`~memoryos_actors.cold_items.ColdRow`), for neighbouring turns.
                 ``cold``'s items may be such rows too (with the query terms' ids); the
                 pages returned are then read in full through ``cold_pages``.
-
-        In hybrid mode the neighbour term is scaled by the two turns' length
-        (:data:`NEIGHBOUR_PASSAGE_CHARS`), and the candidate with the best BM25 is always
-        in the answer (fusion cannot bury the strongest lexical match).
 
         Returns:
             Visited segments (best F_score first) and pages (best score first).
