@@ -9,6 +9,7 @@ the user's cached answers and embeddings (they may quote the deleted text).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
@@ -28,7 +29,7 @@ from .memories import (
 )
 from .messages import TraitLevel
 from .paging import MemoryList, check_limit, decode_cursor, memory_sort_key, page_of
-from .store.edits import EDITABLE_KINDS, MEMORY_KINDS, MemoryRef, parse_memory_id
+from .store.edits import EDITABLE_KINDS, MEMORY_KINDS, EditRecord, MemoryRef, parse_memory_id
 from .validation import check_text as _check_text
 from .validation import check_user_id as _check_user_id
 
@@ -227,7 +228,7 @@ class MemoryEditing:
         ref = parse_memory_id(memory_id)
         self._core.check_writable("delete_memory")
 
-        def run(entry: UserEntry) -> dict[str, Any]:
+        def run(entry: UserEntry) -> EditRecord:
             found = self._find(entry, uid, ref)
             gone: list[Memory] = []
             if ref.kind == "page":
@@ -255,13 +256,11 @@ class MemoryEditing:
                     segments=segments,
                 ),
             )
-            return {**rec, "old": found.text}
+            return dataclasses.replace(rec, old=found.text)
 
         rec = self._lifecycle.call(uid, run, create=False)
         self._purge_cached(uid)
-        return MemoryEvent(
-            ref.memory_id, "deleted", float(rec["ts"]), str(rec["old"]), None, "edit"
-        )
+        return MemoryEvent(ref.memory_id, "deleted", rec.ts, str(rec.old), None, "edit")
 
     def correct_memory(
         self, user_id: str, memory_id: str, value: str, evidence: str = ""
@@ -288,7 +287,7 @@ class MemoryEditing:
         if ref.kind == "trait":
             TraitLevel.known(ref.key, value, evidence)  # one of the 90, a valid level
 
-        def run(entry: UserEntry) -> dict[str, Any]:
+        def run(entry: UserEntry) -> EditRecord:
             try:
                 old = self._find(entry, uid, ref).text
             except UnknownMemory:
@@ -304,9 +303,9 @@ class MemoryEditing:
         return MemoryEvent(
             ref.memory_id,
             "corrected",
-            float(rec["ts"]),
-            str(rec["old"]) or None,
-            str(rec["new"]),
+            rec.ts,
+            str(rec.old) or None,
+            str(rec.new),
             "edit",
         )
 
@@ -324,7 +323,7 @@ class MemoryEditing:
             raise InvalidInput(f"kinds must be among {list(MEMORY_KINDS)}, got {sorted(out)}")
         return out
 
-    def _edit(self, uid: str, edit: EditMemory) -> dict[str, Any]:
+    def _edit(self, uid: str, edit: EditMemory) -> EditRecord:
         stm_n, mtm_n, lpm_n = actor_names(uid)
         rec = self._core.ask(lpm_n, edit)
         self._core.ask(stm_n, ApplyEdit(rec))

@@ -29,7 +29,7 @@ from ..messages import (
     UserProfile,
 )
 from ..store.archived import ArchivedFact, emb_from_f16, emb_to_f16
-from ..store.edits import EDITABLE_KINDS, parse_memory_id
+from ..store.edits import EDITABLE_KINDS, EditRecord, parse_memory_id
 from ..tiers.lpm import LPMCore
 from .base import UserEnv, actor_names, persona_owner, reply_state
 from .protocol import (
@@ -220,55 +220,52 @@ class LPMActor(SupervisedActor):
         self.lsn = lsn
         return lsn
 
-    def _edit(self, msg: EditMemory) -> dict[str, Any]:
+    def _edit(self, msg: EditMemory) -> EditRecord:
         """Log one per-memory edit, apply it here, and answer its record."""
         ref = parse_memory_id(msg.memory_id)
         if msg.op not in ("delete", "correct"):
             raise InvalidInput(f"op must be 'delete' or 'correct', got {msg.op!r}")
-        record: dict[str, Any] = {
-            "t": "edit",
-            "op": msg.op,
-            "id": ref.memory_id,
-            "old": msg.old,
-            "pages": [int(s) for s in msg.pages],
-            "chains": [[str(c), int(s), int(u)] for c, s, u in msg.chains],
-            "segments": list(msg.segments),
-            "ts": self.env.clock.now(),
-        }
+        new = evidence = emb = None
         if msg.op == "correct":
             if ref.kind not in EDITABLE_KINDS or msg.value is None:
                 raise InvalidInput(f"{ref.kind} memories can be deleted, not corrected")
-            record["new"] = msg.value
+            new = msg.value
             if ref.kind == "trait":
                 TraitLevel.known(ref.key, msg.value, msg.evidence)  # validates the level
-                record["evidence"] = msg.evidence
+                evidence = msg.evidence
             else:
-                emb = self.env.gateway.embed([msg.value], self.env.user_id)[0]
-                record["emb"] = emb_to_f16(emb)
-        lsn = self._log_and_apply(record)
-        return {**record, "lsn": lsn}
+                emb = emb_to_f16(self.env.gateway.embed([msg.value], self.env.user_id)[0])
+        edit = EditRecord(
+            op=msg.op,
+            memory_id=ref.memory_id,
+            old=msg.old,
+            ts=self.env.clock.now(),
+            pages=tuple(int(s) for s in msg.pages),
+            chains=tuple((str(c), int(s), int(u)) for c, s, u in msg.chains),
+            segments=tuple(msg.segments),
+            new=new,
+            evidence=evidence,
+            emb=emb,
+        )
+        lsn = self._log_and_apply(edit.encode())
+        return dataclasses.replace(edit, lsn=lsn)
 
     def _apply_edit(self, rec: dict[str, Any], lsn: int) -> None:
         """Apply an edit record (live or replayed): idempotent."""
-        ref = parse_memory_id(str(rec["id"]))
+        edit = EditRecord.decode(rec)
+        ref = parse_memory_id(edit.memory_id)
         core = self.core
         if ref.kind in ("fact", "agent_trait"):
-            if rec.get("op") == "delete":
+            if edit.op == "delete":
                 core.remove_entry(ref.kind, ref.key, ref.assistant)
             else:
-                emb = emb_from_f16(rec.get("emb"))
+                emb = emb_from_f16(edit.emb)
                 if emb is None:
-                    emb = self.env.gateway.embed([str(rec["new"])], self.env.user_id)[0]
-                core.replace_entry(ref.kind, ref.key, str(rec["new"]), emb, ref.assistant)
+                    emb = self.env.gateway.embed([str(edit.new)], self.env.user_id)[0]
+                core.replace_entry(ref.kind, ref.key, str(edit.new), emb, ref.assistant)
         elif ref.kind == "trait":
-            level = None if rec.get("op") == "delete" else str(rec["new"])
-            core.set_trait(
-                ref.key,
-                level,
-                str(rec.get("evidence", "")),
-                now=float(rec.get("ts", 0.0)),
-                source="edit",
-            )
+            level = None if edit.op == "delete" else str(edit.new)
+            core.set_trait(ref.key, level, edit.evidence or "", now=edit.ts, source="edit")
         store = self.env.store
         if store.edits.add({**rec, "lsn": lsn}) and store.cold.is_open:
             # A closed index applies the edit when it is next opened.

@@ -264,9 +264,7 @@ class MTMActor(SupervisedActor):
             return None
         if isinstance(message, ApplyEdit):
             rec = message.record
-            return self._drop_deleted(
-                rec.get("pages") or (), (str(rec.get("id", "")),), rec.get("segments") or ()
-            )
+            return self._drop_deleted(rec.pages, (rec.memory_id,), rec.segments)
         if isinstance(message, MTMSearch):
             hits = self._search(message)
             if self.core.rules.promote_on_retrieval and hits.segments:

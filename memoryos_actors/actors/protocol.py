@@ -24,6 +24,7 @@ from ..messages import (
     TraitLevel,
     UserProfile,
 )
+from ..store.edits import EditRecord
 
 __all__ = [
     "AnswersWaiting",
@@ -245,7 +246,7 @@ class ApplyEdit:
     """Facade -> STM and MTM: an edit LPM has logged (its record); drop the pages and the
     segment it deletes."""
 
-    record: Any
+    record: EditRecord
 
 
 @dataclass(frozen=True, slots=True)

@@ -171,7 +171,7 @@ class STMActor(SupervisedActor):
         if isinstance(message, STMPages):
             return tuple(self.core.pages())
         if isinstance(message, ApplyEdit):
-            return self._drop_pages(message.record.get("pages") or ())
+            return self._drop_pages(message.record.pages)
         if isinstance(message, CompletionDone):
             if not self.env.stale(message.epoch):
                 self._meta_done(message)

@@ -24,6 +24,7 @@ from typing import Any
 from ..errors import InvalidInput
 
 __all__ = [
+    "EditRecord",
     "EDITABLE_KINDS",
     "MEMORY_KINDS",
     "EditLog",
@@ -97,6 +98,78 @@ def cold_item_id(ref: MemoryRef) -> str | None:
 
 def _page_seq(page_id: str) -> int | None:
     return int(page_id[1:]) if page_id[:1] == "p" and page_id[1:].isdigit() else None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class EditRecord:
+    """One per-memory edit, as the LPM actor logs it in the WAL and answers it.
+
+    Attributes:
+        op: ``"delete"`` or ``"correct"``.
+        memory_id: the memory edited (``fact:f3``, ``page:p12``, ``trait:humor``, ...).
+        old: its value before (``""`` once a later deletion erased it).
+        ts: when, seconds since the epoch.
+        pages: turn seqs of the pages a deletion removes.
+        chains: ``(chain id, deleted seq, last seq stored then)`` of the dialogue chains a
+            deleted page was in (their later chain summaries may quote it).
+        segments: the segments whose summary may quote a deleted page.
+        new: a correction's new value.
+        evidence: a trait correction's evidence.
+        emb: a fact or agent-trait correction's embedding, float16 bytes.
+        lsn: the record's WAL LSN (0 before it is logged, and once imported).
+    """
+
+    op: str
+    memory_id: str
+    old: Any
+    ts: float
+    pages: tuple[int, ...] = ()
+    chains: tuple[tuple[str, int, int], ...] = ()
+    segments: tuple[str, ...] = ()
+    new: str | None = None
+    evidence: str | None = None
+    emb: bytes | None = None
+    lsn: int = 0
+
+    def encode(self) -> dict[str, Any]:
+        """The WAL record (``{"t": "edit", ...}``; ``lsn`` only when set)."""
+        rec: dict[str, Any] = {
+            "t": "edit",
+            "op": self.op,
+            "id": self.memory_id,
+            "old": self.old,
+            "pages": list(self.pages),
+            "chains": [[c, s, u] for c, s, u in self.chains],
+            "segments": list(self.segments),
+            "ts": self.ts,
+        }
+        if self.new is not None:
+            rec["new"] = self.new
+        if self.evidence is not None:
+            rec["evidence"] = self.evidence
+        if self.emb is not None:
+            rec["emb"] = self.emb
+        if self.lsn:
+            rec["lsn"] = self.lsn
+        return rec
+
+    @classmethod
+    def decode(cls, rec: Mapping[str, Any]) -> EditRecord:
+        """The edit of a WAL or export record (see :meth:`encode`)."""
+        new, evidence, emb = rec.get("new"), rec.get("evidence"), rec.get("emb")
+        return cls(
+            op=str(rec["op"]),
+            memory_id=str(rec["id"]),
+            old=rec.get("old", ""),
+            ts=float(rec.get("ts", 0.0) or 0.0),
+            pages=tuple(int(s) for s in rec.get("pages") or ()),
+            chains=tuple((str(c), int(s), int(u)) for c, s, u in rec.get("chains") or ()),
+            segments=tuple(str(x) for x in rec.get("segments") or ()),
+            new=None if new is None else str(new),
+            evidence=None if evidence is None else str(evidence),
+            emb=bytes(emb) if emb else None,
+            lsn=int(rec.get("lsn", 0) or 0),
+        )
 
 
 class EditLog:

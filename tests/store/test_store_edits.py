@@ -270,3 +270,36 @@ def test_a_closed_index_applies_the_edits_it_missed_when_opened(tmp_path: Path) 
     assert not store.cold.contains("p1")  # opening it applied the edit
     store.close()
     assert (tmp_path / store.dir.relative_to(tmp_path) / COLD_FILE).exists()
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.sampled_from(["delete", "correct"]),
+    st.sampled_from(["fact:f3", "page:p12", "trait:humor", "agent_trait:bot:a1"]),
+    st.lists(st.integers(1, 10_000), max_size=4),
+    st.lists(st.tuples(st.text(max_size=5), st.integers(1, 99), st.integers(1, 99)), max_size=3),
+    st.none() | st.text(max_size=10),
+    st.none() | st.binary(min_size=2, max_size=8),
+    st.integers(0, 1000),
+)
+def test_an_edit_record_survives_the_wal_encoding(
+    op: str,
+    memory_id: str,
+    pages: list[int],
+    chains: list[tuple[str, int, int]],
+    new: str | None,
+    emb: bytes | None,
+    lsn: int,
+) -> None:
+    import msgpack
+
+    from memoryos_actors.store.edits import EditRecord
+
+    edit = EditRecord(
+        op, memory_id, "before", 12.5, tuple(pages), tuple(chains), ("s1",), new, None, emb, lsn
+    )
+    stored = msgpack.unpackb(msgpack.packb(edit.encode()), raw=False)
+    assert stored["t"] == "edit" and stored["id"] == memory_id
+    assert EditRecord.decode(stored) == edit
+    # What readers of the WAL record (the edit log, the cold index) find in it.
+    assert [int(s) for s in stored["pages"]] == pages and ("new" in stored) == (new is not None)
