@@ -453,12 +453,7 @@ class Lifecycle:
         return done
 
     def passivate(self, user_id: str) -> bool:
-        """Snapshot and stop ``user_id``'s actors now; False if the user was not active.
-
-        Waits for a transition in progress and for the user's calls in flight (new calls
-        wait meanwhile), at most ``overload_timeout_seconds``; then raises ``Overloaded``
-        and the user stays active.
-        """
+        """See :meth:`~memoryos_actors.api.MemoryAPI.passivate`."""
         user_id = _check_user_id(user_id)
         deadline = time.monotonic() + self._core.config.overload_timeout_seconds
         entry = self._core.directory.claim_active(user_id, UserPhase.DRAINING, deadline)
@@ -468,20 +463,16 @@ class Lifecycle:
         return True
 
     def active_users(self) -> list[str]:
-        """Users whose actor groups are live now, least recently used first."""
+        """See :meth:`~memoryos_actors.api.MemoryAPI.active_users`."""
         return self._core.directory.active()
 
     def user_epoch(self, user_id: str) -> int:
-        """The incarnation epoch of ``user_id``'s live actors (0 when it is not live).
-
-        Each activation gets a new epoch, unique in the process; replies addressed to
-        another epoch are dropped (counted as ``stale_replies_dropped`` in :meth:`stats`).
-        """
+        """See :meth:`~memoryos_actors.api.MemoryAPI.user_epoch`."""
         entry = self._core.directory.get(_check_user_id(user_id))
         return entry.epoch if entry is not None else 0
 
     def user_phase(self, user_id: str) -> UserPhase:
-        """Where ``user_id`` is in its lifecycle now (see :class:`UserPhase`)."""
+        """See :meth:`~memoryos_actors.api.MemoryAPI.user_phase`."""
         return self._core.directory.phase(_check_user_id(user_id))
 
     # -- shutdown --------------------------------------------------------------------------

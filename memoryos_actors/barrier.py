@@ -110,39 +110,7 @@ class Barriers:
         self._core = core
 
     def flush(self, timeout: float = 300.0, *, user_id: str | None = None) -> None:
-        """Wait for the background work of the turns stored before this call.
-
-        For every user live at the call (or only ``user_id``), it returns once:
-
-        * every turn acknowledged before the call (``add_turn`` returned) has its
-          dialogue-chain meta data;
-        * every page those turns pushed out of STM is placed in an MTM segment, with the
-          evictions to the archive and the promotions that placement caused;
-        * every segment summary and persona update the user's MTM owed once those pages
-          were placed (due, or still in its debounce window) was asked for and answered:
-          the summaries stored in MTM, the persona updates applied in LPM (and in the
-          assistant's shared persona, with ``shared_agent_persona``).
-
-        It never waits for the process to be quiet: turns stored after the call (for any
-        user, the same one too) start work it does not wait for, so it returns under a
-        continuous write flood. It may cover some of that later work (what was already
-        queued when it looked). Under a flood it waits about ``placement_backlog_seconds``
-        per flooded user (the placement work its queue admits), the users side by side. A
-        user that is passive has nothing in flight (what it owes is in its files, asked for
-        again when it is next activated), and a user passivated
-        or forgotten while flush waits is not waited for any longer, for the same reason.
-        A degraded answer (the provider was down) counts as the answer; its redo once the
-        provider is back is not waited for.
-
-        Args:
-            timeout: the longest wait, seconds (> 0). The work goes on after that.
-            user_id: wait only for this user's work (returns at once if the user is not
-                live); None for every live user.
-
-        Raises:
-            Overloaded: the work was not done within ``timeout``.
-            InvalidInput: a bad ``timeout`` or ``user_id``.
-        """
+        """See :meth:`~memoryos_actors.api.MemoryAPI.flush`."""
         seconds = _check_timeout(timeout)
         deadline = time.monotonic() + seconds
         if user_id is not None:

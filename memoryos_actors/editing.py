@@ -63,19 +63,7 @@ class MemoryEditing:
         limit: int | None = None,
         cursor: str | None = None,
     ) -> MemoryList:
-        """The memories of ``user_id`` (of ``kinds`` only, if given), with ids and
-        provenance: pages (STM, MTM and archive), segments, facts, agent traits and the user
-        traits that have a level. Deleted memories are not listed.
-
-        In a stable order: by kind (in the order above), then oldest first by the
-        sequence number in the id (which never changes as a page moves between tiers;
-        traits, which have none, by name).
-        With ``limit`` (1 or more), at most that many, and the list's ``next_cursor``
-        (None on the last page) gives the rest: ``memories(user, cursor=page.next_cursor,
-        limit=...)``. Paging while turns are added neither skips nor repeats a memory that
-        existed when paging began. A cursor that did not come from this call (or was
-        changed) is :class:`InvalidInput`. Each call still reads the whole user.
-        """
+        """See :meth:`~memoryos_actors.api.MemoryAPI.memories`."""
         uid = _check_user_id(user_id)
         wanted = self._check_kinds(kinds)
         check_limit(limit)
@@ -89,17 +77,13 @@ class MemoryEditing:
         return MemoryList(shown, next_cursor)
 
     def get_memory(self, user_id: str, memory_id: str) -> Memory:
-        """The memory ``memory_id`` of ``user_id``; :class:`UnknownMemory` if it has none
-        (or it was deleted)."""
+        """See :meth:`~memoryos_actors.api.MemoryAPI.get_memory`."""
         uid = _check_user_id(user_id)
         ref = parse_memory_id(memory_id)
         return self._lifecycle.call(uid, lambda entry: self._find(entry, uid, ref), create=False)
 
     def memory_history(self, user_id: str, memory_id: str) -> list[MemoryEvent]:
-        """What changed memory ``memory_id`` and when, oldest first: its creation (while it
-        exists), the changes persona updates made to a trait, and every correction and
-        deletion (kept after the memory is deleted). :class:`UnknownMemory` if there is
-        nothing to tell."""
+        """See :meth:`~memoryos_actors.api.MemoryAPI.memory_history`."""
         uid = _check_user_id(user_id)
         ref = parse_memory_id(memory_id)
 
@@ -169,13 +153,7 @@ class MemoryEditing:
         limit: int = 50,
         per_day: bool = False,
     ) -> ArchivedMemories:
-        """A page of the memories of ``kind`` (``"page"``, ``"fact"`` or ``"agent_trait"``)
-        that left the hot tiers for the user's archive: ``limit`` (0..500) of them from
-        ``offset`` on, newest first, or with ``query`` the best matches for its words
-        first. Read from the cold index, so the cost depends on ``offset + limit``, not on
-        the length of the history (unlike :meth:`archive`, which reads every record).
-        Deleted memories are left out, corrected ones shown corrected. With ``per_day``,
-        also how many there are per UTC day (for a picture of the history)."""
+        """See :meth:`~memoryos_actors.api.MemoryAPI.archived_memories`."""
         from .lexicon import terms
 
         uid = _check_user_id(user_id)
@@ -211,19 +189,7 @@ class MemoryEditing:
     # -- changing --------------------------------------------------------------------------
 
     def delete_memory(self, user_id: str, memory_id: str) -> MemoryEvent:
-        """Delete one memory of ``user_id`` from every tier, the cold index, exports and
-        the gateway's caches; retrieval never returns it again. Durable: the edit is in the
-        user's WAL before this returns (per the ``fsync`` setting).
-
-        Deleting a segment deletes its pages; deleting a trait clears its level. Text that
-        may quote a deleted page is cleared with it: the chain summaries of the later pages
-        of its dialogue chain, and the summary of the segment that held it (asked for again
-        from the pages left). Facts the LLM distilled from a deleted page are memories of
-        their own (delete them too). The history keeps only that the memory was deleted,
-        and when: its earlier values are erased from it. The event returned carries the
-        deleted text (``old``) for the caller; it is stored nowhere.
-        :class:`UnknownMemory` if there is no such memory.
-        """
+        """See :meth:`~memoryos_actors.api.MemoryAPI.delete_memory`."""
         uid = _check_user_id(user_id)
         ref = parse_memory_id(memory_id)
         self._core.check_writable("delete_memory")
@@ -265,12 +231,7 @@ class MemoryEditing:
     def correct_memory(
         self, user_id: str, memory_id: str, value: str, evidence: str = ""
     ) -> MemoryEvent:
-        """Correct a fact, an agent trait (``value``: the new sentence) or a user trait
-        (``value``: ``"low"``, ``"medium"`` or ``"high"``; ``evidence`` optional; any of the
-        90 traits, observed or not). The old
-        value stays in :meth:`memory_history`; retrieval returns the new one. Durable like
-        :meth:`delete_memory`. :class:`InvalidInput` for pages and segments (delete them
-        instead), :class:`UnknownMemory` if there is no such memory."""
+        """See :meth:`~memoryos_actors.api.MemoryAPI.correct_memory`."""
         uid = _check_user_id(user_id)
         ref = parse_memory_id(memory_id)
         self._core.check_writable("correct_memory")

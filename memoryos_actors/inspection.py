@@ -43,24 +43,17 @@ class Inspection:
         self._lifecycle = lifecycle
 
     def users(self) -> list[str]:
-        """Every user with data in this data directory (active or not), sorted.
-
-        Shared assistant personas (``shared_agent_persona``) are not users and not listed.
-        """
+        """See :meth:`~memoryos_actors.api.MemoryAPI.users`."""
         return sorted(
             u for u in list_users(self._core.data_dir) if not u.startswith(ASSISTANT_PREFIX)
         )
 
     def tree(self) -> str:
-        """The supervision tree as text, with each child's status and restart count."""
+        """See :meth:`~memoryos_actors.api.MemoryAPI.tree`."""
         return supervisor.format_tree(self._core.tree.root)
 
     def user_state(self, user_id: str) -> UserState:
-        """A typed picture of the user's three tiers, for tools and tests.
-
-        :class:`~memoryos_actors.errors.UnknownUser` for a user with no data (nothing is
-        written for it).
-        """
+        """See :meth:`~memoryos_actors.api.MemoryAPI.user_state`."""
         uid = _check_user_id(user_id)
 
         def run(_e: UserEntry) -> UserState:
@@ -91,12 +84,7 @@ class Inspection:
     def archive(
         self, user_id: str, query: str | None = None, limit: int | None = None
     ) -> list[dict[str, Any]]:
-        """Segments and pages MTM evicted for ``user_id``, oldest first.
-
-        With ``query``, only records matching its keywords, best first (at most ``limit``,
-        default 10). Eviction is a tier decision, not data loss: everything is here.
-        :class:`~memoryos_actors.errors.UnknownUser` for a user with no data.
-        """
+        """See :meth:`~memoryos_actors.api.MemoryAPI.archive`."""
         uid = _check_user_id(user_id)
         if query is not None:
             _check_text(query, "query", self._core.config.max_text_bytes)
@@ -119,13 +107,7 @@ class Inspection:
         return self._lifecycle.call(uid, run, create=False)
 
     def stored_page_ids(self, user_id: str) -> list[str]:
-        """Every page id stored for ``user_id``: STM, then MTM, then the archive.
-
-        An audit helper: each acknowledged turn appears exactly once after :meth:`flush`.
-        Before it, each appears at least once (pages on their way from STM to MTM are in
-        the state's ``outbox``); one evicted to the archive between the two reads shows
-        twice.
-        """
+        """See :meth:`~memoryos_actors.api.MemoryAPI.stored_page_ids`."""
         ids = self.user_state(user_id).page_ids()
         for rec in self.archive(user_id):
             held = decode_archived(rec)
@@ -136,16 +118,7 @@ class Inspection:
     def kill_actor(
         self, user_id: str, tier: str, reason: str = "kill_actor", timeout: float = 10.0
     ) -> bool:
-        """Fault injection: crash one of ``user_id``'s tier actors (``"stm"``, ``"mtm"`` or
-        ``"lpm"``) as an unexpected exception in it would, for drills and demos.
-
-        The user's group supervisor (``rest_for_one``) restarts it and the tiers started
-        after it; each rebuilds its state from its snapshot plus the WAL, so no acknowledged
-        turn is lost. Activates the user if needed. Returns True once a new actor is
-        registered under the same name, False if none appeared within ``timeout`` seconds.
-        The restart shows in :meth:`tree` (``restarts=N``). :class:`~memoryos_actors.errors.
-        UnknownUser` for a user with no data.
-        """
+        """See :meth:`~memoryos_actors.api.MemoryAPI.kill_actor`."""
         uid = _check_user_id(user_id)
         names = dict(zip(("stm", "mtm", "lpm"), actor_names(uid), strict=True))
         if tier not in names:
@@ -168,13 +141,7 @@ class Inspection:
         return self._lifecycle.call(uid, run, create=False)
 
     def stats(self, user_id: str | None = None) -> dict[str, Any]:
-        """Counters of the whole system, or of one user when ``user_id`` is given.
-
-        The system's counters include ``damaged_users`` (how many users' files were refused
-        as damaged since the system opened, until repaired or read again successfully) and
-        ``damaged`` (their ids, each with the error); those users' calls raise
-        :class:`~memoryos_actors.errors.CorruptDataError`, every other user is served.
-        """
+        """See :meth:`~memoryos_actors.api.MemoryAPI.stats`."""
         if user_id is not None:
             st = self.user_state(user_id)
             return {

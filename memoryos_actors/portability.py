@@ -54,22 +54,7 @@ class Portability:
         self._barriers = barriers
 
     def export_user(self, user_id: str, path: str | os.PathLike[str]) -> Path:
-        """Write everything stored for ``user_id`` to a portable file (``.json`` or msgpack).
-
-        Waits only for this user's work, never for other users'. First, while the user's
-        calls go on, for what :meth:`flush` guarantees for its turns stored before this
-        call. Then the file is written from one consistent cut: for that moment the user
-        is ``EXPORTING`` (its other calls wait, and it cannot be passivated or forgotten),
-        the pages of every turn acknowledged before it are placed as well, and the hot
-        tiers and the archive are read. So every turn acknowledged before the call is in
-        the file with its summaries and persona updates; a summary or persona update that
-        turns stored since then still owe is in the file as owed work, asked for when it
-        is imported.
-
-        :class:`~memoryos_actors.errors.UnknownUser` for a user with no data (no file is
-        written, not even ``path``). Raises ``Overloaded`` when that takes longer than
-        ``overload_timeout_seconds``.
-        """
+        """See :meth:`~memoryos_actors.api.MemoryAPI.export_user`."""
         uid = _check_user_id(user_id)
         out = _check_path(path, "path")
         wait = self._core.config.overload_timeout_seconds
@@ -124,12 +109,7 @@ class Portability:
         return out
 
     def import_user(self, path: str | os.PathLike[str], user_id: str | None = None) -> str:
-        """Load a file written by :meth:`export_user`; returns the user id it was stored as.
-
-        Refuses to overwrite a user that already has data (forget it first). One operation
-        on the user: its calls wait until the import is done; a failed import leaves no
-        files behind.
-        """
+        """See :meth:`~memoryos_actors.api.MemoryAPI.import_user`."""
         self._core.check_writable("import_user")
         payload = read_export(_check_path(path, "path"))
         if payload.get("format") != _EXPORT_FORMAT:
@@ -182,15 +162,7 @@ class Portability:
         return uid
 
     def forget_user(self, user_id: str) -> ForgetReport:
-        """Delete every file of ``user_id`` and every trace of it in the gateway (cached
-        answers and embeddings, queued redo work, degraded replies waiting for a redo);
-        report what was removed. Other users are untouched.
-
-        One operation on the user: new calls wait (then see an empty user); calls in flight
-        are waited for, at most ``overload_timeout_seconds``, then ``Overloaded`` is raised
-        and nothing is removed. Late replies addressed to the forgotten incarnation are
-        dropped (each activation has its own epoch).
-        """
+        """See :meth:`~memoryos_actors.api.MemoryAPI.forget_user`."""
         uid = _check_user_id(user_id)
         self._core.check_writable("forget_user")
         deadline = time.monotonic() + self._core.config.overload_timeout_seconds
@@ -221,19 +193,7 @@ class Portability:
         return ForgetReport(uid, tuple(removed), was_active, purged)
 
     def repair_user(self, user_id: str) -> RepairReport:
-        """Salvage ``user_id``'s damaged files: every intact record before and after each
-        damaged range is kept, each original is kept beside its file as
-        ``<name>.corrupt-<unix ms>``, and the report says what was kept and what was lost
-        (records, turns, byte ranges). See :mod:`memoryos_actors.repair` for what is done
-        to which file; a healthy user is left as it is (``report.changed`` is False).
-
-        Calls for a user whose files were refused with
-        :class:`~memoryos_actors.errors.CorruptDataError` work again afterwards, with
-        every intact turn. One operation on the user: a live user's actors are stopped
-        first (without a snapshot: the files are what is repaired), new calls wait until
-        the repair is done. :class:`UnknownUser` if the user has no files,
-        :class:`~memoryos_actors.errors.ReadOnlyError` on a read-only system.
-        """
+        """See :meth:`~memoryos_actors.api.MemoryAPI.repair_user`."""
         from .repair import repair_user
 
         uid = _check_user_id(user_id)
