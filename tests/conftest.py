@@ -10,7 +10,15 @@ from collections.abc import Iterator
 import pykka
 import pytest
 import structlog
+from hypothesis import HealthCheck, settings
 from waiting import wait_until
+
+# Property tests check what is true, never how fast: no per-example deadline (hypothesis's
+# default of 200 ms fails an example that a loaded machine or a parallel run slows down),
+# and no health check on slow data generation. Loaded here, before any test module
+# defines its own settings, which inherit these.
+settings.register_profile("memoryos", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("memoryos")
 
 # Ray binds its processes (GCS, raylet, workers) to the machine's network address unless
 # this is 0, and reads it once, when its modules are imported: set here, before any test
