@@ -27,7 +27,7 @@ import threading
 import time
 from collections.abc import Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, overload
+from typing import TYPE_CHECKING, Any, Protocol, overload
 
 import structlog
 
@@ -48,7 +48,7 @@ from .store.lock import DataDirLock
 from .validation import check_path as _check_path
 
 if TYPE_CHECKING:
-    from .cluster import ClusterMemoryOS, RayCluster
+    from .cluster import ClusterMemoryOS
     from .memories import ArchivedMemories, Memory, MemoryEvent, MemoryList
     from .messages import AgentProfile, MemoryContext, UserProfile
     from .reports import ChatReply, ForgetReport, RepairReport, UserState
@@ -56,6 +56,16 @@ if TYPE_CHECKING:
 __all__ = ["MemoryOS"]
 
 log = structlog.get_logger("memoryos.system")
+
+
+class ClusterEngine(Protocol):
+    """What ``MemoryOS.open(cluster=)`` takes: an engine that starts the shards over a data
+    directory and answers their facade (:class:`~memoryos_actors.cluster.RayCluster`, or
+    the in-process one the CLI and tests use)."""
+
+    def open_facade(self, data_dir: Path, config: MemoryConfig, clock: Clock) -> ClusterMemoryOS:
+        """Start the shards over ``data_dir`` and return the facade."""
+        ...
 
 
 @document
@@ -128,7 +138,7 @@ class MemoryOS:
         config: MemoryConfig | None = None,
         *,
         clock: Clock | None = None,
-        cluster: RayCluster,
+        cluster: ClusterEngine,
         read_only: bool = False,
     ) -> ClusterMemoryOS: ...
 
@@ -139,7 +149,7 @@ class MemoryOS:
         config: MemoryConfig | None = None,
         *,
         clock: Clock | None = None,
-        cluster: RayCluster | None = None,
+        cluster: ClusterEngine | None = None,
         read_only: bool = False,
     ) -> MemoryOS | ClusterMemoryOS:
         """Start a memory system over ``data_dir`` (created if missing).

@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from memoryos_actors.clock import Clock
 from memoryos_actors.config import MemoryConfig
@@ -27,7 +27,6 @@ from ._shard import ShardServer
 if TYPE_CHECKING:
     from memoryos_actors.system import MemoryOS
 
-    from ._ray import RayCluster
 
 __all__ = ["InProcessCluster", "InProcessShardHost", "open_data_dir"]
 
@@ -109,7 +108,4 @@ def open_data_dir(
         from ._ray import RayCluster
 
         return MemoryOS.open(data_dir, config, cluster=RayCluster(shards=layout.shards))
-    # MemoryOS.open takes any cluster with ``open_facade`` (it checks for that method), but
-    # its overloads name only RayCluster: typed as one, it picks the ClusterMemoryOS result.
-    local = cast("RayCluster", InProcessCluster(shards=layout.shards))
-    return MemoryOS.open(data_dir, config, cluster=local)
+    return MemoryOS.open(data_dir, config, cluster=InProcessCluster(shards=layout.shards))

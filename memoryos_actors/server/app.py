@@ -27,6 +27,7 @@ from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from fastapi import APIRouter, FastAPI, Security
 from fastapi.security import APIKeyHeader, HTTPBearer
@@ -46,6 +47,9 @@ from .routes_profiles import add_profile_routes
 from .routes_turns import add_turn_routes
 from .routes_users import add_user_routes
 from .state import ServerState
+
+if TYPE_CHECKING:
+    from ..cluster import ClusterMemoryOS
 
 __all__ = ["ServerSettings", "create_app"]
 
@@ -81,7 +85,10 @@ class ServerSettings:
 
 
 def create_app(
-    settings: ServerSettings, *, keys: KeyStore | None = None, memory: MemoryOS | None = None
+    settings: ServerSettings,
+    *,
+    keys: KeyStore | None = None,
+    memory: MemoryOS | ClusterMemoryOS | None = None,
 ) -> ASGIApp:
     """The server as an ASGI app (run it with uvicorn; see :func:`.run.serve`).
 

@@ -14,7 +14,7 @@ import sys
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from ..aio import AsyncMemoryOS
 from ..config import MemoryConfig
@@ -24,7 +24,7 @@ from .app import ServerSettings, create_app
 from .keys import check_tenant
 
 if TYPE_CHECKING:
-    from ..system import MemoryOS
+    pass
 
 __all__ = ["serve", "serve_mcp_stdio"]
 
@@ -151,9 +151,7 @@ def serve(
             raise
         try:
             port = sock.getsockname()[1]
-            # create_app serves a ClusterMemoryOS the same way (it uses the methods both
-            # facades have), but its annotation names only MemoryOS.
-            app = create_app(settings, memory=cast("MemoryOS", memory))
+            app = create_app(settings, memory=memory)
             # uvicorn takes whole seconds here: rounded up, a request in flight gets at
             # least the time asked for.
             config = uvicorn.Config(
