@@ -17,6 +17,7 @@ from .actors.base import actor_names
 from .actors.protocol import ApplyEdit, EditMemory, Inspect, ReadHistory
 from .directory import UserEntry
 from .errors import InvalidInput, UnknownMemory
+from .lexicon import terms
 from .memories import (
     MAX_ARCHIVED_LIMIT,
     ArchivedMemories,
@@ -154,8 +155,6 @@ class MemoryEditing:
         per_day: bool = False,
     ) -> ArchivedMemories:
         """See :meth:`~memoryos_actors.api.MemoryAPI.archived_memories`."""
-        from .lexicon import terms
-
         uid = _check_user_id(user_id)
         if kind not in ("page", "fact", "agent_trait"):
             raise InvalidInput(f"kind must be 'page', 'fact' or 'agent_trait', got {kind!r}")

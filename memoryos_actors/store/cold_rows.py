@@ -15,7 +15,7 @@ import numpy as np
 import numpy.typing as npt
 
 from memoryos_actors.cold_items import ColdItem, ColdRow
-from memoryos_actors.lexicon import TermString
+from memoryos_actors.lexicon import TermString, terms
 from memoryos_actors.store.archived import (
     ArchivedFact,
     ArchivedPage,
@@ -66,8 +66,6 @@ def page_text(page: Mapping[str, Any]) -> str:
 def query_terms(page: Mapping[str, Any]) -> int:
     """How many index terms a page's query side gives: the query and the response are
     joined by a space and no token spans it, so these are the page's first terms."""
-    from memoryos_actors.lexicon import terms
-
     return len(terms(str(page.get("query", ""))))
 
 
@@ -75,8 +73,6 @@ def record_items(seq: int, record: dict[str, Any]) -> Iterator[ColdItem]:
     """The items an archive record holds (nothing for record kinds the cold tier ignores;
     shapes in :mod:`memoryos_actors.store.archived`). Older records without embeddings are
     indexed lexically only."""
-    from memoryos_actors.lexicon import terms
-
     found = decode_archived(record)
     if isinstance(found, ArchivedSegment | ArchivedPage):
         sid = found.segment_id or None

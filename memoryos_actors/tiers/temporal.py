@@ -22,6 +22,7 @@ import functools
 import re
 from collections.abc import Iterable
 
+from memoryos_actors.lexicon import stem, terms
 from memoryos_actors.text import split_sentences, tokenize
 
 __all__ = [
@@ -286,8 +287,6 @@ def has_change_cue(text: str) -> bool:
 
 
 def _cue_terms() -> frozenset[str]:
-    from memoryos_actors.lexicon import stem
-
     return frozenset(stem(cue) for cue in CHANGE_CUES)
 
 
@@ -295,8 +294,6 @@ def _cue_terms() -> frozenset[str]:
 def changed_terms(text: str, query_terms: frozenset[str]) -> frozenset[str]:
     """The ``query_terms`` (stemmed index terms) that share a sentence of ``text`` with a
     change cue: what the text says has changed ("I moved, now I live in Berlin": live)."""
-    from memoryos_actors.lexicon import terms
-
     found: set[str] = set()
     for sentence in split_sentences(text):
         if CHANGE_CUES.isdisjoint(tokenize(sentence.lower())):
