@@ -35,7 +35,6 @@ archive record), :mod:`~memoryos_actors.store.cold_schema` (the tables and their
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import os
 import sqlite3
 import threading
@@ -47,16 +46,10 @@ from memoryos_actors.cold_items import ColdCandidates, ColdItem, ColdRow
 from memoryos_actors.errors import StorageError
 from memoryos_actors.store import cold_read
 from memoryos_actors.store._framing import log
-from memoryos_actors.store.cold_query import match_plan, ranked_rowids
-from memoryos_actors.store.cold_rows import (
-    CAND_COLUMNS,
-    COLUMNS,
-    KIND_TOKENS,
-    cand_rows,
-    record_items,
-    row_items,
-)
-from memoryos_actors.store.cold_schema import SCHEMA, cand_at, upgrade
+from memoryos_actors.store.cold_aside import BUSY_TIMEOUT_S, AsideReader
+from memoryos_actors.store.cold_query import find_items
+from memoryos_actors.store.cold_rows import KIND_TOKENS, record_items
+from memoryos_actors.store.cold_schema import FORMAT, cand_at, create_schema, upgrade
 from memoryos_actors.store.cold_write import apply_edits, insert_items
 from memoryos_actors.store.edits import EditLog
 
@@ -69,8 +62,6 @@ COLD_FILE = "cold.db"
 
 CACHE_KIB = 2048
 """SQLite page cache per open cold index, KiB (bounds the index's memory)."""
-
-_FORMAT = 2
 
 
 class _Damaged(Exception):
@@ -108,6 +99,9 @@ class ColdIndex:
         self._edits_applied = 0
         self._db: sqlite3.Connection | None = None
         self._lock = threading.RLock()
+        #: The second, read-only connection: searches for archived facts and traits (LPM's,
+        #: beside MTM's for pages) run on it, under its own lock.
+        self._aside = None if read_only else AsideReader(self.path)
         self._indexed = 0
         self._n_docs = 0
         self._total_len = 0
@@ -124,7 +118,9 @@ class ColdIndex:
     def _connect(self) -> sqlite3.Connection:
         if self.read_only:
             return self._connect_in_memory()
-        db = sqlite3.connect(str(self.path), check_same_thread=False, isolation_level=None)
+        db = sqlite3.connect(
+            str(self.path), check_same_thread=False, isolation_level=None, timeout=BUSY_TIMEOUT_S
+        )
         db.execute(f"PRAGMA cache_size=-{CACHE_KIB}")
         # Derived data: losing the last transactions in a machine crash only means
         # re-indexing the archive's tail on the next open.
@@ -184,31 +180,10 @@ class ColdIndex:
 
     def _load_meta(self, db: sqlite3.Connection, fresh: bool) -> None:
         if fresh:
-            # Schema and meta in one transaction: a kill in between leaves no half-made file.
-            db.execute("BEGIN")
-            for statement in SCHEMA.split(";"):
-                if statement.strip():
-                    db.execute(statement)
-            db.executemany(
-                "INSERT OR REPLACE INTO meta VALUES (?, ?)",
-                [
-                    ("format", _FORMAT),
-                    ("user_id", self.user_id),
-                    ("archive_seq", 0),
-                    ("n_docs", 0),
-                    ("total_len", 0),
-                    # Records are indexed with every edit known now already applied.
-                    ("edits", len(self._edits()) if self._edits is not None else 0),
-                ],
-            )
-            db.execute(
-                "INSERT OR REPLACE INTO meta VALUES ('cand_at', ?)",
-                (cand_at(dict(db.execute("SELECT key, value FROM meta"))),),
-            )
-            db.execute("COMMIT")
+            create_schema(db, self.user_id, len(self._edits()) if self._edits is not None else 0)
         meta = dict(db.execute("SELECT key, value FROM meta").fetchall())
-        if meta.get("format") != _FORMAT:
-            raise _Damaged(f"format {meta.get('format')!r}, expected {_FORMAT}")
+        if meta.get("format") != FORMAT:
+            raise _Damaged(f"format {meta.get('format')!r}, expected {FORMAT}")
         if meta.get("user_id") != self.user_id:
             raise _Damaged(f"belongs to user {meta.get('user_id')!r}")
         if not fresh:
@@ -267,6 +242,8 @@ class ColdIndex:
                     raise StorageError(f"{self.path}: cold index unusable: {exc2}") from exc2
 
     def _drop_connection(self) -> None:
+        if self._aside is not None:
+            self._aside.close()
         if self._db is not None:
             with contextlib.suppress(sqlite3.Error):
                 self._db.close()
@@ -434,76 +411,60 @@ class ColdIndex:
             # None of these kinds indexed, nothing left to index: answered without the
             # lock (LPM's query for archived facts never waits for MTM's for pages).
             return ColdCandidates(n_docs=self._n_docs, total_len=self._total_len)
+        if "page" not in kinds and not light:
+            return self._search_aside(qt, limit, kinds)
         return self._guard(self._search, qt, limit, kinds, light)
 
     def _search(
         self, qt: list[str], limit: int, kinds: tuple[str, ...], light: bool = False
     ) -> ColdCandidates:
         self._catch_up()
-        db = self._db
-        assert db is not None
-        df_rows = db.execute(
-            f"SELECT term, n FROM df WHERE term IN ({','.join('?' for _ in qt)})", qt
-        ).fetchall()
-        dfs = {str(t): int(n) for t, n in df_rows if int(n) > 0}
-        term_ids = None
-        if light:  # narrow rows hold term ids: the query's are looked up for them
-            ids = dict.fromkeys(qt, -1)
-            ids.update(
-                db.execute(
-                    f"SELECT term, id FROM vocab WHERE term IN ({','.join('?' for _ in qt)})",
-                    qt,
+        return find_items(
+            self._ready(), qt, limit, kinds, light, self._n_docs, self._total_len, self._kind_count
+        )
+
+    def _search_aside(self, qt: list[str], limit: int, kinds: tuple[str, ...]) -> ColdCandidates:
+        """A search for archived facts and traits on the second connection (see
+        :mod:`~memoryos_actors.store.cold_aside`); on the main one in read-only mode (the
+        index lives in memory) or when the second one fails."""
+        if self._db is None or self._archive_last() > self._indexed:
+            self._guard(self._catch_up)  # opens the index, indexes the archive's tail
+        if self._aside is not None:
+            try:
+                return self._aside.run(
+                    lambda db: find_items(
+                        db,
+                        qt,
+                        limit,
+                        kinds,
+                        False,
+                        self._n_docs,
+                        self._total_len,
+                        self._kind_count_aside,
+                    )
                 )
-            )
-            term_ids = tuple(ids.items())
-        stats = ColdCandidates(
-            n_docs=self._n_docs, total_len=self._total_len, df=tuple(dfs.items()), term_ids=term_ids
-        )
-        pages_only = kinds == ("page",)
-        # Kinds with no item are not asked for; for the rarer kinds (facts, traits), the
-        # MATCH finds at most as many items as there are of them.
-        kinds = tuple(
-            k for k in kinds if k in KIND_TOKENS and (pages_only or self._kind_count(db, k) > 0)
-        )
-        plan = match_plan(qt, dfs, self._n_docs)
-        tokens = [KIND_TOKENS[k] for k in kinds]
-        if not plan or not tokens:
-            return stats  # no indexed item has any query term
-        if not pages_only:
-            n_kind = sum(self._kind_count(db, k) for k in kinds)
-            plan = [(op, terms_, min(bound, n_kind)) for op, terms_, bound in plan]
-        # Nearly every item is a page: for pages, ANDing the page token (a posting list as
-        # long as the index) would cost more than the few facts it keeps out, so a few
-        # more rows are fetched and the facts filtered out.
-        fetch = limit + max(8, limit // 8) if pages_only else limit
-        order: list[int] = []
-        seen: set[int] = set()
-        for op, terms_, bound in plan:
-            if len(order) >= fetch:
-                break
-            expr = f" {op} ".join('"' + t.replace('"', '""') + '"' for t in terms_)
-            match = expr if pages_only else f"({expr}) AND ({' OR '.join(tokens)})"
-            for rowid in ranked_rowids(db, match, fetch, bound):
-                if rowid not in seen:
-                    seen.add(rowid)
-                    order.append(rowid)
-        order = order[:fetch]
-        if not order:
-            return stats
-        rank_of = {rowid: i for i, rowid in enumerate(order)}
-        rows = db.execute(
-            f"SELECT id, {CAND_COLUMNS if light else COLUMNS} FROM "
-            f"{'cand' if light else 'items'} WHERE id IN ({','.join('?' for _ in order)})",
-            order,
-        ).fetchall()
-        rows.sort(key=lambda r: rank_of[r[0]])
-        # Rows of other kinds are left out before any item is made (the kind is column 1
-        # of a narrow row, 2 of a full one).
-        at = 1 if light else 2
-        kept = [r[1:] for r in rows if r[at] in kinds][:limit]
-        if light:
-            return dataclasses.replace(stats, items=tuple(cand_rows(kept)))
-        return dataclasses.replace(stats, items=tuple(row_items(kept)))
+            except sqlite3.DatabaseError as exc:
+                log.warning("cold_index_aside_failed", path=str(self.path), reason=str(exc))
+        return self._guard(self._search, qt, limit, kinds, False)
+
+    def _kind_count_aside(self, db: sqlite3.Connection, kind: str) -> int:
+        """:meth:`_kind_count` on the second connection: a count is kept only when it is of
+        the index as it stands (taken under the main lock, nothing indexed meanwhile)."""
+        n = self._kind_n.get(kind)
+        if n is not None:
+            return n
+        at = (self._indexed, self._edits_applied)
+        row = db.execute(
+            "SELECT count(*) FROM fts WHERE fts MATCH ?", ('"' + KIND_TOKENS[kind] + '"',)
+        ).fetchone()
+        n = int(row[0])
+        if self._lock.acquire(blocking=False):
+            try:
+                if at == (self._indexed, self._edits_applied) and self._db is not None:
+                    self._kind_n.setdefault(kind, n)
+            finally:
+                self._lock.release()
+        return n
 
     def _kind_count(self, db: sqlite3.Connection, kind: str) -> int:
         """Items of ``kind`` in the index (counted from its FTS5 token once per open)."""

@@ -1,12 +1,31 @@
-"""How a cold query finds its candidates: which FTS5 matches it runs (:func:`match_plan`)
-and how many rows one ranks (:data:`RANK_WINDOW`)."""
+"""How a cold query finds its candidates: which FTS5 matches it runs (:func:`match_plan`),
+how many rows one ranks (:data:`RANK_WINDOW`), and the whole query on one connection
+(:func:`find_items`)."""
 
 from __future__ import annotations
 
+import dataclasses
 import sqlite3
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
-__all__ = ["COMMON_MAX", "COMMON_MIN", "COMMON_SHARE", "RANK_WINDOW", "match_plan", "ranked_rowids"]
+from memoryos_actors.cold_items import ColdCandidates
+from memoryos_actors.store.cold_rows import (
+    CAND_COLUMNS,
+    COLUMNS,
+    KIND_TOKENS,
+    cand_rows,
+    row_items,
+)
+
+__all__ = [
+    "COMMON_MAX",
+    "COMMON_MIN",
+    "COMMON_SHARE",
+    "RANK_WINDOW",
+    "find_items",
+    "match_plan",
+    "ranked_rowids",
+]
 
 #: Query terms in more than this share of the items (at least ``COMMON_MIN`` items, at
 #: most ``COMMON_MAX``) are left out of the FTS5 MATCH when a rarer query term is there:
@@ -83,3 +102,74 @@ def ranked_rowids(db: sqlite3.Connection, match: str, n: int, bound: int) -> lis
             "SELECT rowid FROM fts WHERE fts MATCH ? ORDER BY rank LIMIT ?", (match, n)
         )
     ]
+
+
+def find_items(
+    db: sqlite3.Connection,
+    qt: list[str],
+    limit: int,
+    kinds: tuple[str, ...],
+    light: bool,
+    n_docs: int,
+    total_len: int,
+    kind_count: Callable[[sqlite3.Connection, str], int],
+) -> ColdCandidates:
+    """The ``limit`` items of ``kinds`` FTS5 ranks best for the (sorted, distinct) stemmed
+    terms ``qt``, read on ``db`` (see :meth:`ColdIndex.search
+    <memoryos_actors.store.cold.ColdIndex.search>`), with the statistics BM25 needs:
+    ``n_docs`` and ``total_len`` of the whole index, each term's document frequency, and
+    with ``light`` its id in the vocabulary. ``kind_count`` gives the items of a kind."""
+    marks = ",".join("?" for _ in qt)
+    df_rows = db.execute(f"SELECT term, n FROM df WHERE term IN ({marks})", qt).fetchall()
+    dfs = {str(t): int(n) for t, n in df_rows if int(n) > 0}
+    term_ids = None
+    if light:  # narrow rows hold term ids: the query's are looked up for them
+        ids = dict.fromkeys(qt, -1)
+        ids.update(db.execute(f"SELECT term, id FROM vocab WHERE term IN ({marks})", qt))
+        term_ids = tuple(ids.items())
+    stats = ColdCandidates(
+        n_docs=n_docs, total_len=total_len, df=tuple(dfs.items()), term_ids=term_ids
+    )
+    pages_only = kinds == ("page",)
+    # Kinds with no item are not asked for; for the rarer kinds (facts, traits), the
+    # MATCH finds at most as many items as there are of them.
+    kinds = tuple(k for k in kinds if k in KIND_TOKENS and (pages_only or kind_count(db, k) > 0))
+    plan = match_plan(qt, dfs, n_docs)
+    tokens = [KIND_TOKENS[k] for k in kinds]
+    if not plan or not tokens:
+        return stats  # no indexed item has any query term
+    if not pages_only:
+        n_kind = sum(kind_count(db, k) for k in kinds)
+        plan = [(op, terms_, min(bound, n_kind)) for op, terms_, bound in plan]
+    # Nearly every item is a page: for pages, ANDing the page token (a posting list as
+    # long as the index) would cost more than the few facts it keeps out, so a few
+    # more rows are fetched and the facts filtered out.
+    fetch = limit + max(8, limit // 8) if pages_only else limit
+    order: list[int] = []
+    seen: set[int] = set()
+    for op, terms_, bound in plan:
+        if len(order) >= fetch:
+            break
+        expr = f" {op} ".join('"' + t.replace('"', '""') + '"' for t in terms_)
+        match = expr if pages_only else f"({expr}) AND ({' OR '.join(tokens)})"
+        for rowid in ranked_rowids(db, match, fetch, bound):
+            if rowid not in seen:
+                seen.add(rowid)
+                order.append(rowid)
+    order = order[:fetch]
+    if not order:
+        return stats
+    rank_of = {rowid: i for i, rowid in enumerate(order)}
+    rows = db.execute(
+        f"SELECT id, {CAND_COLUMNS if light else COLUMNS} FROM "
+        f"{'cand' if light else 'items'} WHERE id IN ({','.join('?' for _ in order)})",
+        order,
+    ).fetchall()
+    rows.sort(key=lambda r: rank_of[r[0]])
+    # Rows of other kinds are left out before any item is made (the kind is column 1
+    # of a narrow row, 2 of a full one).
+    at = 1 if light else 2
+    kept = [r[1:] for r in rows if r[at] in kinds][:limit]
+    if light:
+        return dataclasses.replace(stats, items=tuple(cand_rows(kept)))
+    return dataclasses.replace(stats, items=tuple(row_items(kept)))

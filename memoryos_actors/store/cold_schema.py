@@ -18,7 +18,17 @@ import numpy as np
 from memoryos_actors.lexicon import TERM_ID_DTYPE
 from memoryos_actors.store.cold_rows import CAND_COLUMNS, query_terms
 
-__all__ = ["CAND_TABLE", "SCHEMA", "UPGRADES", "cand_at", "fill_cand", "term_ids", "upgrade"]
+__all__ = [
+    "CAND_TABLE",
+    "FORMAT",
+    "SCHEMA",
+    "UPGRADES",
+    "cand_at",
+    "create_schema",
+    "fill_cand",
+    "term_ids",
+    "upgrade",
+]
 
 CAND_TABLE = """CREATE TABLE IF NOT EXISTS cand (
     id INTEGER PRIMARY KEY,
@@ -171,3 +181,33 @@ def fill_cand(db: sqlite3.Connection, batch: int = 1000) -> None:
         )
         last = rows[-1][0]
     db.execute("CREATE INDEX IF NOT EXISTS cand_seq ON cand(seq)")
+
+
+FORMAT = 2
+"""The cold index's format number (in its meta table); a file of another is rebuilt."""
+
+
+def create_schema(db: sqlite3.Connection, user_id: str, n_edits: int) -> None:
+    """Make the tables of a new, empty index of ``user_id`` and its meta data, in one
+    transaction (a kill in between leaves no half-made file). Records are indexed with
+    the ``n_edits`` edits known now already applied."""
+    db.execute("BEGIN")
+    for statement in SCHEMA.split(";"):
+        if statement.strip():
+            db.execute(statement)
+    db.executemany(
+        "INSERT OR REPLACE INTO meta VALUES (?, ?)",
+        [
+            ("format", FORMAT),
+            ("user_id", user_id),
+            ("archive_seq", 0),
+            ("n_docs", 0),
+            ("total_len", 0),
+            ("edits", n_edits),
+        ],
+    )
+    db.execute(
+        "INSERT OR REPLACE INTO meta VALUES ('cand_at', ?)",
+        (cand_at(dict(db.execute("SELECT key, value FROM meta"))),),
+    )
+    db.execute("COMMIT")

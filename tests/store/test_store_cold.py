@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+import sqlite3
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -245,7 +247,6 @@ def test_bm25_over_hot_plus_cold_equals_bm25_over_one_corpus(
 
 
 def test_a_cold_index_with_incomplete_meta_is_rebuilt(tmp_path: Path) -> None:
-    import sqlite3
 
     with _open(tmp_path) as store:
         _fill(store)
@@ -442,7 +443,6 @@ def test_a_match_wider_than_the_rank_window_ranks_only_its_newest_items(
 
 def _stored_terms(path: Path) -> dict[str, tuple[list[str], list[str]]]:
     """item id -> (its terms, its stored term ids read back through the vocabulary)."""
-    import sqlite3
 
     db = sqlite3.connect(path)
     try:
@@ -458,7 +458,6 @@ def _stored_terms(path: Path) -> dict[str, tuple[list[str], list[str]]]:
 
 
 def test_an_index_made_before_term_ids_gets_them_when_opened(tmp_path: Path) -> None:
-    import sqlite3
 
     with _open(tmp_path) as store:
         _fill(store)
@@ -500,7 +499,6 @@ def test_an_index_made_before_term_ids_gets_them_when_opened(tmp_path: Path) -> 
 
 
 def test_narrow_rows_left_behind_by_a_version_without_them_are_made_again(tmp_path: Path) -> None:
-    import sqlite3
 
     with _open(tmp_path) as store:
         _fill(store)
@@ -521,3 +519,43 @@ def test_narrow_rows_left_behind_by_a_version_without_them_are_made_again(tmp_pa
     stored = _stored_terms(path)
     assert set(stored) == {"p1", "p2", "p3"}
     assert all(ids == words for words, ids in stored.values())
+
+
+def _fact(n: int, text: str) -> dict[str, Any]:
+    entry = {"entry_id": f"f{n}", "text": text, "timestamp": float(n), "source_segment": "s1"}
+    return {"t": "fact", "entry": entry, "assistant": "default", "emb": emb_to_f16(_unit(n))}
+
+
+def test_a_facts_search_runs_while_the_main_connection_is_busy(tmp_path: Path) -> None:
+    """LPM's search for archived facts does not wait for MTM's page search (or a write) on
+    the index's main connection: it reads on a second one."""
+    with _open(tmp_path) as store:
+        _fill(store)
+        store.archive_append(_fact(7, "Alice is allergic to peanuts"))
+        assert len(store.cold) == 4  # opened and caught up
+        held, release = threading.Event(), threading.Event()
+
+        def busy() -> None:
+            # Stands for a long page search or an indexing batch: the main connection's lock.
+            with store.cold._lock:
+                held.set()
+                release.wait(30)
+
+        holder = threading.Thread(target=busy)
+        holder.start()
+        try:
+            assert held.wait(10)
+            result: list[Any] = []
+            searcher = threading.Thread(
+                target=lambda: result.append(
+                    store.cold.search(terms("peanuts"), 5, kinds=("fact", "agent_trait"))
+                )
+            )
+            searcher.start()
+            searcher.join(20)
+            assert not searcher.is_alive(), "the facts search waited for the main connection"
+            assert [i.item_id for i in result[0].items] == ["fact:default:f7"]
+        finally:
+            release.set()
+            holder.join()
+            searcher.join()
