@@ -15,6 +15,7 @@ __all__ = [
     "EmbedderMismatch",
     "GatewayError",
     "InvalidInput",
+    "LayoutChanged",
     "MemoryOSError",
     "Overloaded",
     "ProviderAuthError",
@@ -130,6 +131,12 @@ class EmbedderMismatch(StorageError):
 
 class DataDirLocked(StorageError):
     """Another process already has this data directory open."""
+
+
+class LayoutChanged(StorageError):
+    """The sharded data directory's layout changed (a rebalance gave it another shard
+    count and generation) while this facade or front door had it open: it no longer
+    routes calls, which would reach the wrong shard; open it again (restart the server)."""
 
 
 class GatewayError(MemoryOSError):

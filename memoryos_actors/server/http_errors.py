@@ -15,6 +15,7 @@ from ..errors import (
     ActorCrashed,
     GatewayError,
     InvalidInput,
+    LayoutChanged,
     MemoryOSError,
     Overloaded,
     SystemClosed,
@@ -47,6 +48,7 @@ STATUS: tuple[tuple[type[MemoryOSError], int], ...] = (
     (Overloaded, 503),
     (SystemClosed, 503),
     (ActorCrashed, 503),
+    (LayoutChanged, 503),
     (GatewayError, 502),
 )
 """The HTTP status of each memory error class, first match wins (any other: 500)."""

@@ -43,6 +43,7 @@ EXPORTED = sorted(
         "ForgetReport",
         "GatewayError",
         "InvalidInput",
+        "LayoutChanged",
         "ManualClock",
         "Memory",
         "MemoryAPI",
