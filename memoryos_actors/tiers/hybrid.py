@@ -44,7 +44,7 @@ from memoryos_actors.tiers.fusion import (
     neighbour_bests,
 )
 from memoryos_actors.tiers.page_index import PageIndexes
-from memoryos_actors.tiers.temporal import asks_about_past, supersedes, time_window
+from memoryos_actors.tiers.temporal import asks_about_past, supersede_order, time_window
 
 if TYPE_CHECKING:
     from memoryos_actors.cold_items import ColdCandidates
@@ -53,8 +53,6 @@ __all__ = [
     "CANDIDATE_FACTOR",
     "LEXICAL_CANDIDATES",
     "MIN_CANDIDATES",
-    "SUPERSEDE_LEXICAL_SHARE",
-    "SUPERSEDE_MARGIN",
     "TIME_WINDOW_WEIGHT",
     "USER_SIDE_WEIGHT",
     "WINDOW_CANDIDATES",
@@ -81,13 +79,6 @@ BM25 idf (see :meth:`MTMCore._window_candidates`)."""
 WINDOW_CANDIDATES = 100
 """Hybrid mode: a time window holding at most this many pages (hot and archived) adds
 all of them to the candidates; a wider one only lifts the candidates found otherwise."""
-
-SUPERSEDE_MARGIN = 1e-3
-"""Hybrid mode: how far above a superseded page the newer page that changes it is put."""
-
-SUPERSEDE_LEXICAL_SHARE = 0.75
-"""Hybrid mode: a newer page supersedes an older one only if its BM25 score is at least
-this share of the older page's: it answers the question about as well."""
 
 LEXICAL_CANDIDATES = 100
 """Hybrid mode: pages with the best BM25 scores added to the candidate pool (hot pages, and
@@ -362,7 +353,8 @@ class HybridSearch:
             if lexical_best in archived and not archived[lexical_best].complete:
                 lexical_score = 0.0
         if query_text and not asks_about_past(query_text):
-            order = self._supersede(order, final_of, qt, archived, notes, bm25)
+            facts = [self._cand_facts(seq, archived) for seq in order]
+            order = supersede_order(order, final_of, facts, qt, notes, bm25)
         # Fusion must not bury the strongest lexical match: it keeps a place in the answer.
         if order and lexical_score > 0 and lexical_best not in final_of:
             last = order[-1]
@@ -552,54 +544,3 @@ class HybridSearch:
         page = self._segments.page(seq)
         text = f"{page.query} {page.response}"
         return page.page_id, page.timestamp, text, self._pages.lex.doc_terms(seq) or terms(text)
-
-    def _supersede(
-        self,
-        order: list[int],
-        final: dict[int, float],
-        qt: list[str],
-        archived: Mapping[int, ColdItem | ColdRow],
-        notes: dict[int, str],
-        lexical: Mapping[int, float],
-    ) -> list[int]:
-        """Rank a newer page that states a change right above the older page it supersedes.
-
-        ``order`` is the answer, best first (``top_k`` pages: pairs cost O(top_k²)); the
-        pass changes their order, never which pages they are. Best first, each page is superseded by at most one page ranked below
-        it: the newest that :func:`~memoryos_actors.tiers.temporal.supersedes` it and
-        matches the query at least :data:`SUPERSEDE_LEXICAL_SHARE` as well (lexically); that
-        page's score in ``final`` is raised to just above it, once (no chains of lifts).
-        Returns the new order.
-        """
-        info = [self._cand_facts(seq, archived) for seq in order]
-        lifted: set[int] = set()
-        for i, (old_id, old_time, _old_text, old_terms) in enumerate(info):
-            old = order[i]
-            if old in lifted:
-                continue
-            floor = SUPERSEDE_LEXICAL_SHARE * lexical.get(old, 0.0)
-            best: tuple[float, int] | None = None
-            for k, (_new_id, new_time, new_text, new_terms) in enumerate(info):
-                new = order[k]
-                if (
-                    k == i
-                    or new in lifted
-                    or final[new] > final[old]
-                    or lexical.get(new, 0.0) < floor
-                ):
-                    continue
-                if supersedes(new_terms, new_time, new_text, old_terms, old_time, qt) and (
-                    best is None or new_time > best[0]
-                ):
-                    best = (new_time, new)
-            if best is not None:
-                new = best[1]
-                final[new] = final[old] + SUPERSEDE_MARGIN
-                lifted.add(new)
-                notes[new] = (
-                    notes.get(new, "")
-                    + f"; supersedes {old_id} (newer, states a change), ranked above it"
-                )
-        if not lifted:
-            return order
-        return sorted(order, key=lambda x: (-final[x], -x))

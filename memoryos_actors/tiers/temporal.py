@@ -20,7 +20,7 @@ import calendar
 import datetime as _dt
 import functools
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 
 from memoryos_actors.lexicon import stem, terms
 from memoryos_actors.text import split_sentences, tokenize
@@ -31,6 +31,9 @@ __all__ = [
     "asks_about_past",
     "changed_terms",
     "has_change_cue",
+    "SUPERSEDE_LEXICAL_SHARE",
+    "SUPERSEDE_MARGIN",
+    "supersede_order",
     "supersedes",
     "time_window",
 ]
@@ -332,3 +335,58 @@ def supersedes(
 
 
 _CUE_TERMS = _cue_terms()
+
+
+SUPERSEDE_MARGIN = 1e-3
+"""Hybrid mode: how far above a superseded page the newer page that changes it is put."""
+
+SUPERSEDE_LEXICAL_SHARE = 0.75
+"""Hybrid mode: a newer page supersedes an older one only if its BM25 score is at least
+this share of the older page's: it answers the question about as well."""
+
+
+def supersede_order(
+    order: list[int],
+    final: dict[int, float],
+    facts: Sequence[tuple[str, float, str, Iterable[str]]],
+    qt: list[str],
+    notes: dict[int, str],
+    lexical: Mapping[int, float],
+) -> list[int]:
+    """Rank a newer page that states a change right above the older page it supersedes.
+
+    ``order`` is the answer (page seqs), best first (``top_k`` pages: pairs cost
+    O(top_k²)); ``facts`` holds each one's ``(page id, time, text, index terms)``. The
+    pass changes their order, never which pages they are. Best first, each page is
+    superseded by at most one page ranked below it: the newest that :func:`supersedes` it
+    and matches the query (stemmed terms ``qt``) at least
+    :data:`SUPERSEDE_LEXICAL_SHARE` as well (``lexical``: BM25 by seq); that page's score
+    in ``final`` is raised to just above it, once (no chains of lifts), and ``notes`` says
+    why. Returns the new order.
+    """
+    lifted: set[int] = set()
+    for i, (old_id, old_time, _old_text, old_terms) in enumerate(facts):
+        old = order[i]
+        if old in lifted:
+            continue
+        floor = SUPERSEDE_LEXICAL_SHARE * lexical.get(old, 0.0)
+        best: tuple[float, int] | None = None
+        for k, (_new_id, new_time, new_text, new_terms) in enumerate(facts):
+            new = order[k]
+            if k == i or new in lifted or final[new] > final[old] or lexical.get(new, 0.0) < floor:
+                continue
+            if supersedes(new_terms, new_time, new_text, old_terms, old_time, qt) and (
+                best is None or new_time > best[0]
+            ):
+                best = (new_time, new)
+        if best is not None:
+            new = best[1]
+            final[new] = final[old] + SUPERSEDE_MARGIN
+            lifted.add(new)
+            notes[new] = (
+                notes.get(new, "")
+                + f"; supersedes {old_id} (newer, states a change), ranked above it"
+            )
+    if not lifted:
+        return order
+    return sorted(order, key=lambda x: (-final[x], -x))
