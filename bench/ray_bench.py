@@ -141,7 +141,7 @@ def overhead(calls: int, root: Path) -> dict[str, Any]:
                 cpu0, shard0 = time.process_time(), _cpu_s(shard_pid)
                 for _ in range(calls):
                     t0 = time.perf_counter()
-                    mem._call(0, "ping", retry=False)
+                    mem._calls.call(0, "ping", retry=False)
                     pings.append(time.perf_counter() - t0)
                 cpu1, shard1 = time.process_time(), _cpu_s(shard_pid)
                 out["ray_noop_call_ms"] = {f"p{p}": pct(pings, p) * 1000.0 for p in (50, 99)}

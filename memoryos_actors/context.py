@@ -6,12 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from memoryos_actors.records import (
-    TIERS,
-    AgentProfile,
-    Tier,
-    TraitLevel,
-    UserProfile,
+from memoryos_actors.record_base import (
     _choice,
     _fmt_time,
     _instance,
@@ -22,6 +17,13 @@ from memoryos_actors.records import (
     _text,
     _timestamp,
     _tuple_of,
+)
+from memoryos_actors.records import (
+    TIERS,
+    AgentProfile,
+    Tier,
+    TraitLevel,
+    UserProfile,
 )
 
 __all__ = ["ContextItem", "MemoryContext"]

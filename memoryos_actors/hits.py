@@ -7,15 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from memoryos_actors.records import (
-    AgentProfile,
-    KBEntry,
-    Page,
-    RetrievalMode,
-    SegmentRecord,
-    SegmentView,
-    TraitLevel,
-    UserProfile,
+from memoryos_actors.record_base import (
     _bool,
     _choice,
     _instance,
@@ -26,6 +18,16 @@ from memoryos_actors.records import (
     _record,
     _text,
     _tuple_of,
+)
+from memoryos_actors.records import (
+    AgentProfile,
+    KBEntry,
+    Page,
+    RetrievalMode,
+    SegmentRecord,
+    SegmentView,
+    TraitLevel,
+    UserProfile,
 )
 
 __all__ = ["FactHit", "LPMEffects", "LPMView", "MTMEffects", "MTMHits", "PageHit", "SegmentHit"]

@@ -5,7 +5,7 @@ Every record is a frozen, slotted dataclass: immutable, picklable, validated whe
 and ``frozenset[str]`` keyword sets of lower-case tokens. ``to_dict()`` gives plain values
 (str, int, float, bool, None, list, dict) that round-trip through msgpack, and
 ``Cls.from_dict(d)`` rebuilds the object. The field checks and the dict codec every record
-class shares live here too (the ``_`` helpers), for the other record modules:
+class shares are :mod:`memoryos_actors.record_base`'s; the other record modules are
 :mod:`memoryos_actors.requests`, :mod:`memoryos_actors.hits` and
 :mod:`memoryos_actors.context`.
 
@@ -14,16 +14,24 @@ Times are seconds since the Unix epoch (finite, >= 0); scores are plain floats.
 
 from __future__ import annotations
 
-import dataclasses
-import math
-import types
-import typing
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import UTC, datetime
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal
 
 from memoryos_actors.errors import InvalidInput
+from memoryos_actors.record_base import (
+    _choice,
+    _fail,
+    _integer,
+    _number,
+    _opt_text,
+    _pairs,
+    _Record,
+    _record,
+    _text,
+    _timestamp,
+    _tuple_of,
+)
 from memoryos_actors.trait_table import TRAIT_CATEGORIES, category_of
 
 __all__ = [
@@ -55,61 +63,6 @@ TRAIT_LEVELS: tuple[str, ...] = ("low", "medium", "high")
 Tier = Literal["stm", "mtm", "lpm", "archive"]
 RetrievalMode = Literal["paper", "hybrid"]
 
-# ---------------------------------------------------------------------------- validation
-
-
-def _fail(cls: str, name: str, what: str, value: Any) -> InvalidInput:
-    shown = repr(value)
-    if len(shown) > 80:
-        shown = shown[:77] + "..."
-    return InvalidInput(f"{cls}.{name} {what}, got {shown}")
-
-
-def _text(obj: Any, name: str, *, nonempty: bool = False) -> str:
-    value = getattr(obj, name)
-    cls = type(obj).__name__
-    if not isinstance(value, str):
-        raise _fail(cls, name, "must be a str", value)
-    try:
-        # Lone surrogates cannot be stored as UTF-8 (msgpack, WAL): refuse them up front.
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        raise _fail(cls, name, "must be valid Unicode (no lone surrogates)", value) from None
-    if nonempty and not value.strip():
-        raise _fail(cls, name, "must be a non-empty string", value)
-    return value
-
-
-def _opt_text(obj: Any, name: str, *, nonempty: bool = False) -> None:
-    if getattr(obj, name) is not None:
-        _text(obj, name, nonempty=nonempty)
-
-
-def _integer(obj: Any, name: str, *, minimum: int | None = None) -> None:
-    value = getattr(obj, name)
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise _fail(type(obj).__name__, name, "must be an int", value)
-    if minimum is not None and value < minimum:
-        raise _fail(type(obj).__name__, name, f"must be >= {minimum}", value)
-
-
-def _number(obj: Any, name: str, *, minimum: float | None = None, optional: bool = False) -> None:
-    value = getattr(obj, name)
-    if value is None and optional:
-        return
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise _fail(type(obj).__name__, name, "must be a number", value)
-    value = float(value)
-    if not math.isfinite(value):
-        raise _fail(type(obj).__name__, name, "must be finite", value)
-    if minimum is not None and value < minimum:
-        raise _fail(type(obj).__name__, name, f"must be >= {minimum}", value)
-    object.__setattr__(obj, name, value)
-
-
-def _timestamp(obj: Any, name: str, *, optional: bool = False) -> None:
-    _number(obj, name, minimum=0.0, optional=optional)
-
 
 def normalize_keywords(values: Iterable[str]) -> frozenset[str]:
     """Lower-case, strip and deduplicate keywords; empty strings are dropped.
@@ -135,153 +88,6 @@ def _keywords(obj: Any, name: str) -> None:
     except InvalidInput as exc:
         raise InvalidInput(f"{type(obj).__name__}.{name}: {exc}") from None
     object.__setattr__(obj, name, kw)
-
-
-def _tuple_of(obj: Any, name: str, kind: type | tuple[type, ...]) -> None:
-    value = getattr(obj, name)
-    cls = type(obj).__name__
-    if isinstance(value, list):
-        value = tuple(value)
-    if not isinstance(value, tuple):
-        raise _fail(cls, name, "must be a tuple", value)
-    for item in value:
-        if not isinstance(item, kind):
-            raise _fail(cls, name, f"must hold {_kind_name(kind)}", item)
-        if isinstance(item, str):
-            try:
-                item.encode("utf-8")
-            except UnicodeEncodeError:
-                raise _fail(cls, name, "must hold valid Unicode", item) from None
-    object.__setattr__(obj, name, value)
-
-
-def _kind_name(kind: type | tuple[type, ...]) -> str:
-    if isinstance(kind, tuple):
-        return " or ".join(k.__name__ for k in kind)
-    return kind.__name__
-
-
-def _pairs(obj: Any, name: str) -> None:
-    """``extras``: a tuple of (key, value) string pairs with distinct keys."""
-    value = getattr(obj, name)
-    cls = type(obj).__name__
-    if isinstance(value, Mapping):
-        value = tuple(sorted(value.items()))
-    if isinstance(value, list):
-        value = tuple(value)
-    if not isinstance(value, tuple):
-        raise _fail(cls, name, "must be a tuple of (key, value) pairs", value)
-    pairs = []
-    for item in value:
-        if isinstance(item, list):
-            item = tuple(item)
-        if (
-            not isinstance(item, tuple)
-            or len(item) != 2
-            or not all(isinstance(x, str) for x in item)
-        ):
-            raise _fail(cls, name, "must hold (str, str) pairs", item)
-        pairs.append(item)
-    keys = [k for k, _ in pairs]
-    if len(set(keys)) != len(keys):
-        raise _fail(cls, name, "must not repeat a key", keys)
-    object.__setattr__(obj, name, tuple(pairs))
-
-
-def _choice(obj: Any, name: str, choices: tuple[Any, ...]) -> None:
-    value = getattr(obj, name)
-    if value not in choices or isinstance(value, bool):
-        raise _fail(type(obj).__name__, name, f"must be one of {choices}", value)
-
-
-# ---------------------------------------------------------------------------- codec
-
-_T = TypeVar("_T", bound="_Record")
-_HINTS_CACHE: dict[type, dict[str, Any]] = {}
-
-
-def _hints(cls: type) -> dict[str, Any]:
-    hints = _HINTS_CACHE.get(cls)
-    if hints is None:
-        hints = typing.get_type_hints(cls)
-        _HINTS_CACHE[cls] = hints
-    return hints
-
-
-def _encode(value: Any) -> Any:
-    if isinstance(value, _Record):
-        return value.to_dict()
-    if isinstance(value, frozenset):
-        return sorted(value)
-    if isinstance(value, tuple):
-        return [_encode(v) for v in value]
-    return value
-
-
-def _decode(tp: Any, value: Any) -> Any:
-    origin = typing.get_origin(tp)
-    if origin in (typing.Union, types.UnionType):
-        if value is None:
-            return None
-        inner = [a for a in typing.get_args(tp) if a is not type(None)]
-        return _decode(inner[0], value)
-    if origin is tuple:
-        if not isinstance(value, (list, tuple)):
-            raise InvalidInput(f"expected a list, got {value!r}")
-        args = typing.get_args(tp)
-        if len(args) == 2 and args[1] is Ellipsis:
-            return tuple(_decode(args[0], v) for v in value)
-        return tuple(_decode(a, v) for a, v in zip(args, value, strict=True))
-    if origin is frozenset:
-        if not isinstance(value, (list, tuple)):
-            raise InvalidInput(f"expected a list of keywords, got {value!r}")
-        return frozenset(value)
-    if isinstance(tp, type) and issubclass(tp, _Record):
-        return tp.from_dict(value)
-    return value
-
-
-class _Record:
-    """Mixin of every message: dict conversion driven by the type hints."""
-
-    __slots__ = ()
-
-    def to_dict(self) -> dict[str, Any]:
-        """Plain msgpack-friendly values: frozensets as sorted lists, tuples as lists."""
-        return {
-            f.name: _encode(getattr(self, f.name))
-            for f in dataclasses.fields(self)  # type: ignore[arg-type]
-        }
-
-    @classmethod
-    def from_dict(cls: type[_T], d: Mapping[str, Any]) -> _T:
-        """Rebuild from :meth:`to_dict` output; validates like the constructor."""
-        if not isinstance(d, Mapping):
-            raise InvalidInput(f"{cls.__name__}.from_dict needs a mapping, got {type(d).__name__}")
-        hints = _hints(cls)
-        names = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
-        unknown = sorted(set(d) - names - {"type"})
-        if unknown:
-            raise InvalidInput(f"{cls.__name__}.from_dict: unknown key(s) {unknown}")
-        kwargs = {name: _decode(hints[name], d[name]) for name in names if name in d}
-        try:
-            return cls(**kwargs)
-        except TypeError as exc:  # a required field was missing
-            raise InvalidInput(f"{cls.__name__}.from_dict: {exc}") from None
-
-
-def _record(cls: type[_T]) -> type[_T]:
-    """Mark a record class (kept as the one place to hook every record class)."""
-    return cls
-
-
-def _fmt_time(ts: float | None) -> str:
-    if ts is None:
-        return ""
-    try:
-        return datetime.fromtimestamp(ts, tz=UTC).strftime("%Y-%m-%d %H:%M")
-    except (OverflowError, OSError, ValueError):
-        return f"t={ts:.0f}"
 
 
 # ---------------------------------------------------------------------------- records
@@ -593,13 +399,3 @@ class PersonaUpdate(_Record):
         _tuple_of(self, "facts", str)
         _tuple_of(self, "agent_traits", str)
         _opt_text(self, "source_segment")
-
-
-def _bool(obj: Any, name: str) -> None:
-    if not isinstance(getattr(obj, name), bool):
-        raise _fail(type(obj).__name__, name, "must be a bool", getattr(obj, name))
-
-
-def _instance(obj: Any, name: str, kind: type) -> None:
-    if not isinstance(getattr(obj, name), kind):
-        raise _fail(type(obj).__name__, name, f"must be a {kind.__name__}", getattr(obj, name))

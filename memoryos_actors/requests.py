@@ -5,14 +5,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from memoryos_actors.errors import InvalidInput
-from memoryos_actors.records import (
-    AgentProfile,
-    UserProfile,
+from memoryos_actors.record_base import (
     _instance,
     _Record,
     _record,
     _text,
     _timestamp,
+)
+from memoryos_actors.records import (
+    AgentProfile,
+    UserProfile,
 )
 
 __all__ = ["AddTurn", "Retrieve", "SetAgentProfile", "SetUserProfile"]

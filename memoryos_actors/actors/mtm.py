@@ -2,14 +2,14 @@
 
 Pages arrive from STM in turn order. The actor embeds each page through the gateway, lets
 the pure :class:`~memoryos_actors.tiers.mtm.MTMCore` place it, and carries out the effects:
-evicted segments and pages go to the user's archive, promoted segments are sent to the
-gateway for a persona update whose answer goes to LPM, and segment summaries are refreshed
-after a debounce window.
+evicted segments and pages go to the user's archive (:mod:`.mtm_archive`), promoted
+segments are sent to the gateway for a persona update whose answer goes to LPM, and segment
+summaries are refreshed after a debounce window.
 
-Recovery: the snapshot's MTM section, then every WAL turn that must have left STM by now
-(``seq <= last_seq - stm_capacity``) and is not in the snapshot. Inserts are idempotent by
-turn seq; a gap in the seqs of arriving pages (messages lost in a crash) is filled from the
-WAL before the new page is placed.
+Recovery (:mod:`.mtm_recovery`): the snapshot's MTM section, then every WAL turn that must
+have left STM by now (``seq <= last_seq - stm_capacity``) and is not in the snapshot.
+Inserts are idempotent by turn seq; a gap in the seqs of arriving pages (messages lost in a
+crash) is filled from the WAL before the new page is placed.
 
 Owed work outlives the actor: the snapshot's MTM section also holds the summaries owed, the
 promoted segments waiting for their persona update, every gateway job asked for and not
@@ -27,36 +27,28 @@ after the LLM timeout with all its retries is asked again.
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import threading
 from collections import deque
-from collections.abc import Set as AbstractSet
 from typing import Any
 
 import structlog
 
 from supervisor import SupervisedActor, TimerRef, send_after
 
-from ..errors import MemoryOSError, StorageError
+from ..errors import MemoryOSError
 from ..lexicon import stem
-from ..messages import Page, SegmentRecord, normalize_keywords
-from ..store.archived import (
-    ArchivedPage,
-    ArchivedSegment,
-    decode_archived,
-    emb_to_f16,
-)
+from ..messages import Page, normalize_keywords
 from ..tiers.hybrid import LEXICAL_CANDIDATES
 from ..tiers.mtm import MTMCore
-from . import persist
+from . import mtm_recovery
 from .base import UserEnv, reply_state
+from .mtm_archive import ArchiveOutbox
 from .mtm_jobs import JobTimeout, MTMJobs, RetryJobs
 from .protocol import (
     AnswersWaiting,
     ApplyEdit,
     CompletionDone,
-    CompletionJob,
     FlushSummaries,
     GetState,
     HeatTick,
@@ -82,28 +74,11 @@ log = structlog.get_logger("memoryos.mtm")
 _PERSONA_KINDS = ("persona_update", "segment_persona")
 
 
-def applied_jobs(records: Any) -> set[str]:
-    """Ids of the jobs whose persona update is in ``records`` (a WAL tail)."""
-    return {
-        str(rec["job"]) for _lsn, rec in records if rec.get("t") == "persona" and rec.get("job")
-    }
-
-
 def page_text(page: Page) -> str:
     """The text a page is embedded by: both sides of the turn and its chain summary."""
     if page.meta_chain:
         return f"{page.query}\n{page.response}\n{page.meta_chain}"
     return f"{page.query}\n{page.response}"
-
-
-def _archived_page_seqs(rec: dict[str, Any]) -> list[int]:
-    """Turn seqs of the pages an archive record holds."""
-    found = decode_archived(rec)
-    return found.seqs() if found is not None else []
-
-
-#: Pages a catch-up embeds in one embedder call.
-_CATCH_UP_BATCH = 32
 
 
 class MTMActor(SupervisedActor):
@@ -119,16 +94,8 @@ class MTMActor(SupervisedActor):
         self.summary_timers: dict[str, TimerRef] = {}
         #: Pages each segment gathered since its summary was last asked for.
         self.unsummarised: dict[str, int] = {}
-        #: Last archive record this MTM's state reflects (snapshots store it).
-        self.archive_seq = 0
-        #: Archive records (evicted segments and pages) not written yet because the archive
-        #: refused them (a full disk), oldest first: kept here and in snapshots, and written
-        #: before any newer record once the archive takes records again. Evicted from MTM,
-        #: they are never dropped.
-        self.unarchived: list[dict[str, Any]] = []
-        #: Seqs of the pages the archive held when this incarnation started: never inserted
-        #: or archived again (pages archived from then on are new by definition).
-        self.archived: set[int] = set()
+        #: Evicted segments and pages on their way to the archive (and the pages it holds).
+        self.outbox = ArchiveOutbox(env)
         #: Promoted segments whose persona update is not asked for yet, oldest first.
         self.persona_queue: list[Any] = []
         #: Identity of the pending _AskPersona (None: none pending), and its timer.
@@ -159,7 +126,7 @@ class MTMActor(SupervisedActor):
         if recovered.state is not None:
             mtm_state = recovered.state["mtm"]
             self.core = MTMCore.from_state(mtm_state, env.config, self.dim, env.clock)
-            self.archive_seq = int(mtm_state.get("archive_seq", 0))
+            self.outbox.seq = int(mtm_state.get("archive_seq", 0))
         # Whatever was queued for the previous incarnation is gone; the WAL has it all.
         env.insert_backlog.reset()
         # The rest of recovery (the archive's tail, the WAL pages to place again, the owed
@@ -172,64 +139,7 @@ class MTMActor(SupervisedActor):
         self.actor_ref.tell(_Recover())
 
     def _finish_recovery(self) -> None:
-        recovered, self.recovery = self.recovery, None
-        assert recovered is not None
-        env = self.env
-        snap_seq = int(recovered.state["seq"]) if recovered.state is not None else 0
-        # One pass over the archive records written after the snapshot's cut (all of them
-        # without a snapshot). Their evictions are applied again, so no page is both
-        # archived and in MTM, and those pages are never inserted again; and their page ids
-        # are remembered, so a WAL replay that evicts a page again does not archive it
-        # twice (pages archived from now on are new by definition). Records up to the cut
-        # need no visit: MTM wrote them before its state was taken, so their pages are
-        # older than any page the WAL replays. Activation thus costs the archive's tail,
-        # not the user's whole history.
-        work = recovered.state["mtm"].get("work") if recovered.state is not None else None
-        snapshot_archive_seq = self.archive_seq
-        archive = env.store.archive
-        tail = archive.iter(after_seq=snapshot_archive_seq) if archive is not None else ()
-        for seq, rec in tail:
-            found = decode_archived(rec)
-            self.archive_seq = seq
-            if isinstance(found, ArchivedSegment):
-                self.archived.update(found.seqs())
-                self.core.discard_segment(found.segment_id)
-            elif isinstance(found, ArchivedPage):
-                self.archived.update(found.seqs())
-                self.core.discard_page(found.seqs()[0])
-        # Records the archive refused before the snapshot (a full disk) come next, before
-        # anything the catch-up below evicts.
-        self.unarchived = [dict(rec) for rec in (work or {}).get("unarchived", ())]
-        for rec in self.unarchived:
-            self.archived.update(_archived_page_seqs(rec))
-        self._write_unarchived()
-        last = persist.last_turn_seq(recovered.records, snap_seq)
-        upto = last - env.config.stm_capacity
-        gate = env.catch_up_gate
-        if upto > self.core.max_seq and gate is not None:
-            # Pages to place: one catch-up at a time in the process (see CatchUpGate).
-            ticket = self.gate_ticket = threading.Event()
-            try:
-                if not gate.enter(ticket, lambda: self.stop_requested):
-                    self.complete = False
-                    return  # stopped while waiting: the files still hold everything
-                self._catch_up(upto, recovered.records)
-            finally:
-                gate.release(ticket)
-                self.gate_ticket = None
-        else:
-            self._catch_up(upto, recovered.records)
-        self._drop_deleted(
-            env.store.edits.deleted_pages, env.store.edits.deleted, env.store.edits.scrub_segments
-        )
-        if not self.complete:
-            return  # the catch-up stopped early; the files still hold everything
-        if work:
-            lpm_state = recovered.state["lpm"] if recovered.state is not None else {}
-            self._restore_work(
-                work, recovered.records, {str(j) for j in lpm_state.get("applied_jobs", ())}
-            )
-        env.mtm_recovered.set()
+        mtm_recovery.finish_recovery(self)
 
     def on_stop_requested(self) -> None:
         ticket = self.gate_ticket
@@ -302,7 +212,7 @@ class MTMActor(SupervisedActor):
                 raise StateIncomplete(
                     f"MTM of {self.env.user_id!r} stopped before placing every page"
                 )
-            self._write_unarchived()
+            self.outbox.write_owed()
             return reply_state(
                 self.env,
                 message,
@@ -310,8 +220,8 @@ class MTMActor(SupervisedActor):
                     "mtm",
                     {
                         **self.core.to_state(),
-                        "archive_seq": self.archive_seq,
-                        "work": self._work_state(),
+                        "archive_seq": self.outbox.seq,
+                        "work": mtm_recovery.work_state(self),
                     },
                 ),
             )
@@ -327,7 +237,7 @@ class MTMActor(SupervisedActor):
         if isinstance(message, Pending):
             self.jobs.send_to_lpm()
             self.jobs.send_outgoing()
-            self._write_unarchived()  # a flush tries again whatever the disk refused
+            self.outbox.write_owed()  # a flush tries again whatever the disk refused
             return self.jobs.pending()
         if isinstance(message, Ping):
             return None
@@ -368,46 +278,13 @@ class MTMActor(SupervisedActor):
         )
 
     def _catch_up(self, upto_seq: int, records: Any = None) -> bool:
-        """Insert from the WAL every page with ``max_seq < seq <= upto_seq``; False (and
-        :attr:`complete` cleared) when a stop request cut it short.
-
-        Each page is inserted at the time of the turn ``stm_capacity`` later (the one that
-        pushed it out of STM), as it was live, and with its meta data if the WAL has it.
-        """
-        if not self.complete:
-            return False
-        if upto_seq <= self.core.max_seq:
-            return True
-        cap = self.env.config.stm_capacity
-        pages = persist.wal_pages(self.env.store, self.core.max_seq, upto_seq, cap, records=records)
-        deleted = self.env.store.edits.deleted_pages
-        todo = [
-            (page, when)
-            for page, when in pages
-            if page.seq not in self.archived and page.seq not in deleted
-        ]
-        # Embedded a batch at a time (one embedder call, not one a page).
-        for start in range(0, len(todo), _CATCH_UP_BATCH):
-            if self.stop_requested:
-                # This incarnation is being stopped (a passivation that skipped the
-                # snapshot): what is not placed yet stays in the WAL for the next one.
-                self.complete = False
-                return False
-            batch = todo[start : start + _CATCH_UP_BATCH]
-            embs = self.env.gateway.embed(
-                [page_text(p) for p, _ in batch], user_id=self.env.user_id
-            )
-            for (page, when), emb in zip(batch, embs, strict=True):
-                if self.stop_requested:
-                    self.complete = False
-                    return False
-                self._place(page, when, emb)
-        return True
+        """Place the WAL's pages up to ``upto_seq`` (see :func:`.mtm_recovery.catch_up`)."""
+        return mtm_recovery.catch_up(self, upto_seq, records)
 
     def _insert(self, page: Page, now: float) -> None:
         if not self.complete:
             return  # stopping with earlier pages unplaced: never place past that hole
-        if page.seq <= self.core.max_seq or page.seq in self.archived:
+        if page.seq <= self.core.max_seq or page.seq in self.outbox.archived:
             return  # already placed (replayed from the WAL): inserts are idempotent
         if page.seq > self.core.max_seq + 1 and not self._catch_up(page.seq - 1):
             return  # the catch-up was just cut short by a stop request
@@ -427,12 +304,7 @@ class MTMActor(SupervisedActor):
             if self.core.set_summary(str(seg_id), "", ()) and self.core.segment_pages(str(seg_id)):
                 every = self.env.config.summary_every_pages
                 self.unsummarised[str(seg_id)] = max(self.unsummarised.get(str(seg_id), 0), every)
-                if str(seg_id) not in self.summary_timers:
-                    self.summary_timers[str(seg_id)] = send_after(
-                        self.actor_ref,
-                        self.env.config.summary_debounce_seconds,
-                        RefreshSummary(str(seg_id)),
-                    )
+                self._schedule_summary(str(seg_id))
         dropped = 0
         for mid in memory_ids:
             if str(mid).startswith("segment:"):
@@ -455,40 +327,20 @@ class MTMActor(SupervisedActor):
             timer.cancel()
         self.unsummarised.pop(seg_id, None)
 
+    def _embed_pages(self, pages: list[Page]) -> Any:
+        """The embeddings of ``pages``, in one embedder call."""
+        return self.env.gateway.embed([page_text(p) for p in pages], user_id=self.env.user_id)
+
     def _place(self, page: Page, now: float, embedding: Any = None) -> None:
         if embedding is None:
             embedding = self.env.gateway.embed_one(page_text(page), user_id=self.env.user_id)
         self._apply(self.core.insert(page, embedding, now=now))
         self.counters["inserted"] += 1
 
-    def _archive(self, record: dict[str, Any]) -> None:
-        """Archive ``record`` after every record still owed; if the archive refuses it (a
-        full disk), keep it owed (see ``unarchived``) instead of losing it."""
-        self.unarchived.append(record)
-        if not self._write_unarchived():
-            self.env.metrics.inc("archive_writes_deferred")
-            log.warning("mtm.archive_deferred", user=self.env.user_id, owed=len(self.unarchived))
-
-    def _write_unarchived(self) -> bool:
-        """Write the archive records owed, oldest first, up to the first one the archive
-        refuses; True when none is left."""
-        store = self.env.store
-        while self.unarchived:
-            try:
-                seq = store.archive_append(self.unarchived[0])
-            except StorageError as exc:
-                log.debug("mtm.archive_refused", user=self.env.user_id, error=str(exc))
-                return False
-            self.archive_seq = max(self.archive_seq, seq)
-            del self.unarchived[0]
-        return True
-
     def _apply(self, effects: Any) -> None:
         env = self.env
-        store = env.store
-        archive = store.archive
         metrics = env.metrics
-        self._write_unarchived()  # what a full disk refused before goes first
+        self.outbox.write_owed()  # what a full disk refused before goes first
         embs = self.core.take_evicted_embeddings()
         for segment in effects.evicted_segments:
             self.counters["evicted_segments"] += 1
@@ -496,45 +348,20 @@ class MTMActor(SupervisedActor):
             timer = self.summary_timers.pop(segment.segment_id, None)
             if timer is not None:
                 timer.cancel()
-            fresh = tuple(p for p in segment.pages if p.seq not in self.archived)
-            if archive is not None and fresh:
-                if len(fresh) != len(segment.pages):
-                    segment = dataclasses.replace(segment, pages=fresh)
-                self._archive(
-                    ArchivedSegment(
-                        segment.to_dict(),
-                        tuple(sorted(segment.keywords)),
-                        {str(p.seq): emb_to_f16(embs[p.seq]) for p in fresh if p.seq in embs},
-                    ).encode()
-                )
+            self.outbox.segment_evicted(segment, embs)
             log.debug("mtm.evicted", user=env.user_id, segment=segment.segment_id)
         for page in effects.evicted_pages:
             self.counters["evicted_pages"] += 1
             metrics.inc("evicted_pages")
-            if archive is not None and page.seq not in self.archived:
-                emb = embs.get(page.seq)
-                self._archive(
-                    ArchivedPage(
-                        page.to_dict(),
-                        effects.segment_id or None,
-                        tuple(sorted(page.keywords)),
-                        emb_to_f16(emb) if emb is not None else None,
-                    ).encode()
-                )
+            self.outbox.page_evicted(page, effects.segment_id or None, embs)
         for segment in effects.promoted:
             self.counters["promoted"] += 1
             metrics.inc("promoted_segments")
             self.persona_queue.append(segment)
-        if self.persona_queue and self.persona_armed is None:
-            # Ask after persona_debounce_seconds (at once when 0, i.e. once the messages
-            # already in the mailbox are handled): segments promoted meanwhile share one
-            # persona_update call. flush() asks at once.
-            token = self.persona_armed = object()
-            delay = env.config.persona_debounce_seconds
-            if delay > 0:
-                self.persona_timer = send_after(self.actor_ref, delay, _AskPersona(token))
-            else:
-                self.actor_ref.tell(_AskPersona(token))
+        # Ask after persona_debounce_seconds (at once when 0, i.e. once the messages
+        # already in the mailbox are handled): segments promoted meanwhile share one
+        # persona_update call. flush() asks at once.
+        self._arm_persona_ask(env.config.persona_debounce_seconds)
         for segment in effects.evicted_segments:
             self.unsummarised.pop(segment.segment_id, None)
         # A summary is asked for once a segment has gathered `summary_every_pages` new
@@ -542,10 +369,25 @@ class MTMActor(SupervisedActor):
         for seg_id in effects.summary_due:
             n = self.unsummarised.get(seg_id, 0) + 1
             self.unsummarised[seg_id] = n
-            if n >= env.config.summary_every_pages and seg_id not in self.summary_timers:
-                self.summary_timers[seg_id] = send_after(
-                    self.actor_ref, env.config.summary_debounce_seconds, RefreshSummary(seg_id)
-                )
+            if n >= env.config.summary_every_pages:
+                self._schedule_summary(seg_id)
+
+    def _schedule_summary(self, seg_id: str) -> None:
+        """Ask for ``seg_id``'s summary after the debounce window, unless already due."""
+        if seg_id not in self.summary_timers:
+            self.summary_timers[seg_id] = send_after(
+                self.actor_ref, self.env.config.summary_debounce_seconds, RefreshSummary(seg_id)
+            )
+
+    def _arm_persona_ask(self, delay: float) -> None:
+        """Ask for the queued promoted segments' persona updates in ``delay`` seconds (once
+        the mailbox's messages are handled when 0), unless an ask is pending already."""
+        if self.persona_queue and self.persona_armed is None:
+            token = self.persona_armed = object()
+            if delay > 0:
+                self.persona_timer = send_after(self.actor_ref, delay, _AskPersona(token))
+            else:
+                self.actor_ref.tell(_AskPersona(token))
 
     def _ask_owed(self) -> int:
         """Ask now for every summary and persona update owed (those waiting for their
@@ -652,59 +494,6 @@ class MTMActor(SupervisedActor):
                 job_id,
                 CompletionDone("persona_update", done.tag, persona, done.degraded, done.epoch),
             )
-
-    def _work_state(self) -> dict[str, Any]:
-        """What this MTM owes, for the snapshot: summaries, promoted segments waiting for
-        their persona update, and jobs not answered yet (the held-back ones included)."""
-        return {
-            "unsummarised": dict(self.unsummarised),
-            "persona_queue": [segment.to_dict() for segment in self.persona_queue],
-            "jobs": self.jobs.state(),
-            "unarchived": list(self.unarchived),
-        }
-
-    def _restore_work(
-        self, work: dict[str, Any], records: Any, applied: AbstractSet[str] = frozenset()
-    ) -> None:
-        """Take over the work a previous incarnation owed (see the module docstring);
-        ``applied``: jobs whose update the snapshot's LPM state has applied."""
-        every = self.env.config.summary_every_pages
-        for seg_id, n in dict(work.get("unsummarised", {})).items():
-            if self.core.segment_pages(str(seg_id)):
-                self.unsummarised[str(seg_id)] = max(self.unsummarised.get(str(seg_id), 0), int(n))
-        queued = [SegmentRecord.from_dict(d) for d in work.get("persona_queue", ())]
-        self.persona_queue = queued + self.persona_queue
-        done = applied_jobs(records) | set(applied)
-        env = self.env
-        for item in work.get("jobs", ()):
-            job_id, kind, tag = str(item["id"]), str(item["kind"]), str(item["tag"])
-            if kind == "segment_summary":
-                seg_id = split_tag(tag)[1]
-                if self.core.segment_pages(seg_id):
-                    self.unsummarised[seg_id] = max(self.unsummarised.get(seg_id, 0), every)
-                continue
-            if job_id in done or job_id in self.jobs.owed:
-                continue  # its persona update reached LPM's WAL before the stop
-            self.env.metrics.inc("mtm_jobs_taken_over")
-            self.jobs.submit(
-                CompletionJob(
-                    kind=kind,
-                    payload=item["payload"],
-                    user_id=env.user_id,
-                    reply_to=env.mtm_name,
-                    tag=tag,
-                    epoch=env.epoch,
-                ),
-                job_id,
-            )
-        for seg_id, n in self.unsummarised.items():
-            if n >= every and seg_id not in self.summary_timers:
-                self.summary_timers[seg_id] = send_after(
-                    self.actor_ref, env.config.summary_debounce_seconds, RefreshSummary(seg_id)
-                )
-        if self.persona_queue and self.persona_armed is None:
-            token = self.persona_armed = object()
-            self.actor_ref.tell(_AskPersona(token))
 
 
 class _Recover:

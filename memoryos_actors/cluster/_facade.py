@@ -13,21 +13,20 @@ Two supervision layers::
 
 When a shard process dies with calls in flight, the engine starts it again and the new
 process recovers each user from their WAL and snapshot on first use. Calls that are safe
-to repeat are sent again until the shard answers (up to ``retry_seconds``): reads,
-profile setters (they set a value), ``flush``, and ``add_turn``, which carries a turn key
-the shard's STM recognises, so a turn written just before the death is answered, not
-stored again. The other calls (``forget_user``, ``import_user``, ``passivate``) raise
+to repeat are sent again until the shard answers (up to ``retry_seconds``; the calls
+themselves are :mod:`~memoryos_actors.cluster._routing`'s): reads, profile setters (they
+set a value), ``flush``, and ``add_turn``, which carries a turn key the shard's STM
+recognises, so a turn written just before the death is answered, not stored again. The
+other calls (``forget_user``, ``import_user``, ``passivate``) raise
 :class:`~memoryos_actors.errors.ActorCrashed`; they are safe to call again by hand.
 """
 
 from __future__ import annotations
 
 import os
-import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -36,14 +35,7 @@ import structlog
 from memoryos_actors.clock import Clock
 from memoryos_actors.config import MemoryConfig
 from memoryos_actors.directory import UserPhase
-from memoryos_actors.errors import (
-    ActorCrashed,
-    InvalidInput,
-    MemoryOSError,
-    Overloaded,
-    StorageError,
-    SystemClosed,
-)
+from memoryos_actors.errors import InvalidInput, MemoryOSError, StorageError
 from memoryos_actors.messages import AgentProfile, MemoryContext, UserProfile
 from memoryos_actors.reports import ChatReply
 from memoryos_actors.store.export import read_export
@@ -51,40 +43,16 @@ from memoryos_actors.store.lock import DataDirLock
 
 from ._backend import ShardDown, ShardHost, ShardInfo
 from ._placement import shard_dir, shard_of
+from ._routing import ClusterSettings, ShardCalls
 from ._shard import error_from_reply
 
 if TYPE_CHECKING:
     from memoryos_actors.memories import ArchivedMemories, Memory, MemoryEvent, MemoryList
     from memoryos_actors.reports import ForgetReport, RepairReport, UserState
 
-__all__ = ["ClusterMemoryOS", "ClusterSettings"]
+__all__ = ["ClusterMemoryOS", "open_cluster"]
 
 log = structlog.get_logger("memoryos.cluster")
-
-#: Seconds the facade waits for a shard's answer before raising Overloaded.
-_CALL_TIMEOUT_S = 120.0
-
-
-@dataclass(frozen=True, slots=True)
-class ClusterSettings:
-    """How the facade treats shard deaths (engine-independent part of a cluster's settings).
-
-    Attributes:
-        retry_seconds: how long a call that is safe to repeat keeps being sent to a dead
-            shard while its engine restarts it, seconds.
-        call_timeout_seconds: how long one call may wait for a shard's answer before
-            :class:`~memoryos_actors.errors.Overloaded`, seconds.
-    """
-
-    retry_seconds: float = 60.0
-    call_timeout_seconds: float = _CALL_TIMEOUT_S
-
-
-def _percentile(values: list[float], p: float) -> float:
-    if not values:
-        return 0.0
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(p * len(ordered)))]
 
 
 class ClusterMemoryOS:
@@ -111,20 +79,9 @@ class ClusterMemoryOS:
         self.clock = clock
         self.shards = host.shards
         self._host = host
-        self._settings = settings
         self._lock = _lock
-        self._closed = False
-        self._state_lock = threading.Lock()
-        self._inflight = 0
-        self._idle = threading.Condition(self._state_lock)
-        self._counters = {
-            "turns": 0,
-            "retrievals": 0,
-            "chats": 0,
-            "degraded_chats": 0,
-            "shard_retries": 0,
-        }
-        self._latency: dict[str, list[float]] = {"add_turn_ms": [], "retrieve_ms": []}
+        #: Every call to the shards goes through here (retries, fan-out, in-flight count).
+        self._calls = ShardCalls(host, settings)
 
     def __enter__(self) -> ClusterMemoryOS:
         return self
@@ -140,95 +97,11 @@ class ClusterMemoryOS:
 
         return shard_of(_check_user_id(user_id), self.shards)
 
-    def _begin(self) -> None:
-        with self._state_lock:
-            if self._closed:
-                raise SystemClosed("the memory system is closed")
-            self._inflight += 1
-
-    def _end(self) -> None:
-        with self._state_lock:
-            self._inflight -= 1
-            self._idle.notify_all()
-
-    def _unwrap(self, reply: Any) -> Any:
-        if reply[0] == "ok":
-            return reply[1]
-        raise error_from_reply(reply)
-
-    def _call(
-        self,
-        shard: int,
-        method: str,
-        *args: Any,
-        retry: bool,
-        timeout: float | None = None,
-        **kwargs: Any,
-    ) -> Any:
-        """``method`` on shard ``shard``; sent again after a shard death when ``retry``."""
-        self._begin()
-        try:
-            wait = self._settings.call_timeout_seconds if timeout is None else timeout
-            deadline = time.monotonic() + self._settings.retry_seconds
-            pause = 0.01
-            while True:
-                try:
-                    handle = self._host.submit(shard, "call", method, args, kwargs)
-                    return self._unwrap(self._host.result(handle, wait))
-                except ShardDown as exc:
-                    if not retry or time.monotonic() > deadline:
-                        raise ActorCrashed(
-                            f"shard {shard} died during {method} ({exc}); "
-                            + (
-                                f"it did not come back within {self._settings.retry_seconds} s"
-                                if retry
-                                else "the call may or may not have taken effect"
-                            )
-                        ) from None
-                    with self._state_lock:
-                        self._counters["shard_retries"] += 1
-                    time.sleep(pause)  # the engine is restarting the shard
-                    pause = min(pause * 2, 0.5)
-                except TimeoutError:
-                    raise Overloaded(
-                        f"shard {shard} did not answer {method} within {wait} s"
-                    ) from None
-        finally:
-            self._end()
-
     def _call_user(self, user_id: str, method: str, *args: Any, retry: bool, **kwargs: Any) -> Any:
-        return self._call(self.shard_for(user_id), method, user_id, *args, retry=retry, **kwargs)
-
-    def _call_all(self, method: str, *args: Any, timeout: float | None = None) -> list[Any]:
-        """``method`` on every shard at once (each retried after a shard death)."""
-        results: list[Any] = [None] * self.shards
-        failures: list[BaseException] = []
-
-        def one(n: int) -> None:
-            try:
-                results[n] = self._call(n, method, *args, retry=True, timeout=timeout)
-            except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
-                failures.append(exc)
-
-        threads = [
-            threading.Thread(target=one, args=(n,), name=f"memoryos-fanout-{n}")
-            for n in range(1, self.shards)
-        ]
-        for t in threads:
-            t.start()
-        one(0)
-        for t in threads:
-            t.join()
-        if failures:
-            raise failures[0]
-        return results
-
-    def _observe(self, name: str, started: float) -> None:
-        with self._state_lock:
-            values = self._latency[name]
-            values.append((time.perf_counter() - started) * 1000.0)
-            if len(values) > 20000:
-                del values[:10000]
+        """``method(user_id, *args)`` on the shard that holds ``user_id``."""
+        return self._calls.call(
+            self.shard_for(user_id), method, user_id, *args, retry=retry, **kwargs
+        )
 
     # -- the API of MemoryOS ---------------------------------------------------------------
 
@@ -259,9 +132,8 @@ class ClusterMemoryOS:
             retry=True,
             turn_key=key,
         )
-        self._observe("add_turn_ms", started)
-        with self._state_lock:
-            self._counters["turns"] += 1
+        self._calls.observe("add_turn_ms", started)
+        self._calls.count("turns")
         return page_id
 
     def retrieve(
@@ -281,9 +153,8 @@ class ClusterMemoryOS:
             self.clock.now() if timestamp is None else timestamp,
             retry=True,
         )
-        self._observe("retrieve_ms", started)
-        with self._state_lock:
-            self._counters["retrievals"] += 1
+        self._calls.observe("retrieve_ms", started)
+        self._calls.count("retrievals")
         return ctx
 
     def chat(
@@ -300,10 +171,7 @@ class ClusterMemoryOS:
             user_id, "reply", query, assistant_id, bool(fallback), retry=True
         )
         self.add_turn(user_id, query, text, assistant_id=assistant_id)
-        with self._state_lock:
-            self._counters["chats"] += 1
-            if degraded:
-                self._counters["degraded_chats"] += 1
+        self._calls.count("chats", *(("degraded_chats",) if degraded else ()))
         if degraded:
             log.warning("chat.degraded", reason=reason)
         return ChatReply(str(text), bool(degraded), reason, str(backend))
@@ -321,11 +189,11 @@ class ClusterMemoryOS:
 
     def users(self) -> list[str]:
         """See :meth:`MemoryOS.users <memoryos_actors.MemoryOS.users>` (every shard's)."""
-        return sorted(u for part in self._call_all("users") for u in part)
+        return sorted(u for part in self._calls.call_all("users") for u in part)
 
     def active_users(self) -> list[str]:
         """Users whose actor groups are live now, on any shard (shard by shard)."""
-        return [u for part in self._call_all("active_users") for u in part]
+        return [u for part in self._calls.call_all("active_users") for u in part]
 
     def user_state(self, user_id: str) -> UserState:
         """See :meth:`MemoryOS.user_state <memoryos_actors.MemoryOS.user_state>`."""
@@ -414,7 +282,7 @@ class ClusterMemoryOS:
 
         seconds = _check_timeout(timeout)
         if user_id is not None:
-            self._call(
+            self._calls.call(
                 self.shard_for(user_id),
                 "flush",
                 seconds,
@@ -423,7 +291,7 @@ class ClusterMemoryOS:
                 user_id=user_id,
             )
             return
-        self._call_all("flush", seconds, timeout=seconds + 30.0)
+        self._calls.call_all("flush", seconds, timeout=seconds + 30.0)
 
     def stats(self, user_id: str | None = None) -> dict[str, Any]:
         """See :meth:`MemoryOS.stats <memoryos_actors.MemoryOS.stats>`.
@@ -435,7 +303,7 @@ class ClusterMemoryOS:
         """
         if user_id is not None:
             return self._call_user(user_id, "stats", retry=True)
-        parts = self._call_all("stats", None)
+        parts = self._calls.call_all("stats", None)
         merged: dict[str, Any] = {}
         for part in parts:
             for key, value in part.items():
@@ -445,11 +313,7 @@ class ClusterMemoryOS:
                     merged[key] = merged.get(key, 0) + value
                 else:
                     merged[key] = max(float(merged.get(key, 0.0)), float(value))
-        with self._state_lock:
-            merged.update(self._counters)
-            for name, values in self._latency.items():
-                for label, p in (("p50", 0.5), ("p95", 0.95), ("p99", 0.99)):
-                    merged[f"{name}_{label}"] = _percentile(values, p)
+        merged.update(self._calls.measured())
         damaged = [
             (user, why) for part in parts for user, why in (part.get("damaged") or {}).items()
         ]
@@ -461,14 +325,14 @@ class ClusterMemoryOS:
 
     def tree(self) -> str:
         """Every shard's supervision tree, under a line naming the shard."""
-        parts = self._call_all("tree")
+        parts = self._calls.call_all("tree")
         return "\n".join(f"shard {n}:\n{text}" for n, text in enumerate(parts))
 
     def shard_info(self) -> list[ShardInfo]:
         """Where each shard runs now (pid, node, data directory, incarnation)."""
         out = []
         for n in range(self.shards):
-            info = self._info(n)
+            info = self._calls.info(n)
             out.append(
                 ShardInfo(
                     n,
@@ -480,21 +344,6 @@ class ClusterMemoryOS:
                 )
             )
         return out
-
-    def _info(self, shard: int) -> dict[str, Any]:
-        """The shard's ``info()``, asked again while the engine restarts it."""
-        deadline = time.monotonic() + self._settings.retry_seconds
-        while True:
-            try:
-                return self._host.result(
-                    self._host.submit(shard, "info"), self._settings.call_timeout_seconds
-                )
-            except ShardDown as exc:
-                if time.monotonic() > deadline:
-                    raise ActorCrashed(f"shard {shard} is down ({exc})") from None
-                time.sleep(0.05)
-            except TimeoutError:
-                raise Overloaded(f"shard {shard} did not answer info") from None
 
     # -- data lifecycle --------------------------------------------------------------------
 
@@ -530,7 +379,7 @@ class ClusterMemoryOS:
         target = user_id if user_id is not None else payload.get("user_id")
         uid = _check_user_id(target)
         suffix = ".json" if src.suffix.lower() == ".json" else ""
-        return self._call(
+        return self._calls.call(
             self.shard_for(uid), "import_bytes", src.read_bytes(), suffix, user_id, retry=False
         )
 
@@ -548,21 +397,16 @@ class ClusterMemoryOS:
     def close(self, timeout: float = 60.0) -> None:
         """Snapshot every active user on every shard, stop the shards, release the data
         directory. Idempotent."""
-        with self._state_lock:
-            if self._closed:
-                return
-            deadline = time.monotonic() + timeout
-            while self._inflight and time.monotonic() < deadline:
-                self._idle.wait(0.05)
+        if not self._calls.drain(timeout):
+            return  # closed before
         try:
             try:
-                self._call_all("close", timeout=timeout)
+                self._calls.call_all("close", timeout=timeout)
             except MemoryOSError as exc:
                 # A shard that cannot snapshot loses nothing: its WAL has every turn.
                 log.warning("close.shard_failed", error=repr(exc))
         finally:
-            with self._state_lock:
-                self._closed = True
+            self._calls.mark_closed()
             try:
                 self._host.close()
             finally:

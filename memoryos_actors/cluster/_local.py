@@ -20,8 +20,9 @@ from memoryos_actors.config import MemoryConfig
 from memoryos_actors.errors import InvalidInput
 
 from ._backend import ShardHost
-from ._facade import ClusterMemoryOS, ClusterSettings, open_cluster
+from ._facade import ClusterMemoryOS, open_cluster
 from ._placement import MAX_SHARDS, read_layout
+from ._routing import ClusterSettings
 from ._shard import ShardServer
 
 if TYPE_CHECKING:

@@ -16,8 +16,9 @@ from memoryos_actors.config import MemoryConfig
 from memoryos_actors.errors import ActorCrashed, InvalidInput, MemoryOSError
 
 from ._backend import ShardDown, ShardHost
-from ._facade import ClusterMemoryOS, ClusterSettings, open_cluster
+from ._facade import ClusterMemoryOS, open_cluster
 from ._placement import MAX_SHARDS
+from ._routing import ClusterSettings
 from ._shard import ShardServer
 
 __all__ = ["RayCluster", "RayShardHost"]

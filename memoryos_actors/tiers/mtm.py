@@ -7,8 +7,9 @@ heat and eviction order) span placement, eviction, promotion and search. Beside 
 segment's state (:mod:`~memoryos_actors.tiers.segments`), the indexes over the held pages
 (:mod:`~memoryos_actors.tiers.page_index`), hybrid retrieval
 (:mod:`~memoryos_actors.tiers.hybrid`, its scoring maths in
-:mod:`~memoryos_actors.tiers.fusion`), and the pure maths of ``scoring.py``, ``lexicon.py``
-and ``tiers/temporal.py``.
+:mod:`~memoryos_actors.tiers.fusion`), the snapshot format of the core's state
+(:mod:`~memoryos_actors.tiers.mtm_state`), and the pure maths of ``scoring.py``,
+``lexicon.py`` and ``tiers/temporal.py``.
 
 * **Segmenting.** A page joins the segment with the highest
   ``F_score = cos(e_s, e_p) + Jaccard(K_s, K_p)`` if that score is strictly above θ
@@ -56,7 +57,7 @@ import numpy.typing as npt
 
 from memoryos_actors.clock import Clock
 from memoryos_actors.config import MemoryConfig, MTMRules, RetrievalMode
-from memoryos_actors.errors import EmbedderMismatch, InvalidInput
+from memoryos_actors.errors import InvalidInput
 from memoryos_actors.messages import (
     MTMEffects,
     MTMHits,
@@ -68,6 +69,7 @@ from memoryos_actors.messages import (
     normalize_keywords,
 )
 from memoryos_actors.scoring import heat, jaccard
+from memoryos_actors.tiers import mtm_state
 from memoryos_actors.tiers._ann import AnnIndex
 from memoryos_actors.tiers.hybrid import (
     CANDIDATE_FACTOR,
@@ -85,8 +87,6 @@ __all__ = ["MTMCore"]
 
 CHAIN_MEMORY = 64
 """Dialogue chains remembered for chain affinity (most recent first)."""
-
-_STATE_VERSION = 1
 
 
 def _retrieval_mode(mode: object) -> RetrievalMode:
@@ -571,32 +571,9 @@ class MTMCore:
     # ------------------------------------------------------------------ persistence
 
     def to_state(self) -> dict[str, Any]:
-        """The whole state as msgpack-friendly values (embeddings as float32 bytes)."""
-        return {
-            "version": _STATE_VERSION,
-            "dim": self._dim,
-            "user_id": self._user_id,
-            "max_seq": self._max_seq,
-            "next_segment": self._next_segment,
-            "chains": [[c, sid] for c, sid in self._chains.items()],
-            "page_graph": self._pages.vectors.graph_bytes(),
-            "segment_graph": self._seg_index.graph_bytes(),
-            "segments": [
-                {
-                    "number": seg.number,
-                    "pages": [p.to_dict() for p in seg.pages],
-                    "embeddings": np.stack(seg.embs).astype("<f4").tobytes(),
-                    "summary": seg.summary,
-                    "summary_keywords": sorted(seg.summary_kw),
-                    "n_visit": seg.n_visit,
-                    "l_interaction": seg.l_interaction,
-                    "last_access": seg.last_access,
-                    "created": seg.created,
-                    "heat": seg.heat,
-                }
-                for seg in self._segments.values()
-            ],
-        }
+        """The whole state as msgpack-friendly values (embeddings as float32 bytes); the
+        format is :mod:`~memoryos_actors.tiers.mtm_state`'s."""
+        return mtm_state.save(self)
 
     @classmethod
     def from_state(
@@ -612,45 +589,4 @@ class MTMCore:
             EmbedderMismatch: ``dim`` is given and differs from the stored dimension.
             InvalidInput: the state is malformed.
         """
-        try:
-            if state["version"] != _STATE_VERSION:
-                raise InvalidInput(f"unsupported MTM state version {state['version']!r}")
-            stored_dim = int(state["dim"])
-            if dim is not None and dim != stored_dim:
-                raise EmbedderMismatch(
-                    f"MTM state has {stored_dim}-dimensional embeddings, expected {dim}"
-                )
-            core = cls(config, stored_dim, clock)
-            core._user_id = state["user_id"]
-            core._max_seq = int(state["max_seq"])
-            core._next_segment = int(state["next_segment"])
-            core._chains = {str(c): str(sid) for c, sid in state.get("chains", ())}
-            page_vecs: dict[int, npt.NDArray[np.float32]] = {}
-            seg_vecs: dict[int, npt.NDArray[np.float32]] = {}
-            for s in state["segments"]:
-                pages = [Page.from_dict(p) for p in s["pages"]]
-                embs = np.frombuffer(s["embeddings"], dtype="<f4").reshape(len(pages), stored_dim)
-                seg = Segment(int(s["number"]), float(s["created"]))
-                for page, emb in zip(pages, embs, strict=True):
-                    e = emb.astype(np.float32)
-                    e.flags.writeable = False
-                    seg.add(page, e)
-                    core._pages.add(page, seg.segment_id, None)
-                    page_vecs[page.seq] = e
-                seg.summary = s["summary"]
-                seg.summary_kw = normalize_keywords(s["summary_keywords"])
-                seg.n_visit = int(s["n_visit"])
-                seg.l_interaction = int(s["l_interaction"])
-                seg.last_access = float(s["last_access"])
-                seg.heat = float(s["heat"])
-                seg.refresh(core._rules.segment_keyword_limit)
-                core._segments[seg.segment_id] = seg
-                seg_vecs[seg.number] = seg.embedding
-            # Saved hnswlib graphs load far faster than they build; older states have none.
-            core._pages.vectors.restore(page_vecs, state.get("page_graph"))
-            core._seg_index.restore(seg_vecs, state.get("segment_graph"))
-        except (KeyError, TypeError, ValueError, RuntimeError) as exc:
-            if isinstance(exc, InvalidInput):
-                raise
-            raise InvalidInput(f"malformed MTM state: {exc!r}") from None
-        return core
+        return mtm_state.load(cls, state, config, dim, clock)

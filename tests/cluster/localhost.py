@@ -13,7 +13,8 @@ from typing import Any
 
 from memoryos_actors.clock import Clock
 from memoryos_actors.cluster._backend import ShardDown, ShardHost
-from memoryos_actors.cluster._facade import ClusterMemoryOS, ClusterSettings, open_cluster
+from memoryos_actors.cluster._facade import ClusterMemoryOS, open_cluster
+from memoryos_actors.cluster._routing import ClusterSettings
 from memoryos_actors.cluster._shard import ShardServer
 from memoryos_actors.config import MemoryConfig
 

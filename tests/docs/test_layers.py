@@ -37,6 +37,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     # Terms and records: what every layer above passes around.
     (
         "memoryos_actors.lexicon",
+        "memoryos_actors.record_base",
         "memoryos_actors.records",
         "memoryos_actors.requests",
         "memoryos_actors.context",

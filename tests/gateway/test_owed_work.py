@@ -23,7 +23,7 @@ from gwhelpers import KEY_ENV, TOPIC_TURNS
 
 from memoryos_actors import MemoryOS
 from memoryos_actors.actors.lpm import LPMActor
-from memoryos_actors.actors.mtm import applied_jobs
+from memoryos_actors.actors.mtm_recovery import applied_jobs
 from memoryos_actors.actors.protocol import split_tag
 from memoryos_actors.clock import ManualClock
 from memoryos_actors.config import MemoryConfig

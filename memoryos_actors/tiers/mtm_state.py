@@ -1,0 +1,118 @@
+"""The MTM core's snapshot section: :class:`~memoryos_actors.tiers.mtm.MTMCore` as plain
+values, and back.
+
+:func:`save` gives msgpack-friendly values (format :data:`STATE_VERSION`): the user, the
+highest turn seq placed, the next segment number, the dialogue chains, the saved hnswlib
+graphs of the page and segment indexes, and per segment its pages, their embeddings
+(little-endian float32 bytes), summary, summary keywords, heat counters and times.
+:func:`load` rebuilds a core from them; the saved graphs load far faster than they build,
+and a state without them (older snapshots) has its indexes built from the embeddings.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import numpy.typing as npt
+
+from memoryos_actors.clock import Clock
+from memoryos_actors.config import MemoryConfig
+from memoryos_actors.errors import EmbedderMismatch, InvalidInput
+from memoryos_actors.records import Page, normalize_keywords
+from memoryos_actors.tiers.segments import Segment
+
+if TYPE_CHECKING:
+    from memoryos_actors.tiers.mtm import MTMCore
+
+__all__ = ["STATE_VERSION", "load", "save"]
+
+STATE_VERSION = 1
+"""Version of the state :func:`save` writes; :func:`load` reads only this one."""
+
+
+def save(core: MTMCore) -> dict[str, Any]:
+    """The whole state of ``core`` as msgpack-friendly values (embeddings as float32 bytes)."""
+    return {
+        "version": STATE_VERSION,
+        "dim": core._dim,
+        "user_id": core._user_id,
+        "max_seq": core._max_seq,
+        "next_segment": core._next_segment,
+        "chains": [[c, sid] for c, sid in core._chains.items()],
+        "page_graph": core._pages.vectors.graph_bytes(),
+        "segment_graph": core._seg_index.graph_bytes(),
+        "segments": [
+            {
+                "number": seg.number,
+                "pages": [p.to_dict() for p in seg.pages],
+                "embeddings": np.stack(seg.embs).astype("<f4").tobytes(),
+                "summary": seg.summary,
+                "summary_keywords": sorted(seg.summary_kw),
+                "n_visit": seg.n_visit,
+                "l_interaction": seg.l_interaction,
+                "last_access": seg.last_access,
+                "created": seg.created,
+                "heat": seg.heat,
+            }
+            for seg in core._segments.values()
+        ],
+    }
+
+
+def load(
+    cls: type[MTMCore],
+    state: Mapping[str, Any],
+    config: MemoryConfig,
+    dim: int | None,
+    clock: Clock,
+) -> MTMCore:
+    """A ``cls`` core rebuilt from :func:`save` output (see :meth:`MTMCore.from_state`).
+
+    Raises:
+        EmbedderMismatch: ``dim`` is given and differs from the stored dimension.
+        InvalidInput: the state is malformed.
+    """
+    try:
+        if state["version"] != STATE_VERSION:
+            raise InvalidInput(f"unsupported MTM state version {state['version']!r}")
+        stored_dim = int(state["dim"])
+        if dim is not None and dim != stored_dim:
+            raise EmbedderMismatch(
+                f"MTM state has {stored_dim}-dimensional embeddings, expected {dim}"
+            )
+        core = cls(config, stored_dim, clock)
+        core._user_id = state["user_id"]
+        core._max_seq = int(state["max_seq"])
+        core._next_segment = int(state["next_segment"])
+        core._chains = {str(c): str(sid) for c, sid in state.get("chains", ())}
+        page_vecs: dict[int, npt.NDArray[np.float32]] = {}
+        seg_vecs: dict[int, npt.NDArray[np.float32]] = {}
+        for s in state["segments"]:
+            pages = [Page.from_dict(p) for p in s["pages"]]
+            embs = np.frombuffer(s["embeddings"], dtype="<f4").reshape(len(pages), stored_dim)
+            seg = Segment(int(s["number"]), float(s["created"]))
+            for page, emb in zip(pages, embs, strict=True):
+                e = emb.astype(np.float32)
+                e.flags.writeable = False
+                seg.add(page, e)
+                core._pages.add(page, seg.segment_id, None)
+                page_vecs[page.seq] = e
+            seg.summary = s["summary"]
+            seg.summary_kw = normalize_keywords(s["summary_keywords"])
+            seg.n_visit = int(s["n_visit"])
+            seg.l_interaction = int(s["l_interaction"])
+            seg.last_access = float(s["last_access"])
+            seg.heat = float(s["heat"])
+            seg.refresh(core._rules.segment_keyword_limit)
+            core._segments[seg.segment_id] = seg
+            seg_vecs[seg.number] = seg.embedding
+        # Saved hnswlib graphs load far faster than they build; older states have none.
+        core._pages.vectors.restore(page_vecs, state.get("page_graph"))
+        core._seg_index.restore(seg_vecs, state.get("segment_graph"))
+    except (KeyError, TypeError, ValueError, RuntimeError) as exc:
+        if isinstance(exc, InvalidInput):
+            raise
+        raise InvalidInput(f"malformed MTM state: {exc!r}") from None
+    return core
