@@ -69,7 +69,7 @@ def run_cli(
 
     ``stdin`` is the whole input (empty when None, as a subprocess given ``input=""``);
     ``cwd`` the working directory during the command; ``env`` variables set for it, on an
-    environment without ``MEMORYOS_DATA_DIR`` or ``MEMORYOS_TENANT`` and 100 columns wide.
+    environment without ``MEMORYOS_*`` variables and 100 columns wide.
     """
     argv = [*(["--data-dir", str(data_dir)] if data_dir is not None else []), *args]
     saved_env = dict(os.environ)
@@ -79,8 +79,8 @@ def run_cli(
     saved_levels = {name: logging.getLogger(name).level for name in _QUIETED}
     out, err = _stream(), _stream()
     try:
-        for name in ("MEMORYOS_DATA_DIR", "MEMORYOS_TENANT"):
-            os.environ.pop(name, None)
+        for name in [n for n in os.environ if n.startswith("MEMORYOS_")]:
+            del os.environ[name]
         os.environ["COLUMNS"] = "100"
         os.environ.update(env or {})
         if cwd is not None:
