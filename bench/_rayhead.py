@@ -41,6 +41,9 @@ def ray_env(tmp: Path, address: str | None = None) -> dict[str, str]:
     env["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
     env["RAY_TMPDIR"] = str(tmp)
     env["RAY_USAGE_STATS_ENABLED"] = "0"
+    # `ray start` turns on token authentication by default; the processes that join it
+    # must say so to send the token Ray keeps for this machine (this module never reads it).
+    env["RAY_AUTH_MODE"] = "token"
     if address is not None:
         env["RAY_ADDRESS"] = address
     return env
