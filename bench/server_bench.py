@@ -241,12 +241,19 @@ def _cpu_phase(
     processes: dict[str, int],
     per_user: int,
     call: Callable[[int, int, int], None],
+    settle: Callable[[], None] | None = None,
 ) -> dict[str, object]:
     """:func:`_phase`, plus the CPU milliseconds per request of each process in
-    ``processes`` (name -> pid) and of this one (``clients``)."""
+    ``processes`` (name -> pid) and of this one (``clients``). With ``settle``, the CPU
+    time counts until ``settle()`` returns too (the background work the requests left:
+    placing the turns in MTM), not the rates and latencies."""
     before = {name: cpu_seconds(pid) for name, pid in processes.items()}
     mine = os.times()
     out: dict[str, object] = dict(_phase(args.clients, args.users, per_user, args.time_limit, call))
+    if settle is not None:
+        started = time.perf_counter()
+        settle()
+        out["settle_seconds"] = time.perf_counter() - started
     after_mine = os.times()
     calls = max(1, int(out["calls"]))  # type: ignore[call-overload]
     cpu = {
@@ -306,8 +313,9 @@ def over_doors(
                     raise RuntimeError(f"retrieve: {resp.status_code} {resp.text}")
 
             load_before = os.getloadavg()
-            added = _cpu_phase(args, processes, args.turns, add)
-            _wait_settled(http[0], args.time_limit)
+            added = _cpu_phase(
+                args, processes, args.turns, add, lambda: _wait_settled(http[0], args.time_limit)
+            )
             retrieved = _cpu_phase(args, processes, args.retrieves, ret)
             load_after = os.getloadavg()
         finally:
