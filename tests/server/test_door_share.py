@@ -37,16 +37,13 @@ def test_two_doors_allow_the_keys_burst_once_between_them() -> None:
     assert _allowed_at_once(b, "k", 0.0) == 5
     # A key's own limit from the key file is split the same way.
     assert sum(a.check("own", 0.0, rate=1.0, burst=4) == 0 for _ in range(10)) == 2
+    # Without a door count, a server is the only door: the whole budget.
+    assert _allowed_at_once(RateLimiter(1.0, 10), "k", 0.0) == 10
 
 
 def test_each_door_allows_at_least_one_request_however_many_doors() -> None:
     lim = RateLimiter(1.0, 3, door_count=FakeDoors(100))
     assert _allowed_at_once(lim, "k", 0.0) == 1
-
-
-def test_one_door_by_default_keeps_the_whole_budget() -> None:
-    lim = RateLimiter(1.0, 10)
-    assert _allowed_at_once(lim, "k", 0.0) == 10
 
 
 def test_the_doors_are_counted_again_only_every_few_seconds() -> None:
