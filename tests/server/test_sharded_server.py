@@ -4,6 +4,8 @@ again (users live in their shard's directory, not in the top one)."""
 
 from __future__ import annotations
 
+import asyncio
+import json
 from pathlib import Path
 
 from srvutil import add_key, start_server
@@ -12,6 +14,19 @@ from memoryos_actors.cluster import rebalance_shards, shard_of
 from memoryos_actors.server.tenancy import internal_id
 
 USERS = [f"user-{i}" for i in range(6)]
+
+
+async def _mcp_turns(base_url: str, key: str, user: str) -> int:
+    """The turns of ``user`` as the MCP tool ``list_memories`` over HTTP tells them."""
+    import httpx2
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+
+    http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {key}"}, timeout=60.0)
+    async with Client(streamable_http_client(f"{base_url}/mcp", http_client=http)) as client:
+        result = await client.call_tool("list_memories", {"user_id": user})
+    assert not result.is_error, result.content
+    return int(json.loads(result.content[0].text)["turns"])
 
 
 def test_a_sharded_server_lists_its_shards_and_finds_its_users_after_a_restart(
@@ -24,7 +39,7 @@ def test_a_sharded_server_lists_its_shards_and_finds_its_users_after_a_restart(
     keys = tmp_path / "keys.json"
     key = add_key(tmp_path, keys, "acme")
 
-    server = start_server(tmp_path, data, keys)
+    server = start_server(tmp_path, data, keys, "--mcp")
     try:
         with server.client(key) as c:
             for user in USERS:
@@ -39,7 +54,7 @@ def test_a_sharded_server_lists_its_shards_and_finds_its_users_after_a_restart(
     finally:
         assert server.stop() == 0
 
-    server = start_server(tmp_path, data, keys)
+    server = start_server(tmp_path, data, keys, "--mcp")
     try:
         with server.client(key) as c:
             for user in USERS:
@@ -49,5 +64,6 @@ def test_a_sharded_server_lists_its_shards_and_finds_its_users_after_a_restart(
             r = c.post("/v1/users/user-0/retrieve", json={"query": "q1"})
             assert r.status_code == 200 and r.json()["stm"], r.text
             assert c.get("/v1/users/nobody/memories").status_code == 404
+        assert asyncio.run(_mcp_turns(server.base_url, key, "user-1")) == 2
     finally:
         assert server.stop() == 0
