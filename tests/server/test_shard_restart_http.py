@@ -28,6 +28,7 @@ pytest.importorskip("ray")
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 
+from _doors import serve_has_shard_options  # noqa: E402
 from _rayhead import RayHead  # noqa: E402
 
 from memoryos_actors.cluster import rebalance_shards, shard_dir, shard_of  # noqa: E402
@@ -57,7 +58,9 @@ def door(head: RayHead, tmp_path: Path) -> Iterator[tuple[Server, str]]:
     rebalance_shards(data, 2)
     keys = tmp_path / "keys.json"
     key = add_key(tmp_path, keys, "acme")
-    server = start_server(tmp_path, data, keys, "--ray", env=head.env())
+    # Joins the head: by address where `serve` takes one, else through RAY_ADDRESS.
+    ray_args = ["--ray", head.address, "--shards", "2"] if serve_has_shard_options() else ["--ray"]
+    server = start_server(tmp_path, data, keys, *ray_args, env=head.env())
     try:
         yield server, key
     finally:
