@@ -73,8 +73,11 @@ def add_key(root: Path, keys_file: Path, tenant: str, *extra: str) -> str:
     return out.splitlines()[0].strip()
 
 
-def start_server(root: Path, data_dir: Path, keys_file: Path, *extra: str) -> Server:
-    """Start ``memoryos serve`` on a free loopback port and wait until it is ready."""
+def start_server(
+    root: Path, data_dir: Path, keys_file: Path, *extra: str, env: dict[str, str] | None = None
+) -> Server:
+    """Start ``memoryos serve`` on a free loopback port and wait until it is ready
+    (``env``: its environment, default this one's without ``MEMORYOS_*`` variables)."""
     config = root / "config.toml"
     if not config.exists():
         config.write_text(CONFIG_TOML, encoding="utf-8")
@@ -82,8 +85,9 @@ def start_server(root: Path, data_dir: Path, keys_file: Path, *extra: str) -> Se
     log = root / f"server-{time.monotonic_ns()}.log"
     # The server's configuration is its TOML file: MEMORYOS_* variables other tests left in
     # the environment would be read (and refused) as configuration.
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMORYOS_")}
-    env["PYTHONUNBUFFERED"] = "1"
+    if env is None:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("MEMORYOS_")}
+    env = {**env, "PYTHONUNBUFFERED": "1"}
     with log.open("wb") as out:
         proc = subprocess.Popen(
             [
