@@ -42,10 +42,10 @@ from memoryos_actors.store.export import read_export
 from memoryos_actors.store.lock import DataDirLock
 
 from ._backend import ShardDown, ShardHost, ShardInfo
-from .doors import FrontDoor, LayoutWatch
 from ._placement import shard_dir, shard_of
 from ._routing import ClusterSettings, ShardCalls
 from ._shard import error_from_reply
+from .doors import FrontDoor, LayoutWatch
 
 if TYPE_CHECKING:
     from memoryos_actors.memories import ArchivedMemories, Memory, MemoryEvent, MemoryList

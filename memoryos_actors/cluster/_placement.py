@@ -387,13 +387,10 @@ def rebalance_shards(data_dir: str | os.PathLike[str], shards: int) -> Rebalance
         # The next generation from the first write on: a front door still open on the
         # old one sees the change (and stops routing) as soon as anything moves. An
         # interrupted rebalance being finished keeps the generation it started.
-        if layout is None:
-            generation, ident = 1, new_cluster_id()
-        elif layout.rebalancing_from is not None:
-            generation, ident = layout.generation, layout.cluster_id
-        else:
-            generation, ident = layout.generation + 1, layout.cluster_id
-        ident = ident if ident is not None else new_cluster_id()
+        generation = 1 if layout is None else layout.generation
+        if layout is not None and layout.rebalancing_from is None:
+            generation += 1
+        ident = (layout.cluster_id if layout is not None else None) or new_cluster_id()
         locks = []
         try:
             for n in existing:
@@ -405,9 +402,7 @@ def rebalance_shards(data_dir: str | os.PathLike[str], shards: int) -> Rebalance
                         f"is still running ({exc}); stop the shards first (`memoryos shards "
                         "stop DATA_DIR --ray ADDRESS`, or close the facade)"
                     ) from None
-            write_layout(
-                root, ShardLayout(shards, before, generation=generation, cluster_id=ident)
-            )
+            write_layout(root, ShardLayout(shards, before, generation=generation, cluster_id=ident))
             moved: dict[str, tuple[int, int]] = {}
             # Users of an in-process data directory first, then every shard's users.
             sources = [(-1, root)] + [(n, shard_dir(root, n)) for n in existing]

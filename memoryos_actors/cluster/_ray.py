@@ -176,9 +176,7 @@ class RayShardHost(ShardHost):
         self.shards = len(dirs)
         # Shared shards outlive this facade, unless the Ray they run on is this process's
         # own (it stops with the facade: close them properly first).
-        self.owns_shards = shared_namespace is None or (
-            self._started_ray and started_ray_head(ray)
-        )
+        self.owns_shards = shared_namespace is None or (self._started_ray and started_ray_head(ray))
         remote = ray.remote(ShardServer)
         self._actors: list[Any] = []
         try:

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import threading
 import time
-from dataclasses import dataclass
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from memoryos_actors.errors import ActorCrashed, Overloaded, SystemClosed

@@ -57,7 +57,8 @@ def live_doors(data_dir: str | os.PathLike[str]) -> int:
 
 
 class FrontDoor:
-    """This process's registration as a front door of ``data_dir`` (see the module doc).
+    """This process's registration as a front door of ``data_dir`` (see the module doc);
+    a context manager.
 
     Raises :class:`~memoryos_actors.errors.DataDirLocked` while a process holds the data
     directory alone.
@@ -142,6 +143,12 @@ class FrontDoor:
         """Record where this door listens (shown when a command is refused)."""
         self.doc["url"] = url
         self._rewrite()
+
+    def __enter__(self) -> FrontDoor:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     def close(self) -> None:
         """Remove the door file and release the locks; idempotent."""
