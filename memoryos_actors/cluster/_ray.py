@@ -6,7 +6,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import contextlib
+import signal
+import threading
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,6 +25,19 @@ from ._routing import ClusterSettings
 from ._shard import ShardServer
 
 __all__ = ["RayCluster", "RayShardHost", "shard_actor_name", "started_ray_head"]
+
+
+@contextlib.contextmanager
+def _keep_sigterm_handler() -> Iterator[None]:
+    """Put back the SIGTERM handler ``ray.init`` replaces with its own (which exits at
+    once): a server's stop signal must close the memory system first."""
+    main = threading.current_thread() is threading.main_thread()
+    before = signal.getsignal(signal.SIGTERM) if main else None
+    try:
+        yield
+    finally:
+        if main and before is not None:
+            signal.signal(signal.SIGTERM, before)
 
 
 def shard_actor_name(shard: int) -> str:
@@ -167,11 +183,12 @@ class RayShardHost(ShardHost):
         self._ray = ray
         self._started_ray = False
         if not ray.is_initialized():
-            ray.init(
-                address=cluster.address,
-                namespace=cluster.namespace,
-                **{"include_dashboard": False, **cluster.init_kwargs},
-            )
+            with _keep_sigterm_handler():
+                ray.init(
+                    address=cluster.address,
+                    namespace=cluster.namespace,
+                    **{"include_dashboard": False, **cluster.init_kwargs},
+                )
             self._started_ray = True
         self.shards = len(dirs)
         # Shared shards outlive this facade, unless the Ray they run on is this process's
