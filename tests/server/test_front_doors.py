@@ -119,8 +119,6 @@ def loopback_ray() -> Iterator[LoopbackRay]:
                 "false",
                 "--dashboard-port",
                 str(_free_port()),
-                "--ray-client-server-port",
-                str(_free_port()),
                 "--dashboard-agent-listen-port",
                 str(_free_port()),
                 "--num-cpus",
