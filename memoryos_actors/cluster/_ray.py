@@ -40,9 +40,10 @@ def _keep_sigterm_handler() -> Iterator[None]:
             signal.signal(signal.SIGTERM, before)
 
 
-def shard_actor_name(shard: int) -> str:
-    """The Ray actor name of shared shard number ``shard`` (in its namespace)."""
-    return f"shard-{shard:04d}"
+def shard_actor_name(shard: int, generation: int) -> str:
+    """The Ray actor name of shared shard number ``shard`` of layout ``generation`` (in
+    its namespace, which names the generation too)."""
+    return f"shard-{shard:04d}-g{generation}"
 
 
 def started_ray_head(ray: Any) -> bool:
@@ -157,12 +158,12 @@ class RayCluster:
         settings = ClusterSettings(self.retry_seconds, self.call_timeout_seconds)
 
         def make_host(dirs: list[str]) -> RayShardHost:
-            namespace = None
+            namespace, generation = None, 1
             if self.shared:
                 layout = read_layout(data_dir)
                 assert layout is not None  # checked by open_cluster before this runs
-                namespace = shard_namespace(data_dir, layout)
-            return RayShardHost(self, dirs, config, shared_namespace=namespace)
+                namespace, generation = shard_namespace(data_dir, layout), layout.generation
+            return RayShardHost(self, dirs, config, namespace, generation)
 
         return open_cluster(
             data_dir, config, clock, self.shards, settings, make_host, shared=self.shared
@@ -178,6 +179,7 @@ class RayShardHost(ShardHost):
         dirs: list[str],
         config: MemoryConfig,
         shared_namespace: str | None = None,
+        generation: int = 1,
     ) -> None:
         ray = _import_ray()
         self._ray = ray
@@ -211,7 +213,7 @@ class RayShardHost(ShardHost):
                 if shared_namespace is not None:
                     # The first front door starts the shard; the others find it.
                     opts.update(
-                        name=shard_actor_name(n),
+                        name=shard_actor_name(n, generation),
                         namespace=shared_namespace,
                         lifetime="detached",
                         get_if_exists=True,

@@ -41,7 +41,8 @@ def _actors(data_dir: str | os.PathLike[str], ray: Any) -> list[tuple[int, Any]]
     found = []
     for n in range(layout.shards):
         try:
-            found.append((n, ray.get_actor(shard_actor_name(n), namespace=namespace)))
+            name = shard_actor_name(n, layout.generation)
+            found.append((n, ray.get_actor(name, namespace=namespace)))
         except ValueError:
             continue  # not running
     return found
