@@ -264,6 +264,9 @@ def test_two_front_doors_share_two_shards_through_faults(
         assert "1 front door" in done.stderr and doors[0].base_url in done.stderr
         layout = read_layout(data)
         assert layout is not None and (layout.shards, layout.generation) == (2, 1)
+        # So is stopping the shards under a running door.
+        done = _memoryos("shards", "stop", str(data), "--ray", loopback_ray.address, cwd=root)
+        assert done.returncode == 2 and "front door" in done.stderr, done.stderr
     finally:
         for door in doors:
             door.stop()
