@@ -102,7 +102,8 @@ def ray_cluster() -> Iterator[object]:
                 os.environ[key] = value
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Under pytest-xdist (``-n 2 --dist loadgroup``, the README's test command) every test
     that uses Ray runs in one worker: the cluster is one per test session, and each worker
     is a session of its own, so a second worker would start a second cluster."""
@@ -111,3 +112,21 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         backend = callspec.params.get("backend") if callspec is not None else None
         if "ray_cluster" in getattr(item, "fixturenames", ()) or backend == "ray":
             item.add_marker(pytest.mark.xdist_group("ray"))
+    if getattr(config.option, "loadgroup", False):  # set in xdist's workers only
+        _name_groups_in_node_ids(items)
+
+
+def _name_groups_in_node_ids(items: list[pytest.Item]) -> None:
+    """Append ``@<group>`` to the node id of each test with an ``xdist_group`` mark.
+
+    xdist's scheduler reads a test's group from its node id, and xdist 3.8 appends it by
+    setting ``item._nodeid``, which pytest 9.2 no longer reads (a node id is ``item._id``
+    now): the marks were ignored and each worker started a Ray cluster of its own. This
+    does what xdist means to, where it has not already (#27).
+    """
+    from _pytest.nodeid import NodeId
+
+    for item in items:
+        names = sorted({str(m.args[0]) for m in item.iter_markers("xdist_group") if m.args})
+        if names and "@" not in item.nodeid and hasattr(item, "_id"):
+            item._id = NodeId.parse(f"{item.nodeid}@{'_'.join(names)}")

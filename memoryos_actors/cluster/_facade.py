@@ -352,6 +352,44 @@ class ClusterMemoryOS:
             )
         return out
 
+    def shard_states(self, timeout: float = 1.0) -> list[dict[str, Any]]:
+        """Each shard's state now, for readiness checks: every shard is asked at once and
+        none waited for past ``timeout`` seconds in all (no retry, unlike the other calls).
+
+        One dict per shard, in shard order: ``shard``, ``state`` and, when it answered,
+        ``pid`` and ``incarnation`` (as in :meth:`shard_info`). ``state`` is ``"up"``,
+        ``"down"`` (its process died or is not running; the engine may be restarting it),
+        ``"not answering"`` (no answer within ``timeout``: starting, restarting or too
+        busy) or ``"failed"`` (it runs but cannot open its data directory; ``error`` says
+        why).
+        """
+        deadline = time.monotonic() + timeout
+        handles: list[Any] = []
+        for n in range(self.shards):
+            try:
+                handles.append(self._host.submit(n, "info"))
+            except ShardDown:
+                handles.append(None)
+        out: list[dict[str, Any]] = []
+        for n, handle in enumerate(handles):
+            row: dict[str, Any] = {"shard": n, "state": "down"}
+            out.append(row)
+            if handle is None:
+                continue
+            try:
+                info = self._host.result(handle, max(0.0, deadline - time.monotonic()))
+            except ShardDown:
+                continue
+            except (TimeoutError, MemoryOSError):
+                row["state"] = "not answering"
+                continue
+            row.update(pid=int(info["pid"]), incarnation=int(bool(info["restarted"])))
+            if info["open_error"] is not None:
+                row.update(state="failed", error=str(info["open_error"][2]))
+            else:
+                row["state"] = "up"
+        return out
+
     # -- data lifecycle --------------------------------------------------------------------
 
     def export_user(self, user_id: str, path: str | os.PathLike[str]) -> Path:

@@ -23,7 +23,7 @@ one memory, deletion, correction, history), ``routes_profiles``, ``routes_ops``
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -40,7 +40,7 @@ from .gate import ASGIApp, Gate, mcp_tenant
 from .http_errors import add_error_handlers
 from .keys import KeyStore
 from .metrics import ServerMetrics
-from .ratelimit import RateLimiter
+from .ratelimit import DOOR_RECOUNT_SECONDS, RateLimiter
 from .routes_memories import add_memory_routes
 from .routes_ops import add_ops_routes
 from .routes_profiles import add_profile_routes
@@ -70,6 +70,12 @@ class ServerSettings:
         mcp: also serve MCP (streamable HTTP) at ``/mcp`` (needs the ``mcp`` extra).
         ready_file: when set, ``{"host", "port", "pid"}`` is written there (JSON) once the
             server accepts connections; for scripts and tests that start it on port 0.
+        door_count: the number of live front doors (server processes over the same
+            shards) that share each key's request limit; each door allows its share,
+            ``rate / N`` and ``burst / N`` (at least 1). Called at most every
+            ``door_recount_seconds`` from the event loop, so it must be quick. None: this
+            server is the only door.
+        door_recount_seconds: seconds between two counts of the front doors.
     """
 
     data_dir: Path
@@ -82,6 +88,8 @@ class ServerSettings:
     burst: int = 100
     mcp: bool = False
     ready_file: Path | None = None
+    door_count: Callable[[], int] | None = None
+    door_recount_seconds: float = DOOR_RECOUNT_SECONDS
 
 
 def create_app(
@@ -148,7 +156,12 @@ def create_app(
     add_profile_routes(v1, state)
     app.include_router(v1)
     # The memory page (/ui): same keys, tenants and request limits as /v1.
-    limiter = RateLimiter(settings.rate_per_second, settings.burst)
+    limiter = RateLimiter(
+        settings.rate_per_second,
+        settings.burst,
+        door_count=settings.door_count,
+        recount_seconds=settings.door_recount_seconds,
+    )
     from .ui import mount_ui
 
     mount_ui(

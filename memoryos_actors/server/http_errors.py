@@ -13,6 +13,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from ..errors import (
     ActorCrashed,
+    DataDirLocked,
     GatewayError,
     InvalidInput,
     LayoutChanged,
@@ -49,6 +50,9 @@ STATUS: tuple[tuple[type[MemoryOSError], int], ...] = (
     (SystemClosed, 503),
     (ActorCrashed, 503),
     (LayoutChanged, 503),
+    # Only a shard raises it to a call: restarted, it waited for its directory's lock while
+    # the process it replaces was still exiting. Ask again once the engine restarts it.
+    (DataDirLocked, 503),
     (GatewayError, 502),
 )
 """The HTTP status of each memory error class, first match wins (any other: 500)."""

@@ -24,8 +24,8 @@ from ..aio import AsyncMemoryOS
 from ..errors import InvalidInput, MemoryOSError, UnknownMemory, UnknownUser
 from ..paging import check_limit, decode_cursor, memory_sort_key, page_of
 from ..store.archived import decode_archived
-from ..store.userstore import user_exists
 from .listing import DEFAULT_LIMIT, MAX_LIMIT, memory_kinds, read_memories
+from .state import user_on_disk
 from .tenancy import external_id, internal_id, internal_memory_id
 
 __all__ = ["build_mcp"]
@@ -91,7 +91,7 @@ def build_mcp(
         t = tenant(ctx)
         uid = internal_id(t, user_id)
         mem = memory()
-        if uid not in await mem.active_users() and not user_exists(mem.sync.data_dir, uid):
+        if not user_on_disk(mem.sync, uid) and uid not in await mem.active_users():
             raise UnknownUser(f"no user {user_id!r}")
         return t, uid
 

@@ -31,6 +31,7 @@ __all__ = [
     "MemoryOut",
     "PageOut",
     "ReadyResponse",
+    "ShardState",
     "RetrieveRequest",
     "RetrieveResponse",
     "SegmentOut",
@@ -301,8 +302,35 @@ class HealthResponse(BaseModel):
     )
 
 
+class ShardState(BaseModel):
+    """One shard of a server whose users are spread over shard processes."""
+
+    shard: int = Field(description="The shard number.")
+    state: Literal["up", "down", "not answering", "failed"] = Field(
+        description="up: answering; down: its process died or is not running (it is being "
+        "restarted); not answering: no answer within a second (starting, restarting or too "
+        "busy); failed: it runs but cannot open its data directory."
+    )
+    pid: int | None = Field(None, description="Its process id, when it answered.")
+    incarnation: int | None = Field(
+        None, description="0 for its first start, 1 once it was restarted."
+    )
+    error: str | None = Field(None, description="Why it failed, for failed.")
+
+
 class ReadyResponse(HealthResponse):
-    """Readiness, with how the LLM provider is doing."""
+    """Readiness, with how the LLM provider and, over shards, each shard is doing."""
+
+    status: Literal["ok", "starting", "stopping", "unavailable"] = Field(  # type: ignore[assignment]
+        description="ok: serving; starting or stopping: not accepting memory calls; "
+        "unavailable: a shard is not up (see shards)."
+    )
+    shards: list[ShardState] | None = Field(
+        None,
+        description="Over shards only: each shard's state (asked at most once a second). "
+        "A shard that is not up makes the server unready: its users' calls wait for it "
+        "or answer 503.",
+    )
 
     llm: LLMHealth | None = Field(
         None,

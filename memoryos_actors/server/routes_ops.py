@@ -1,5 +1,5 @@
 """The operations routes, outside ``/v1`` and without a key: liveness (``/healthz``),
-readiness with the LLM provider's state (``/readyz``) and Prometheus metrics
+readiness with the LLM provider's state and, over shards, each shard's (``/readyz``) and Prometheus metrics
 (``/metrics``)."""
 
 from __future__ import annotations
@@ -39,7 +39,10 @@ def add_ops_routes(app: FastAPI, state: ServerState, metrics: ServerMetrics) -> 
         response_model=m.ReadyResponse,
         tags=["ops"],
         responses={
-            503: {"model": m.HealthResponse, "description": "Not ready: starting or stopping."}
+            503: {
+                "model": m.ReadyResponse,
+                "description": "Not ready: starting, stopping, or a shard is not up.",
+            }
         },
         response_description="Ready for memory calls.",
     )
@@ -49,14 +52,25 @@ def add_ops_routes(app: FastAPI, state: ServerState, metrics: ServerMetrics) -> 
         `llm` tells how the LLM provider is doing (its circuit breakers, a configuration
         error, the last failure). A degraded provider does not make the server unready:
         memory calls still work, and chat replies come from the offline fallback, marked
-        so."""
+        so.
+
+        A server whose users are spread over shard processes also lists each shard's
+        state (`shards`, asked at most once a second): while a shard is not up, the answer
+        is 503 with status `unavailable` and `Retry-After`."""
         ready = state.status == "ok"
         body: dict[str, Any] = {"status": state.status}
         if ready and state.mem is not None:
+            shards = await state.readiness.states(state.mem.sync)
+            if shards is not None:
+                body["shards"] = shards
+                if state.readiness.unready(shards):
+                    ready = False
+                    body["status"] = "unavailable"
             gateway = getattr(state.mem.sync, "gateway_service", None)
             if gateway is not None:
                 body["llm"] = gateway.provider_health()
-        return JSONResponse(body, status_code=200 if ready else 503)
+        headers = None if ready else {"Retry-After": "1"}
+        return JSONResponse(body, status_code=200 if ready else 503, headers=headers)
 
     @app.get(
         "/metrics",

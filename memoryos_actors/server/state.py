@@ -13,12 +13,27 @@ from ..errors import MemoryOSError, SystemClosed, UnknownMemory, UnknownUser
 from ..store.userstore import user_exists
 from .gate import KEY_SCOPE
 from .keys import KeyRecord
+from .readiness import ShardReadiness
 from .tenancy import internal_id, internal_memory_id
 
 if TYPE_CHECKING:
     from .app import ServerSettings
 
-__all__ = ["ServerState"]
+__all__ = ["ServerState", "user_on_disk"]
+
+
+def user_on_disk(memory: Any, uid: str) -> bool:
+    """Whether library user ``uid`` has a directory in ``memory``'s data directory: one
+    ``stat()``, cheap enough for the event loop. Over shards the user lives in the data
+    directory of the shard that holds them, not in the top one."""
+    from ..cluster import ClusterMemoryOS
+
+    root = memory.data_dir
+    if isinstance(memory, ClusterMemoryOS):
+        from ..cluster import shard_dir
+
+        root = shard_dir(root, memory.shard_for(uid))
+    return user_exists(root, uid)
 
 
 class ServerState:
@@ -29,6 +44,8 @@ class ServerState:
         self.settings = settings
         self.mem: AsyncMemoryOS | None = None
         self.status = "starting"
+        #: Over shards, their cached states for ``/readyz``.
+        self.readiness = ShardReadiness()
 
     def memory(self) -> AsyncMemoryOS:
         """The memory system; :class:`SystemClosed` (503) unless the server is ready."""
@@ -57,9 +74,8 @@ class ServerState:
         tenant = self.tenant_of(request)
         uid = internal_id(tenant, user_id)
         mem = self.memory()
-        # One stat() of the user's directory: cheap enough for the event loop. A user being
-        # imported or created right now may be live before its directory shows.
-        if not user_exists(self.settings.data_dir, uid) and uid not in await mem.active_users():
+        # A user being imported or created right now may be live before its directory shows.
+        if not user_on_disk(mem.sync, uid) and uid not in await mem.active_users():
             raise UnknownUser(f"no user {user_id!r}")
         return tenant, uid
 

@@ -19,7 +19,7 @@ import numpy.typing as npt
 
 from memoryos_actors.clock import Clock, SystemClock
 from memoryos_actors.config import MemoryConfig
-from memoryos_actors.errors import EmbedderMismatch, InvalidInput
+from memoryos_actors.errors import InvalidInput
 from memoryos_actors.messages import (
     DEFAULT_ASSISTANT,
     AgentProfile,
@@ -31,6 +31,7 @@ from memoryos_actors.messages import (
     TraitLevel,
     UserProfile,
 )
+from memoryos_actors.tiers._state import state_dim
 from memoryos_actors.tiers.traits import TRAITS, TRAITS_BY_NAME
 
 __all__ = ["LPMCore"]
@@ -528,14 +529,8 @@ class LPMCore:
             InvalidInput: the state is malformed.
         """
         try:
-            if state["version"] != _STATE_VERSION:
-                raise InvalidInput(f"unsupported LPM state version {state['version']!r}")
-            stored = state["dim"]
-            if dim is not None and stored is not None and int(stored) != dim:
-                raise EmbedderMismatch(
-                    f"LPM state has {stored}-dimensional embeddings, expected {dim}"
-                )
-            core = cls(config, clock=clock, dim=int(stored) if stored is not None else dim)
+            stored = state_dim(state, _STATE_VERSION, dim, "LPM")
+            core = cls(config, clock=clock, dim=stored if stored is not None else dim)
             core._user_id = state["user_id"]
             core._profile = UserProfile.from_dict(state["profile"])
             for t in state["traits"]:

@@ -19,8 +19,9 @@ import numpy.typing as npt
 
 from memoryos_actors.clock import Clock
 from memoryos_actors.config import MemoryConfig
-from memoryos_actors.errors import EmbedderMismatch, InvalidInput
+from memoryos_actors.errors import InvalidInput
 from memoryos_actors.records import Page, normalize_keywords
+from memoryos_actors.tiers._state import state_dim
 from memoryos_actors.tiers.segments import Segment
 
 if TYPE_CHECKING:
@@ -75,13 +76,10 @@ def load(
         InvalidInput: the state is malformed.
     """
     try:
-        if state["version"] != STATE_VERSION:
-            raise InvalidInput(f"unsupported MTM state version {state['version']!r}")
-        stored_dim = int(state["dim"])
-        if dim is not None and dim != stored_dim:
-            raise EmbedderMismatch(
-                f"MTM state has {stored_dim}-dimensional embeddings, expected {dim}"
-            )
+        stored = state_dim(state, STATE_VERSION, dim, "MTM")
+        if stored is None:
+            raise ValueError("no embedding dimension")  # reported as a malformed state
+        stored_dim = stored
         core = cls(config, stored_dim, clock)
         core._user_id = state["user_id"]
         core._max_seq = int(state["max_seq"])

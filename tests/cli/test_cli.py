@@ -1,4 +1,7 @@
-"""The ``memoryos`` command, run end to end in a subprocess as a user would run it."""
+"""The ``memoryos`` command end to end: through its entry function in this process
+(:mod:`inprocess`), and in a subprocess, as a user runs it, where the process itself is
+what a test checks (the demo's clean terminal, the module entry points, exit codes and
+error lines of a failing command)."""
 
 from __future__ import annotations
 
@@ -11,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from inprocess import Ran, run_cli
 
 from memoryos_actors.cli import render_prometheus
 from memoryos_actors.cli._common import UsageError
@@ -26,7 +30,20 @@ def _run(
     stdin: str | None = None,
     cwd: Path | None = None,
     env_data_dir: Path | None = None,
+) -> Ran:
+    """The command in this process (see :mod:`inprocess`)."""
+    env = {"MEMORYOS_DATA_DIR": str(env_data_dir)} if env_data_dir is not None else None
+    return run_cli(*args, data_dir=data_dir, stdin=stdin, cwd=cwd or _REPO, env=env)
+
+
+def _run_process(
+    *args: str,
+    data_dir: Path | None = None,
+    stdin: str | None = None,
+    cwd: Path | None = None,
+    env_data_dir: Path | None = None,
 ) -> subprocess.CompletedProcess[str]:
+    """The command in a subprocess, as a user runs it."""
     env = {**os.environ, "COLUMNS": "100", "PYTHONPATH": str(_REPO)}
     env.pop("MEMORYOS_DATA_DIR", None)
     if env_data_dir is not None:
@@ -46,7 +63,7 @@ def _run(
     )
 
 
-def _ok(proc: subprocess.CompletedProcess[str]) -> str:
+def _ok(proc: Ran | subprocess.CompletedProcess[str]) -> str:
     assert proc.returncode == 0, proc.stderr
     assert "Traceback" not in proc.stderr
     return proc.stdout
@@ -226,7 +243,7 @@ def test_prometheus_rendering_escapes_label_values_and_declares_each_metric_once
 def test_demo_shows_tiers_promotion_provenance_and_recovery_without_noise(
     tmp_path: Path,
 ) -> None:
-    proc = _run("demo", data_dir=tmp_path / "demo")
+    proc = _run_process("demo", data_dir=tmp_path / "demo")
     out = _ok(proc)
     assert proc.stderr == ""  # no log lines or warnings leak to the terminal
     for needle in (
@@ -281,7 +298,7 @@ def test_bench_outside_a_checkout_says_to_run_it_from_one(tmp_path: Path) -> Non
 
 
 def test_both_module_entry_points_print_help() -> None:
-    assert "ingest" in _ok(_run("--help"))
+    assert "ingest" in _ok(_run_process("--help"))
     env = {**os.environ, "PYTHONPATH": str(_REPO)}
     proc = subprocess.run(
         [sys.executable, "-m", "memoryos_actors.cli", "stats", "--help"],
@@ -381,9 +398,9 @@ def test_the_data_dir_comes_from_memoryos_data_dir_when_no_flag_is_given(
 def test_unknown_user_and_missing_data_dir_are_clean_errors(tmp_path: Path) -> None:
     data = tmp_path / "data"
     data.mkdir()
-    proc = _run("inspect", "nobody", data_dir=data)
+    proc = _run_process("inspect", "nobody", data_dir=data)
     assert proc.returncode == 2 and "nobody" in proc.stderr and "Traceback" not in proc.stderr
-    proc = _run("stats", data_dir=tmp_path / "absent")
+    proc = _run_process("stats", data_dir=tmp_path / "absent")
     assert proc.returncode == 2 and "no data directory" in proc.stderr
     assert not (tmp_path / "absent").exists()
 

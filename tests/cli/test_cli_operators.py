@@ -1,6 +1,7 @@
 """The ``memoryos`` command as an operator meets it (issue #25): one namespace with the
-server, re-runnable ingest, sharded data directories, and the small frictions. Every test
-runs the command in a subprocess."""
+server, re-runnable ingest, sharded data directories, and the small frictions. The commands run
+in this process through the entry function (:mod:`inprocess`), except where a terminal
+is what is tested."""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 from typing import Any
+
+from inprocess import Ran, run_cli
 
 import memoryos_actors
 
@@ -22,24 +25,11 @@ def _run(
     stdin: str = "",
     env: dict[str, str] | None = None,
     cwd: Path | None = None,
-) -> subprocess.CompletedProcess[str]:
-    base = {k: v for k, v in os.environ.items() if not k.startswith("MEMORYOS_")}
-    cmd = [sys.executable, "-m", "memoryos_actors"]
-    if data_dir is not None:
-        cmd += ["--data-dir", str(data_dir)]
-    return subprocess.run(
-        [*cmd, *args],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        timeout=180,
-        env={**base, "COLUMNS": "100", "PYTHONPATH": str(_REPO), **(env or {})},
-        cwd=cwd or _REPO,
-        check=False,
-    )
+) -> Ran:
+    return run_cli(*args, data_dir=data_dir, stdin=stdin, env=env, cwd=cwd or _REPO)
 
 
-def _ok(proc: subprocess.CompletedProcess[str]) -> str:
+def _ok(proc: Ran | subprocess.CompletedProcess[str]) -> str:
     assert proc.returncode == 0, proc.stderr
     assert "Traceback" not in proc.stderr
     return proc.stdout

@@ -1,6 +1,7 @@
 """``memoryos doctor`` and the provider check of ``chat``, ``serve`` and ``mcp``, run as a
 user runs them (subprocesses) against a real HTTP provider on 127.0.0.1 that answers 401,
-404, 500 or nothing at all."""
+404, 500 or nothing at all. The doctor's checks that reach no provider (and so import no
+litellm into the test process) run in this process, through the entry function."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "gateway"))
 
 from fakeserver import Action, FakeOpenAIServer, refused_url
+from inprocess import run_cli
 
 _REPO = Path(__file__).resolve().parents[2]
 KEY_ENV = "FAKE_PROVIDER_CLI_KEY"  # not MEMORYOS_*: the CLI would refuse it as config
@@ -70,7 +72,7 @@ def keyed() -> Iterator[FakeOpenAIServer]:
 
 
 def test_doctor_offline_prints_one_line_per_check_and_exits_0(tmp_path: Path) -> None:
-    done = _run(tmp_path, "doctor")
+    done = run_cli("doctor", data_dir=tmp_path / "data", cwd=tmp_path, env={"COLUMNS": "200"})
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     assert [line.split()[:2] for line in lines] == [
@@ -124,7 +126,14 @@ def test_doctor_fails_a_key_file_others_can_read(tmp_path: Path) -> None:
     keys = tmp_path / "keys.json"
     keys.write_text('{"format": "memoryos-actors/api-keys", "version": 1, "keys": []}')
     keys.chmod(0o644)
-    done = _run(tmp_path, "doctor", "--keys-file", str(keys))
+    done = run_cli(
+        "doctor",
+        "--keys-file",
+        str(keys),
+        data_dir=tmp_path / "data",
+        cwd=tmp_path,
+        env={"COLUMNS": "200"},
+    )
     assert done.returncode == 1
     assert f"fail  key file  {keys} can be read by others (mode 0644): chmod 600" in done.stdout
 

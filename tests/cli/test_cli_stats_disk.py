@@ -1,5 +1,6 @@
 """``memoryos stats`` reads the data directory's files: what it loads, what it reports
-about damaged users, and where its log lines go (run as a subprocess, as a user runs it)."""
+about damaged users, and where its log lines go (what it imports in a subprocess, as a user
+runs it; the rest in this process, through the entry function)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+
+from inprocess import run_cli
 
 from memoryos_actors import MemoryConfig, MemoryOS
 from memoryos_actors.store.snapshot import list_snapshots
@@ -93,7 +96,7 @@ def test_stats_reports_damaged_users_on_stdout_logs_on_stderr_and_counts_the_oth
         path.unlink()
     (dee / WAL_FILE).write_bytes(bytes(64))
 
-    done = _stats(data)
+    done = run_cli("stats", data_dir=data, cwd=_REPO)  # no import is checked: in-process
     assert done.returncode == 0, done.stderr
     stats = json.loads(done.stdout)  # log lines never reach stdout
     assert sorted(stats["damaged"]) == ["bob", "cat"] and stats["damaged_users"] == 2

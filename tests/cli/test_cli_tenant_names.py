@@ -1,14 +1,14 @@
 """With ``--tenant``, the command line names users as the server does for that tenant's
 keys, in what it prints and in the files it writes, not only in what it reads (issue #25:
-one namespace). Every command runs in a subprocess."""
+one namespace). Every command runs in this process, through the entry function
+(:mod:`inprocess`)."""
 
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
+
+from inprocess import run_cli
 
 from memoryos_actors.store.export import read_export
 
@@ -16,16 +16,7 @@ _REPO = Path(__file__).resolve().parents[2]
 
 
 def _ok(*args: str, data: Path) -> str:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMORYOS_")}
-    done = subprocess.run(
-        [sys.executable, "-m", "memoryos_actors", "--data-dir", str(data), *args],
-        capture_output=True,
-        text=True,
-        timeout=180,
-        cwd=_REPO,
-        check=False,
-        env={**env, "COLUMNS": "100", "PYTHONPATH": str(_REPO)},
-    )
+    done = run_cli(*args, data_dir=data, cwd=_REPO)
     assert done.returncode == 0, done.stderr
     return done.stdout
 
@@ -69,25 +60,8 @@ def test_a_tenants_user_named_by_its_library_id_under_that_tenant_gets_the_right
         encoding="utf-8",
     )
     _ok("--tenant", "acme", "ingest", str(turns), data=data)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMORYOS_")}
-    miss = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "memoryos_actors",
-            "--data-dir",
-            str(data),
-            "--tenant",
-            "acme",
-            "inspect",
-            "acme:zoe",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=180,
-        cwd=_REPO,
-        check=False,
-        env={**env, "COLUMNS": "200", "PYTHONPATH": str(_REPO)},
+    miss = run_cli(
+        "--tenant", "acme", "inspect", "acme:zoe", data_dir=data, cwd=_REPO, env={"COLUMNS": "200"}
     )
     assert miss.returncode != 0
     # Not "drop --tenant": the user meant is acme's zoe, named 'zoe' under --tenant acme.

@@ -137,7 +137,9 @@ def test_the_cluster_facade_has_the_protocols_methods() -> None:
     public = _public(ClusterMemoryOS)
     assert sorted(set(API_METHODS) - public) == [], "MemoryAPI methods ClusterMemoryOS lacks"
     extra = public - set(API_METHODS)
-    assert sorted(extra) == ["shard_for", "shard_info"], "cluster-only methods changed"
+    assert sorted(extra) == ["shard_for", "shard_info", "shard_states"], (
+        "cluster-only methods changed"
+    )
 
 
 def test_the_async_facade_offers_every_method_as_a_coroutine() -> None:

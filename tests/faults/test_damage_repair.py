@@ -22,6 +22,7 @@ from typing import Any
 import msgpack
 import pytest
 from faultutil import check_ledger, small_config, turn_query
+from inprocess import Ran, run_cli
 
 from memoryos_actors import (
     CorruptDataError,
@@ -124,17 +125,9 @@ def _hashes(root: Path) -> dict[str, str]:
     }
 
 
-def _cli(*args: str, data_dir: Path) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMORYOS_")}
-    env.update(PYTHONPATH=str(_REPO), MEMORYOS_LOG_LEVEL="critical", COLUMNS="100")
-    return subprocess.run(
-        [sys.executable, "-m", "memoryos_actors", "--data-dir", str(data_dir), *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=300,
-        check=False,
-    )
+def _cli(*args: str, data_dir: Path) -> Ran:
+    # The command's output and exit code are what is checked: run in this process.
+    return run_cli(*args, data_dir=data_dir, env={"MEMORYOS_LOG_LEVEL": "critical"})
 
 
 # -- refusal -------------------------------------------------------------------------------

@@ -24,7 +24,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 from lifecycle_bench import run_trial, stored_keys  # noqa: E402
 
 
-@pytest.mark.parametrize("seed", [11, 12, 13, 14])
+# Two seeds of the same race (the threads' interleaving varies run to run anyway); four
+# repeated it at twice the cost, about 10 s each on a loaded 2-core machine (#27).
+# bench/lifecycle_bench.py runs as many trials as asked.
+@pytest.mark.parametrize("seed", [11, 13])
 def test_writers_racing_forget_import_export_passivate_and_janitor_keep_the_ledger(
     tmp_path: Path, seed: int
 ) -> None:

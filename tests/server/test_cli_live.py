@@ -5,40 +5,21 @@ names the users the server's keys see."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
+from inprocess import Ran, run_cli
 from srvutil import CONFIG_TOML, add_live_key, start_server
 
 
 def _cli(
     root: Path, data: Path, *args: str, env: dict[str, str] | None = None, stdin: str = ""
-) -> subprocess.CompletedProcess[str]:
-    base = {k: v for k, v in os.environ.items() if not k.startswith("MEMORYOS_")}
-    return subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "memoryos_actors",
-            "--data-dir",
-            str(data),
-            "--config",
-            str(root / "config.toml"),
-            *args,
-        ],
-        cwd=root,
-        env={**base, "COLUMNS": "100", **(env or {})},
-        input=stdin,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+) -> Ran:
+    # In this process (see tests/inprocess.py): the server is the real process here.
+    config = ("--config", str(root / "config.toml"))
+    return run_cli(*config, *args, data_dir=data, cwd=root, env=env, stdin=stdin)
 
 
-def _ok(proc: subprocess.CompletedProcess[str]) -> str:
+def _ok(proc: Ran) -> str:
     assert proc.returncode == 0, proc.stderr
     assert "Traceback" not in proc.stderr
     return proc.stdout

@@ -22,10 +22,10 @@ from fastapi import APIRouter, Query, Request, Response
 from ...aio import AsyncMemoryOS
 from ...config import MemoryConfig
 from ...errors import InvalidInput, MemoryOSError, UnknownMemory
-from ...store.userstore import user_exists
 from ...trait_table import TRAIT_CATEGORIES, TRAITS, TRAITS_BY_NAME
 from ..keys import KeyRecord, KeyStore
 from ..ratelimit import RateLimiter
+from ..state import user_on_disk
 from ..tenancy import external_id, external_memory_id, internal_id, internal_memory_id
 from .charts import heat_chart, history_chart
 from .sessions import Session, SessionStore
@@ -225,7 +225,7 @@ def build_router(
             raise UIError(404, "No such user", f"no user {user_id!r}") from None
         mem = memory()
         # One stat() of the user's directory, as the JSON API does.
-        if not user_exists(data_dir, uid) and uid not in await mem.active_users():
+        if not user_on_disk(mem.sync, uid) and uid not in await mem.active_users():
             raise UIError(404, "No such user", f"no user {user_id!r}")
         return uid
 
