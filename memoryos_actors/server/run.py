@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import logging
 import math
@@ -171,6 +172,13 @@ def serve(
             raise
         try:
             port = sock.getsockname()[1]
+            door = getattr(memory, "door", None)
+            if door is not None and settings.door_count is None:
+                # A front door: each key's limit is shared with the other live doors.
+                from ..cluster import live_doors
+
+                door_dir = door.data_dir
+                settings = dataclasses.replace(settings, door_count=lambda: live_doors(door_dir))
             app = create_app(settings, memory=memory)
             # uvicorn takes whole seconds here: rounded up, a request in flight gets at
             # least the time asked for.

@@ -29,7 +29,7 @@ import pytest
 
 pytest.importorskip("ray")
 
-from srvutil import Server, add_live_key, start_server  # noqa: E402
+from srvutil import Server, add_key, add_live_key, start_server  # noqa: E402
 from waiting import wait_until  # noqa: E402
 
 from memoryos_actors.cluster import live_doors, read_layout, shard_of  # noqa: E402
@@ -208,6 +208,18 @@ def test_two_front_doors_share_two_shards_through_faults(
         with doors[1].client(key) as c:
             wait_until(lambda: c.get("/v1/users").status_code == 200, "door 2 to take the key")
         assert live_doors(data) == 2
+
+        # A key's limit is shared by the live doors: burst 4 over 2 doors is 2 at each.
+        limited = add_key(root, keys, _TENANT, "--rate", "0.01", "--burst", "4")
+        for door in doors:
+            with door.client(limited) as c:
+                first = wait_until(
+                    lambda c=c: (r := c.get("/v1/users")).status_code != 401 and r,
+                    "the door to take the limited key",
+                )
+                assert first.status_code == 200, first.text
+                codes = [c.get("/v1/users").status_code for _ in range(2)]
+                assert codes == [200, 429], (door.base_url, codes)
 
         # Both doors at once, every turn to both with the same turn_key.
         acked: list[tuple[str, str]] = []
