@@ -28,20 +28,28 @@ def _connect(address: str | None) -> tuple[Any, bool]:
     ray = _import_ray()
     if ray.is_initialized():
         return ray, False
-    ray.init(address=address or "auto", include_dashboard=False, log_to_driver=False)
+    try:
+        ray.init(address=address or "auto", include_dashboard=False, log_to_driver=False)
+    except ConnectionError as exc:
+        raise StorageError(f"cannot reach the Ray cluster at {address or 'auto'}: {exc}") from None
     return ray, True
 
 
-def _actors(data_dir: str | os.PathLike[str], ray: Any) -> list[tuple[int, Any]]:
+def _names(data_dir: str | os.PathLike[str]) -> tuple[str, list[str]]:
+    """The Ray namespace and actor names of ``data_dir``'s shared shards (read before
+    connecting to Ray: a directory that is not sharded fails at once)."""
     root = Path(data_dir).resolve()
     layout = read_layout(root)
     if layout is None:
         raise ConfigError(f"{root} is not a sharded data directory (it has no shards.json)")
-    namespace = shard_namespace(root, layout)
+    names = [shard_actor_name(n, layout.generation) for n in range(layout.shards)]
+    return shard_namespace(root, layout), names
+
+
+def _actors(ray: Any, namespace: str, names: list[str]) -> list[tuple[int, Any]]:
     found = []
-    for n in range(layout.shards):
+    for n, name in enumerate(names):
         try:
-            name = shard_actor_name(n, layout.generation)
             found.append((n, ray.get_actor(name, namespace=namespace)))
         except ValueError:
             continue  # not running
@@ -57,10 +65,11 @@ def shared_shards(
     ``address``: the Ray cluster (default: the one this process is connected to, else
     ``"auto"``). ``timeout``: seconds to wait for each shard's answer.
     """
+    namespace, names = _names(data_dir)
     ray, connected = _connect(address)
     try:
         out = []
-        for n, actor in _actors(data_dir, ray):
+        for n, actor in _actors(ray, namespace, names):
             try:
                 info = ray.get(actor.info.remote(), timeout=timeout)
             except Exception as exc:  # noqa: BLE001 - any Ray failure: the shard is not up
@@ -99,10 +108,11 @@ def stop_shards(
         raise DataDirLocked(
             f"{data_dir} is served by {describe_doors(doors)}; stop them before the shards"
         )
+    namespace, names = _names(data_dir)
     ray, connected = _connect(address)
     try:
         stopped = []
-        for n, actor in _actors(data_dir, ray):
+        for n, actor in _actors(ray, namespace, names):
             try:
                 ray.get(actor.call.remote("close", (), {}), timeout=timeout)
             except Exception:  # noqa: BLE001, S110 - killed below all the same; the WAL has every turn
