@@ -118,12 +118,10 @@ def test_a_door_is_refused_while_the_directory_is_held_alone(tmp_path: Path) -> 
     assert live_doors(tmp_path) == 0
 
 
-def test_two_shared_facades_open_one_directory_and_register_their_generation(
-    tmp_path: Path,
-) -> None:
+def test_a_shared_facade_is_a_door_that_records_its_generation(tmp_path: Path) -> None:
     _sharded(tmp_path)
-    # Shards in this process lock their directories: the second facade shares the first
-    # one's shards only through Ray; here it is the registry that is shared.
+    # Shards in this process lock their directories, so only one such facade opens them
+    # (several share shards through Ray: tests/server/test_front_doors.py).
     with MemoryOS.open(tmp_path, _CFG, cluster=LocalCluster(shards=2, shared=True)) as mem:
         assert live_doors(tmp_path) == 1
         assert mem.users() == ["alice"]
