@@ -5,8 +5,9 @@ checks a configuration (LLM, embedder, data directory, key file; exit code 1 whe
 fails); the other subcommands work on a data directory (``--data-dir``, or
 ``MEMORYOS_DATA_DIR``, default ``./memoryos-data``): ``chat``, ``ingest``, ``inspect``,
 ``memories``, ``stats``, ``export``, ``import``, ``forget``, ``repair`` (a user's damaged
-files), ``rebalance`` (a sharded data directory's shard count); ``bench`` runs a benchmark
-from the ``bench/`` folder of a source checkout.
+files), ``rebalance`` (a sharded data directory's shard count), ``shards`` (list or stop
+the shared Ray shards of ``serve --ray``); ``bench`` runs a benchmark from the ``bench/``
+folder of a source checkout.
 
 ``--tenant`` (or ``$MEMORYOS_TENANT``) names users as the server and MCP name a tenant's
 users. The read commands (``inspect``, ``memories``, ``stats``, ``export``) take no lock,
@@ -48,7 +49,7 @@ from .demo import run_demo
 from .doctor import add_skip_flag
 from .doctor import doctor as run_doctor
 from .ingest import ingest
-from .maintenance import rebalance, repair
+from .maintenance import add_ray_address, rebalance, repair, shards
 from .portability import export, forget, import_
 from .views import inspect, memories, stats
 
@@ -74,6 +75,8 @@ def _parser() -> argparse.ArgumentParser:
         f"for its keys (default: ${TENANT_ENV}, else the plain user ids; "
         "mcp: 'default')",
     )
+    # serve and shards take --ray with an optional address: their parent has no --ray.
+    own_ray = argparse.ArgumentParser(add_help=False, parents=[common])
     common.add_argument(
         "--ray",
         action="store_true",
@@ -86,8 +89,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--version", action="version", version=f"memoryos {__version__}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
 
-    def add(name: str, help_text: str) -> argparse.ArgumentParser:
-        return sub.add_parser(name, help=help_text, description=help_text, parents=[common])
+    def add(name: str, help_text: str, *, ray_address: bool = False) -> argparse.ArgumentParser:
+        parent = own_ray if ray_address else common
+        return sub.add_parser(name, help=help_text, description=help_text, parents=[parent])
 
     d = add("demo", "scripted multi-user conversation, offline")
     d.add_argument("--script", help="a demo script JSON file (default: the one shipped)")
@@ -161,6 +165,21 @@ def _parser() -> argparse.ArgumentParser:
         "(--shards 1: back to an unsharded data directory)",
     )
     r.add_argument("--shards", type=int, required=True, help="the new shard count")
+    sh = add(
+        "shards",
+        "list or stop the shared Ray shards of a data directory (the shards `memoryos serve "
+        "--ray` front doors share; stop: each shard closes its memory system, then exits)",
+        ray_address=True,
+    )
+    sh.add_argument("action", choices=("list", "stop"))
+    sh.add_argument("dir", nargs="?", metavar="DATA_DIR", help="the data directory")
+    add_ray_address(sh, "the Ray cluster the shards run on (default: auto)")
+    sh.add_argument(
+        "--timeout",
+        type=float,
+        default=60.0,
+        help="stop: seconds each shard gets to close its memory system (default 60)",
+    )
     b = add("bench", "run a benchmark from the bench/ folder of a source checkout")
     b.add_argument("which", choices=sorted(BENCHES))
     b.add_argument("rest", nargs=argparse.REMAINDER, help="arguments for the benchmark")
@@ -183,6 +202,7 @@ _COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "forget": forget,
     "repair": repair,
     "rebalance": rebalance,
+    "shards": shards,
     "bench": run_bench,
 }
 

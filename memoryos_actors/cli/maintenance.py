@@ -1,5 +1,6 @@
 """Repairs of a data directory under its lock: ``memoryos repair`` (a user's damaged files)
-and ``memoryos rebalance`` (users moved between shard directories)."""
+and ``memoryos rebalance`` (users moved between shard directories); and ``memoryos
+shards`` (list or stop the shared Ray shards front doors leave running)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,19 @@ from typing import Any
 
 from ._common import config_from_args, existing_data_dir, lib_user, plain, quiet_logging
 
-__all__ = ["rebalance", "repair"]
+__all__ = ["add_ray_address", "rebalance", "repair", "shards"]
+
+
+def add_ray_address(parser: argparse.ArgumentParser, help_text: str) -> None:
+    """Add ``--ray [ADDRESS]``: ``True`` when given alone, else the address string."""
+    parser.add_argument(
+        "--ray",
+        nargs="?",
+        const=True,
+        default=argparse.SUPPRESS,
+        metavar="ADDRESS",
+        help=help_text,
+    )
 
 
 def repair(args: argparse.Namespace) -> int:
@@ -90,4 +103,34 @@ def rebalance(args: argparse.Namespace) -> int:
 
     for user, (src, dst) in sorted(report.moved.items()):
         print(plain(f"  {user}: {where(src)} -> {where(dst)}"))
+    return 0
+
+
+def shards(args: argparse.Namespace) -> int:
+    """``memoryos shards list|stop [DATA_DIR] --ray ADDRESS``: the shared Ray shards of a
+    data directory (see :func:`~memoryos_actors.cluster.stop_shards`)."""
+    from ..cluster import shared_shards, stop_shards
+    from ._common import UsageError
+
+    if args.dir:
+        args.data_dir = args.dir
+    path = existing_data_dir(args)
+    address = None if args.ray in (True, False) else str(args.ray)
+    if args.action == "list":
+        found = shared_shards(path, address)
+        if not found:
+            print(f"no shard of {path} is running")
+        for info in found:
+            print(
+                f"shard {info.shard}: pid {info.pid}  node {info.node_id or '-'}  "
+                f"restarted {'yes' if info.incarnation else 'no'}  {info.data_dir}"
+            )
+        return 0
+    if args.timeout is None or args.timeout <= 0:
+        raise UsageError("--timeout must be a positive number of seconds")
+    stopped = stop_shards(path, address, timeout=args.timeout)
+    print(
+        f"stopped {len(stopped)} shards of {path}"
+        + (f": {', '.join(str(n) for n in stopped)}" if stopped else " (none was running)")
+    )
     return 0

@@ -86,7 +86,12 @@ def _serve(args: argparse.Namespace) -> int:
         ready_file=Path(args.ready_file) if args.ready_file else None,
     )
     with _named_holder(settings.data_dir):
-        serve(settings, shutdown_timeout=args.shutdown_timeout, ray=args.ray)
+        serve(
+            settings,
+            shutdown_timeout=args.shutdown_timeout,
+            ray=args.ray,
+            shards=args.shards,
+        )
     return 0
 
 
@@ -142,11 +147,31 @@ def _keys(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_parsers(add: Callable[[str, str], argparse.ArgumentParser]) -> None:
+def add_parsers(add: Callable[..., argparse.ArgumentParser]) -> None:
     """Add ``serve``, ``mcp`` and ``keys`` with ``add(name, help) -> parser``."""
     from .doctor import add_skip_flag
+    from .maintenance import add_ray_address
 
-    s = add("serve", "serve the HTTP JSON API (extra: server; --mcp adds MCP at /mcp)")
+    s = add(
+        "serve",
+        "serve the HTTP JSON API (extra: server; --mcp adds MCP at /mcp). With --ray, serve "
+        "a sharded data directory as one of several front doors: every `memoryos serve "
+        "--ray ADDRESS` over the same data directory and Ray cluster serves the same users "
+        "through the same shards, which keep running when the doors stop (`memoryos "
+        "shards stop` closes them)",
+        ray_address=True,
+    )
+    add_ray_address(
+        s,
+        "run the shards on Ray, shared by every front door: alone, a local Ray (or the "
+        "one this machine runs); 'auto' or HOST:PORT joins that cluster (extra: ray)",
+    )
+    s.add_argument(
+        "--shards",
+        type=int,
+        help="shard count: an empty data directory becomes sharded with N shards; a sharded "
+        "one must have N already (else run `memoryos rebalance --shards N`)",
+    )
     s.add_argument("--host", default="127.0.0.1", help="address (default 127.0.0.1)")
     s.add_argument("--port", type=int, default=8080, help="TCP port, 0 for any (default 8080)")
     s.add_argument(

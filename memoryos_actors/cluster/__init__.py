@@ -12,8 +12,10 @@ Users are placed on shards by a stable hash of their id (:func:`shard_of`); each
 one process running the in-process system over its own data directory under the data
 directory; :func:`rebalance_shards` changes the shard count and :func:`unshard` makes it
 an in-process data directory again. :class:`InProcessCluster` opens a sharded data
-directory with its shards in the calling process. Names are loaded on first
-use: importing this package does not import Ray.
+directory with its shards in the calling process. ``RayCluster(shared=True)`` opens one
+of several front doors over the same detached Ray shards (:mod:`.doors`;
+:func:`live_doors` counts them, :func:`stop_shards` closes the shards). Names are loaded
+on first use: importing this package does not import Ray.
 """
 
 from __future__ import annotations
@@ -29,6 +31,10 @@ _EXPORTS: dict[str, str] = {
     "open_data_dir": "memoryos_actors.cluster._local",
     "RebalanceReport": "memoryos_actors.cluster._placement",
     "ShardInfo": "memoryos_actors.cluster._backend",
+    "live_doors": "memoryos_actors.cluster.doors",
+    "shard_namespace": "memoryos_actors.cluster._placement",
+    "shared_shards": "memoryos_actors.cluster._shared",
+    "stop_shards": "memoryos_actors.cluster._shared",
     "rebalance_shards": "memoryos_actors.cluster._placement",
     "read_layout": "memoryos_actors.cluster._placement",
     "shard_dir": "memoryos_actors.cluster._placement",
@@ -44,11 +50,15 @@ __all__ = [
     "RayCluster",
     "RebalanceReport",
     "ShardInfo",
+    "live_doors",
     "open_data_dir",
     "read_layout",
     "rebalance_shards",
     "shard_dir",
+    "shard_namespace",
     "shard_of",
+    "shared_shards",
+    "stop_shards",
     "unshard",
 ]
 
@@ -61,10 +71,13 @@ if TYPE_CHECKING:
         read_layout,
         rebalance_shards,
         shard_dir,
+        shard_namespace,
         shard_of,
         unshard,
     )
     from ._ray import RayCluster
+    from ._shared import shared_shards, stop_shards
+    from .doors import live_doors
 
 
 __getattr__ = lazy_getattr(__name__, _EXPORTS, globals())

@@ -56,6 +56,10 @@ class ShardHost(abc.ABC):
 
     shards: int
 
+    #: Whether closing the facade closes the shards (``False`` for shared shards, which
+    #: outlive their front doors).
+    owns_shards: bool = True
+
     @abc.abstractmethod
     def submit(self, shard: int, method: str, *args: Any) -> Any:
         """Send ``method(*args)`` to shard ``shard``; return a handle for :meth:`result`."""

@@ -45,6 +45,7 @@ from ._backend import ShardDown, ShardHost, ShardInfo
 from ._placement import shard_dir, shard_of
 from ._routing import ClusterSettings, ShardCalls
 from ._shard import error_from_reply
+from .doors import FrontDoor, LayoutWatch
 
 if TYPE_CHECKING:
     from memoryos_actors.memories import ArchivedMemories, Memory, MemoryEvent, MemoryList
@@ -72,7 +73,9 @@ class ClusterMemoryOS:
         host: ShardHost,
         settings: ClusterSettings,
         *,
-        _lock: DataDirLock,
+        _lock: DataDirLock | None,
+        _door: FrontDoor | None = None,
+        _watch: LayoutWatch | None = None,
     ) -> None:
         self.data_dir = data_dir
         self.config = config
@@ -80,8 +83,12 @@ class ClusterMemoryOS:
         self.shards = host.shards
         self._host = host
         self._lock = _lock
+        #: This process's front door registration when opened shared (else ``None``).
+        self.door = _door
+        #: The layout generation this facade routes by.
+        self.generation = _watch.generation if _watch is not None else 1
         #: Every call to the shards goes through here (retries, fan-out, in-flight count).
-        self._calls = ShardCalls(host, settings)
+        self._calls = ShardCalls(host, settings, guard=None if _watch is None else _watch.check)
 
     def __enter__(self) -> ClusterMemoryOS:
         return self
@@ -437,18 +444,25 @@ class ClusterMemoryOS:
         directory. Idempotent."""
         if not self._calls.drain(timeout):
             return  # closed before
+        # Closing is not routing: it goes to this facade's own shards whatever the layout.
+        self._calls.guard = None
         try:
-            try:
-                self._calls.call_all("close", timeout=timeout)
-            except MemoryOSError as exc:
-                # A shard that cannot snapshot loses nothing: its WAL has every turn.
-                log.warning("close.shard_failed", error=repr(exc))
+            # Shared shards outlive their front doors (`memoryos shards stop` closes them).
+            if self._host.owns_shards:
+                try:
+                    self._calls.call_all("close", timeout=timeout)
+                except MemoryOSError as exc:
+                    # A shard that cannot snapshot loses nothing: its WAL has every turn.
+                    log.warning("close.shard_failed", error=repr(exc))
         finally:
             self._calls.mark_closed()
             try:
                 self._host.close()
             finally:
-                self._lock.release()
+                if self._lock is not None:
+                    self._lock.release()
+                if self.door is not None:
+                    self.door.close()
 
 
 def open_cluster(
@@ -458,10 +472,15 @@ def open_cluster(
     shards: int,
     settings: ClusterSettings,
     make_host: Callable[[list[str]], ShardHost],
+    *,
+    shared: bool = False,
 ) -> ClusterMemoryOS:
     """Lock ``data_dir``, check its shard layout, start the shards, return the facade.
 
-    ``make_host`` gets the shards' data directories and starts one shard on each.
+    ``make_host`` gets the shards' data directories and starts one shard on each (it may
+    read the layout: it is checked by then). With ``shared`` the facade is a front door:
+    it registers as one (:class:`~memoryos_actors.cluster.doors.FrontDoor`) instead of
+    taking the data directory's exclusive lock.
     """
     from ._placement import check_layout
 
@@ -473,17 +492,27 @@ def open_cluster(
     # Shard processes have their own working directory (and maybe another machine): give
     # them absolute paths.
     data_dir = data_dir.resolve()
-    lock = DataDirLock(data_dir)
+    lock: DataDirLock | None = None
+    door: FrontDoor | None = None
+    if shared:
+        door = FrontDoor(data_dir)
+    else:
+        lock = DataDirLock(data_dir)
     host: ShardHost | None = None
     try:
-        check_layout(data_dir, shards)
+        layout = check_layout(data_dir, shards)
+        watch = LayoutWatch(data_dir, layout.generation)
+        if door is not None:
+            door.opened(layout.generation)
         dirs = []
         for n in range(shards):
             d = shard_dir(data_dir, n)
             d.mkdir(exist_ok=True)
             dirs.append(str(d))
         host = make_host(dirs)
-        mem = ClusterMemoryOS(data_dir, config, clock, host, settings, _lock=lock)
+        mem = ClusterMemoryOS(
+            data_dir, config, clock, host, settings, _lock=lock, _door=door, _watch=watch
+        )
         for n in range(shards):
             try:
                 info = host.result(host.submit(n, "info"), settings.call_timeout_seconds)
@@ -495,5 +524,8 @@ def open_cluster(
     except BaseException:
         if host is not None:
             host.close()
-        lock.release()
+        if lock is not None:
+            lock.release()
+        if door is not None:
+            door.close()
         raise

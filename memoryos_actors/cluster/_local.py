@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from memoryos_actors.clock import Clock
 from memoryos_actors.config import MemoryConfig
-from memoryos_actors.errors import InvalidInput
+from memoryos_actors.errors import ConfigError, InvalidInput
 
 from ._backend import ShardHost
 from ._facade import ClusterMemoryOS, open_cluster
@@ -94,19 +94,50 @@ class InProcessCluster:
 
 
 def open_data_dir(
-    data_dir: str | os.PathLike[str], config: MemoryConfig | None = None, *, ray: bool = False
+    data_dir: str | os.PathLike[str],
+    config: MemoryConfig | None = None,
+    *,
+    ray: bool | str = False,
+    shards: int | None = None,
+    shared: bool = False,
 ) -> MemoryOS | ClusterMemoryOS:
     """Open ``data_dir`` whatever its kind: an in-process data directory as
     :meth:`MemoryOS.open <memoryos_actors.MemoryOS.open>` does, a sharded one (it has
     ``shards.json``) with its recorded shard count, in this process or, with ``ray``, as
-    Ray shards (:class:`~memoryos_actors.cluster.RayCluster` with its defaults)."""
+    Ray shards (:class:`~memoryos_actors.cluster.RayCluster`).
+
+    Args:
+        ray: ``False``: shards in this process; ``True``: Ray shards on the Ray this
+            process is connected to, else a local one; a string: the address of the Ray
+            cluster to join (``"auto"``, ``"host:port"``).
+        shards: the shard count the caller expects: an empty (or missing) data directory
+            becomes a sharded one with this many shards; a sharded one with another count
+            is refused with :class:`~memoryos_actors.errors.ConfigError` (run
+            ``memoryos rebalance``). ``None``: whatever the directory is.
+        shared: with ``ray``, open as one of several front doors of the same shards
+            (``RayCluster(shared=True)``).
+    """
     from memoryos_actors.system import MemoryOS
 
     layout = read_layout(data_dir) if Path(data_dir).is_dir() else None
-    if layout is None:
+    if shards is not None:
+        if isinstance(shards, bool) or not isinstance(shards, int) or not 1 <= shards:
+            raise InvalidInput(f"shards must be an int >= 1, got {shards!r}")
+        if layout is not None and layout.shards != shards:
+            raise ConfigError(
+                f"{data_dir} holds {layout.shards} shards, not {shards}; run `memoryos "
+                f"rebalance --shards {shards}` first (with every server of it stopped)"
+            )
+        count = shards
+    elif layout is None:
         return MemoryOS.open(data_dir, config)
-    if ray:
+    else:
+        count = layout.shards
+    if ray is not False:
         from ._ray import RayCluster
 
-        return MemoryOS.open(data_dir, config, cluster=RayCluster(shards=layout.shards))
-    return MemoryOS.open(data_dir, config, cluster=InProcessCluster(shards=layout.shards))
+        address = None if ray is True else str(ray)
+        cluster: Any = RayCluster(address=address, shards=count, shared=shared)
+    else:
+        cluster = InProcessCluster(shards=count)
+    return MemoryOS.open(data_dir, config, cluster=cluster)

@@ -30,11 +30,18 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from memoryos_actors.errors import ConfigError, CorruptDataError, InvalidInput, StorageError
+from memoryos_actors.errors import (
+    ConfigError,
+    CorruptDataError,
+    DataDirLocked,
+    InvalidInput,
+    StorageError,
+)
 from memoryos_actors.store._files import fsync_dir
 from memoryos_actors.store.lock import DataDirLock
 from memoryos_actors.store.userstore import USERS_DIR, list_users, user_path
@@ -46,9 +53,11 @@ __all__ = [
     "RebalanceReport",
     "ShardLayout",
     "jump_hash",
+    "new_cluster_id",
     "read_layout",
     "rebalance_shards",
     "shard_dir",
+    "shard_namespace",
     "shard_of",
     "unshard",
     "user_key",
@@ -114,10 +123,18 @@ class ShardLayout:
         shards: the shard count users are placed by.
         rebalancing_from: the previous shard count while a rebalance is in progress, else
             ``None``.
+        generation: counts the layout's changes: 1 when the directory became sharded, one
+            more at every :func:`rebalance_shards` (a file without it reads as 1). A front
+            door that sees another generation than the one it opened stops routing.
+        cluster_id: the data directory's identity (a random hex id made when it became
+            sharded; ``None`` in files written before it existed); names the shared Ray
+            shards with the generation (see :func:`shard_namespace`).
     """
 
     shards: int
     rebalancing_from: int | None = None
+    generation: int = 1
+    cluster_id: str | None = None
 
 
 def read_layout(data_dir: str | os.PathLike[str]) -> ShardLayout | None:
@@ -143,7 +160,13 @@ def read_layout(data_dir: str | os.PathLike[str]) -> ShardLayout | None:
             raise ValueError(f"placement {doc.get('placement')!r} is not {PLACEMENT!r}")
         shards = int(doc["shards"])
         moving = doc.get("rebalancing_from")
-        layout = ShardLayout(shards, None if moving is None else int(moving))
+        generation = int(doc.get("generation", 1))
+        ident = doc.get("cluster_id")
+        if ident is not None and not (isinstance(ident, str) and ident.isalnum()):
+            raise ValueError(f"cluster_id {ident!r} is not an alphanumeric string")
+        if generation < 1:
+            raise ValueError(f"generation {generation} is not >= 1")
+        layout = ShardLayout(shards, None if moving is None else int(moving), generation, ident)
     except (UnicodeDecodeError, ValueError, KeyError, TypeError, AttributeError) as exc:
         raise CorruptDataError(f"{path}: not a usable shard layout: {exc}") from None
     if not 1 <= layout.shards <= MAX_SHARDS:
@@ -151,35 +174,91 @@ def read_layout(data_dir: str | os.PathLike[str]) -> ShardLayout | None:
     return layout
 
 
-def write_layout(data_dir: str | os.PathLike[str], layout: ShardLayout) -> None:
-    """Write ``shards.json`` atomically (temporary file, fsync, rename, directory fsync)."""
-    root = Path(data_dir)
+def _layout_bytes(layout: ShardLayout) -> bytes:
     doc: dict[str, Any] = {
         "format": _LAYOUT_FORMAT,
         "version": _LAYOUT_VERSION,
         "placement": PLACEMENT,
         "shards": layout.shards,
+        "generation": layout.generation,
     }
+    if layout.cluster_id is not None:
+        doc["cluster_id"] = layout.cluster_id
     if layout.rebalancing_from is not None:
         doc["rebalancing_from"] = layout.rebalancing_from
-    tmp = root / (LAYOUT_FILE + ".tmp")
+    return json.dumps(doc, indent=1).encode("utf-8")
+
+
+def _write_tmp(root: Path, layout: ShardLayout) -> Path:
+    # A name of its own: front doors opening a new directory at once each write one.
+    tmp = root / f"{LAYOUT_FILE}.{uuid.uuid4().hex}.tmp"
+    with open(tmp, "wb") as fh:
+        fh.write(_layout_bytes(layout))
+        fh.flush()
+        os.fsync(fh.fileno())
+    return tmp
+
+
+def write_layout(data_dir: str | os.PathLike[str], layout: ShardLayout) -> None:
+    """Write ``shards.json`` atomically (temporary file, fsync, rename, directory fsync)."""
+    root = Path(data_dir)
     try:
-        with open(tmp, "wb") as fh:
-            fh.write(json.dumps(doc, indent=1).encode("utf-8"))
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, root / LAYOUT_FILE)
+        tmp = _write_tmp(root, layout)
+        try:
+            os.replace(tmp, root / LAYOUT_FILE)
+        finally:
+            tmp.unlink(missing_ok=True)
         fsync_dir(root)
     except OSError as exc:
         raise StorageError(f"{root / LAYOUT_FILE}: cannot write the shard layout: {exc}") from exc
 
 
-def check_layout(data_dir: str | os.PathLike[str], shards: int) -> None:
-    """Make ``data_dir`` a sharded data directory for ``shards`` shards, or refuse.
+def new_cluster_id() -> str:
+    """A fresh identity for a data directory that becomes sharded (32 hex digits)."""
+    return uuid.uuid4().hex
 
-    A new directory gets a layout file. An existing layout with another count, an
-    interrupted rebalance, or users stored directly in ``data_dir`` (an in-process data
-    directory) raise :class:`ConfigError` telling what to run.
+
+def _create_layout(root: Path, layout: ShardLayout) -> bool:
+    """Write ``shards.json`` only if there is none (a hard link fails on an existing
+    name, so two processes creating it at once leave exactly one); True if this call
+    created it."""
+    try:
+        tmp = _write_tmp(root, layout)
+        try:
+            os.link(tmp, root / LAYOUT_FILE)
+        except FileExistsError:
+            return False
+        finally:
+            tmp.unlink(missing_ok=True)
+        fsync_dir(root)
+    except OSError as exc:
+        raise StorageError(f"{root / LAYOUT_FILE}: cannot write the shard layout: {exc}") from exc
+    return True
+
+
+def shard_namespace(data_dir: str | os.PathLike[str], layout: ShardLayout) -> str:
+    """The Ray namespace of ``data_dir``'s shared shards for ``layout``'s generation.
+
+    Derived from the directory's ``cluster_id`` (or, for a layout written before it
+    existed, a digest of the directory's absolute path) and the generation, so that
+    every front door of one generation finds the same shards, and shards of another
+    generation are never found.
+    """
+    ident = layout.cluster_id
+    if ident is None:
+        path = os.fsencode(Path(data_dir).resolve())
+        ident = hashlib.blake2b(path, digest_size=8).hexdigest()
+    return f"memoryos-{ident}-g{layout.generation}"
+
+
+def check_layout(data_dir: str | os.PathLike[str], shards: int) -> ShardLayout:
+    """Make ``data_dir`` a sharded data directory for ``shards`` shards, or refuse; return
+    its layout.
+
+    A new directory gets a layout file (generation 1, a new ``cluster_id``; created
+    atomically, so front doors opening it at once agree on one). An existing layout with
+    another count, an interrupted rebalance, or users stored directly in ``data_dir`` (an
+    in-process data directory) raise :class:`ConfigError` telling what to run.
     """
     root = Path(data_dir)
     layout = read_layout(root)
@@ -189,8 +268,10 @@ def check_layout(data_dir: str | os.PathLike[str], shards: int) -> None:
                 f"{root} is an in-process data directory (it has users/); run "
                 f"rebalance_shards(data_dir, {shards}) once to move its users into shards"
             )
-        write_layout(root, ShardLayout(shards))
-        return
+        _create_layout(root, ShardLayout(shards, cluster_id=new_cluster_id()))
+        layout = read_layout(root)
+        if layout is None:
+            raise StorageError(f"{root / LAYOUT_FILE} vanished while it was being created")
     if layout.rebalancing_from is not None:
         raise ConfigError(
             f"{root}: a rebalance from {layout.rebalancing_from} to {layout.shards} shards was "
@@ -199,8 +280,10 @@ def check_layout(data_dir: str | os.PathLike[str], shards: int) -> None:
     if layout.shards != shards:
         raise ConfigError(
             f"{root} holds {layout.shards} shards, the cluster asks for {shards}; run "
-            f"rebalance_shards(data_dir, {shards}) first (with no facade open)"
+            f"rebalance_shards(data_dir, {shards}) (`memoryos rebalance --shards {shards}`) "
+            "first, with no facade or front door open"
         )
+    return layout
 
 
 @dataclass(frozen=True, slots=True)
@@ -301,11 +384,25 @@ def rebalance_shards(data_dir: str | os.PathLike[str], shards: int) -> Rebalance
                 f"first: run rebalance_shards(data_dir, {layout.shards})"
             )
         existing = _existing_shards(root)
+        # The next generation from the first write on: a front door still open on the
+        # old one sees the change (and stops routing) as soon as anything moves. An
+        # interrupted rebalance being finished keeps the generation it started.
+        generation = 1 if layout is None else layout.generation
+        if layout is not None and layout.rebalancing_from is None:
+            generation += 1
+        ident = (layout.cluster_id if layout is not None else None) or new_cluster_id()
         locks = []
         try:
             for n in existing:
-                locks.append(DataDirLock(shard_dir(root, n)))
-            write_layout(root, ShardLayout(shards, rebalancing_from=before))
+                try:
+                    locks.append(DataDirLock(shard_dir(root, n)))
+                except DataDirLocked as exc:
+                    raise DataDirLocked(
+                        f"shard {n} of generation {0 if layout is None else layout.generation} "
+                        f"is still running ({exc}); stop the shards first (`memoryos shards "
+                        "stop DATA_DIR --ray ADDRESS`, or close the facade)"
+                    ) from None
+            write_layout(root, ShardLayout(shards, before, generation=generation, cluster_id=ident))
             moved: dict[str, tuple[int, int]] = {}
             # Users of an in-process data directory first, then every shard's users.
             sources = [(-1, root)] + [(n, shard_dir(root, n)) for n in existing]
@@ -328,7 +425,7 @@ def rebalance_shards(data_dir: str | os.PathLike[str], shards: int) -> Rebalance
         users_root = root / USERS_DIR
         if users_root.is_dir() and not any(users_root.iterdir()):
             users_root.rmdir()
-        write_layout(root, ShardLayout(shards))
+        write_layout(root, ShardLayout(shards, generation=generation, cluster_id=ident))
     return RebalanceReport(before, shards, moved, tuple(removed))
 
 

@@ -6,7 +6,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import contextlib
+import signal
+import threading
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -17,11 +20,39 @@ from memoryos_actors.errors import ActorCrashed, InvalidInput, MemoryOSError
 
 from ._backend import ShardDown, ShardHost
 from ._facade import ClusterMemoryOS, open_cluster
-from ._placement import MAX_SHARDS
+from ._placement import MAX_SHARDS, read_layout, shard_namespace
 from ._routing import ClusterSettings
 from ._shard import ShardServer
 
-__all__ = ["RayCluster", "RayShardHost"]
+__all__ = ["RayCluster", "RayShardHost", "shard_actor_name", "started_ray_head"]
+
+
+@contextlib.contextmanager
+def _keep_sigterm_handler() -> Iterator[None]:
+    """Put back the SIGTERM handler ``ray.init`` replaces with its own (which exits at
+    once): a server's stop signal must close the memory system first."""
+    main = threading.current_thread() is threading.main_thread()
+    before = signal.getsignal(signal.SIGTERM) if main else None
+    try:
+        yield
+    finally:
+        if main and before is not None:
+            signal.signal(signal.SIGTERM, before)
+
+
+def shard_actor_name(shard: int, generation: int) -> str:
+    """The Ray actor name of shared shard number ``shard`` of layout ``generation`` (in
+    its namespace, which names the generation too)."""
+    return f"shard-{shard:04d}-g{generation}"
+
+
+def started_ray_head(ray: Any) -> bool:
+    """Whether this process started the Ray it is connected to (rather than joined one)."""
+    try:
+        node = ray._private.worker._global_node
+        return bool(node is not None and node.head)
+    except AttributeError:
+        return False
 
 
 def _import_ray() -> Any:
@@ -69,6 +100,14 @@ class RayCluster:
         call_timeout_seconds: how long a call waits for its shard, seconds.
         lock_wait_seconds: how long a restarted shard waits for the lock of its data
             directory while the process it replaces is still exiting, seconds.
+        shared: open the facade as one of several front doors of the same shards: each
+            shard is a named, detached Ray actor in a namespace derived from the data
+            directory's identity and layout generation
+            (:func:`~memoryos_actors.cluster.shard_namespace`), started by the first door
+            and found by the others; the facade takes no exclusive lock (see
+            :mod:`~memoryos_actors.cluster.doors`) and its ``close`` leaves the shards
+            running, unless this process started Ray itself (then they close with it).
+            :func:`~memoryos_actors.cluster.stop_shards` closes them.
     """
 
     address: str | None = None
@@ -83,6 +122,7 @@ class RayCluster:
     retry_seconds: float = 60.0
     call_timeout_seconds: float = 120.0
     lock_wait_seconds: float = 30.0
+    shared: bool = False
 
     def __post_init__(self) -> None:
         if (
@@ -116,31 +156,46 @@ class RayCluster:
         """Start the shards over ``data_dir`` and return the facade (used by
         ``MemoryOS.open``)."""
         settings = ClusterSettings(self.retry_seconds, self.call_timeout_seconds)
+
+        def make_host(dirs: list[str]) -> RayShardHost:
+            namespace, generation = None, 1
+            if self.shared:
+                layout = read_layout(data_dir)
+                assert layout is not None  # checked by open_cluster before this runs
+                namespace, generation = shard_namespace(data_dir, layout), layout.generation
+            return RayShardHost(self, dirs, config, namespace, generation)
+
         return open_cluster(
-            data_dir,
-            config,
-            clock,
-            self.shards,
-            settings,
-            lambda dirs: RayShardHost(self, dirs, config),
+            data_dir, config, clock, self.shards, settings, make_host, shared=self.shared
         )
 
 
 class RayShardHost(ShardHost):
     """Starts one Ray actor per shard and carries calls to them."""
 
-    def __init__(self, cluster: RayCluster, dirs: list[str], config: MemoryConfig) -> None:
+    def __init__(
+        self,
+        cluster: RayCluster,
+        dirs: list[str],
+        config: MemoryConfig,
+        shared_namespace: str | None = None,
+        generation: int = 1,
+    ) -> None:
         ray = _import_ray()
         self._ray = ray
         self._started_ray = False
         if not ray.is_initialized():
-            ray.init(
-                address=cluster.address,
-                namespace=cluster.namespace,
-                **{"include_dashboard": False, **cluster.init_kwargs},
-            )
+            with _keep_sigterm_handler():
+                ray.init(
+                    address=cluster.address,
+                    namespace=cluster.namespace,
+                    **{"include_dashboard": False, **cluster.init_kwargs},
+                )
             self._started_ray = True
         self.shards = len(dirs)
+        # Shared shards outlive this facade, unless the Ray they run on is this process's
+        # own (it stops with the facade: close them properly first).
+        self.owns_shards = shared_namespace is None or (self._started_ray and started_ray_head(ray))
         remote = ray.remote(ShardServer)
         self._actors: list[Any] = []
         try:
@@ -155,6 +210,14 @@ class RayShardHost(ShardHost):
                 }
                 if cluster.num_cpus is not None:
                     opts["num_cpus"] = cluster.num_cpus
+                if shared_namespace is not None:
+                    # The first front door starts the shard; the others find it.
+                    opts.update(
+                        name=shard_actor_name(n, generation),
+                        namespace=shared_namespace,
+                        lifetime="detached",
+                        get_if_exists=True,
+                    )
                 extra = cluster.actor_options
                 if callable(extra):
                     extra = extra(n)
@@ -194,7 +257,7 @@ class RayShardHost(ShardHost):
 
     def close(self) -> None:
         ray = self._ray
-        for actor in self._actors:
+        for actor in self._actors if self.owns_shards else ():
             try:
                 ray.kill(actor, no_restart=True)
             except Exception:  # noqa: BLE001, S110 - already gone

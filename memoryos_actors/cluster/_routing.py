@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -60,10 +61,19 @@ class ShardCalls:
     Args:
         host: the engine's shard processes.
         settings: retry window and answer timeout.
+        guard: called before every call is routed (the facade's layout check); whatever
+            it raises refuses the call.
     """
 
-    def __init__(self, host: ShardHost, settings: ClusterSettings) -> None:
+    def __init__(
+        self,
+        host: ShardHost,
+        settings: ClusterSettings,
+        guard: Callable[[], None] | None = None,
+    ) -> None:
         self.host = host
+        #: Called before every call is routed; raises to refuse it (the layout changed).
+        self.guard = guard
         self.settings = settings
         self.shards = host.shards
         self._lock = threading.Lock()
@@ -82,6 +92,9 @@ class ShardCalls:
     # -- calls -----------------------------------------------------------------------------
 
     def _begin(self) -> None:
+        guard = self.guard
+        if guard is not None:
+            guard()
         with self._lock:
             if self._closed:
                 raise SystemClosed("the memory system is closed")

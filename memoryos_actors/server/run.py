@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import logging
 import math
@@ -73,9 +74,18 @@ def serve(
     settings: ServerSettings,
     *,
     shutdown_timeout: float = DEFAULT_SHUTDOWN_TIMEOUT_S,
-    ray: bool = False,
+    ray: bool | str = False,
+    shards: int | None = None,
 ) -> None:
     """Serve the HTTP API until SIGTERM or SIGINT, then stop gracefully.
+
+    ``ray``: ``False`` serves a sharded data directory with its shards in this process;
+    ``True`` (a local Ray, or the one this process is connected to) or a Ray address
+    (``"auto"``, ``"host:port"``) serves it as a front door of shared Ray shards: several
+    servers over one data directory and one Ray cluster serve the same users (see
+    :mod:`memoryos_actors.cluster.doors`). ``shards``: an empty data directory becomes a
+    sharded one with this many shards; a sharded one with another count is refused
+    (``memoryos rebalance`` changes it).
 
     The first signal closes the listening socket and the idle connections; requests in
     flight get up to ``shutdown_timeout`` seconds to finish (then they are cancelled).
@@ -104,9 +114,14 @@ def serve(
             if settings.ready_file is not None:
                 _write_ready(settings.ready_file, settings.host, port)
             nonlocal server_file
-            server_file = _write_server_file(
-                settings.data_dir, f"http://{settings.host}:{port}", settings.mcp
-            )
+            url = f"http://{settings.host}:{port}"
+            door = getattr(memory, "door", None)
+            if door is not None:
+                # One of several front doors: each says where it listens in its own door
+                # file (the SERVER file names one server holding the directory alone).
+                door.set_url(url)
+            else:
+                server_file = _write_server_file(settings.data_dir, url, settings.mcp)
             print(
                 f"memoryos: serving http://{settings.host}:{port} (OpenAPI at /docs)",
                 file=sys.stderr,
@@ -145,12 +160,25 @@ def serve(
         try:
             # Opened here, not in the app's lifespan, so a locked or damaged data directory
             # is the typed error the CLI reports (exit code 2), not a log line from uvicorn.
-            memory = open_data_dir(settings.data_dir, settings.config, ray=ray)
+            memory = open_data_dir(
+                settings.data_dir,
+                settings.config,
+                ray=ray,
+                shards=shards,
+                shared=ray is not False,
+            )
         except BaseException:
             sock.close()
             raise
         try:
             port = sock.getsockname()[1]
+            door = getattr(memory, "door", None)
+            if door is not None and settings.door_count is None:
+                # A front door: each key's limit is shared with the other live doors.
+                from ..cluster import live_doors
+
+                door_dir = door.data_dir
+                settings = dataclasses.replace(settings, door_count=lambda: live_doors(door_dir))
             app = create_app(settings, memory=memory)
             # uvicorn takes whole seconds here: rounded up, a request in flight gets at
             # least the time asked for.

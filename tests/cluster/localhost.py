@@ -67,8 +67,11 @@ class LocalShardHost(ShardHost):
 class LocalCluster:
     """Passed as ``MemoryOS.open(cluster=...)``: shards in this process (tests only)."""
 
-    def __init__(self, shards: int = 2, retry_seconds: float = 5.0) -> None:
+    def __init__(self, shards: int = 2, retry_seconds: float = 5.0, shared: bool = False) -> None:
         self.shards = shards
+        #: Open as a front door (no exclusive lock on the data directory), as Ray's
+        #: shared shards do; the shards still live in this process.
+        self.shared = shared
         self.settings = ClusterSettings(retry_seconds=retry_seconds, call_timeout_seconds=60.0)
         self.host: LocalShardHost | None = None
 
@@ -77,4 +80,6 @@ class LocalCluster:
             self.host = LocalShardHost(dirs, config)
             return self.host
 
-        return open_cluster(data_dir, config, clock, self.shards, self.settings, make)
+        return open_cluster(
+            data_dir, config, clock, self.shards, self.settings, make, shared=self.shared
+        )
