@@ -362,7 +362,13 @@ class ClusterMemoryOS:
         ``"not answering"`` (no answer within ``timeout``: starting, restarting or too
         busy) or ``"failed"`` (it runs but cannot open its data directory; ``error`` says
         why).
+
+        Raises:
+            LayoutChanged: the data directory was rebalanced since this facade opened it
+                (its shards are not the ones it routes to).
         """
+        if self._calls.guard is not None:
+            self._calls.guard()
         deadline = time.monotonic() + timeout
         handles: list[Any] = []
         for n in range(self.shards):

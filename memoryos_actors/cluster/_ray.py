@@ -254,6 +254,10 @@ class RayShardHost(ShardHost):
             if isinstance(cause, MemoryOSError):
                 raise cause from None
             raise ActorCrashed(f"a shard failed unexpectedly: {cause!r}") from None
+        except exc_mod.RayError as exc:
+            # Any other failure of Ray itself (its system, object store or memory monitor)
+            # is the shard's being out of reach: retried where safe, else 503, never a 500.
+            raise ShardDown(type(exc).__name__) from None
 
     def close(self) -> None:
         ray = self._ray

@@ -321,10 +321,12 @@ class ShardState(BaseModel):
 class ReadyResponse(HealthResponse):
     """Readiness, with how the LLM provider and, over shards, each shard is doing."""
 
-    status: Literal["ok", "starting", "stopping", "unavailable"] = Field(  # type: ignore[assignment]
+    status: Literal["ok", "starting", "stopping", "unavailable", "layout_changed"] = Field(  # type: ignore[assignment]
         description="ok: serving; starting or stopping: not accepting memory calls; "
-        "unavailable: a shard is not up (see shards)."
+        "unavailable: a shard is not up (see shards); layout_changed: the data directory "
+        "was rebalanced while this front door ran: it routes nothing until restarted."
     )
+    message: str | None = Field(None, description="For layout_changed: what changed.")
     shards: list[ShardState] | None = Field(
         None,
         description="Over shards only: each shard's state (asked at most once a second). "

@@ -11,6 +11,7 @@ from fastapi import FastAPI, Response
 from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from ..errors import LayoutChanged
 from . import models as m
 from .metrics import ServerMetrics
 from .state import ServerState
@@ -60,7 +61,12 @@ def add_ops_routes(app: FastAPI, state: ServerState, metrics: ServerMetrics) -> 
         ready = state.status == "ok"
         body: dict[str, Any] = {"status": state.status}
         if ready and state.mem is not None:
-            shards = await state.readiness.states(state.mem.sync)
+            try:
+                shards = await state.readiness.states(state.mem.sync)
+            except LayoutChanged as exc:
+                # A rebalance: this front door routes by a layout that is gone.
+                body.update(status="layout_changed", message=str(exc))
+                return JSONResponse(body, status_code=503, headers={"Retry-After": "1"})
             if shards is not None:
                 body["shards"] = shards
                 if state.readiness.unready(shards):

@@ -9,8 +9,10 @@ import json
 from pathlib import Path
 
 from srvutil import add_key, start_server
+from waiting import wait_until
 
-from memoryos_actors.cluster import rebalance_shards, shard_of
+from memoryos_actors.cluster import read_layout, rebalance_shards, shard_of
+from memoryos_actors.cluster._placement import ShardLayout, write_layout
 from memoryos_actors.server.tenancy import internal_id
 
 USERS = [f"user-{i}" for i in range(6)]
@@ -65,5 +67,39 @@ def test_a_sharded_server_lists_its_shards_and_finds_its_users_after_a_restart(
             assert r.status_code == 200 and r.json()["stm"], r.text
             assert c.get("/v1/users/nobody/memories").status_code == 404
         assert asyncio.run(_mcp_turns(server.base_url, key, "user-1")) == 2
+    finally:
+        assert server.stop() == 0
+
+
+def test_a_server_whose_layout_changed_is_unready_and_routes_nothing(tmp_path: Path) -> None:
+    """A rebalance this server's locks do not see (run from another machine) leaves the
+    next generation in shards.json: /readyz turns 503 and memory calls answer 503."""
+    data = tmp_path / "data"
+    data.mkdir()
+    rebalance_shards(data, 2)
+    keys = tmp_path / "keys.json"
+    key = add_key(tmp_path, keys, "acme")
+    server = start_server(tmp_path, data, keys)
+    try:
+        with server.client(key) as c:
+            r = c.post("/v1/users/user-0/turns", json={"query": "q", "response": "a"})
+            assert r.status_code == 201, r.text
+            assert c.get("/readyz").status_code == 200
+            old = read_layout(data)
+            assert old is not None
+            write_layout(
+                data, ShardLayout(3, generation=old.generation + 1, cluster_id=old.cluster_id)
+            )
+
+            def unready() -> bool:
+                return bool(c.get("/readyz").status_code == 503)
+
+            wait_until(unready, "readiness to see the new generation", timeout=30.0)
+            body = c.get("/readyz").json()
+            assert body["status"] == "layout_changed" and "restart" in body["message"]
+            r = c.post("/v1/users/user-0/retrieve", json={"query": "q"})
+            assert r.status_code == 503 and r.headers["Retry-After"], r.text
+            assert r.json()["error"]["type"] == "LayoutChanged"
+            write_layout(data, old)  # the server closes its shards as it found them
     finally:
         assert server.stop() == 0
