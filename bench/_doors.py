@@ -19,7 +19,14 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ["Door", "cpu_seconds", "serve_has_shard_options", "start_doors", "stop_doors"]
+__all__ = [
+    "Door",
+    "cpu_seconds",
+    "serve_argv",
+    "serve_has_shard_options",
+    "start_doors",
+    "stop_doors",
+]
 
 #: Seconds a door may take to start (Ray workers start slowly on a loaded machine).
 START_TIMEOUT_S = 180.0
@@ -36,6 +43,35 @@ def cpu_seconds(pid: int) -> float:
         return 0.0
     # utime and stime are fields 14 and 15 of stat; after the command's ")", 12 and 13.
     return (int(fields[11]) + int(fields[12])) / _TICKS
+
+
+def serve_argv(
+    data_dir: Path, config: Path, keys_file: Path, ready: Path, *extra: str
+) -> list[str]:
+    """The command line of a ``memoryos serve`` child process (this interpreter) over
+    ``data_dir`` with the configuration file ``config`` and the key file ``keys_file``,
+    listening on 127.0.0.1 on a port from the OS, which it writes to ``ready`` once it
+    serves; ``extra`` options follow. The benches, the screenshot script and the server
+    tests all start their servers with it."""
+    return [
+        sys.executable,
+        "-m",
+        "memoryos_actors",
+        "--data-dir",
+        str(data_dir),
+        "--config",
+        str(config),
+        "serve",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        "0",
+        "--keys-file",
+        str(keys_file),
+        "--ready-file",
+        str(ready),
+        *extra,
+    ]
 
 
 def serve_has_shard_options() -> bool:
@@ -82,29 +118,10 @@ def start_doors(
             ready = root / f"ready-{n}.json"
             log = root / f"door-{n}.log"
             ray_args = ["--ray", address, "--shards", str(shards)] if shard_opts else ["--ray"]
-            cmd = [
-                sys.executable,
-                "-m",
-                "memoryos_actors",
-                "--data-dir",
-                str(data_dir),
-                "--config",
-                str(config),
-                "serve",
-                "--host",
-                "127.0.0.1",
-                "--port",
-                "0",
-                "--keys-file",
-                str(keys_file),
-                "--ready-file",
-                str(ready),
-                "--rate",
-                "1000000",
-                "--burst",
-                "1000000",
-                *ray_args,
-            ]
+            cmd = serve_argv(
+                data_dir, config, keys_file, ready, "--rate", "1000000", "--burst", "1000000"
+            )
+            cmd += ray_args
             with log.open("wb") as out:
                 proc = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT)
             door = Door(proc, "", log)

@@ -9,11 +9,15 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import platform
+import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
-__all__ = ["RESULTS_DIR", "add_out_dir", "out_dir", "write_result"]
+__all__ = ["RESULTS_DIR", "add_out_dir", "out_dir", "run_header", "write_result"]
 
 #: The folder of committed results.
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
@@ -43,3 +47,15 @@ def write_result(args: argparse.Namespace, name: str, result: Any) -> Path:
     path = out_dir(args) / name
     path.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
     return path
+
+
+def run_header(bench: str) -> dict[str, Any]:
+    """The fields every result file starts with: ``bench`` (its name), ``date`` (UTC),
+    ``machine`` (Python version, CPUs) and ``command`` (the command line that reproduces
+    it)."""
+    return {
+        "bench": bench,
+        "date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
+        "machine": {"python": platform.python_version(), "cpus": os.cpu_count()},
+        "command": f"python bench/{Path(sys.argv[0]).name} " + " ".join(sys.argv[1:]),
+    }

@@ -13,8 +13,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
-import platform
 import sys
 import tempfile
 import time
@@ -22,7 +20,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/_out.py
-from _out import add_out_dir  # noqa: E402
+from _out import add_out_dir, run_header  # noqa: E402
 from _out import out_dir as bench_out_dir  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -60,10 +58,7 @@ async def run(users: int, turns: int) -> dict[str, object]:
             await hb
             await mem.close()
     return {
-        "bench": "async_lag",
-        "date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
-        "machine": {"python": platform.python_version(), "cpus": os.cpu_count()},
-        "command": "python bench/async_lag.py " + " ".join(sys.argv[1:]),
+        **run_header("async_lag"),
         "users": users,
         "turns_per_user": turns,
         "turns_per_s": users * turns / elapsed,

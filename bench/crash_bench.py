@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import random
 import signal
 import subprocess
@@ -26,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/_out.py
-from _out import add_out_dir  # noqa: E402
+from _out import add_out_dir, run_header  # noqa: E402
 from _out import out_dir as bench_out_dir  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -133,10 +132,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
     rec = sorted(r["recovery_ms"] for r in results)
     summary = {
-        "bench": "crash",
-        "date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
-        "machine": {"python": platform.python_version(), "cpus": os.cpu_count()},
-        "command": "python bench/crash_bench.py " + " ".join(sys.argv[1:]),
+        **run_header("crash"),
         "trials": len(results),
         "acknowledged_turns": sum(r["acked"] for r in results),
         "turns_lost": sum(r["lost"] for r in results),

@@ -47,7 +47,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import random
 import re
 import sys
@@ -61,7 +60,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/_out.py
-from _out import add_out_dir  # noqa: E402
+from _out import add_out_dir, run_header  # noqa: E402
 from _out import out_dir as bench_out_dir  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -669,10 +668,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         latency["loadavg_1_5_15_before"] = [round(x, 2) for x in load_before]
         latency["loadavg_1_5_15_after"] = [round(x, 2) for x in os.getloadavg()]
     result: dict[str, Any] = {
-        "bench": "lifecycle",
-        "date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
-        "machine": {"python": platform.python_version(), "cpus": os.cpu_count()},
-        "command": "python bench/lifecycle_bench.py " + " ".join(sys.argv[1:]),
+        **run_header("lifecycle"),
         "trials": args.trials,
         "trials_with_problems": len(failed),
         "first_problems": {str(r.seed): r.problems[:5] for r in failed[:10]},

@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import resource
 import sys
 import tempfile
@@ -27,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/_out.py
-from _out import add_out_dir  # noqa: E402
+from _out import add_out_dir, run_header  # noqa: E402
 from _out import out_dir as bench_out_dir  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -104,10 +102,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     sampler.join()
     turns = args.users * args.turns + len(revisit)
     result: dict[str, Any] = {
-        "bench": "scale",
-        "date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
-        "machine": {"python": platform.python_version(), "cpus": os.cpu_count()},
-        "command": "python bench/scale_bench.py " + " ".join(sys.argv[1:]),
+        **run_header("scale"),
         "users": args.users,
         "turns_per_user": args.turns,
         "max_active_users": args.max_active,

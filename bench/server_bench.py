@@ -29,7 +29,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import signal
 import subprocess
 import sys
@@ -38,15 +37,16 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/_out.py
-from _out import add_out_dir  # noqa: E402
+from _out import add_out_dir, run_header  # noqa: E402
 from _out import out_dir as bench_out_dir  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _doors import Door, cpu_seconds, start_doors, stop_doors  # noqa: E402
+from _doors import Door, cpu_seconds, serve_argv, start_doors, stop_doors  # noqa: E402
 from _rayhead import RayHead, ray_env  # noqa: E402
 from throughput import pct, query_for, turn  # noqa: E402
 
@@ -131,28 +131,16 @@ def over_http(args: argparse.Namespace) -> dict[str, object]:
         (root / "config.toml").write_text(CONFIG)
         ready = root / "ready.json"
         proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "memoryos_actors",
-                "--data-dir",
-                str(root / "data"),
-                "--config",
-                str(root / "config.toml"),
-                "serve",
-                "--host",
-                "127.0.0.1",
-                "--port",
-                "0",
-                "--keys-file",
-                str(root / "keys.json"),
-                "--ready-file",
-                str(ready),
+            serve_argv(
+                root / "data",
+                root / "config.toml",
+                root / "keys.json",
+                ready,
                 "--rate",
                 "1000000",
                 "--burst",
                 "1000000",
-            ],
+            ),
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
@@ -170,31 +158,11 @@ def over_http(args: argparse.Namespace) -> dict[str, object]:
                 for _ in range(args.clients)
             ]
 
-            def add(c: int, u: int, i: int) -> None:
-                q, r = turn(u, i)
-                resp = http[c].post(f"/v1/users/user-{u}/turns", json={"query": q, "response": r})
-                if resp.status_code != 201:
-                    raise RuntimeError(f"add_turn: {resp.status_code} {resp.text}")
-
-            def ret(c: int, u: int, i: int) -> None:
-                resp = http[c].post(f"/v1/users/user-{u}/retrieve", json={"query": query_for(u, i)})
-                if resp.status_code != 200:
-                    raise RuntimeError(f"retrieve: {resp.status_code} {resp.text}")
+            add, ret = _http_calls(http)
 
             try:
                 added = _phase(args.clients, args.users, args.turns, args.time_limit, add)
-                # Let background placement settle, as the in-process run's flush() does.
-                settle = time.monotonic() + args.time_limit
-                while time.monotonic() < settle:
-                    text = http[0].get("/metrics").text
-                    backlog = [
-                        ln
-                        for ln in text.splitlines()
-                        if ln.startswith("memoryos_placement_backlog ")
-                    ]
-                    if backlog and float(backlog[0].split()[1]) == 0.0:
-                        break
-                    time.sleep(0.1)
+                _wait_settled(http[0], args.time_limit)
                 retrieved = _phase(args.clients, args.users, args.retrieves, args.time_limit, ret)
             finally:
                 for client in http:
@@ -207,6 +175,26 @@ def over_http(args: argparse.Namespace) -> dict[str, object]:
                 proc.kill()
                 proc.wait()
     return {"add_turn": added, "retrieve": retrieved}
+
+
+def _http_calls(
+    http: Sequence[Any],
+) -> tuple[Callable[[int, int, int], None], Callable[[int, int, int], None]]:
+    """``(add, ret)``: turn ``i`` of user ``u`` stored, and question ``i`` of user ``u``
+    asked, through client ``c`` of ``http`` (httpx clients with the bench's key)."""
+
+    def add(c: int, u: int, i: int) -> None:
+        q, r = turn(u, i)
+        resp = http[c].post(f"/v1/users/user-{u}/turns", json={"query": q, "response": r})
+        if resp.status_code != 201:
+            raise RuntimeError(f"add_turn: {resp.status_code} {resp.text}")
+
+    def ret(c: int, u: int, i: int) -> None:
+        resp = http[c].post(f"/v1/users/user-{u}/retrieve", json={"query": query_for(u, i)})
+        if resp.status_code != 200:
+            raise RuntimeError(f"retrieve: {resp.status_code} {resp.text}")
+
+    return add, ret
 
 
 def _wait_settled(client: object, time_limit: float) -> None:
@@ -301,16 +289,7 @@ def over_doors(
                 for c in range(args.clients)
             ]
 
-            def add(c: int, u: int, i: int) -> None:
-                q, r = turn(u, i)
-                resp = http[c].post(f"/v1/users/user-{u}/turns", json={"query": q, "response": r})
-                if resp.status_code != 201:
-                    raise RuntimeError(f"add_turn: {resp.status_code} {resp.text}")
-
-            def ret(c: int, u: int, i: int) -> None:
-                resp = http[c].post(f"/v1/users/user-{u}/retrieve", json={"query": query_for(u, i)})
-                if resp.status_code != 200:
-                    raise RuntimeError(f"retrieve: {resp.status_code} {resp.text}")
+            add, ret = _http_calls(http)
 
             load_before = os.getloadavg()
             added = _cpu_phase(
@@ -406,10 +385,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.doors or args.shards or args.matrix:
         results = run_doors(args)
         doc = {
-            "bench": "server_doors",
-            "date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
-            "machine": {"python": platform.python_version(), "cpus": os.cpu_count()},
-            "command": "python bench/server_bench.py " + " ".join(sys.argv[1:]),
+            **run_header("server_doors"),
             "clients": args.clients,
             "users": args.users,
             "turns_per_user": args.turns,
@@ -424,10 +400,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     local = in_process(args)
     remote = over_http(args)
     result = {
-        "bench": "server",
-        "date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
-        "machine": {"python": platform.python_version(), "cpus": os.cpu_count()},
-        "command": "python bench/server_bench.py " + " ".join(sys.argv[1:]),
+        **run_header("server"),
         "clients": args.clients,
         "users": args.users,
         "turns_per_user": args.turns,

@@ -47,6 +47,7 @@ from _out import out_dir as bench_out_dir  # noqa: E402
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from _doors import serve_argv  # noqa: E402
 from cold_bench import T0, TurnGen, pct
 
 TENANT = "bench"
@@ -226,28 +227,16 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         ready = root / "ready.json"
         ready.unlink(missing_ok=True)
         proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "memoryos_actors",
-                "--data-dir",
-                str(root / "data"),
-                "--config",
-                str(root / "config.toml"),
-                "serve",
-                "--host",
-                "127.0.0.1",
-                "--port",
-                "0",
-                "--keys-file",
-                str(root / "keys.json"),
-                "--ready-file",
-                str(ready),
+            serve_argv(
+                root / "data",
+                root / "config.toml",
+                root / "keys.json",
+                ready,
                 "--rate",
                 "1000000",
                 "--burst",
                 "1000000",
-            ],
+            ),
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
             env={k: v for k, v in os.environ.items() if not k.startswith("MEMORYOS_")},

@@ -29,6 +29,9 @@ from urllib.parse import quote
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))  # bench/_doors.py: the server's command line
+
+from _doors import serve_argv  # noqa: E402
 
 TENANT = "demo"
 TURN_GAP_S = 4 * 3600.0
@@ -91,24 +94,7 @@ def start_server(
     key, _ = KeyStore(root / "keys.json").add(TENANT, note="screenshots")
     ready = root / "ready.json"
     proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "memoryos_actors",
-            "--data-dir",
-            str(data),
-            "--config",
-            str(config_file),
-            "serve",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            "0",
-            "--keys-file",
-            str(root / "keys.json"),
-            "--ready-file",
-            str(ready),
-        ],
+        serve_argv(data, config_file, root / "keys.json", ready),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         env={k: v for k, v in os.environ.items() if not k.startswith("MEMORYOS_")},

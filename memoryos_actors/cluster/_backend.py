@@ -10,6 +10,7 @@ same facade over shards held in the test's own process.
 from __future__ import annotations
 
 import abc
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -44,6 +45,19 @@ class ShardInfo:
     data_dir: str
     started_at: float
     incarnation: int
+
+    @classmethod
+    def from_info(cls, shard: int, info: Mapping[str, Any]) -> ShardInfo:
+        """From the answer of a shard's ``info`` call (:class:`ShardServer.info
+        <memoryos_actors.cluster._shard.ShardServer>`)."""
+        return cls(
+            shard,
+            int(info["pid"]),
+            str(info["node_id"]),
+            str(info["data_dir"]),
+            float(info["started_at"]),
+            int(bool(info["restarted"])),
+        )
 
 
 class ShardHost(abc.ABC):

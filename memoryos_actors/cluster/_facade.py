@@ -337,20 +337,7 @@ class ClusterMemoryOS:
 
     def shard_info(self) -> list[ShardInfo]:
         """Where each shard runs now (pid, node, data directory, incarnation)."""
-        out = []
-        for n in range(self.shards):
-            info = self._calls.info(n)
-            out.append(
-                ShardInfo(
-                    n,
-                    int(info["pid"]),
-                    str(info["node_id"]),
-                    str(info["data_dir"]),
-                    float(info["started_at"]),
-                    int(bool(info["restarted"])),
-                )
-            )
-        return out
+        return [ShardInfo.from_info(n, self._calls.info(n)) for n in range(self.shards)]
 
     def shard_states(self, timeout: float = 1.0) -> list[dict[str, Any]]:
         """Each shard's state now, for readiness checks: every shard is asked at once and

@@ -74,16 +74,7 @@ def shared_shards(
                 info = ray.get(actor.info.remote(), timeout=timeout)
             except Exception as exc:  # noqa: BLE001 - any Ray failure: the shard is not up
                 raise StorageError(f"shard {n} did not answer: {type(exc).__name__}") from None
-            out.append(
-                ShardInfo(
-                    n,
-                    int(info["pid"]),
-                    str(info["node_id"]),
-                    str(info["data_dir"]),
-                    float(info["started_at"]),
-                    int(bool(info["restarted"])),
-                )
-            )
+            out.append(ShardInfo.from_info(n, info))
         return out
     finally:
         if connected:

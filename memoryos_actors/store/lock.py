@@ -74,7 +74,27 @@ def _try_lock(fd: int, shared: bool = False) -> bool:
     return True  # pragma: no cover - Windows
 
 
-class DataDirLock:
+class _HeldFlock:
+    """An open lock file this process holds an ``flock`` on, until :meth:`close`."""
+
+    _fd: int | None = None
+
+    @property
+    def held(self) -> bool:
+        """Whether this object still holds the lock."""
+        return self._fd is not None
+
+    def close(self) -> None:
+        """Release the lock; idempotent."""
+        fd, self._fd = self._fd, None
+        if fd is None:
+            return
+        if fcntl is not None:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+        os.close(fd)
+
+
+class DataDirLock(_HeldFlock):
     """An exclusive lock on the data directory ``path`` (created if missing), held until
     :meth:`close`. Usable as a context manager.
 
@@ -122,21 +142,9 @@ class DataDirLock:
             return None
         return int(text) if text.isdigit() else None
 
-    @property
-    def held(self) -> bool:
-        """Whether this object still holds the lock."""
-        return self._fd is not None
-
-    def close(self) -> None:
-        """Release the lock; idempotent."""
-        fd, self._fd = self._fd, None
-        if fd is None:
-            return
-        if fcntl is not None:
-            fcntl.flock(fd, fcntl.LOCK_UN)
-        os.close(fd)
-
-    release = close
+    def release(self) -> None:
+        """The same as :meth:`close`."""
+        self.close()
 
     def __enter__(self) -> Self:
         return self
@@ -234,7 +242,7 @@ def _doors_in_the_way(path: Path) -> str | None:
     return describe_doors(doors) if doors else "a front door starting up"
 
 
-class SharedDoorsLock:
+class SharedDoorsLock(_HeldFlock):
     """The shared lock a front door holds on ``<path>/doors.lock`` for its lifetime.
 
     Refused with :class:`DataDirLocked` while a process holds the data directory alone
@@ -270,17 +278,3 @@ class SharedDoorsLock:
                 f"data directory {self.path} is in use by {who}, which holds it alone (a "
                 "facade opened without shared, or a maintenance command); stop it first"
             )
-
-    @property
-    def held(self) -> bool:
-        """Whether this object still holds the shared lock."""
-        return self._fd is not None
-
-    def close(self) -> None:
-        """Release the shared lock; idempotent."""
-        fd, self._fd = self._fd, None
-        if fd is None:
-            return
-        if fcntl is not None:
-            fcntl.flock(fd, fcntl.LOCK_UN)
-        os.close(fd)

@@ -16,6 +16,10 @@ import httpx
 from inprocess import run_cli
 from waiting import wait_until
 
+# The server's command line is the benches' (one place says how a server is started).
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+from _doors import serve_argv  # noqa: E402
+
 #: Seconds a server may take to start or stop before the test fails.
 START_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 30.0
@@ -90,25 +94,7 @@ def start_server(
     env = {**env, "PYTHONUNBUFFERED": "1"}
     with log.open("wb") as out:
         proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "memoryos_actors",
-                "--data-dir",
-                str(data_dir),
-                "--config",
-                str(config),
-                "serve",
-                "--host",
-                "127.0.0.1",
-                "--port",
-                "0",
-                "--keys-file",
-                str(keys_file),
-                "--ready-file",
-                str(ready),
-                *extra,
-            ],
+            serve_argv(data_dir, config, keys_file, ready, *extra),
             cwd=root,
             stdout=out,
             stderr=subprocess.STDOUT,

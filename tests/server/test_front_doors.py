@@ -3,22 +3,19 @@ ADDRESS --shards 2`` processes over one data directory and one loopback Ray clus
 every process of the test joins.
 
 The cluster is started with ``ray start --head`` bound to 127.0.0.1 (Ray's processes
-then live outside this test process, as a deployment's do) and stopped at the end of the
-module by the pids of the processes that name its temporary directory (``ray stop`` would
-stop every Ray of the machine, other runs' too); the test checks that none is left.
+then live outside this test process, as a deployment's do; ``bench/_rayhead.py``, as the
+server bench starts it) and stopped at the end of the module by the pids of its own
+processes (``ray stop`` would stop every Ray of the machine, other runs' too); the test
+checks that none is left.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import secrets
-import shutil
 import signal
-import socket
 import subprocess
 import sys
-import tempfile
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -31,6 +28,10 @@ pytest.importorskip("ray")
 
 from srvutil import Server, add_key, add_live_key, start_server  # noqa: E402
 from waiting import wait_until  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+
+from _rayhead import RayHead  # noqa: E402
 
 from memoryos_actors.cluster import live_doors, read_layout, shard_of  # noqa: E402
 from memoryos_actors.server.tenancy import internal_id  # noqa: E402
@@ -48,97 +49,25 @@ class LoopbackRay:
     tmp: Path
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _pids_naming(text: str) -> list[int]:
-    """Processes whose command line contains ``text`` (this cluster's temp directory)."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ")
-        except OSError:
-            continue  # ended meanwhile
-        if text.encode() in cmdline and int(entry.name) != os.getpid():
-            found.append(int(entry.name))
-    return found
-
-
-def _stop_pids(tmp: str) -> None:
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        for pid in _pids_naming(tmp):
-            try:
-                os.kill(pid, sig)
-            except ProcessLookupError:
-                pass
-        try:
-            wait_until(lambda: not _pids_naming(tmp), "Ray's processes to exit", 15.0, 0.1)
-            return
-        except AssertionError:
-            continue
-
-
 @pytest.fixture(scope="module")
 def loopback_ray() -> Iterator[LoopbackRay]:
     if not sys.platform.startswith("linux"):
         pytest.skip("finds Ray's processes through /proc")
-    ray_cli = Path(sys.executable).parent / "ray"
-    if not ray_cli.exists():
+    if not (Path(sys.executable).parent / "ray").exists():
         pytest.skip("no `ray` command beside this Python")
-    tmp = tempfile.mkdtemp(prefix="mos-rd-")  # short: Ray's socket paths have a length limit
-    token = Path(tmp) / "token"
-    token.write_text(secrets.token_hex(32))
-    # Token authentication, with a token of this cluster's own (not the user's ~/.ray).
-    env = {
-        "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",
-        "RAY_AUTH_MODE": "token",
-        "RAY_AUTH_TOKEN_PATH": str(token),
-    }
-    port = _free_port()
+    head = RayHead(num_cpus=2)
     mp = pytest.MonkeyPatch()
-    for key, value in env.items():
-        mp.setenv(key, value)  # inherited by every process the tests start
     try:
-        done = subprocess.run(
-            [
-                str(ray_cli),
-                "start",
-                "--head",
-                "--node-ip-address",
-                "127.0.0.1",
-                "--port",
-                str(port),
-                "--temp-dir",
-                str(Path(tmp) / "r"),
-                "--include-dashboard",
-                "false",
-                "--dashboard-port",
-                str(_free_port()),
-                "--dashboard-agent-listen-port",
-                str(_free_port()),
-                "--num-cpus",
-                "2",
-                "--disable-usage-stats",
-            ],
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=False,
-        )
-        assert done.returncode == 0, done.stdout + done.stderr
-        yield LoopbackRay(f"127.0.0.1:{port}", Path(tmp))
+        for key, value in head.env().items():
+            if key.startswith("RAY_"):
+                mp.setenv(key, value)  # inherited by every process the tests start
+        yield LoopbackRay(head.address, head.tmp)
     finally:
-        _stop_pids(tmp)
+        head.stop()
         mp.undo()
-        left = _pids_naming(tmp)
-        shutil.rmtree(tmp, ignore_errors=True)
+        left = head.pids()
         assert left == [], f"Ray processes left running: {left}"
-    assert not Path(tmp).exists()
+    assert not head.tmp.exists()
 
 
 def _memoryos(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
