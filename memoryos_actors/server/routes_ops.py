@@ -90,6 +90,8 @@ def add_ops_routes(app: FastAPI, state: ServerState, metrics: ServerMetrics) -> 
     async def prometheus() -> Response:
         """Metrics in Prometheus text format (no key needed): HTTP requests by route and
         status with latency histograms, refusals by reason, the memory system's counters
-        and the LLM provider's state. No user, tenant or key appears in them."""
+        and the LLM provider's state. No user, tenant or key appears in them. Over shards,
+        a scrape while a shard is down or restarting leaves the memory system's counters
+        out rather than wait for it."""
         text = await asyncio.to_thread(generate_latest, metrics.registry)
         return Response(text, media_type=CONTENT_TYPE_LATEST)

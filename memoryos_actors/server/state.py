@@ -19,6 +19,9 @@ from .tenancy import internal_id, internal_memory_id
 if TYPE_CHECKING:
     from .app import ServerSettings
 
+#: How long ``/metrics`` waits for the shards to say they are up, seconds.
+_SHARD_PROBE_S = 1.0
+
 __all__ = ["ServerState", "user_on_disk"]
 
 
@@ -58,8 +61,18 @@ class ServerState:
         mem = self.mem
         if mem is None or self.status != "ok":
             return None
+        from ..cluster import ClusterMemoryOS
+
+        sync = mem.sync
         try:
-            return mem.sync.stats()
+            if isinstance(sync, ClusterMemoryOS) and any(
+                row["state"] != "up" for row in sync.shard_states(_SHARD_PROBE_S)
+            ):
+                # A shard that is down or restarting: its stats would keep the scrape
+                # waiting while the facade resends to it (a minute); the scrape answers
+                # without the memory system's metrics instead.
+                return None
+            return sync.stats()
         except MemoryOSError:
             return None
 
