@@ -15,6 +15,7 @@ as exceptions, so no engine gets to wrap them: the facade raises the same
 from __future__ import annotations
 
 import os
+import sys
 import time
 import uuid
 import warnings
@@ -118,20 +119,22 @@ class ShardServer:
     def info(self) -> dict[str, Any]:
         """Where this shard runs: pid, node, data directory, start time, open error."""
         node_id, restarted = "", False
-        try:
-            import ray
-
-            # Only inside a Ray actor: a driver (or a process without Ray) has no actor.
-            if ray.is_initialized() and ray.get_runtime_context().get_actor_id() is not None:
-                ctx = ray.get_runtime_context()
-                node_id = ctx.get_node_id()
-                with warnings.catch_warnings():
-                    # The property is current API; Ray's implementation of it calls a
-                    # deprecated one of its own.
-                    warnings.simplefilter("ignore", DeprecationWarning)
-                    restarted = bool(ctx.was_current_actor_reconstructed)
-        except ImportError:
-            pass
+        # Inside a Ray actor Ray is loaded already; anywhere else (shards in this process)
+        # there is no actor to ask, and importing Ray would cost seconds and memory.
+        ray = sys.modules.get("ray")
+        # Only inside a Ray actor: a driver (or a process without Ray) has no actor.
+        if (
+            ray is not None
+            and ray.is_initialized()
+            and ray.get_runtime_context().get_actor_id() is not None
+        ):
+            ctx = ray.get_runtime_context()
+            node_id = ctx.get_node_id()
+            with warnings.catch_warnings():
+                # The property is current API; Ray's implementation of it calls a
+                # deprecated one of its own.
+                warnings.simplefilter("ignore", DeprecationWarning)
+                restarted = bool(ctx.was_current_actor_reconstructed)
         return {
             "shard": self.shard,
             "pid": os.getpid(),

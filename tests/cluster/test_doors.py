@@ -190,3 +190,28 @@ def test_a_door_that_sees_another_generation_stops_routing(tmp_path: Path) -> No
     with MemoryOS.open(tmp_path, _CFG, cluster=LocalCluster(shards=2)) as mem:
         assert mem.users() == ["alice"]  # bob's turn was never routed
         assert len(mem.stored_page_ids("alice")) == 2  # hello, before; not "after"
+
+
+def test_shards_in_this_process_report_their_state_without_importing_ray(tmp_path: Path) -> None:
+    """/readyz of a server over in-process shards asks each shard's info: that must not
+    load Ray (seconds and hundreds of MB) in a process that does not use it."""
+    _sharded(tmp_path)
+    script = (
+        "import sys\n"
+        "from memoryos_actors import MemoryConfig, MemoryOS\n"
+        "from memoryos_actors.cluster import InProcessCluster\n"
+        "with MemoryOS.open(sys.argv[1], MemoryConfig(log_level='error'),\n"
+        "                   cluster=InProcessCluster(shards=2)) as mem:\n"
+        "    states = mem.shard_states()\n"
+        "    info = mem.shard_info()\n"
+        "print([s['state'] for s in states], len(info), 'ray' in sys.modules)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script, str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split("\n")[0] == "['up', 'up'] 2 False"
