@@ -382,16 +382,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     p.add_argument("--matrix", action="store_true", help="1 and 2 doors x 1, 2 and 4 shards")
     args = p.parse_args(argv)
+    workload = {
+        "clients": args.clients,
+        "users": args.users,
+        "turns_per_user": args.turns,
+        "retrieves_per_user": args.retrieves,
+    }
     if args.doors or args.shards or args.matrix:
         results = run_doors(args)
-        doc = {
-            **run_header("server_doors"),
-            "clients": args.clients,
-            "users": args.users,
-            "turns_per_user": args.turns,
-            "retrieves_per_user": args.retrieves,
-            "runs": results,
-        }
+        doc = {**run_header("server_doors"), **workload, "runs": results}
         out = bench_out_dir(args)
         out.mkdir(parents=True, exist_ok=True)
         (out / f"{args.name or 'server_doors'}.json").write_text(json.dumps(doc, indent=2) + "\n")
@@ -401,10 +400,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     remote = over_http(args)
     result = {
         **run_header("server"),
-        "clients": args.clients,
-        "users": args.users,
-        "turns_per_user": args.turns,
-        "retrieves_per_user": args.retrieves,
+        **workload,
         "in_process": local,
         "http": remote,
     }
