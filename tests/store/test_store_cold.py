@@ -441,6 +441,35 @@ def test_a_match_wider_than_the_rank_window_ranks_only_its_newest_items(
         assert all(i.seq is not None and i.seq <= 40 for i in wide.items)
 
 
+def test_a_fill_after_the_and_of_common_terms_ranks_only_its_newest_items(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from memoryos_actors.store import cold_query
+
+    monkeypatch.setattr(cold_query, "FILL_WINDOW", 10)
+    with _open(tmp_path) as store:
+        # Both words are common (in more than 50 of 250 pages): the AND of both finds the
+        # three pages that have both, and the OR of the two fills up the rest.
+        for i in range(1, 251):
+            if i <= 3:
+                text = "alpha beta"
+            elif i <= 60:
+                text = "beta beta beta"  # older, ranked first by FTS5's BM25
+            elif i <= 110:
+                text = "alpha on a long walk today"
+            else:
+                text = "nothing of either word"
+            store.archive_append({"t": "page", "page": _page(i, text), "segment_id": "s1"})
+        found = store.cold.search(terms("alpha beta"), 5)
+        seqs = [i.seq for i in found.items]
+        assert sorted(seqs[:3]) == [1, 2, 3]  # the AND's matches, ranked in full
+        assert len(seqs) == 5 and all(s is not None and 100 < s <= 110 for s in seqs[3:]), seqs
+        monkeypatch.setattr(cold_query, "FILL_WINDOW", 1000)
+        wide = [i.seq for i in store.cold.search(terms("alpha beta"), 5).items]
+        assert sorted(wide[:3]) == [1, 2, 3]
+        assert all(s is not None and 3 < s <= 60 for s in wide[3:]), wide
+
+
 def _stored_terms(path: Path) -> dict[str, tuple[list[str], list[str]]]:
     """item id -> (its terms, its stored term ids read back through the vocabulary)."""
 
