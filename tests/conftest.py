@@ -105,13 +105,18 @@ def ray_cluster() -> Iterator[object]:
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Under pytest-xdist (``-n 2 --dist loadgroup``, the README's test command) every test
-    that uses Ray runs in one worker: the cluster is one per test session, and each worker
-    is a session of its own, so a second worker would start a second cluster."""
+    that uses the session's Ray cluster runs in one worker, and every test that uses the
+    session's Ray head (``tests/server/conftest.py``) in one worker: each is one per test
+    session, and each worker is a session of its own, so a second worker would start a
+    second one. The two groups may run in different workers."""
     for item in items:
         callspec = getattr(item, "callspec", None)
         backend = callspec.params.get("backend") if callspec is not None else None
-        if "ray_cluster" in getattr(item, "fixturenames", ()) or backend == "ray":
+        fixtures = getattr(item, "fixturenames", ())
+        if "ray_cluster" in fixtures or backend == "ray":
             item.add_marker(pytest.mark.xdist_group("ray"))
+        elif "ray_head" in fixtures:
+            item.add_marker(pytest.mark.xdist_group("rayhead"))
     if getattr(config.option, "loadgroup", False):  # set in xdist's workers only
         _name_groups_in_node_ids(items)
 

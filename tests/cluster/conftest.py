@@ -63,6 +63,44 @@ def open_mem(
         mem.close()
 
 
+@pytest.fixture(scope="module")
+def _shared_ray_system(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    """Holds the module's one memory system over Ray shards (opened by ``mem`` on first
+    use), closed when the module's tests are done."""
+    held: dict[str, Any] = {}
+    yield held
+    if "mem" in held:
+        held["mem"].close()
+
+
+@pytest.fixture
+def mem(
+    backend: str,
+    request: pytest.FixtureRequest,
+    open_mem: Callable[..., Any],
+    _shared_ray_system: dict[str, Any],
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Any:
+    """A memory system (``SMALL`` config, manual clock) for a test that reads and writes
+    only users of its own and never closes it.
+
+    Over Ray it is one system shared by the module's tests: each opening starts two shard
+    processes, seconds each, most of such a test's time. The other backends open a fresh
+    one per test (milliseconds), so each test's body runs both on a system of its own and
+    on one other tests have used.
+    """
+    if backend != "ray":
+        return open_mem()
+    if "mem" not in _shared_ray_system:
+        _shared_ray_system["mem"] = MemoryOS.open(
+            tmp_path_factory.mktemp("shared-ray"),
+            MemoryConfig(**SMALL),
+            clock=ManualClock(1_700_000_000.0),
+            cluster=make_cluster(backend, request),
+        )
+    return _shared_ray_system["mem"]
+
+
 #: Name prefixes of the threads Ray's driver library starts in this process when the
 #: session's cluster is first used; they live until the session ends.
 _RAY_DRIVER_THREADS = ("ray_", "PythonGCThread")

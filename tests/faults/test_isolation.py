@@ -15,12 +15,14 @@ from memoryos_actors import ManualClock, MemoryOS
 # in an answer if it was copied from the user who owns it.
 _WORD = st.text(alphabet="abcdefghijklmnoprstuvwy", min_size=1, max_size=9)
 _TEXT = st.lists(_WORD, min_size=1, max_size=8).map(" ".join)
-# Odd user ids on purpose: path separators, dots, case, non-Latin letters.
+# Odd user ids on purpose: path separators, dots, case, non-Latin letters. "." and ".."
+# are refused as user ids (no URL can carry them), so they are not drawn: drawn, they made
+# the first add_turn raise InvalidInput, a failure of the test rather than of isolation.
 _USER_ID = st.text(
     alphabet=st.characters(blacklist_categories=("Cs", "Cc", "Zs", "Zl", "Zp")),
     min_size=1,
     max_size=10,
-)
+).filter(lambda uid: uid not in (".", ".."))
 
 
 @st.composite

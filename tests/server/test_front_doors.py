@@ -2,11 +2,11 @@
 ADDRESS --shards 2`` processes over one data directory and one loopback Ray cluster that
 every process of the test joins.
 
-The cluster is started with ``ray start --head`` bound to 127.0.0.1 (Ray's processes
-then live outside this test process, as a deployment's do; ``bench/_rayhead.py``, as the
-server bench starts it) and stopped at the end of the module by the pids of its own
-processes (``ray stop`` would stop every Ray of the machine, other runs' too); the test
-checks that none is left.
+The cluster is the session's ``ray start --head`` bound to 127.0.0.1 (``ray_head`` in
+conftest.py: Ray's processes live outside this test process, as a deployment's do;
+``bench/_rayhead.py``, as the server bench starts it), stopped at the end of the session
+by the pids of its own processes (``ray stop`` would stop every Ray of the machine, other
+runs' too), with a check that none is left.
 """
 
 from __future__ import annotations
@@ -50,24 +50,17 @@ class LoopbackRay:
 
 
 @pytest.fixture(scope="module")
-def loopback_ray() -> Iterator[LoopbackRay]:
-    if not sys.platform.startswith("linux"):
-        pytest.skip("finds Ray's processes through /proc")
-    if not (Path(sys.executable).parent / "ray").exists():
-        pytest.skip("no `ray` command beside this Python")
-    head = RayHead(num_cpus=2)
+def loopback_ray(ray_head: RayHead) -> Iterator[LoopbackRay]:
+    """The session's Ray head (``ray_head`` in conftest.py), its ``RAY_*`` environment
+    set for every process this module's tests start."""
     mp = pytest.MonkeyPatch()
     try:
-        for key, value in head.env().items():
+        for key, value in ray_head.env().items():
             if key.startswith("RAY_"):
                 mp.setenv(key, value)  # inherited by every process the tests start
-        yield LoopbackRay(head.address, head.tmp)
+        yield LoopbackRay(ray_head.address, ray_head.tmp)
     finally:
-        head.stop()
         mp.undo()
-        left = head.pids()
-        assert left == [], f"Ray processes left running: {left}"
-    assert not head.tmp.exists()
 
 
 def _memoryos(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:

@@ -2,9 +2,9 @@
 up (503 with ``Retry-After``), the other shard's users are served, the restarting shard's
 users wait and then answer with everything they had, never a 404 or a 500.
 
-A real ``memoryos serve --ray`` process joins a loopback Ray head started for this module
-(``bench/_rayhead.py``: bound to 127.0.0.1, its own temporary directory, its processes
-ended at the end). The restart is held open by the test: after the shard process is
+A real ``memoryos serve --ray`` process joins the session's loopback Ray head (``ray_head``
+in conftest.py, ``bench/_rayhead.py``: bound to 127.0.0.1, its own temporary directory,
+its processes ended at the end). The restart is held open by the test: after the shard process is
 SIGKILLed, the test takes the shard directory's lock before the new shard process does,
 so the new one waits for it (as it waits for a predecessor still exiting) until the test
 lets go.
@@ -41,26 +41,18 @@ SHARD_WAIT_S = 60.0
 USERS = [f"u{i}" for i in range(8)]
 
 
-@pytest.fixture(scope="module")
-def head() -> Iterator[RayHead]:
-    ray_head = RayHead(num_cpus=4)
-    try:
-        yield ray_head
-    finally:
-        ray_head.stop()
-        assert ray_head.pids() == [], "a process of the test's Ray head is still running"
-
-
 @pytest.fixture
-def door(head: RayHead, tmp_path: Path) -> Iterator[tuple[Server, str]]:
+def door(ray_head: RayHead, tmp_path: Path) -> Iterator[tuple[Server, str]]:
     data = tmp_path / "data"
     data.mkdir()
     rebalance_shards(data, 2)
     keys = tmp_path / "keys.json"
     key = add_key(tmp_path, keys, "acme")
     # Joins the head: by address where `serve` takes one, else through RAY_ADDRESS.
-    ray_args = ["--ray", head.address, "--shards", "2"] if serve_has_shard_options() else ["--ray"]
-    server = start_server(tmp_path, data, keys, *ray_args, env=head.env())
+    ray_args = (
+        ["--ray", ray_head.address, "--shards", "2"] if serve_has_shard_options() else ["--ray"]
+    )
+    server = start_server(tmp_path, data, keys, *ray_args, env=ray_head.env())
     try:
         yield server, key
     finally:
