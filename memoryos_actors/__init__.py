@@ -106,6 +106,7 @@ _EXPORTS: dict[str, str] = {
     "EmbedderMismatch": "memoryos_actors.errors",
     "DataDirLocked": "memoryos_actors.errors",
     "LayoutChanged": "memoryos_actors.errors",
+    "ClusterUnreachable": "memoryos_actors.errors",
     "GatewayError": "memoryos_actors.errors",
     "ProviderUnavailable": "memoryos_actors.errors",
     "ProviderConfigError": "memoryos_actors.errors",
@@ -127,6 +128,7 @@ __all__ = [
     "AsyncMemoryOS",
     "ChatReply",
     "Clock",
+    "ClusterUnreachable",
     "ConfigError",
     "ContextItem",
     "CorruptDataError",
@@ -178,6 +180,7 @@ if TYPE_CHECKING:
     from .directory import UserPhase
     from .errors import (
         ActorCrashed,
+        ClusterUnreachable,
         ConfigError,
         CorruptDataError,
         DataDirLocked,

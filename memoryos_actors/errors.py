@@ -9,6 +9,7 @@ from __future__ import annotations
 
 __all__ = [
     "ActorCrashed",
+    "ClusterUnreachable",
     "ConfigError",
     "CorruptDataError",
     "DataDirLocked",
@@ -131,6 +132,12 @@ class EmbedderMismatch(StorageError):
 
 class DataDirLocked(StorageError):
     """Another process already has this data directory open."""
+
+
+class ClusterUnreachable(StorageError):
+    """Nothing answers at the address of the Ray cluster to join (no cluster runs there,
+    or the network does not reach it): raised within seconds, where Ray alone would keep
+    retrying for minutes."""
 
 
 class LayoutChanged(StorageError):

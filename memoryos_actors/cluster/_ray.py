@@ -7,7 +7,9 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
+import socket
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -16,7 +18,7 @@ from typing import Any
 
 from memoryos_actors.clock import Clock
 from memoryos_actors.config import MemoryConfig
-from memoryos_actors.errors import ActorCrashed, InvalidInput, MemoryOSError
+from memoryos_actors.errors import ActorCrashed, ClusterUnreachable, InvalidInput, MemoryOSError
 
 from ._backend import ShardDown, ShardHost
 from ._facade import ClusterMemoryOS, open_cluster
@@ -24,7 +26,18 @@ from ._placement import MAX_SHARDS, read_layout, shard_namespace
 from ._routing import ClusterSettings
 from ._shard import ShardServer
 
-__all__ = ["RayCluster", "RayShardHost", "shard_actor_name", "started_ray_head"]
+__all__ = [
+    "CONNECT_TIMEOUT_S",
+    "RayCluster",
+    "RayShardHost",
+    "check_reachable",
+    "shard_actor_name",
+    "started_ray_head",
+]
+
+CONNECT_TIMEOUT_S = 5.0
+"""How long joining a Ray cluster waits for its address to answer a TCP connection before
+:class:`~memoryos_actors.errors.ClusterUnreachable` (seconds)."""
 
 
 @contextlib.contextmanager
@@ -61,6 +74,51 @@ def _import_ray() -> Any:
     except ImportError:
         raise InvalidInput('RayCluster needs Ray: pip install "memoryos-actors[ray]"') from None
     return ray
+
+
+def _gcs_address(address: str | None) -> tuple[str, int] | None:
+    """The ``(host, port)`` that ``ray.init(address=address)`` joins, or None when it starts
+    a Ray of its own, uses Ray Client (``ray://``), or the address cannot be worked out here
+    (Ray then reports it itself). ``RAY_ADDRESS`` wins, as in Ray; ``"auto"`` is the
+    cluster Ray recorded as the latest one started on this machine."""
+    if address is None and not os.environ.get("RAY_ADDRESS"):
+        return None  # a Ray of this process's own
+    try:
+        from ray._private.services import get_ray_address_from_environment
+
+        found = get_ray_address_from_environment(address or "auto", None)
+    except (ImportError, ValueError, OSError):  # nothing recorded, another Ray: Ray says
+        return None
+    if not isinstance(found, str) or found.startswith("ray://") or ":" not in found:
+        return None
+    host, _, port = found.rpartition(":")
+    try:
+        return host.strip("[]"), int(port)
+    except ValueError:
+        return None
+
+
+def check_reachable(address: str | None, timeout: float = CONNECT_TIMEOUT_S) -> None:
+    """Raise :class:`~memoryos_actors.errors.ClusterUnreachable` unless the Ray cluster
+    ``address`` names (``"auto"`` or ``"host:port"``; ``RAY_ADDRESS`` when set) accepts a
+    TCP connection within ``timeout`` seconds. ``ray.init`` on an address nothing answers
+    at keeps retrying for minutes (more than five with Ray 2.60) before it fails: a server
+    started with a wrong address must say so at once, not hang. Nothing is checked when
+    Ray would start a cluster of its own."""
+    target = _gcs_address(address)
+    if target is None:
+        return
+    host, port = target
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            pass
+    except OSError as exc:
+        reason = "timed out" if isinstance(exc, TimeoutError) else exc.strerror or str(exc)
+        raise ClusterUnreachable(
+            f"cannot reach the Ray cluster at {address or f'{host}:{port}'}: nothing "
+            f"answered at {host}:{port} within {timeout:g} s ({reason}); is a Ray head "
+            "running there (ray start --head)?"
+        ) from None
 
 
 def _positive(value: object, what: str) -> None:
@@ -185,6 +243,7 @@ class RayShardHost(ShardHost):
         self._ray = ray
         self._started_ray = False
         if not ray.is_initialized():
+            check_reachable(cluster.address)
             with _keep_sigterm_handler():
                 ray.init(
                     address=cluster.address,

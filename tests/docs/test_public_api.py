@@ -33,6 +33,7 @@ EXPORTED = sorted(
         "AsyncMemoryOS",
         "ChatReply",
         "Clock",
+        "ClusterUnreachable",
         "ConfigError",
         "ContextItem",
         "CorruptDataError",

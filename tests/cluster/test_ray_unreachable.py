@@ -1,0 +1,138 @@
+"""Joining a Ray cluster nobody answers at fails within seconds with a clear error, where
+``ray.init`` alone keeps retrying for minutes: ``memoryos serve --ray ADDRESS``,
+``memoryos shards list|stop --ray ADDRESS`` and ``RayCluster(address=...)``.
+
+No Ray cluster is started: the address is a loopback port nothing listens on (taken from
+the OS, then closed), so every connection to it is refused at once.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("ray")
+
+from localhost import LocalCluster  # noqa: E402
+
+from memoryos_actors import MemoryConfig, MemoryOS  # noqa: E402
+from memoryos_actors.cluster import RayCluster  # noqa: E402
+from memoryos_actors.cluster._ray import check_reachable  # noqa: E402
+from memoryos_actors.errors import ClusterUnreachable  # noqa: E402
+
+_CFG = MemoryConfig(log_level="error")
+
+
+@pytest.fixture
+def closed_port() -> int:
+    """A loopback port nothing listens on."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture
+def open_port() -> Iterator[int]:
+    """A loopback port that accepts connections for the test's length."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        yield int(s.getsockname()[1])
+
+
+def _memoryos(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("MEMORYOS_", "RAY_ADDRESS"))}
+    env["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
+    # The timeout only keeps a hang from stalling the suite; without the check the
+    # command below runs for more than five minutes.
+    return subprocess.run(
+        [sys.executable, "-m", "memoryos_actors", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def test_check_reachable_refuses_a_port_nothing_listens_on(closed_port: int) -> None:
+    with pytest.raises(ClusterUnreachable, match=f"127.0.0.1:{closed_port}") as info:
+        check_reachable(f"127.0.0.1:{closed_port}")
+    assert "ray start --head" in str(info.value)
+
+
+def test_check_reachable_passes_a_listening_address(open_port: int) -> None:
+    check_reachable(f"127.0.0.1:{open_port}")
+
+
+def test_check_reachable_follows_ray_address_and_skips_a_ray_of_ones_own(
+    closed_port: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    check_reachable(None)  # Ray would start a cluster of its own: nothing to reach
+    check_reachable(f"ray://127.0.0.1:{closed_port}")  # Ray Client: Ray's own checks
+    monkeypatch.setenv("RAY_ADDRESS", f"127.0.0.1:{closed_port}")
+    with pytest.raises(ClusterUnreachable):
+        check_reachable(None)  # ray.init() joins RAY_ADDRESS when it is set
+
+
+def test_opening_a_ray_cluster_at_an_unreachable_address_raises(
+    tmp_path: Path, closed_port: int
+) -> None:
+    import ray
+
+    if ray.is_initialized():
+        pytest.skip("this process already joined a Ray cluster")
+    with pytest.raises(ClusterUnreachable, match=f"127.0.0.1:{closed_port}"):
+        MemoryOS.open(
+            tmp_path / "data",
+            _CFG,
+            cluster=RayCluster(shards=2, address=f"127.0.0.1:{closed_port}"),
+        )
+    assert not ray.is_initialized()
+
+
+def test_serve_with_an_unreachable_ray_address_exits_at_once(
+    tmp_path: Path, closed_port: int
+) -> None:
+    ready = tmp_path / "ready"
+    done = _memoryos(
+        "--data-dir",
+        str(tmp_path / "data"),
+        "serve",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        "0",
+        "--ready-file",
+        str(ready),
+        "--ray",
+        f"127.0.0.1:{closed_port}",
+        "--shards",
+        "2",
+        "--skip-provider-check",
+        cwd=tmp_path,
+    )
+    assert done.returncode != 0
+    assert f"cannot reach the Ray cluster at 127.0.0.1:{closed_port}" in done.stderr
+    assert "Traceback" not in done.stderr
+    assert not ready.exists()
+
+
+def test_shards_list_with_an_unreachable_ray_address_exits_at_once(
+    tmp_path: Path, closed_port: int
+) -> None:
+    data = tmp_path / "data"
+    with MemoryOS.open(data, _CFG, cluster=LocalCluster(shards=2)) as mem:
+        mem.add_turn("alice", "hello", "hi")
+    done = _memoryos("shards", "list", str(data), "--ray", f"127.0.0.1:{closed_port}", cwd=tmp_path)
+    assert done.returncode != 0
+    assert f"cannot reach the Ray cluster at 127.0.0.1:{closed_port}" in done.stderr
+    assert "Traceback" not in done.stderr
