@@ -54,6 +54,32 @@ _watch_ids = itertools.count(1)
 # raised in that thread the next time it runs Python bytecode; NULL clears a pending one.
 _set_async_exc = ctypes.pythonapi.PyThreadState_SetAsyncExc
 
+# Bytecode loop iterations that let a Killed sent to the running thread land (the first
+# backward jump does it; the bound only keeps a Python that never delivers it from
+# spinning long).
+_LAND_SPINS = 100_000
+
+
+def _take_pending_killed() -> None:
+    """Make sure no Killed sent to the calling thread is left to land later.
+
+    Clearing it with ``PyThreadState_SetAsyncExc(tid, NULL)`` leaves CPython's
+    interpreter-wide "asynchronous exception pending" flag set (3.11: the flag is reset
+    only when a thread takes its exception): every later bytecode check takes the slow
+    path, and under ``sys.settrace`` (coverage, debuggers, profilers) a call never returns.
+    So a Killed is sent again to this thread and taken here, which resets the flag: whether
+    the first one already landed (in the handler) or is still pending, exactly one lands
+    in the loop below."""
+    tid = ctypes.c_ulong(threading.get_ident())
+    try:
+        # It may land as soon as the call returns: inside the ``try`` too.
+        _set_async_exc(tid, ctypes.py_object(Killed))
+        for _ in range(_LAND_SPINS):
+            pass
+    except Killed:
+        return
+    _set_async_exc(tid, None)  # never landed: clear it, the old way
+
 
 class _Life:
     """Exit bookkeeping shared by a SupervisedActor and its ref (which outlives it)."""
@@ -234,7 +260,7 @@ class SupervisedActor(pykka.ThreadingActor):
 
     def _sv_disarm(self, reason: ExitReason) -> ExitReason:
         # After this no Killed can be raised in this thread: ``kill`` sends one only while
-        # ``_sv_busy`` (checked under the lock), and a pending one is cleared here. The
+        # ``_sv_busy`` (checked under the lock), and a pending one is taken here. The
         # retry covers a pending Killed landing while we take the lock.
         while True:
             try:
@@ -242,7 +268,7 @@ class SupervisedActor(pykka.ThreadingActor):
                     self._sv_busy = False
                     self._sv_disarmed = True
                     if self._sv_async_sent:
-                        _set_async_exc(ctypes.c_ulong(self._sv_tid), None)
+                        _take_pending_killed()
                 return reason
             except Killed:
                 reason = self._sv_killed_reason()
