@@ -19,6 +19,7 @@ from __future__ import annotations
 import io
 import logging
 import os
+import subprocess
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -29,7 +30,7 @@ import structlog
 from memoryos_actors import logs
 from memoryos_actors.cli import main
 
-__all__ = ["Ran", "run_cli"]
+__all__ = ["Ran", "run_cli", "run_process"]
 
 # The loggers `quiet_logging` sets a level on.
 _QUIETED = ("pykka", "LiteLLM", "litellm", "httpx", "openai")
@@ -102,3 +103,27 @@ def run_cli(
         structlog.configure(**saved_structlog)
         for name, level in saved_levels.items():
             logging.getLogger(name).setLevel(level)
+
+
+def run_process(
+    *args: str,
+    cwd: Path,
+    env: Mapping[str, str] | None = None,
+    drop: tuple[str, ...] = ("MEMORYOS_",),
+    timeout: float = 120.0,
+) -> subprocess.CompletedProcess[str]:
+    """``memoryos ARGS`` as a real child process (this interpreter, ``-m memoryos_actors``)
+    in ``cwd``, for what only a process shows: the test's environment without the
+    variables starting with one of ``drop``, plus ``env``. ``timeout`` (seconds) only keeps
+    a hang from stalling the suite."""
+    child_env = {k: v for k, v in os.environ.items() if not k.startswith(drop)}
+    child_env.update(env or {})
+    return subprocess.run(
+        [sys.executable, "-m", "memoryos_actors", *args],
+        cwd=cwd,
+        env=child_env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )

@@ -8,10 +8,8 @@ the OS, then closed), so every connection to it is refused at once.
 
 from __future__ import annotations
 
-import os
 import socket
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,6 +17,7 @@ import pytest
 
 pytest.importorskip("ray")
 
+from inprocess import run_process  # noqa: E402
 from localhost import LocalCluster  # noqa: E402
 
 from memoryos_actors import MemoryConfig, MemoryOS  # noqa: E402
@@ -47,18 +46,13 @@ def open_port() -> Iterator[int]:
 
 
 def _memoryos(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("MEMORYOS_", "RAY_ADDRESS"))}
-    env["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
-    # The timeout only keeps a hang from stalling the suite; without the check the
-    # command below runs for more than five minutes.
-    return subprocess.run(
-        [sys.executable, "-m", "memoryos_actors", *args],
+    # Without the check, the commands below run for more than five minutes: the timeout
+    # of run_process keeps that from stalling the suite.
+    return run_process(
+        *args,
         cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
+        env={"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"},
+        drop=("MEMORYOS_", "RAY_ADDRESS"),
     )
 
 

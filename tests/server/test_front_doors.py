@@ -26,6 +26,7 @@ import pytest
 
 pytest.importorskip("ray")
 
+from inprocess import run_process  # noqa: E402
 from srvutil import Server, add_key, add_live_key, start_server  # noqa: E402
 from waiting import wait_until  # noqa: E402
 
@@ -64,16 +65,7 @@ def loopback_ray(ray_head: RayHead) -> Iterator[LoopbackRay]:
 
 
 def _memoryos(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMORYOS_")}
-    return subprocess.run(
-        [sys.executable, "-m", "memoryos_actors", *args],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    return run_process(*args, cwd=cwd)
 
 
 def _shard_pids(root: Path, data: Path, address: str) -> dict[int, int]:
