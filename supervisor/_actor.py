@@ -428,7 +428,8 @@ def kill(ref: ActorRef[Any], reason: str = "killed") -> bool:
     lock-free). The kill flag is set before ``busy`` is read and the loop reads the kill
     flag before each ``get``, so under the GIL either the handler gets the ``Killed`` or the
     loop sees the flag; never neither. A ``Killed`` still pending when the actor leaves its
-    loop is cleared before its clean-up runs, so it can't land in clean-up code. A kill that
+    loop is taken in its own thread before its clean-up runs, so it can't land in clean-up
+    code (taken, not cleared: clearing it leaves CPython's pending flag set). A kill that
     lands while the actor is inside library code (e.g. setting a reply) may leave that
     one reply unanswered; the asker then needs its timeout.
 
