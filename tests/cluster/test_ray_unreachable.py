@@ -8,8 +8,11 @@ the OS, then closed), so every connection to it is refused at once.
 
 from __future__ import annotations
 
+import os
 import socket
 import subprocess
+import sys
+import textwrap
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -21,7 +24,6 @@ from inprocess import run_process  # noqa: E402
 from localhost import LocalCluster  # noqa: E402
 
 from memoryos_actors import MemoryConfig, MemoryOS  # noqa: E402
-from memoryos_actors.cluster import RayCluster  # noqa: E402
 from memoryos_actors.cluster._ray import check_reachable  # noqa: E402
 from memoryos_actors.errors import ClusterUnreachable  # noqa: E402
 
@@ -80,17 +82,38 @@ def test_check_reachable_follows_ray_address_and_skips_a_ray_of_ones_own(
 def test_opening_a_ray_cluster_at_an_unreachable_address_raises(
     tmp_path: Path, closed_port: int
 ) -> None:
-    import ray
-
-    if ray.is_initialized():
-        pytest.skip("this process already joined a Ray cluster")
-    with pytest.raises(ClusterUnreachable, match=f"127.0.0.1:{closed_port}"):
-        MemoryOS.open(
-            tmp_path / "data",
-            _CFG,
-            cluster=RayCluster(shards=2, address=f"127.0.0.1:{closed_port}"),
-        )
-    assert not ray.is_initialized()
+    # In a child process: this one may have joined the test session's Ray cluster (then
+    # RayCluster uses that connection and never looks at the address).
+    child = textwrap.dedent(
+        f"""
+        import sys
+        import ray
+        from memoryos_actors import MemoryConfig, MemoryOS
+        from memoryos_actors.cluster import RayCluster
+        from memoryos_actors.errors import ClusterUnreachable
+        try:
+            MemoryOS.open(
+                sys.argv[1],
+                MemoryConfig(log_level="error"),
+                cluster=RayCluster(shards=2, address="127.0.0.1:{closed_port}"),
+            )
+        except ClusterUnreachable as exc:
+            print("unreachable:", exc)
+        print("ray initialised:", ray.is_initialized())
+        """
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", child, str(tmp_path / "data")],
+        cwd=tmp_path,
+        env={**os.environ, "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "RAY_ADDRESS": ""},
+        capture_output=True,
+        text=True,
+        timeout=120,  # only keeps a hang from stalling the suite
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert f"unreachable: cannot reach the Ray cluster at 127.0.0.1:{closed_port}" in done.stdout
+    assert "ray initialised: False" in done.stdout
 
 
 def test_serve_with_an_unreachable_ray_address_exits_at_once(
