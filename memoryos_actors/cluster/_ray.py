@@ -31,6 +31,7 @@ __all__ = [
     "RayCluster",
     "RayShardHost",
     "check_reachable",
+    "join_ray",
     "shard_actor_name",
     "started_ray_head",
 ]
@@ -119,6 +120,15 @@ def check_reachable(address: str | None, timeout: float = CONNECT_TIMEOUT_S) -> 
             f"answered at {host}:{port} within {timeout:g} s ({reason}); is a Ray head "
             "running there (ray start --head)?"
         ) from None
+
+
+def join_ray(ray: Any, address: str | None, **init_kwargs: Any) -> None:
+    """``ray.init(address=address, ...)`` (no dashboard unless asked), after
+    :func:`check_reachable` and keeping this process's SIGTERM handler: the one way this
+    package starts or joins Ray."""
+    check_reachable(address)
+    with _keep_sigterm_handler():
+        ray.init(address=address, **{"include_dashboard": False, **init_kwargs})
 
 
 def _positive(value: object, what: str) -> None:
@@ -243,13 +253,7 @@ class RayShardHost(ShardHost):
         self._ray = ray
         self._started_ray = False
         if not ray.is_initialized():
-            check_reachable(cluster.address)
-            with _keep_sigterm_handler():
-                ray.init(
-                    address=cluster.address,
-                    namespace=cluster.namespace,
-                    **{"include_dashboard": False, **cluster.init_kwargs},
-                )
+            join_ray(ray, cluster.address, namespace=cluster.namespace, **cluster.init_kwargs)
             self._started_ray = True
         self.shards = len(dirs)
         # Shared shards outlive this facade, unless the Ray they run on is this process's

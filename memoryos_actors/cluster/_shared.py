@@ -18,7 +18,7 @@ from memoryos_actors.errors import ConfigError, DataDirLocked, InvalidInput, Sto
 
 from ._backend import ShardInfo
 from ._placement import read_layout, shard_namespace
-from ._ray import _import_ray, check_reachable, shard_actor_name
+from ._ray import _import_ray, join_ray, shard_actor_name
 from .doors import describe_doors, read_doors
 
 __all__ = ["shared_shards", "stop_shards"]
@@ -28,9 +28,8 @@ def _connect(address: str | None) -> tuple[Any, bool]:
     ray = _import_ray()
     if ray.is_initialized():
         return ray, False
-    check_reachable(address or "auto")
     try:
-        ray.init(address=address or "auto", include_dashboard=False, log_to_driver=False)
+        join_ray(ray, address or "auto", log_to_driver=False)
     except ConnectionError as exc:
         raise StorageError(f"cannot reach the Ray cluster at {address or 'auto'}: {exc}") from None
     return ray, True
