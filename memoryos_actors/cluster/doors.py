@@ -34,6 +34,7 @@ from memoryos_actors.store.lock import (
     SharedDoorsLock,
     describe_doors,
     read_doors,
+    sweep_dead_doors,
 )
 
 from ._placement import LAYOUT_FILE, read_layout
@@ -76,7 +77,7 @@ class FrontDoor:
         try:
             folder = self.data_dir / DOORS_DIR
             folder.mkdir(exist_ok=True)
-            self._sweep(folder)
+            sweep_dead_doors(self.data_dir)
             self.path = folder / f"{os.getpid()}-{uuid.uuid4().hex[:12]}.json"
             # Locked under a name no reader looks at, then renamed (the lock stays with the
             # inode): a sweep by another door never sees it unlocked.
@@ -99,24 +100,6 @@ class FrontDoor:
         except BaseException:
             self.close()
             raise
-
-    @staticmethod
-    def _sweep(folder: Path) -> None:
-        """Remove the files of doors that died without closing (their lock is gone)."""
-        for path in folder.glob("*.json"):
-            try:
-                fd = os.open(path, os.O_RDONLY)
-            except OSError:
-                continue
-            try:
-                if fcntl is not None:
-                    try:
-                        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    except BlockingIOError:
-                        continue  # a live door
-                path.unlink(missing_ok=True)
-            finally:
-                os.close(fd)
 
     def _write(self) -> None:
         # In place, on the locked file: a rename would put a new, unlocked file there.

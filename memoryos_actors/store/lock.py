@@ -39,6 +39,7 @@ __all__ = [
     "describe_doors",
     "lock_holder",
     "read_doors",
+    "sweep_dead_doors",
 ]
 
 LOCK_FILE_NAME = "LOCK"
@@ -210,6 +211,21 @@ def read_doors(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
             doc = None  # being rewritten this instant: it is alive all the same
         found.append(doc if isinstance(doc, dict) else {"file": name.name})
     return sorted(found, key=lambda d: float(d.get("started_at") or 0.0))
+
+
+def sweep_dead_doors(path: str | os.PathLike[str]) -> None:
+    """Remove the files of data directory ``path``'s front doors that died without closing
+    (nobody holds their lock: the kernel dropped it with the process)."""
+    for name in (Path(path) / DOORS_DIR).glob("*.json"):
+        try:
+            fd = os.open(name, os.O_RDONLY)
+        except OSError:
+            continue  # closed meanwhile
+        try:
+            if _try_lock(fd):
+                name.unlink(missing_ok=True)
+        finally:
+            os.close(fd)
 
 
 def describe_doors(doors: list[dict[str, Any]]) -> str:
