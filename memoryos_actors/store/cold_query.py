@@ -91,17 +91,14 @@ def match_plan(
     return plan
 
 
-def ranked_rowids(
-    db: sqlite3.Connection, match: str, n: int, bound: int, window: int | None = None
-) -> list[int]:
+def ranked_rowids(db: sqlite3.Connection, match: str, n: int, bound: int, window: int) -> list[int]:
     """Rowids of the ``n`` items FTS5 ranks best for ``match``, ranking at most ``window``
-    (:data:`RANK_WINDOW`) of them: when ``match`` may find more (``bound``, an upper
-    bound), only the newest ``window`` it finds are ranked (best first; equal ranks, newer
-    first)."""
-    window = RANK_WINDOW if window is None else window
+    of them (:data:`RANK_WINDOW`, or :data:`FILL_WINDOW` for a fill): when ``match`` may
+    find more (``bound``, an upper bound), only the newest ``window`` it finds are ranked
+    (best first; equal ranks, newer first)."""
     if bound > window:
         # Rowids follow archive order, and FTS5 walks a MATCH in rowid order: the newest
-        # RANK_WINDOW matches, each with its rank, cost one walk of the window.
+        # ``window`` matches, each with its rank, cost one walk of the window.
         rows = db.execute(
             "SELECT rowid, rank FROM fts WHERE fts MATCH ? ORDER BY rowid DESC LIMIT ?",
             (match, window),
