@@ -17,6 +17,7 @@ from memoryos_actors.lexicon import CorpusStats, LexIndex, bm25_score, terms
 from memoryos_actors.store import UserStore
 from memoryos_actors.store.archived import emb_to_f16
 from memoryos_actors.store.cold import COLD_FILE
+from memoryos_actors.store.cold_rows import fts_text
 
 
 def _page(seq: int, query: str, response: str = "ok", ts: float = 1000.0) -> dict[str, Any]:
@@ -427,17 +428,16 @@ def test_a_match_wider_than_the_rank_window_ranks_only_its_newest_items(
 
     monkeypatch.setattr(cold_query, "RANK_WINDOW", 10)
     with _open(tmp_path) as store:
-        # Older pages say the word three times (FTS5's BM25 ranks them first), the newest
-        # ten once.
+        # Older pages hold both query words (FTS5 ranks them first), the newest ten one.
         for i in range(1, 51):
-            text = "quokka quokka quokka" if i <= 40 else "quokka on a long walk today"
+            text = "quokka and wombat" if i <= 40 else "quokka on a long walk today"
             store.archive_append({"t": "page", "page": _page(i, text), "segment_id": "s1"})
-        found = store.cold.search(terms("quokka"), 5)
+        found = store.cold.search(terms("quokka wombat"), 5)
         assert len(found.items) == 5
         assert all(i.seq is not None and i.seq > 40 for i in found.items)
         assert found.df_of("quokka") == 50  # statistics still cover every item
         monkeypatch.setattr(cold_query, "RANK_WINDOW", 1000)
-        wide = store.cold.search(terms("quokka"), 5)
+        wide = store.cold.search(terms("quokka wombat"), 5)
         assert all(i.seq is not None and i.seq <= 40 for i in wide.items)
 
 
@@ -449,25 +449,59 @@ def test_a_fill_after_the_and_of_common_terms_ranks_only_its_newest_items(
     monkeypatch.setattr(cold_query, "FILL_WINDOW", 10)
     with _open(tmp_path) as store:
         # Both words are common (in more than 50 of 250 pages): the AND of both finds the
-        # three pages that have both, and the OR of the two fills up the rest.
+        # three pages that have both, and the OR of the two fills up.
         for i in range(1, 251):
             if i <= 3:
                 text = "alpha beta"
-            elif i <= 60:
-                text = "beta beta beta"  # older, ranked first by FTS5's BM25
-            elif i <= 110:
-                text = "alpha on a long walk today"
+            elif i <= 70:
+                text = "alpha alpha"  # older, the rarer word: ranked first by FTS5
+            elif i <= 150:
+                text = "beta on a long walk today"
             else:
                 text = "nothing of either word"
             store.archive_append({"t": "page", "page": _page(i, text), "segment_id": "s1"})
         found = store.cold.search(terms("alpha beta"), 5)
         seqs = [i.seq for i in found.items]
-        assert sorted(seqs[:3]) == [1, 2, 3]  # the AND's matches, ranked in full
-        assert len(seqs) == 5 and all(s is not None and 100 < s <= 110 for s in seqs[3:]), seqs
+        assert sorted(seqs[:3]) == [1, 2, 3]  # the AND's matches
+        assert len(seqs) == 5 and all(s is not None and 140 < s <= 150 for s in seqs[3:]), seqs
         monkeypatch.setattr(cold_query, "FILL_WINDOW", 1000)
         wide = [i.seq for i in store.cold.search(terms("alpha beta"), 5).items]
         assert sorted(wide[:3]) == [1, 2, 3]
-        assert all(s is not None and 3 < s <= 60 for s in wide[3:]), wide
+        assert all(s is not None and 3 < s <= 70 for s in wide[3:]), wide
+
+
+def test_an_index_made_with_row_sizes_gets_the_fts_table_without_them(tmp_path: Path) -> None:
+    with _open(tmp_path) as store:
+        for i in range(1, 31):
+            text = f"page {i} about the harbour" if i % 3 else f"page {i} about a quokka"
+            store.archive_append({"t": "page", "page": _page(i, text), "segment_id": "s1"})
+        before = [i.seq for i in store.cold.search(terms("quokka harbour"), 30).items]
+        path = store.cold.path
+    # An index written by an earlier version: its FTS5 table keeps row sizes.
+    db = sqlite3.connect(path, isolation_level=None)
+    rows = db.execute("SELECT id, kind, terms FROM items").fetchall()
+    db.execute("DROP TABLE fts")
+    db.execute(
+        "CREATE VIRTUAL TABLE fts USING fts5(terms, content='', "
+        "tokenize='unicode61 remove_diacritics 0')"
+    )
+    db.executemany(
+        "INSERT INTO fts (rowid, terms) VALUES (?, ?)", [(r, fts_text(k, t)) for r, k, t in rows]
+    )
+    db.close()
+    with _open(tmp_path) as store:
+        after = [i.seq for i in store.cold.search(terms("quokka harbour"), 30).items]
+        assert store.cold.rebuilds == 0  # upgraded in place, not rebuilt
+    db = sqlite3.connect(path)
+    try:
+        (sql,) = db.execute("SELECT sql FROM sqlite_master WHERE name = 'fts'").fetchone()
+        n_sizes = db.execute(
+            "SELECT count(*) FROM sqlite_master WHERE name = 'fts_docsize'"
+        ).fetchone()[0]
+    finally:
+        db.close()
+    assert "columnsize=0" in sql and n_sizes == 0
+    assert sorted(after) == sorted(before) == list(range(1, 31))
 
 
 def _stored_terms(path: Path) -> dict[str, tuple[list[str], list[str]]]:
