@@ -441,6 +441,24 @@ def test_a_match_wider_than_the_rank_window_ranks_only_its_newest_items(
         assert all(i.seq is not None and i.seq <= 40 for i in wide.items)
 
 
+def test_the_and_of_common_terms_takes_its_newest_matches_unranked(tmp_path: Path) -> None:
+    with _open(tmp_path) as store:
+        # Both words are common (in more than 50 of 200 pages) and 150 pages hold both:
+        # the older ones twice each in a short page (BM25 with row lengths ranks them
+        # first), the newer ones once in a longer page. Every match holds every term, so
+        # the newest are taken.
+        for i in range(1, 201):
+            if i <= 100:
+                text = "alpha beta alpha beta"
+            elif i <= 150:
+                text = "alpha and beta on a long walk today"
+            else:
+                text = "nothing of either word"
+            store.archive_append({"t": "page", "page": _page(i, text), "segment_id": "s1"})
+        found = store.cold.search(terms("alpha beta"), 5)
+    assert [i.seq for i in found.items] == [150, 149, 148, 147, 146]
+
+
 def test_a_fill_after_the_and_of_common_terms_ranks_only_its_newest_items(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -449,7 +467,7 @@ def test_a_fill_after_the_and_of_common_terms_ranks_only_its_newest_items(
     monkeypatch.setattr(cold_query, "FILL_WINDOW", 10)
     with _open(tmp_path) as store:
         # Both words are common (in more than 50 of 250 pages): the AND of both finds the
-        # three pages that have both, and the OR of the two fills up.
+        # three pages that have both (newest first), and the OR of the two fills up.
         for i in range(1, 251):
             if i <= 3:
                 text = "alpha beta"
@@ -462,11 +480,11 @@ def test_a_fill_after_the_and_of_common_terms_ranks_only_its_newest_items(
             store.archive_append({"t": "page", "page": _page(i, text), "segment_id": "s1"})
         found = store.cold.search(terms("alpha beta"), 5)
         seqs = [i.seq for i in found.items]
-        assert sorted(seqs[:3]) == [1, 2, 3]  # the AND's matches
+        assert seqs[:3] == [3, 2, 1]  # the AND's matches
         assert len(seqs) == 5 and all(s is not None and 140 < s <= 150 for s in seqs[3:]), seqs
         monkeypatch.setattr(cold_query, "FILL_WINDOW", 1000)
         wide = [i.seq for i in store.cold.search(terms("alpha beta"), 5).items]
-        assert sorted(wide[:3]) == [1, 2, 3]
+        assert wide[:3] == [3, 2, 1]
         assert all(s is not None and 3 < s <= 70 for s in wide[3:]), wide
 
 
