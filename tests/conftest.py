@@ -108,7 +108,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     that uses the session's Ray cluster runs in one worker, and every test that uses the
     session's Ray head (``tests/server/conftest.py``) in one worker: each is one per test
     session, and each worker is a session of its own, so a second worker would start a
-    second one. The two groups may run in different workers."""
+    second one. The two groups may run in different workers. The tests of a module with a
+    module-scoped fixture run in one worker too (see :func:`_uses_module_fixture`)."""
     for item in items:
         callspec = getattr(item, "callspec", None)
         backend = callspec.params.get("backend") if callspec is not None else None
@@ -117,8 +118,25 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.xdist_group("ray"))
         elif "ray_head" in fixtures:
             item.add_marker(pytest.mark.xdist_group("rayhead"))
+        elif _uses_module_fixture(item):
+            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
     if getattr(config.option, "loadgroup", False):  # set in xdist's workers only
         _name_groups_in_node_ids(items)
+
+
+def _uses_module_fixture(item: pytest.Item) -> bool:
+    """Whether ``item`` uses a module-scoped fixture (a live server, a browser, a system
+    with data in it): the module's tests then run in one xdist worker, which sets the
+    fixture up once. Left to ``--dist loadgroup`` alone, a module's tests are spread over
+    both workers one by one, and each worker started the module's server and browser."""
+    info = getattr(item, "_fixtureinfo", None)
+    if info is None:
+        return False
+    for name in getattr(item, "fixturenames", ()):
+        defs = info.name2fixturedefs.get(name)
+        if defs and defs[-1].scope in ("module", "class", "package"):
+            return True
+    return False
 
 
 def _name_groups_in_node_ids(items: list[pytest.Item]) -> None:
