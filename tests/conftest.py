@@ -102,14 +102,29 @@ def ray_cluster() -> Iterator[object]:
                 os.environ[key] = value
 
 
+#: The test modules that import litellm into the test process (``tests/gateway``). Their
+#: tests run in one xdist worker: importing litellm costs 4-7 s of CPU, paid once per
+#: process, and the modules no longer import it when collected.
+_LITELLM_MODULES = frozenset(
+    {
+        "test_gateway_async_core.py",
+        "test_gateway_litellm.py",
+        "test_gateway_system.py",
+        "test_owed_work.py",
+        "test_provider_errors.py",
+    }
+)
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Under pytest-xdist (``-n 2 --dist loadgroup``, the README's test command) every test
     that uses the session's Ray cluster runs in one worker, and every test that uses the
     session's Ray head (``tests/server/conftest.py``) in one worker: each is one per test
     session, and each worker is a session of its own, so a second worker would start a
-    second one. The two groups may run in different workers. The tests of a module with a
-    module-scoped fixture run in one worker too (see :func:`_uses_module_fixture`)."""
+    second one. The two groups may run in different workers. The tests that import litellm
+    run in one worker (see :data:`_LITELLM_MODULES`), and so do the tests of a module with a
+    module-scoped fixture (see :func:`_uses_module_fixture`)."""
     for item in items:
         callspec = getattr(item, "callspec", None)
         backend = callspec.params.get("backend") if callspec is not None else None
@@ -118,6 +133,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.xdist_group("ray"))
         elif "ray_head" in fixtures:
             item.add_marker(pytest.mark.xdist_group("rayhead"))
+        elif "litellm_ready" in fixtures or item.path.name in _LITELLM_MODULES:
+            item.add_marker(pytest.mark.xdist_group("litellm"))
         elif _uses_module_fixture(item):
             item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
     if getattr(config.option, "loadgroup", False):  # set in xdist's workers only
