@@ -141,6 +141,31 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         _name_groups_in_node_ids(items)
 
 
+#: The session fixtures that keep Ray processes running, by the xdist group of their tests.
+_RAY_FIXTURES = {"ray": "ray_cluster", "rayhead": "ray_head"}
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    """Under xdist, stop the session's Ray cluster (or Ray head) after the last test of its
+    group instead of at the session's end: a group's tests run one after another in one
+    worker, and an idle Ray cluster still spends ~6% of a core (1.7 s of CPU in 30 s, its
+    nine processes measured with psutil) for as long as the worker runs other tests. A
+    test that needed it again would start a new one."""
+    result = yield
+    if getattr(item.config.option, "loadgroup", False):
+        for group, name in _RAY_FIXTURES.items():
+            if group in _groups(item) and (nextitem is None or group not in _groups(nextitem)):
+                defs = item.session._fixturemanager.getfixturedefs(name, item)
+                if defs and defs[-1].cached_result is not None:
+                    defs[-1].finish(item._request)  # type: ignore[attr-defined]
+    return result
+
+
+def _groups(item: pytest.Item) -> set[str]:
+    return {str(m.args[0]) for m in item.iter_markers("xdist_group") if m.args}
+
+
 def _uses_module_fixture(item: pytest.Item) -> bool:
     """Whether ``item`` uses a module-scoped fixture (a live server, a browser, a system
     with data in it): the module's tests then run in one xdist worker, which sets the
