@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import threading
 from collections.abc import Callable
@@ -10,7 +11,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-pytest.importorskip("litellm")
+if importlib.util.find_spec("litellm") is None:  # imported by the tests that use it
+    pytest.skip("litellm is not installed", allow_module_level=True)
 
 from fakeserver import Action, FakeOpenAIServer, default_answer
 from gwhelpers import SleepRecorder, chat_payload

@@ -15,7 +15,7 @@ pytest.importorskip("prometheus_client")
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from srvutil import Deployment, add_key, start_server  # noqa: E402
+from srvutil import CONFIG_TOML, Deployment, Server, add_key, add_live_key, start_server  # noqa: E402
 
 
 @pytest.fixture(scope="session")
@@ -45,16 +45,36 @@ def ray_head() -> Iterator[Any]:
     assert not head.tmp.exists()
 
 
-@pytest.fixture(scope="module")
-def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]:
+@pytest.fixture(scope="session")
+def shared_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Server, Path]]:
+    """One ``memoryos serve --mcp`` per test session (per xdist worker) and its folder, for
+    the modules whose tests need a live server but no fresh one (see :func:`deployment`).
+
+    A server's start costs a Python start, the server's imports and the store's opening
+    (~2-3 s of CPU). Idle users are not passivated while the session runs (a passivation
+    writes files, and some tests check that a refused call wrote none)."""
     root = tmp_path_factory.mktemp("server")
     keys = root / "keys.json"
-    acme = add_key(root, keys, "acme")
-    acme2 = add_key(root, keys, "acme")
-    globex = add_key(root, keys, "globex")
-    limited = add_key(root, keys, "limited", "--rate", "0.01", "--burst", "3")
+    add_key(root, keys, "bootstrap")  # the server refuses to start without a key file
+    (root / "config.toml").write_text(CONFIG_TOML + "idle_timeout_seconds = 86400.0\n")
     server = start_server(root, root / "data", keys, "--mcp", "--max-body-bytes", "200000")
     try:
-        yield Deployment(server, root, acme, acme2, globex, limited)
+        yield server, root
     finally:
         server.stop()
+
+
+@pytest.fixture(scope="module")
+def deployment(shared_server: tuple[Server, Path], request: pytest.FixtureRequest) -> Deployment:
+    """The session's server with keys of tenants of this module's own (``acme-<module>``
+    and so on): a module sees no user, key or rate bucket of another module, as if the
+    server were its own, and its tests may use the same user ids as another module's."""
+    server, root = shared_server
+    tag = request.path.stem.removeprefix("test_").replace("_", "-")
+    acme, globex = f"acme-{tag}", f"globex-{tag}"
+    limited = add_key(root, server.keys_file, f"limited-{tag}", "--rate", "0.01", "--burst", "3")
+    acme2 = add_key(root, server.keys_file, acme)
+    globex_key = add_key(root, server.keys_file, globex)
+    # Added last: once the server takes this key it has read the file with all of them.
+    acme_key = add_live_key(server, root, acme)
+    return Deployment(server, root, acme_key, acme2, globex_key, limited, acme, globex)

@@ -140,6 +140,9 @@ class Deployment:
     acme2: str
     globex: str
     limited: str
+    #: The tenants of ``acme`` (and ``acme2``) and of ``globex``.
+    acme_tenant: str = "acme"
+    globex_tenant: str = "globex"
 
 
 def stdio_mcp_params(tmp_path: Path) -> Any:

@@ -126,7 +126,7 @@ def test_export_returns_the_users_data_under_the_tenants_id(deployment: Deployme
     assert body["payload"]["format"] == "memoryos-actors/user-export"
     assert body["payload"]["user_id"] == "exp"
     assert "passport" in json.dumps(body)
-    assert "acme:exp" not in json.dumps(body)
+    assert f"{deployment.acme_tenant}:exp" not in json.dumps(body)
 
 
 def test_delete_user_forgets_it_and_later_calls_get_404(deployment: Deployment) -> None:
@@ -287,7 +287,7 @@ def test_a_revoked_key_stops_working_without_a_restart(deployment: Deployment) -
 
     from memoryos_actors.server.keys import KeyStore
 
-    key = add_live_key(deployment.server, deployment.root, "acme")
+    key = add_live_key(deployment.server, deployment.root, deployment.acme_tenant)
     with deployment.server.client(key) as c:
         KeyStore(deployment.server.keys_file).revoke(key.split("_")[1])
         # The server re-reads its key file at most once a second.

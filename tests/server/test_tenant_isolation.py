@@ -16,16 +16,18 @@ from urllib.parse import quote
 import pytest
 from srvutil import Deployment, add_live_key
 
+#: The second tenant (the session's server is shared: its name is this module's own).
+INITECH = "initech-tenant-isolation"
 USER_IDS = [
     "ann",
     "Zoë 名前 100% ?#&=+;\\.x",
-    "initech:ann",  # acme's user spelled like initech's library id of "ann"
+    f"{INITECH}:ann",  # acme's user spelled like initech's library id of "ann"
 ]
 
 
 @pytest.fixture(scope="module")
 def initech(deployment: Deployment) -> Iterator[str]:
-    yield add_live_key(deployment.server, deployment.root, "initech")
+    yield add_live_key(deployment.server, deployment.root, INITECH)
 
 
 @pytest.mark.parametrize("user", USER_IDS)

@@ -217,7 +217,7 @@ def test_a_revoked_key_ends_its_sessions_and_logout_ends_one(
     deployment: Deployment, ann: str
 ) -> None:
     server = deployment.server
-    key = add_live_key(server, deployment.root, "acme")
+    key = add_live_key(server, deployment.root, deployment.acme_tenant)
     with _login(server, key) as c, _login(server, deployment.acme) as other:
         assert c.get("/ui/users").status_code == 200
         key_id = key.split("_")[1]
