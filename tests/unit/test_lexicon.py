@@ -1,0 +1,78 @@
+"""LexIndex's weighted BM25 (memoryos_actors.lexicon): array form against the formula."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from memoryos_actors.lexicon import BM25_B, BM25_K1, LexIndex
+
+_TERMS = [f"t{i}" for i in range(12)]
+
+
+def _per_document(lex: LexIndex, docs: dict[int, list[str]], idf: dict[str, float], avg: float):
+    """The BM25 of each document, one document and one term at a time, summed in the
+    order of ``idf``: the definition the index's array form must reproduce bit for bit,
+    keyed in the order documents first appear in the terms' postings (their order of
+    indexing)."""
+    avg = avg if avg > 0 else 1.0
+    out: dict[int, float] = {}
+    for term, w in idf.items():
+        for key, words in docs.items():
+            tf = words.count(term)
+            if not tf:
+                continue
+            norm = tf + BM25_K1 * (1.0 - BM25_B + BM25_B * len(words) / avg)
+            out[key] = out.get(key, 0.0) + w * tf * (BM25_K1 + 1.0) / norm
+    return out
+
+
+_OPS = st.lists(
+    st.one_of(
+        st.tuples(
+            st.just("add"),
+            st.integers(1, 25),
+            st.lists(st.sampled_from(_TERMS), max_size=12),
+        ),
+        st.tuples(st.just("remove"), st.integers(1, 25), st.just([])),
+        st.tuples(
+            st.just("query"),
+            st.sampled_from([0.0, 2.5, 7.0]),
+            st.dictionaries(st.sampled_from(_TERMS), st.floats(0.0, 6.0), max_size=5),
+        ),
+    ),
+    max_size=40,
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(ops=_OPS)
+def test_weighted_scores_equal_the_per_document_formula_as_documents_come_and_go(ops) -> None:
+    """Cached posting arrays must follow every add, re-add and remove: a stale array would
+    score a removed page or miss a new one."""
+    lex = LexIndex()
+    docs: dict[int, list[str]] = {}  # in posting order: a re-added key moves to the end
+    for op, a, b in ops:
+        if op == "add":
+            docs.pop(a, None)
+            lex.add(a, b)
+            if b:
+                docs[a] = list(b)
+        elif op == "remove":
+            docs.pop(a, None)
+            lex.remove(a)
+        else:
+            got = lex.weighted_scores(b, a)
+            want = _per_document(lex, docs, b, a)
+            # Exact floats (not approximately equal), in the same order.
+            assert list(got.items()) == list(want.items())
+
+
+def test_a_document_added_or_removed_after_a_query_changes_the_next_one() -> None:
+    lex = LexIndex()
+    lex.add(1, ["apple", "pear"])
+    assert set(lex.weighted_scores({"apple": 1.0}, 2.0)) == {1}
+    lex.add(2, ["apple"])
+    assert set(lex.weighted_scores({"apple": 1.0}, 2.0)) == {1, 2}
+    lex.remove(1)
+    assert set(lex.weighted_scores({"apple": 1.0}, 2.0)) == {2}
