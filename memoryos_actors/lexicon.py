@@ -470,19 +470,13 @@ def bm25_scores(
 class LexIndex:
     """BM25 over a changing set of documents keyed by int (page seq)."""
 
-    __slots__ = ("_arrays", "_doc_len", "_doc_terms", "_postings", "_total_len")
+    __slots__ = ("_doc_len", "_doc_terms", "_postings", "_total_len")
 
     def __init__(self) -> None:
         self._postings: dict[str, dict[int, int]] = {}
         self._doc_len: dict[int, int] = {}
         self._doc_terms: dict[int, tuple[str, ...]] = {}
         self._total_len = 0
-        # term -> its posting as arrays (keys, tf, document lengths), made when a query
-        # first asks for the term and dropped when a document with the term comes or goes.
-        self._arrays: dict[
-            str,
-            tuple[npt.NDArray[np.int64], npt.NDArray[np.float64], npt.NDArray[np.float64]],
-        ] = {}
 
     def __len__(self) -> int:
         return len(self._doc_len)
@@ -495,11 +489,8 @@ class LexIndex:
         if key in self._doc_len:
             self.remove(key)
         counts = Counter(doc_terms)
-        arrays = self._arrays
         for term, tf in counts.items():
             self._postings.setdefault(term, {})[key] = tf
-            if term in arrays:
-                del arrays[term]
         n = sum(counts.values())
         self._doc_len[key] = n
         self._doc_terms[key] = tuple(counts)
@@ -515,10 +506,7 @@ class LexIndex:
         if n is None:
             return
         self._total_len -= n
-        arrays = self._arrays
         for term in self._doc_terms.pop(key):
-            if term in arrays:
-                del arrays[term]
             posting = self._postings[term]
             del posting[key]
             if not posting:
@@ -535,56 +523,17 @@ class LexIndex:
 
     def weighted_scores(self, idf: Mapping[str, float], avg_len: float) -> dict[int, float]:
         """BM25 of every document sharing a term of ``idf`` (query term -> weight), its
-        length normalised by ``avg_len`` (terms) instead of this index's own average.
-
-        Keyed in the order documents first appear in the terms' postings. Computed over
-        arrays (a common term's posting holds hundreds of documents), with the per-document
-        formula's operations in the same order and each document's terms summed in the
-        order of ``idf``: the same floats as the per-document loop."""
-        import numpy as np
-
+        length normalised by ``avg_len`` (terms) instead of this index's own average."""
         avg = avg_len if avg_len > 0 else 1.0
-        k1, b, plus = BM25_K1, BM25_B, BM25_K1 + 1.0
-        keys_parts: list[npt.NDArray[np.int64]] = []
-        score_parts: list[npt.NDArray[np.float64]] = []
+        out: dict[int, float] = {}
         for term, w in idf.items():
-            cached = self._posting_arrays(term)
-            if cached is None:
-                continue
-            keys, tf, lengths = cached
-            norm = tf + k1 * (1.0 - b + b * lengths / avg)
-            keys_parts.append(keys)
-            score_parts.append(w * tf * plus / norm)
-        if not keys_parts:
-            return {}
-        if len(keys_parts) == 1:
-            return dict(zip(keys_parts[0].tolist(), score_parts[0].tolist(), strict=True))
-        all_keys = np.concatenate(keys_parts)
-        uniq, first, inverse = np.unique(all_keys, return_index=True, return_inverse=True)
-        totals = np.zeros(len(uniq), dtype=np.float64)
-        # Unbuffered, in index order: a document's scores are added term by term, from 0.0.
-        np.add.at(totals, inverse, np.concatenate(score_parts))
-        order = np.argsort(first, kind="stable")
-        return dict(zip(uniq[order].tolist(), totals[order].tolist(), strict=True))
-
-    def _posting_arrays(
-        self, term: str
-    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64], npt.NDArray[np.float64]] | None:
-        """``term``'s posting as arrays: document keys, term counts, document lengths."""
-        cached = self._arrays.get(term)
-        if cached is None:
             posting = self._postings.get(term)
             if not posting:
-                return None
-            import numpy as np
-
-            n = len(posting)
-            doc_len = self._doc_len
-            keys = np.fromiter(posting.keys(), dtype=np.int64, count=n)
-            tf = np.fromiter(posting.values(), dtype=np.float64, count=n)
-            lengths = np.fromiter((doc_len[k] for k in posting), dtype=np.float64, count=n)
-            cached = self._arrays[term] = (keys, tf, lengths)
-        return cached
+                continue
+            for key, tf in posting.items():
+                norm = tf + BM25_K1 * (1.0 - BM25_B + BM25_B * self._doc_len[key] / avg)
+                out[key] = out.get(key, 0.0) + w * tf * (BM25_K1 + 1.0) / norm
+        return out
 
     def scores(
         self, query_terms: Iterable[str], extra: CorpusStats | None = None

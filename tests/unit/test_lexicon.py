@@ -1,4 +1,4 @@
-"""LexIndex's weighted BM25 (memoryos_actors.lexicon): array form against the formula."""
+"""LexIndex's weighted BM25 (memoryos_actors.lexicon) against the formula, page by page."""
 
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ _TERMS = [f"t{i}" for i in range(12)]
 
 def _per_document(lex: LexIndex, docs: dict[int, list[str]], idf: dict[str, float], avg: float):
     """The BM25 of each document, one document and one term at a time, summed in the
-    order of ``idf``: the definition the index's array form must reproduce bit for bit,
-    keyed in the order documents first appear in the terms' postings (their order of
-    indexing)."""
+    order of ``idf``: the definition the index must reproduce bit for bit, whatever form
+    its postings take, keyed in the order documents first appear in the terms' postings
+    (their order of indexing)."""
     avg = avg if avg > 0 else 1.0
     out: dict[int, float] = {}
     for term, w in idf.items():
@@ -48,8 +48,8 @@ _OPS = st.lists(
 @settings(max_examples=150, deadline=None)
 @given(ops=_OPS)
 def test_weighted_scores_equal_the_per_document_formula_as_documents_come_and_go(ops) -> None:
-    """Cached posting arrays must follow every add, re-add and remove: a stale array would
-    score a removed page or miss a new one."""
+    """The postings must follow every add, re-add and remove: a stale one would score a
+    removed page or miss a new one."""
     lex = LexIndex()
     docs: dict[int, list[str]] = {}  # in posting order: a re-added key moves to the end
     for op, a, b in ops:
