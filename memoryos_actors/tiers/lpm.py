@@ -51,12 +51,15 @@ def _dedup_key(text: str) -> str:
 class _Fifo:
     """Entries with unit-length embeddings, oldest first, at most ``capacity``."""
 
-    __slots__ = ("capacity", "embs", "entries")
+    __slots__ = ("_mat", "capacity", "embs", "entries")
 
     def __init__(self, capacity: int) -> None:
         self.capacity = capacity
         self.entries: deque[KBEntry] = deque()
         self.embs: deque[npt.NDArray[np.float32]] = deque()
+        # The embeddings as one float64 matrix, made by the first search after a change
+        # (a retrieve searches two FIFOs; writes change them far less often).
+        self._mat: npt.NDArray[np.float64] | None = None
 
     def keys(self) -> set[str]:
         return {_dedup_key(e.text) for e in self.entries}
@@ -74,6 +77,7 @@ class _Fifo:
         entry = self.entries[i]
         del self.entries[i]
         del self.embs[i]
+        self._mat = None
         return entry
 
     def replace(self, entry_id: str, text: str, emb: npt.NDArray[np.float32]) -> KBEntry | None:
@@ -83,6 +87,7 @@ class _Fifo:
         old = self.entries[i]
         self.entries[i] = dataclasses.replace(old, text=text)
         self.embs[i] = emb
+        self._mat = None
         return old
 
     def push(
@@ -90,6 +95,7 @@ class _Fifo:
     ) -> list[tuple[KBEntry, npt.NDArray[np.float32]]]:
         self.entries.append(entry)
         self.embs.append(emb)
+        self._mat = None
         evicted = []
         while len(self.entries) > self.capacity:
             evicted.append((self.entries.popleft(), self.embs.popleft()))
@@ -98,12 +104,13 @@ class _Fifo:
     def search(self, q: npt.NDArray[np.float32], k: int) -> tuple[FactHit, ...]:
         if k <= 0 or not self.entries:
             return ()
-        mat = np.stack(list(self.embs)).astype(np.float64)
-        cos = np.clip(mat @ q.astype(np.float64), -1.0, 1.0)
+        if self._mat is None:
+            self._mat = np.stack(list(self.embs)).astype(np.float64)
+        cos = np.clip(self._mat @ q.astype(np.float64), -1.0, 1.0)
         n = len(self.entries)
-        # Best cosine first; among equals the newer entry wins.
-        order = sorted(range(n), key=lambda i: (-cos[i], -i))[:k]
-        entries = list(self.entries)
+        # Best cosine first; among equals the newer entry wins (last key first).
+        order = np.lexsort((-np.arange(n), -cos))[:k].tolist()
+        entries = self.entries
         return tuple(FactHit(entries[i], float(cos[i])) for i in order)
 
     def to_state(self) -> dict[str, Any]:
@@ -123,6 +130,7 @@ class _Fifo:
                 e.flags.writeable = False
                 self.entries.append(entry)
                 self.embs.append(e)
+            self._mat = None
 
 
 class _Persona:

@@ -6,6 +6,8 @@ from collections import Counter
 import msgpack
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from strategies import basis_vector, random_unit
 
 from memoryos_actors.clock import ManualClock
@@ -309,3 +311,51 @@ def test_an_archived_agent_trait_is_matched_to_its_own_assistant_only() -> None:
     # "coach:b" owns "agent_trait:coach:b:a1"; asked for "coach", the record decides.
     assert not _owned(item("agent_trait:coach:b:a1", "coach:b"), "agent_trait:coach:", "coach")
     assert _owned(item("agent_trait:coach:b:a1", "coach:b"), "agent_trait:coach:b:", "coach:b")
+
+
+_FIFO_OPS = st.lists(
+    st.one_of(
+        st.tuples(st.just("add"), st.integers(0, DIM - 1)),
+        st.tuples(st.just("remove"), st.integers(0, 5)),
+        st.tuples(st.just("replace"), st.integers(0, 5), st.integers(0, DIM - 1)),
+        st.tuples(st.just("search"), st.integers(0, DIM - 1), st.integers(0, 12)),
+    ),
+    max_size=40,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(ops=_FIFO_OPS)
+def test_search_ranks_the_current_facts_by_cosine_newest_first_on_ties(ops) -> None:
+    """Facts come, are corrected and go between searches (the FIFO keeps its embeddings
+    as one matrix between changes): every search ranks exactly the facts held then, best
+    cosine first and, among equal cosines (embeddings drawn from a few axes, so ties are
+    common), the newer fact first."""
+    core = _core(kb_capacity=6)
+    emb_of: dict[str, np.ndarray] = {}
+    made = 0
+    for op in ops:
+        if op[0] == "add":
+            made += 1
+            emb = basis_vector(DIM, op[1])
+            report = core.apply(PersonaUpdate("u", "a", facts=(f"fact number {made}",)), emb[None])
+            for hit in report.facts_added:
+                emb_of[hit.entry_id] = emb
+        elif op[0] == "remove" and core.kb():
+            target = core.kb()[op[1] % len(core.kb())].entry_id  # one of the facts held
+            assert core.remove_entry("fact", target) is not None
+        elif op[0] == "replace" and core.kb():
+            target = core.kb()[op[1] % len(core.kb())].entry_id
+            emb = basis_vector(DIM, op[2])
+            assert core.replace_entry("fact", target, f"corrected {made}", emb) is not None
+            emb_of[target] = emb
+        elif op[0] == "search":
+            q = basis_vector(DIM, op[1])
+            held = core.kb()
+            want = sorted(
+                range(len(held)),
+                key=lambda i: (-float(emb_of[held[i].entry_id] @ q), -i),
+            )[: op[2]]
+            got = core.search(q, top_k_kb=op[2], top_k_agent=0).kb
+            assert [h.entry.entry_id for h in got] == [held[i].entry_id for i in want]
+            assert [h.score for h in got] == [float(emb_of[held[i].entry_id] @ q) for i in want]
