@@ -459,11 +459,14 @@ def bm25_scores(
     plus = BM25_K1 + 1.0
     norm = k1 * (1.0 - b + b * lengths / avg)
     total = np.zeros(len(lengths), dtype=np.float64)
-    for j, w in enumerate(weights):
-        col = tf[:, j]
-        hit = col > 0
-        if hit.any():
-            total[hit] += w * col[hit] * plus / (col[hit] + norm[hit])
+    if not len(weights) or not len(lengths):
+        return total
+    # Every (document, term) share at once, with bm25_scorer's operations in its order; a
+    # term a document lacks adds exactly 0.0. The shares are then summed term by term.
+    counts = tf.astype(np.float64)
+    shares = np.asarray(weights, dtype=np.float64) * counts * plus / (counts + norm[:, None])
+    for j in range(len(weights)):
+        total += shares[:, j]
     return total
 
 
