@@ -333,9 +333,9 @@ class LPMActor(SupervisedActor):
             return view
         qv = np.asarray(q, dtype=np.float64)
         owner_prefix = f"agent_trait:{message.assistant_id}:"
-        # Scored from the index rows first; only the entries that can reach the answer
-        # (the k best of their kind, plus as many as the hot view may already hold) are
-        # decoded and made into entries.
+        # Scored from the index rows first; of the k best of their kind (plus as many as
+        # the hot view may already hold), only those that reach the answer are decoded
+        # and made into entries (see _merge).
         scored: dict[str, list[tuple[float, float, Any]]] = {"fact": [], "agent_trait": []}
         for item in found.items:
             if item.kind == "agent_trait" and not _owned(item, owner_prefix, message.assistant_id):
@@ -347,27 +347,14 @@ class LPMActor(SupervisedActor):
                 else 0.0
             )
             scored[item.kind].append((cos, item.timestamp, item))
-        extra: dict[str, list[FactHit]] = {"fact": [], "agent_trait": []}
+        picked: dict[str, tuple[FactHit, ...]] = {}
         for kind, k, hot in (
             ("fact", message.top_k_kb, view.kb),
             ("agent_trait", message.top_k_agent, view.agent_traits),
         ):
             scored[kind].sort(key=lambda c: (-c[0], -c[1]))
-            for cos, _ts, item in scored[kind][: k + len(hot)]:
-                rec = {key: v for key, v in item.record.items() if key != "assistant"}
-                extra[kind].append(FactHit(KBEntry.from_dict(rec), cos, "archive"))
-
-        def merge(hot: tuple[FactHit, ...], cold: list[FactHit], k: int) -> tuple[FactHit, ...]:
-            seen = {h.entry.entry_id for h in hot}
-            pool = list(hot) + [h for h in cold if h.entry.entry_id not in seen]
-            pool.sort(key=lambda h: (-h.score, -h.entry.timestamp))
-            return tuple(pool[:k])
-
-        return dataclasses.replace(
-            view,
-            kb=merge(view.kb, extra["fact"], message.top_k_kb),
-            agent_traits=merge(view.agent_traits, extra["agent_trait"], message.top_k_agent),
-        )
+            picked[kind] = _merge(hot, scored[kind][: k + len(hot)], k)
+        return dataclasses.replace(view, kb=picked["fact"], agent_traits=picked["agent_trait"])
 
     def _archive_evicted(self, effects: Any, assistant_id: str) -> None:
         """Facts and agent traits pushed out of their FIFOs go to the archive (the cold tier).
@@ -396,6 +383,34 @@ class LPMActor(SupervisedActor):
                         emb_to_f16(emb) if emb is not None else None,
                     ).encode()
                 )
+
+
+def _fact_hit(item: Any, cos: float) -> FactHit:
+    """The archived fact or agent trait ``item`` as a hit (its record decoded)."""
+    rec = {key: v for key, v in item.record.items() if key != "assistant"}
+    return FactHit(KBEntry.from_dict(rec), cos, "archive")
+
+
+def _merge(
+    hot: tuple[FactHit, ...], cold: list[tuple[float, float, Any]], k: int
+) -> tuple[FactHit, ...]:
+    """The ``k`` best of the hot hits and the archived ``(cosine, time, item)``
+    candidates: best score first, equal scores newer first, a hot hit before an archived
+    one on a full tie, an archived copy of a hot entry left out. An archived item is
+    decoded only when it is among the ``k`` (or may be a copy of a hot entry: its id
+    ends like one)."""
+    seen = {h.entry.entry_id for h in hot}
+    pool: list[tuple[float, float, Any]] = [(h.score, h.entry.timestamp, h) for h in hot]
+    for cos, ts, item in cold:
+        if any(item.item_id.endswith(":" + entry_id) for entry_id in seen):
+            hit = _fact_hit(item, cos)
+            if hit.entry.entry_id in seen:
+                continue
+            pool.append((cos, hit.entry.timestamp, hit))
+        else:
+            pool.append((cos, ts, item))
+    pool.sort(key=lambda p: (-p[0], -p[1]))
+    return tuple(x if isinstance(x, FactHit) else _fact_hit(x, cos) for cos, _ts, x in pool[:k])
 
 
 def _owned(item: Any, prefix: str, assistant_id: str) -> bool:

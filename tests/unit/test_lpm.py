@@ -359,3 +359,59 @@ def test_search_ranks_the_current_facts_by_cosine_newest_first_on_ties(ops) -> N
             got = core.search(q, top_k_kb=op[2], top_k_agent=0).kb
             assert [h.entry.entry_id for h in got] == [held[i].entry_id for i in want]
             assert [h.score for h in got] == [float(emb_of[held[i].entry_id] @ q) for i in want]
+
+
+# ----------------------------------------------------------------- archived facts merged
+
+
+class _Archived:
+    """An archived fact as the cold index gives it: an id and a record decoded on demand
+    (counted, so the test sees which ones were decoded)."""
+
+    decoded = 0
+
+    def __init__(self, entry_id: str, ts: float) -> None:
+        self.item_id = f"fact::{entry_id}"
+        self._rec = {"entry_id": entry_id, "text": f"fact {entry_id}", "timestamp": ts}
+
+    @property
+    def record(self) -> dict:
+        _Archived.decoded += 1
+        return dict(self._rec, assistant="")
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    hot=st.lists(st.tuples(st.integers(0, 6), st.sampled_from([0.0, 0.5, 1.0])), max_size=6),
+    cold=st.lists(st.tuples(st.integers(0, 9), st.sampled_from([0.0, 0.5, 1.0])), max_size=12),
+    k=st.integers(0, 8),
+)
+def test_archived_facts_merge_like_decoding_them_all_and_decode_only_the_answer(
+    hot, cold, k
+) -> None:
+    """The merge of hot hits and archived candidates equals decoding every candidate
+    and sorting the lot (best score, then newer, hot first on a full tie, no archived copy
+    of a hot entry), while decoding only the archived entries it returns (and any whose
+    id could be a hot entry's)."""
+    from memoryos_actors.actors.lpm import _merge
+    from memoryos_actors.messages import FactHit, KBEntry
+
+    hot_hits = tuple(
+        FactHit(KBEntry(f"f{n}", f"fact f{n}", 100.0 + n), score)
+        for n, score in dict(hot).items()
+    )
+    cands = [(score, 100.0 + n, _Archived(f"f{n}", 100.0 + n)) for n, score in cold]
+    cands.sort(key=lambda c: (-c[0], -c[1]))
+    # The definition: decode every candidate, drop copies of hot entries, sort stably.
+    seen = {h.entry.entry_id for h in hot_hits}
+    everything = list(hot_hits) + [
+        FactHit(KBEntry.from_dict(dict(item._rec)), score, "archive")
+        for score, _ts, item in cands
+        if item._rec["entry_id"] not in seen
+    ]
+    everything.sort(key=lambda h: (-h.score, -h.entry.timestamp))
+    _Archived.decoded = 0
+    got = _merge(hot_hits, cands, k)
+    assert got == tuple(everything[:k])
+    copies = sum(1 for _s, _t, item in cands if item._rec["entry_id"] in seen)
+    assert _Archived.decoded <= sum(1 for h in got if h.tier == "archive") + copies
