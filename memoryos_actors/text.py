@@ -275,7 +275,11 @@ def tokenize(text: str) -> list[str]:
 
     Typographic apostrophes are folded to ``'`` so "I’m" and "I'm" give the same token.
     """
-    return [m.group(0).replace("\u2019", "'") for m in _TOKEN_RE.finditer(text.lower())]
+    low = text.lower()
+    found: list[str] = _TOKEN_RE.findall(low)  # the pattern has no group: whole matches
+    if "\u2019" in low:
+        return [tok.replace("\u2019", "'") for tok in found]
+    return found
 
 
 def keywords(text: str, limit: int = 12) -> frozenset[str]:

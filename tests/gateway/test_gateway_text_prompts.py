@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from memoryos_actors.errors import InvalidInput
 from memoryos_actors.gateway.prompts import (
@@ -30,6 +33,21 @@ def test_tokenize_lowercases_and_keeps_contractions_and_unicode_words() -> None:
         "café",
         "au",
     ]
+
+
+_WORDISH = st.text(
+    alphabet=st.sampled_from(list("abcXYZ09_ '\u2019.\n-éÜ\u0130\u03a3")), max_size=60
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_WORDISH)
+def test_tokenize_is_each_word_match_with_its_apostrophe_folded(text: str) -> None:
+    """The definition, match by match: runs of letters and digits (no underscore), joined
+    by an apostrophe, of the lower-cased text, each typographic apostrophe folded."""
+    word = re.compile(r"[^\W_]+(?:['\u2019][^\W_]+)*")
+    want = [m.group(0).replace("\u2019", "'") for m in word.finditer(text.lower())]
+    assert tokenize(text) == want
 
 
 def test_keywords_drop_stopwords_and_rank_by_frequency() -> None:
