@@ -12,6 +12,7 @@ Terms are lower-case words minus stop words, lightly stemmed (:func:`stem`) so t
 
 from __future__ import annotations
 
+import functools
 import math
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -57,12 +58,16 @@ FIRST_PERSON: frozenset[str] = frozenset(
 _SUFFIXES = ("ingly", "edly", "ings", "ing", "ies", "ied", "es", "ed", "ly", "s")
 
 
+@functools.lru_cache(maxsize=32768)
 def stem(word: str) -> str:
     """Strip one common English inflection and a final "e", keeping at least three letters.
 
     Deliberately small and predictable (no dictionary): "hiking", "hiked", "hikes" and
     "hike" all give "hik"; "stories" gives "story"; "running" gives "run"; "glass" stays.
     Non-ASCII words are left as they are.
+
+    Memoised (the 32,768 words last used): a conversation's words repeat, and every page
+    written or searched has its hundreds of words stemmed.
     """
     if not word.isascii() or len(word) <= 3:
         return word
