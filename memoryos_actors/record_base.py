@@ -18,7 +18,7 @@ import dataclasses
 import math
 import types
 import typing
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
@@ -161,27 +161,68 @@ def _encode(value: Any) -> Any:
     return value
 
 
-def _decode(tp: Any, value: Any) -> Any:
+def _decoder(tp: Any) -> Callable[[Any], Any] | None:
+    """The function that turns a plain value into a value of type ``tp``, or None where
+    the plain value is already one (str, numbers, bool, Literal, Any). Made once per field
+    of a record class (:func:`_plan`), so decoding reads no type hints."""
     origin = typing.get_origin(tp)
     if origin in (typing.Union, types.UnionType):
-        if value is None:
+        inner = _decoder([a for a in typing.get_args(tp) if a is not type(None)][0])
+        if inner is None:
             return None
-        inner = [a for a in typing.get_args(tp) if a is not type(None)]
-        return _decode(inner[0], value)
+        return lambda value: None if value is None else inner(value)
     if origin is tuple:
-        if not isinstance(value, (list, tuple)):
-            raise InvalidInput(f"expected a list, got {value!r}")
         args = typing.get_args(tp)
         if len(args) == 2 and args[1] is Ellipsis:
-            return tuple(_decode(args[0], v) for v in value)
-        return tuple(_decode(a, v) for a, v in zip(args, value, strict=True))
+            each = _decoder(args[0])
+
+            def many(value: Any) -> tuple[Any, ...]:
+                if not isinstance(value, (list, tuple)):
+                    raise InvalidInput(f"expected a list, got {value!r}")
+                return tuple(value) if each is None else tuple(each(v) for v in value)
+
+            return many
+        parts = tuple(_decoder(a) for a in args)
+
+        def fixed(value: Any) -> tuple[Any, ...]:
+            if not isinstance(value, (list, tuple)):
+                raise InvalidInput(f"expected a list, got {value!r}")
+            return tuple(
+                v if part is None else part(v) for part, v in zip(parts, value, strict=True)
+            )
+
+        return fixed
     if origin is frozenset:
-        if not isinstance(value, (list, tuple)):
-            raise InvalidInput(f"expected a list of keywords, got {value!r}")
-        return frozenset(value)
+
+        def keywords(value: Any) -> frozenset[Any]:
+            if not isinstance(value, (list, tuple)):
+                raise InvalidInput(f"expected a list of keywords, got {value!r}")
+            return frozenset(value)
+
+        return keywords
     if isinstance(tp, type) and issubclass(tp, _Record):
-        return tp.from_dict(value)
-    return value
+        return tp.from_dict
+    return None
+
+
+_PLANS: dict[type, tuple[frozenset[str], tuple[tuple[str, Callable[[Any], Any] | None], ...]]] = {}
+
+
+def _plan(
+    cls: type,
+) -> tuple[frozenset[str], tuple[tuple[str, Callable[[Any], Any] | None], ...]]:
+    """The keys ``cls.from_dict`` accepts (its fields and ``"type"``) and each field's
+    decoder, made on the class's first decode."""
+    plan = _PLANS.get(cls)
+    if plan is None:
+        hints = _hints(cls)
+        names = [f.name for f in dataclasses.fields(cls)]
+        plan = (
+            frozenset(names) | {"type"},
+            tuple((name, _decoder(hints[name])) for name in names),
+        )
+        _PLANS[cls] = plan
+    return plan
 
 
 class _Record:
@@ -201,12 +242,15 @@ class _Record:
         """Rebuild from :meth:`to_dict` output; validates like the constructor."""
         if not isinstance(d, Mapping):
             raise InvalidInput(f"{cls.__name__}.from_dict needs a mapping, got {type(d).__name__}")
-        hints = _hints(cls)
-        names = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
-        unknown = sorted(set(d) - names - {"type"})
-        if unknown:
+        known, fields = _plan(cls)
+        if not known.issuperset(d):
+            unknown = sorted(set(d) - known)
             raise InvalidInput(f"{cls.__name__}.from_dict: unknown key(s) {unknown}")
-        kwargs = {name: _decode(hints[name], d[name]) for name in names if name in d}
+        kwargs = {
+            name: d[name] if decode is None else decode(d[name])
+            for name, decode in fields
+            if name in d
+        }
         try:
             return cls(**kwargs)
         except TypeError as exc:  # a required field was missing
