@@ -397,8 +397,7 @@ def test_archived_facts_merge_like_decoding_them_all_and_decode_only_the_answer(
     from memoryos_actors.messages import FactHit, KBEntry
 
     hot_hits = tuple(
-        FactHit(KBEntry(f"f{n}", f"fact f{n}", 100.0 + n), score)
-        for n, score in dict(hot).items()
+        FactHit(KBEntry(f"f{n}", f"fact f{n}", 100.0 + n), score) for n, score in dict(hot).items()
     )
     cands = [(score, 100.0 + n, _Archived(f"f{n}", 100.0 + n)) for n, score in cold]
     cands.sort(key=lambda c: (-c[0], -c[1]))
