@@ -48,6 +48,31 @@ structlog.configure(
 )
 
 
+#: The project's import packages, byte-compiled once per test session (see below).
+_PACKAGES = ("memoryos_actors", "supervisor")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Byte-compile the project's two packages once, in the session's first process.
+
+    Where ``PYTHONDONTWRITEBYTECODE`` is set (as in CI's environment) no import writes a
+    ``.pyc``, so in a fresh clone every process the suite starts (each ``memoryos``
+    subprocess, server, xdist worker, Ray worker and shard actor) compiled both packages
+    from source again; Python still reads a ``.pyc`` that exists, and ``compileall``
+    writes one whatever that setting says. Run in the controller only (an xdist worker
+    has ``workerinput``), before the workers start, so they and their children find it.
+    """
+    if hasattr(config, "workerinput"):
+        return
+    import compileall
+    import importlib.util
+
+    for name in _PACKAGES:
+        spec = importlib.util.find_spec(name)  # finds, does not import, the package
+        for folder in (spec.submodule_search_locations or []) if spec is not None else []:
+            compileall.compile_dir(folder, quiet=1)
+
+
 @pytest.fixture(autouse=True)
 def _no_leaked_actors_or_threads() -> Iterator[None]:
     actors_before = len(pykka.ActorRegistry.get_all())

@@ -46,7 +46,7 @@ def test_a_shard_killed_under_concurrent_load_loses_no_acknowledged_turn(
         acked: dict[str, list[str]] = {u: [] for u in users}
         crashed: list[str] = []
         errors: list[BaseException] = []
-        turns_per_user = 30
+        turns_per_user = 15
 
         def write(chunk: list[str]) -> None:
             try:

@@ -56,13 +56,13 @@ def _corrupt_copies(root: Path) -> list[str]:
 
 @pytest.fixture
 def small_fs(tmp_path: Path) -> Iterator[Path]:
-    """A 1 MiB tmpfs at ``tmp_path/fs``, unmounted afterwards (skips when mounting is not
+    """A 512 KiB tmpfs at ``tmp_path/fs``, unmounted afterwards (skips when mounting is not
     permitted here)."""
     mnt = tmp_path / "fs"
     mnt.mkdir()
     try:
         done = subprocess.run(
-            ["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mnt)],
+            ["mount", "-t", "tmpfs", "-o", "size=512k", "tmpfs", str(mnt)],
             capture_output=True,
             text=True,
             timeout=30,
