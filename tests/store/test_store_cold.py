@@ -69,6 +69,12 @@ def _fill(store: UserStore) -> None:
     )
 
 
+def _archive_texts(store: UserStore, texts: list[str]) -> None:
+    """Archive one page per text, turns 1, 2, ... in order, all from segment s1."""
+    for seq, text in enumerate(texts, 1):
+        store.archive_append({"t": "page", "page": _page(seq, text), "segment_id": "s1"})
+
+
 def _open(tmp_path: Path) -> UserStore:
     return UserStore(tmp_path, "alice", fsync="never")
 
@@ -429,9 +435,7 @@ def test_a_match_wider_than_the_rank_window_ranks_only_its_newest_items(
     monkeypatch.setattr(cold_query, "RANK_WINDOW", 10)
     with _open(tmp_path) as store:
         # Older pages hold both query words (FTS5 ranks them first), the newest ten one.
-        for i in range(1, 51):
-            text = "quokka and wombat" if i <= 40 else "quokka on a long walk today"
-            store.archive_append({"t": "page", "page": _page(i, text), "segment_id": "s1"})
+        _archive_texts(store, ["quokka and wombat"] * 40 + ["quokka on a long walk today"] * 10)
         found = store.cold.search(terms("quokka wombat"), 5)
         assert len(found.items) == 5
         assert all(i.seq is not None and i.seq > 40 for i in found.items)
@@ -447,14 +451,12 @@ def test_the_and_of_common_terms_takes_its_newest_matches_unranked(tmp_path: Pat
         # the older ones twice each in a short page (BM25 with row lengths ranks them
         # first), the newer ones once in a longer page. Every match holds every term, so
         # the newest are taken.
-        for i in range(1, 201):
-            if i <= 100:
-                text = "alpha beta alpha beta"
-            elif i <= 150:
-                text = "alpha and beta on a long walk today"
-            else:
-                text = "nothing of either word"
-            store.archive_append({"t": "page", "page": _page(i, text), "segment_id": "s1"})
+        _archive_texts(
+            store,
+            ["alpha beta alpha beta"] * 100
+            + ["alpha and beta on a long walk today"] * 50
+            + ["nothing of either word"] * 50,
+        )
         found = store.cold.search(terms("alpha beta"), 5)
     assert [i.seq for i in found.items] == [150, 149, 148, 147, 146]
 
@@ -468,16 +470,13 @@ def test_a_fill_after_the_and_of_common_terms_ranks_only_its_newest_items(
     with _open(tmp_path) as store:
         # Both words are common (in more than 50 of 250 pages): the AND of both finds the
         # three pages that have both (newest first), and the OR of the two fills up.
-        for i in range(1, 251):
-            if i <= 3:
-                text = "alpha beta"
-            elif i <= 70:
-                text = "alpha alpha"  # older, the rarer word: ranked first by FTS5
-            elif i <= 150:
-                text = "beta on a long walk today"
-            else:
-                text = "nothing of either word"
-            store.archive_append({"t": "page", "page": _page(i, text), "segment_id": "s1"})
+        _archive_texts(
+            store,
+            ["alpha beta"] * 3
+            + ["alpha alpha"] * 67  # older, the rarer word: ranked first by FTS5
+            + ["beta on a long walk today"] * 80
+            + ["nothing of either word"] * 100,
+        )
         found = store.cold.search(terms("alpha beta"), 5)
         seqs = [i.seq for i in found.items]
         assert seqs[:3] == [3, 2, 1]  # the AND's matches
@@ -490,9 +489,13 @@ def test_a_fill_after_the_and_of_common_terms_ranks_only_its_newest_items(
 
 def test_an_index_made_with_row_sizes_gets_the_fts_table_without_them(tmp_path: Path) -> None:
     with _open(tmp_path) as store:
-        for i in range(1, 31):
-            text = f"page {i} about the harbour" if i % 3 else f"page {i} about a quokka"
-            store.archive_append({"t": "page", "page": _page(i, text), "segment_id": "s1"})
+        _archive_texts(
+            store,
+            [
+                f"page {i} about the harbour" if i % 3 else f"page {i} about a quokka"
+                for i in range(1, 31)
+            ],
+        )
         before = [i.seq for i in store.cold.search(terms("quokka harbour"), 30).items]
         path = store.cold.path
     # An index written by an earlier version: its FTS5 table keeps row sizes.
