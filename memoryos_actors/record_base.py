@@ -140,15 +140,6 @@ def _choice(obj: Any, name: str, choices: tuple[Any, ...]) -> None:
 # ---------------------------------------------------------------------------- codec
 
 _T = TypeVar("_T", bound="_Record")
-_HINTS_CACHE: dict[type, dict[str, Any]] = {}
-
-
-def _hints(cls: type) -> dict[str, Any]:
-    hints = _HINTS_CACHE.get(cls)
-    if hints is None:
-        hints = typing.get_type_hints(cls)
-        _HINTS_CACHE[cls] = hints
-    return hints
 
 
 def _encode(value: Any) -> Any:
@@ -215,7 +206,7 @@ def _plan(
     decoder, made on the class's first decode."""
     plan = _PLANS.get(cls)
     if plan is None:
-        hints = _hints(cls)
+        hints = typing.get_type_hints(cls)
         names = [f.name for f in dataclasses.fields(cls)]
         plan = (
             frozenset(names) | {"type"},
