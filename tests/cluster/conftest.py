@@ -24,6 +24,10 @@ from memoryos_actors import ManualClock, MemoryConfig, MemoryOS
 BACKENDS = ["inprocess", "local-shards", "ray"]
 
 
+#: Shards of a Ray system that ``open_mem`` opens for one test (see there).
+OWN_RAY_SHARDS = 1
+
+
 def make_cluster(backend: str, request: pytest.FixtureRequest, shards: int = 2) -> Any:
     """The ``cluster=`` argument of ``MemoryOS.open`` for ``backend``."""
     if backend == "inprocess":
@@ -45,13 +49,20 @@ def backend(request: pytest.FixtureRequest) -> str:
 def open_mem(
     backend: str, request: pytest.FixtureRequest, tmp_path: Path
 ) -> Iterator[Callable[..., Any]]:
-    """Open memory systems on the test's backend; all closed at the end of the test."""
+    """Open memory systems on the test's backend; all closed at the end of the test.
+
+    Two shards, but one over Ray unless the test asks for more (``shards=``): each Ray
+    shard is a process whose start costs more than the rest of such a test, and these
+    tests are about one system's own life (reads of no data, stats, close and reopen, a
+    second open, calls after close). What spans shards is checked on the module's shared
+    system (``mem``, two Ray shards) and over local shards (two per system, cheap).
+    """
     opened: list[Any] = []
 
     def _open(config: MemoryConfig | None = None, sub: str = "data", **kw: Any) -> Any:
         cfg = config if config is not None else MemoryConfig(**SMALL)
         clock = kw.pop("clock", None) or ManualClock(1_700_000_000.0)
-        shards = kw.pop("shards", 2)
+        shards = kw.pop("shards", OWN_RAY_SHARDS if backend == "ray" else 2)
         mem = MemoryOS.open(
             tmp_path / sub, cfg, clock=clock, cluster=make_cluster(backend, request, shards)
         )
