@@ -35,9 +35,12 @@ from selenium.webdriver.common.by import By
 
 # Small tiers and a low promotion threshold: a hot segment is promoted to LPM within a
 # few turns, and the offline LLM distils facts and assistant traits from it.
+# Persona updates gathered for 0.01 s, not the default 5 s: the module's set-up waits for
+# the facts and traits they learn, and sat idle for the debounce.
 CONFIG = """\
 log_level = "error"
 summary_debounce_seconds = 0.01
+persona_debounce_seconds = 0.01
 heat_tick_seconds = 0.05
 stm_capacity = 2
 mtm_capacity = 3
