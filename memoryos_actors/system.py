@@ -380,6 +380,8 @@ class MemoryOS:
             for entry in core.directory.entries():
                 if entry.store is not None:
                     entry.store.close()
-            core.gateway_service.close()
+            # Completions still running get what is left of the caller's timeout (at most
+            # the gateway's own grace); the work they owe is asked for again after a reopen.
+            core.gateway_service.close(grace=min(5.0, max(0.0, deadline - time.monotonic())))
             if self._dir_lock is not None:
                 self._dir_lock.release()

@@ -20,6 +20,10 @@ class LoopThread:
 
     def __init__(self) -> None:
         self.loop = asyncio.new_event_loop()
+        # The tasks of the coroutines given to :meth:`run` (the loop's thread only): close
+        # grants them its grace. Tasks a library starts on the loop for itself (litellm's
+        # logging worker never ends) are cancelled at once rather than waited for.
+        self._mine: set[asyncio.Task[Any]] = set()
         self._ready = threading.Event()
         self.thread = threading.Thread(target=self._run, name="memoryos-gateway-loop", daemon=True)
         self.thread.start()
@@ -32,21 +36,31 @@ class LoopThread:
 
     def run(self, coro: Any) -> concurrent.futures.Future[Any]:
         """Schedule ``coro`` on the loop; the returned future is thread-safe."""
-        return asyncio.run_coroutine_threadsafe(coro, self.loop)
+        return asyncio.run_coroutine_threadsafe(self._owned(coro), self.loop)
+
+    async def _owned(self, coro: Any) -> Any:
+        task = asyncio.current_task()
+        assert task is not None  # a coroutine run by the loop always has its task
+        self._mine.add(task)
+        try:
+            return await coro
+        finally:
+            self._mine.discard(task)
 
     def close(self, grace: float, cleanup: Callable[[], Awaitable[Any]] | None = None) -> None:
-        """Let running tasks finish for up to ``grace`` seconds, cancel the rest, await
-        ``cleanup()`` (best effort), stop the loop and join its thread."""
+        """Let the tasks of :meth:`run` finish for up to ``grace`` seconds, cancel every
+        other task, await ``cleanup()`` (best effort), stop the loop and join its thread."""
 
         async def shutdown() -> None:
             me = asyncio.current_task()
-            tasks = [t for t in asyncio.all_tasks() if t is not me]
-            if tasks:
-                _done, pending = await asyncio.wait(tasks, timeout=grace)
-                for t in pending:
-                    t.cancel()
-                if pending:
-                    await asyncio.wait(pending, timeout=1.0)
+            mine = [t for t in self._mine if t is not me and not t.done()]
+            if mine and grace > 0:
+                await asyncio.wait(mine, timeout=grace)
+            pending = [t for t in asyncio.all_tasks() if t is not me and not t.done()]
+            for t in pending:
+                t.cancel()
+            if pending:
+                await asyncio.wait(pending, timeout=1.0)
             if cleanup is not None:
                 try:
                     await cleanup()
