@@ -11,6 +11,7 @@ other users' included. Used by ``bench/server_bench.py`` and the server tests ov
 from __future__ import annotations
 
 import os
+import secrets
 import shutil
 import signal
 import socket
@@ -21,6 +22,9 @@ import time
 from pathlib import Path
 
 __all__ = ["RayHead", "free_port", "ray_env"]
+
+#: The file in a head's directory that holds its authentication token.
+AUTH_TOKEN_FILE = "auth_token"
 
 #: Seconds ``ray start`` may take, and the head's processes to end after a stop signal.
 START_TIMEOUT_S = 120.0
@@ -41,9 +45,14 @@ def ray_env(tmp: Path, address: str | None = None) -> dict[str, str]:
     env["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
     env["RAY_TMPDIR"] = str(tmp)
     env["RAY_USAGE_STATS_ENABLED"] = "0"
-    # `ray start` turns on token authentication by default; the processes that join it
-    # must say so to send the token Ray keeps for this machine (this module never reads it).
+    # `ray start` turns on token authentication by default and, unlike `ray.init`, makes
+    # no token when there is none: a head of this module has one of its own, made for it
+    # in its directory (nothing read from or left in the home directory), and every
+    # process that joins it reads it there. Joining a head of another's, Ray's own token.
     env["RAY_AUTH_MODE"] = "token"
+    token = tmp / AUTH_TOKEN_FILE
+    if token.exists():
+        env["RAY_AUTH_TOKEN_PATH"] = str(token)
     if address is not None:
         env["RAY_ADDRESS"] = address
     return env
@@ -60,6 +69,9 @@ class RayHead:
         self.pgid: int | None = None
         # Short: Ray's socket paths under it have a length limit.
         self.tmp = Path(tempfile.mkdtemp(prefix="mos-rh-"))
+        fd = os.open(self.tmp / AUTH_TOKEN_FILE, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(secrets.token_hex(32))  # the form of token Ray makes for itself
         port = free_port()
         self.address = f"127.0.0.1:{port}"
         ports = {
