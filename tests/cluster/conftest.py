@@ -28,6 +28,11 @@ BACKENDS = ["inprocess", "local-shards", "ray"]
 OWN_RAY_SHARDS = 1
 
 
+def own_shards(backend: str) -> int:
+    """The shards of a system that ``open_mem`` opens on ``backend`` (see there)."""
+    return OWN_RAY_SHARDS if backend == "ray" else 2
+
+
 def make_cluster(backend: str, request: pytest.FixtureRequest, shards: int = 2) -> Any:
     """The ``cluster=`` argument of ``MemoryOS.open`` for ``backend``."""
     if backend == "inprocess":
@@ -62,7 +67,7 @@ def open_mem(
     def _open(config: MemoryConfig | None = None, sub: str = "data", **kw: Any) -> Any:
         cfg = config if config is not None else MemoryConfig(**SMALL)
         clock = kw.pop("clock", None) or ManualClock(1_700_000_000.0)
-        shards = kw.pop("shards", OWN_RAY_SHARDS if backend == "ray" else 2)
+        shards = kw.pop("shards", own_shards(backend))
         mem = MemoryOS.open(
             tmp_path / sub, cfg, clock=clock, cluster=make_cluster(backend, request, shards)
         )

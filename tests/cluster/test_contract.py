@@ -14,7 +14,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from conftest import OWN_RAY_SHARDS, make_cluster
+from conftest import make_cluster, own_shards
 from sysutil import SMALL, turn_text
 
 from memoryos_actors import (
@@ -308,12 +308,11 @@ def test_second_open_of_the_same_data_dir_is_refused(
     open_mem, backend, request, tmp_path: Path
 ) -> None:
     open_mem(sub="locked")
-    shards = OWN_RAY_SHARDS if backend == "ray" else 2  # as open_mem opened it
     with pytest.raises(DataDirLocked):
         MemoryOS.open(
             tmp_path / "locked",
             MemoryConfig(**SMALL),
-            cluster=make_cluster(backend, request, shards),
+            cluster=make_cluster(backend, request, own_shards(backend)),  # as open_mem did
         )
 
 
