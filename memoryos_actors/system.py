@@ -41,6 +41,7 @@ from .core import SystemCore
 from .directory import UserPhase
 from .editing import MemoryEditing
 from .errors import InvalidInput, MemoryOSError, StorageError
+from .gateway.service import CLOSE_GRACE_S
 from .inspection import Inspection
 from .logs import configure_logging
 from .portability import Portability
@@ -382,6 +383,7 @@ class MemoryOS:
                     entry.store.close()
             # Completions still running get what is left of the caller's timeout (at most
             # the gateway's own grace); the work they owe is asked for again after a reopen.
-            core.gateway_service.close(grace=min(5.0, max(0.0, deadline - time.monotonic())))
+            left = max(0.0, deadline - time.monotonic())
+            core.gateway_service.close(grace=min(CLOSE_GRACE_S, left))
             if self._dir_lock is not None:
                 self._dir_lock.release()

@@ -65,7 +65,10 @@ from memoryos_actors.gateway.resilience import (
     RetryPolicy,
 )
 
-__all__ = ["GatewayService"]
+__all__ = ["CLOSE_GRACE_S", "GatewayService"]
+
+#: Seconds :meth:`GatewayService.close` lets running completions end, at most.
+CLOSE_GRACE_S = 5.0
 
 
 class GatewayService:
@@ -497,7 +500,7 @@ class GatewayService:
         if self._closed:
             raise SystemClosed("the gateway is closed")
 
-    def close(self, grace: float = 5.0) -> None:
+    def close(self, grace: float = CLOSE_GRACE_S) -> None:
         """Stop accepting calls; let running completions end (up to ``grace`` seconds, then
         they are cancelled); finish queued embedding batches; stop the service's threads.
 

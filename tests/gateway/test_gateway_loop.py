@@ -32,10 +32,12 @@ def test_close_waits_for_its_own_calls_and_cancels_a_library_task_that_never_end
     lt.run(start_foreign()).result(5.0)
     call = lt.run(a_call())
     # The call ends a moment after close began: it must be waited for, not cancelled.
-    threading.Timer(0.2, release.set).start()
+    timer = threading.Timer(0.2, release.set)
+    timer.start()
     started = time.monotonic()
     lt.close(grace=30.0)
     elapsed = time.monotonic() - started
+    timer.join()
     assert call.result(0) == "answered"
     assert foreign_cancelled.is_set()
     assert not lt.thread.is_alive()
