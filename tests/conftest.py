@@ -143,7 +143,7 @@ _LITELLM_MODULES = frozenset(
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Under pytest-xdist (``-n 2 --dist loadgroup``, the README's test command) every test
+    """Under pytest-xdist (``-n 3 --dist loadgroup``, the README's test command) every test
     that uses the session's Ray cluster runs in one worker, and every test that uses the
     session's Ray head (``tests/server/conftest.py``) in one worker: each is one per test
     session, and each worker is a session of its own, so a second worker would start a
@@ -195,7 +195,7 @@ def _uses_module_fixture(item: pytest.Item) -> bool:
     """Whether ``item`` uses a module-scoped fixture (a live server, a browser, a system
     with data in it): the module's tests then run in one xdist worker, which sets the
     fixture up once. Left to ``--dist loadgroup`` alone, a module's tests are spread over
-    both workers one by one, and each worker started the module's server and browser."""
+    the workers one by one, and each worker started the module's server and browser."""
     info = getattr(item, "_fixtureinfo", None)
     if info is None:
         return False
