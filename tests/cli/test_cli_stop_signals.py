@@ -152,7 +152,9 @@ def test_a_stop_signal_mid_ingest_keeps_the_turns_stored_and_says_where_it_stopp
     code: int,
 ) -> None:
     users = [f"u{n}" for n in range(5)]
-    total = 5000
+    # Stopped after the first progress line (5%): the other 950 turns keep the command busy
+    # well past the signal (a run that ended first fails: no stop notice).
+    total = 1000
     path = tmp_path / "turns.jsonl"
     path.write_text(
         "".join(
@@ -171,7 +173,7 @@ def test_a_stop_signal_mid_ingest_keeps_the_turns_stored_and_says_where_it_stopp
     proc = _start(tmp_path, "ingest", str(path), stdin=subprocess.DEVNULL)
     out, err = Lines(proc.stdout), Lines(proc.stderr)  # type: ignore[arg-type]
     try:
-        # Without a terminal the command reports progress on stderr every 5% (250 turns).
+        # Without a terminal the command reports progress on stderr every 5% (50 turns).
         err.wait_for(
             lambda lines: any("turns stored" in ln for ln in lines), "a progress line", proc
         )
@@ -184,7 +186,9 @@ def test_a_stop_signal_mid_ingest_keeps_the_turns_stored_and_says_where_it_stopp
     name, stored, of, where, line = found.groups()
     stored_n = int(stored)
     assert name == signal.Signals(sig).name and int(of) == total
-    assert 250 <= stored_n < total and int(line) == stored_n + 1 and where.endswith(path.name)
+    assert (
+        total // 20 <= stored_n < total and int(line) == stored_n + 1 and where.endswith(path.name)
+    )
     assert_closed_cleanly(tmp_path / "data", users)
     # The first `stored` turns of the file, no more and no fewer.
     assert_reopens_with(

@@ -91,3 +91,8 @@ def test_every_route_parameter_answer_and_model_is_described(deployment: Deploym
             if not spec.get("description", "").strip():
                 missing.append(f"model {model}: field {prop}")
     assert missing == []
+
+
+def test_there_is_no_redoc_page_that_would_call_a_cdn(deployment: Deployment) -> None:
+    with deployment.server.client() as c:
+        assert c.get("/redoc").status_code == 404

@@ -1,6 +1,8 @@
-"""The memory page in a real browser: headless Chromium (Selenium) against a real
-``memoryos serve`` on 127.0.0.1. Skipped only when chromium or chromedriver is missing
-(``.ci/run`` installs them)."""
+"""The memory page and the API documentation page (/docs) in a real browser: headless
+Chromium (Selenium) against a real ``memoryos serve`` on 127.0.0.1, with no internet (the
+browser resolves no host but 127.0.0.1, so a page works only if the server itself serves
+every file it loads). One browser for the module's tests. Skipped only when chromium or
+chromedriver is missing (``.ci/run`` installs them)."""
 
 from __future__ import annotations
 
@@ -19,9 +21,7 @@ from waiting import wait_until
 if chromium_paths() is None:
     pytest.skip("chromium and chromedriver are not installed", allow_module_level=True)
 
-from selenium.common.exceptions import (
-    NoAlertPresentException,
-)
+from selenium.common.exceptions import NoAlertPresentException, StaleElementReferenceException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.support.ui import Select
@@ -348,3 +348,45 @@ def test_every_request_stays_on_127_0_0_1(site: Site, driver: Any) -> None:
         assert any("/ui/static/ui.js" in e for e in entries)
     _drain(site, driver)
     assert len(site.urls) > 10 and foreign(site.urls) == []
+
+
+# -- the API documentation page ------------------------------------------------------------------
+
+
+def _texts(driver: Any, css: str) -> list[str]:
+    try:
+        return [str(e.text) for e in driver.find_elements(By.CSS_SELECTOR, css)]
+    except StaleElementReferenceException:  # Swagger UI re-rendered the element meanwhile
+        return []
+
+
+def test_swagger_ui_renders_every_operation_from_local_files(site: Site, driver: Any) -> None:
+    _drain(site, driver)  # what earlier tests asked for
+    earlier = len(site.urls)
+    driver.get(site.server.base_url + "/docs")
+    # Swagger UI draws one block per operation, its path in .opblock-summary-path.
+    wait_until(
+        lambda: _texts(driver, ".opblock-summary-path"),
+        "Swagger UI to render an operation (did its script or style not load?)",
+    )
+    wait_until(
+        lambda: len(_texts(driver, ".opblock-summary-path")) >= 15,
+        lambda: (
+            f"Swagger UI to render 15 operations (it shows {_texts(driver, '.opblock-summary-path')})"
+        ),
+    )
+    shown = {p.replace("\u200b", "") for p in _texts(driver, ".opblock-summary-path")}
+    assert {
+        "/v1/users",
+        "/v1/users/{user_id}/memories",
+        "/v1/users/{user_id}/turns",
+        "/healthz",
+    } <= shown
+    # Its stylesheet applied: an operation block is laid out as Swagger UI's CSS says.
+    block = driver.find_element(By.CSS_SELECTOR, ".opblock")
+    assert block.value_of_css_property("border-radius") != "0px"
+    _drain(site, driver)
+    urls = site.urls[earlier:]
+    assert any(u.endswith("/docs/assets/swagger-ui-bundle.js") for u in urls), urls
+    assert any(u.endswith("/openapi.json") for u in urls), urls
+    assert foreign(urls) == []
