@@ -118,10 +118,24 @@ def log_in(driver: Any, base_url: str, key: str) -> None:
 
 def main_text(driver: Any) -> str:
     """The text of the page's main part ("" while the page is being replaced)."""
-    from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
+    return css_text(driver, "main")
+
+
+def css_text(driver: Any, selector: str) -> str:
+    """The text of the first element ``selector`` matches, "" while there is none or the
+    page is being replaced (the element found then belonged to the page going away)."""
+    from selenium.common.exceptions import (
+        NoSuchElementException,
+        StaleElementReferenceException,
+        WebDriverException,
+    )
     from selenium.webdriver.common.by import By
 
     try:
-        return str(driver.find_element(By.TAG_NAME, "main").text)
+        return str(driver.find_element(By.CSS_SELECTOR, selector).text)
     except (NoSuchElementException, StaleElementReferenceException):
         return ""
+    except WebDriverException as exc:  # chromedriver's word for a node of a replaced page
+        if "does not belong to the document" in str(exc):
+            return ""
+        raise

@@ -14,7 +14,7 @@ from typing import Any
 from urllib.parse import quote
 
 import pytest
-from browser import browser_session, chromium_paths, foreign, log_in, main_text
+from browser import browser_session, chromium_paths, css_text, foreign, log_in, main_text
 from srvutil import Server, add_key, start_server
 from waiting import wait_until
 
@@ -204,7 +204,7 @@ def test_deleting_a_page_removes_it_from_the_page_search_and_export(
     driver.get(base + "/memories/page:p2")
     driver.find_element(By.PARTIAL_LINK_TEXT, "Delete page:p2").click()
     wait_until(lambda: "What goes" in _main_text(driver), "the confirmation page")
-    assert "zebracorn42" in driver.find_element(By.CSS_SELECTOR, "pre.gone").text
+    wait_until(lambda: "zebracorn42" in css_text(driver, "pre.gone"), "the page that goes, shown")
     driver.find_element(By.ID, "confirm-delete").click()
     wait_until(lambda: "Deleted page:p2." in _main_text(driver), "the deletion's confirmation")
     for path in ("", "/archive"):
