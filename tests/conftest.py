@@ -110,8 +110,16 @@ def ray_cluster() -> Iterator[object]:
     ray = pytest.importorskip("ray")
     from ray.cluster_utils import Cluster
 
+    # No autoscaler monitor and no log monitor (the driver takes no worker logs): two
+    # Python processes fewer to start and stop.
     cluster = Cluster(
-        initialize_head=True, head_node_args={"num_cpus": 2, "include_dashboard": False}
+        initialize_head=True,
+        head_node_args={
+            "num_cpus": 2,
+            "include_dashboard": False,
+            "no_monitor": True,
+            "include_log_monitor": False,
+        },
     )
     try:
         ray.init(address=cluster.address, log_to_driver=False)

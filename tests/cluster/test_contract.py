@@ -326,12 +326,13 @@ def test_closed_system_refuses_calls(open_mem) -> None:
 
 
 def test_async_facade_serves_every_backend(backend, request, tmp_path: Path) -> None:
+    # One Ray shard, as open_mem opens (its docstring says why); two local shards.
     async def run() -> list[str]:
         mem = await AsyncMemoryOS.open(
             tmp_path,
             MemoryConfig(**SMALL),
             clock=ManualClock(1_700_000_000.0),
-            cluster=make_cluster(backend, request),
+            cluster=make_cluster(backend, request, own_shards(backend)),
         )
         try:
             ids = await asyncio.gather(

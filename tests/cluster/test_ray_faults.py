@@ -92,7 +92,7 @@ def test_removing_a_node_moves_its_shards_to_the_other_node_with_nothing_lost(
 
     from memoryos_actors.cluster import RayCluster
 
-    node = ray_cluster.add_node(num_cpus=1)
+    node = ray_cluster.add_node(num_cpus=1, include_log_monitor=False)  # as the head
     removed = False
     # Both shards on the added node (soft: when it is gone, Ray places them elsewhere).
     pin = NodeAffinitySchedulingStrategy(node.node_id, soft=True)

@@ -23,11 +23,11 @@ def ray_head() -> Iterator[Any]:
     """One loopback Ray head (``ray start --head``, ``bench/_rayhead.py``) for the server
     tests whose processes join a Ray cluster from outside, as a deployment's do.
 
-    Started once per test session (a head takes 10-25 s to start and 5-7 s to stop on
-    this machine), so every test using it runs in one xdist worker (``tests/conftest.py``
-    groups them); each test keeps its own data directory, whose shards live in a Ray
-    namespace of their own. Stopped at the end with a check that none of its processes
-    is left and its directory is gone.
+    Started once per test session (a head took 5-8 s to start on this machine, alone;
+    its stop, a SIGKILL, about 0.1 s), so every test using it runs in one xdist worker
+    (``tests/conftest.py`` groups them); each test keeps its own data directory, whose
+    shards live in a Ray namespace of their own. Stopped at the end with a check that
+    none of its processes is left and its directory is gone.
     """
     pytest.importorskip("ray")
     if not sys.platform.startswith("linux"):

@@ -18,6 +18,7 @@ import subprocess
 import sys
 import threading
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,7 +28,7 @@ import pytest
 pytest.importorskip("ray")
 
 from inprocess import run_process  # noqa: E402
-from srvutil import Server, add_key, add_live_key, start_server  # noqa: E402
+from srvutil import CONFIG_TOML, Server, add_key, add_live_key, start_server  # noqa: E402
 from waiting import wait_until  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
@@ -39,7 +40,7 @@ from memoryos_actors.server.tenancy import internal_id  # noqa: E402
 
 _TENANT = "acme"
 _USERS = [f"user-{n}" for n in range(6)]
-_TURNS = 8
+_TURNS = 4
 
 
 @dataclass
@@ -79,6 +80,13 @@ def _shard_pids(root: Path, data: Path, address: str) -> dict[int, int]:
     return pids
 
 
+def _door_shard_pids(client: httpx.Client) -> dict[int, int]:
+    """Each shard's pid as a door's ``/readyz`` reports it (every shard up)."""
+    r = client.get("/readyz")
+    assert r.status_code == 200, r.text
+    return {row["shard"]: row["pid"] for row in r.json()["shards"]}
+
+
 def _pages(client: httpx.Client, user: str) -> list[str]:
     r = client.get(f"/v1/users/{user}/memories", params={"kind": "page", "limit": 500})
     assert r.status_code == 200, r.text
@@ -116,12 +124,20 @@ def test_two_front_doors_share_two_shards_through_faults(
     root, data = tmp_path, tmp_path / "data"
     keys = root / "keys.json"
     extra = ("--ray", loopback_ray.address, "--shards", "2", "--skip-provider-check")
-    doors = [start_server(root, data, keys, *extra), start_server(root, data, keys, *extra)]
+    (root / "config.toml").write_text(CONFIG_TOML, encoding="utf-8")  # before both start
+    # Both doors start at once over the empty data directory, as two replicas would: they
+    # agree on one layout and one set of shards (the first to ask starts each shard).
+    with ThreadPoolExecutor(2) as pool:
+        starts = [pool.submit(start_server, root, data, keys, *extra) for _ in range(2)]
+    doors = [f.result() for f in starts if f.exception() is None]
     try:
+        assert len(doors) == 2, [f.exception() for f in starts]
         key = add_live_key(doors[0], root, _TENANT)
         with doors[1].client(key) as c:
             wait_until(lambda: c.get("/v1/users").status_code == 200, "door 2 to take the key")
         assert live_doors(data) == 2
+        with doors[0].client(key) as c0, doors[1].client(key) as c1:
+            assert _door_shard_pids(c0) == _door_shard_pids(c1)  # the same two processes
 
         # A key's limit is shared by the live doors: burst 4 over 2 doors is 2 at each.
         limited = add_key(root, keys, _TENANT, "--rate", "0.01", "--burst", "4")
@@ -162,7 +178,8 @@ def test_two_front_doors_share_two_shards_through_faults(
             assert r.status_code == 201, r.text
 
         # SIGKILL one shard process: its users answer again after Ray restarts it.
-        pids = _shard_pids(root, data, loopback_ray.address)
+        with doors[0].client(key) as c:
+            pids = _door_shard_pids(c)
         assert sorted(pids) == [0, 1]
         on_zero = [u for u in _USERS if shard_of(internal_id(_TENANT, u), 2) == 0]
         assert on_zero, "some user lives on shard 0"
@@ -181,7 +198,7 @@ def test_two_front_doors_share_two_shards_through_faults(
                     + ["after-door"] * (user == "user-0")
                 )
                 assert got == sorted(want), user
-        restarted = _shard_pids(root, data, loopback_ray.address)
+            restarted = _door_shard_pids(c)
         assert restarted[0] != pids[0] and restarted[1] == pids[1]
 
         # A rebalance while a door runs is refused, naming the door; nothing changed.

@@ -1,6 +1,10 @@
 """``memoryos serve`` over a sharded data directory with its shards in the server's process:
-``/readyz`` lists the shards, and a user stored before a restart of the server is found
-again (users live in their shard's directory, not in the top one)."""
+``/readyz`` lists the shards, a user stored before a restart of the server is found again
+(users live in their shard's directory, not in the top one), and a server that sees a
+rebalance it did not make stops routing.
+
+One test: the restarted server is also the one whose layout changes (a third server start,
+a Python process and its imports, would check nothing more)."""
 
 from __future__ import annotations
 
@@ -8,6 +12,7 @@ import asyncio
 import json
 from pathlib import Path
 
+import httpx
 from srvutil import add_key, start_server
 from waiting import wait_until
 
@@ -31,7 +36,7 @@ async def _mcp_turns(base_url: str, key: str, user: str) -> int:
     return int(json.loads(result.content[0].text)["turns"])
 
 
-def test_a_sharded_server_lists_its_shards_and_finds_its_users_after_a_restart(
+def test_a_sharded_server_finds_its_users_after_a_restart_and_stops_on_a_new_layout(
     tmp_path: Path,
 ) -> None:
     data = tmp_path / "data"
@@ -67,39 +72,27 @@ def test_a_sharded_server_lists_its_shards_and_finds_its_users_after_a_restart(
             assert r.status_code == 200 and r.json()["stm"], r.text
             assert c.get("/v1/users/nobody/memories").status_code == 404
         assert asyncio.run(_mcp_turns(server.base_url, key, "user-1")) == 2
+        with server.client(key) as c:
+            _a_new_layout_makes_the_server_unready_and_route_nothing(c, data)
     finally:
         assert server.stop() == 0
 
 
-def test_a_server_whose_layout_changed_is_unready_and_routes_nothing(tmp_path: Path) -> None:
+def _a_new_layout_makes_the_server_unready_and_route_nothing(c: httpx.Client, data: Path) -> None:
     """A rebalance this server's locks do not see (run from another machine) leaves the
     next generation in shards.json: /readyz turns 503 and memory calls answer 503."""
-    data = tmp_path / "data"
-    data.mkdir()
-    rebalance_shards(data, 2)
-    keys = tmp_path / "keys.json"
-    key = add_key(tmp_path, keys, "acme")
-    server = start_server(tmp_path, data, keys)
-    try:
-        with server.client(key) as c:
-            r = c.post("/v1/users/user-0/turns", json={"query": "q", "response": "a"})
-            assert r.status_code == 201, r.text
-            assert c.get("/readyz").status_code == 200
-            old = read_layout(data)
-            assert old is not None
-            write_layout(
-                data, ShardLayout(3, generation=old.generation + 1, cluster_id=old.cluster_id)
-            )
+    assert c.get("/readyz").status_code == 200
+    old = read_layout(data)
+    assert old is not None
+    write_layout(data, ShardLayout(3, generation=old.generation + 1, cluster_id=old.cluster_id))
 
-            def unready() -> bool:
-                return bool(c.get("/readyz").status_code == 503)
+    def unready() -> bool:
+        return bool(c.get("/readyz").status_code == 503)
 
-            wait_until(unready, "readiness to see the new generation", timeout=30.0)
-            body = c.get("/readyz").json()
-            assert body["status"] == "layout_changed" and "restart" in body["message"]
-            r = c.post("/v1/users/user-0/retrieve", json={"query": "q"})
-            assert r.status_code == 503 and r.headers["Retry-After"], r.text
-            assert r.json()["error"]["type"] == "LayoutChanged"
-            write_layout(data, old)  # the server closes its shards as it found them
-    finally:
-        assert server.stop() == 0
+    wait_until(unready, "readiness to see the new generation", timeout=30.0)
+    body = c.get("/readyz").json()
+    assert body["status"] == "layout_changed" and "restart" in body["message"]
+    r = c.post("/v1/users/user-0/retrieve", json={"query": "q"})
+    assert r.status_code == 503 and r.headers["Retry-After"], r.text
+    assert r.json()["error"]["type"] == "LayoutChanged"
+    write_layout(data, old)  # the server closes its shards as it found them
