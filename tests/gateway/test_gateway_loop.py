@@ -21,8 +21,13 @@ def test_close_waits_for_its_own_calls_and_cancels_a_library_task_that_never_end
             foreign_cancelled.set()
             raise
 
-    async def start_foreign() -> None:
-        lt.loop.create_task(never_ends())  # started by "a library", not through run()
+    # Held here as the library holds its worker: asyncio keeps only a weak reference to a
+    # task, and a pending task no one holds may be garbage-collected, never cancelled
+    # (which once failed this test: "Task was destroyed but it is pending!").
+    library_tasks: list[asyncio.Task[None]] = []
+
+    async def start_foreign() -> None:  # started by "a library", not through run()
+        library_tasks.append(lt.loop.create_task(never_ends()))
 
     async def a_call() -> str:
         while not release.is_set():
@@ -39,7 +44,7 @@ def test_close_waits_for_its_own_calls_and_cancels_a_library_task_that_never_end
     elapsed = time.monotonic() - started
     timer.join()
     assert call.result(0) == "answered"
-    assert foreign_cancelled.is_set()
+    assert foreign_cancelled.is_set() and library_tasks[0].cancelled()
     assert not lt.thread.is_alive()
     # Not the 30 s grace: only the call was waited for (the never-ending task was not).
     assert elapsed < 10.0
