@@ -13,36 +13,11 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integration"))
 
-from localhost import LocalCluster
+from backends import BACKENDS, make_cluster, own_shards
 from sysutil import SMALL
 from waiting import wait_until
 
 from memoryos_actors import ManualClock, MemoryConfig, MemoryOS
-
-#: Every backend the facade contract runs against: the in-process system, the sharded
-#: facade with shards in this process, and the sharded facade with shards as Ray actors.
-BACKENDS = ["inprocess", "local-shards", "ray"]
-
-
-#: Shards of a Ray system that ``open_mem`` opens for one test (see there).
-OWN_RAY_SHARDS = 1
-
-
-def own_shards(backend: str) -> int:
-    """The shards of a system that ``open_mem`` opens on ``backend`` (see there)."""
-    return OWN_RAY_SHARDS if backend == "ray" else 2
-
-
-def make_cluster(backend: str, request: pytest.FixtureRequest, shards: int = 2) -> Any:
-    """The ``cluster=`` argument of ``MemoryOS.open`` for ``backend``."""
-    if backend == "inprocess":
-        return None
-    if backend == "local-shards":
-        return LocalCluster(shards=shards)
-    request.getfixturevalue("ray_cluster")
-    from memoryos_actors.cluster import RayCluster
-
-    return RayCluster(shards=shards, retry_seconds=60.0)
 
 
 @pytest.fixture(params=BACKENDS)

@@ -14,7 +14,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from conftest import make_cluster, own_shards
+from backends import make_cluster, own_shards
 from sysutil import SMALL, turn_text
 
 from memoryos_actors import (
