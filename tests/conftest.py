@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 import threading
 from collections.abc import Iterator
 
@@ -71,6 +72,78 @@ def pytest_configure(config: pytest.Config) -> None:
         spec = importlib.util.find_spec(name)  # finds, does not import, the package
         for folder in (spec.submodule_search_locations or []) if spec is not None else []:
             compileall.compile_dir(folder, quiet=1)
+    if sys.dont_write_bytecode and getattr(config.option, "numprocesses", None):
+        _cache_rewritten_test_modules(config)
+
+
+#: The controller's config, for the forked processes that rewrite test modules.
+_REWRITE_CONFIG: pytest.Config | None = None
+
+
+def _cache_rewritten_test_modules(config: pytest.Config) -> None:
+    """Write pytest's cache of the assert-rewritten test modules once, before the
+    xdist workers start.
+
+    pytest rewrites the asserts of every test module and ``conftest.py`` it imports and
+    caches the result beside it, but not where ``PYTHONDONTWRITEBYTECODE`` is set: each
+    worker then rewrote all of them while collecting (a worker collected in 6.8 s of CPU
+    instead of 3.8 s with the cache, ``pytest --collect-only`` measured both ways). Done
+    here in as many forked processes as the machine has cores, with pytest's own rewrite
+    and cache writer: these are private to pytest, so any difference in them (another
+    pytest) leaves the workers to rewrite as before, which is slower, never wrong: pytest
+    checks a cached module against its source before it uses it.
+    """
+    global _REWRITE_CONFIG
+    try:
+        from _pytest.assertion.rewrite import assertstate_key
+
+        config.stash[assertstate_key]  # absent with --assert=plain: nothing to cache
+    except (ImportError, KeyError):
+        return
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent
+    files = sorted(
+        str(f) for f in root.rglob("*.py") if f.name.startswith("test_") or f.name == "conftest.py"
+    )
+    _REWRITE_CONFIG = config
+    try:
+        with ProcessPoolExecutor(
+            max_workers=os.cpu_count() or 1, mp_context=multiprocessing.get_context("fork")
+        ) as pool:
+            list(pool.map(_cache_rewritten, files, chunksize=8))
+    except Exception:  # noqa: BLE001 - an optimisation only: the workers rewrite instead
+        return
+    finally:
+        _REWRITE_CONFIG = None
+
+
+def _cache_rewritten(path: str) -> None:
+    """In a forked process: rewrite one module's asserts and write pytest's cache of it,
+    as pytest's import hook would where writing byte code is allowed."""
+    from pathlib import Path
+
+    from _pytest.assertion.rewrite import (
+        PYC_TAIL,
+        _read_pyc,
+        _rewrite_test,
+        _write_pyc,
+        assertstate_key,
+        get_cache_dir,
+        try_makedirs,
+    )
+
+    config = _REWRITE_CONFIG
+    assert config is not None
+    fn = Path(path)
+    cache_dir = get_cache_dir(fn)
+    pyc = cache_dir / (fn.name[:-3] + PYC_TAIL)
+    if not try_makedirs(cache_dir) or _read_pyc(fn, pyc) is not None:
+        return
+    source_key, code = _rewrite_test(fn, config)
+    _write_pyc(config.stash[assertstate_key], code, source_key, pyc)
 
 
 @pytest.fixture(autouse=True)
