@@ -122,20 +122,21 @@ def main_text(driver: Any) -> str:
 
 
 def css_text(driver: Any, selector: str) -> str:
-    """The text of the first element ``selector`` matches, "" while there is none or the
-    page is being replaced (the element found then belonged to the page going away)."""
-    from selenium.common.exceptions import (
-        NoSuchElementException,
-        StaleElementReferenceException,
-        WebDriverException,
-    )
+    """The text of the first element ``selector`` matches ("" as :func:`css_texts`)."""
+    return next(iter(css_texts(driver, selector)), "")
+
+
+def css_texts(driver: Any, selector: str) -> list[str]:
+    """The texts of the elements ``selector`` matches, none while the page (or the part
+    a script draws) is being replaced: an element found then belonged to what went away."""
+    from selenium.common.exceptions import StaleElementReferenceException, WebDriverException
     from selenium.webdriver.common.by import By
 
     try:
-        return str(driver.find_element(By.CSS_SELECTOR, selector).text)
-    except (NoSuchElementException, StaleElementReferenceException):
-        return ""
+        return [str(e.text) for e in driver.find_elements(By.CSS_SELECTOR, selector)]
+    except StaleElementReferenceException:
+        return []
     except WebDriverException as exc:  # chromedriver's word for a node of a replaced page
         if "does not belong to the document" in str(exc):
-            return ""
+            return []
         raise

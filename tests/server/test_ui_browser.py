@@ -14,14 +14,22 @@ from typing import Any
 from urllib.parse import quote
 
 import pytest
-from browser import browser_session, chromium_paths, css_text, foreign, log_in, main_text
+from browser import (
+    browser_session,
+    chromium_paths,
+    css_text,
+    css_texts,
+    foreign,
+    log_in,
+    main_text,
+)
 from srvutil import Server, add_key, start_server
 from waiting import wait_until
 
 if chromium_paths() is None:
     pytest.skip("chromium and chromedriver are not installed", allow_module_level=True)
 
-from selenium.common.exceptions import NoAlertPresentException, StaleElementReferenceException
+from selenium.common.exceptions import NoAlertPresentException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.support.ui import Select
@@ -353,29 +361,22 @@ def test_every_request_stays_on_127_0_0_1(site: Site, driver: Any) -> None:
 # -- the API documentation page ------------------------------------------------------------------
 
 
-def _texts(driver: Any, css: str) -> list[str]:
-    try:
-        return [str(e.text) for e in driver.find_elements(By.CSS_SELECTOR, css)]
-    except StaleElementReferenceException:  # Swagger UI re-rendered the element meanwhile
-        return []
-
-
 def test_swagger_ui_renders_every_operation_from_local_files(site: Site, driver: Any) -> None:
     _drain(site, driver)  # what earlier tests asked for
     earlier = len(site.urls)
     driver.get(site.server.base_url + "/docs")
     # Swagger UI draws one block per operation, its path in .opblock-summary-path.
     wait_until(
-        lambda: _texts(driver, ".opblock-summary-path"),
+        lambda: css_texts(driver, ".opblock-summary-path"),
         "Swagger UI to render an operation (did its script or style not load?)",
     )
     wait_until(
-        lambda: len(_texts(driver, ".opblock-summary-path")) >= 15,
+        lambda: len(css_texts(driver, ".opblock-summary-path")) >= 15,
         lambda: (
-            f"Swagger UI to render 15 operations (it shows {_texts(driver, '.opblock-summary-path')})"
+            f"Swagger UI to render 15 operations (it shows {css_texts(driver, '.opblock-summary-path')})"
         ),
     )
-    shown = {p.replace("\u200b", "") for p in _texts(driver, ".opblock-summary-path")}
+    shown = {p.replace("\u200b", "") for p in css_texts(driver, ".opblock-summary-path")}
     assert {
         "/v1/users",
         "/v1/users/{user_id}/memories",
