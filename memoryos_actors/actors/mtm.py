@@ -41,7 +41,7 @@ from ..lexicon import stem
 from ..messages import Page, normalize_keywords
 from ..tiers.hybrid import LEXICAL_CANDIDATES
 from ..tiers.mtm import MTMCore
-from . import mtm_recovery
+from . import mtm_recovery, persist
 from .base import UserEnv, reply_state
 from .mtm_archive import ArchiveOutbox
 from .mtm_jobs import JobTimeout, MTMJobs, RetryJobs
@@ -106,6 +106,9 @@ class MTMActor(SupervisedActor):
         self.jobs = MTMJobs(env, lambda: self.actor_ref)
         #: The state loaded at start, until the rest of recovery has run (see on_start).
         self.recovery: Any = None
+        #: The pages the snapshot's STM held, by seq: a catch-up places them from here
+        #: when no WAL record holds them (see :func:`.persist.wal_pages`).
+        self.held_pages: dict[int, Page] = {}
         #: The ticket of a wait for the catch-up gate in progress (see on_stop_requested).
         self.gate_ticket: threading.Event | None = None
         #: False once a placement from the WAL was cut short by a stop request (or recovery
@@ -127,6 +130,11 @@ class MTMActor(SupervisedActor):
             mtm_state = recovered.state["mtm"]
             self.core = MTMCore.from_state(mtm_state, env.config, self.dim, env.clock)
             self.outbox.seq = int(mtm_state.get("archive_seq", 0))
+        self.held_pages = {
+            seq: page
+            for seq, page in persist.snapshot_stm_pages(recovered.state).items()
+            if seq > self.core.max_seq
+        }
         # Whatever was queued for the previous incarnation is gone; the WAL has it all.
         env.insert_backlog.reset()
         # The rest of recovery (the archive's tail, the WAL pages to place again, the owed

@@ -99,7 +99,10 @@ def catch_up(actor: MTMActor, upto_seq: int, records: Any = None) -> bool:
         return True
     env = actor.env
     cap = env.config.stm_capacity
-    pages = persist.wal_pages(env.store, actor.core.max_seq, upto_seq, cap, records=records)
+    held = actor.held_pages
+    pages = persist.wal_pages(
+        env.store, actor.core.max_seq, upto_seq, cap, records=records, held=held
+    )
     deleted = env.store.edits.deleted_pages
     todo = [
         (page, when)
@@ -120,6 +123,9 @@ def catch_up(actor: MTMActor, upto_seq: int, records: Any = None) -> bool:
                 actor.complete = False
                 return False
             actor._place(page, when, emb)
+    if held:
+        # Placed now: only the snapshot's pages still ahead can be asked for again.
+        actor.held_pages = {seq: page for seq, page in held.items() if seq > upto_seq}
     return True
 
 

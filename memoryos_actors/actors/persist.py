@@ -17,7 +17,7 @@ for STM and MTM, by LSN for LPM), so records a snapshot already covers are skipp
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from ..messages import Page
@@ -35,6 +35,7 @@ __all__ = [
     "save_snapshot",
     "page_from_record",
     "rebind_user",
+    "snapshot_stm_pages",
     "turn_record",
     "wal_pages",
 ]
@@ -116,17 +117,25 @@ def wal_pages(
     upto_seq: int,
     stm_capacity: int,
     records: Iterable[tuple[int, dict[str, Any]]] | None = None,
+    held: Mapping[int, Page] | None = None,
 ) -> list[tuple[Page, float]]:
-    """Pages of the WAL turns with ``after_seq < seq <= upto_seq``, in turn order, each
-    with its meta data when the WAL has it and with its MTM insert time: the time of the
-    turn ``stm_capacity`` later, which pushed it out of STM (its own time if that turn is
-    not in the WAL). One read of the WAL; none when ``records`` (the WAL tail loaded at
-    activation) already holds every turn asked for."""
+    """Pages of the turns with ``after_seq < seq <= upto_seq``, in turn order, each with
+    its meta data when the WAL has it and with its MTM insert time: the time of the turn
+    ``stm_capacity`` later, which pushed it out of STM (its own time if that turn is not
+    in the WAL).
+
+    A page comes from its WAL ``turn`` record or, when no WAL record holds it, from
+    ``held``: the pages the snapshot's STM held. Those may have no turn record anywhere
+    (an import writes its state over an empty WAL; a repair cuts a damaged record the
+    snapshot still holds; a machine crash can leave a WAL that ends before its snapshot),
+    and a page pushed out of STM since must still reach MTM. One read of the WAL; none
+    when ``records`` (the WAL tail loaded at activation) already holds every page asked
+    for."""
     if records is not None:
-        pages = _wal_pages(store.user_id, records, after_seq, upto_seq, stm_capacity)
+        pages = _wal_pages(store.user_id, records, after_seq, upto_seq, stm_capacity, held)
         if len(pages) == max(0, upto_seq - after_seq):
             return pages
-    return _wal_pages(store.user_id, store.wal.read(), after_seq, upto_seq, stm_capacity)
+    return _wal_pages(store.user_id, store.wal.read(), after_seq, upto_seq, stm_capacity, held)
 
 
 def _wal_pages(
@@ -135,6 +144,7 @@ def _wal_pages(
     after_seq: int,
     upto_seq: int,
     stm_capacity: int,
+    held: Mapping[int, Page] | None = None,
 ) -> list[tuple[Page, float]]:
     turns: dict[int, dict[str, Any]] = {}
     metas: dict[int, dict[str, Any]] = {}
@@ -148,8 +158,13 @@ def _wal_pages(
             if after_seq < seq <= upto_seq:
                 (turns if kind == "turn" else metas)[seq] = rec
     out = []
-    for seq in sorted(turns):
-        page = page_from_record(user_id, turns[seq])
+    for seq in sorted(turns.keys() | _held_seqs(held, turns, after_seq, upto_seq)):
+        turn = turns.get(seq)
+        if turn is not None:
+            page = page_from_record(user_id, turn)
+        else:
+            assert held is not None  # _held_seqs gives none without it
+            page = held[seq]
         meta = metas.get(seq)
         if meta is not None:
             page = dataclasses.replace(
@@ -160,6 +175,23 @@ def _wal_pages(
             )
         out.append((page, times.get(seq + stm_capacity, page.timestamp)))
     return out
+
+
+def _held_seqs(
+    held: Mapping[int, Page] | None, turns: Mapping[int, Any], after_seq: int, upto_seq: int
+) -> set[int]:
+    """Seqs of ``held`` pages in ``(after_seq, upto_seq]`` that no WAL turn record holds."""
+    if not held:
+        return set()
+    return {seq for seq in held if after_seq < seq <= upto_seq and seq not in turns}
+
+
+def snapshot_stm_pages(state: Mapping[str, Any] | None) -> dict[int, Page]:
+    """The pages a snapshot's STM held, by seq (none without a snapshot)."""
+    if state is None:
+        return {}
+    pages = (Page.from_dict(p) for p in state["stm"]["pages"])
+    return {page.seq: page for page in pages}
 
 
 def last_turn_seq(records: tuple[tuple[int, dict[str, Any]], ...], snapshot_seq: int) -> int:

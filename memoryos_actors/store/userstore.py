@@ -507,6 +507,11 @@ class UserStore:
             self._make_durable()  # a snapshot never lands in a directory that could vanish
         except OSError as exc:
             raise StorageError(f"{self.dir}: fsync failed: {exc}") from exc
+        # The WAL it summarises is durable first, whatever the fsync policy: a snapshot
+        # that outlives its WAL (a machine crash between the two) would hold pages whose
+        # turn records are gone, and a WAL that ends before its snapshot is a state
+        # recovery must then work around rather than one that cannot happen.
+        self.wal.flush()
         previous = self._snapshot_lsn
         if previous is None:
             try:
