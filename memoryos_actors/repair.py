@@ -144,11 +144,18 @@ def repair_user(data_dir: str | os.PathLike[str], user_id: str) -> RepairReport:
             notes.append(f"{COLD_FILE}: moved aside; rebuilt from the repaired archive")
     # The proof: the user's files open and load (read-only, so this changes nothing).
     with UserStore(data_dir, user_id, read_only=True) as store:
-        store.load(schema_version=2**32 - 1)
+        recovered = store.load(schema_version=2**32 - 1)
         if lost_turns:
             # A turn evicted to the archive before its WAL record was lost is not lost.
             archived = {f"p{seq}" for _n, rec in store.archive.iter() for seq in _page_seqs(rec)}
             lost_turns = tuple(t for t in lost_turns if t not in archived)
+        if archive is not None and archive.lost_ranges():
+            # A destroyed archive record held pages of its own; those whose turns neither
+            # the WAL nor the snapshot still holds are gone, and the report says which.
+            unheld = _unheld_turns(store, recovered.state)
+            lost_turns = tuple(
+                sorted(dict.fromkeys([*lost_turns, *unheld]), key=lambda pid: int(pid[1:]))
+            )
     if lost_turns:
         notes.append(f"turns lost: {', '.join(lost_turns)}")
     if files:
@@ -162,6 +169,31 @@ def repair_user(data_dir: str | os.PathLike[str], user_id: str) -> RepairReport:
             lost_turns=list(lost_turns),
         )
     return RepairReport(user_id, tuple(files), wal_turns_kept, tuple(lost_turns), tuple(notes))
+
+
+def _unheld_turns(store: UserStore, state: dict[str, Any] | None) -> list[str]:
+    """Page ids of the turns, up to the newest one the files know of, that no file holds:
+    not the snapshot's tiers, not a WAL ``turn`` record, not an archive record, and not
+    deleted on purpose. Every turn numbered is held somewhere while the archive is whole,
+    so after an archive repair these are the turns its destroyed records took."""
+    held: set[int] = set(store.edits.deleted_pages)
+    last = 0
+    if state is not None:
+        last = int(state.get("seq", 0))
+        held.update(int(p["seq"]) for p in state["stm"]["pages"])
+        for seg in state["mtm"]["segments"]:
+            held.update(int(p["seq"]) for p in seg["pages"])
+        # Archive records a full disk refused wait in the snapshot for the next try.
+        for rec in (state["mtm"].get("work") or {}).get("unarchived", ()):
+            held.update(int(seq) for seq in _page_seqs(rec) if isinstance(seq, int))
+    for _lsn, rec in store.wal.read():
+        if rec.get("t") == "turn":
+            seq = int(rec["seq"])
+            held.add(seq)
+            last = max(last, seq)
+    for _n, rec in store.archive.iter():
+        held.update(int(seq) for seq in _page_seqs(rec) if isinstance(seq, int))
+    return [f"p{seq}" for seq in range(1, last + 1) if seq not in held]
 
 
 def _page_seqs(record: dict[str, Any]) -> list[Any]:

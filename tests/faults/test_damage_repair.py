@@ -379,3 +379,37 @@ def test_global_stats_report_a_damaged_user_and_count_the_others(tmp_path: Path)
     assert prom.returncode == 0, prom.stderr
     assert 'memoryos_user_damaged{user="vic"} 1' in prom.stdout
     assert "memoryos_damaged_users 1" in prom.stdout
+
+
+def test_repair_of_an_archive_record_the_wal_no_longer_backs_names_every_lost_turn(
+    tmp_path: Path,
+) -> None:
+    data_dir = tmp_path / "data"
+    # Snapshots every 40 turns: the WAL is cut behind the previous one, so the turns of
+    # the first archive records are in no WAL any more; the archive alone holds them.
+    ledger = _write_and_die(data_dir, {VIC: 160}, snapshot_every_turns=40)[VIC]
+    wal_turns = {
+        int(rec["seq"])
+        for _s, _o, _l, rec in _frames(user_path(data_dir, VIC) / WAL_FILE)
+        if rec.get("t") == "turn"
+    }
+    archive = user_path(data_dir, VIC) / ARCHIVE_FILE
+    frames = _frames(archive)
+
+    def seqs(rec: dict[str, Any]) -> set[int]:
+        if rec.get("t") == "segment":
+            return {int(p["seq"]) for p in rec["segment"]["pages"]}
+        return {int(rec["page"]["seq"])} if rec.get("t") == "page" else set()
+
+    damaged = next(f for f in frames[1:-1] if seqs(f[3]) and f[2] > _FRAME.size + 20)
+    pages = seqs(damaged[3])
+    assert not pages & wal_turns, "the damaged record's turns must be in no WAL"
+    _damage_frame(archive, frames.index(damaged))
+    with MemoryOS.open(data_dir, _config()) as mem:
+        report = mem.repair_user(VIC)
+        held = set(mem.stored_page_ids(VIC))
+    lost = {pid for pid in ledger if pid not in held}
+    assert lost == {f"p{seq}" for seq in pages}
+    # The report names every acknowledged turn it could not bring back, and only those.
+    assert set(report.lost_turns) == lost
+    assert any("turns lost" in note for note in report.notes)
