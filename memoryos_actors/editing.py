@@ -10,6 +10,8 @@ the user's cached answers and embeddings (they may quote the deleted text).
 from __future__ import annotations
 
 import dataclasses
+import threading
+import zlib
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
@@ -41,6 +43,9 @@ if TYPE_CHECKING:
 
 __all__ = ["MemoryEditing"]
 
+#: Locks that serialise the edits of a user (see ``MemoryEditing._edit_lock``).
+_EDIT_LOCK_STRIPES = 64
+
 
 class MemoryEditing:
     """The per-memory calls of the facade (thread-safe). The contracts are documented on
@@ -54,6 +59,13 @@ class MemoryEditing:
         self._core = core
         self._lifecycle = lifecycle
         self._barriers = barriers
+        # An edit reads the memory's value, then logs the change: two edits of one user
+        # must not interleave between the two, or a correction logs a value a deletion
+        # erased. Striped by user: a bounded set of locks, edits of most users apart.
+        self._edit_locks = tuple(threading.Lock() for _ in range(_EDIT_LOCK_STRIPES))
+
+    def _edit_lock(self, uid: str) -> threading.Lock:
+        return self._edit_locks[zlib.crc32(uid.encode("utf-8")) % _EDIT_LOCK_STRIPES]
 
     # -- reading ---------------------------------------------------------------------------
 
@@ -194,6 +206,10 @@ class MemoryEditing:
         self._core.check_writable("delete_memory")
 
         def run(entry: UserEntry) -> EditRecord:
+            with self._edit_lock(uid):
+                return deleting(entry)
+
+        def deleting(entry: UserEntry) -> EditRecord:
             found = self._find(entry, uid, ref)
             gone: list[Memory] = []
             if ref.kind == "page":
@@ -248,15 +264,16 @@ class MemoryEditing:
             TraitLevel.known(ref.key, value, evidence)  # one of the 90, a valid level
 
         def run(entry: UserEntry) -> EditRecord:
-            try:
-                old = self._find(entry, uid, ref).text
-            except UnknownMemory:
-                if ref.kind != "trait":
-                    raise
-                old = ""  # a trait not observed yet can be set too
-            return self._edit(
-                uid, EditMemory("correct", ref.memory_id, old, value=value, evidence=evidence)
-            )
+            with self._edit_lock(uid):
+                try:
+                    old = self._find(entry, uid, ref).text
+                except UnknownMemory:
+                    if ref.kind != "trait":
+                        raise
+                    old = ""  # a trait not observed yet can be set too
+                return self._edit(
+                    uid, EditMemory("correct", ref.memory_id, old, value=value, evidence=evidence)
+                )
 
         rec = self._lifecycle.call(uid, run, create=False)
         self._purge_cached(uid)

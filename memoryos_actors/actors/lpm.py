@@ -17,7 +17,7 @@ import structlog
 
 from supervisor import SupervisedActor
 
-from ..errors import InvalidInput, MemoryOSError
+from ..errors import InvalidInput, MemoryOSError, UnknownMemory
 from ..messages import (
     AgentProfile,
     FactHit,
@@ -225,6 +225,10 @@ class LPMActor(SupervisedActor):
         ref = parse_memory_id(msg.memory_id)
         if msg.op not in ("delete", "correct"):
             raise InvalidInput(f"op must be 'delete' or 'correct', got {msg.op!r}")
+        if self.env.store.edits.gone(ref.memory_id):
+            # Edits of one user reach this actor one at a time: of a deletion and anything
+            # racing it, whatever comes after the deletion finds nothing to edit.
+            raise UnknownMemory(f"user {self.env.user_id!r} has no memory {ref.memory_id!r}")
         new = evidence = emb = None
         if msg.op == "correct":
             if ref.kind not in EDITABLE_KINDS or msg.value is None:

@@ -233,7 +233,14 @@ class EditLog:
                 self.scrub_chains.setdefault(str(chain), []).append((int(seq), int(upto)))
             self.scrub_segments.update(str(s) for s in rec.get("segments") or ())
         elif rec.get("op") == "correct":
-            self.corrected[mid] = rec
+            if mid in self.deleted and not mid.startswith("trait:"):
+                # A correction that raced the deletion and was logged after it (the LPM
+                # refuses those now): it changes nothing, and keeps no text.
+                rec["old"] = ""
+                for value_key in ("new", "emb", "evidence"):
+                    rec.pop(value_key, None)
+            else:
+                self.corrected[mid] = rec
         return True
 
     def to_state(self) -> list[dict[str, Any]]:
@@ -258,6 +265,17 @@ class EditLog:
     def is_deleted(self, memory_id: str) -> bool:
         """Whether ``memory_id`` was deleted."""
         return memory_id in self.deleted
+
+    def gone(self, memory_id: str) -> bool:
+        """Whether ``memory_id`` names a memory that was deleted and cannot come back: a
+        page (itself or with its segment), a segment, a fact or an agent trait. A trait is
+        never gone: one of the 90 dimensions can be learned or set again."""
+        if memory_id.startswith("trait:"):
+            return False
+        if memory_id in self.deleted:
+            return True
+        seq = _page_seq(memory_id[len("page:") :]) if memory_id.startswith("page:") else None
+        return seq is not None and seq in self.deleted_pages
 
     def scrubbed(self, chain_id: str, seq: int) -> bool:
         """Whether the chain summary of page ``seq`` of chain ``chain_id`` may quote a
