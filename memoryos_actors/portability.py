@@ -23,6 +23,7 @@ from .errors import (
     MemoryOSError,
     Overloaded,
 )
+from .import_check import check_export
 from .reports import ForgetReport, RepairReport
 from .store.export import read_export, write_export
 from .store.userstore import UserStore, user_exists
@@ -111,21 +112,15 @@ class Portability:
     def import_user(self, path: str | os.PathLike[str], user_id: str | None = None) -> str:
         """See :meth:`~memoryos_actors.api.MemoryAPI.import_user`."""
         self._core.check_writable("import_user")
-        payload = read_export(_check_path(path, "path"))
-        if payload.get("format") != _EXPORT_FORMAT:
-            raise InvalidInput(f"{path}: not a memoryos-actors user export")
-        if int(payload.get("version", 0)) > _EXPORT_VERSION:
-            raise InvalidInput(
-                f"{path}: export version {payload.get('version')} is newer "
-                f"than this library reads ({_EXPORT_VERSION})"
-            )
-        uid = _check_user_id(user_id if user_id is not None else payload["user_id"])
+        try:
+            payload = read_export(_check_path(path, "path"))
+        except RecursionError:
+            raise InvalidInput(f"{path}: nested too deeply to be a user export") from None
         name, dim = self._core.gateway_service.embedder_info()
-        if list(payload.get("embedder", [])) != [name, dim]:
-            raise InvalidInput(
-                f"{path}: written with embedder {payload.get('embedder')}, this system uses "
-                f"{[name, dim]}; import it into a system configured with that embedder"
-            )
+        # The whole export is checked before a file is written: a failed import leaves
+        # nothing behind, and no user is made of data the tiers would refuse later.
+        checked = check_export(payload, str(path), self._core.config, (name, dim))
+        uid = _check_user_id(user_id if user_id is not None else checked.user_id)
         deadline = time.monotonic() + self._core.config.overload_timeout_seconds
         entry = self._core.directory.claim_passive(uid, UserPhase.IMPORTING, deadline)
         if entry is None:
@@ -147,10 +142,10 @@ class Portability:
                 try:
                     store.check_embedder(name, dim, cfg.fingerprint())
                     # Stored as another id: the pages and the persona name their new owner.
-                    source = str(payload.get("user_id", uid))
-                    persist.import_state(store, persist.rebind_user(payload["state"], source, uid))
+                    source = checked.user_id
+                    persist.import_state(store, persist.rebind_user(checked.state, source, uid))
                     if store.archive is not None:
-                        for rec in payload.get("archive", ()):
+                        for rec in checked.archive:
                             store.archive.append(persist.rebind_user(rec, source, uid))
                 finally:
                     store.close()

@@ -364,6 +364,8 @@ def load_locomo(path: str | os.PathLike[str], limit: int | None = None) -> list[
         samples = json.loads(file.read_text(encoding="utf-8"))
     except json.JSONDecodeError as exc:
         raise DatasetError(f"{file}:{exc.lineno}:{exc.colno}: not valid JSON ({exc.msg})") from None
+    except RecursionError:
+        raise DatasetError(f"{file}: nested too deeply to be LoCoMo samples") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise DatasetError(f"{file}: cannot read: {exc}") from exc
     if not isinstance(samples, list):

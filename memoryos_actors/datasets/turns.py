@@ -63,6 +63,8 @@ def _parse(text: str, where: str, number: int) -> TurnRecord:
         rec = json.loads(text)
     except json.JSONDecodeError as exc:
         raise DatasetError(f"{where}: not valid JSON ({exc.msg} at column {exc.colno})") from None
+    except RecursionError:
+        raise DatasetError(f"{where}: nested too deeply to be a turn") from None
     if not isinstance(rec, dict):
         raise DatasetError(f"{where}: expected a JSON object, got {type(rec).__name__}")
     user_id = rec.get("user_id")

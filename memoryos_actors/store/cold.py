@@ -38,6 +38,7 @@ import contextlib
 import os
 import sqlite3
 import threading
+import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, Literal, TypeVar, overload
@@ -209,8 +210,17 @@ class ColdIndex:
             self._disk_usable = False  # rebuild in memory, leave the file alone
             return
         for suffix in ("", "-wal", "-shm", "-journal"):
+            path = Path(str(self.path) + suffix)
+            if path.is_dir() and not path.is_symlink():
+                # Not a file this index wrote (a directory put in its place): the index
+                # is derived, so it is rebuilt, but what is there is moved aside, never
+                # deleted.
+                aside = Path(f"{path}.aside-{int(time.time() * 1000)}")
+                os.replace(path, aside)
+                log.warning("cold_index_moved_aside", path=str(path), to=str(aside))
+                continue
             with contextlib.suppress(FileNotFoundError):
-                Path(str(self.path) + suffix).unlink()
+                path.unlink()
 
     def _catch_up(self) -> None:
         if self._archive_last() <= self._indexed:

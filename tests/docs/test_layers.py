@@ -61,6 +61,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "memoryos_actors.checkup",
         "memoryos_actors.disk_stats",
         "memoryos_actors.repair",
+        "memoryos_actors.import_check",
         "memoryos_actors.stopping",
     ),
     # The facade.
