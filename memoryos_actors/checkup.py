@@ -44,6 +44,7 @@ from .errors import (
     ProviderUnavailable,
     StorageError,
 )
+from .store.keyfile import parse_key_file
 
 __all__ = [
     "DoctorCheck",
@@ -59,7 +60,6 @@ __all__ = [
 MIN_FREE_BYTES = 64 * 1024 * 1024
 """Least free space (bytes) ``check_data_dir`` accepts on the data directory's file system."""
 
-_KEYS_FORMAT = "memoryos-actors/api-keys"  # the key file's "format" (see server/keys.py)
 _PROBE_PAYLOAD = {"context": "(no memory yet)", "query": "Reply with the single word: ready."}
 
 
@@ -443,17 +443,11 @@ def check_key_file(path: str | os.PathLike[str], *, required: bool = False) -> D
             "key file", "fail", f"{keys} can be read by others (mode {mode:04o}): chmod 600 {keys}"
         )
     try:
-        data = json.loads(keys.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        return DoctorCheck(
-            "key file",
-            "fail",
-            f"{keys} cannot be read as JSON ({type(exc).__name__}): restore it or make a new one",
-        )
-    if not isinstance(data, dict) or data.get("format") != _KEYS_FORMAT:
-        return DoctorCheck("key file", "fail", f"{keys} is not a memoryos-actors key file")
-    records = [r for r in data.get("keys") or [] if isinstance(r, dict)]
-    tenants = {r.get("tenant") for r in records}
+        records = list(parse_key_file(keys).values())
+    except StorageError as exc:
+        # The same check the server makes: a file it would refuse is a failure here too.
+        return DoctorCheck("key file", "fail", f"{exc}: restore it or make a new one")
+    tenants = {r.tenant for r in records}
     return DoctorCheck(
         "key file",
         "ok" if records else "warn",

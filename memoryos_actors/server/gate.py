@@ -1,8 +1,9 @@
 """The gate in front of the HTTP app: it refuses a request before anything reaches the
-memory system, in this order: the API key (401), the key's request limit (429 with
-``Retry-After``), the body size (413), the content type (415) and the body's encoding
-(422). It puts the accepted key in the ASGI scope (``KEY_SCOPE``), sends ``/mcp`` to the
-MCP app, and counts every answered request for ``/metrics`` by its route template."""
+memory system, in this order: a key file that is not valid (503), the API key (401), the
+key's request limit (429 with ``Retry-After``), the body size (413), the content type (415)
+and the body's encoding (422). It puts the accepted key in the ASGI scope (``KEY_SCOPE``),
+sends ``/mcp`` to the MCP app, and counts every answered request for ``/metrics`` by its
+route template."""
 
 from __future__ import annotations
 
@@ -85,6 +86,15 @@ class Gate:
     ) -> None:
         protected = is_mcp or path == "/v1" or path.startswith("/v1/")
         if protected:
+            problem = self.keys.problem
+            if problem is not None:
+                # The key file was changed into something that is not one: no key is
+                # valid until it is fixed, and the caller is told why, not "wrong key".
+                self.metrics.rejected.labels("key_file_invalid").inc()
+                await error_response(
+                    503, "KeyFileInvalid", f"the server's key file is invalid: {problem}"
+                )(scope, receive, send)
+                return
             rec = self.keys.lookup(_presented_key(scope))
             if rec is None:
                 self.metrics.rejected.labels("unauthorized").inc()

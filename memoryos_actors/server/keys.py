@@ -27,11 +27,21 @@ import secrets
 import tempfile
 import threading
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+
+import structlog
 
 from ..errors import InvalidInput, StorageError
+from ..store.keyfile import (
+    KEY_FILE_FORMAT,
+    KEY_FILE_VERSION,
+    KeyRecord,
+    check_tenant,
+    parse_key_file,
+)
+
+log = structlog.get_logger("memoryos.server")
 
 __all__ = [
     "KeyRecord",
@@ -41,23 +51,11 @@ __all__ = [
     "hash_key",
 ]
 
-_FORMAT = "memoryos-actors/api-keys"
-_VERSION = 1
-_TENANT = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,62}$")
+_FORMAT = KEY_FILE_FORMAT
+_VERSION = KEY_FILE_VERSION
 _KEY = re.compile(r"^mos_([0-9a-f]{12})_([A-Za-z0-9_-]{43})$")
 #: Seconds between checks of the key file's modification time.
 _RELOAD_EVERY_S = 1.0
-
-
-def check_tenant(name: object) -> str:
-    """``name`` if it is a valid tenant name (1-63 of ``a-z 0-9 _ . -``, starting with a
-    letter or digit), else :class:`InvalidInput`."""
-    if not isinstance(name, str) or not _TENANT.match(name):
-        raise InvalidInput(
-            f"tenant name {name!r} is invalid: use 1-63 characters of a-z, 0-9, '_', '.', '-', "
-            "starting with a letter or digit"
-        )
-    return name
 
 
 def hash_key(key: str) -> str:
@@ -69,58 +67,6 @@ def generate_key() -> tuple[str, str]:
     """A new random API key and its key id: ``(key, key_id)``."""
     key_id = secrets.token_hex(6)
     return f"mos_{key_id}_{secrets.token_urlsafe(32)}", key_id
-
-
-@dataclass(frozen=True, slots=True)
-class KeyRecord:
-    """One API key as stored (never the key itself).
-
-    Attributes:
-        key_id: public part of the key, 12 hex digits; names the key in logs and commands.
-        tenant: the tenant the key belongs to.
-        sha256: hex SHA-256 digest of the whole key.
-        created: when the key was made, seconds since the epoch.
-        rate_per_second: request limit of this key (sustained), or None for the default.
-        burst: requests this key may send at once, or None for the default.
-        note: free text.
-    """
-
-    key_id: str
-    tenant: str
-    sha256: str
-    created: float
-    rate_per_second: float | None = None
-    burst: int | None = None
-    note: str = ""
-
-    @classmethod
-    def from_dict(cls, d: Any, where: str) -> KeyRecord:
-        """Validate one record read from the key file (``where`` names it in errors)."""
-        if not isinstance(d, dict):
-            raise StorageError(f"{where}: a key record must be an object")
-        try:
-            rec = cls(
-                key_id=str(d["key_id"]),
-                tenant=check_tenant(d["tenant"]),
-                sha256=str(d["sha256"]),
-                created=float(d.get("created", 0.0)),
-                rate_per_second=None
-                if d.get("rate_per_second") is None
-                else float(d["rate_per_second"]),
-                burst=None if d.get("burst") is None else int(d["burst"]),
-                note=str(d.get("note", "")),
-            )
-        except (KeyError, TypeError, ValueError) as exc:
-            raise StorageError(f"{where}: bad key record: {exc}") from None
-        if not re.fullmatch(r"[0-9a-f]{12}", rec.key_id) or not re.fullmatch(
-            r"[0-9a-f]{64}", rec.sha256
-        ):
-            raise StorageError(f"{where}: bad key_id or sha256 in record {rec.key_id!r}")
-        if (rec.rate_per_second is not None and not rec.rate_per_second > 0) or (
-            rec.burst is not None and rec.burst < 1
-        ):
-            raise StorageError(f"{where}: key {rec.key_id}: rate and burst must be positive")
-        return rec
 
 
 class KeyStore:
@@ -136,6 +82,7 @@ class KeyStore:
         self._lock = threading.Lock()
         self._records: dict[str, KeyRecord] = {}
         self._mtime: int | None = None
+        self._problem: str | None = None
         self._checked = 0.0
         self._load()
 
@@ -145,24 +92,20 @@ class KeyStore:
         try:
             stat = self.path.stat()
         except FileNotFoundError:
-            self._records, self._mtime = {}, None
+            self._records, self._mtime, self._problem = {}, None, None
             return
-        try:
-            data = json.loads(self.path.read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
-            raise StorageError(f"{self.path}: cannot read the key file: {exc}") from None
-        if not isinstance(data, dict) or data.get("format") != _FORMAT:
-            raise StorageError(f"{self.path}: not a memoryos-actors key file")
-        if int(data.get("version", 0)) > _VERSION:
-            raise StorageError(
-                f"{self.path}: key file version {data.get('version')} is newer "
-                f"than this library reads ({_VERSION})"
-            )
-        records = {}
-        for raw in data.get("keys", []):
-            rec = KeyRecord.from_dict(raw, str(self.path))
-            records[rec.key_id] = rec
-        self._records, self._mtime = records, stat.st_mtime_ns
+        records = parse_key_file(self.path)
+        self._records, self._mtime, self._problem = records, stat.st_mtime_ns, None
+
+    @property
+    def problem(self) -> str | None:
+        """Why the key file cannot be used right now (None when it can): a file changed
+        into something that is not a valid key file. Until it is fixed no key is valid, not
+        even the ones it held before: a key removed by a hand edit with a typo elsewhere
+        must not stay valid. Re-checked like lookups (at most once a second)."""
+        with self._lock:
+            self._maybe_reload()
+            return self._problem
 
     def _save(self) -> None:
         payload = {
@@ -193,11 +136,15 @@ class KeyStore:
             mtime: int | None = self.path.stat().st_mtime_ns
         except FileNotFoundError:
             mtime = None
-        if mtime != self._mtime:
+        if mtime != self._mtime or self._problem is not None:
             try:
                 self._load()
-            except StorageError:
-                pass  # a half-edited file: keep serving with the keys we had
+            except StorageError as exc:
+                # Serve nothing stale: the keys the file held before may be the ones the
+                # edit meant to remove. Said once per change of the file, not per request.
+                if str(exc) != self._problem or mtime != self._mtime:
+                    log.error("key_file_invalid", path=str(self.path), error=str(exc))
+                self._records, self._mtime, self._problem = {}, mtime, str(exc)
 
     # -- operations ------------------------------------------------------------------------
 

@@ -146,7 +146,13 @@ class ServerMetrics:
             ["reason"],
             registry=self.registry,
         )
-        for reason in ("unauthorized", "rate_limited", "too_large", "bad_encoding"):
+        for reason in (
+            "unauthorized",
+            "rate_limited",
+            "too_large",
+            "bad_encoding",
+            "key_file_invalid",
+        ):
             self.rejected.labels(reason)
         self.registry.register(_MemoryCollector(stats))
 
