@@ -154,13 +154,13 @@ def read_layout(data_dir: str | os.PathLike[str]) -> ShardLayout | None:
         doc = json.loads(raw.decode("utf-8"))
         if doc.get("format") != _LAYOUT_FORMAT:
             raise ValueError("not a shard layout file")
-        if int(doc.get("version", 0)) > _LAYOUT_VERSION:
+        if _whole(doc, "version", 0) > _LAYOUT_VERSION:
             raise ValueError(f"layout version {doc.get('version')} is newer than this library")
         if doc.get("placement") != PLACEMENT:
             raise ValueError(f"placement {doc.get('placement')!r} is not {PLACEMENT!r}")
-        shards = int(doc["shards"])
-        moving = doc.get("rebalancing_from")
-        generation = int(doc.get("generation", 1))
+        shards = _whole(doc, "shards")
+        moving = None if doc.get("rebalancing_from") is None else _whole(doc, "rebalancing_from")
+        generation = _whole(doc, "generation", 1)
         ident = doc.get("cluster_id")
         if ident is not None and not (isinstance(ident, str) and ident.isalnum()):
             raise ValueError(f"cluster_id {ident!r} is not an alphanumeric string")
@@ -171,7 +171,42 @@ def read_layout(data_dir: str | os.PathLike[str]) -> ShardLayout | None:
         raise CorruptDataError(f"{path}: not a usable shard layout: {exc}") from None
     if not 1 <= layout.shards <= MAX_SHARDS:
         raise CorruptDataError(f"{path}: shard count {layout.shards} is out of range")
+    if layout.rebalancing_from is None:
+        _refuse_stray_shards(Path(data_dir), layout)
     return layout
+
+
+def _whole(doc: dict[str, Any], key: str, default: int | None = None) -> int:
+    """``doc[key]`` if it is a whole number written as one (``true``, ``"3"`` and ``3.0``
+    are not counts); ``default`` when absent and one is given."""
+    if key not in doc and default is not None:
+        return default
+    value = doc[key]
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"{key} must be a whole number, not {value!r:.40}")
+    return value
+
+
+def _refuse_stray_shards(root: Path, layout: ShardLayout) -> None:
+    """Refuse a layout whose count leaves users out: a shard directory at or past the
+    recorded count that holds users (a hand edit, a restored older ``shards.json``) would
+    make them invisible, and a write would create a second copy of one on another shard."""
+    try:
+        stray = [
+            n
+            for n in _existing_shards(root)
+            if n >= layout.shards and list_users(shard_dir(root, n), damaged={})
+        ]
+    except OSError:
+        return  # nothing readable to compare with: the shards report their own errors
+    if stray:
+        last = stray[-1]
+        raise CorruptDataError(
+            f"{root / LAYOUT_FILE}: records {layout.shards} shards, but "
+            f"{shard_dir(root, stray[0]).name} (past that count) holds users; the file is "
+            f'not the one these shards were written with: set "shards" to {last + 1} and, '
+            f"to have fewer shards, run `memoryos rebalance --shards {layout.shards}`"
+        )
 
 
 def _layout_bytes(layout: ShardLayout) -> bytes:

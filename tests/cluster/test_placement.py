@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from inprocess import run_cli
 from localhost import LocalCluster
 from sysutil import SMALL, turn_text
 
@@ -267,3 +268,32 @@ def test_the_cluster_module_exports_exactly_these_names() -> None:
     ]
     for name in cluster.__all__:
         assert getattr(cluster, name) is not None
+
+
+def test_a_layout_file_with_too_small_a_count_is_refused_and_can_be_put_right(
+    tmp_path: Path,
+) -> None:
+    users = [f"user-{i}" for i in range(20)]
+    before = _fill(tmp_path, 3, users, turns=2)
+    layout_file = tmp_path / "shards.json"
+    good = json.loads(layout_file.read_text())
+    # A hand edit or an older backup says 2 shards: shard-0002's users would be invisible,
+    # and a write would make a second copy of one of them on another shard.
+    layout_file.write_text(json.dumps({**good, "shards": 2}))
+    with pytest.raises(CorruptDataError, match="shard-0002") as info:
+        MemoryOS.open(tmp_path, MemoryConfig(**SMALL), cluster=LocalCluster(shards=2))
+    assert '"shards" to 3' in str(info.value)
+    run = run_cli("stats", data_dir=tmp_path)
+    assert run.returncode != 0 and "shard-0002" in run.stderr and "Traceback" not in run.stderr
+    layout_file.write_text(json.dumps(good))
+    rebalance_shards(tmp_path, 2)
+    assert _stored(tmp_path, 2, users) == before
+
+
+@pytest.mark.parametrize("count", [True, "3", 3.0, None])
+def test_a_shard_count_that_is_not_a_whole_number_is_refused(tmp_path: Path, count: object) -> None:
+    _fill(tmp_path, 3, ["ann"], turns=1)
+    layout_file = tmp_path / "shards.json"
+    layout_file.write_text(json.dumps({**json.loads(layout_file.read_text()), "shards": count}))
+    with pytest.raises(CorruptDataError, match="shards.json"):
+        read_layout(tmp_path)

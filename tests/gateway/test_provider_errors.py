@@ -365,7 +365,7 @@ def test_doctor_checks_the_data_dir_lock_the_stored_embedder_and_the_key_file(
             {
                 "format": "memoryos-actors/api-keys",
                 "version": 1,
-                "keys": [{"key_id": "a" * 12, "tenant": "t"}],
+                "keys": [{"key_id": "a" * 12, "tenant": "t", "sha256": "b" * 64}],
             }
         )
     )
@@ -376,5 +376,12 @@ def test_doctor_checks_the_data_dir_lock_the_stored_embedder_and_the_key_file(
     keys.chmod(0o600)
     tight = doctor(data, cfg, keys_file=keys)
     assert tight.ok and "1 key for 1 tenant" in _lines(tight)["key file"]
+    bad = tmp_path / "bad.json"
+    incomplete_doc = json.loads(keys.read_text())
+    del incomplete_doc["keys"][0]["sha256"]
+    bad.write_text(json.dumps(incomplete_doc))
+    bad.chmod(0o600)
+    incomplete = doctor(data, cfg, keys_file=bad)
+    assert not incomplete.ok and "sha256" in _lines(incomplete)["key file"]
     missing = doctor(data, cfg, keys_file=tmp_path / "nope.json")
     assert not missing.ok and "memoryos keys add" in _lines(missing)["key file"]
