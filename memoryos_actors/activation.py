@@ -63,15 +63,23 @@ _BG_PASSIVATIONS = 64
 _HEADROOM_PASSIVATIONS = 32
 
 
-def _placement_backlog(user_id: str, cfg: Any) -> PlacementBacklog:
+def _placement_backlog(user_id: str, cfg: Any, core: Any) -> PlacementBacklog:
     """The user's placement queue: ``placement_backlog_seconds`` of MTM's measured pace,
     never fewer pages than two chain-meta batches (so meta is still asked for in full
     batches) and never more than four times ``max_inflight_per_user`` (the limit until
-    the pace is measured)."""
+    the pace is measured); part of the process's bound (``core.fair_gate``), its settle
+    lags observed as ``settle_lag_ms``."""
     cap = max(64, cfg.max_inflight_per_user * 4)
     floor = min(cap, max(16, 2 * cfg.meta_batch_max_pages))
+    metrics = core.metrics
     return PlacementBacklog(
-        f"user {user_id!r} MTM backlog", cfg.placement_backlog_seconds, floor, cap
+        f"user {user_id!r} MTM backlog",
+        cfg.placement_backlog_seconds,
+        floor,
+        cap,
+        user=user_id,
+        gate=core.fair_gate,
+        on_lag=lambda ms: metrics.observe("settle_lag_ms", ms),
     )
 
 
@@ -264,11 +272,12 @@ class Lifecycle:
             gateway=self._core.gateway,
             registry=self._core.registry,
             clock=self._core.clock,
-            insert_backlog=_placement_backlog(entry.user_id, cfg),
+            insert_backlog=_placement_backlog(entry.user_id, cfg, self._core),
             metrics=self._core.metrics,
             epoch=entry.epoch,
             preload=Preload(persist.recover(store)),
             catch_up_gate=self._core.catch_up_gate,
+            fair_share=self._core.fair_share,
         )
         entry.env = env
         stm_n, mtm_n, lpm_n = actor_names(entry.user_id)

@@ -86,12 +86,14 @@ class Conversation:
             raise InvalidInput("a turn needs a query or a response")
 
         def run(entry: UserEntry) -> str:
-            # Backpressure happens here, in the caller's thread: wait for room in the
-            # user's placement queue and the gateway before the turn is written, so a
-            # flood gets Overloaded and a retry never duplicates a stored turn.
+            # Backpressure happens here, in the caller's thread, before the turn is
+            # written (so a retry never duplicates a stored turn): wait for room in the
+            # user's placement queue, then in the process's (fair order between users),
+            # and in the gateway. Waiting slows a writer; only a queue that places nothing
+            # for overload_timeout_seconds answers Overloaded.
             timeout = core.config.overload_timeout_seconds
             assert entry.env is not None
-            entry.env.insert_backlog.wait_below_limit(timeout)
+            entry.env.insert_backlog.admit(timeout)
             core.gateway.wait_capacity(timeout)
             for attempt in range(_ADD_TURN_ATTEMPTS):
                 try:

@@ -18,6 +18,7 @@ attributes only; none reaches into another.
 from __future__ import annotations
 
 import itertools
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -28,6 +29,7 @@ import pykka
 
 from supervisor import Registry
 
+from .actors.admission import FairGate, FairShare
 from .actors.base import ASSISTANT_PREFIX, CatchUpGate, GatewayClient, Metrics
 from .clock import Clock
 from .config import MemoryConfig
@@ -40,6 +42,10 @@ __all__ = ["ASK_TIMEOUT_S", "COUNTERS", "SystemCore"]
 
 #: Seconds a single actor request may take before the facade gives up on it.
 ASK_TIMEOUT_S = 120.0
+
+#: The process's placement bound never drops below this many pages, nor starts above cap.
+_GATE_FLOOR = 64
+_GATE_CAP = 4096
 
 #: The facade's own counters (in :attr:`SystemCore.metrics`), reported by ``stats()``
 #: from the start, in this order.
@@ -69,6 +75,9 @@ class SystemCore:
         gateway: how actors reach the gateway's worker pool.
         directory: every user's lifecycle phase and calls in flight.
         catch_up_gate: one MTM catch-up at a time in the process.
+        fair_gate: the bound on all users' placement queues, and the fair order of the
+            writers it holds up.
+        fair_share: the run permits of MTM placement, granted fairly between users.
         inflight: bounds the calls in flight (``max_inflight_total``).
         damaged: users whose files were refused as damaged (user id -> the error), until
             a later activation succeeds or ``repair_user`` runs.
@@ -96,6 +105,11 @@ class SystemCore:
             config.max_inflight_per_user, is_pinned=lambda u: u.startswith(ASSISTANT_PREFIX)
         )
         self.catch_up_gate = CatchUpGate(1)
+        # All users' placement queues together hold at most placement_backlog_seconds of
+        # the process's measured pace; writers wait for it in fair order (admission.py).
+        self.fair_gate = FairGate(config.placement_backlog_seconds, _GATE_FLOOR, _GATE_CAP)
+        # MTM placement runs under a few permits granted in fair order between users.
+        self.fair_share = FairShare(max(2, os.cpu_count() or 2))
         self.inflight = threading.BoundedSemaphore(config.max_inflight_total)
         self.damaged: dict[str, str] = {}
         self.retrieval_names = tuple(f"retrieval/{i}" for i in range(config.retrieval_workers))

@@ -140,6 +140,34 @@ class Inspection:
 
         return self._lifecycle.call(uid, run, create=False)
 
+    def _placement(self, user_id: str) -> dict[str, Any]:
+        """A user's placement queue: pages queued, its limit, and its settle lags (ms from
+        the turn that pushed a page out of STM to MTM taking it: the last 512 pages)."""
+        entry = self._core.directory.get(user_id)
+        env = entry.env if entry is not None else None
+        if env is None:
+            return {"placement_backlog": 0, "settle_lag_ms": None}
+        backlog = env.insert_backlog
+        lags = sorted(backlog.lags)
+
+        def pct(p: int) -> float:
+            return lags[min(len(lags) - 1, len(lags) * p // 100)]
+
+        return {
+            "placement_backlog": backlog.pending,
+            "placement_limit": backlog.limit,
+            "settle_lag_ms": (
+                {
+                    "p50": pct(50),
+                    "p99": pct(99),
+                    "max": lags[-1],
+                    "oldest_queued": backlog.oldest_age() * 1000.0,
+                }
+                if lags
+                else None
+            ),
+        }
+
     def stats(self, user_id: str | None = None) -> dict[str, Any]:
         """See :meth:`~memoryos_actors.api.MemoryAPI.stats`."""
         if user_id is not None:
@@ -155,6 +183,7 @@ class Inspection:
                 "persona_updates": st.persona_updates,
                 "archived_records": len(self.archive(user_id)),
                 "gateway": self._core.gateway_service.stats().get("by_user", {}).get(user_id, {}),
+                **self._placement(st.user_id),
             }
         acts = sorted(self._lifecycle.activation_samples())
 
@@ -174,6 +203,13 @@ class Inspection:
             "placement_backlog": sum(
                 e.env.insert_backlog.pending for e in entries if e.env is not None
             ),
+            "placement_limit": self._core.fair_gate.limit,
+            "placement_waits": self._core.fair_gate.waits,
+            "settle_lag_oldest_ms": max(
+                (e.env.insert_backlog.oldest_age() for e in entries if e.env is not None),
+                default=0.0,
+            )
+            * 1000.0,
             **metrics,
             "activation_ms_p50": pct(0.5),
             "activation_ms_p99": pct(0.99),

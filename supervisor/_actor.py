@@ -276,6 +276,14 @@ class SupervisedActor(pykka.ThreadingActor):
     def _sv_cleanup(self) -> None:
         """Hook run in the actor's thread after it stopped handling messages, on every exit
         path (normal, crash, killed), before the exit is reported. Cannot be killed."""
+        self.on_exit()
+
+    def on_exit(self) -> None:
+        """Called in the actor's thread once it has stopped handling messages, on every
+        exit path (a stop, a crash, a kill), after ``on_stop``/``on_failure`` where those
+        ran and before the exit is reported to watchers. It cannot be interrupted by a
+        kill. For giving back what the actor may hold across messages (a shared permit):
+        nothing slow. Default: nothing."""
 
     def _sv_drain_inbox(self) -> None:
         # get_nowait, not pykka's empty()/get(): a concurrent drain must never block us.

@@ -243,6 +243,7 @@ class Supervisor(SupervisedActor):
             assert self._registry is not None and self.name is not None
             self._registry.unregister(self.name, self.actor_ref)
         _log.info("supervisor_stopped", supervisor=self.name)
+        self.on_exit()
 
     def on_receive(self, message: Any) -> Any:
         if isinstance(message, _ChildExit):

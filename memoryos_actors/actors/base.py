@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from ..gateway.service import GatewayService
     from ..store.snapshot import Recovered
     from ..store.userstore import UserStore
+    from .admission import FairGate, FairShare
 
 __all__ = [
     "ASSISTANT_PREFIX",
@@ -211,26 +212,93 @@ class PlacementBacklog(Backlog):
     ``cap``, so writes are not held up while MTM recovers. Thread-safe.
     """
 
-    __slots__ = ("_busy_since", "_pace", "cap", "drain_seconds", "floor")
+    __slots__ = (
+        "_busy_since",
+        "_gate",
+        "_on_lag",
+        "_pace",
+        "_progress",
+        "_since",
+        "cap",
+        "drain_seconds",
+        "floor",
+        "lags",
+        "user",
+    )
 
     #: Weight of the newest interval in the running mean of the consumer's pace.
     _ALPHA = 1.0 / 16.0
 
-    def __init__(self, name: str, drain_seconds: float, floor: int, cap: int) -> None:
+    def __init__(
+        self,
+        name: str,
+        drain_seconds: float,
+        floor: int,
+        cap: int,
+        *,
+        user: str = "",
+        gate: FairGate | None = None,
+        on_lag: Callable[[float], None] | None = None,
+    ) -> None:
         if not 1 <= floor <= cap:
             raise ValueError(f"need 1 <= floor <= cap, got floor={floor!r}, cap={cap!r}")
         super().__init__(cap, name)
         self.drain_seconds = drain_seconds
         self.floor = floor
         self.cap = cap
+        self.user = user
+        #: The process's bound on all users' queues together (None: this queue alone).
+        self._gate = gate
+        #: Called with each placed page's settle lag, milliseconds.
+        self._on_lag = on_lag
         #: Seconds per item the consumer takes while it has work queued (None: not known).
         self._pace: float | None = None
         #: When the last release happened with more items queued behind it (monotonic s).
         self._busy_since: float | None = None
+        #: When each queued item was queued (monotonic s), oldest first.
+        self._since: deque[float] = deque()
+        #: Releases so far: a waiting writer that sees this move knows the queue drains.
+        self._progress = 0
+        #: The last settle lags (ms): queued to taken by the consumer.
+        self.lags: deque[float] = deque(maxlen=512)
+
+    def force_acquire(self) -> None:
+        """Count one more queued page (the writer waited for room already)."""
+        with self._cond:
+            self._count += 1
+            self._since.append(time.monotonic())
+            count = self._count
+        if self._gate is not None:
+            self._gate.update(self.user, count)
+
+    def admit(self, timeout: float) -> None:
+        """Wait for room for one more page: in this user's queue, then in the process's
+        (:class:`~.admission.FairGate`, fair order between users). Raises
+        :class:`~memoryos_actors.errors.Overloaded` only when the queue waited on placed
+        nothing for ``timeout`` seconds: a busy system slows writers, it does not refuse
+        them."""
+        with self._cond:
+            if self._count >= self.limit:
+                seen = self._progress
+                deadline = time.monotonic() + timeout
+                while self._count >= self.limit:
+                    if self._progress != seen:
+                        seen = self._progress
+                        deadline = time.monotonic() + timeout
+                    remaining = deadline - time.monotonic()
+                    if remaining <= 0:
+                        raise Overloaded(
+                            f"{self.name}: {self._count} items pending (limit {self.limit}) "
+                            f"and none placed for {timeout:.3g} s"
+                        )
+                    self._cond.wait(remaining)
+        if self._gate is not None:
+            self._gate.enter(self.user, timeout)
 
     def release(self, n: int = 1) -> None:
         """Free ``n`` slots (the consumer takes an item), and update the pace and limit."""
         now = time.monotonic()
+        lags: list[float] = []
         with self._cond:
             if self._busy_since is not None and n == 1:
                 gap = now - self._busy_since
@@ -241,18 +309,37 @@ class PlacementBacklog(Backlog):
             # Only an interval in which the consumer had work all along measures its pace.
             self._busy_since = now if self._count > n else None
             self._count = max(0, self._count - n)
+            for _ in range(min(n, len(self._since))):
+                lags.append((now - self._since.popleft()) * 1000.0)
+            self.lags.extend(lags)
+            self._progress += 1
+            count = self._count
             self._cond.notify_all()
+        if self._gate is not None:
+            self._gate.update(self.user, count)
+        if self._on_lag is not None:
+            for lag in lags:
+                self._on_lag(lag)
 
     def reset(self) -> None:
         """Forget every pending item (the consumer restarted and lost its mailbox)."""
         with self._cond:
             self._busy_since = None
+            self._since.clear()
+            self._progress += 1
         super().reset()
+        if self._gate is not None:
+            self._gate.update(self.user, 0)
 
     @property
     def pace(self) -> float | None:
         """Measured seconds per item while the consumer is busy (None: not measured yet)."""
         return self._pace
+
+    def oldest_age(self) -> float:
+        """Seconds the oldest page still queued has waited (0.0: none queued)."""
+        with self._cond:
+            return time.monotonic() - self._since[0] if self._since else 0.0
 
 
 class JobWatch:
@@ -548,7 +635,7 @@ class UserEnv:
     gateway: GatewayClient
     registry: Registry
     clock: Clock
-    insert_backlog: Backlog = field(compare=False)
+    insert_backlog: PlacementBacklog = field(compare=False)
     metrics: Metrics = field(default_factory=Metrics, compare=False)
     #: The incarnation of the user these actors belong to (see ``CompletionJob.epoch``).
     epoch: int = 0
@@ -560,6 +647,8 @@ class UserEnv:
     catch_up_gate: CatchUpGate | None = field(default=None, compare=False)
     #: The gateway jobs MTM owes, for ``flush`` to wait on.
     job_watch: JobWatch = field(default_factory=JobWatch, compare=False)
+    #: The process's run permits for MTM placement (None: no limit).
+    fair_share: FairShare | None = field(default=None, compare=False)
 
     def recovered(self, tier: str) -> Recovered:
         """The user's state on disk for ``tier``'s start: the one loaded at activation the

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import functools
 import threading
+import time
 from collections import deque
 from typing import Any
 
@@ -69,6 +70,9 @@ from .protocol import (
 __all__ = ["MTMActor", "page_text"]
 
 log = structlog.get_logger("memoryos.mtm")
+
+#: Longest a placement turn holds its permit across consecutive inserts, seconds.
+_TURN_QUANTUM_S = 0.005
 
 #: Job kinds whose answer carries a persona update for LPM.
 _PERSONA_KINDS = ("persona_update", "segment_persona")
@@ -118,6 +122,9 @@ class MTMActor(SupervisedActor):
         self.complete = True
         #: Answers to this MTM's jobs, taken before each message (GatewayClient.open_inbox).
         self.answers: deque[CompletionDone] = deque()
+        #: The placement permit held (None: none), and since when (perf_counter s).
+        self.turn_ticket: threading.Event | None = None
+        self.turn_started = 0.0
 
     # -- lifecycle -----------------------------------------------------------------------
 
@@ -153,9 +160,53 @@ class MTMActor(SupervisedActor):
         ticket = self.gate_ticket
         if ticket is not None:
             ticket.set()  # wake a wait for the catch-up gate: it gives up its place
+        turn = self.turn_ticket
+        if turn is not None:
+            turn.set()  # wake a wait for a placement turn: it gives up its place
+
+    def on_exit(self) -> None:
+        self._end_turn(True)  # every exit path: never keep a placement permit
+
+    # -- placement turns -----------------------------------------------------------------
+
+    def _take_turn(self) -> bool:
+        """Hold one of the process's placement permits (``UserEnv.fair_share``) for this
+        user, waiting for it in fair order; True once held (or there is no limit), False
+        if a stop was requested first. A turn lasts over consecutive inserts (see
+        :meth:`_turn_done`), so a busy user pays one hand-off per quantum, not per page."""
+        share = self.env.fair_share
+        if share is None or self.turn_ticket is not None:
+            return True
+        ticket = self.turn_ticket = threading.Event()
+        if not share.acquire(self.env.user_id, ticket, lambda: self.stop_requested):
+            share.release(ticket)
+            self.turn_ticket = None
+            return False
+        self.turn_started = time.perf_counter()
+        return True
+
+    def _turn_done(self) -> bool:
+        """Whether to give the permit back now: the quantum is used up, or no message
+        waits (an insert told meanwhile takes a new turn, behind the users waiting)."""
+        if self.turn_ticket is None:
+            return False
+        if time.perf_counter() - self.turn_started >= _TURN_QUANTUM_S:
+            return True
+        return self.actor_inbox.empty()
+
+    def _end_turn(self, done: bool) -> None:
+        ticket = self.turn_ticket
+        share = self.env.fair_share
+        if not done or ticket is None or share is None:
+            return
+        self.turn_ticket = None
+        share.release(ticket, time.perf_counter() - self.turn_started)
 
     def on_stop(self) -> None:
         self.env.gateway.close_inbox(self.env.mtm_name, self.answers)
+        # Pages still queued for this incarnation are in the WAL: no longer queued work
+        # in the process's bound (a new incarnation counts its own).
+        self.env.insert_backlog.reset()
         ticket = self.gate_ticket
         if ticket is not None and self.env.catch_up_gate is not None:
             self.env.catch_up_gate.release(ticket)  # idempotent; never keep a slot
@@ -168,6 +219,13 @@ class MTMActor(SupervisedActor):
     # -- messages ------------------------------------------------------------------------
 
     def on_receive(self, message: object) -> object:
+        try:
+            return self._receive(message)
+        finally:
+            if self.turn_ticket is not None:
+                self._end_turn(self._turn_done())
+
+    def _receive(self, message: object) -> object:
         if self.recovery is not None:
             self._finish_recovery()  # whatever message comes first
         while self.answers:
@@ -178,6 +236,9 @@ class MTMActor(SupervisedActor):
             return None
         if isinstance(message, InsertPage):
             self.env.insert_backlog.release()
+            if not self._take_turn():
+                self.complete = False  # stopping before this page's turn: the WAL has it
+                return None
             self._insert(message.page, message.now)
             return None
         if isinstance(message, ApplyEdit):
