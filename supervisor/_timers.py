@@ -98,7 +98,9 @@ class _Scheduler:
                     target=self._run, name="supervisor-timers", daemon=True
                 )
                 self._thread.start()
-            else:
+            elif self._heap[0][2] is timer:
+                # The thread sleeps until the earliest deadline: wake it only when this
+                # timer is the new earliest (a wake-up per timer costs a thread switch).
                 self._cond.notify()
         if install_hook and issubclass(owner.actor_class, SupervisedActor):
             _life_of(owner).watch(owner, self._owner_stopped)
@@ -109,7 +111,8 @@ class _Scheduler:
             if not timer._active:
                 return False
             self._deactivate(timer)
-            self._cond.notify()
+            if self._active == 0 or (self._heap and self._heap[0][2] is timer):
+                self._cond.notify()  # the thread's wait changes only then
             return True
 
     def _deactivate(self, timer: TimerRef) -> None:

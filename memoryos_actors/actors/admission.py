@@ -32,95 +32,133 @@ from collections.abc import Callable
 
 from ..errors import Overloaded
 
-__all__ = ["FairGate", "FairShare"]
+__all__ = ["FairGate", "FairQueue", "FairShare"]
 
 
-class FairShare:
-    """``permits`` run permits, granted in start-time fair queueing order by user.
+class FairQueue:
+    """Start-time fair queueing of ``permits`` permits between users: the pure core of
+    :class:`FairShare` (no threads, no clock: the caller says how long a grant was used).
 
-    A holder reports how long it held its permit (:meth:`release`'s ``used``); that cost
-    moves its user's virtual finish time on, and the next request of that user starts there
-    (or at the system's virtual time, whichever is later: idle time earns no credit). The
-    waiting request with the smallest start goes next; equal starts go in arrival order.
-
-    Each request holds a *ticket* (a fresh ``threading.Event``) from before :meth:`acquire`
-    until :meth:`release`, which is idempotent and right in every state (waiting, granted,
-    holding): call it in a ``finally`` that covers the ``acquire`` too.
+    A request of ``user`` starts at the later of the system's virtual time and the user's
+    virtual finish time; a grant's cost (:meth:`done`'s ``used``) moves the user's finish
+    on by that much. While a permit is free and nobody waits, a request is granted at
+    once; otherwise it waits, and each :meth:`done` hands the permit to the waiting request
+    with the smallest start (the earliest among equal starts). The system's virtual time is
+    the start of the last grant; a user whose finish is behind it earns no credit for the
+    time it was idle.
     """
 
     def __init__(self, permits: int) -> None:
         if permits < 1:
             raise ValueError(f"permits must be >= 1, got {permits!r}")
         self.permits = permits
-        self._lock = threading.Lock()
-        self._free = permits
+        self.free = permits
         self._seq = itertools.count()
-        #: (start, arrival, ticket) of waiting requests; left ones are skipped when popped.
-        self._heap: list[tuple[float, int, threading.Event]] = []
-        self._waiting: dict[threading.Event, tuple[str, float]] = {}
-        self._holders: dict[threading.Event, tuple[str, float]] = {}
-        #: Each user's virtual finish time (users at or behind ``_vtime`` are dropped).
+        #: (start, arrival, key) of waiting requests; withdrawn ones are skipped when popped.
+        self._heap: list[tuple[float, int, object]] = []
+        self.waiting: dict[object, tuple[str, float]] = {}
+        self.holders: dict[object, tuple[str, float]] = {}
+        #: Each user's virtual finish time (entries at or behind ``vtime`` are dropped).
         self._finish: dict[str, float] = {}
-        self._vtime = 0.0
+        self.vtime = 0.0
         self.grants = 0
+
+    def start_of(self, user: str) -> float:
+        """Where a request of ``user`` made now would start."""
+        return max(self.vtime, self._finish.get(user, 0.0))
+
+    def request(self, key: object, user: str) -> bool:
+        """Ask for a permit under ``key`` (any hashable, unique while in use); True if
+        granted at once, False if it waits."""
+        start = self.start_of(user)
+        if self.free > 0 and not self.waiting:
+            self.free -= 1
+            self._grant(key, user, start)
+            return True
+        self.waiting[key] = (user, start)
+        heapq.heappush(self._heap, (start, next(self._seq), key))
+        return False
+
+    def withdraw(self, key: object) -> bool:
+        """Take a waiting request back; True if it was waiting."""
+        return self.waiting.pop(key, None) is not None
+
+    def done(self, key: object, used: float) -> object | None:
+        """The holder of ``key`` is done after ``used`` seconds: returns the key granted the
+        permit next (None: nobody waits, the permit is free again, or ``key`` held none)."""
+        held = self.holders.pop(key, None)
+        if held is None:
+            return None
+        user, start = held
+        self._finish[user] = max(self._finish.get(user, 0.0), start + max(0.0, used))
+        if len(self._finish) > 4096:
+            self._finish = {u: f for u, f in self._finish.items() if f > self.vtime}
+        while self._heap:
+            _start, _n, nxt = heapq.heappop(self._heap)
+            waiting = self.waiting.pop(nxt, None)
+            if waiting is not None:
+                self._grant(nxt, *waiting)
+                return nxt
+        self.free += 1
+        return None
+
+    def _grant(self, key: object, user: str, start: float) -> None:
+        self.holders[key] = (user, start)
+        self.vtime = max(self.vtime, start)
+        self.grants += 1
+
+
+class FairShare:
+    """``permits`` run permits shared by threads, granted in :class:`FairQueue` order.
+
+    A holder reports how long it held its permit (:meth:`release`'s ``used``). Each request
+    holds a *ticket* (a fresh ``threading.Event``) from before :meth:`acquire` until
+    :meth:`release`, which is idempotent and right in every state (waiting, granted,
+    holding): call it in a ``finally`` that covers the ``acquire`` too.
+    """
+
+    def __init__(self, permits: int) -> None:
+        self._lock = threading.Lock()
+        self._queue = FairQueue(permits)
+        self.permits = permits
 
     def acquire(self, user: str, ticket: threading.Event, cancelled: Callable[[], bool]) -> bool:
         """Wait for a permit for ``user``; True once held, False if ``cancelled()`` became
         true first (whoever makes it true then sets ``ticket`` to wake the wait)."""
         with self._lock:
-            if ticket in self._holders:
+            q = self._queue
+            if ticket in q.holders or q.request(ticket, user):
                 return True
-            start = max(self._vtime, self._finish.get(user, 0.0))
-            if self._free > 0 and not self._waiting:
-                self._free -= 1
-                self._grant(ticket, user, start)
-                return True
-            self._waiting[ticket] = (user, start)
-            heapq.heappush(self._heap, (start, next(self._seq), ticket))
         while True:
             with self._lock:
                 ticket.clear()  # before the checks: a wake-up after them is not lost
-                if ticket in self._holders:
+                if ticket in self._queue.holders:
                     return True
                 if cancelled():
-                    self._waiting.pop(ticket, None)
+                    self._queue.withdraw(ticket)
                     return False
             ticket.wait()
 
     def release(self, ticket: threading.Event, used: float = 0.0) -> None:
-        """Done with ``ticket`` after holding its permit ``used`` seconds: the permit goes to
-        the waiting request with the smallest start; a waiting ticket just leaves."""
+        """Done with ``ticket`` after holding its permit ``used`` seconds (the permit goes
+        to the next request in fair order); a waiting ticket just leaves. Idempotent."""
         with self._lock:
-            if self._waiting.pop(ticket, None) is not None:
+            if self._queue.withdraw(ticket):
                 return
-            held = self._holders.pop(ticket, None)
-            if held is None:
-                return
-            user, start = held
-            self._finish[user] = max(self._finish.get(user, 0.0), start + max(0.0, used))
-            while self._heap:
-                _start, _n, nxt = heapq.heappop(self._heap)
-                waiting = self._waiting.pop(nxt, None)
-                if waiting is not None:
-                    self._grant(nxt, *waiting)
-                    nxt.set()
-                    break
-            else:
-                self._free += 1
-            if len(self._finish) > 4096:
-                v = self._vtime
-                self._finish = {u: f for u, f in self._finish.items() if f > v}
-
-    def _grant(self, ticket: threading.Event, user: str, start: float) -> None:
-        self._holders[ticket] = (user, start)
-        self._vtime = max(self._vtime, start)
-        self.grants += 1
+            nxt = self._queue.done(ticket, used)
+        if isinstance(nxt, threading.Event):
+            nxt.set()
 
     @property
     def waiting(self) -> int:
         """Requests waiting for a permit."""
         with self._lock:
-            return len(self._waiting)
+            return len(self._queue.waiting)
+
+    @property
+    def grants(self) -> int:
+        """Permits granted so far."""
+        return self._queue.grants
 
 
 class FairGate:

@@ -1,0 +1,265 @@
+"""The fair admission of writers (FairGate) and the fair placement permits (FairShare)."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from memoryos_actors import Overloaded
+from memoryos_actors.actors.admission import FairGate, FairQueue, FairShare
+
+# -- FairShare ---------------------------------------------------------------------------
+
+
+def _never() -> bool:
+    return False
+
+
+def test_a_free_permit_is_granted_at_once_and_comes_back() -> None:
+    share = FairShare(1)
+    a = threading.Event()
+    assert share.acquire("u", a, _never)
+    share.release(a, 0.001)
+    b = threading.Event()
+    assert share.acquire("v", b, _never)
+    share.release(b)
+    share.release(b)  # idempotent
+    assert share.waiting == 0
+
+
+def test_an_idle_user_goes_before_users_that_have_had_their_share() -> None:
+    q = FairQueue(1)
+    assert q.request("b0", "busy")
+    assert q.done("b0", 1.0) is None  # busy used a whole second of permit time
+    assert q.request("h", "holder")
+    assert not q.request("b1", "busy")
+    assert not q.request("b2", "busy")
+    assert not q.request("q1", "quiet")  # arrives last, has had nothing
+    order = []
+    nxt = q.done("h", 0.0)
+    while nxt is not None:
+        order.append(nxt)
+        nxt = q.done(nxt, 0.01)
+    assert order == ["q1", "b1", "b2"]
+
+
+def test_a_cancelled_wait_gives_up_its_place() -> None:
+    share = FairShare(1)
+    holder = threading.Event()
+    assert share.acquire("a", holder, _never)
+    stop = threading.Event()
+    ticket = threading.Event()
+    got: list[bool] = []
+    waiter = threading.Thread(target=lambda: got.append(share.acquire("b", ticket, stop.is_set)))
+    waiter.start()
+    while share.waiting == 0:
+        time.sleep(0.001)
+    stop.set()
+    ticket.set()
+    waiter.join(10)
+    assert got == [False] and share.waiting == 0
+    share.release(ticket)  # what a caller does in its finally: harmless
+    share.release(holder)
+    again = threading.Event()
+    assert share.acquire("c", again, _never)  # the permit came back, not lost
+
+
+def test_a_waiting_thread_is_woken_when_granted() -> None:
+    share = FairShare(1)
+    holder = threading.Event()
+    assert share.acquire("a", holder, _never)
+    ticket = threading.Event()
+    got: list[bool] = []
+    waiter = threading.Thread(target=lambda: got.append(share.acquire("b", ticket, _never)))
+    waiter.start()
+    while share.waiting == 0:
+        time.sleep(0.001)
+    share.release(holder, 0.001)
+    waiter.join(10)
+    assert got == [True] and share.grants == 2
+    share.release(ticket)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    permits=st.integers(1, 3),
+    steps=st.lists(
+        st.tuples(
+            st.sampled_from(["request", "done", "withdraw"]),
+            st.sampled_from("abcde"),
+            st.floats(0.0, 0.05),
+        ),
+        min_size=1,
+        max_size=80,
+    ),
+)
+def test_fair_queueing_grants_the_smallest_start_and_never_loses_a_permit(
+    permits: int, steps: list[tuple[str, str, float]]
+) -> None:
+    q = FairQueue(permits)
+    keys = iter(range(10**6))
+    holders: list[object] = []
+    waiting: dict[object, str] = {}
+    for op, user, used in steps:
+        if op == "request":
+            key = next(keys)
+            if q.request(key, user):
+                holders.append(key)
+            else:
+                waiting[key] = user
+        elif op == "done" and holders:
+            starts = {k: q.waiting[k][1] for k in waiting}
+            nxt = q.done(holders.pop(0), used)
+            if waiting:
+                # The permit went to a smallest start among the waiting.
+                assert nxt is not None and starts[nxt] == min(starts.values())
+                del waiting[nxt]
+                holders.append(nxt)
+            else:
+                assert nxt is None
+        elif op == "withdraw" and waiting:
+            key = next(iter(waiting))
+            assert q.withdraw(key)
+            del waiting[key]
+        # Permits are conserved and never over-granted; nobody waits beside a free one.
+        assert len(holders) + q.free == permits
+        assert not (q.free and waiting)
+        assert set(q.holders) == set(holders) and set(q.waiting) == set(waiting)
+    # Everyone waiting is served in the end.
+    while holders:
+        nxt = q.done(holders.pop(0), 0.0)
+        if nxt is not None:
+            holders.append(nxt)
+            waiting.pop(nxt)
+    assert waiting == {} and q.free == permits
+
+
+# -- FairGate ----------------------------------------------------------------------------
+
+
+def test_the_gate_lets_writers_through_at_once_under_its_limit() -> None:
+    gate = FairGate(0.5, floor=4, cap=8)
+    for n in range(1, 8):
+        gate.update("u", n)
+        gate.enter("u", timeout=0.01)
+    assert gate.total == 7 and gate.waits == 0
+
+
+def test_the_gate_limit_follows_the_measured_drain_pace() -> None:
+    gate = FairGate(0.05, floor=4, cap=1000)
+    gate.update("u", 100)
+    for n in range(99, 50, -1):
+        time.sleep(0.002)
+        gate.update("u", n)
+    assert gate.pace is not None and gate.pace >= 0.002
+    # 50 ms of work at >= 2 ms a page is at most 25 pages (never below the floor).
+    assert 4 <= gate.limit <= 25
+
+
+def test_a_writer_waits_for_progress_and_is_refused_only_without_any() -> None:
+    gate = FairGate(0.5, floor=2, cap=2)
+    gate.update("flood", 5)
+    with pytest.raises(Overloaded, match="none placed"):
+        gate.enter("flood", timeout=0.05)  # nothing moves at all: refused
+    assert gate.refused == 1
+
+    # Progress keeps a waiter waiting rather than refused, however long the wait.
+    done = threading.Event()
+    err: list[BaseException] = []
+
+    def writer() -> None:
+        try:
+            gate.enter("flood", timeout=0.2)
+        except BaseException as exc:  # noqa: BLE001 - the finding
+            err.append(exc)
+        done.set()
+
+    t = threading.Thread(target=writer)
+    t.start()
+    n = 5
+    while not done.is_set() and n > 1:
+        time.sleep(0.1)  # each gap is under the timeout; the whole wait is not
+        n -= 1
+        gate.update("flood", n)
+    t.join(10)
+    assert err == [] and done.is_set()
+
+
+def test_a_user_below_its_fair_share_passes_a_full_gate() -> None:
+    gate = FairGate(0.5, floor=8, cap=8)
+    for u in ("a", "b"):
+        gate.update(u, 6)  # 12 queued, limit 8: full; fair share is 8 // 2 = 4
+    gate.enter("quiet", timeout=0.01)  # queued 0 < 4: through at once
+    with pytest.raises(Overloaded):
+        gate.enter("a", timeout=0.02)  # over its share, and nothing placed
+
+
+def test_waiting_writers_are_let_through_fewest_queued_user_first() -> None:
+    gate = FairGate(0.5, floor=4, cap=4)
+    gate.update("big", 3)
+    gate.update("mid", 2)  # total 5 >= 4; shares 4 // 2 = 2: both at or over theirs
+    gate.update("small", 1)  # total 6; share 4 // 3 = 1: small (1) is not under it
+    order: list[str] = []
+    lock = threading.Lock()
+
+    def writer(user: str) -> None:
+        gate.enter(user, timeout=10)
+        with lock:
+            order.append(user)
+
+    threads = []
+    for user in ("big", "mid", "small"):
+        t = threading.Thread(target=writer, args=(user,))
+        t.start()
+        threads.append(t)
+        while gate.waiting < len(threads):
+            time.sleep(0.001)
+    # One page placed lets exactly one writer through: the one with the fewest queued.
+    gate.update("big", 2)  # big now has 2, mid 2, small 1
+    while len(order) < 1:
+        time.sleep(0.001)
+    time.sleep(0.02)
+    assert order == ["small"]
+    gate.update("big", 1)
+    while len(order) < 2:
+        time.sleep(0.001)
+    time.sleep(0.02)
+    assert order == ["small", "big"]  # big (1) now has fewer than mid (2)
+    gate.update("mid", 0)
+    for t in threads:
+        t.join(10)
+    assert order == ["small", "big", "mid"]
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    ops=st.lists(
+        st.tuples(st.sampled_from(["w1", "w2", "w3", "w4", "w5"]), st.integers(-3, 3)),
+        min_size=1,
+        max_size=200,
+    )
+)
+def test_the_gate_total_stays_bounded_by_twice_its_limit(ops: list[tuple[str, int]]) -> None:
+    """Writers add a page only after the gate let them in at once; placements take pages
+    away. The total never exceeds twice the limit (the limit itself, plus each user's fair
+    share of it), and it always equals the sum of what the users reported."""
+    gate = FairGate(10.0, floor=6, cap=6)
+    queued: dict[str, int] = {}
+    for user, delta in ops:
+        if delta > 0:
+            for _ in range(delta):
+                try:
+                    gate.enter(user, timeout=0.0)
+                except Overloaded:
+                    break
+                queued[user] = queued.get(user, 0) + 1
+                gate.update(user, queued[user])
+        elif delta < 0 and queued.get(user):
+            queued[user] = max(0, queued[user] + delta)
+            gate.update(user, queued[user])
+        assert gate.total == sum(queued.values())
+        assert gate.total <= 2 * gate.limit
