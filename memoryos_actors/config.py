@@ -203,9 +203,13 @@ class MemoryConfig:
     max_inflight_per_user: int = _f(64, "requests in flight per user")
     max_inflight_total: int = _f(4096, "requests in flight overall")
     placement_backlog_seconds: float = _f(
-        0.5, "placement work a user's queue admits, seconds (what a flush waits under a flood)"
+        0.5,
+        "placement work a user's queue admits, and all users' queues together, seconds "
+        "(what a flush waits under a flood)",
     )
-    overload_timeout_seconds: float = _f(5.0, "wait for capacity before Overloaded, seconds")
+    overload_timeout_seconds: float = _f(
+        5.0, "how long a wait for capacity may see no progress before Overloaded, seconds"
+    )
     log_format: LogFormat = _f("console", '"console" or "json"')
     log_level: LogLevel = _f("warning", "debug, info, warning, error or critical")
     seed: int = _f(0, "seed of all randomness (hnswlib)")
