@@ -84,6 +84,7 @@ def _serve(args: argparse.Namespace) -> int:
         burst=args.burst,
         mcp=args.mcp,
         ready_file=Path(args.ready_file) if args.ready_file else None,
+        forwarded_allow_ips=args.forwarded_allow_ips,
     )
     with _named_holder(settings.data_dir):
         serve(
@@ -195,6 +196,13 @@ def add_parsers(add: Callable[..., argparse.ArgumentParser]) -> None:
         type=int,
         default=512 * 1024,
         help="largest request body, bytes (default 524288)",
+    )
+    s.add_argument(
+        "--forwarded-allow-ips",
+        metavar="IPS",
+        help="believe X-Forwarded-For/-Proto only from these proxies (comma-separated "
+        "addresses or networks, '*' for any); default: no proxy, the client is the "
+        "connection's peer",
     )
     s.add_argument("--ready-file", help="write {host, port, pid} as JSON here once serving")
     add_shutdown_timeout(s, "the requests in flight")

@@ -76,6 +76,11 @@ class ServerSettings:
             ``door_recount_seconds`` from the event loop, so it must be quick. None: this
             server is the only door.
         door_recount_seconds: seconds between two counts of the front doors.
+        forwarded_allow_ips: the proxies whose ``X-Forwarded-For`` and
+            ``X-Forwarded-Proto`` are believed (comma-separated addresses or networks,
+            ``*`` for any peer); the client's address is then the one the proxy names,
+            which the memory page's login limit counts by. None: no proxy is trusted, and
+            the client is the peer of the connection, whatever headers it sends.
     """
 
     data_dir: Path
@@ -90,6 +95,7 @@ class ServerSettings:
     ready_file: Path | None = None
     door_count: Callable[[], int] | None = None
     door_recount_seconds: float = DOOR_RECOUNT_SECONDS
+    forwarded_allow_ips: str | None = None
 
 
 def create_app(
