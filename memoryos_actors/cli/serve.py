@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from ..errors import InvalidInput
-from ._stop import add_shutdown_timeout
+from ._stop import add_shutdown_timeout, positive_seconds
 
 __all__ = ["COMMANDS", "add_parsers"]
 
@@ -80,6 +80,7 @@ def _serve(args: argparse.Namespace) -> int:
         host=args.host,
         port=args.port,
         max_body_bytes=args.max_body_bytes,
+        body_timeout_seconds=args.body_timeout,
         rate_per_second=args.rate,
         burst=args.burst,
         mcp=args.mcp,
@@ -196,6 +197,13 @@ def add_parsers(add: Callable[..., argparse.ArgumentParser]) -> None:
         type=int,
         default=512 * 1024,
         help="largest request body, bytes (default 524288)",
+    )
+    s.add_argument(
+        "--body-timeout",
+        type=positive_seconds,
+        default=30.0,
+        metavar="SECONDS",
+        help="seconds a request's body may take to arrive, else 408 (default 30)",
     )
     s.add_argument(
         "--forwarded-allow-ips",

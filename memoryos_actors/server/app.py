@@ -36,7 +36,7 @@ from ..aio import AsyncMemoryOS
 from ..config import MemoryConfig
 from ..system import MemoryOS
 from .docs import API_DESCRIPTION, ERRORS, mount_docs
-from .gate import ASGIApp, Gate, mcp_tenant
+from .gate import Gate, mcp_tenant
 from .http_errors import add_error_handlers
 from .keys import KeyStore
 from .metrics import ServerMetrics
@@ -65,6 +65,8 @@ class ServerSettings:
         host: address to listen on.
         port: TCP port (0: any free port).
         max_body_bytes: largest request body accepted, bytes (else 413).
+        body_timeout_seconds: seconds a request's whole body may take to arrive after its
+            headers (else 408).
         rate_per_second: default sustained request limit per key, requests per second.
         burst: default requests a key may send at once.
         mcp: also serve MCP (streamable HTTP) at ``/mcp`` (needs the ``mcp`` extra).
@@ -89,6 +91,7 @@ class ServerSettings:
     host: str = "127.0.0.1"
     port: int = 8080
     max_body_bytes: int = 512 * 1024
+    body_timeout_seconds: float = 30.0
     rate_per_second: float = 50.0
     burst: int = 100
     mcp: bool = False
@@ -103,7 +106,7 @@ def create_app(
     *,
     keys: KeyStore | None = None,
     memory: MemoryOS | ClusterMemoryOS | None = None,
-) -> ASGIApp:
+) -> Gate:
     """The server as an ASGI app (run it with uvicorn; see :func:`.run.serve`).
 
     The memory system is opened when the app starts (ASGI lifespan) and closed when it
@@ -193,6 +196,7 @@ def create_app(
         limiter=limiter,
         metrics=metrics,
         max_body_bytes=settings.max_body_bytes,
+        body_timeout=settings.body_timeout_seconds,
         mcp_app=mcp_app,
     )
 

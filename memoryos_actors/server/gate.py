@@ -1,12 +1,14 @@
 """The gate in front of the HTTP app: it refuses a request before anything reaches the
 memory system, in this order: a key file that is not valid (503), the API key (401), the
-key's request limit (429 with ``Retry-After``), the body size (413), the content type (415)
-and the body's encoding (422). It puts the accepted key in the ASGI scope (``KEY_SCOPE``),
+key's request limit (429 with ``Retry-After``), the body size (413), a body that does not
+arrive in time (408; 503 once the server is stopping), the content type (415) and the
+body's encoding (422). It puts the accepted key in the ASGI scope (``KEY_SCOPE``),
 sends ``/mcp`` to the MCP app, and counts every answered request for ``/metrics`` by its
 route template."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
@@ -46,6 +48,7 @@ class Gate:
         limiter: RateLimiter,
         metrics: ServerMetrics,
         max_body_bytes: int,
+        body_timeout: float = 30.0,
         mcp_app: ASGIApp | None = None,
     ) -> None:
         self.app = app
@@ -53,7 +56,21 @@ class Gate:
         self.limiter = limiter
         self.metrics = metrics
         self.max_body = max_body_bytes
+        self.body_timeout = body_timeout
         self.mcp_app = mcp_app
+        self._stopping = False
+        # The deadlines of the body reads under way: stop_reading() moves them to now.
+        self._reads: set[asyncio.Timeout] = set()
+
+    def stop_reading(self) -> None:
+        """The server is stopping: a request still waiting for its body is answered 503
+        at once (a body already received is read as usual), so a stalled upload does not
+        hold the stop for the whole shutdown timeout. Call it from the event loop."""
+        self._stopping = True
+        now = asyncio.get_running_loop().time()
+        for deadline in self._reads:
+            if not deadline.expired():  # an expired one is answering already
+                deadline.reschedule(now)
 
     async def __call__(self, scope: MutableMapping[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] != "http":
@@ -142,8 +159,16 @@ class Gate:
                 pass
         chunks: list[bytes] = []
         size = 0
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.body_timeout
         while True:
-            message = await receive()
+            try:
+                message = await self._receive_by(
+                    receive, loop.time() if self._stopping else deadline
+                )
+            except TimeoutError:
+                await self._late_body(scope, receive, send)
+                return None
             if message["type"] == "http.disconnect":
                 return None
             chunk = message.get("body", b"")
@@ -178,6 +203,40 @@ class Gate:
             )(scope, receive, send)
             return None
         return body
+
+    async def _receive_by(self, receive: Any, when: float) -> MutableMapping[str, Any]:
+        """The next body message, or TimeoutError at loop time ``when`` (sooner if
+        :meth:`stop_reading` is called meanwhile). A message already received is returned
+        even past ``when``: the wait only ends when it has to wait."""
+        async with asyncio.timeout_at(when) as deadline:
+            self._reads.add(deadline)
+            try:
+                message: MutableMapping[str, Any] = await receive()
+            finally:
+                self._reads.discard(deadline)
+        return message
+
+    async def _late_body(self, scope: MutableMapping[str, Any], receive: Any, send: Any) -> None:
+        """Answer a request whose body did not arrive: 503 when the server is stopping,
+        else 408; the connection is closed after the answer (the rest of the body, if it
+        ever comes, is not read)."""
+        if self._stopping:
+            self.metrics.rejected.labels("stopping").inc()
+            answer = error_response(
+                503,
+                "SystemClosed",
+                "the server is stopping and the request body had not arrived; send it again",
+                headers={"Retry-After": "1", "Connection": "close"},
+            )
+        else:
+            self.metrics.rejected.labels("body_timeout").inc()
+            answer = error_response(
+                408,
+                "RequestTimeout",
+                f"the request body did not arrive within {self.body_timeout:g} s",
+                headers={"Connection": "close"},
+            )
+        await answer(scope, receive, send)
 
 
 def _header(scope: MutableMapping[str, Any], name: bytes) -> str | None:

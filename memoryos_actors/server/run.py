@@ -136,6 +136,12 @@ def serve(
             # the process before the memory system is closed.
             yield
 
+        async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+            # Before uvicorn waits for the requests in flight: one still waiting for its
+            # body is answered 503 now, not dropped when the shutdown timeout ends.
+            app.stop_reading()
+            await super().shutdown(sockets=sockets)
+
         async def startup(self, sockets: list[socket.socket] | None = None) -> None:
             await super().startup(sockets=sockets)
             if self.should_exit:
