@@ -183,7 +183,10 @@ def build_mcp(
         if not kinds <= _MCP_KINDS:
             raise InvalidInput(f"kind must be among {', '.join(sorted(_MCP_KINDS))}")
         check_limit(limit, MAX_LIMIT)
-        after = None if cursor is None else decode_cursor(cursor, "memories", (int, int, str))
+        owner = tenant(ctx)
+        after = (
+            None if cursor is None else decode_cursor(cursor, "memories", (int, int, str), owner)
+        )
         _t, uid = await existing(ctx, user_id)
         st, archived = await read_memories(memory(), uid)
         found: list[dict[str, Any]] = []
@@ -230,7 +233,7 @@ def build_mcp(
                 for t in st.traits
             )
         shown, next_cursor = page_of(
-            found, lambda x: memory_sort_key(x["memory_id"]), "memories", limit, after
+            found, lambda x: memory_sort_key(x["memory_id"]), "memories", limit, after, owner
         )
         section = {"page": "pages", "fact": "facts", "trait": "traits"}
         out: dict[str, Any] = {
