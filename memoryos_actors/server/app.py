@@ -1,7 +1,7 @@
 """The HTTP JSON API: a FastAPI app over :class:`~memoryos_actors.AsyncMemoryOS`.
 
 Every ``/v1`` route (and ``/mcp``) needs an API key (``Authorization: Bearer <key>`` or
-``X-API-Key: <key>``). A gate in front of the app (:mod:`.gate`) checks, in this order,
+``X-API-Key: <key>``; both only with the same key). A gate in front of the app (:mod:`.gate`) checks, in this order,
 before anything reaches the memory system: the key (401), the key's request limit (429
 with ``Retry-After``), the body size (413) and its encoding (422). The tenant of the key
 decides whose users a request can name (see :mod:`.tenancy`): another tenant's user is

@@ -112,13 +112,17 @@ class Gate:
                     503, "KeyFileInvalid", f"the server's key file is invalid: {problem}"
                 )(scope, receive, send)
                 return
-            rec = self.keys.lookup(_presented_key(scope))
+            presented = _presented_keys(scope)
+            rec = self.keys.lookup(presented[0]) if len(presented) == 1 else None
             if rec is None:
                 self.metrics.rejected.labels("unauthorized").inc()
                 await error_response(
                     401,
                     "Unauthorized",
-                    "a valid API key is required (Authorization: Bearer <key> or X-API-Key: <key>)",
+                    "two different API keys were sent (Authorization and X-API-Key): send one"
+                    if len(presented) > 1
+                    else "a valid API key is required "
+                    "(Authorization: Bearer <key> or X-API-Key: <key>)",
                     headers={"WWW-Authenticate": "Bearer"},
                 )(scope, receive, send)
                 return
@@ -246,11 +250,18 @@ def _header(scope: MutableMapping[str, Any], name: bytes) -> str | None:
     return None
 
 
-def _presented_key(scope: MutableMapping[str, Any]) -> str | None:
+def _presented_keys(scope: MutableMapping[str, Any]) -> list[str]:
+    """The distinct API keys the request carries (``Authorization: Bearer`` and
+    ``X-API-Key``): one rule for both headers, so a request with two different keys is
+    refused whichever of them is valid, not decided by which header wins."""
+    keys: list[str] = []
     auth = _header(scope, b"authorization")
     if auth is not None and auth[:7].lower() == "bearer ":
-        return auth[7:].strip()
-    return _header(scope, b"x-api-key")
+        keys.append(auth[7:].strip())
+    header = _header(scope, b"x-api-key")
+    if header is not None and header.strip() not in keys:
+        keys.append(header.strip())
+    return keys
 
 
 def _replay(body: bytes, receive: Any) -> Any:
