@@ -172,6 +172,7 @@ def create_app(
         recount_seconds=settings.door_recount_seconds,
     )
     from .ui import mount_ui
+    from .ui.web import PAGE_HEADERS
 
     mount_ui(
         app,
@@ -198,6 +199,7 @@ def create_app(
         max_body_bytes=settings.max_body_bytes,
         body_timeout=settings.body_timeout_seconds,
         mcp_app=mcp_app,
+        page_headers=PAGE_HEADERS,
     )
 
 

@@ -3,14 +3,15 @@ memory system, in this order: a key file that is not valid (503), the API key (4
 key's request limit (429 with ``Retry-After``), the body size (413), a body that does not
 arrive in time (408; 503 once the server is stopping), the content type (415) and the
 body's encoding (422). It puts the accepted key in the ASGI scope (``KEY_SCOPE``),
-sends ``/mcp`` to the MCP app, and counts every answered request for ``/metrics`` by its
-route template."""
+sends ``/mcp`` to the MCP app, counts every answered request for ``/metrics`` by its
+route template, and gives every answer under ``/ui`` the memory page's security headers
+(the page's own routes, unknown paths and methods, and the gate's refusals alike)."""
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable, MutableMapping
+from collections.abc import Awaitable, Callable, MutableMapping, Sequence
 from typing import Any
 
 from .http_errors import error_response
@@ -50,6 +51,7 @@ class Gate:
         max_body_bytes: int,
         body_timeout: float = 30.0,
         mcp_app: ASGIApp | None = None,
+        page_headers: Sequence[tuple[str, str]] = (),
     ) -> None:
         self.app = app
         self.keys = keys
@@ -58,6 +60,9 @@ class Gate:
         self.max_body = max_body_bytes
         self.body_timeout = body_timeout
         self.mcp_app = mcp_app
+        self.page_headers = [
+            (k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in page_headers
+        ]
         self._stopping = False
         # The deadlines of the body reads under way: stop_reading() moves them to now.
         self._reads: set[asyncio.Timeout] = set()
@@ -78,13 +83,16 @@ class Gate:
             return
         started = time.perf_counter()
         status = [500]
+        path: str = scope.get("path", "")
+        page = self.page_headers if path == "/ui" or path.startswith("/ui/") else None
 
         async def send_counted(message: dict[str, Any]) -> None:
             if message["type"] == "http.response.start":
                 status[0] = int(message["status"])
+                if page:
+                    message = {**message, "headers": _with_defaults(message, page)}
             await send(message)
 
-        path: str = scope.get("path", "")
         is_mcp = path == "/mcp" or path.startswith("/mcp/")
         try:
             await self._handle(scope, receive, send_counted, path, is_mcp)
@@ -241,6 +249,17 @@ class Gate:
                 headers={"Connection": "close"},
             )
         await answer(scope, receive, send)
+
+
+def _with_defaults(
+    start: MutableMapping[str, Any], defaults: list[tuple[bytes, bytes]]
+) -> list[tuple[bytes, bytes]]:
+    """The headers of the response ``start`` message, plus each of ``defaults`` it does
+    not set itself."""
+    headers = list(start.get("headers", ()))
+    present = {bytes(k).lower() for k, _v in headers}
+    headers.extend((k, v) for k, v in defaults if k not in present)
+    return headers
 
 
 def _header(scope: MutableMapping[str, Any], name: bytes) -> str | None:
