@@ -7,12 +7,16 @@ as an opaque string. The next page is the items after that key. So paging throug
 while turns are added, or while pages move from STM to MTM to the archive, neither skips
 nor repeats an item that existed when paging began: new items sort after the old ones (or
 appear in a later page), deleted ones simply stop appearing.
+
+A front end that serves several tenants binds its cursors to the tenant (``scope``): a
+cursor from one tenant's listing is refused in another's.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
 import json
 import re
 from collections.abc import Callable, Iterable, Sequence
@@ -64,29 +68,38 @@ def memory_sort_key(memory_id: str) -> Key:
     return (_KIND_ORDER.get(kind, len(_KIND_ORDER)), int(found.group(1)) if found else 0, memory_id)
 
 
-def encode_cursor(listing: str, key: Key) -> str:
-    """The opaque cursor for "after the item with sort key ``key``" in ``listing``."""
-    raw = json.dumps(
-        [_VERSION, listing, list(key)], separators=(",", ":"), ensure_ascii=False
-    ).encode("utf-8")
+def encode_cursor(listing: str, key: Key, scope: str | None = None) -> str:
+    """The opaque cursor for "after the item with sort key ``key``" in ``listing``, bound
+    to ``scope`` (a tenant) when one is given."""
+    doc: list[Any] = [_VERSION, listing, list(key)]
+    if scope is not None:
+        doc.append(_scope_tag(scope))
+    raw = json.dumps(doc, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
     return base64.urlsafe_b64encode(raw).decode("ascii").rstrip("=")
 
 
-def decode_cursor(cursor: str, listing: str, shape: Sequence[type]) -> Key:
-    """The sort key in ``cursor``, which must come from a page of ``listing`` and hold
-    values of the types in ``shape``; :class:`InvalidInput` for anything else (a cursor of
-    another listing, an edited or truncated one)."""
+def decode_cursor(
+    cursor: str, listing: str, shape: Sequence[type], scope: str | None = None
+) -> Key:
+    """The sort key in ``cursor``, which must come from a page of ``listing`` in
+    ``scope`` and hold values of the types in ``shape``; :class:`InvalidInput` for
+    anything else (a cursor of another listing or another tenant's, an edited or
+    truncated one)."""
+    shown = cursor[:80] if isinstance(cursor, str) else cursor
     bad = InvalidInput(
-        f"cursor {cursor[:80]!r} is not a cursor of this listing: pass the "
+        f"cursor {shown!r} is not a cursor of this listing: pass the "
         "next_cursor of the previous page unchanged"
     )
     if not isinstance(cursor, str) or not cursor or len(cursor) > 4096:
         raise bad
     try:
         raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
-        version, name, key = json.loads(raw.decode("utf-8"))
+        doc = json.loads(raw.decode("utf-8"))
     except (binascii.Error, ValueError, TypeError, UnicodeDecodeError):
         raise bad from None
+    if not isinstance(doc, list) or len(doc) not in (3, 4):
+        raise bad
+    version, name, key, *tag = doc
     if (
         version != _VERSION
         or name != listing
@@ -97,7 +110,19 @@ def decode_cursor(cursor: str, listing: str, shape: Sequence[type]) -> Key:
         )
     ):
         raise bad
+    if tag != ([] if scope is None else [_scope_tag(scope)]):
+        if scope is None or not tag:
+            raise bad
+        raise InvalidInput(
+            f"cursor {shown!r} comes from another tenant's listing: pass the next_cursor "
+            "of this listing's previous page unchanged"
+        )
     return tuple(key)
+
+
+def _scope_tag(scope: str) -> str:
+    # A digest, not the name: a cursor need not spell out whose listing it came from.
+    return hashlib.sha256(scope.encode("utf-8")).hexdigest()[:16]
 
 
 def check_limit(limit: int | None, top: int | None = None) -> int | None:
@@ -115,15 +140,20 @@ def check_limit(limit: int | None, top: int | None = None) -> int | None:
 
 
 def page_of(
-    items: Iterable[T], key: Callable[[T], Key], listing: str, limit: int | None, after: Key | None
+    items: Iterable[T],
+    key: Callable[[T], Key],
+    listing: str,
+    limit: int | None,
+    after: Key | None,
+    scope: str | None = None,
 ) -> tuple[list[T], str | None]:
     """``(page, next_cursor)``: at most ``limit`` (None: all) of ``items`` in ``key``
     order whose key is greater than ``after``, and the cursor of what follows them (None
-    when nothing does)."""
+    when nothing does), bound to ``scope`` (see :func:`encode_cursor`)."""
     ordered = sorted(items, key=key)
     if after is not None:
         ordered = [item for item in ordered if key(item) > after]
     if limit is None or len(ordered) <= limit:
         return ordered, None
     shown = ordered[:limit]
-    return shown, encode_cursor(listing, key(shown[-1]))
+    return shown, encode_cursor(listing, key(shown[-1]), scope)

@@ -14,10 +14,11 @@ from ..stopping import DEFAULT_SHUTDOWN_TIMEOUT_S, StopSignals
 if TYPE_CHECKING:
     from ..system import MemoryOS
 
-__all__ = ["add_shutdown_timeout", "open_until_stopped"]
+__all__ = ["add_shutdown_timeout", "open_until_stopped", "positive_seconds"]
 
 
-def _positive_seconds(text: str) -> float:
+def positive_seconds(text: str) -> float:
+    """An option's value in seconds: a finite number above 0 (argparse ``type``)."""
     try:
         value = float(text)
     except ValueError:
@@ -32,7 +33,7 @@ def add_shutdown_timeout(parser: argparse.ArgumentParser, what: str) -> None:
     that a stop waits for."""
     parser.add_argument(
         "--shutdown-timeout",
-        type=_positive_seconds,
+        type=positive_seconds,
         default=DEFAULT_SHUTDOWN_TIMEOUT_S,
         metavar="SECONDS",
         help=f"on SIGTERM/SIGINT, wait at most this long for {what} to finish, and as long "

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from ..errors import InvalidInput
-from ._stop import add_shutdown_timeout
+from ._stop import add_shutdown_timeout, positive_seconds
 
 __all__ = ["COMMANDS", "add_parsers"]
 
@@ -80,10 +80,12 @@ def _serve(args: argparse.Namespace) -> int:
         host=args.host,
         port=args.port,
         max_body_bytes=args.max_body_bytes,
+        body_timeout_seconds=args.body_timeout,
         rate_per_second=args.rate,
         burst=args.burst,
         mcp=args.mcp,
         ready_file=Path(args.ready_file) if args.ready_file else None,
+        forwarded_allow_ips=args.forwarded_allow_ips,
     )
     with _named_holder(settings.data_dir):
         serve(
@@ -195,6 +197,20 @@ def add_parsers(add: Callable[..., argparse.ArgumentParser]) -> None:
         type=int,
         default=512 * 1024,
         help="largest request body, bytes (default 524288)",
+    )
+    s.add_argument(
+        "--body-timeout",
+        type=positive_seconds,
+        default=30.0,
+        metavar="SECONDS",
+        help="seconds a request's body may take to arrive, else 408 (default 30)",
+    )
+    s.add_argument(
+        "--forwarded-allow-ips",
+        metavar="IPS",
+        help="believe X-Forwarded-For/-Proto only from these proxies (comma-separated "
+        "addresses or networks, '*' for any); default: no proxy, the client is the "
+        "connection's peer",
     )
     s.add_argument("--ready-file", help="write {host, port, pid} as JSON here once serving")
     add_shutdown_timeout(s, "the requests in flight")

@@ -1,7 +1,7 @@
 """The HTTP JSON API: a FastAPI app over :class:`~memoryos_actors.AsyncMemoryOS`.
 
 Every ``/v1`` route (and ``/mcp``) needs an API key (``Authorization: Bearer <key>`` or
-``X-API-Key: <key>``). A gate in front of the app (:mod:`.gate`) checks, in this order,
+``X-API-Key: <key>``; both only with the same key). A gate in front of the app (:mod:`.gate`) checks, in this order,
 before anything reaches the memory system: the key (401), the key's request limit (429
 with ``Retry-After``), the body size (413) and its encoding (422). The tenant of the key
 decides whose users a request can name (see :mod:`.tenancy`): another tenant's user is
@@ -36,7 +36,7 @@ from ..aio import AsyncMemoryOS
 from ..config import MemoryConfig
 from ..system import MemoryOS
 from .docs import API_DESCRIPTION, ERRORS, mount_docs
-from .gate import ASGIApp, Gate, mcp_tenant
+from .gate import Gate, mcp_tenant
 from .http_errors import add_error_handlers
 from .keys import KeyStore
 from .metrics import ServerMetrics
@@ -65,6 +65,8 @@ class ServerSettings:
         host: address to listen on.
         port: TCP port (0: any free port).
         max_body_bytes: largest request body accepted, bytes (else 413).
+        body_timeout_seconds: seconds a request's whole body may take to arrive after its
+            headers (else 408).
         rate_per_second: default sustained request limit per key, requests per second.
         burst: default requests a key may send at once.
         mcp: also serve MCP (streamable HTTP) at ``/mcp`` (needs the ``mcp`` extra).
@@ -76,6 +78,11 @@ class ServerSettings:
             ``door_recount_seconds`` from the event loop, so it must be quick. None: this
             server is the only door.
         door_recount_seconds: seconds between two counts of the front doors.
+        forwarded_allow_ips: the proxies whose ``X-Forwarded-For`` and
+            ``X-Forwarded-Proto`` are believed (comma-separated addresses or networks,
+            ``*`` for any peer); the client's address is then the one the proxy names,
+            which the memory page's login limit counts by. None: no proxy is trusted, and
+            the client is the peer of the connection, whatever headers it sends.
     """
 
     data_dir: Path
@@ -84,12 +91,14 @@ class ServerSettings:
     host: str = "127.0.0.1"
     port: int = 8080
     max_body_bytes: int = 512 * 1024
+    body_timeout_seconds: float = 30.0
     rate_per_second: float = 50.0
     burst: int = 100
     mcp: bool = False
     ready_file: Path | None = None
     door_count: Callable[[], int] | None = None
     door_recount_seconds: float = DOOR_RECOUNT_SECONDS
+    forwarded_allow_ips: str | None = None
 
 
 def create_app(
@@ -97,7 +106,7 @@ def create_app(
     *,
     keys: KeyStore | None = None,
     memory: MemoryOS | ClusterMemoryOS | None = None,
-) -> ASGIApp:
+) -> Gate:
     """The server as an ASGI app (run it with uvicorn; see :func:`.run.serve`).
 
     The memory system is opened when the app starts (ASGI lifespan) and closed when it
@@ -163,6 +172,7 @@ def create_app(
         recount_seconds=settings.door_recount_seconds,
     )
     from .ui import mount_ui
+    from .ui.web import PAGE_HEADERS
 
     mount_ui(
         app,
@@ -187,7 +197,9 @@ def create_app(
         limiter=limiter,
         metrics=metrics,
         max_body_bytes=settings.max_body_bytes,
+        body_timeout=settings.body_timeout_seconds,
         mcp_app=mcp_app,
+        page_headers=PAGE_HEADERS,
     )
 
 

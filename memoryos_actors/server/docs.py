@@ -129,7 +129,7 @@ CURSOR = Query(
     description="Where the page starts: the `next_cursor` of the previous "
     "page, unchanged (omit it for the first page). The order is stable: paging "
     "while turns are added neither skips nor repeats an item. 422 for a cursor "
-    "that did not come from this listing.",
+    "that did not come from this listing of this key's tenant.",
 )
 KIND = Query(
     None,

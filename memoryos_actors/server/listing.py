@@ -207,7 +207,9 @@ def memories_response(
             )
             for t in st.traits
         )
-    shown, next_cursor = page_of(found, lambda x: memory_sort_key(x[0]), "memories", limit, after)
+    shown, next_cursor = page_of(
+        found, lambda x: memory_sort_key(x[0]), "memories", limit, after, tenant
+    )
     sections: dict[str, list[Any]] = {}
     for _mid, section, item in shown:
         sections.setdefault(section, []).append(item)

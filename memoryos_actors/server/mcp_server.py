@@ -1,7 +1,8 @@
 """The MCP server (official ``mcp`` SDK, 2.x ``MCPServer``): memory tools for agents.
 
 Tools: ``add_turn``, ``retrieve``, ``chat``, ``list_users``, ``list_memories`` and
-``forget_user``, each for the user named in the call. Over streamable HTTP (``/mcp`` on
+``forget_user``, each for the user named in the call; an argument a tool does not take
+is refused, never ignored. Over streamable HTTP (``/mcp`` on
 ``memoryos serve --mcp``) the tenant is the API key's, checked by the server's gate
 before the SDK sees the request; over stdio (``memoryos mcp``) it is the ``--tenant``
 given on the command line, since whoever can start the process owns its data.
@@ -18,6 +19,7 @@ from typing import Any, TypeVar
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp_types import Tool as MCPTool
 from mcp_types import ToolAnnotations
 
 from ..aio import AsyncMemoryOS
@@ -57,6 +59,41 @@ def _tool_errors(fn: Callable[..., Awaitable[T]]) -> Callable[..., Awaitable[T]]
     return wrapper
 
 
+class _StrictMCPServer(MCPServer):
+    """An :class:`MCPServer` whose tools refuse arguments they do not take.
+
+    The SDK drops them without a word, so a misspelt optional argument (``turnkey`` for
+    ``turn_key``) would change what a call does and the caller would never know. Each
+    tool's schema says so too (``additionalProperties: false``).
+    """
+
+    _takes: dict[str, list[str]] | None = None
+
+    async def list_tools(self) -> list[MCPTool]:
+        return [
+            tool.model_copy(
+                update={"input_schema": {**tool.input_schema, "additionalProperties": False}}
+            )
+            for tool in await super().list_tools()
+        ]
+
+    async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
+        if self._takes is None:
+            self._takes = {
+                t.name: list(t.input_schema.get("properties", {}))
+                for t in await super().list_tools()
+            }
+        takes = self._takes.get(name)
+        if takes is not None:  # an unknown tool is the SDK's to refuse
+            unknown = [a for a in arguments if a not in takes]
+            if unknown:
+                raise ToolError(
+                    f"InvalidInput: {name} has no argument "
+                    f"{', '.join(repr(a) for a in unknown)} (it takes {', '.join(takes)})"
+                )
+        return await super().call_tool(name, arguments, context)
+
+
 def build_mcp(
     memory: Callable[[], AsyncMemoryOS],
     tenant_of_request: Callable[[Any], str | None],
@@ -72,7 +109,7 @@ def build_mcp(
     from ..version import __version__
 
     # serverInfo.version: clients show it and log it, and tell releases apart by it.
-    server = MCPServer(
+    server = _StrictMCPServer(
         "memoryos-actors",
         instructions=_INSTRUCTIONS,
         log_level="WARNING",
@@ -183,7 +220,10 @@ def build_mcp(
         if not kinds <= _MCP_KINDS:
             raise InvalidInput(f"kind must be among {', '.join(sorted(_MCP_KINDS))}")
         check_limit(limit, MAX_LIMIT)
-        after = None if cursor is None else decode_cursor(cursor, "memories", (int, int, str))
+        owner = tenant(ctx)
+        after = (
+            None if cursor is None else decode_cursor(cursor, "memories", (int, int, str), owner)
+        )
         _t, uid = await existing(ctx, user_id)
         st, archived = await read_memories(memory(), uid)
         found: list[dict[str, Any]] = []
@@ -230,7 +270,7 @@ def build_mcp(
                 for t in st.traits
             )
         shown, next_cursor = page_of(
-            found, lambda x: memory_sort_key(x["memory_id"]), "memories", limit, after
+            found, lambda x: memory_sort_key(x["memory_id"]), "memories", limit, after, owner
         )
         section = {"page": "pages", "fact": "facts", "trait": "traits"}
         out: dict[str, Any] = {

@@ -152,6 +152,8 @@ class ServerMetrics:
             "too_large",
             "bad_encoding",
             "key_file_invalid",
+            "body_timeout",
+            "stopping",
         ):
             self.rejected.labels(reason)
         self.registry.register(_MemoryCollector(stats))

@@ -46,7 +46,11 @@ def add_memory_routes(v1: APIRouter, state: ServerState) -> None:
         oldest first, by the number in its id), then user traits by name. A page holds at most `limit` memories in all;
         `next_cursor` fetches the next page, and is null on the last one."""
         kinds = memory_kinds(kind)
-        after = None if cursor is None else decode_cursor(cursor, "memories", (int, int, str))
+        after = (
+            None
+            if cursor is None
+            else decode_cursor(cursor, "memories", (int, int, str), state.tenant_of(request))
+        )
         tenant, uid = await state.known(request, user_id)
         st, archived = await read_memories(state.memory(), uid)
         return memories_response(tenant, user_id, st, archived, kinds, limit, after)
@@ -136,7 +140,11 @@ def add_memory_routes(v1: APIRouter, state: ServerState) -> None:
         """What changed the memory and when, oldest first: created, changed (a persona
         update changed a trait), corrected, deleted. A deleted memory keeps only the
         fact and time of its deletion. One page at a time (see `limit` and `cursor`)."""
-        after = None if cursor is None else decode_cursor(cursor, "history", (float, int))
+        after = (
+            None
+            if cursor is None
+            else decode_cursor(cursor, "history", (float, int), state.tenant_of(request))
+        )
         tenant, events = await state.on_memory(
             request, user_id, memory_id, lambda mem, u, i: mem.memory_history(u, i)
         )
@@ -146,7 +154,7 @@ def add_memory_routes(v1: APIRouter, state: ServerState) -> None:
         for e in events:
             seen[e.at] = seen.get(e.at, -1) + 1
             keyed.append(((float(e.at), seen[e.at]), e))
-        shown, next_cursor = page_of(keyed, lambda x: x[0], "history", limit, after)
+        shown, next_cursor = page_of(keyed, lambda x: x[0], "history", limit, after, tenant)
         return m.MemoryHistoryResponse(
             user_id=user_id,
             memory_id=memory_id,

@@ -37,13 +37,13 @@ def add_user_routes(v1: APIRouter, state: ServerState) -> None:
     ) -> m.UsersResponse:
         """The users of this key's tenant that have stored data, sorted by id, one page at
         a time (see `limit` and `cursor`)."""
-        after = None if cursor is None else decode_cursor(cursor, "users", (str,))
         tenant = state.tenant_of(request)
+        after = None if cursor is None else decode_cursor(cursor, "users", (str,), tenant)
         mem = state.memory()
         ids = set(await mem.users()) | set(await mem.active_users())
         found = (external_id(tenant, uid) for uid in ids)
         users, next_cursor = page_of(
-            [u for u in found if u is not None], lambda u: (u,), "users", limit, after
+            [u for u in found if u is not None], lambda u: (u,), "users", limit, after, tenant
         )
         return m.UsersResponse(users=users, next_cursor=next_cursor)
 

@@ -46,6 +46,35 @@ def _bind(host: str, port: int) -> socket.socket:
     return sock
 
 
+def _trusted_proxies(value: str | None) -> list[str]:
+    """The proxies named by ``--forwarded-allow-ips`` (see
+    :attr:`ServerSettings.forwarded_allow_ips`) as uvicorn takes them; ``[]`` (no proxy)
+    for None. :class:`InvalidInput` for an entry that is neither an address, a network
+    nor ``*``: uvicorn would take it as a name no peer ever has, and trust nobody without
+    a word."""
+    import ipaddress
+
+    if value is None:
+        return []
+    entries = [e.strip() for e in value.split(",") if e.strip()]
+    if not entries:
+        raise InvalidInput("--forwarded-allow-ips needs at least one address, network or '*'")
+    if entries == ["*"]:
+        return entries
+    for entry in entries:
+        try:
+            if "/" in entry:
+                ipaddress.ip_network(entry, strict=False)
+            else:
+                ipaddress.ip_address(entry)
+        except ValueError:
+            raise InvalidInput(
+                f"--forwarded-allow-ips: {entry!r} is not an IP address or network "
+                "(give addresses like 127.0.0.1 or 10.0.0.0/8, comma-separated, or '*')"
+            ) from None
+    return entries
+
+
 def _write_ready(path: Path, host: str, port: int) -> None:
     _write_json(path, {"host": host, "port": port, "pid": os.getpid()})
 
@@ -107,6 +136,12 @@ def serve(
             # the process before the memory system is closed.
             yield
 
+        async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+            # Before uvicorn waits for the requests in flight: one still waiting for its
+            # body is answered 503 now, not dropped when the shutdown timeout ends.
+            app.stop_reading()
+            await super().shutdown(sockets=sockets)
+
         async def startup(self, sockets: list[socket.socket] | None = None) -> None:
             await super().startup(sockets=sockets)
             if self.should_exit:
@@ -149,6 +184,7 @@ def serve(
                 return False
         return True
 
+    proxies = _trusted_proxies(settings.forwarded_allow_ips)
     uvicorn_log = logging.getLogger("uvicorn.error")
     with StopSignals(
         f"finishing the requests in flight (at most {shutdown_timeout:g} s), "
@@ -189,6 +225,12 @@ def serve(
                 access_log=False,
                 timeout_graceful_shutdown=math.ceil(shutdown_timeout),
                 server_header=False,
+                # X-Forwarded-For names the client only when a proxy the operator named
+                # sent it: believed from any local peer (uvicorn's default), a client on
+                # this machine could pick a new address for each guess at the memory
+                # page's login. An explicit list, so $FORWARDED_ALLOW_IPS is not read.
+                proxy_headers=bool(proxies),
+                forwarded_allow_ips=proxies,
             )
             server = _Server(config)
             if stop.requested:  # a signal while the memory system was opening

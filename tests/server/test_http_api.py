@@ -267,6 +267,27 @@ def test_x_api_key_header_works_like_bearer(deployment: Deployment) -> None:
         assert c.get("/v1/users").status_code == 200
 
 
+@pytest.mark.parametrize("valid_in", ["Authorization", "X-API-Key"])
+def test_two_different_keys_are_refused_whichever_header_holds_the_valid_one(
+    deployment: Deployment, valid_in: str
+) -> None:
+    garbage = "mos_000000000000_" + "B" * 43
+    bearer, header = (deployment.acme, garbage)[:: 1 if valid_in == "Authorization" else -1]
+    with httpx.Client(
+        base_url=deployment.server.base_url,
+        headers={"Authorization": f"Bearer {bearer}", "X-API-Key": header},
+    ) as c:
+        r = c.get("/v1/users")
+        assert r.status_code == 401, r.text
+        assert r.json()["error"] == {
+            "type": "Unauthorized",
+            "message": "two different API keys were sent (Authorization and X-API-Key): send one",
+        }
+    same = {"Authorization": f"Bearer {deployment.acme}", "X-API-Key": deployment.acme}
+    with httpx.Client(base_url=deployment.server.base_url, headers=same) as c:
+        assert c.get("/v1/users").status_code == 200
+
+
 def test_another_tenants_user_is_not_found(deployment: Deployment) -> None:
     with deployment.server.client(deployment.acme) as a:
         assert _turn(a, "private", "my bank pin is 1234").status_code == 201

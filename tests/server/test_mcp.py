@@ -170,6 +170,30 @@ def test_mcp_over_http_never_shows_another_tenants_users(deployment: Deployment)
         assert "plum" in c.get("/v1/users/mcp-private/memories").text
 
 
+def test_every_mcp_tool_refuses_an_argument_it_does_not_take(deployment: Deployment) -> None:
+    async def main() -> None:
+        async with _http_client(deployment, deployment.acme) as client:
+            tools = (await client.list_tools()).tools
+            assert TOOLS <= {t.name for t in tools}
+            for tool in tools:
+                assert tool.input_schema.get("additionalProperties") is False, tool.name
+                r = await client.call_tool(tool.name, {"bogus_arg": 1})
+                assert f"{tool.name} has no argument 'bogus_arg'" in _error_text(r), tool.name
+            # A misspelt optional argument: refused, and the turn is not stored without it.
+            r = await client.call_tool(
+                "add_turn",
+                {"user_id": "mcp-strict", "query": "q", "response": "r", "turnkey": "k-1"},
+            )
+            assert _error_text(r) == (
+                "InvalidInput: add_turn has no argument 'turnkey' "
+                "(it takes user_id, query, response, assistant_id, turn_key)"
+            )
+            r = await client.call_tool("list_memories", {"user_id": "mcp-strict"})
+            assert "UnknownUser" in _error_text(r)
+
+    asyncio.run(main())
+
+
 def test_mcp_over_http_without_a_key_gets_401(deployment: Deployment) -> None:
     import httpx
 

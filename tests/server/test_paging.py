@@ -42,11 +42,12 @@ WORDS = [
 
 
 class Site:
-    """The server and two keys: ``key`` for most tests, ``few_users`` for a tenant whose
-    users one test creates (all of them)."""
+    """The server and three keys: ``key`` for most tests, ``few_users`` for a tenant whose
+    users one test creates (all of them), ``rival`` for another tenant with users of the
+    same names."""
 
-    def __init__(self, server: Server, key: str, few_users: str) -> None:
-        self.server, self.key, self.few_users = server, key, few_users
+    def __init__(self, server: Server, key: str, few_users: str, rival: str) -> None:
+        self.server, self.key, self.few_users, self.rival = server, key, few_users, rival
 
     def client(self) -> httpx.Client:
         return self.server.client(self.key)
@@ -59,9 +60,10 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
     keys = root / "keys.json"
     key = add_key(root, keys, "pager")
     few_users = add_key(root, keys, "few-users")
+    rival = add_key(root, keys, "rival")
     server = start_server(root, root / "data", keys, "--mcp", "--rate", "1000", "--burst", "1000")
     try:
-        yield Site(server, key, few_users)
+        yield Site(server, key, few_users, rival)
     finally:
         server.stop()
 
@@ -194,6 +196,26 @@ def test_bad_cursor_limit_or_kind_is_a_422(site: Site) -> None:
         assert c.get("/v1/users", params={"cursor": good}).status_code == 422
 
 
+def test_a_cursor_from_another_tenants_listing_is_refused(site: Site) -> None:
+    with site.client() as mine, site.server.client(site.rival) as theirs:
+        for c in (mine, theirs):
+            _add(c, "twin", 1, 3)
+            _add(c, "twin-2", 1, 1)
+            for level in ("low", "high"):
+                r = c.patch("/v1/users/twin/memories/trait:sense_of_humor", json={"value": level})
+                assert r.status_code == 200, r.text
+        history = "/v1/users/twin/memories/trait:sense_of_humor/history"
+        for url in ("/v1/users", "/v1/users/twin/memories", history):
+            cursor = mine.get(url, params={"limit": 1}).json()["next_cursor"]
+            assert cursor, url
+            assert mine.get(url, params={"limit": 1, "cursor": cursor}).status_code == 200
+            r = theirs.get(url, params={"limit": 1, "cursor": cursor})
+            assert r.status_code == 422, (url, r.status_code, r.text)
+            error = r.json()["error"]
+            assert error["type"] == "InvalidInput"
+            assert "comes from another tenant's listing" in error["message"], error
+
+
 def test_users_are_listed_in_pages(site: Site) -> None:
     with site.server.client(site.few_users) as c:
         names = ["u-e", "u-a", "u-d", "u-c", "u-b"]
@@ -246,6 +268,9 @@ def test_mcp_list_memories_is_paged_with_limit_cursor_and_kind(site: Site) -> No
 
     with site.client() as c:
         _add(c, "mcp-pager", 1, 12)
+    with site.server.client(site.rival) as c:
+        _add(c, "mcp-pager", 1, 2)
+        rivals = c.get("/v1/users/mcp-pager/memories", params={"limit": 1}).json()
 
     async def main() -> None:
         http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {site.key}"}, timeout=60.0)
@@ -279,6 +304,10 @@ def test_mcp_list_memories_is_paged_with_limit_cursor_and_kind(site: Site) -> No
             bad = await call(cursor="nonsense")
             assert bad.is_error and "InvalidInput" in " ".join(
                 getattr(x, "text", "") for x in bad.content
+            )
+            theirs = await call(cursor=rivals["next_cursor"])
+            assert theirs.is_error and "another tenant's listing" in " ".join(
+                getattr(x, "text", "") for x in theirs.content
             )
 
     asyncio.run(main())

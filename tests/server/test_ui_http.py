@@ -145,6 +145,33 @@ def test_every_page_has_a_csp_without_inline_script_and_no_inline_handlers(
             assert parsed.inline == [] and parsed.handlers == [], path
 
 
+def test_answers_no_page_route_makes_carry_the_security_headers_too(
+    deployment: Deployment,
+) -> None:
+    from memoryos_actors.server.ui.web import PAGE_HEADERS
+
+    with _login(deployment.server, deployment.acme) as c:
+        answers = [
+            (c.get("/ui/no-such-page"), 404),
+            (c.get("/ui/users/ann/memories/page:p1/nothing-here"), 404),
+            (c.post("/ui/users"), 405),
+            (c.put("/ui/login"), 405),
+            (c.post("/ui/login", content=b"x" * 300_000), 413),  # the gate's refusal
+            (c.get("/ui/static/ui.css"), 200),  # keeps its own Cache-Control
+        ]
+        for r, status in answers:
+            where = (r.request.method, r.request.url.path, r.status_code)
+            assert r.status_code == status, where
+            for name, value in PAGE_HEADERS:
+                if name == "Cache-Control" and status == 200:
+                    assert r.headers[name] == "public, max-age=86400"
+                else:
+                    assert r.headers.get(name) == value, (where, name)
+    with httpx.Client(base_url=deployment.server.base_url) as c:
+        api = c.get("/v1/no-such-route")  # the JSON API's answers are not the page's
+        assert "content-security-policy" not in api.headers
+
+
 def test_mutating_forms_need_the_sessions_csrf_token_and_this_origin(
     deployment: Deployment, ann: str
 ) -> None:

@@ -40,6 +40,7 @@ from ...errors import (
 
 __all__ = [
     "CSP",
+    "PAGE_HEADERS",
     "Redirect",
     "StaticFiles",
     "UIError",
@@ -55,14 +56,19 @@ CSP = (
 )
 """The Content-Security-Policy of every memory-page answer."""
 
-_HEADERS = {
-    "Content-Security-Policy": CSP,
-    "X-Content-Type-Options": "nosniff",
-    "X-Frame-Options": "DENY",
-    "Referrer-Policy": "same-origin",
-    "Cross-Origin-Opener-Policy": "same-origin",
-    "Cross-Origin-Resource-Policy": "same-origin",
-}
+PAGE_HEADERS: tuple[tuple[str, str], ...] = (
+    ("Content-Security-Policy", CSP),
+    ("X-Content-Type-Options", "nosniff"),
+    ("X-Frame-Options", "DENY"),
+    ("Referrer-Policy", "same-origin"),
+    ("Cross-Origin-Opener-Policy", "same-origin"),
+    ("Cross-Origin-Resource-Policy", "same-origin"),
+    ("Cache-Control", "no-store"),
+)
+"""The headers of every answer under ``/ui``, each unless the answer sets its own (the
+static files set ``Cache-Control``). The server's gate adds them, so the answers no route
+of the page makes (404 and 405 for unknown paths and methods, the gate's refusals) carry
+them too."""
 
 #: Largest form the memory page accepts, fields (its biggest form has four).
 _MAX_FIELDS = 10
@@ -205,9 +211,10 @@ ErrorPage = Callable[[Request, UIError], Response]
 
 
 class UIRoute(APIRoute):
-    """A route of the memory page: security headers and ``Server-Timing`` (``app``: the
-    handler's time, ms, after any entry the handler set itself) on every answer; redirects and errors (the library's typed errors, bad
-    query parameters) answered as pages.
+    """A route of the memory page: ``Server-Timing`` (``app``: the handler's time, ms,
+    after any entry the handler set itself) on every answer; redirects and errors (the
+    library's typed errors, bad query parameters) answered as pages. (The security
+    headers, :data:`PAGE_HEADERS`, are the gate's to add.)
 
     ``error_page`` is set on the class by the router that uses it.
     """
@@ -245,9 +252,6 @@ class UIRoute(APIRoute):
                 response = error_page(request, err)
                 if err.retry_after:
                     response.headers["Retry-After"] = str(err.retry_after)
-            for name, value in _HEADERS.items():
-                response.headers.setdefault(name, value)
-            response.headers.setdefault("Cache-Control", "no-store")
             total = f"app;dur={(time.perf_counter() - started) * 1000.0:.1f}"
             parts = response.headers.get("Server-Timing")  # a handler's own, e.g. retrieve
             response.headers["Server-Timing"] = f"{parts}, {total}" if parts else total
