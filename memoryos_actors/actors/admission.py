@@ -24,88 +24,15 @@ Both are thread-safe and hold no reference to actors.
 
 from __future__ import annotations
 
-import heapq
 import itertools
 import threading
 import time
 from collections.abc import Callable
 
 from ..errors import Overloaded
+from ..fairness import FairQueue
 
-__all__ = ["FairGate", "FairQueue", "FairShare"]
-
-
-class FairQueue:
-    """Start-time fair queueing of ``permits`` permits between users: the pure core of
-    :class:`FairShare` (no threads, no clock: the caller says how long a grant was used).
-
-    A request of ``user`` starts at the later of the system's virtual time and the user's
-    virtual finish time; a grant's cost (:meth:`done`'s ``used``) moves the user's finish
-    on by that much. While a permit is free and nobody waits, a request is granted at
-    once; otherwise it waits, and each :meth:`done` hands the permit to the waiting request
-    with the smallest start (the earliest among equal starts). The system's virtual time is
-    the start of the last grant; a user whose finish is behind it earns no credit for the
-    time it was idle.
-    """
-
-    def __init__(self, permits: int) -> None:
-        if permits < 1:
-            raise ValueError(f"permits must be >= 1, got {permits!r}")
-        self.permits = permits
-        self.free = permits
-        self._seq = itertools.count()
-        #: (start, arrival, key) of waiting requests; withdrawn ones are skipped when popped.
-        self._heap: list[tuple[float, int, object]] = []
-        self.waiting: dict[object, tuple[str, float]] = {}
-        self.holders: dict[object, tuple[str, float]] = {}
-        #: Each user's virtual finish time (entries at or behind ``vtime`` are dropped).
-        self._finish: dict[str, float] = {}
-        self.vtime = 0.0
-        self.grants = 0
-
-    def start_of(self, user: str) -> float:
-        """Where a request of ``user`` made now would start."""
-        return max(self.vtime, self._finish.get(user, 0.0))
-
-    def request(self, key: object, user: str) -> bool:
-        """Ask for a permit under ``key`` (any hashable, unique while in use); True if
-        granted at once, False if it waits."""
-        start = self.start_of(user)
-        if self.free > 0 and not self.waiting:
-            self.free -= 1
-            self._grant(key, user, start)
-            return True
-        self.waiting[key] = (user, start)
-        heapq.heappush(self._heap, (start, next(self._seq), key))
-        return False
-
-    def withdraw(self, key: object) -> bool:
-        """Take a waiting request back; True if it was waiting."""
-        return self.waiting.pop(key, None) is not None
-
-    def done(self, key: object, used: float) -> object | None:
-        """The holder of ``key`` is done after ``used`` seconds: returns the key granted the
-        permit next (None: nobody waits, the permit is free again, or ``key`` held none)."""
-        held = self.holders.pop(key, None)
-        if held is None:
-            return None
-        user, start = held
-        self._finish[user] = max(self._finish.get(user, 0.0), start + max(0.0, used))
-        if len(self._finish) > 4096:
-            self._finish = {u: f for u, f in self._finish.items() if f > self.vtime}
-        while self._heap:
-            _start, _n, nxt = heapq.heappop(self._heap)
-            waiting = self.waiting.pop(nxt, None)
-            if waiting is not None:
-                self._grant(nxt, *waiting)
-                return nxt
-        self.free += 1
-        return None
-
-    def _grant(self, key: object, user: str, start: float) -> None:
-        self.holders[key] = (user, start)
-        self.vtime = max(self.vtime, start)
-        self.grants += 1
+__all__ = ["FairGate", "FairShare"]
 
 
 class FairShare:
@@ -168,7 +95,8 @@ class FairGate:
     :class:`~.base.PlacementBacklog`, on every change). The consumers' pace is measured as
     the mean time between two consecutive decreases while pages were queued; the limit on
     the total is the pages the process places in ``drain_seconds`` at that pace, between
-    ``floor`` and ``cap`` (``cap`` until the pace is known).
+    ``floor`` and ``cap`` (``floor`` until the pace is known: a process that has placed
+    nothing yet, behind a slow provider say, does not admit ``cap`` pages in one go).
 
     :meth:`enter` lets a writer through at once while the total is under the limit, or
     while its own user holds less than a fair share of it (the limit divided among the
@@ -187,7 +115,7 @@ class FairGate:
         self.drain_seconds = drain_seconds
         self.floor = floor
         self.cap = cap
-        self.limit = cap
+        self.limit = floor
         self._lock = threading.Lock()
         self._queued: dict[str, int] = {}
         self._total = 0

@@ -95,7 +95,7 @@ class ProviderCalls:
         invalid = 0
         while True:
             try:
-                result = await self._attempt(backend, kind, payload)
+                result = await self._attempt(backend, kind, payload, user_id)
             except ProviderCallError as exc:
                 if exc.category == "malformed":
                     self._breaker.record_success()  # it answered: the provider is up
@@ -121,12 +121,14 @@ class ProviderCalls:
             self._health.success("completion")
             return result
 
-    async def _attempt(self, backend: Any, kind: str, payload: dict[str, Any]) -> BackendResult:
+    async def _attempt(
+        self, backend: Any, kind: str, payload: dict[str, Any], user_id: str | None
+    ) -> BackendResult:
         estimate = backend.estimate(kind, payload) if hasattr(backend, "estimate") else 1
         wait = self._rate.reserve(estimate)
         if wait > 0:
             await self._async_sleep(wait)
-        async with self._limiter:
+        async with self._limiter.slot(user_id):
             if hasattr(backend, "acall"):
                 result = await backend.acall(kind, payload)
             elif hasattr(backend, "call"):

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol, Self, TypeVar
 
+from memoryos_actors.fairness import FairQueue
 from memoryos_actors.gateway.base import ProviderCallError
 
 __all__ = [
@@ -341,35 +342,73 @@ class ConcurrencyLimiter:
 
 
 class AsyncConcurrencyLimiter:
-    """At most ``limit`` provider calls in flight on one event loop, with usage figures.
+    """At most ``limit`` provider calls in flight on one event loop, shared fairly between
+    users, with usage figures.
 
-    Used only from its event loop's thread (the asyncio semaphore is created lazily on that
-    loop). ``waiting`` counts calls queued for a slot: the gateway's backlog in front of the
-    provider, observable in ``stats()``.
+    Slots are granted in start-time fair queueing order by user
+    (:class:`~memoryos_actors.fairness.FairQueue`, a call's cost being the seconds it held
+    its slot): a user whose calls have kept the provider busy waits behind a user that
+    asked for nothing lately, so a quiet user's call is not queued behind a flood of other
+    users' calls. Used only from its event loop's thread. ``waiting`` counts calls queued
+    for a slot: the gateway's backlog in front of the provider, observable in ``stats()``.
     """
 
     def __init__(self, limit: int) -> None:
         if limit < 1:
             raise ValueError("concurrency limit must be >= 1")
         self.limit = limit
-        self._sem: asyncio.Semaphore | None = None
+        self._fair = FairQueue(limit)
+        self._wakers: dict[object, asyncio.Future[None]] = {}
         self.in_flight = 0
         self.peak = 0
         self.waiting = 0
 
-    async def __aenter__(self) -> Self:
-        if self._sem is None:
-            self._sem = asyncio.Semaphore(self.limit)
-        self.waiting += 1
-        try:
-            await self._sem.acquire()
-        finally:
-            self.waiting -= 1
+    def slot(self, user_id: str | None) -> CallSlot:
+        """An async context manager holding one slot for a call of ``user_id``."""
+        return CallSlot(self, user_id or "")
+
+    async def _acquire(self, key: object, user: str) -> None:
+        if not self._fair.request(key, user):
+            waker: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            self._wakers[key] = waker
+            self.waiting += 1
+            try:
+                await waker
+            except BaseException:
+                # Cancelled while waiting, or just after being granted: give it back.
+                if not self._fair.withdraw(key):
+                    self._release(key, 0.0)
+                raise
+            finally:
+                self.waiting -= 1
+                self._wakers.pop(key, None)
         self.in_flight += 1
         self.peak = max(self.peak, self.in_flight)
+
+    def _release(self, key: object, used: float) -> None:
+        nxt = self._fair.done(key, used)
+        if nxt is not None:
+            waker = self._wakers.get(nxt)
+            if waker is not None and not waker.done():
+                waker.set_result(None)
+
+
+class CallSlot:
+    """One call's hold on an :class:`AsyncConcurrencyLimiter` slot (``async with``)."""
+
+    __slots__ = ("_limiter", "_started", "_user")
+
+    def __init__(self, limiter: AsyncConcurrencyLimiter, user: str) -> None:
+        self._limiter = limiter
+        self._user = user
+        self._started = 0.0
+
+    async def __aenter__(self) -> Self:
+        await self._limiter._acquire(self, self._user)  # noqa: SLF001 - its own limiter
+        self._started = time.monotonic()
         return self
 
     async def __aexit__(self, *exc: object) -> None:
-        self.in_flight -= 1
-        assert self._sem is not None
-        self._sem.release()
+        limiter = self._limiter
+        limiter.in_flight -= 1
+        limiter._release(self, time.monotonic() - self._started)  # noqa: SLF001

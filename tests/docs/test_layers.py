@@ -33,6 +33,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "memoryos_actors.trait_table",
         "memoryos_actors.paging",
         "memoryos_actors.datasets",
+        "memoryos_actors.fairness",
     ),
     # Terms and records: what every layer above passes around.
     (

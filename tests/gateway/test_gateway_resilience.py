@@ -239,7 +239,7 @@ def test_async_limiter_reports_in_flight_peak_and_waiting() -> None:
     seen: list[tuple[int, int]] = []
 
     async def one(gate: asyncio.Event) -> None:
-        async with lim:
+        async with lim.slot("u"):
             seen.append((lim.in_flight, lim.waiting))
             await gate.wait()
 
@@ -255,3 +255,38 @@ def test_async_limiter_reports_in_flight_peak_and_waiting() -> None:
     asyncio.run(main())
     assert lim.peak == 2 and lim.in_flight == 0 and lim.waiting == 0
     assert max(n for n, _ in seen) == 2
+
+
+def test_async_limiter_serves_a_quiet_user_before_a_flooding_one() -> None:
+    # One slot; a flooding user has kept it busy and queued 5 more calls; a quiet user's
+    # call, queued last, gets the slot next; a cancelled waiter gives its place up.
+    import asyncio
+
+    from memoryos_actors.gateway.resilience import AsyncConcurrencyLimiter
+
+    lim = AsyncConcurrencyLimiter(1)
+    order: list[str] = []
+
+    async def call(user: str, name: str, hold: float) -> None:
+        async with lim.slot(user):
+            order.append(name)
+            await asyncio.sleep(hold)
+
+    async def main() -> None:
+        await call("flood", "warm", 0.05)  # the flood has used the provider already
+        first = asyncio.create_task(call("flood", "f0", 0.05))
+        await asyncio.sleep(0)
+        tasks = [asyncio.create_task(call("flood", f"f{i}", 0.0)) for i in range(1, 6)]
+        doomed = asyncio.create_task(call("other", "cancelled", 0.0))
+        tasks.append(asyncio.create_task(call("quiet", "quiet", 0.0)))
+        for _ in range(3):
+            await asyncio.sleep(0)
+        assert lim.waiting == 7
+        doomed.cancel()
+        await asyncio.gather(first, *tasks)
+        assert doomed.cancelled()
+
+    asyncio.run(main())
+    assert order[:3] == ["warm", "f0", "quiet"], order
+    assert sorted(order[3:]) == [f"f{i}" for i in range(1, 6)]
+    assert lim.in_flight == 0 and lim.waiting == 0

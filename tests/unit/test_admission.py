@@ -10,7 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from memoryos_actors import Overloaded
-from memoryos_actors.actors.admission import FairGate, FairQueue, FairShare
+from memoryos_actors.actors.admission import FairGate, FairShare
+from memoryos_actors.fairness import FairQueue
 
 # -- FairShare ---------------------------------------------------------------------------
 
@@ -142,7 +143,7 @@ def test_fair_queueing_grants_the_smallest_start_and_never_loses_a_permit(
 
 
 def test_the_gate_lets_writers_through_at_once_under_its_limit() -> None:
-    gate = FairGate(0.5, floor=4, cap=8)
+    gate = FairGate(0.5, floor=8, cap=16)  # the limit is the floor until a pace is known
     for n in range(1, 8):
         gate.update("u", n)
         gate.enter("u", timeout=0.01)
