@@ -219,6 +219,7 @@ class PlacementBacklog(Backlog):
         "_pace",
         "_progress",
         "_since",
+        "_waiting_turn",
         "cap",
         "drain_seconds",
         "floor",
@@ -259,6 +260,9 @@ class PlacementBacklog(Backlog):
         self._since: deque[float] = deque()
         #: Releases so far: a waiting writer that sees this move knows the queue drains.
         self._progress = 0
+        #: Whether the consumer is waiting for its fair turn to place (behind other users:
+        #: busy, not stuck), see :meth:`turn_waiting`.
+        self._waiting_turn = False
         #: The last settle lags (ms): queued to taken by the consumer.
         self.lags: deque[float] = deque(maxlen=512)
 
@@ -275,14 +279,16 @@ class PlacementBacklog(Backlog):
         """Wait for room for one more page: in this user's queue, then in the process's
         (:class:`~.admission.FairGate`, fair order between users). Raises
         :class:`~memoryos_actors.errors.Overloaded` only when the queue waited on placed
-        nothing for ``timeout`` seconds: a busy system slows writers, it does not refuse
-        them."""
+        nothing for ``timeout`` seconds while its consumer was not waiting for its fair
+        turn (it is stuck): a busy system slows writers, it does not refuse them."""
         with self._cond:
             if self._count >= self.limit:
                 seen = self._progress
                 deadline = time.monotonic() + timeout
                 while self._count >= self.limit:
-                    if self._progress != seen:
+                    if self._progress != seen or self._waiting_turn:
+                        # The queue moved, or its consumer waits for its fair turn behind
+                        # other users: busy, not stuck; wait on.
                         seen = self._progress
                         deadline = time.monotonic() + timeout
                     remaining = deadline - time.monotonic()
@@ -314,12 +320,19 @@ class PlacementBacklog(Backlog):
             self.lags.extend(lags)
             self._progress += 1
             count = self._count
-            self._cond.notify_all()
+            if count < self.limit:
+                # Writers wait only while the queue is at its limit; one that waits sees
+                # the progress counter when its deadline comes (no wake-up per page).
+                self._cond.notify_all()
         if self._gate is not None:
             self._gate.update(self.user, count)
         if self._on_lag is not None:
             for lag in lags:
                 self._on_lag(lag)
+
+    def turn_waiting(self, waiting: bool) -> None:
+        """The consumer starts (True) or stops (False) waiting for its turn to place."""
+        self._waiting_turn = waiting
 
     def reset(self) -> None:
         """Forget every pending item (the consumer restarted and lost its mailbox)."""

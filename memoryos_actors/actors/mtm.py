@@ -54,6 +54,7 @@ from .protocol import (
     GetState,
     HeatTick,
     InsertPage,
+    InsertPages,
     Inspect,
     MTMPicture,
     MTMSearch,
@@ -178,7 +179,13 @@ class MTMActor(SupervisedActor):
         if share is None or self.turn_ticket is not None:
             return True
         ticket = self.turn_ticket = threading.Event()
-        if not share.acquire(self.env.user_id, ticket, lambda: self.stop_requested):
+        backlog = self.env.insert_backlog
+        backlog.turn_waiting(True)
+        try:
+            granted = share.acquire(self.env.user_id, ticket, lambda: self.stop_requested)
+        finally:
+            backlog.turn_waiting(False)
+        if not granted:
             share.release(ticket)
             self.turn_ticket = None
             return False
@@ -240,6 +247,19 @@ class MTMActor(SupervisedActor):
                 self.complete = False  # stopping before this page's turn: the WAL has it
                 return None
             self._insert(message.page, message.now)
+            return None
+        if isinstance(message, InsertPages):
+            if not self._take_turn():
+                self.env.insert_backlog.release(len(message.inserts))
+                self.complete = False  # stopping before these pages' turn: the WAL has them
+                return None
+            pages = [ins.page for ins in message.inserts]
+            embeddings = self.env.gateway.embed(
+                [page_text(p) for p in pages], user_id=self.env.user_id
+            )
+            for ins, emb in zip(message.inserts, embeddings, strict=True):
+                self.env.insert_backlog.release()  # one by one: the pace is per page
+                self._insert(ins.page, ins.now, emb)
             return None
         if isinstance(message, ApplyEdit):
             rec = message.record
@@ -350,7 +370,7 @@ class MTMActor(SupervisedActor):
         """Place the WAL's pages up to ``upto_seq`` (see :func:`.mtm_recovery.catch_up`)."""
         return mtm_recovery.catch_up(self, upto_seq, records)
 
-    def _insert(self, page: Page, now: float) -> None:
+    def _insert(self, page: Page, now: float, embedding: Any = None) -> None:
         if not self.complete:
             return  # stopping with earlier pages unplaced: never place past that hole
         if page.seq <= self.core.max_seq or page.seq in self.outbox.archived:
@@ -359,7 +379,7 @@ class MTMActor(SupervisedActor):
             return  # the catch-up was just cut short by a stop request
         if self.env.store.edits.page_deleted(page.seq):
             return  # deleted while on its way from STM
-        self._place(page, now)
+        self._place(page, now, embedding)
 
     def _drop_deleted(self, seqs: Any, memory_ids: Any, segments: Any = ()) -> int:
         """Remove deleted pages (and deleted segments) from this tier; returns the pages

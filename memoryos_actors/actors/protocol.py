@@ -86,6 +86,15 @@ class InsertPage:
 
 
 @dataclass(frozen=True, slots=True)
+class InsertPages:
+    """STM -> MTM: several pages that left STM, in turn order (what became ready at once,
+    e.g. the pages one chain-meta batch answered): MTM embeds them in one call and places
+    them one by one, exactly as that many :class:`InsertPage` messages would."""
+
+    inserts: tuple[InsertPage, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class CompletionJob:
     """Anyone -> gateway worker: run a structured completion, reply to a registry name.
 

@@ -38,6 +38,7 @@ from .protocol import (
     CompletionJob,
     GetState,
     InsertPage,
+    InsertPages,
     Inspect,
     Pending,
     Ping,
@@ -59,6 +60,9 @@ _SNAPSHOT_KEYS = 1024
 
 #: How long to wait before trying again to reach a restarting MTM or a full gateway (s).
 _RETRY_S = 0.02
+
+#: Most pages forwarded to MTM in one message.
+_FORWARD_BATCH = 32
 
 
 #: How long a snapshot waits for MTM's and LPM's state (seconds).
@@ -565,14 +569,24 @@ class STMActor(SupervisedActor):
                 self.meta_prev = dataclasses.replace(self.meta_prev, meta_chain="")
 
     def _drain_outbox(self) -> None:
-        while self.outbox and self.outbox[0][0].chain_id:
-            page, now = self.outbox[0]
-            if not self._forward(InsertPage(page, now)):
-                self._arm_retry()
-                return
+        """Forward, in turn order, every page at the head of the outbox whose meta is
+        there: one message for all of them (MTM embeds them in one call)."""
+        ready: list[InsertPage] = []
+        for page, now in self.outbox:
+            if not page.chain_id or len(ready) >= _FORWARD_BATCH:
+                break
+            ready.append(InsertPage(page, now))
+        if not ready:
+            return
+        if not self._forward(ready[0] if len(ready) == 1 else InsertPages(tuple(ready))):
+            self._arm_retry()
+            return
+        for _ in ready:
             self.outbox.popleft()
+        if self.outbox and self.outbox[0][0].chain_id:
+            self._drain_outbox()  # more than one batch was ready
 
-    def _forward(self, insert: InsertPage) -> bool:
+    def _forward(self, insert: InsertPage | InsertPages) -> bool:
         # Not delivered: MTM is restarting; the caller tries again shortly.
         return self.env.registry.tell(self.env.mtm_name, insert)
 
