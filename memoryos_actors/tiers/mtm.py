@@ -232,8 +232,17 @@ class MTMCore:
         """Recompute heat, promote hot segments, evict the coldest above capacity."""
         user = self._user_id or ""
         promoted: list[SegmentRecord] = []
+        c = self._config
+        alpha, beta, gamma, mu = c.heat_alpha, c.heat_beta, c.heat_gamma, c.recency_mu
+        exp = math.exp
         for seg in self._segments.values():
-            seg.heat = self._heat(seg, now)
+            # scoring.heat inlined, the same operations in the same order (so the same
+            # floats): this loop runs over every segment at every insert.
+            seg.heat = (
+                alpha * seg.n_visit
+                + beta * seg.l_interaction
+                + gamma * exp(-max(0.0, now - seg.last_access) / mu)
+            )
             gathered = seg.l_interaction > 0 or not self._rules.promotion_needs_new_page
             if seg.heat > self._config.promotion_threshold and gathered:
                 seg.l_interaction = 0
