@@ -397,3 +397,48 @@ def test_export_to_a_name_too_long_for_the_file_system_is_a_storage_error(
         mem.export_user("e", tmp_path / ("x" * 252))
     out = mem.export_user("e", tmp_path / "e.msgpack")
     assert out.exists()
+
+
+def test_a_persona_update_while_the_shared_persona_stops_is_kept_and_the_lpm_lives(
+    open_mem,
+) -> None:
+    # A shared persona's LPM that stops between the registry lookup and the send (it is
+    # passivating, or restarting) must not crash the sender: the update is applied (its
+    # facts kept) as when the shared persona is not running at all (#41 item 14).
+    import pykka
+
+    from memoryos_actors.actors.protocol import CompletionDone
+
+    mem = open_mem(MemoryConfig(**{**SMALL, "shared_agent_persona": True}))
+    mem.add_turn("ann", "hi", "hello")
+    mem.flush()
+    shared_name = actor_names("@assistant:default")[2]
+    live = mem.registry.require(shared_name)
+
+    class Gone(pykka.ThreadingActor):
+        pass
+
+    dead = Gone.start()
+    dead.stop()
+    # What the LPM's lookup finds when the shared persona stops right after it.
+    assert mem.registry.unregister(shared_name, live)
+    mem.registry.register(shared_name, dead)
+    lpm = mem.registry.require(actor_names("ann")[2])
+    lpm.tell(
+        CompletionDone(
+            "persona_update",
+            "s1|default",
+            {
+                "traits": [],
+                "facts": ["User owns a red bicycle."],
+                "agent_traits": ["The assistant speaks in short sentences."],
+            },
+            degraded=False,
+            epoch=mem.user_epoch("ann"),
+        )
+    )
+    mem.flush(timeout=30, user_id="ann")
+    assert mem.registry.require(actor_names("ann")[2]) is lpm, "ann's LPM was not restarted"
+    mem.registry.unregister(shared_name, dead)
+    mem.registry.register(shared_name, live)
+    assert [k.text for k in mem.retrieve("ann", "bicycle").kb] == ["User owns a red bicycle."]
