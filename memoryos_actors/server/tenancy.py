@@ -4,11 +4,17 @@ A tenant's user ``alice`` is stored as library user ``<tenant>:alice``. Tenant n
 cannot contain ``:``, so the first ``:`` always ends the tenant and no tenant can name a
 user of another: whatever a caller sends, the prefix is its key's tenant. Assistant ids
 are scoped the same way, so shared assistant personas are never shared across tenants.
+
+An export a tenant gets names its user and assistants by the tenant's own ids
+(:func:`export_for_tenant`), so it carries no tenant's name; imported into a tenant, they
+become that tenant's (:func:`import_for_tenant`).
 """
 
 from __future__ import annotations
 
+import os
 import re
+from pathlib import Path
 from typing import Any
 
 from ..errors import InvalidInput
@@ -17,11 +23,14 @@ from ..validation import DOT_SEGMENTS
 __all__ = [
     "MAX_ID_CHARS",
     "check_external_id",
+    "export_for_tenant",
     "external_id",
     "external_memory_id",
+    "import_for_tenant",
     "internal_id",
     "internal_memory_id",
     "relabel_user_id",
+    "tenant_export_file",
     "tenant_prefix",
 ]
 
@@ -112,3 +121,55 @@ def relabel_user_id(value: Any, internal: str, external: str) -> Any:
     if isinstance(value, list):
         return [relabel_user_id(v, internal, external) for v in value]
     return value
+
+
+def export_for_tenant(
+    payload: dict[str, Any], tenant: str, internal: str, external: str
+) -> dict[str, Any]:
+    """The export ``payload`` of library user ``internal`` as ``tenant`` names it: the
+    user is ``external`` and every assistant id loses the tenant's prefix, so the export
+    carries no tenant's name and imports into any tenant (see :func:`import_for_tenant`)."""
+    from ..portability import rename_assistants
+
+    prefix = tenant_prefix(tenant)
+
+    def strip(aid: str) -> str:
+        return aid[len(prefix) :] if aid.startswith(prefix) else aid
+
+    relabelled: dict[str, Any] = relabel_user_id(payload, internal, external)
+    return rename_assistants(relabelled, strip)
+
+
+def tenant_export_file(
+    path: str | os.PathLike[str], tenant: str, internal: str, external: str
+) -> Path:
+    """Rewrite the export file at ``path`` (of library user ``internal``) as ``tenant``
+    names it (:func:`export_for_tenant`), in the same encoding; returns the path."""
+    from ..store.export import read_export, write_export
+
+    return write_export(path, export_for_tenant(read_export(path), tenant, internal, external))
+
+
+def import_for_tenant(payload: dict[str, Any], tenant: str) -> dict[str, Any]:
+    """The export ``payload`` with every assistant id in ``tenant``'s id space, for an
+    import into that tenant. An id carrying the prefix of the tenant the export's user
+    came from (an export written before exports named assistants by the tenant's ids) is
+    stripped of it first. :class:`InvalidInput` for an assistant id no tenant can use."""
+    from ..portability import rename_assistants
+    from .keys import check_tenant
+
+    source = payload.get("user_id")
+    owner, sep, _name = source.partition(":") if isinstance(source, str) else ("", "", "")
+    old_prefix = None
+    if sep:
+        try:
+            old_prefix = tenant_prefix(check_tenant(owner))
+        except InvalidInput:
+            old_prefix = None
+
+    def scoped(aid: str) -> str:
+        if old_prefix is not None and aid.startswith(old_prefix):
+            aid = aid[len(old_prefix) :]
+        return internal_id(tenant, aid, "assistant_id")
+
+    return rename_assistants(payload, scoped)
