@@ -19,8 +19,10 @@ from typing import Any
 
 from ..errors import InvalidInput
 from ..validation import DOT_SEGMENTS
+from ..validation import MAX_ID_BYTES as LIBRARY_MAX_ID_BYTES
 
 __all__ = [
+    "MAX_ID_BYTES",
     "MAX_ID_CHARS",
     "check_external_id",
     "export_for_tenant",
@@ -36,16 +38,24 @@ __all__ = [
 
 #: Longest user or assistant id a tenant may use, characters.
 MAX_ID_CHARS = 256
+#: Longest tenant prefix: a tenant name (at most 63 ASCII characters, see
+#: :func:`~memoryos_actors.server.keys.check_tenant`) and ``:``.
+_LONGEST_PREFIX_BYTES = 64
+#: Longest user or assistant id a tenant may use, UTF-8 bytes: with any tenant's prefix it
+#: stays within the library's own limit (:data:`~memoryos_actors.validation.MAX_ID_BYTES`),
+#: so a tenant's id is judged as the tenant wrote it, whatever the tenant's name.
+MAX_ID_BYTES = LIBRARY_MAX_ID_BYTES - _LONGEST_PREFIX_BYTES
 _BAD = re.compile(r"[\x00-\x1f\x7f/]")
 
 
 def check_external_id(value: object, what: str = "user_id") -> str:
     """``value`` if it can be a tenant's user (or assistant) id, else :class:`InvalidInput`.
 
-    An id is 1-256 characters, without ``/``, control characters, lone surrogates, or
-    leading or trailing white space, and is not ``.`` or ``..``: an id goes in the URL path,
-    where ``/`` would split it and HTTP clients resolve ``.`` and ``..`` (also
-    percent-encoded) as dot segments, reaching another route.
+    An id is 1-256 characters and at most 960 UTF-8 bytes (:data:`MAX_ID_BYTES`), without
+    ``/``, control characters, lone surrogates, or leading or trailing white space, and is
+    not ``.`` or ``..``: an id goes in the URL path, where ``/`` would split it and HTTP
+    clients resolve ``.`` and ``..`` (also percent-encoded) as dot segments, reaching
+    another route. Messages speak of the id as the tenant wrote it, never of its prefix.
     """
     if not isinstance(value, str):
         raise InvalidInput(f"{what} must be a string, got {type(value).__name__}")
@@ -58,9 +68,14 @@ def check_external_id(value: object, what: str = "user_id") -> str:
     if value in DOT_SEGMENTS:
         raise InvalidInput(f"{what} must not be {value!r}: a URL path cannot carry it")
     try:
-        value.encode("utf-8")
+        size = len(value.encode("utf-8"))
     except UnicodeEncodeError:
         raise InvalidInput(f"{what} is not valid Unicode text (lone surrogate)") from None
+    if size > MAX_ID_BYTES:
+        raise InvalidInput(
+            f"{what} is {size} UTF-8 bytes; an id may have at most {MAX_ID_BYTES} "
+            f"(and {MAX_ID_CHARS} characters)"
+        )
     return value
 
 

@@ -222,6 +222,22 @@ def test_hostile_input_gets_typed_errors_and_the_system_keeps_serving(open_mem) 
     assert mem.add_turn("u", "still fine", "yes") == "p1"
 
 
+def test_a_limit_that_is_no_setting_is_not_blamed_on_max_text_bytes(open_mem) -> None:
+    # Ids and turn keys have fixed limits in bytes; only texts have max_text_bytes.
+    mem = open_mem()
+    cases = [
+        (("\U0001f600" * 257, "q", "r"), {}, "user_id is 1028 UTF-8 bytes; the limit is 1024"),
+        (("u", "q", "r"), {"assistant_id": "a" * 1025}, "assistant_id is 1025 UTF-8 bytes"),
+        (("u", "q", "r"), {"turn_key": "k" * 201}, "turn_key is 201 UTF-8 bytes"),
+    ]
+    for args, kw, said in cases:
+        with pytest.raises(InvalidInput, match=said) as err:
+            mem.add_turn(*args, **kw)
+        assert "max_text_bytes" not in str(err.value)
+    with pytest.raises(InvalidInput, match=r"query is 65537 UTF-8 bytes.*\(max_text_bytes\)"):
+        mem.add_turn("u", "x" * 65537, "r")
+
+
 def test_export_import_and_forget_round_trip(open_mem, tmp_path: Path) -> None:
     mem = open_mem()
     for i in range(1, 40):

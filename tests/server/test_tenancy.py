@@ -5,12 +5,13 @@ check of the same through a live server is ``test_tenant_isolation.py`` (a few c
 from __future__ import annotations
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from memoryos_actors import InvalidInput
 from memoryos_actors.server.keys import check_tenant
 from memoryos_actors.server.tenancy import (
+    MAX_ID_BYTES,
     check_external_id,
     export_for_tenant,
     external_id,
@@ -21,6 +22,7 @@ from memoryos_actors.server.tenancy import (
     relabel_user_id,
     tenant_prefix,
 )
+from memoryos_actors.validation import check_user_id
 
 tenants = st.from_regex(r"[a-z0-9][a-z0-9_.-]{0,10}", fullmatch=True)
 users = st.text(
@@ -182,3 +184,25 @@ def test_an_export_moves_a_users_assistants_between_tenants_by_their_own_ids(
 def test_an_import_into_a_tenant_refuses_an_assistant_id_no_tenant_can_use() -> None:
     with pytest.raises(InvalidInput, match="assistant_id must not contain '/'"):
         import_for_tenant(_payload("zoe", "a/b"), "acme")
+
+
+@given(
+    st.from_regex(r"[a-z0-9][a-z0-9_.-]{62}", fullmatch=True),
+    st.text(st.characters(codec="utf-8", categories=("L", "So")), min_size=1, max_size=256),
+)
+@example("t" * 63, "\U0001f600" * 240)  # 960 bytes: the most an id may have
+@example("t" * 63, "\U0001f600" * 241)
+@example("t" * 63, "\U0001f600" * 256)
+def test_every_id_a_tenant_may_use_fits_the_library_whatever_the_tenant(
+    tenant: str, name: str
+) -> None:
+    # The id's limit is the tenant's own, in bytes: with the longest tenant name its
+    # library id is still one the library takes; past it, the message names the id's
+    # bytes, not the library's limit of the prefixed id (#41 item 14).
+    size = len(name.encode("utf-8"))
+    if size <= MAX_ID_BYTES:
+        assert check_user_id(internal_id(tenant, name)) == f"{tenant}:{name}"
+    else:
+        with pytest.raises(InvalidInput, match=f"is {size} UTF-8 bytes; an id may have") as e:
+            internal_id(tenant, name)
+        assert tenant not in str(e.value)

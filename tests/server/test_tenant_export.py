@@ -1,13 +1,15 @@
-"""An export a tenant gets over HTTP names its user and assistants by the tenant's own ids:
-it carries no tenant's name, and imported into another tenant (``memoryos --tenant T
-import``) its assistants' personas are that tenant's (#41 item 8). Through the real app
-(FastAPI's test client drives the ASGI app with its gate, keys and lifespan)."""
+"""A tenant's ids through the real app (FastAPI's test client drives the ASGI app with its
+gate, keys and lifespan): an export a tenant gets names its user and assistants by the
+tenant's own ids, so it carries no tenant's name, and imported into another tenant
+(``memoryos --tenant T import``) its assistants' personas are that tenant's (#41 item 8);
+an id too long is refused for its own length, never for its prefix's (#41 item 14)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from urllib.parse import quote
 
 import pytest
 from inprocess import run_cli
@@ -73,3 +75,30 @@ def test_an_export_over_http_carries_no_tenant_name_and_imports_into_another_ten
     # The first tenant's user is untouched and still its own.
     with _client(data_dir, keys_file, acme) as c:
         assert c.get("/v1/users/ann/agents/helper/profile").json() == PERSONA
+
+
+def test_an_id_too_long_in_bytes_is_refused_for_its_own_length_without_the_prefix(
+    tmp_path: Path,
+) -> None:
+    keys = KeyStore(tmp_path / "keys.json")
+    acme, _ = keys.add("acme")
+    longest, too_long = "\U0001f600" * 240, "\U0001f600" * 256  # 960 and 1,024 bytes
+    with _client(tmp_path / "data", tmp_path / "keys.json", acme) as c:
+        for r in (
+            c.post(f"/v1/users/{quote(too_long)}/turns", json={"query": "q", "response": "r"}),
+            c.post(
+                "/v1/users/ann/turns",
+                json={"query": "q", "response": "r", "assistant_id": too_long},
+            ),
+            c.put(f"/v1/users/ann/agents/{quote(too_long)}/profile", json={"role": "x"}),
+        ):
+            assert r.status_code == 422, r.text
+            message = r.json()["error"]["message"]
+            assert "is 1024 UTF-8 bytes; an id may have at most 960" in message
+            assert "max_text_bytes" not in message and "acme" not in message
+        r = c.post(
+            f"/v1/users/{quote(longest)}/turns",
+            json={"query": "q", "response": "r", "assistant_id": longest},
+        )
+        assert r.status_code == 201, r.text
+        assert c.get("/v1/users").json()["users"] == [longest]
