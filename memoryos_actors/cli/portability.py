@@ -28,6 +28,9 @@ def export(args: argparse.Namespace) -> int:
     import shutil
     import tempfile
 
+    from ..store.export import read_export, write_export
+    from ._common import tenant
+
     user = lib_user(args, args.user)
     to_stdout = args.file == "-"
     target = Path(args.file)
@@ -46,7 +49,16 @@ def export(args: argparse.Namespace) -> int:
                 sys.stdout.buffer.flush()
             print(f"exported {args.user!r} ({turns} turns) to stdout", file=sys.stderr)
             return 0
-        out = _tenant_export(args, user, mem.export_user(user, target))
+        t = tenant(args)
+        if t is None:
+            out = mem.export_user(user, target)
+        else:
+            # Made whole aside first: the target may be a pipe, which is written once.
+            from ..server.tenancy import export_for_tenant
+
+            with tempfile.TemporaryDirectory(prefix="memoryos-export-") as tmp:
+                staged = read_export(mem.export_user(user, Path(tmp) / "export"))
+                out = write_export(target, export_for_tenant(staged, t, user, args.user))
     print(f"exported {args.user!r} ({turns} turns) to {out}")
     return 0
 
