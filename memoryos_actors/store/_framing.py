@@ -507,7 +507,7 @@ class RecordLog:
         return CorruptDataError(
             f"{self.path}: {self.KIND} damaged at byte {offset}: {reason}"
             + (
-                ""
+                "; repair the user to keep every intact record (memoryos repair USER)"
                 if not after
                 else f", with {after} intact records after it; repair the "
                 "user to keep them (memoryos repair USER)"

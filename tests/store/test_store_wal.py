@@ -211,6 +211,20 @@ def test_a_last_record_whose_end_never_reached_the_disk_is_a_torn_tail(
     assert len(list(tmp_path.glob("wal.log.corrupt-*"))) == 1
 
 
+def test_damage_to_the_last_record_found_while_reading_offers_the_repair(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "wal.log"
+    with WAL(path, fsync="never") as wal:
+        for i in range(3):
+            wal.append({"i": i, "pad": "p" * 20})
+        with open(path, "r+b") as f:  # damaged since the open: nothing intact after it
+            f.seek(-5, os.SEEK_END)
+            f.write(b"\xff")
+        with pytest.raises(CorruptDataError, match=r"checksum mismatch; repair the user"):
+            list(wal.read())
+
+
 def test_a_huge_length_field_does_not_allocate_huge_memory(tmp_path: Path) -> None:
     path = tmp_path / "wal.log"
     write_records(path, [{"i": 1}])
