@@ -126,6 +126,8 @@ def _import_into_tenant(mem: Any, file: str, tenant: str, as_user: str | None) -
         scoped = import_for_tenant(payload, tenant)
     except RecursionError:
         raise InvalidInput(f"{file}: nested too deeply to be a user export") from None
+    except InvalidInput as exc:
+        raise InvalidInput(f"{file}: {exc}") from None
     with tempfile.TemporaryDirectory(prefix="memoryos-import-") as tmp:
         copy = write_export(Path(tmp) / f"import{Path(file).suffix}", scoped)
         try:
