@@ -207,6 +207,11 @@ class MemoryAPI(Protocol):
         turns stored since then still owe is in the file as owed work, asked for when it
         is imported.
 
+        A regular file at ``path`` is replaced whole (temp file, rename); a symlink is
+        followed (the file it names is replaced, the link stays); a FIFO or a character
+        device is written through, never replaced; any other kind of file is refused
+        (``InvalidInput``).
+
         :class:`~memoryos_actors.errors.UnknownUser` for a user with no data (no file is
         written, not even ``path``). Raises ``Overloaded`` when that takes longer than
         ``overload_timeout_seconds``.

@@ -28,6 +28,7 @@ from .messages import (
     UserProfile,
 )
 from .reports import ChatReply
+from .validation import MAX_ID_BYTES
 from .validation import check_text as _check_text
 from .validation import check_timestamp as _check_timestamp
 from .validation import check_user_id as _check_user_id
@@ -75,9 +76,11 @@ class Conversation:
         limit = core.config.max_text_bytes
         msg = AddTurn(
             user_id=uid,
-            assistant_id=_check_text(assistant_id, "assistant_id", 1024),
-            query=_check_text(query, "query", limit, allow_empty=True),
-            response=_check_text(response, "response", limit, allow_empty=True),
+            assistant_id=_check_text(assistant_id, "assistant_id", MAX_ID_BYTES),
+            query=_check_text(query, "query", limit, allow_empty=True, setting="max_text_bytes"),
+            response=_check_text(
+                response, "response", limit, allow_empty=True, setting="max_text_bytes"
+            ),
             timestamp=core.clock.now() if timestamp is None else _check_timestamp(timestamp),
             # Caller keys and generated ones never collide: generated ones start with "~".
             turn_key=("u:" + turn_key) if turn_key is not None else "~" + uuid.uuid4().hex,
@@ -125,8 +128,8 @@ class Conversation:
         uid = _check_user_id(user_id)
         msg = Retrieve(
             user_id=uid,
-            assistant_id=_check_text(assistant_id, "assistant_id", 1024),
-            query=_check_text(query, "query", core.config.max_text_bytes),
+            assistant_id=_check_text(assistant_id, "assistant_id", MAX_ID_BYTES),
+            query=_check_text(query, "query", core.config.max_text_bytes, setting="max_text_bytes"),
             timestamp=core.clock.now() if timestamp is None else _check_timestamp(timestamp),
         )
 
@@ -213,7 +216,7 @@ class Conversation:
         core.check_writable("set_agent_profile")
         if not isinstance(profile, AgentProfile):
             raise InvalidInput(f"profile must be an AgentProfile, got {type(profile).__name__}")
-        aid = _check_text(assistant_id, "assistant_id", 1024)
+        aid = _check_text(assistant_id, "assistant_id", MAX_ID_BYTES)
         owner = persona_owner(uid, aid, core.config.shared_agent_persona)
         self._lifecycle.call(
             owner,

@@ -179,7 +179,9 @@ class MemoryEditing:
             ):
                 raise InvalidInput(f"{name} must be an int in 0..{top or 'any'}, got {value!r}")
         if query is not None:
-            query = _check_text(query, "query", self._core.config.max_text_bytes)
+            query = _check_text(
+                query, "query", self._core.config.max_text_bytes, setting="max_text_bytes"
+            )
 
         def run(entry: UserEntry) -> ArchivedMemories:
             assert entry.store is not None
@@ -256,10 +258,12 @@ class MemoryEditing:
                 "the turn again instead); facts, agent traits and traits can"
             )
         max_bytes = self._core.config.max_text_bytes
-        value = _check_text(value, "value", max_bytes).strip()
+        value = _check_text(value, "value", max_bytes, setting="max_text_bytes").strip()
         if not value:
             raise InvalidInput("value must not be blank")
-        evidence = _check_text(evidence, "evidence", max_bytes, allow_empty=True)
+        evidence = _check_text(
+            evidence, "evidence", max_bytes, allow_empty=True, setting="max_text_bytes"
+        )
         if ref.kind == "trait":
             TraitLevel.known(ref.key, value, evidence)  # one of the 90, a valid level
 

@@ -87,7 +87,7 @@ class Inspection:
         """See :meth:`~memoryos_actors.api.MemoryAPI.archive`."""
         uid = _check_user_id(user_id)
         if query is not None:
-            _check_text(query, "query", self._core.config.max_text_bytes)
+            _check_text(query, "query", self._core.config.max_text_bytes, setting="max_text_bytes")
         if limit is not None and (
             isinstance(limit, bool) or not isinstance(limit, int) or limit < 0
         ):

@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import structlog
 
@@ -25,6 +26,7 @@ from .errors import (
 )
 from .import_check import check_export
 from .reports import ForgetReport, RepairReport
+from .store.edits import MemoryRef, parse_memory_id
 from .store.export import read_export, write_export
 from .store.userstore import UserStore, user_exists
 from .validation import check_path as _check_path
@@ -38,7 +40,7 @@ if TYPE_CHECKING:
 log = structlog.get_logger("memoryos.system")
 
 
-__all__ = ["Portability"]
+__all__ = ["Portability", "rename_assistants"]
 
 
 _EXPORT_FORMAT = "memoryos-actors/user-export"
@@ -211,3 +213,63 @@ class Portability:
         finally:
             self._core.directory.finish(entry, UserPhase.PASSIVE)
         return report
+
+
+def rename_assistants(payload: dict[str, Any], rename: Callable[[str], str]) -> dict[str, Any]:
+    """A copy of the export ``payload`` (what :meth:`Portability.export_user` writes) in
+    which every assistant id ``a`` is ``rename(a)``: the pages' ``assistant_id`` (in every
+    tier, queue and archive record), the LPM's personas, the archived agent traits, the
+    agent-trait memory ids of the memories' history and the assistant of each job owed.
+
+    Parts of another shape are copied as they are (the import's check refuses them);
+    ``payload`` itself is not changed. ``rename`` may raise (e.g. ``InvalidInput``).
+    """
+
+    def walk(value: Any) -> Any:
+        if isinstance(value, dict):
+            return {
+                k: rename(v) if k == "assistant_id" and isinstance(v, str) else walk(v)
+                for k, v in value.items()
+            }
+        if isinstance(value, list):
+            return [walk(v) for v in value]
+        return value
+
+    out: dict[str, Any] = walk(payload)
+    state = out.get("state")
+    lpm = state.get("lpm") if isinstance(state, dict) else None
+    if isinstance(lpm, dict):
+        personas = lpm.get("personas")
+        if isinstance(personas, dict):
+            lpm["personas"] = {
+                rename(k) if isinstance(k, str) else k: v for k, v in personas.items()
+            }
+        for edit in lpm.get("edits") or ():
+            if isinstance(edit, dict) and isinstance(edit.get("id"), str):
+                edit["id"] = _rename_in_memory_id(edit["id"], rename)
+    mtm = state.get("mtm") if isinstance(state, dict) else None
+    work = mtm.get("work") if isinstance(mtm, dict) else None
+    for job in (work.get("jobs") if isinstance(work, dict) else None) or ():
+        # A persona job's tag ends "|<assistant>" (segment ids hold no "|").
+        tag = job.get("tag") if isinstance(job, dict) else None
+        if isinstance(tag, str) and "|" in tag:
+            head, _, assistant = tag.partition("|")
+            job["tag"] = f"{head}|{rename(assistant)}"
+    archive = out.get("archive")
+    for rec in archive if isinstance(archive, list) else ():
+        if isinstance(rec, dict) and rec.get("t") == "agent_trait":
+            aid = rec.get("assistant")
+            if isinstance(aid, str) and aid:
+                rec["assistant"] = rename(aid)
+    return out
+
+
+def _rename_in_memory_id(memory_id: str, rename: Callable[[str], str]) -> str:
+    """``memory_id`` with its assistant renamed if it is an agent trait's."""
+    try:
+        ref = parse_memory_id(memory_id)
+    except InvalidInput:
+        return memory_id
+    if ref.kind != "agent_trait":
+        return memory_id
+    return MemoryRef(ref.kind, ref.key, rename(ref.assistant)).memory_id

@@ -20,6 +20,7 @@ from .store.paths import validate_user_id
 
 __all__ = [
     "DOT_SEGMENTS",
+    "MAX_ID_BYTES",
     "check_path",
     "check_text",
     "check_timeout",
@@ -29,7 +30,21 @@ __all__ = [
 ]
 
 
-def check_text(value: object, what: str, limit: int, *, allow_empty: bool = False) -> str:
+MAX_ID_BYTES = 1024
+"""Longest user or assistant id the library takes, UTF-8 bytes."""
+
+
+def check_text(
+    value: object,
+    what: str,
+    limit: int,
+    *,
+    allow_empty: bool = False,
+    setting: str | None = None,
+) -> str:
+    """``value`` if it is a str of at most ``limit`` UTF-8 bytes without NUL (empty only
+    with ``allow_empty``), else :class:`InvalidInput`; a limit that is a configuration
+    value names it (``setting``, e.g. ``"max_text_bytes"``) in the message."""
     if not isinstance(value, str):
         raise InvalidInput(f"{what} must be a str, got {type(value).__name__}")
     if not value and not allow_empty:
@@ -39,7 +54,8 @@ def check_text(value: object, what: str, limit: int, *, allow_empty: bool = Fals
     except UnicodeEncodeError:
         raise InvalidInput(f"{what} is not valid Unicode text (lone surrogate)") from None
     if size > limit:
-        raise InvalidInput(f"{what} is {size} bytes; the limit is {limit} (max_text_bytes)")
+        named = f" ({setting})" if setting else ""
+        raise InvalidInput(f"{what} is {size} UTF-8 bytes; the limit is {limit}{named}")
     if "\x00" in value:
         raise InvalidInput(f"{what} contains a NUL character")
     return value
@@ -53,10 +69,10 @@ DOT_SEGMENTS = frozenset({".", ".."})
 
 def check_user_id(user_id: object) -> str:
     """A user id the API accepts: a storable id (:func:`~memoryos_actors.store.paths.
-    validate_user_id`, the one definition of those) of at most 1,024 UTF-8 bytes, with no
-    NUL, no leading or trailing white space, not ``.`` or ``..`` (see
+    validate_user_id`, the one definition of those) of at most :data:`MAX_ID_BYTES` UTF-8
+    bytes, with no NUL, no leading or trailing white space, not ``.`` or ``..`` (see
     :data:`DOT_SEGMENTS`), and not in the reserved assistant space."""
-    uid = check_text(user_id, "user_id", 1024)
+    uid = check_text(user_id, "user_id", MAX_ID_BYTES)
     if uid.strip() != uid or not uid.strip():
         raise InvalidInput("user_id must not be blank or have leading/trailing white space")
     if uid in DOT_SEGMENTS:

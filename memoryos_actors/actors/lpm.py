@@ -186,20 +186,20 @@ class LPMActor(SupervisedActor):
         }
         if env.config.shared_agent_persona and record["agent_traits"]:
             owner = persona_owner(env.user_id, str(record["assistant"]), True)
-            shared = env.registry.lookup(actor_names(owner)[2])
-            if shared is not None:
-                shared.tell(
-                    ApplyPersona(
-                        PersonaUpdate(
-                            user_id=owner,
-                            assistant_id=str(record["assistant"]),
-                            agent_traits=tuple(record["agent_traits"]),
-                            source_segment=f"{env.user_id}/{segment_id}",
-                        )
-                    )
+            update = ApplyPersona(
+                PersonaUpdate(
+                    user_id=owner,
+                    assistant_id=str(record["assistant"]),
+                    agent_traits=tuple(record["agent_traits"]),
+                    source_segment=f"{env.user_id}/{segment_id}",
                 )
+            )
+            # Through the registry: the shared persona may stop between a lookup and a
+            # send (passivation, a restart), and that is no reason for this LPM to crash.
+            if env.registry.tell(actor_names(owner)[2], update):
                 record["agent_traits"] = []
             else:
+                # Not running now: the traits stay in this user's own persona.
                 log.warning(
                     "lpm.shared_persona_unavailable",
                     user=env.user_id,

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import Any
 
 from ._common import (
     UsageError,
@@ -27,6 +28,9 @@ def export(args: argparse.Namespace) -> int:
     import shutil
     import tempfile
 
+    from ..store.export import read_export, write_export
+    from ._common import tenant
+
     user = lib_user(args, args.user)
     to_stdout = args.file == "-"
     target = Path(args.file)
@@ -45,20 +49,31 @@ def export(args: argparse.Namespace) -> int:
                 sys.stdout.buffer.flush()
             print(f"exported {args.user!r} ({turns} turns) to stdout", file=sys.stderr)
             return 0
-        out = _tenant_export(args, user, mem.export_user(user, target))
+        t = tenant(args)
+        if t is None:
+            out = mem.export_user(user, target)
+        else:
+            # Made whole aside first: the target may be a pipe, which is written once.
+            from ..server.tenancy import export_for_tenant
+
+            with tempfile.TemporaryDirectory(prefix="memoryos-export-") as tmp:
+                staged = read_export(mem.export_user(user, Path(tmp) / "export"))
+                out = write_export(target, export_for_tenant(staged, t, user, args.user))
     print(f"exported {args.user!r} ({turns} turns) to {out}")
     return 0
 
 
 def _tenant_export(args: argparse.Namespace, user: str, path: Path) -> Path:
-    """With a tenant, the export at ``path`` names its user by the tenant's id, as the
-    server's export does (``memoryos --tenant T import`` reads either)."""
-    if args.user == user:
-        return path
-    from ..server.tenancy import relabel_user_id
-    from ..store.export import read_export, write_export
+    """With a tenant, the export at ``path`` names its user and assistants by the tenant's
+    ids, as the server's export does (``memoryos --tenant T import`` reads it)."""
+    from ._common import tenant
 
-    return write_export(path, relabel_user_id(read_export(path), user, args.user))
+    t = tenant(args)
+    if t is None:
+        return path
+    from ..server.tenancy import tenant_export_file
+
+    return tenant_export_file(path, t, user, args.user)
 
 
 def import_(args: argparse.Namespace) -> int:
@@ -86,10 +101,43 @@ def import_(args: argparse.Namespace) -> int:
             name = original  # no tenant's id: the whole id is the name
         as_user = internal_id(t, name or original)
     with open_memory(args, data_dir(args)) as mem:
-        uid = mem.import_user(args.file, user_id=as_user)
+        if t is None:
+            uid = mem.import_user(args.file, user_id=as_user)
+        else:
+            uid = _import_into_tenant(mem, args.file, t, as_user)
         turns = mem.user_state(uid).turns
     print(f"imported {args.file} as user {shown_user(args, uid)!r} ({turns} turns)")
     return 0
+
+
+def _import_into_tenant(mem: Any, file: str, tenant: str, as_user: str | None) -> str:
+    """Import the export ``file`` into ``tenant``: its assistants become the tenant's (an
+    export names them by a tenant's own ids, or by none), through a copy of the file."""
+    import tempfile
+
+    from ..errors import InvalidInput, MemoryOSError
+    from ..server.tenancy import import_for_tenant
+    from ..store.export import read_export, write_export
+
+    try:
+        payload = read_export(file)
+        if not isinstance(payload, dict):
+            return str(mem.import_user(file, user_id=as_user))  # refused, naming the file
+        scoped = import_for_tenant(payload, tenant)
+    except RecursionError:
+        raise InvalidInput(f"{file}: nested too deeply to be a user export") from None
+    except InvalidInput as exc:
+        raise InvalidInput(f"{file}: {exc}") from None
+    with tempfile.TemporaryDirectory(prefix="memoryos-import-") as tmp:
+        copy = write_export(Path(tmp) / f"import{Path(file).suffix}", scoped)
+        try:
+            return str(mem.import_user(copy, user_id=as_user))
+        except MemoryOSError as exc:
+            # A refusal names the file the user gave, not the copy.
+            exc.args = tuple(
+                a.replace(str(copy), file) if isinstance(a, str) else a for a in exc.args
+            )
+            raise
 
 
 def forget(args: argparse.Namespace) -> int:

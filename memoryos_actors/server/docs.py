@@ -64,8 +64,8 @@ Every memory has an id (`page:p12`, `segment:s3`, `fact:f7`, `agent_trait:<assis
 
 **Tenants.** A key belongs to a tenant, and user and assistant ids are per tenant: two
 tenants' `alice` are different users, and another tenant's user is simply not found (404).
-Ids go in the URL path, percent-encoded (1 to 256 characters, no `/` or control characters,
-not `.` or `..`).
+Ids go in the URL path, percent-encoded (1 to 256 characters and at most 960 UTF-8 bytes,
+no `/` or control characters, not `.` or `..`).
 
 **Errors.** Every error answers `{"error": {"type": ..., "message": ...}}`: 401 missing or
 wrong key; 404 no such user or memory; 413 body too large; 415 body not JSON; 422 invalid

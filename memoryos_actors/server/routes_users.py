@@ -15,7 +15,7 @@ from ..paging import decode_cursor, page_of
 from . import models as m
 from .docs import CURSOR, LIMIT, NO_USER, USER_ID
 from .state import ServerState
-from .tenancy import external_id, relabel_user_id
+from .tenancy import external_id, tenant_export_file
 
 __all__ = ["add_user_routes"]
 
@@ -59,12 +59,15 @@ def add_user_routes(v1: APIRouter, state: ServerState) -> None:
         """Everything stored for the user (turns, segments, facts, traits, profiles, the
         archive and the memories' history), as one JSON document: the format
         `memoryos export` writes and `memoryos import` reads."""
-        _tenant, uid = await state.known(request, user_id)
+        tenant, uid = await state.known(request, user_id)
         with tempfile.TemporaryDirectory(prefix="memoryos-export-") as tmp:
             path = Path(tmp) / "export.json"
             await state.memory().export_user(uid, path)
+            # Named by the tenant's ids (its user, its assistants): no tenant's name in it.
+            await asyncio.to_thread(tenant_export_file, path, tenant, uid, user_id)
             text = await asyncio.to_thread(path.read_text, encoding="utf-8")
-        return relabel_user_id(json.loads(text), uid, user_id)
+        doc: dict[str, Any] = json.loads(text)
+        return doc
 
     @v1.delete(
         "/users/{user_id}",

@@ -4,39 +4,58 @@ A tenant's user ``alice`` is stored as library user ``<tenant>:alice``. Tenant n
 cannot contain ``:``, so the first ``:`` always ends the tenant and no tenant can name a
 user of another: whatever a caller sends, the prefix is its key's tenant. Assistant ids
 are scoped the same way, so shared assistant personas are never shared across tenants.
+
+An export a tenant gets names its user and assistants by the tenant's own ids
+(:func:`export_for_tenant`), so it carries no tenant's name; imported into a tenant, they
+become that tenant's (:func:`import_for_tenant`).
 """
 
 from __future__ import annotations
 
+import os
 import re
+from pathlib import Path
 from typing import Any
 
 from ..errors import InvalidInput
 from ..validation import DOT_SEGMENTS
+from ..validation import MAX_ID_BYTES as LIBRARY_MAX_ID_BYTES
 
 __all__ = [
+    "MAX_ID_BYTES",
     "MAX_ID_CHARS",
     "check_external_id",
+    "export_for_tenant",
     "external_id",
     "external_memory_id",
+    "import_for_tenant",
     "internal_id",
     "internal_memory_id",
     "relabel_user_id",
+    "tenant_export_file",
     "tenant_prefix",
 ]
 
 #: Longest user or assistant id a tenant may use, characters.
 MAX_ID_CHARS = 256
+#: Longest tenant prefix: a tenant name (at most 63 ASCII characters, see
+#: :func:`~memoryos_actors.server.keys.check_tenant`) and ``:``.
+_LONGEST_PREFIX_BYTES = 64
+#: Longest user or assistant id a tenant may use, UTF-8 bytes: with any tenant's prefix it
+#: stays within the library's own limit (:data:`~memoryos_actors.validation.MAX_ID_BYTES`),
+#: so a tenant's id is judged as the tenant wrote it, whatever the tenant's name.
+MAX_ID_BYTES = LIBRARY_MAX_ID_BYTES - _LONGEST_PREFIX_BYTES
 _BAD = re.compile(r"[\x00-\x1f\x7f/]")
 
 
 def check_external_id(value: object, what: str = "user_id") -> str:
     """``value`` if it can be a tenant's user (or assistant) id, else :class:`InvalidInput`.
 
-    An id is 1-256 characters, without ``/``, control characters, lone surrogates, or
-    leading or trailing white space, and is not ``.`` or ``..``: an id goes in the URL path,
-    where ``/`` would split it and HTTP clients resolve ``.`` and ``..`` (also
-    percent-encoded) as dot segments, reaching another route.
+    An id is 1-256 characters and at most 960 UTF-8 bytes (:data:`MAX_ID_BYTES`), without
+    ``/``, control characters, lone surrogates, or leading or trailing white space, and is
+    not ``.`` or ``..``: an id goes in the URL path, where ``/`` would split it and HTTP
+    clients resolve ``.`` and ``..`` (also percent-encoded) as dot segments, reaching
+    another route. Messages speak of the id as the tenant wrote it, never of its prefix.
     """
     if not isinstance(value, str):
         raise InvalidInput(f"{what} must be a string, got {type(value).__name__}")
@@ -49,9 +68,14 @@ def check_external_id(value: object, what: str = "user_id") -> str:
     if value in DOT_SEGMENTS:
         raise InvalidInput(f"{what} must not be {value!r}: a URL path cannot carry it")
     try:
-        value.encode("utf-8")
+        size = len(value.encode("utf-8"))
     except UnicodeEncodeError:
         raise InvalidInput(f"{what} is not valid Unicode text (lone surrogate)") from None
+    if size > MAX_ID_BYTES:
+        raise InvalidInput(
+            f"{what} is {size} UTF-8 bytes; an id may have at most {MAX_ID_BYTES} "
+            f"(and {MAX_ID_CHARS} characters)"
+        )
     return value
 
 
@@ -112,3 +136,55 @@ def relabel_user_id(value: Any, internal: str, external: str) -> Any:
     if isinstance(value, list):
         return [relabel_user_id(v, internal, external) for v in value]
     return value
+
+
+def export_for_tenant(
+    payload: dict[str, Any], tenant: str, internal: str, external: str
+) -> dict[str, Any]:
+    """The export ``payload`` of library user ``internal`` as ``tenant`` names it: the
+    user is ``external`` and every assistant id loses the tenant's prefix, so the export
+    carries no tenant's name and imports into any tenant (see :func:`import_for_tenant`)."""
+    from ..portability import rename_assistants
+
+    prefix = tenant_prefix(tenant)
+
+    def strip(aid: str) -> str:
+        return aid[len(prefix) :] if aid.startswith(prefix) else aid
+
+    relabelled: dict[str, Any] = relabel_user_id(payload, internal, external)
+    return rename_assistants(relabelled, strip)
+
+
+def tenant_export_file(
+    path: str | os.PathLike[str], tenant: str, internal: str, external: str
+) -> Path:
+    """Rewrite the export file at ``path`` (of library user ``internal``) as ``tenant``
+    names it (:func:`export_for_tenant`), in the same encoding; returns the path."""
+    from ..store.export import read_export, write_export
+
+    return write_export(path, export_for_tenant(read_export(path), tenant, internal, external))
+
+
+def import_for_tenant(payload: dict[str, Any], tenant: str) -> dict[str, Any]:
+    """The export ``payload`` with every assistant id in ``tenant``'s id space, for an
+    import into that tenant. An id carrying the prefix of the tenant the export's user
+    came from (an export written before exports named assistants by the tenant's ids) is
+    stripped of it first. :class:`InvalidInput` for an assistant id no tenant can use."""
+    from ..portability import rename_assistants
+    from .keys import check_tenant
+
+    source = payload.get("user_id")
+    owner, sep, _name = source.partition(":") if isinstance(source, str) else ("", "", "")
+    old_prefix = None
+    if sep:
+        try:
+            old_prefix = tenant_prefix(check_tenant(owner))
+        except InvalidInput:
+            old_prefix = None
+
+    def scoped(aid: str) -> str:
+        if old_prefix is not None and aid.startswith(old_prefix):
+            aid = aid[len(old_prefix) :]
+        return internal_id(tenant, aid, "assistant_id")
+
+    return rename_assistants(payload, scoped)

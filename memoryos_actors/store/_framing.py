@@ -71,13 +71,15 @@ _open_paths_lock = threading.Lock()
 class RecordLog:
     """An append-only file of framed msgpack records with consecutive sequence numbers.
 
-    Opening checks the file. Damage with nothing intact after it is a torn tail (the end
-    of a write a crash cut short): it is cut off and logged (a copy of the file is kept
-    beside it as ``<name>.corrupt-<unix ms>`` unless the last frame was merely
-    incomplete). Damage with intact records after it is not a crash's doing (media
-    damage, a stray write): opening raises :class:`CorruptDataError` naming the file, the
-    byte offset and how many intact records follow, and changes nothing;
-    :func:`memoryos_actors.repair.repair_user` salvages them. A file that exists but
+    Opening checks the file. An incomplete last record (the file ends inside it, or its
+    end is zero bytes from a sector boundary on: never written) is a torn tail, the end
+    of a write a crash cut short: it is cut off and logged (a copy of the file is kept
+    beside it as ``<name>.corrupt-<unix ms>`` unless the file simply ended early).
+    Damage with intact records after it, or a whole last record that fails its checksum
+    or sequence check, is not a crash's doing (media damage, a stray write): opening
+    raises :class:`CorruptDataError` naming the file, the byte offset and how many intact
+    records follow, and changes nothing; :func:`memoryos_actors.repair.repair_user`
+    salvages them. A file that exists but
     has no readable header raises :class:`CorruptDataError` naming it: existing data is
     never replaced by an empty log.
 
@@ -90,7 +92,8 @@ class RecordLog:
     With ``read_only=True`` the file is never created, cut, fsynced, locked or written, and
     may be missing (an empty log) or, with ``empty_if_blank`` (a flag, or a function asked
     only when the file is not a readable log), blank; a torn tail is left
-    where it is and not read (another process may be appending). Appends are kept in
+    where it is and not read (another process may be appending: its record is then
+    incomplete, never whole and wrong, which is refused as above). Appends are kept in
     memory only, for this object's life (the bookkeeping of a read-only session), and
     :meth:`flush` does nothing. The records read are those of the file as it was opened.
     """
@@ -205,7 +208,7 @@ class RecordLog:
                         return
                     raise
             if result.bad_reason is not None:
-                if result.later_valid:
+                if not result.torn:
                     raise refusal(self.path, self.KIND, result)
                 log.debug(
                     "store_tail_ignored_read_only",
@@ -258,7 +261,7 @@ class RecordLog:
         except OSError as exc:
             raise StorageError(f"{self.path}: cannot read {self.KIND}: {exc}") from exc
         if result.bad_reason is not None:
-            if result.later_valid:
+            if not result.torn:
                 # Not a crash's torn tail: cutting here would drop acknowledged records.
                 raise refusal(self.path, self.KIND, result)
             cut_tail(self.path, self.KIND, result)
@@ -504,7 +507,7 @@ class RecordLog:
         return CorruptDataError(
             f"{self.path}: {self.KIND} damaged at byte {offset}: {reason}"
             + (
-                ""
+                "; repair the user to keep every intact record (memoryos repair USER)"
                 if not after
                 else f", with {after} intact records after it; repair the "
                 "user to keep them (memoryos repair USER)"

@@ -83,7 +83,10 @@ class ScanResult:
     valid_end: int  # byte offset just past the last valid frame
     size: int
     bad_reason: str | None
-    torn: bool  # damage only at the end: no intact frame follows it (a crash's cut write)
+    #: The damage is a crash's cut write: nothing intact follows it and its first record is
+    #: incomplete (shorter than its frame says, or bytes never written). A whole record that
+    #: fails its checks at the end is media damage or a stray write: not torn.
+    torn: bool
     later_valid: bool  # an intact frame follows the damage (corruption in the middle)
     last_offset: int = 0  # where the last valid frame starts (0: no frame)
     marks: tuple[tuple[int, int], ...] = ()  # (seq, offset) of every marks-th frame (scan)
@@ -255,23 +258,62 @@ def scan(
                 base, seq, offset, size, None, False, False, last_offset, tuple(found)
             )
         damages, frames = walk_damaged(fd, offset, size, seq, reason)
+        later = bool(frames)
+        torn = not later and _incomplete(fd, offset, size, reason)
     finally:
         if own:
             os.close(fd)
-    later = bool(frames)
     return ScanResult(
         base,
         seq,
         offset,
         size,
         reason,
-        not later,
+        torn,
         later,
         last_offset,
         tuple(found),
         len(frames),
         tuple(damages),
     )
+
+
+TRUNCATED_REASONS = ("truncated frame header", "truncated record")
+"""The reasons :func:`~memoryos_actors.store._frames.read_frame` gives for a record the file
+ends inside of."""
+
+
+_SECTOR = 512  # the smallest unit a disk writes whole; a write cut short ends on one
+
+
+def _incomplete(fd: int, offset: int, size: int, reason: str) -> bool:
+    """Whether the damaged tail at ``offset`` (nothing intact after it) is a write a crash
+    cut short: the file ends inside the frame its header describes (whatever that length
+    says), or the tail ends in zero bytes from a sector boundary on (the file grew but
+    those bytes never reached the disk). A frame that fits in the file and fails its
+    checksum or sequence check with no such unwritten end was written whole and damaged
+    since (media damage, a stray write): that is not a torn write."""
+    if reason in TRUNCATED_REASONS:
+        return True
+    head = os.pread(fd, _FRAME.size, offset)
+    if len(head) == _FRAME.size:
+        length = _FRAME.unpack(head)[0]
+        if length and offset + _FRAME.size + length > size:
+            return True  # an implausible length the file ends before: never whole
+    # Where the run of zero bytes that ends the file starts (``size``: there is none).
+    zeros = size
+    while zeros > offset:
+        lo = max(offset, zeros - _RESYNC_CHUNK)
+        chunk = os.pread(fd, zeros - lo, lo)
+        kept = len(chunk.rstrip(b"\0"))
+        if kept:
+            zeros = lo + kept
+            break
+        zeros = lo
+    if zeros == offset:
+        return size > offset  # nothing of the record was written
+    boundary = -(-zeros // _SECTOR) * _SECTOR
+    return boundary < size
 
 
 def checkpoint_path(path: Path) -> Path:
@@ -339,10 +381,30 @@ def read_checkpoint(
 
 
 def refusal(path: Path, kind: str, result: ScanResult) -> CorruptDataError:
-    """The error (logged) for damage in ``path`` with intact records after it: nothing is
-    changed, ``memoryos repair`` keeps every intact record."""
+    """The error (logged) for damage in ``path`` that is not a torn tail (intact records
+    after it, or a whole last record that fails its checks): nothing is changed,
+    ``memoryos repair`` keeps every intact record."""
     lost = sum(d.lost_seqs for d in result.damage)
     ranges = ", ".join(f"{d.start}..{d.end}" for d in result.damage)
+    if not result.later_valid:
+        log.error(
+            "store_damage_refused",
+            path=str(path),
+            kind=kind,
+            offset=result.valid_end,
+            reason=result.bad_reason,
+            intact_records_after=0,
+            damaged_byte_ranges=ranges,
+        )
+        return CorruptDataError(
+            f"{path}: {kind} damaged at byte {result.valid_end} ({result.bad_reason}): its "
+            "last record is whole but fails its check, which a crash does not leave (media "
+            "damage or a stray write); nothing was changed: repair the user to keep every "
+            "intact record and cut the damaged one (memoryos repair USER)",
+            path=str(path),
+            offset=result.valid_end,
+            intact_after=0,
+        )
     log.error(
         "store_damage_refused",
         path=str(path),
@@ -364,8 +426,8 @@ def refusal(path: Path, kind: str, result: ScanResult) -> CorruptDataError:
 
 
 def cut_tail(path: Path, kind: str, result: ScanResult) -> None:
-    """Cut the damaged tail ``result`` found off ``path`` (nothing intact follows it),
-    durably; a tail that is whole but wrong is copied aside first."""
+    """Cut the torn tail ``result`` found off ``path`` (see :attr:`ScanResult.torn`),
+    durably; a tail of zero bytes is copied aside first."""
     dropped = result.size - result.valid_end
     fields = {
         "path": str(path),
@@ -375,11 +437,11 @@ def cut_tail(path: Path, kind: str, result: ScanResult) -> None:
         "last_valid_seq": result.last_seq,
         "reason": result.bad_reason,
     }
-    if result.bad_reason in ("truncated frame header", "truncated record"):
+    if result.bad_reason in TRUNCATED_REASONS:
         log.warning("store_torn_tail_truncated", **fields)
     else:
-        # The last record is whole but wrong: still the tail, still cut (a crash can
-        # leave a frame's length written and its bytes not), but keep a copy.
+        # Zero bytes past the last record, or a length the file ends before: a crash's
+        # doing too (a file grown, its bytes never written), cut, but keep a copy.
         backup = path.with_name(f"{path.name}.corrupt-{int(time.time() * 1000)}")
         shutil.copy2(path, backup)
         fsync_dir(path.parent)

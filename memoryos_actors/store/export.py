@@ -10,7 +10,10 @@ Two encodings, chosen by the file name:
   non-string key, or whose only key is a tag, becomes ``{"$map": [[key, value], ...]}``.
   Tuples come back as lists, as they do from msgpack.
 
-Both are written atomically (temporary file, fsync, rename).
+A regular file is written atomically (temporary file, fsync, rename). A symlink is
+followed: the file it points to is what is replaced, and the link stays. A FIFO or a
+character device (a pipe, ``/dev/stdout``) is opened and written, never replaced; any other
+kind of file is refused.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import stat
 import struct
 import zlib
 from collections.abc import Callable, Iterable
@@ -165,12 +169,43 @@ def write_export(path: str | os.PathLike[str], payload: dict[str, Any]) -> Path:
             raise InvalidInput(f"export payload cannot be encoded as msgpack: {exc}") from None
         head = _HEAD.pack(_MAGIC, EXPORT_FORMAT_VERSION, len(body))
         data = head + _CRC.pack(zlib.crc32(body, zlib.crc32(head))) + body
+    _write_out(p, data)
+    return p
+
+
+def _write_out(p: Path, data: bytes) -> None:
+    """Write an export's bytes to ``p`` (see the module docstring for each kind of file)."""
+    target = p
     try:
-        p.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            st: os.stat_result | None = os.lstat(p)
+        except FileNotFoundError:
+            st = None
+        if st is not None and stat.S_ISLNK(st.st_mode):
+            # Through the link, as a shell's redirection goes: the link is the user's.
+            target = Path(os.path.realpath(p))
+            try:
+                st = os.stat(target)
+            except FileNotFoundError:
+                st = None  # a dangling link: the file it names is created
+        if st is None or stat.S_ISREG(st.st_mode):
+            target.parent.mkdir(parents=True, exist_ok=True)
+        elif stat.S_ISFIFO(st.st_mode) or stat.S_ISCHR(st.st_mode):
+            # Not renamed over: a pipe's reader, or the device, gets the bytes.
+            fd = os.open(target, os.O_WRONLY | os.O_NOCTTY)
+            with open(fd, "wb") as f:
+                f.write(data)
+            return
+        else:
+            kind = "a directory" if stat.S_ISDIR(st.st_mode) else "not a regular file"
+            kind = "a block device" if stat.S_ISBLK(st.st_mode) else kind
+            raise InvalidInput(
+                f"{p} is {kind}: an export is written to a regular file (replaced whole), "
+                "a FIFO or a character device"
+            )
     except OSError as exc:
         raise StorageError(f"{p}: writing export failed: {exc}") from exc
-    atomic_write(p, data, "export")
-    return p
+    atomic_write(target, data, "export")
 
 
 def read_export(path: str | os.PathLike[str]) -> dict[str, Any]:

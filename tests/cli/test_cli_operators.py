@@ -89,6 +89,45 @@ def test_export_keeps_an_existing_file_unless_forced_and_dash_is_stdout(
     assert _turns(data, "ann2") == 1
 
 
+def test_export_force_writes_through_a_symlink_and_a_fifo_never_over_them(
+    tmp_path: Path,
+) -> None:
+    # `export ann /dev/stdout --force` as root must not replace the device node: a link, a
+    # FIFO or a device is written through; only a regular file is replaced (#41 item 13).
+    import stat
+
+    from fifo_reader import FifoReader
+
+    data = tmp_path / "data"
+    turns = [{"user_id": "ann", "query": "My cat is called Miso.", "response": "Cute!"}]
+    _ok(_run("ingest", str(_jsonl(tmp_path / "t.jsonl", turns)), data_dir=data))
+    _ok(_run("--tenant", "acme", "ingest", str(_jsonl(tmp_path / "t.jsonl", turns)), data_dir=data))
+
+    real = tmp_path / "kept" / "ann.json"
+    real.parent.mkdir()
+    real.write_text("old", encoding="utf-8")
+    link = tmp_path / "latest.json"
+    link.symlink_to(real)
+    _ok(_run("export", "ann", str(link), "--force", data_dir=data))
+    assert link.is_symlink() and "Miso" in real.read_text(encoding="utf-8")
+
+    for tenant in ((), ("--tenant", "acme")):
+        fifo = tmp_path / f"pipe{len(tenant)}"
+        os.mkfifo(fifo)
+        reader = FifoReader(fifo)
+        done = _run(*tenant, "export", "ann", str(fifo), "--force", data_dir=data)
+        got = reader.join()
+        _ok(done)
+        assert stat.S_ISFIFO(os.lstat(fifo).st_mode), "the FIFO was replaced by a file"
+        assert got[:8] == b"MOSEXP\0\0" and b"Miso" in got  # the whole export, through it
+        assert (b"acme" in got) is False
+
+    (tmp_path / "adir").mkdir()
+    refused = _run("export", "ann", str(tmp_path / "adir"), "--force", data_dir=data)
+    assert refused.returncode != 0 and "Traceback" not in refused.stderr
+    assert "is a directory: an export is written to a regular file" in refused.stderr
+
+
 def test_forget_asks_on_a_terminal_and_yes_skips_the_question(tmp_path: Path) -> None:
     data = tmp_path / "data"
     _ok(

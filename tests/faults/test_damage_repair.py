@@ -167,6 +167,47 @@ def test_wal_damage_in_the_middle_is_refused_naming_file_offset_and_count(tmp_pa
     }
 
 
+def test_a_whole_last_wal_record_with_flipped_bytes_is_refused_and_repair_cuts_it(
+    tmp_path: Path,
+) -> None:
+    """Media damage in the WAL's last record (a turn, written whole and fsynced) is not a
+    crash's torn write: reads and writers refuse and offer the repair, which cuts it
+    (#41 item 14)."""
+    data_dir = tmp_path / "data"
+    _write_and_die(data_dir, {VIC: 12, ANN: 3})
+    wal = user_path(data_dir, VIC) / WAL_FILE
+    frames = _frames(wal)
+    # As a process that died right after storing turn 12 leaves it: its record is last.
+    index = next(i for i, f in enumerate(frames) if f[3].get("t") == "turn" and f[3]["seq"] == 12)
+    _seq, offset, length, _rec = frames[index]
+    with open(wal, "r+b") as f:
+        f.truncate(offset + length)
+    _damage_frame(wal, index)
+    damaged = wal.read_bytes()
+    before = _hashes(user_path(data_dir, VIC))
+
+    refused = _cli("stats", "--user", VIC, data_dir=data_dir)
+    assert refused.returncode == 2 and "CorruptDataError" in refused.stderr
+    assert f"damaged at byte {offset} (checksum mismatch)" in refused.stderr
+    assert "memoryos repair vic" in refused.stderr
+    with MemoryOS.open(data_dir, _config()) as mem:
+        with pytest.raises(CorruptDataError, match="memoryos repair vic") as err:
+            mem.user_state(VIC)
+        assert err.value.path == str(wal) and err.value.offset == offset
+        assert mem.user_state(ANN).turns == 3  # the others are served
+    assert _hashes(user_path(data_dir, VIC)) == before  # nothing cut, nothing copied
+
+    done = _cli("repair", VIC, data_dir=data_dir)
+    assert done.returncode == 0, done.stderr
+    assert f"damaged end cut at byte {offset}" in done.stdout
+    (backup,) = wal.parent.glob("wal.log.corrupt-*")
+    assert backup.read_bytes() == damaged
+    with MemoryOS.open(data_dir, _config()) as mem:
+        assert sorted(mem.stored_page_ids(VIC), key=lambda p: int(p[1:])) == [
+            f"p{i}" for i in range(1, 12)
+        ]
+
+
 def test_archive_damage_in_the_middle_is_refused_and_nothing_is_changed(tmp_path: Path) -> None:
     data_dir = tmp_path / "data"
     _write_and_die(data_dir, {VIC: 120})

@@ -222,6 +222,22 @@ def test_hostile_input_gets_typed_errors_and_the_system_keeps_serving(open_mem) 
     assert mem.add_turn("u", "still fine", "yes") == "p1"
 
 
+def test_a_limit_that_is_no_setting_is_not_blamed_on_max_text_bytes(open_mem) -> None:
+    # Ids and turn keys have fixed limits in bytes; only texts have max_text_bytes.
+    mem = open_mem()
+    cases = [
+        (("\U0001f600" * 257, "q", "r"), {}, "user_id is 1028 UTF-8 bytes; the limit is 1024"),
+        (("u", "q", "r"), {"assistant_id": "a" * 1025}, "assistant_id is 1025 UTF-8 bytes"),
+        (("u", "q", "r"), {"turn_key": "k" * 201}, "turn_key is 201 UTF-8 bytes"),
+    ]
+    for args, kw, said in cases:
+        with pytest.raises(InvalidInput, match=said) as err:
+            mem.add_turn(*args, **kw)
+        assert "max_text_bytes" not in str(err.value)
+    with pytest.raises(InvalidInput, match=r"query is 65537 UTF-8 bytes.*\(max_text_bytes\)"):
+        mem.add_turn("u", "x" * 65537, "r")
+
+
 def test_export_import_and_forget_round_trip(open_mem, tmp_path: Path) -> None:
     mem = open_mem()
     for i in range(1, 40):
@@ -397,3 +413,48 @@ def test_export_to_a_name_too_long_for_the_file_system_is_a_storage_error(
         mem.export_user("e", tmp_path / ("x" * 252))
     out = mem.export_user("e", tmp_path / "e.msgpack")
     assert out.exists()
+
+
+def test_a_persona_update_while_the_shared_persona_stops_is_kept_and_the_lpm_lives(
+    open_mem,
+) -> None:
+    # A shared persona's LPM that stops between the registry lookup and the send (it is
+    # passivating, or restarting) must not crash the sender: the update is applied (its
+    # facts kept) as when the shared persona is not running at all (#41 item 14).
+    import pykka
+
+    from memoryos_actors.actors.protocol import CompletionDone
+
+    mem = open_mem(MemoryConfig(**{**SMALL, "shared_agent_persona": True}))
+    mem.add_turn("ann", "hi", "hello")
+    mem.flush()
+    shared_name = actor_names("@assistant:default")[2]
+    live = mem.registry.require(shared_name)
+
+    class Gone(pykka.ThreadingActor):
+        pass
+
+    dead = Gone.start()
+    dead.stop()
+    # What the LPM's lookup finds when the shared persona stops right after it.
+    assert mem.registry.unregister(shared_name, live)
+    mem.registry.register(shared_name, dead)
+    lpm = mem.registry.require(actor_names("ann")[2])
+    lpm.tell(
+        CompletionDone(
+            "persona_update",
+            "s1|default",
+            {
+                "traits": [],
+                "facts": ["User owns a red bicycle."],
+                "agent_traits": ["The assistant speaks in short sentences."],
+            },
+            degraded=False,
+            epoch=mem.user_epoch("ann"),
+        )
+    )
+    mem.flush(timeout=30, user_id="ann")
+    assert mem.registry.require(actor_names("ann")[2]) is lpm, "ann's LPM was not restarted"
+    mem.registry.unregister(shared_name, dead)
+    mem.registry.register(shared_name, live)
+    assert [k.text for k in mem.retrieve("ann", "bicycle").kb] == ["User owns a red bicycle."]

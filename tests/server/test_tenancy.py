@@ -5,20 +5,24 @@ check of the same through a live server is ``test_tenant_isolation.py`` (a few c
 from __future__ import annotations
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from memoryos_actors import InvalidInput
 from memoryos_actors.server.keys import check_tenant
 from memoryos_actors.server.tenancy import (
+    MAX_ID_BYTES,
     check_external_id,
+    export_for_tenant,
     external_id,
     external_memory_id,
+    import_for_tenant,
     internal_id,
     internal_memory_id,
     relabel_user_id,
     tenant_prefix,
 )
+from memoryos_actors.validation import check_user_id
 
 tenants = st.from_regex(r"[a-z0-9][a-z0-9_.-]{0,10}", fullmatch=True)
 users = st.text(
@@ -109,3 +113,96 @@ def test_an_export_names_only_its_own_user_as_the_tenant_does(t1: str, t2: str, 
     out = relabel_user_id(payload, mine, user)
     assert out["user_id"] == user and out["pages"][1]["user_id"] == user
     assert out["pages"][0]["user_id"] == (user if theirs == mine else theirs)
+
+
+def _payload(user: str, aid: str) -> dict:
+    """An export payload with an assistant id in every place one is kept."""
+    page = {"user_id": user, "assistant_id": aid, "page_id": "p1", "query": "q"}
+    return {
+        "user_id": user,
+        "state": {
+            "stm": {"user_id": user, "pages": [page]},
+            "mtm": {
+                "segments": [{"pages": [page]}],
+                "work": {
+                    "persona_queue": [{"pages": [page]}],
+                    "jobs": [
+                        {"id": "j1", "kind": "persona_update", "tag": f"j1:s1+s2|{aid}"},
+                        {"id": "j2", "kind": "segment_summary", "tag": "j2:s3"},
+                    ],
+                },
+            },
+            "lpm": {
+                "user_id": user,
+                "personas": {aid: {"profile": {"role": "coach"}}},
+                "edits": [{"id": f"agent_trait:{aid}:a1"}, {"id": "fact:f1"}],
+            },
+        },
+        "archive": [
+            {"t": "page", "page": page},
+            {"t": "agent_trait", "entry": {}, "assistant": aid},
+            {"t": "fact", "entry": {}, "assistant": ""},
+        ],
+    }
+
+
+def _assistants(payload: dict) -> list[str]:
+    state, archive = payload["state"], payload["archive"]
+    return [
+        state["stm"]["pages"][0]["assistant_id"],
+        state["mtm"]["segments"][0]["pages"][0]["assistant_id"],
+        state["mtm"]["work"]["persona_queue"][0]["pages"][0]["assistant_id"],
+        state["mtm"]["work"]["jobs"][0]["tag"].partition("|")[2],
+        *state["lpm"]["personas"],
+        state["lpm"]["edits"][0]["id"].removeprefix("agent_trait:").removesuffix(":a1"),
+        archive[0]["page"]["assistant_id"],
+        archive[1]["assistant"],
+    ]
+
+
+@given(any_tenants, any_tenants, users, users)
+def test_an_export_moves_a_users_assistants_between_tenants_by_their_own_ids(
+    t1: str, t2: str, user: str, aid: str
+) -> None:
+    # Every assistant id of the export loses the tenant's prefix, and an import into
+    # another tenant gives them its own (#41 item 8).
+    original = _payload(internal_id(t1, user), internal_id(t1, aid, "assistant_id"))
+    out = export_for_tenant(original, t1, internal_id(t1, user), user)
+    assert _assistants(out) == [aid] * 8
+    assert out["user_id"] == user and out["state"]["lpm"]["user_id"] == user
+    assert out["state"]["lpm"]["edits"][1]["id"] == "fact:f1"
+    assert out["state"]["mtm"]["work"]["jobs"][1]["tag"] == "j2:s3"
+    assert out["archive"][2]["assistant"] == ""
+    assert _assistants(original) == [internal_id(t1, aid, "assistant_id")] * 8  # a copy
+    moved = import_for_tenant(out, t2)
+    assert _assistants(moved) == [internal_id(t2, aid, "assistant_id")] * 8
+    # An export written before this fix named the assistants by library ids: the prefix
+    # of the export's own tenant gives way to the importing tenant's.
+    assert _assistants(import_for_tenant(original, t2)) == _assistants(moved)
+
+
+def test_an_import_into_a_tenant_refuses_an_assistant_id_no_tenant_can_use() -> None:
+    with pytest.raises(InvalidInput, match="assistant_id must not contain '/'"):
+        import_for_tenant(_payload("zoe", "a/b"), "acme")
+
+
+@given(
+    st.from_regex(r"[a-z0-9][a-z0-9_.-]{62}", fullmatch=True),
+    st.text(st.characters(codec="utf-8", categories=("L", "So")), min_size=1, max_size=256),
+)
+@example("t" * 63, "\U0001f600" * 240)  # 960 bytes: the most an id may have
+@example("t" * 63, "\U0001f600" * 241)
+@example("t" * 63, "\U0001f600" * 256)
+def test_every_id_a_tenant_may_use_fits_the_library_whatever_the_tenant(
+    tenant: str, name: str
+) -> None:
+    # The id's limit is the tenant's own, in bytes: with the longest tenant name its
+    # library id is still one the library takes; past it, the message names the id's
+    # bytes, not the library's limit of the prefixed id (#41 item 14).
+    size = len(name.encode("utf-8"))
+    if size <= MAX_ID_BYTES:
+        assert check_user_id(internal_id(tenant, name)) == f"{tenant}:{name}"
+    else:
+        with pytest.raises(InvalidInput, match=f"is {size} UTF-8 bytes; an id may have") as e:
+            internal_id(tenant, name)
+        assert tenant not in str(e.value)

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 from pathlib import Path
 
 import pytest
+from fifo_reader import FifoReader
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -258,3 +260,52 @@ def test_closing_an_archive_opened_from_its_checkpoint_with_no_append_leaves_it_
     assert (ckpt.stat().st_mtime_ns, ckpt.stat().st_ino) != before
     with Archive(path) as arc:
         assert len(arc) == 6
+
+
+# -- where an export is written: #41 item 13 -------------------------------------------------
+
+
+def test_an_export_through_a_symlink_replaces_the_file_it_names_and_keeps_the_link(
+    tmp_path: Path,
+) -> None:
+    real = tmp_path / "real" / "ann.json"
+    real.parent.mkdir()
+    real.write_text("old", encoding="utf-8")
+    link = tmp_path / "ann-link.json"
+    link.symlink_to(real)
+    write_export(link, {"user_id": "ann"})
+    assert link.is_symlink() and os.readlink(link) == str(real)
+    assert read_export(real) == {"user_id": "ann"}
+    dangling = tmp_path / "to-be.json"
+    dangling.symlink_to(tmp_path / "real" / "new.json")  # names a file not made yet
+    write_export(dangling, {"user_id": "bob"})
+    assert dangling.is_symlink() and read_export(tmp_path / "real" / "new.json")["user_id"] == "bob"
+    assert sorted(p.name for p in (tmp_path / "real").iterdir()) == ["ann.json", "new.json"]
+
+
+def test_an_export_into_a_fifo_is_written_through_it_not_over_it(tmp_path: Path) -> None:
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    reader = FifoReader(fifo)
+    write_export(fifo, {"user_id": "ann", "embs": b"\x00\x01"})
+    got = reader.join()
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode), "the FIFO was replaced"
+    regular = tmp_path / "regular"
+    write_export(regular, {"user_id": "ann", "embs": b"\x00\x01"})
+    assert got == regular.read_bytes()  # the reader got the whole export
+
+
+def test_an_export_onto_a_directory_or_a_socket_is_refused_in_one_line(tmp_path: Path) -> None:
+    import socket
+
+    (tmp_path / "d").mkdir()
+    with pytest.raises(InvalidInput, match="is a directory: an export is written to"):
+        write_export(tmp_path / "d", {"user_id": "ann"})
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        sock.bind(str(tmp_path / "s"))
+        with pytest.raises(InvalidInput, match="is not a regular file: an export is written"):
+            write_export(tmp_path / "s", {"user_id": "ann"})
+        assert stat.S_ISSOCK(os.lstat(tmp_path / "s").st_mode)
+    finally:
+        sock.close()

@@ -156,6 +156,75 @@ def test_a_flipped_byte_in_the_middle_is_refused_and_nothing_is_changed(
         assert any(e["event"] == "store_damage_refused" for e in logs)
 
 
+def test_a_whole_last_record_with_a_flipped_byte_is_damage_not_a_torn_tail(
+    tmp_path: Path,
+) -> None:
+    # A crash cuts a write short; it does not change bytes of a record written whole.
+    # Cutting such a record as a torn tail would drop it without asking (#41 item 14).
+    path = tmp_path / "wal.log"
+    recs = [{"i": i, "pad": "p" * 20} for i in range(1, 6)]
+    write_records(path, recs)
+    data = bytearray(path.read_bytes())
+    last = len(data) - len(encode_frame(5, _packed(recs[-1])))
+    data[last + 16 + 3] ^= 0x01  # one bit inside record 5's payload
+    path.write_bytes(bytes(data))
+    for read_only in (False, True):
+        with capture_logs() as logs, pytest.raises(CorruptDataError, match="wal.log") as err:
+            WAL(path, fsync="never", read_only=read_only)
+        assert err.value.offset == last
+        assert "checksum mismatch" in str(err.value)
+        assert "memoryos repair USER" in str(err.value)
+        assert path.read_bytes() == bytes(data)  # nothing cut
+        assert not list(tmp_path.glob("wal.log.corrupt-*"))
+        assert any(e["event"] == "store_damage_refused" for e in logs)
+
+
+def test_a_whole_last_record_with_a_wrong_seq_is_damage_not_a_torn_tail(tmp_path: Path) -> None:
+    path = tmp_path / "wal.log"
+    write_records(path, [{"i": 1}, {"i": 2}])
+    with open(path, "ab") as f:
+        f.write(encode_frame(9, _packed({"i": 9})))  # checksum-valid, seq 9 after seq 2
+    with pytest.raises(CorruptDataError, match="sequence number 9"):
+        WAL(path, fsync="never")
+
+
+@pytest.mark.parametrize("sectors_written", [0, 1, 2])
+def test_a_last_record_whose_end_never_reached_the_disk_is_a_torn_tail(
+    tmp_path: Path, sectors_written: int
+) -> None:
+    # A crash can leave the file grown and the end of the last write unwritten (zero
+    # bytes from a sector boundary on): incomplete, so cut as a torn tail, with a copy.
+    path = tmp_path / "wal.log"
+    write_records(path, [{"i": 1}])
+    head = path.stat().st_size
+    frame = encode_frame(2, _packed({"i": 2, "pad": "x" * 1500}))
+    # The record's bytes up to a sector boundary reached the disk, none after it.
+    keep = (-head) % 512 + 512 * (sectors_written - 1) if sectors_written else 0
+    assert keep < len(frame)
+    with open(path, "ab") as f:
+        f.write(frame[:keep] + b"\0" * (len(frame) - keep))
+    assert path.stat().st_size == head + len(frame)  # whole length, bad checksum
+    with capture_logs() as logs:
+        assert read_all(path) == [(1, {"i": 1})]
+    assert path.stat().st_size == head
+    assert any(e["event"] == "store_damaged_tail_cut" for e in logs)
+    assert len(list(tmp_path.glob("wal.log.corrupt-*"))) == 1
+
+
+def test_damage_to_the_last_record_found_while_reading_offers_the_repair(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "wal.log"
+    with WAL(path, fsync="never") as wal:
+        for i in range(3):
+            wal.append({"i": i, "pad": "p" * 20})
+        with open(path, "r+b") as f:  # damaged since the open: nothing intact after it
+            f.seek(-5, os.SEEK_END)
+            f.write(b"\xff")
+        with pytest.raises(CorruptDataError, match=r"checksum mismatch; repair the user"):
+            list(wal.read())
+
+
 def test_a_huge_length_field_does_not_allocate_huge_memory(tmp_path: Path) -> None:
     path = tmp_path / "wal.log"
     write_records(path, [{"i": 1}])
