@@ -306,8 +306,8 @@ class PlacementBacklog(Backlog):
         now = time.monotonic()
         lags: list[float] = []
         with self._cond:
-            if self._busy_since is not None and n == 1:
-                gap = now - self._busy_since
+            if self._busy_since is not None and n >= 1:
+                gap = (now - self._busy_since) / n  # a batch taken at once: per item
                 pace = gap if self._pace is None else self._pace + self._ALPHA * (gap - self._pace)
                 self._pace = pace
                 fits = int(self.drain_seconds / pace) if pace > 0 else self.cap

@@ -254,12 +254,16 @@ class MTMActor(SupervisedActor):
                 self.complete = False  # stopping before these pages' turn: the WAL has them
                 return None
             pages = [ins.page for ins in message.inserts]
-            embeddings = self.env.gateway.embed(
-                [page_text(p) for p in pages], user_id=self.env.user_id
-            )
-            for ins, emb in zip(message.inserts, embeddings, strict=True):
-                self.env.insert_backlog.release()  # one by one: the pace is per page
-                self._insert(ins.page, ins.now, emb)
+            try:
+                embeddings = self.env.gateway.embed(
+                    [page_text(p) for p in pages], user_id=self.env.user_id
+                )
+                for ins, emb in zip(message.inserts, embeddings, strict=True):
+                    self._insert(ins.page, ins.now, emb)
+            finally:
+                # Released once placed, all together: the queue's pace is then the batch's
+                # time (the one embedding call included) per page.
+                self.env.insert_backlog.release(len(message.inserts))
             return None
         if isinstance(message, ApplyEdit):
             rec = message.record
