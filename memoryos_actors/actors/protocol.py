@@ -248,6 +248,12 @@ class EditMemory:
     chains: tuple[tuple[str, int, int], ...] = ()
     #: Segments whose summary may quote a deleted page.
     segments: tuple[str, ...] = ()
+    #: ``(segment id or "", text)`` of each page deleted: LPM finds the facts, agent traits
+    #: and traits that quote them (never logged).
+    quoted: tuple[tuple[str, str], ...] = ()
+    #: ``(segment id, texts of the pages it keeps)`` of every segment MTM holds (a segment
+    #: not named here keeps only what the archive holds of it).
+    kept: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
