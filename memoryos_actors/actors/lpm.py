@@ -44,6 +44,7 @@ from .protocol import (
     Inspect,
     LPMPicture,
     LPMSearch,
+    PersonaAgain,
     Ping,
     ReadHistory,
     TierState,
@@ -179,6 +180,12 @@ class LPMActor(SupervisedActor):
         env = self.env
         job_id, segment_id, assistant_id = split_tag(done.tag)
         data = done.data
+        read = {int(s) for s in data.get("pages") or ()}
+        if not read.isdisjoint(env.store.edits.deleted_pages):
+            # Asked before a page it read was deleted: it may quote it. MTM asks again
+            # from the pages left.
+            env.registry.tell(env.mtm_name, PersonaAgain(segment_id))
+            return
         record: dict[str, Any] = {
             "t": "persona",
             "assistant": assistant_id or "default",

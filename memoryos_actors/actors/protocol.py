@@ -44,6 +44,7 @@ __all__ = [
     "MTMSearch",
     "OwedJobs",
     "Pending",
+    "PersonaAgain",
     "Ping",
     "Progress",
     "ReadHistory",
@@ -135,6 +136,14 @@ class RefreshSummary:
     """Timer -> MTM: the debounce window of a segment's summary has passed."""
 
     segment_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class PersonaAgain:
+    """LPM -> MTM: a persona update read a page deleted before it reached LPM (it may
+    quote it) and was dropped; ask again for the segments ``body`` names (``"s1+s2"``)."""
+
+    body: str
 
 
 @dataclass(frozen=True, slots=True)

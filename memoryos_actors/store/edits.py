@@ -358,6 +358,10 @@ class EditLog:
             return {**page, "meta_chain": ""}
         return page
 
+    def deleted_segments(self) -> set[str]:
+        """Ids of the segments deleted whole (``s3``)."""
+        return {m[len("segment:") :] for m in self.deleted if m.startswith("segment:")}
+
     def page_deleted(self, seq: int) -> bool:
         """Whether the page of turn ``seq`` was deleted (itself or with its segment)."""
         return seq in self.deleted_pages

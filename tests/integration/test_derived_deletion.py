@@ -15,13 +15,18 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 from pathlib import Path
 from typing import Any
 
 import pytest
 from sysutil import SMALL, turn_text
+from waiting import wait_until
 
 from memoryos_actors import ManualClock, MemoryConfig, MemoryOS, UnknownMemory
+from memoryos_actors.actors.base import actor_names
+from memoryos_actors.actors.protocol import CompletionDone
+from memoryos_actors.gateway.offline import OfflineBackend
 
 USER = "derived"
 #: A word said once, in the page the tests delete.
@@ -154,6 +159,75 @@ def test_a_deleted_segment_takes_everything_learned_from_it_only(open_mem, tmp_p
     assert _facts(mem) == {mid: t for mid, t in facts.items() if mid not in gone}
     seen = _seen(mem, tmp_path)
     assert SECRET not in seen and "glacier lakes" not in seen
+
+
+def test_a_page_deleted_before_its_segments_persona_is_asked_is_not_learned(
+    open_mem, tmp_path: Path
+) -> None:
+    # Promoted segments wait persona_debounce_seconds to share one persona call: a page
+    # deleted meanwhile must not be in it (nor in one asked before the delete and
+    # answered after it).
+    mem = open_mem(MemoryConfig(**{**CFG, "persona_debounce_seconds": 3600.0}))
+    for q, r in TURNS:
+        mem.add_turn(USER, q, r)
+    for i in range(10):
+        mem.add_turn(USER, *turn_text(USER, i))
+    # (Pages move from STM to MTM, where they are promoted, as the writes go on.)
+    wait_until(lambda: mem.get_memory(USER, "page:p2").tier == "mtm", "p2 placed in MTM")
+    assert _facts(mem) == {}  # promoted, not asked yet
+    event = mem.delete_memory(USER, "page:p1")
+    assert event.rewrote == (f"segment:{mem.get_memory(USER, 'page:p2').segment_id}",)
+    mem.flush()  # asks every persona update owed at once
+    facts = _facts(mem)
+    assert any("luthier" in text for text in facts.values())  # the others were learned
+    assert SECRET not in _seen(mem, tmp_path)
+
+
+def test_a_persona_update_asked_before_the_delete_and_answered_after_it_is_asked_again(
+    open_mem, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The offline LLM holds its answers for the page's segment until the page is deleted.
+    asked, release = threading.Event(), threading.Event()
+    learn = OfflineBackend._persona_update
+
+    def held(self: OfflineBackend, payload: dict[str, Any]) -> dict[str, Any]:
+        if SECRET in repr(payload).casefold():
+            asked.set()
+            assert release.wait(60.0)
+        return learn(self, payload)
+
+    monkeypatch.setattr(OfflineBackend, "_persona_update", held)
+    mem = open_mem(MemoryConfig(**CFG))
+    for q, r in TURNS:
+        mem.add_turn(USER, q, r)
+    for i in range(10):
+        mem.add_turn(USER, *turn_text(USER, i))
+    assert asked.wait(60.0), "no persona update was asked for the page's segment"
+    try:
+        mem.delete_memory(USER, "page:p1")
+    finally:
+        release.set()
+    mem.flush()
+    assert any("luthier" in text for text in _facts(mem).values())
+    assert SECRET not in _seen(mem, tmp_path)
+
+
+def test_lpm_drops_a_persona_update_that_read_a_page_deleted_on_its_way(open_mem) -> None:
+    # MTM handed it on before it learned of the deletion: LPM, where deletions are
+    # decided, drops it, and MTM asks again from the pages left.
+    mem = open_mem(MemoryConfig(**CFG))
+    _fill(mem, 10)
+    seg = mem.get_memory(USER, "page:p1").segment_id
+    mem.delete_memory(USER, "page:p1")
+    before = _facts(mem)
+    lpm = mem.registry.require(actor_names(USER)[2])
+    for pages, fact in (([1, 2], "User's sister is Quillonby."), ([2], "User hikes a lot.")):
+        data = {"traits": [], "facts": [fact], "agent_traits": [], "pages": pages}
+        lpm.tell(
+            CompletionDone("persona_update", f"{seg}|default", data, False, mem.user_epoch(USER))
+        )
+    mem.flush()
+    assert set(_facts(mem).values()) - set(before.values()) == {"User hikes a lot."}
 
 
 _CHILD = textwrap.dedent("""
