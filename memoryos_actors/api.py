@@ -335,7 +335,7 @@ class MemoryAPI(Protocol):
         archived, are deleted; a trait whose evidence quotes it falls back to the newest
         change of its history that does not (or is cleared); a fact the user corrected
         keeps its text and loses the old values that quote it. The event's ``rewrote``
-        names each, and the segment whose summary is asked for again. The history keeps
+        names each, and the segment whose summary was cleared. The history keeps
         only that the memory was deleted, and when: its earlier values are erased from it.
         The event returned carries the deleted text (``old``) for the caller; it is stored
         nowhere. :class:`UnknownMemory` if there is no such memory.

@@ -85,7 +85,8 @@ class MemoryEvent:
         rewrote: for the deletion of a page or segment, the memories that quoted it and
             went with it, by id: facts and agent traits deleted, traits set back to what
             other turns taught (or cleared), facts the user corrected whose old values were
-            erased, and the segment whose summary is asked for again. Empty otherwise.
+            erased, and the segment whose summary was cleared (asked for again while MTM
+            holds it). Empty otherwise.
     """
 
     memory_id: str

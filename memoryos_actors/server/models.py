@@ -427,8 +427,8 @@ class MemoryEventOut(BaseModel):
         default_factory=list,
         description="A deletion of a turn or segment: the memories that quoted it and went "
         "with it (facts and assistant traits deleted, traits set back or cleared, a "
-        "corrected fact's old values erased, the segment whose summary is made again). "
-        "Empty otherwise.",
+        "corrected fact's old values erased, the segment whose summary was cleared and, "
+        "in mid-term memory, asked for again). Empty otherwise.",
     )
 
 

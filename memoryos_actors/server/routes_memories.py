@@ -90,9 +90,9 @@ def add_memory_routes(v1: APIRouter, state: ServerState) -> None:
         Deleting a segment deletes its turns. What quotes a deleted turn goes with it:
         facts and assistant traits learned from it are deleted, a trait whose evidence
         quotes it falls back to what other turns taught (or is cleared), its topic's
-        summary is made again; `rewrote` names each. Durable when this answers. The
-        answer carries the deleted text; the memory's history keeps only that it was
-        deleted, and when."""
+        summary is cleared (and made again); `rewrote` names each. Durable when this
+        answers. The answer carries the deleted text; the memory's history keeps only that
+        it was deleted, and when."""
         tenant, event = await state.on_memory(
             request, user_id, memory_id, lambda mem, u, i: mem.delete_memory(u, i)
         )
