@@ -3,10 +3,10 @@
 Tools: ``add_turn``, ``retrieve``, ``chat``, ``list_users``, ``list_memories``,
 ``delete_memory``, ``correct_memory`` and ``forget_user``, each for the user named in
 the call; an argument a tool does not take is refused, never ignored. Over streamable
-HTTP (``/mcp`` on
-``memoryos serve --mcp``) the tenant is the API key's, checked by the server's gate
-before the SDK sees the request; over stdio (``memoryos mcp``) it is the ``--tenant``
-given on the command line, since whoever can start the process owns its data.
+HTTP (``/mcp`` on ``memoryos serve --mcp``) the tenant is the API key's, checked by the
+server's gate before the SDK sees the request; over stdio (``memoryos mcp``) it is the
+``--tenant`` given on the command line, since whoever can start the process owns its
+data.
 
 ``delete_memory`` deletes one memory (and names what quoted it and went with it);
 ``forget_user`` deletes all of a user's memory.
