@@ -335,11 +335,15 @@ class MemoryAPI(Protocol):
         Deleting a segment deletes its pages; deleting a trait clears its level. Text that
         may quote a deleted page is cleared with it: the chain summaries of the later pages
         of its dialogue chain, and the summary of the segment that held it (asked for again
-        from the pages left). Facts the LLM distilled from a deleted page are memories of
-        their own (delete them too). The history keeps only that the memory was deleted,
-        and when: its earlier values are erased from it. The event returned carries the
-        deleted text (``old``) for the caller; it is stored nowhere.
-        :class:`UnknownMemory` if there is no such memory.
+        from the pages left). What the LLM distilled from a deleted page and quotes it goes
+        too (:mod:`memoryos_actors.tiers.quotes`): such facts and agent traits, held or
+        archived, are deleted; a trait whose evidence quotes it falls back to the newest
+        change of its history that does not (or is cleared); a fact the user corrected
+        keeps its text and loses the old values that quote it. The event's ``rewrote``
+        names each, and the segment whose summary was cleared. The history keeps
+        only that the memory was deleted, and when: its earlier values are erased from it.
+        The event returned carries the deleted text (``old``) for the caller; it is stored
+        nowhere. :class:`UnknownMemory` if there is no such memory.
         """
 
     def correct_memory(

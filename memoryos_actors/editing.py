@@ -32,7 +32,14 @@ from .memories import (
 )
 from .messages import TraitLevel
 from .paging import MemoryList, check_limit, decode_cursor, memory_sort_key, page_of
-from .store.edits import EDITABLE_KINDS, MEMORY_KINDS, EditRecord, MemoryRef, parse_memory_id
+from .store.edits import (
+    EDITABLE_KINDS,
+    MEMORY_KINDS,
+    EditRecord,
+    MemoryRef,
+    derived_of,
+    parse_memory_id,
+)
 from .validation import check_text as _check_text
 from .validation import check_user_id as _check_user_id
 
@@ -115,10 +122,9 @@ class MemoryEditing:
                     if ref.kind == "segment"
                     else f"persona update of {current.source_segment or 'unknown segment'}"
                 )
+                own = [rec for rec in edits if rec.get("id") == ref.memory_id]
                 first = (
-                    edits[0]["old"]
-                    if edits and ref.kind in ("fact", "agent_trait")
-                    else current.text
+                    own[0]["old"] if own and ref.kind in ("fact", "agent_trait") else current.text
                 )
                 events.append(
                     MemoryEvent(ref.memory_id, "created", current.timestamp, None, str(first), by)
@@ -138,6 +144,20 @@ class MemoryEditing:
                     )
                 level = new_level
             for rec in edits:
+                if rec.get("id") != ref.memory_id:
+                    # A deletion that took this memory along: it quoted a deleted page.
+                    took = {mid: action for mid, action, _at in derived_of(rec)}
+                    events.append(
+                        MemoryEvent(
+                            ref.memory_id,
+                            "deleted" if took.get(ref.memory_id) == "delete" else "changed",
+                            float(rec.get("ts", 0.0)),
+                            None,
+                            None,
+                            f"deletion of {rec.get('id')}",
+                        )
+                    )
+                    continue
                 deleted = rec.get("op") == "delete"
                 new = rec.get("new")
                 events.append(
@@ -207,11 +227,11 @@ class MemoryEditing:
         ref = parse_memory_id(memory_id)
         self._core.check_writable("delete_memory")
 
-        def run(entry: UserEntry) -> EditRecord:
+        def run(entry: UserEntry) -> tuple[EditRecord, tuple[str, ...]]:
             with self._edit_lock(uid):
                 return deleting(entry)
 
-        def deleting(entry: UserEntry) -> EditRecord:
+        def deleting(entry: UserEntry) -> tuple[EditRecord, tuple[str, ...]]:
             found = self._find(entry, uid, ref)
             gone: list[Memory] = []
             if ref.kind == "page":
@@ -227,23 +247,53 @@ class MemoryEditing:
                     seq = int(m.memory_id[len("page:p") :])
                     chains[m.chain_id] = min(chains.get(m.chain_id, seq), seq)
             segments = (found.segment_id,) if ref.kind == "page" and found.segment_id else ()
-            upto = int(self._core.ask(actor_names(uid)[0], Inspect()).turns)
+            stm_n, mtm_n, _lpm_n = actor_names(uid)
+            upto = int(self._core.ask(stm_n, Inspect()).turns)
+            seqs = tuple(int(m.memory_id[len("page:p") :]) for m in gone)
+            # What LPM needs to find the facts and traits that quote the pages: their
+            # texts, and what each segment MTM holds keeps (the archive has the rest).
+            held = self._core.ask(mtm_n, Inspect()).segments
+            kept = tuple(
+                (
+                    seg.segment_id,
+                    tuple(page_text(p.query, p.response) for p in seg.pages if p.seq not in seqs),
+                )
+                for seg in held
+            )
             rec = self._edit(
                 uid,
                 EditMemory(
                     "delete",
                     ref.memory_id,
                     "",  # the text is not kept anywhere
-                    pages=tuple(int(m.memory_id[len("page:p") :]) for m in gone),
+                    pages=seqs,
                     chains=tuple((c, s, upto) for c, s in chains.items()),
                     segments=segments,
+                    quoted=tuple((m.segment_id or "", m.text) for m in gone),
+                    kept=kept,
                 ),
             )
-            return dataclasses.replace(rec, old=found.text)
+            # A summary that may quote the page is asked for again, unless the page was
+            # all its segment held (the segment went with it).
+            left = dict(kept)
+            summaries = tuple(
+                f"segment:{sid}"
+                for sid in segments
+                if left.get(sid) or (sid not in left and self._archived_left(entry, sid, seqs))
+            )
+            return dataclasses.replace(rec, old=found.text), summaries
 
-        rec = self._lifecycle.call(uid, run, create=False)
+        rec, summaries = self._lifecycle.call(uid, run, create=False)
         self._purge_cached(uid)
-        return MemoryEvent(ref.memory_id, "deleted", rec.ts, str(rec.old), None, "edit")
+        return MemoryEvent(
+            ref.memory_id,
+            "deleted",
+            rec.ts,
+            str(rec.old),
+            None,
+            "edit",
+            rewrote=rec.rewrote + summaries,
+        )
 
     def correct_memory(
         self, user_id: str, memory_id: str, value: str, evidence: str = ""
@@ -310,6 +360,15 @@ class MemoryEditing:
         self._core.ask(stm_n, ApplyEdit(rec))
         self._core.ask(mtm_n, ApplyEdit(rec))
         return rec
+
+    @staticmethod
+    def _archived_left(entry: UserEntry, segment_id: str, seqs: tuple[int, ...]) -> bool:
+        """Whether the archive holds a page of ``segment_id`` besides turns ``seqs``."""
+        if entry.store is None:
+            return False
+        return any(
+            seq not in seqs for _sid, seq, _text in entry.store.cold.segment_pages((segment_id,))
+        )
 
     def _purge_cached(self, uid: str) -> None:
         """The gateway's cached answers, embeddings and redo records of ``uid`` may quote

@@ -80,7 +80,13 @@ class MemoryEvent:
         old: the value before (None for ``"created"``).
         new: the value after (None for ``"deleted"``).
         by: what made the change: ``"turn"``, ``"segmentation"``, ``"persona update of
-            <segment>"`` or ``"edit"`` (a call of this API).
+            <segment>"``, ``"edit"`` (a call of this API) or ``"deletion of <memory id>"``
+            (the memory quoted a deleted page and went with it).
+        rewrote: for the deletion of a page or segment, the memories that quoted it and
+            went with it, by id: facts and agent traits deleted, traits set back to what
+            other turns taught (or cleared), facts the user corrected whose old values were
+            erased, and the segment whose summary was cleared (asked for again while MTM
+            holds it). Empty otherwise.
     """
 
     memory_id: str
@@ -89,6 +95,7 @@ class MemoryEvent:
     old: str | None
     new: str | None
     by: str
+    rewrote: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,7 +17,9 @@ import structlog
 
 from supervisor import SupervisedActor
 
+from ..cold_items import ColdItem
 from ..errors import InvalidInput, MemoryOSError, UnknownMemory
+from ..lexicon import terms
 from ..messages import (
     AgentProfile,
     FactHit,
@@ -29,8 +31,10 @@ from ..messages import (
     UserProfile,
 )
 from ..store.archived import ArchivedFact, emb_from_f16, emb_to_f16
-from ..store.edits import EDITABLE_KINDS, EditRecord, parse_memory_id
+from ..store.edits import EDITABLE_KINDS, EditRecord, cold_item_id, parse_memory_id
 from ..tiers.lpm import LPMCore
+from ..tiers.quotes import Deletion
+from ..tiers.traits import TRAITS_BY_NAME
 from .base import UserEnv, actor_names, persona_owner, reply_state
 from .protocol import (
     ApplyPersona,
@@ -40,6 +44,7 @@ from .protocol import (
     Inspect,
     LPMPicture,
     LPMSearch,
+    PersonaAgain,
     Ping,
     ReadHistory,
     TierState,
@@ -53,6 +58,10 @@ log = structlog.get_logger("memoryos.lpm")
 
 #: Applied job ids an LPM state keeps.
 _APPLIED_JOBS = 512
+
+#: Archived facts and agent traits a deletion looks at: those that best match the deleted
+#: pages' words (one that quotes a page shares its words).
+_QUOTE_CANDIDATES = 1000
 
 #: WAL record kinds that LPM writes and replays.
 _LPM_RECORDS = ("user_profile", "agent_profile", "persona", "edit")
@@ -171,6 +180,12 @@ class LPMActor(SupervisedActor):
         env = self.env
         job_id, segment_id, assistant_id = split_tag(done.tag)
         data = done.data
+        read = {int(s) for s in data.get("pages") or ()}
+        if not read.isdisjoint(env.store.edits.deleted_pages):
+            # Asked before a page it read was deleted: it may quote it. MTM asks again
+            # from the pages left.
+            env.registry.tell(env.mtm_name, PersonaAgain(segment_id))
+            return
         record: dict[str, Any] = {
             "t": "persona",
             "assistant": assistant_id or "default",
@@ -250,15 +265,106 @@ class LPMActor(SupervisedActor):
             new=new,
             evidence=evidence,
             emb=emb,
+            derived=self._quoting(msg) if msg.op == "delete" and msg.quoted else (),
         )
         lsn = self._log_and_apply(edit.encode())
         return dataclasses.replace(edit, lsn=lsn)
+
+    def _quoting(self, msg: EditMemory) -> tuple[tuple[str, str, tuple[int, ...]], ...]:
+        """What of this LPM quotes the pages ``msg`` deletes, as ``EditRecord.derived``
+        entries (:mod:`memoryos_actors.tiers.quotes`): hot and archived facts and agent
+        traits, traits and their history, and the old values of facts the user corrected."""
+        edits = self.env.store.edits
+        hot = dict(msg.kept)
+        deleted = {int(s) for s in msg.pages}
+
+        def kept(segment_id: str) -> list[str]:
+            texts = list(hot.get(segment_id, ()))
+            texts.extend(t for _s, seq, t in self._archived_pages(segment_id) if seq not in deleted)
+            return texts
+
+        deletion = Deletion(msg.quoted, kept)
+        corrected = {mid for mid in edits.corrected if not mid.startswith("trait:")}
+        found = self.core.quoting(deletion.quotes, skip=corrected)
+        named = {mid for mid, _a, _at in found}
+        for mid, text, source in self._archived_entries(msg.quoted):
+            if mid not in named and mid not in corrected and not edits.gone(mid):
+                if deletion.quotes(text, source):
+                    found.append((mid, "delete", ()))
+                    named.add(mid)
+        for mid in sorted(corrected):
+            olds = [
+                str(r["old"]) for r in edits.history(mid) if r.get("id") == mid and r.get("old")
+            ]
+            source = self._source_of(mid)
+            if not edits.gone(mid) and any(deletion.quotes(o, source) for o in olds):
+                found.append((mid, "scrub", ()))
+        return tuple(found)
+
+    def _archived_pages(self, segment_id: str) -> list[tuple[str, int, str]]:
+        """The pages of ``segment_id`` in the archive (none when the index fails: what the
+        segment keeps is then taken to be what MTM holds)."""
+        try:
+            return self.env.store.cold.segment_pages((segment_id,))
+        except MemoryOSError as exc:
+            log.warning("lpm.cold_segment_failed", user=self.env.user_id, error=str(exc))
+            return []
+
+    def _archived_entries(self, quoted: Any) -> list[tuple[str, str, str | None]]:
+        """``(memory id, text, source segment)`` of the archived facts and agent traits that
+        share a word with the ``quoted`` pages' texts (the only ones that can quote them)."""
+        words = sorted({t for _seg, text in quoted for t in terms(text)})
+        if not words:
+            return []
+        try:
+            found = self.env.store.cold.search(
+                words, _QUOTE_CANDIDATES, kinds=("fact", "agent_trait")
+            )
+        except MemoryOSError as exc:
+            log.warning("lpm.cold_search_failed", user=self.env.user_id, error=str(exc))
+            return []
+        out = []
+        for item in found.items:
+            if not isinstance(item, ColdItem):  # a light row: never asked for here
+                continue
+            rec = item.record
+            entry_id = str(rec.get("entry_id", ""))
+            mid = (
+                f"fact:{entry_id}"
+                if item.kind == "fact"
+                else f"agent_trait:{rec.get('assistant', '')}:{entry_id}"
+            )
+            source = rec.get("source_segment")
+            out.append((mid, str(rec.get("text", item.text)), str(source) if source else None))
+        return out
+
+    def _source_of(self, memory_id: str) -> str | None:
+        """The source segment of fact or agent trait ``memory_id``, held or archived."""
+        ref = parse_memory_id(memory_id)
+        entry = self.core.entry(ref.kind, ref.key, ref.assistant)
+        if entry is not None:
+            return entry.source_segment
+        item_id = cold_item_id(ref)
+        try:
+            item = self.env.store.cold.item(item_id) if item_id else None
+        except MemoryOSError:
+            item = None
+        source = item.record.get("source_segment") if item is not None else None
+        return str(source) if source else None
 
     def _apply_edit(self, rec: dict[str, Any], lsn: int) -> None:
         """Apply an edit record (live or replayed): idempotent."""
         edit = EditRecord.decode(rec)
         ref = parse_memory_id(edit.memory_id)
         core = self.core
+        for mid, action, at in edit.derived:
+            # What quoted the deleted pages, as the deletion found it: replayed exactly.
+            took = parse_memory_id(mid)
+            if took.kind == "trait":
+                if took.key in TRAITS_BY_NAME:
+                    core.forget_trait_changes(took.key, at, revert=action == "revert")
+            elif action == "delete":
+                core.remove_entry(took.kind, took.key, took.assistant)
         if ref.kind in ("fact", "agent_trait"):
             if edit.op == "delete":
                 core.remove_entry(ref.kind, ref.key, ref.assistant)

@@ -27,10 +27,12 @@ after the LLM timeout with all its retries is asked again.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import threading
 import time
 from collections import deque
+from collections.abc import Set as AbstractSet
 from typing import Any
 
 import structlog
@@ -60,6 +62,7 @@ from .protocol import (
     MTMSearch,
     OwedJobs,
     Pending,
+    PersonaAgain,
     Ping,
     RefreshSummary,
     StateIncomplete,
@@ -283,6 +286,9 @@ class MTMActor(SupervisedActor):
             if message.armed is self.persona_armed:
                 self._ask_persona()
             return None
+        if isinstance(message, PersonaAgain):
+            self.persona_again(message.body)
+            return None
         if isinstance(message, RefreshSummary):
             self.summary_timers.pop(message.segment_id, None)
             self._request_summary(message.segment_id)
@@ -412,7 +418,30 @@ class MTMActor(SupervisedActor):
                 dropped += 1
                 if sid is not None and not self.core.segment_pages(sid):
                     self._forget_segment(sid)
+        self.unread(
+            {int(s) for s in seqs},
+            {str(m)[len("segment:") :] for m in memory_ids if str(m).startswith("segment:")},
+        )
         return dropped
+
+    def unread(self, seqs: AbstractSet[int], segments: AbstractSet[str]) -> None:
+        """Persona work that would read deleted pages (turn ``seqs``; ``segments`` deleted
+        whole) leaves them out: a promoted segment waiting for its persona update keeps
+        the pages left; an answer waiting for LPM that read a deleted page is dropped and
+        asked again (called once the pages are gone from the core)."""
+        queue = []
+        for record in self.persona_queue:
+            pages = tuple(p for p in record.pages if p.seq not in seqs)
+            if record.segment_id in segments or not pages:
+                continue
+            queue.append(
+                record
+                if len(pages) == len(record.pages)
+                else dataclasses.replace(record, pages=pages)
+            )
+        self.persona_queue = queue
+        for tag in self.jobs.drop_to_lpm(self.env.store.edits.deleted_pages):
+            self.persona_again(split_tag(tag)[1])
 
     def _forget_segment(self, seg_id: str) -> None:
         timer = self.summary_timers.pop(seg_id, None)
@@ -503,6 +532,7 @@ class MTMActor(SupervisedActor):
             "segment_summary",
             {"pages": [{"query": p.query, "response": p.response} for p in pages]},
             segment_id,
+            reads=(p.seq for p in pages),
         )
 
     def _ask_persona(self) -> int:
@@ -542,6 +572,7 @@ class MTMActor(SupervisedActor):
             "segment_persona",
             {"pages": [{"query": p.query, "response": p.response} for p in pages]},
             f"{segment_id}|{assistant}",
+            reads=(p.seq for p in pages),
         )
 
     def _request_persona(self, segments: list[Any]) -> None:
@@ -561,6 +592,7 @@ class MTMActor(SupervisedActor):
             "persona_update",
             {"pages": pages},
             f"{'+'.join(s.segment_id for s in segments)}|{assistant}",
+            reads=(p.seq for segment in segments for p in segment.pages),
         )
 
     # -- answers ----------------------------------------------------------------------------
@@ -573,20 +605,53 @@ class MTMActor(SupervisedActor):
         if not self.jobs.accept(job_id, done.degraded):
             return  # a second answer to a job already answered as well or better
         data = done.data
+        # A job that read a page deleted since may quote it: its answer is dropped and
+        # the job asked again from the pages left.
+        stale = self.jobs.read_deleted(job_id, self.env.store.edits.deleted_pages)
         if done.kind in ("segment_summary", "segment_persona"):
-            self.core.set_summary(
-                body,
-                str(data.get("summary", "")),
-                frozenset(str(k) for k in data.get("keywords", ())),
-            )
-        if done.kind not in _PERSONA_KINDS:
+            if stale:
+                self._summarise_again(body)
+            else:
+                self.core.set_summary(
+                    body,
+                    str(data.get("summary", "")),
+                    frozenset(str(k) for k in data.get("keywords", ())),
+                )
+        if done.kind not in _PERSONA_KINDS or stale:
             self.jobs.settle(job_id)  # a persona update's once LPM has it
+            if stale and done.kind in _PERSONA_KINDS:
+                self.persona_again(body)
         else:
-            persona = {k: data.get(k, []) for k in ("traits", "facts", "agent_traits")}
+            persona: dict[str, Any] = {
+                k: data.get(k, []) for k in ("traits", "facts", "agent_traits")
+            }
+            # LPM drops it too if one of these pages is deleted before it gets there.
+            persona["pages"] = sorted(self.jobs.reads.get(job_id, ()))
             self.jobs.hand_to_lpm(
                 job_id,
                 CompletionDone("persona_update", done.tag, persona, done.degraded, done.epoch),
             )
+
+    def _summarise_again(self, segment_id: str) -> None:
+        """Ask for ``segment_id``'s summary again (after the debounce window)."""
+        if self.core.segment_pages(segment_id):
+            every = self.env.config.summary_every_pages
+            self.unsummarised[segment_id] = max(self.unsummarised.get(segment_id, 0), every)
+            self._schedule_summary(segment_id)
+
+    def requeue_persona(self, body: str) -> None:
+        """Queue again for a persona update the segments ``body`` names (``"s1+s2"``) that
+        are still here, with the pages they hold now."""
+        for seg_id in body.split("+"):
+            record = self.core.segment(seg_id)
+            if record is not None and record.pages:
+                self.persona_queue.append(record)
+
+    def persona_again(self, body: str) -> None:
+        """Ask again for the persona update of the segments ``body`` names (see
+        :meth:`requeue_persona`), after the debounce window."""
+        self.requeue_persona(body)
+        self._arm_persona_ask(self.env.config.persona_debounce_seconds)
 
 
 class _Recover:

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import secrets
 from collections import OrderedDict, deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from collections.abc import Set as AbstractSet
 from typing import TYPE_CHECKING, Any
 
 import pykka
@@ -76,6 +77,9 @@ class MTMJobs:
         self.timers: dict[str, TimerRef] = {}
         #: Job ids answered lately, with whether that answer was degraded.
         self.answered: OrderedDict[str, bool] = OrderedDict()
+        #: The turn seqs of the pages each job of this incarnation read (the latest
+        #: ones): an answer that read a page deleted since may quote it.
+        self.reads: OrderedDict[str, frozenset[int]] = OrderedDict()
         self.token = secrets.token_hex(4)
         self.count = 0
         cfg = env.config
@@ -85,11 +89,15 @@ class MTMJobs:
         """Jobs held back plus persona updates not handed to LPM yet."""
         return len(self.outgoing) + len(self.to_lpm)
 
-    def ask(self, kind: str, payload: Any, body: str) -> None:
+    def ask(self, kind: str, payload: Any, body: str, reads: Iterable[int] = ()) -> None:
         """Ask the gateway for a job whose answer comes back to the actor, and owe it until
-        then (tagged ``"<job id>:<body>"``)."""
+        then (tagged ``"<job id>:<body>"``); ``reads``: the turn seqs of the pages in
+        ``payload``."""
         self.count += 1
         job_id = f"{self.token}.{self.count}"
+        self.reads[job_id] = frozenset(reads)
+        while len(self.reads) > _ANSWERED_MEMORY:
+            self.reads.popitem(last=False)
         env = self.env
         self.submit(
             CompletionJob(
@@ -160,6 +168,24 @@ class MTMJobs:
         """Queue a persona update for LPM (job ``job_id`` stays owed until handed on)."""
         self.to_lpm.append((job_id, update))
         self.send_to_lpm()
+
+    def read_deleted(self, job_id: str, deleted: AbstractSet[int]) -> bool:
+        """Whether job ``job_id`` read a page among turn seqs ``deleted``."""
+        return not self.reads.get(job_id, frozenset()).isdisjoint(deleted)
+
+    def drop_to_lpm(self, deleted: AbstractSet[int]) -> list[str]:
+        """Drop the persona updates waiting for LPM whose job read a page among turn seqs
+        ``deleted`` (they may quote it); returns their tags (each job settled)."""
+        kept: deque[tuple[str, CompletionDone]] = deque()
+        dropped: list[str] = []
+        for job_id, update in self.to_lpm:
+            if self.read_deleted(job_id, deleted):
+                dropped.append(update.tag)
+                self.settle(job_id)
+            else:
+                kept.append((job_id, update))
+        self.to_lpm = kept
+        return dropped
 
     def send_to_lpm(self) -> None:
         """Hand answered persona updates to LPM, in order. While LPM is not registered

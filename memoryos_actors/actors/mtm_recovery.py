@@ -153,8 +153,15 @@ def restore_work(
     for seg_id, n in dict(work.get("unsummarised", {})).items():
         if core.segment_pages(str(seg_id)):
             unsummarised[str(seg_id)] = max(unsummarised.get(str(seg_id), 0), int(n))
-    queued = [SegmentRecord.from_dict(d) for d in work.get("persona_queue", ())]
-    actor.persona_queue = queued + actor.persona_queue
+    restored, actor.persona_queue = actor.persona_queue, []
+    actor.persona_queue = [SegmentRecord.from_dict(d) for d in work.get("persona_queue", ())]
+    edits = env.store.edits
+    # Pages deleted since (or before) the snapshot are left out of the queued segments.
+    actor.unread(set(edits.deleted_pages), edits.deleted_segments())
+    actor.persona_queue += restored
+    # A persona job that read a segment a page was deleted from may quote that page: it is
+    # asked again from the pages the segment holds now, not taken over as it was.
+    touched = edits.scrub_segments | edits.deleted_segments()
     done = applied_jobs(records) | set(applied)
     for item in work.get("jobs", ()):
         job_id, kind, tag = str(item["id"]), str(item["kind"]), str(item["tag"])
@@ -165,6 +172,12 @@ def restore_work(
             continue
         if job_id in done or job_id in actor.jobs.owed:
             continue  # its persona update reached LPM's WAL before the stop
+        body = split_tag(tag)[1]
+        if touched & set(body.split("+")):
+            actor.requeue_persona(body)
+            if kind == "segment_persona" and core.segment_pages(body):
+                unsummarised[body] = max(unsummarised.get(body, 0), every)
+            continue
         env.metrics.inc("mtm_jobs_taken_over")
         actor.jobs.submit(
             CompletionJob(

@@ -44,6 +44,7 @@ __all__ = [
     "MTMSearch",
     "OwedJobs",
     "Pending",
+    "PersonaAgain",
     "Ping",
     "Progress",
     "ReadHistory",
@@ -135,6 +136,14 @@ class RefreshSummary:
     """Timer -> MTM: the debounce window of a segment's summary has passed."""
 
     segment_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class PersonaAgain:
+    """LPM -> MTM: a persona update read a page deleted before it reached LPM (it may
+    quote it) and was dropped; ask again for the segments ``body`` names (``"s1+s2"``)."""
+
+    body: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -248,6 +257,12 @@ class EditMemory:
     chains: tuple[tuple[str, int, int], ...] = ()
     #: Segments whose summary may quote a deleted page.
     segments: tuple[str, ...] = ()
+    #: ``(segment id or "", text)`` of each page deleted: LPM finds the facts, agent traits
+    #: and traits that quote them (never logged).
+    quoted: tuple[tuple[str, str], ...] = ()
+    #: ``(segment id, texts of the pages it keeps)`` of every segment MTM holds (a segment
+    #: not named here keeps only what the archive holds of it).
+    kept: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

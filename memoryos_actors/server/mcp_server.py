@@ -1,13 +1,15 @@
 """The MCP server (official ``mcp`` SDK, 2.x ``MCPServer``): memory tools for agents.
 
-Tools: ``add_turn``, ``retrieve``, ``chat``, ``list_users``, ``list_memories`` and
-``forget_user``, each for the user named in the call; an argument a tool does not take
-is refused, never ignored. Over streamable HTTP (``/mcp`` on
-``memoryos serve --mcp``) the tenant is the API key's, checked by the server's gate
-before the SDK sees the request; over stdio (``memoryos mcp``) it is the ``--tenant``
-given on the command line, since whoever can start the process owns its data.
+Tools: ``add_turn``, ``retrieve``, ``chat``, ``list_users``, ``list_memories``,
+``delete_memory``, ``correct_memory`` and ``forget_user``, each for the user named in
+the call; an argument a tool does not take is refused, never ignored. Over streamable
+HTTP (``/mcp`` on ``memoryos serve --mcp``) the tenant is the API key's, checked by the
+server's gate before the SDK sees the request; over stdio (``memoryos mcp``) it is the
+``--tenant`` given on the command line, since whoever can start the process owns its
+data.
 
-Per-memory deletion is not offered yet: ``forget_user`` deletes all of a user's memory.
+``delete_memory`` deletes one memory (and names what quoted it and went with it);
+``forget_user`` deletes all of a user's memory.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from ..paging import check_limit, decode_cursor, memory_sort_key, page_of
 from ..store.archived import decode_archived
 from .listing import DEFAULT_LIMIT, MAX_LIMIT, memory_kinds, read_memories
 from .state import user_on_disk
-from .tenancy import external_id, internal_id, internal_memory_id
+from .tenancy import external_id, external_memory_id, internal_id, internal_memory_id
 
 __all__ = ["build_mcp"]
 
@@ -290,13 +292,21 @@ def build_mcp(
     async def delete_memory(user_id: str, memory_id: str, ctx: Context) -> dict[str, Any]:
         """Delete one memory of the user (memory_id from list_memories: page:p12,
         segment:s3, fact:f7, trait:<name>, agent_trait:<assistant>:<id>) from every tier;
-        it is never retrieved again."""
+        it is never retrieved again. What quoted a deleted turn goes with it (facts and
+        agent traits deleted, traits set back or cleared, its segment's summary made
+        again): "rewrote" names each."""
         t, uid = await existing(ctx, user_id)
         try:
             event = await memory().delete_memory(uid, internal_memory_id(t, memory_id))
         except UnknownMemory:
             raise UnknownMemory(f"user {user_id!r} has no memory {memory_id!r}") from None
-        return {"user_id": user_id, "memory_id": memory_id, "deleted": True, "at": event.at}
+        return {
+            "user_id": user_id,
+            "memory_id": memory_id,
+            "deleted": True,
+            "at": event.at,
+            "rewrote": [external_memory_id(t, mid) for mid in event.rewrote],
+        }
 
     @server.tool(annotations=ToolAnnotations(destructive_hint=False, idempotent_hint=True))
     @_tool_errors

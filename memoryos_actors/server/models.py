@@ -420,7 +420,15 @@ class MemoryEventOut(BaseModel):
     new: str | None = Field(description="The value after (null when deleted).")
     by: str = Field(
         description="What made the change: turn, segmentation, persona update "
-        "of <segment>, or edit (a call of this API)."
+        "of <segment>, edit (a call of this API), or deletion of <memory id> (the memory "
+        "quoted a deleted turn and went with it)."
+    )
+    rewrote: list[str] = Field(
+        default_factory=list,
+        description="A deletion of a turn or segment: the memories that quoted it and went "
+        "with it (facts and assistant traits deleted, traits set back or cleared, a "
+        "corrected fact's old values erased, the segment whose summary was cleared and, "
+        "in mid-term memory, asked for again). Empty otherwise.",
     )
 
 

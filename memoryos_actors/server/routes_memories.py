@@ -80,17 +80,19 @@ def add_memory_routes(v1: APIRouter, state: ServerState) -> None:
         response_model=m.MemoryEventOut,
         tags=["memory"],
         responses=NO_MEMORY,
-        response_description="The deletion, with the deleted text.",
+        response_description="The deletion, with the deleted text and what went with it.",
     )
     async def delete_memory(
         request: Request, user_id: str = USER_ID, memory_id: str = MEMORY_ID
     ) -> m.MemoryEventOut:
         """Delete one memory everywhere it is kept (recent dialogue, topic segments, the
         archive and its search index, exports, caches): retrieval never returns it again.
-        Deleting a segment deletes its turns. Durable when this answers. The answer
-        carries the deleted text; the memory's history keeps only that it was deleted,
-        and when. Facts learned from a deleted turn are memories of their own: delete them
-        too."""
+        Deleting a segment deletes its turns. What quotes a deleted turn goes with it:
+        facts and assistant traits learned from it are deleted, a trait whose evidence
+        quotes it falls back to what other turns taught (or is cleared), its topic's
+        summary is cleared (and made again); `rewrote` names each. Durable when this
+        answers. The answer carries the deleted text; the memory's history keeps only that
+        it was deleted, and when."""
         tenant, event = await state.on_memory(
             request, user_id, memory_id, lambda mem, u, i: mem.delete_memory(u, i)
         )
@@ -193,4 +195,5 @@ def _event_out(tenant: str, event: MemoryEvent) -> m.MemoryEventOut:
         old=event.old,
         new=event.new,
         by=event.by,
+        rewrote=[external_memory_id(tenant, mid) for mid in event.rewrote],
     )

@@ -559,6 +559,18 @@ class ColdIndex:
     ) -> tuple[int, dict[int, Any]]:
         return cold_read.pages_between(self._ready(), start, end, limit, light)
 
+    def segment_pages(self, segment_ids: Iterable[str]) -> list[tuple[str, int, str]]:
+        """``(segment id, seq, text)`` of the archived pages of ``segment_ids``, oldest
+        first (the pages a segment keeps in the archive)."""
+        wanted = sorted({str(s) for s in segment_ids if s})
+        if not wanted or (self._db is None and self._archive_last() == 0):
+            return []
+        return self._guard(self._segment_pages, wanted)
+
+    def _segment_pages(self, wanted: list[str]) -> list[tuple[str, int, str]]:
+        self._catch_up()
+        return cold_read.segment_pages(self._ready(), wanted)
+
     def item_ids(self) -> set[str]:
         """Ids of every indexed item (for tests and inspection; O(items))."""
         return self._guard(

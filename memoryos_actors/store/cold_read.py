@@ -12,7 +12,7 @@ from typing import Any
 from memoryos_actors.cold_items import ColdItem, ColdRow
 from memoryos_actors.store.cold_rows import CAND_COLUMNS, COLUMNS, cand_rows, row_items
 
-__all__ = ["day_counts", "item", "newest", "pages_between", "pages_by_seq"]
+__all__ = ["day_counts", "item", "newest", "pages_between", "pages_by_seq", "segment_pages"]
 
 
 def newest(
@@ -55,6 +55,22 @@ def pages_by_seq(
         ).fetchall()
         for item in cand_rows(rows) if light else row_items(rows):
             out[int(item.seq)] = item  # type: ignore[arg-type]
+    return out
+
+
+def segment_pages(db: sqlite3.Connection, segment_ids: list[str]) -> list[tuple[str, int, str]]:
+    """``(segment id, seq, text)`` of the pages of ``segment_ids``, oldest first."""
+    out: list[tuple[str, int, str]] = []
+    for i in range(0, len(segment_ids), 500):
+        chunk = segment_ids[i : i + 500]
+        out.extend(
+            (str(sid), int(seq), str(text))
+            for sid, seq, text in db.execute(
+                "SELECT segment_id, seq, text FROM items WHERE kind = 'page' AND segment_id IN "
+                f"({','.join('?' for _ in chunk)}) ORDER BY seq",
+                chunk,
+            )
+        )
     return out
 
 

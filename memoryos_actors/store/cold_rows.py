@@ -23,6 +23,7 @@ from memoryos_actors.store.archived import (
     decode_archived,
     emb_from_f16,
 )
+from memoryos_actors.store.edits import cold_item_id, derived_of, parse_memory_id
 
 __all__ = [
     "CAND_COLUMNS",
@@ -181,11 +182,17 @@ def cand_rows(rows: Iterable[tuple[Any, ...]]) -> list[ColdRow]:
 
 
 def edit_item_ids(edit: Mapping[str, Any]) -> list[str]:
-    """Ids of the cold items an edit record touches."""
+    """Ids of the cold items an edit record touches (a deletion of pages: also the
+    archived facts and agent traits that quoted them, see ``EditRecord.derived``)."""
     mid = str(edit.get("id", ""))
     kind, _, rest = mid.partition(":")
     if kind in ("page", "segment"):
-        return [f"p{int(s)}" for s in edit.get("pages") or ()]
+        took = [
+            cold_item_id(parse_memory_id(other))
+            for other, action, _at in derived_of(edit)
+            if action == "delete"
+        ]
+        return [f"p{int(s)}" for s in edit.get("pages") or ()] + [i for i in took if i]
     if kind == "fact":
         return [f"fact::{rest}"]
     if kind == "agent_trait":

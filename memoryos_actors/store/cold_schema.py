@@ -76,6 +76,7 @@ CREATE TABLE IF NOT EXISTS items (
 );
 CREATE INDEX IF NOT EXISTS items_seq ON items(seq);
 CREATE INDEX IF NOT EXISTS items_ts_kind ON items(ts, kind);
+CREATE INDEX IF NOT EXISTS items_segment ON items(segment_id);
 CREATE TABLE IF NOT EXISTS df (term TEXT PRIMARY KEY, n INTEGER NOT NULL) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS vocab (id INTEGER PRIMARY KEY, term TEXT NOT NULL UNIQUE);
 """
@@ -91,7 +92,8 @@ CREATE INDEX IF NOT EXISTS cand_seq ON cand(seq);
 #: older rows keep ``nq`` NULL). The query side's term count, and the index over item times
 #: (time first: an index led by ``kind`` would be chosen for the ``kind = 'page' AND seq IN``
 #: lookups of neighbouring turns and scan every page; the listing reads, newest first of
-#: one kind, walk it backwards). Then the vocabulary of every term indexed (``vocab``) and
+#: one kind, walk it backwards), and the index over segment ids (the pages a segment keeps
+#: when one of them is deleted). Then the vocabulary of every term indexed (``vocab``) and
 #: each item's narrow row (``cand``, see :data:`CAND_COLUMNS`), with its terms as ids so a
 #: query counts its terms in its candidates with numpy: both are derived from ``items``, so
 #: an older index gets them for every row when it is opened (:func:`fill_cand`, in the
@@ -99,6 +101,7 @@ CREATE INDEX IF NOT EXISTS cand_seq ON cand(seq);
 UPGRADES = (
     ("column", "nq", "ALTER TABLE items ADD COLUMN nq INTEGER"),
     ("index", "items_ts_kind", "CREATE INDEX IF NOT EXISTS items_ts_kind ON items(ts, kind)"),
+    ("index", "items_segment", "CREATE INDEX IF NOT EXISTS items_segment ON items(segment_id)"),
     (
         "table",
         "vocab",

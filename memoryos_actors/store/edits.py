@@ -24,6 +24,7 @@ from typing import Any
 from ..errors import InvalidInput
 
 __all__ = [
+    "DERIVED_ACTIONS",
     "EditRecord",
     "EDITABLE_KINDS",
     "MEMORY_KINDS",
@@ -38,6 +39,10 @@ MEMORY_KINDS = ("page", "segment", "fact", "agent_trait", "trait")
 
 #: Kinds whose value can be corrected (pages and segments can only be deleted).
 EDITABLE_KINDS = ("fact", "agent_trait", "trait")
+
+#: What a deletion does to a memory derived from the deleted pages that quotes them (see
+#: :attr:`EditRecord.derived`).
+DERIVED_ACTIONS = ("delete", "revert", "scrub")
 
 #: Longest memory id accepted, in characters.
 _MAX_ID = 512
@@ -117,6 +122,15 @@ class EditRecord:
         evidence: a trait correction's evidence.
         emb: a fact or agent-trait correction's embedding, float16 bytes.
         lsn: the record's WAL LSN (0 before it is logged, and once imported).
+        derived: what a deletion of pages did to the memories distilled from them that
+            quote them (:mod:`memoryos_actors.tiers.quotes`), as ``(memory id, action,
+            history positions)``: ``"delete"`` a fact or agent trait (its history keeps
+            no value); ``"revert"`` a trait: the changes of its history at those positions
+            (0 the oldest) go, and it takes the newest change left, or is cleared;
+            ``"scrub"`` the same for a trait whose value stays, and for a fact or agent
+            trait the user corrected (its text is the user's): the old values of its
+            history are erased. Replaying the record does exactly that again: no text of
+            the deleted pages is needed, and none is kept.
     """
 
     op: str
@@ -130,6 +144,12 @@ class EditRecord:
     evidence: str | None = None
     emb: bytes | None = None
     lsn: int = 0
+    derived: tuple[tuple[str, str, tuple[int, ...]], ...] = ()
+
+    @property
+    def rewrote(self) -> tuple[str, ...]:
+        """The memory ids :attr:`derived` names, in its order."""
+        return tuple(mid for mid, _action, _at in self.derived)
 
     def encode(self) -> dict[str, Any]:
         """The WAL record (``{"t": "edit", ...}``; ``lsn`` only when set)."""
@@ -151,6 +171,8 @@ class EditRecord:
             rec["emb"] = self.emb
         if self.lsn:
             rec["lsn"] = self.lsn
+        if self.derived:
+            rec["derived"] = [[mid, action, list(at)] for mid, action, at in self.derived]
         return rec
 
     @classmethod
@@ -169,7 +191,30 @@ class EditRecord:
             evidence=None if evidence is None else str(evidence),
             emb=bytes(emb) if emb else None,
             lsn=int(rec.get("lsn", 0) or 0),
+            derived=derived_of(rec),
         )
+
+
+def derived_of(rec: Mapping[str, Any]) -> tuple[tuple[str, str, tuple[int, ...]], ...]:
+    """The :attr:`EditRecord.derived` of a WAL or export record, checked: a malformed
+    entry raises :class:`InvalidInput`."""
+    out = []
+    for entry in rec.get("derived") or ():
+        if not isinstance(entry, (list, tuple)) or len(entry) != 3:
+            raise InvalidInput(
+                f"an edit's derived entry must be [id, action, [positions]], got {entry!r:.80}"
+            )
+        mid, action, at = entry
+        ref = parse_memory_id(mid)
+        allowed = ("revert", "scrub") if ref.kind == "trait" else ("delete", "scrub")
+        if action not in allowed or ref.kind not in ("fact", "agent_trait", "trait"):
+            raise InvalidInput(f"an edit's derived entry {entry!r:.80} is not one a deletion makes")
+        if not isinstance(at, (list, tuple)) or not all(
+            isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in at
+        ):
+            raise InvalidInput(f"an edit's derived positions must be ints >= 0, got {at!r:.80}")
+        out.append((ref.memory_id, str(action), tuple(int(i) for i in at)))
+    return tuple(out)
 
 
 class EditLog:
@@ -182,7 +227,9 @@ class EditLog:
     (``"chains": [[<chain id>, <its seq>, <last seq stored then>], ...]``) and the segment
     that held it (``"segments"``): the chain summaries of the later pages of those chains
     stored by then, and that segment's summary, may quote it, so they are cleared (a new
-    summary is asked for the segment).
+    summary is asked for the segment). It also names the facts, agent traits and traits
+    that quoted a deleted page and what became of each (``"derived": [[<memory id>,
+    <action>, [<positions>]], ...]``, see :attr:`EditRecord.derived`).
     """
 
     def __init__(self, records: Iterable[Mapping[str, Any]] = ()) -> None:
@@ -220,14 +267,18 @@ class EditLog:
         self.records.append(rec)
         mid = str(rec["id"])
         if rec.get("op") == "delete":
-            # A deletion erases the memory's values from its history too.
-            for earlier in self.records[:-1]:
-                if earlier.get("id") == mid:
-                    earlier["old"] = ""
-                    for value_key in ("new", "emb", "evidence"):
-                        earlier.pop(value_key, None)
+            # A deletion erases the memory's values from its history too, and those of
+            # what it took along (a fact that quoted a deleted page).
+            self._erase(mid, everything=True)
             self.deleted.add(mid)
             self.corrected.pop(mid, None)
+            for other, action, _at in derived_of(rec):
+                if action == "delete":
+                    self._erase(other, everything=True)
+                    self.deleted.add(other)
+                    self.corrected.pop(other, None)
+                elif not other.startswith("trait:"):
+                    self._erase(other, everything=False)  # a text the user corrected stays
             self.deleted_pages.update(int(s) for s in rec.get("pages") or ())
             for chain, seq, upto in rec.get("chains") or ():
                 self.scrub_chains.setdefault(str(chain), []).append((int(seq), int(upto)))
@@ -242,6 +293,16 @@ class EditLog:
             else:
                 self.corrected[mid] = rec
         return True
+
+    def _erase(self, mid: str, *, everything: bool) -> None:
+        """Erase the values of ``mid`` from the records before the newest: the old ones
+        only (``everything`` False: a correction's new value is the memory's text)."""
+        for earlier in self.records[:-1]:
+            if earlier.get("id") == mid:
+                earlier["old"] = ""
+                if everything:
+                    for value_key in ("new", "emb", "evidence"):
+                        earlier.pop(value_key, None)
 
     def to_state(self) -> list[dict[str, Any]]:
         """The records, for a snapshot or an export."""
@@ -259,8 +320,14 @@ class EditLog:
         return log
 
     def history(self, memory_id: str) -> list[dict[str, Any]]:
-        """The edits of ``memory_id``, oldest first."""
-        return [dict(r) for r in self.records if r.get("id") == memory_id]
+        """The edits of ``memory_id``, oldest first: its own, and the deletions that took
+        it along (their ``"id"`` is the deleted page's)."""
+        return [
+            dict(r)
+            for r in self.records
+            if r.get("id") == memory_id
+            or any(entry[0] == memory_id for entry in r.get("derived") or ())
+        ]
 
     def is_deleted(self, memory_id: str) -> bool:
         """Whether ``memory_id`` was deleted."""
@@ -290,6 +357,10 @@ class EditLog:
         ):
             return {**page, "meta_chain": ""}
         return page
+
+    def deleted_segments(self) -> set[str]:
+        """Ids of the segments deleted whole (``s3``)."""
+        return {m[len("segment:") :] for m in self.deleted if m.startswith("segment:")}
 
     def page_deleted(self, seq: int) -> bool:
         """Whether the page of turn ``seq`` was deleted (itself or with its segment)."""

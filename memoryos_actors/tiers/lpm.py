@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Callable, Container, Iterable, Mapping
 from typing import Any
 
 import numpy as np
@@ -453,6 +453,66 @@ class LPMCore:
         t = float(self._clock.now()) if now is None else float(now)
         self._note_trait(name, t, new, source)
         return current
+
+    def quoting(
+        self, quotes: Callable[[str, str | None], bool], skip: Container[str] = ()
+    ) -> list[tuple[str, str, tuple[int, ...]]]:
+        """What of this LPM quotes deleted pages, by ``quotes(text, source)`` (see
+        :mod:`memoryos_actors.tiers.quotes`), as ``EditRecord.derived`` entries: facts and
+        agent traits to ``"delete"`` (but those ``skip`` names); traits whose value quotes
+        them to ``"revert"``, those whose older changes only do to ``"scrub"``, with the
+        positions of the changes of their history that quote them. A value the user set
+        (an edit) is never one."""
+        out: list[tuple[str, str, tuple[int, ...]]] = []
+        for e in self._kb.entries:
+            mid = f"fact:{e.entry_id}"
+            if mid not in skip and quotes(e.text, e.source_segment):
+                out.append((mid, "delete", ()))
+        for aid, persona in self._personas.items():
+            for e in persona.traits.entries:
+                mid = f"agent_trait:{aid}:{e.entry_id}"
+                if mid not in skip and quotes(e.text, e.source_segment):
+                    out.append((mid, "delete", ()))
+        for name, trait in self._traits.items():
+            hist = self._trait_history.get(name, ())
+            at = tuple(
+                i
+                for i, (_ts, _level, evidence, source) in enumerate(hist)
+                if source != "edit" and evidence and quotes(str(evidence), str(source))
+            )
+            newest = hist[-1] if hist else None
+            source = (
+                str(newest[3])
+                if newest is not None and (newest[1], newest[2]) == (trait.level, trait.evidence)
+                else None
+            )
+            if (
+                trait.evidence
+                and source != "edit"
+                and ((source is not None and len(hist) - 1 in at) or quotes(trait.evidence, source))
+            ):
+                out.append((f"trait:{name}", "revert", at))
+            elif at:
+                out.append((f"trait:{name}", "scrub", at))
+        return out
+
+    def forget_trait_changes(self, name: str, at: Iterable[int], *, revert: bool) -> None:
+        """Drop the changes of trait ``name``'s history at positions ``at`` (0 the oldest);
+        with ``revert`` the trait takes the newest change left (cleared if none is left).
+        Positions past the history are ignored."""
+        if name not in self._traits:
+            raise InvalidInput(f"unknown trait {name!r}")
+        gone = set(at)
+        kept = [h for i, h in enumerate(self._trait_history.get(name, ())) if i not in gone]
+        if kept:
+            self._trait_history[name] = kept
+        else:
+            self._trait_history.pop(name, None)
+        if revert:
+            level, evidence = (kept[-1][1], str(kept[-1][2])) if kept else (None, "")
+            self._traits[name] = TraitLevel.known(
+                name, level, evidence if level is not None else ""
+            )
 
     # ------------------------------------------------------------------ retrieval
 

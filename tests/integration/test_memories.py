@@ -43,17 +43,13 @@ def _fill(mem: MemoryOS, user: str = USER, turns: int = TURNS) -> None:
     mem.flush()
 
 
-def _everything_retrieved(mem: MemoryOS, user: str, query: str, *, persona: bool = True) -> str:
-    """All text retrieval returns for ``query``: pages, segments, the chain summary, and
-    (with ``persona``) facts and traits, which are memories of their own: what the LLM
-    distilled from a page stays until it is deleted itself."""
+def _everything_retrieved(mem: MemoryOS, user: str, query: str) -> str:
+    """All text retrieval returns for ``query``: pages, segments, the chain summary, facts
+    and traits (what the LLM distilled from a deleted page goes with it when it quotes it)."""
     ctx = mem.retrieve(user, query)
     parts: list[str] = [ctx.dialogue_chain]
-    groups = [ctx.stm, ctx.mtm, ctx.segments]
-    if persona:
-        groups += [ctx.kb, ctx.agent_traits]
-        parts.extend(f"{t.name} {t.level} {t.evidence}" for t in ctx.traits)
-    for group in groups:
+    parts.extend(f"{t.name} {t.level} {t.evidence}" for t in ctx.traits)
+    for group in (ctx.stm, ctx.mtm, ctx.segments, ctx.kb, ctx.agent_traits):
         parts.extend(item.text for item in group)
     return "\n".join(parts)
 
@@ -201,7 +197,7 @@ def test_a_deleted_segment_takes_its_pages_and_summary(open_mem) -> None:
         assert listed.isdisjoint(pages)
         for page in pages.values():
             query = page.text.splitlines()[0]
-            assert query not in _everything_retrieved(mem, user, query, persona=False)
+            assert query not in _everything_retrieved(mem, user, query)
     kept = sorted(mem.stored_page_ids(user))
     mem.close()
     again = open_mem(cfg)

@@ -156,6 +156,77 @@ def test_a_correction_changes_an_archived_fact_and_a_later_deletion_erases_its_h
     ]
 
 
+def test_a_deleted_page_takes_the_facts_that_quoted_it_from_the_archive_and_history() -> None:
+    log = EditLog(
+        [
+            {
+                "t": "edit",
+                "op": "correct",
+                "id": "fact:f1",
+                "old": "User's sister is Quillonby.",
+                "new": "User has a sister.",
+                "ts": 1.0,
+                "lsn": 1,
+            },
+            {
+                "t": "edit",
+                "op": "correct",
+                "id": "fact:f2",
+                "old": "User's brother is Quillonby.",
+                "new": "User has a brother.",
+                "ts": 2.0,
+                "lsn": 2,
+            },
+        ]
+    )
+    log.add(
+        _delete(
+            "page:p4",
+            [4],
+            3,
+            derived=[
+                ["fact:f1", "delete", []],
+                ["fact:f2", "scrub", []],
+                ["trait:travel", "revert", [0, 2]],
+            ],
+        )
+    )
+    # f1 went with the page: gone from the archive, its history keeps no value.
+    assert log.apply(_fact("f1", "User's sister is Quillonby.")) is None
+    assert log.gone("fact:f1") and not log.gone("fact:f2") and not log.gone("trait:travel")
+    assert [(r["op"], r["old"], r.get("new")) for r in log.history("fact:f1")] == [
+        ("correct", "", None),
+        ("delete", "", None),
+    ]
+    # f2's text is the user's correction: it stays, its old value is erased.
+    assert log.apply(_fact("f2", "x"))["entry"]["text"] == "User has a brother."
+    assert [(r["op"], r["old"], r.get("new")) for r in log.history("fact:f2")] == [
+        ("correct", "", "User has a brother."),
+        ("delete", "", None),
+    ]
+    assert [r["id"] for r in log.history("trait:travel")] == ["page:p4"]
+
+
+@pytest.mark.parametrize(
+    "derived",
+    [
+        "fact:f1",
+        [["fact:f1", "delete"]],
+        [["fact:f1", "revert", []]],  # a fact is deleted or scrubbed
+        [["trait:travel", "delete", []]],  # a trait is reverted or scrubbed
+        [["page:p1", "delete", []]],
+        [["fact:f1", "delete", [-1]]],
+        [["fact:f1", "delete", [True]]],
+        [["nope", "delete", []]],
+    ],
+)
+def test_a_malformed_derived_entry_is_refused(derived: Any) -> None:
+    from memoryos_actors.store.edits import EditRecord
+
+    with pytest.raises(InvalidInput):
+        EditRecord.decode(_delete("page:p1", [1], 1, derived=derived))
+
+
 def test_the_same_edit_is_taken_once() -> None:
     rec = _delete("page:p2", [2], 7)
     log = EditLog([rec])
@@ -216,7 +287,16 @@ def _stats(
 @given(
     st.lists(
         st.sampled_from(
-            ["page:p1", "page:p5", "page:p9", "segment:s4", "fact:f1", "fact:f2", "correct:f2"]
+            [
+                "page:p1",
+                "page:p5",
+                "page:p9",
+                "segment:s4",
+                "fact:f1",
+                "fact:f2",
+                "correct:f2",
+                "page:p3+fact:f1",  # the page quoted by an archived fact
+            ]
         ),
         max_size=5,
         unique=True,
@@ -240,6 +320,8 @@ def test_applying_edits_to_an_index_equals_rebuilding_it(tmp_path_factory, edits
                     "ts": float(lsn),
                     "lsn": lsn,
                 }
+            elif what == "page:p3+fact:f1":
+                rec = _delete("page:p3", [3], lsn, derived=[["fact:f1", "delete", []]])
             elif what.startswith("segment:"):
                 rec = _delete(what, [10, 11, 12], lsn)
             elif what.startswith("page:"):
@@ -256,6 +338,8 @@ def test_applying_edits_to_an_index_equals_rebuilding_it(tmp_path_factory, edits
         assert [i.text for i in found] == (
             ["User sings opera loudly."] if "correct:f2" in edits and "fact:f2" not in edits else []
         )
+        took = "fact:f1" in edits or "page:p3+fact:f1" in edits
+        assert store.cold.contains("fact::f1") is not took
     finally:
         store.close()
 
@@ -281,6 +365,17 @@ def test_a_closed_index_applies_the_edits_it_missed_when_opened(tmp_path: Path) 
     st.none() | st.text(max_size=10),
     st.none() | st.binary(min_size=2, max_size=8),
     st.integers(0, 1000),
+    st.lists(
+        st.sampled_from(
+            [
+                ("fact:f1", "delete", ()),
+                ("agent_trait:bot:a2", "scrub", ()),
+                ("trait:travel", "revert", (0, 3)),
+            ]
+        ),
+        max_size=3,
+        unique=True,
+    ),
 )
 def test_an_edit_record_survives_the_wal_encoding(
     op: str,
@@ -290,13 +385,25 @@ def test_an_edit_record_survives_the_wal_encoding(
     new: str | None,
     emb: bytes | None,
     lsn: int,
+    derived: list[tuple[str, str, tuple[int, ...]]],
 ) -> None:
     import msgpack
 
     from memoryos_actors.store.edits import EditRecord
 
     edit = EditRecord(
-        op, memory_id, "before", 12.5, tuple(pages), tuple(chains), ("s1",), new, None, emb, lsn
+        op,
+        memory_id,
+        "before",
+        12.5,
+        tuple(pages),
+        tuple(chains),
+        ("s1",),
+        new,
+        None,
+        emb,
+        lsn,
+        tuple(derived),
     )
     stored = msgpack.unpackb(msgpack.packb(edit.encode()), raw=False)
     assert stored["t"] == "edit" and stored["id"] == memory_id

@@ -567,10 +567,15 @@ def build_router(
         form = await form_of(request, session)
         uid = await known(session, user_id)
         try:
-            await memory().delete_memory(uid, internal_memory_id(session.tenant, memory_id))
+            event = await memory().delete_memory(uid, internal_memory_id(session.tenant, memory_id))
         except UnknownMemory:
             raise UIError(404, "No such memory", f"{memory_id!r} is already gone") from None
-        session.flash.append(f"Deleted {memory_id}.")
+        took = [external_memory_id(session.tenant, mid) for mid in event.rewrote]
+        session.flash.append(
+            f"Deleted {memory_id}; what quoted it went too: {', '.join(took)}."
+            if took
+            else f"Deleted {memory_id}."
+        )
         raise Redirect(back_url(user_id, memory_id, form.get("back", "overview")))
 
     @router.post("/users/{user_id}/memories/{memory_id}/correct", response_class=Response)
