@@ -33,6 +33,7 @@ thread), ``provider_call.py`` (one resilient call of the provider), ``embed_call
 
 from __future__ import annotations
 
+import asyncio
 import concurrent.futures
 import copy
 import random
@@ -119,6 +120,7 @@ class GatewayService:
         self._embed_breaker = CircuitBreaker(threshold, reset, self._clock)
         concurrency = int(cfg(config, "llm_max_concurrency", 16))
         self._limiter = AsyncConcurrencyLimiter(concurrency)
+        self._offline_slot = AsyncConcurrencyLimiter(1)
         self._loop_thread: LoopThread | None = None
         self._loop_lock = threading.Lock()
         self._jobs = 0  # completions handed to the loop and not finished
@@ -301,7 +303,13 @@ class GatewayService:
     ) -> Completion:
         t0 = time.perf_counter()
         if self._primary is None:
-            result = self._offline.call(kind, payload)
+            # The offline backend is CPU work on this loop's thread, one call at a time: the
+            # calls waiting go in fair order between users (the one slot is held across one
+            # yield, so the calls that arrived meanwhile queue up and the fair order picks
+            # among them), not in arrival order behind a flood of other users' calls.
+            async with self._offline_slot.slot(user_id):
+                await asyncio.sleep(0)
+                result = self._offline.call(kind, payload)
             return self._finish(key, kind, user_id, result, self._offline.name, t0, degraded=False)
         try:
             result = await self._calls.call(kind, payload, user_id, self._policy)
