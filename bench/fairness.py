@@ -32,7 +32,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _out import add_out_dir  # noqa: E402
 from _out import out_dir as bench_out_dir  # noqa: E402
-from throughput import pct, rss_peak_mb, turn  # noqa: E402
+from throughput import fake_llm, pct, rss_peak_mb, turn  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -45,18 +45,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     overrides: dict[str, Any] = {"log_level": "error"}
     server = None
     if args.llm_latency_ms:
-        sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "gateway"))
-        from fakeserver import FakeOpenAIServer  # type: ignore[import-not-found]
-
-        server = FakeOpenAIServer(latency=args.llm_latency_ms / 1000.0)
-        server.start()
-        overrides.update(
-            llm_backend="litellm",
-            llm_model="openai/fake-model",
-            llm_base_url=server.base_url,
-            llm_api_key_env="MEMORYOS_BENCH_KEY",
-        )
-        os.environ["MEMORYOS_BENCH_KEY"] = "sk-bench"
+        server, llm = fake_llm(args.llm_latency_ms)
+        overrides.update(llm)
     cfg = MemoryConfig(**overrides)
     errors: Counter[str] = Counter()
     quiet_errors: Counter[str] = Counter()

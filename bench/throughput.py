@@ -95,6 +95,23 @@ def query_for(user: int, j: int) -> str:
     return f"what did we say about {words[j % TOPIC_WORDS]} and {words[(j + 3) % TOPIC_WORDS]}?"
 
 
+def fake_llm(latency_ms: float) -> tuple[Any, dict[str, Any]]:
+    """Start the tests' loopback fake OpenAI-compatible server answering after
+    ``latency_ms``; returns it (call ``stop()``) and the config settings that use it."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "gateway"))
+    from fakeserver import FakeOpenAIServer  # type: ignore[import-not-found]
+
+    server = FakeOpenAIServer(latency=latency_ms / 1000.0)
+    server.start()
+    os.environ["MEMORYOS_BENCH_KEY"] = "sk-bench"
+    return server, {
+        "llm_backend": "litellm",
+        "llm_model": "openai/fake-model",
+        "llm_base_url": server.base_url,
+        "llm_api_key_env": "MEMORYOS_BENCH_KEY",
+    }
+
+
 def pct(values: Sequence[float], p: float) -> float:
     """The p-th percentile (0-100) by nearest rank; 0.0 for no values."""
     if not values:
@@ -121,20 +138,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     }
     server = None
     if args.llm_latency_ms:
-        sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "gateway"))
-        from fakeserver import FakeOpenAIServer  # type: ignore[import-not-found]
-
-        server = FakeOpenAIServer(latency=args.llm_latency_ms / 1000.0)
-        server.start()
-        overrides.update(
-            llm_backend="litellm",
-            llm_model="openai/fake-model",
-            llm_base_url=server.base_url,
-            llm_api_key_env="MEMORYOS_BENCH_KEY",
-            llm_max_concurrency=16,
-            gateway_workers=16,
-        )
-        os.environ["MEMORYOS_BENCH_KEY"] = "sk-bench"
+        server, llm = fake_llm(args.llm_latency_ms)
+        overrides.update(llm, llm_max_concurrency=16, gateway_workers=16)
     cfg = MemoryConfig(**overrides)
     add_lat: list[float] = []
     first: list[float] = []

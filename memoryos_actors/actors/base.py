@@ -142,17 +142,26 @@ class Backlog:
     def acquire(self, timeout: float) -> None:
         """Reserve one slot, waiting at most ``timeout`` seconds."""
         with self._cond:
-            if self._count >= self.limit:
-                deadline = time.monotonic() + timeout
-                while self._count >= self.limit:
-                    remaining = deadline - time.monotonic()
-                    if remaining <= 0:
-                        raise Overloaded(
-                            f"{self.name}: {self._count} items pending (limit {self.limit}); "
-                            f"waited {timeout:.3g} s"
-                        )
-                    self._cond.wait(remaining)
+            self._wait_for_room(timeout)
             self._count += 1
+
+    def _wait_for_room(self, timeout: float, moving: Callable[[], bool] | None = None) -> None:
+        """Wait (lock held) until fewer than ``limit`` items are pending, else raise
+        :class:`~memoryos_actors.errors.Overloaded` after ``timeout`` seconds; with
+        ``moving``, the timeout counts from the last time ``moving()`` said the queue moves
+        (seconds without progress, not seconds in all)."""
+        deadline = time.monotonic() + timeout
+        while self._count >= self.limit:
+            if moving is not None and moving():
+                deadline = time.monotonic() + timeout
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                how = "none placed for" if moving is not None else "waited"
+                raise Overloaded(
+                    f"{self.name}: {self._count} items pending (limit {self.limit}); "
+                    f"{how} {timeout:.3g} s"
+                )
+            self._cond.wait(remaining)
 
     def force_acquire(self) -> None:
         """Count one more pending item even above the limit (the caller waited already)."""
@@ -281,23 +290,19 @@ class PlacementBacklog(Backlog):
         :class:`~memoryos_actors.errors.Overloaded` only when the queue waited on placed
         nothing for ``timeout`` seconds while its consumer was not waiting for its fair
         turn (it is stuck): a busy system slows writers, it does not refuse them."""
-        with self._cond:
-            if self._count >= self.limit:
+        seen = self._progress
+
+        def moving() -> bool:
+            # The queue moved, or its consumer waits for its fair turn behind other
+            # users: busy, not stuck; wait on.
+            nonlocal seen
+            if self._progress != seen or self._waiting_turn:
                 seen = self._progress
-                deadline = time.monotonic() + timeout
-                while self._count >= self.limit:
-                    if self._progress != seen or self._waiting_turn:
-                        # The queue moved, or its consumer waits for its fair turn behind
-                        # other users: busy, not stuck; wait on.
-                        seen = self._progress
-                        deadline = time.monotonic() + timeout
-                    remaining = deadline - time.monotonic()
-                    if remaining <= 0:
-                        raise Overloaded(
-                            f"{self.name}: {self._count} items pending (limit {self.limit}) "
-                            f"and none placed for {timeout:.3g} s"
-                        )
-                    self._cond.wait(remaining)
+                return True
+            return False
+
+        with self._cond:
+            self._wait_for_room(timeout, moving)
         if self._gate is not None:
             self._gate.enter(self.user, timeout)
 
