@@ -195,6 +195,16 @@ class MTMActor(SupervisedActor):
         self.turn_started = time.perf_counter()
         return True
 
+    def _embed_early(self, pages: list[Page]) -> Any:
+        """The pages' embeddings now, before the placement permit is taken, when
+        embedding is a wait (a provider, a model outside the interpreter lock): a permit
+        is for the interpreter's work, and concurrent waits are what the gateway's batcher
+        coalesces. None for the in-process hashing embedder (embedded under the permit)."""
+        gateway = self.env.gateway
+        if gateway.service.embeds_locally:
+            return None
+        return gateway.embed([page_text(p) for p in pages], user_id=self.env.user_id)
+
     def _turn_done(self) -> bool:
         """Whether to give the permit back now: the quantum is used up, or no message
         waits (an insert told meanwhile takes a new turn, behind the users waiting)."""
@@ -246,21 +256,23 @@ class MTMActor(SupervisedActor):
             return None
         if isinstance(message, InsertPage):
             self.env.insert_backlog.release()
+            early = self._embed_early([message.page])
             if not self._take_turn():
                 self.complete = False  # stopping before this page's turn: the WAL has it
                 return None
-            self._insert(message.page, message.now)
+            self._insert(message.page, message.now, None if early is None else early[0])
             return None
         if isinstance(message, InsertPages):
-            if not self._take_turn():
-                self.env.insert_backlog.release(len(message.inserts))
-                self.complete = False  # stopping before these pages' turn: the WAL has them
-                return None
             pages = [ins.page for ins in message.inserts]
             try:
-                embeddings = self.env.gateway.embed(
-                    [page_text(p) for p in pages], user_id=self.env.user_id
-                )
+                embeddings = self._embed_early(pages)
+                if not self._take_turn():
+                    self.complete = False  # stopping before these pages' turn: the WAL has them
+                    return None
+                if embeddings is None:
+                    embeddings = self.env.gateway.embed(
+                        [page_text(p) for p in pages], user_id=self.env.user_id
+                    )
                 for ins, emb in zip(message.inserts, embeddings, strict=True):
                     self._insert(ins.page, ins.now, emb)
             finally:

@@ -457,6 +457,12 @@ class GatewayService:
         self._check_open()
         return self._embeds.embed(texts, user_id)
 
+    @property
+    def embeds_locally(self) -> bool:
+        """Whether embedding is CPU work in the calling thread (the hashing embedder),
+        not a wait on a provider or a model that runs outside the interpreter lock."""
+        return bool(self._embeds.local)
+
     def embedder_info(self) -> tuple[str, int]:
         """``(name, dim)`` of the embedder; stored data records these."""
         return self._embeds.embedder.name, int(self._embeds.embedder.dim)
