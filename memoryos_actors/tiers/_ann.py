@@ -40,7 +40,7 @@ class AnnIndex:
         seed: hnswlib's random seed.
     """
 
-    __slots__ = ("_deleted", "_dim", "_free", "_index", "_mat", "_rows", "_seed")
+    __slots__ = ("_deleted", "_dim", "_dirty", "_free", "_index", "_mat", "_rows", "_seed")
 
     def __init__(self, dim: int, seed: int) -> None:
         self._dim = dim
@@ -50,6 +50,8 @@ class AnnIndex:
         self._free: list[int] = []  # rows of removed labels, reused first
         self._index: hnswlib.Index | None = None
         self._deleted = 0  # slots marked deleted and not yet reused
+        #: Labels whose vector changed since the graph last saw it (see upsert).
+        self._dirty: set[int] = set()
 
     def __len__(self) -> int:
         return len(self._rows)
@@ -109,7 +111,10 @@ class AnnIndex:
             return
         index = self._index
         if label in self._rows:
-            index.add_items(row, [label], num_threads=1)
+            # A new vector for a label the graph holds (a segment that gathered a page):
+            # the graph is told once, before it is next searched or saved, however often
+            # the vector changed meanwhile; exact scores (dots) read the matrix, current.
+            self._dirty.add(label)
         else:
             if self._deleted > 0:
                 index.add_items(row, [label], num_threads=1, replace_deleted=True)
@@ -120,8 +125,16 @@ class AnnIndex:
                 index.add_items(row, [label], num_threads=1)
         self._put(label, row[0])
 
+    def _flush(self) -> None:
+        """Give the graph the current vectors of the labels changed since, in label order."""
+        if self._dirty and self._index is not None:
+            labels = sorted(self._dirty)
+            self._index.add_items(self._mat[[self._rows[x] for x in labels]], labels, num_threads=1)
+        self._dirty.clear()
+
     def _build(self) -> None:
         """Build the graph from the stored vectors, in label order (deterministic)."""
+        self._dirty.clear()
         index = self._ensure_index()
         labels = sorted(self._rows)
         index.resize_index(max(_INITIAL_CAPACITY, 2 * len(labels)))
@@ -135,6 +148,7 @@ class AnnIndex:
         """
         if self._index is None:
             return None
+        self._flush()
         with tempfile.TemporaryDirectory(prefix="memoryos-ann-") as tmp:
             path = os.path.join(tmp, "index.bin")
             self._index.save_index(path)
@@ -150,6 +164,7 @@ class AnnIndex:
             self._put(label, np.asarray(v, dtype=np.float32).reshape(self._dim))
         self._index = None
         self._deleted = 0
+        self._dirty.clear()
         if graph is None:
             if len(self._rows) > _BUILD_AT:
                 self._build()
@@ -170,6 +185,7 @@ class AnnIndex:
         if r is None:
             return
         self._free.append(r)
+        self._dirty.discard(label)
         if self._index is not None:
             self._index.mark_deleted(label)
             self._deleted += 1
@@ -184,6 +200,7 @@ class AnnIndex:
             return []
         if k >= len(self._rows) or self._index is None:
             return list(self._rows)
+        self._flush()
         self._index.set_ef(max(2 * k, _MIN_EF))
         try:
             labels, _ = self._index.knn_query(

@@ -62,3 +62,24 @@ def test_a_vector_handed_out_is_a_copy() -> None:
     index.upsert(2, _unit(2))  # reuses the removed label's row
     np.testing.assert_array_equal(index.vector(2), _unit(2))
     assert index.dots(_unit(3), []).shape == (0,)
+
+
+def test_the_graph_sees_a_changed_vector_before_it_is_searched_or_saved() -> None:
+    # Past 64 vectors the graph is built; a label whose vector then changes many times is
+    # given to the graph once, before the next search or save, with its current vector.
+    index = AnnIndex(DIM, seed=1)
+    for label in range(80):
+        index.upsert(label, _unit(label))
+    target = _unit(99_999)
+    for step in range(10):
+        index.upsert(7, _unit(50_000 + step))
+    index.upsert(7, target)
+    assert 7 in index.candidates(target, 1)  # the nearest to its own current vector
+    index.upsert(8, target)
+    saved = index.graph_bytes()
+    again = AnnIndex(DIM, seed=1)
+    again.restore({x: index.vector(x) for x in range(80)}, saved)
+    assert set(again.candidates(target, 2)) == {7, 8}
+    index.upsert(9, target)
+    index.remove(9)  # a changed label removed before the graph saw it: gone, no error
+    assert 9 not in index.candidates(target, 3)
