@@ -87,7 +87,23 @@ def _remount(mnt: Path, size: str) -> None:
     subprocess.run(["mount", "-o", f"remount,size={size}", str(mnt)], check=True, timeout=30)
 
 
-def test_a_full_file_system_refuses_turns_loses_none_and_writing_resumes(small_fs: Path) -> None:
+def test_a_full_file_system_refuses_turns_loses_none_and_writing_resumes(
+    small_fs: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Placement is slowed a little, so that MTM is still placing (and evicting to the
+    # archive) pages queued before the disk filled while the turns are being refused: the
+    # archive's refusal is then certain, not a matter of timing.
+    import time
+
+    from memoryos_actors.actors.mtm import MTMActor
+
+    original = MTMActor._insert
+
+    def lagging(self: MTMActor, *args: object) -> None:
+        time.sleep(0.002)  # fault injection: a slower placement
+        original(self, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(MTMActor, "_insert", lagging)
     data = small_fs / "data"
     users = ("ann", "bob")
     acked: dict[str, dict[str, str]] = {u: {} for u in users}
