@@ -255,12 +255,15 @@ class MTMActor(SupervisedActor):
         if isinstance(message, (_Recover, AnswersWaiting)):
             return None
         if isinstance(message, InsertPage):
-            self.env.insert_backlog.release()
-            early = self._embed_early([message.page])
-            if not self._take_turn():
-                self.complete = False  # stopping before this page's turn: the WAL has it
-                return None
-            self._insert(message.page, message.now, None if early is None else early[0])
+            try:
+                early = self._embed_early([message.page])
+                if not self._take_turn():
+                    self.complete = False  # stopping before this page's turn: the WAL has it
+                    return None
+                self._insert(message.page, message.now, None if early is None else early[0])
+            finally:
+                # Released once placed (its settle lag ends here), as a batch is.
+                self.env.insert_backlog.release()
             return None
         if isinstance(message, InsertPages):
             pages = [ins.page for ins in message.inserts]
