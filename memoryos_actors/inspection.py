@@ -14,6 +14,7 @@ import supervisor
 from .actors.base import (
     ASSISTANT_PREFIX,
     actor_names,
+    percentile,
 )
 from .actors.protocol import Inspect
 from .core import COUNTERS
@@ -142,24 +143,20 @@ class Inspection:
 
     def _placement(self, user_id: str) -> dict[str, Any]:
         """A user's placement queue: pages queued, its limit, and its settle lags (ms from
-        the turn that pushed a page out of STM to MTM taking it: the last 512 pages)."""
+        the turn that pushed a page out of STM to its placement in MTM: the last 512)."""
         entry = self._core.directory.get(user_id)
         env = entry.env if entry is not None else None
         if env is None:
             return {"placement_backlog": 0, "settle_lag_ms": None}
         backlog = env.insert_backlog
         lags = sorted(backlog.lags)
-
-        def pct(p: int) -> float:
-            return lags[min(len(lags) - 1, len(lags) * p // 100)]
-
         return {
             "placement_backlog": backlog.pending,
             "placement_limit": backlog.limit,
             "settle_lag_ms": (
                 {
-                    "p50": pct(50),
-                    "p99": pct(99),
+                    "p50": percentile(lags, 50),
+                    "p99": percentile(lags, 99),
                     "max": lags[-1],
                     "oldest_queued": backlog.oldest_age() * 1000.0,
                 }

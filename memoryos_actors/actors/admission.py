@@ -32,7 +32,44 @@ from collections.abc import Callable
 from ..errors import Overloaded
 from ..fairness import FairQueue
 
-__all__ = ["FairGate", "FairShare"]
+__all__ = ["DrainLimit", "FairGate", "FairShare"]
+
+
+class DrainLimit:
+    """How many items a queue may hold: the items its consumer takes in ``drain_seconds``
+    at its measured pace, between ``floor`` and ``cap`` (``initial`` until a pace is known).
+
+    The pace is a running mean (weight ``alpha`` for the newest) of the time per item
+    between two consecutive takes during which the consumer had work all along; a take of
+    ``n`` items at once counts ``n`` items. Not thread-safe: its owner's lock guards it.
+    """
+
+    __slots__ = ("alpha", "busy_since", "cap", "drain_seconds", "floor", "limit", "pace")
+
+    def __init__(
+        self, drain_seconds: float, floor: int, cap: int, *, alpha: float, initial: int
+    ) -> None:
+        if not 1 <= floor <= cap:
+            raise ValueError(f"need 1 <= floor <= cap, got floor={floor!r}, cap={cap!r}")
+        self.drain_seconds = drain_seconds
+        self.floor = floor
+        self.cap = cap
+        self.alpha = alpha
+        self.limit = initial
+        #: Seconds per item while the consumer is busy (None: not measured yet).
+        self.pace: float | None = None
+        #: Since when the consumer has had work all along (monotonic s; None: idle).
+        self.busy_since: float | None = None
+
+    def taken(self, now: float, n: int, left: int) -> None:
+        """The consumer took ``n`` items at ``now``; ``left`` are still queued."""
+        if self.busy_since is not None and n >= 1:
+            gap = (now - self.busy_since) / n
+            pace = gap if self.pace is None else self.pace + self.alpha * (gap - self.pace)
+            self.pace = pace
+            fits = int(self.drain_seconds / pace) if pace > 0 else self.cap
+            self.limit = max(self.floor, min(self.cap, fits))
+        self.busy_since = now if left > 0 else None
 
 
 class FairShare:
@@ -47,7 +84,6 @@ class FairShare:
     def __init__(self, permits: int) -> None:
         self._lock = threading.Lock()
         self._queue = FairQueue(permits)
-        self.permits = permits
 
     def acquire(self, user: str, ticket: threading.Event, cancelled: Callable[[], bool]) -> bool:
         """Wait for a permit for ``user``; True once held, False if ``cancelled()`` became
@@ -107,20 +143,11 @@ class FairGate:
     through whose page is not counted yet (at most one per call in flight).
     """
 
-    _ALPHA = 1.0 / 32.0
-
     def __init__(self, drain_seconds: float, floor: int, cap: int) -> None:
-        if not 1 <= floor <= cap:
-            raise ValueError(f"need 1 <= floor <= cap, got floor={floor!r}, cap={cap!r}")
-        self.drain_seconds = drain_seconds
-        self.floor = floor
-        self.cap = cap
-        self.limit = floor
+        self._drain = DrainLimit(drain_seconds, floor, cap, alpha=1.0 / 32.0, initial=floor)
         self._lock = threading.Lock()
         self._queued: dict[str, int] = {}
         self._total = 0
-        self._pace: float | None = None
-        self._busy_since: float | None = None
         #: Decreases seen so far: a waiter that sees this move knows work is progressing.
         self._progress = 0
         self._arrivals = itertools.count()
@@ -141,19 +168,14 @@ class FairGate:
             else:
                 self._queued.pop(user, None)
             self._total += queued - old
+            drain = self._drain
             if queued > old:
-                if self._busy_since is None:
-                    self._busy_since = now
+                if drain.busy_since is None:
+                    drain.busy_since = now
                 return
             placed = old - queued
             self._progress += 1
-            if self._busy_since is not None:
-                gap = (now - self._busy_since) / placed
-                pace = gap if self._pace is None else self._pace + self._ALPHA * (gap - self._pace)
-                self._pace = pace
-                fits = int(self.drain_seconds / pace) if pace > 0 else self.cap
-                self.limit = max(self.floor, min(self.cap, fits))
-            self._busy_since = now if self._total > 0 else None
+            drain.taken(now, placed, self._total)
             if self._waiters:
                 self._let_through(max(placed, self.limit - self._total))
 
@@ -194,10 +216,10 @@ class FairGate:
             with self._lock:
                 if event.is_set():
                     return
-                if self._progress != seen or self._free_pass(user):
-                    if self._free_pass(user):
-                        self._waiters.pop(me, None)
-                        return
+                if self._free_pass(user):
+                    self._waiters.pop(me, None)
+                    return
+                if self._progress != seen:
                     seen = self._progress
                     deadline = time.monotonic() + timeout
                     continue
@@ -220,11 +242,11 @@ class FairGate:
             return len(self._waiters)
 
     @property
+    def limit(self) -> int:
+        """The bound on the pages queued in all, now."""
+        return self._drain.limit
+
+    @property
     def pace(self) -> float | None:
         """Measured seconds per placed page, the whole process (None: not yet known)."""
-        return self._pace
-
-    def queued(self, user: str) -> int:
-        """Pages of ``user`` queued for placement, as last reported."""
-        with self._lock:
-            return self._queued.get(user, 0)
+        return self._drain.pace

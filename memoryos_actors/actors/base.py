@@ -21,6 +21,7 @@ import numpy as np
 
 from ..errors import Overloaded
 from ..store.paths import ASSISTANT_PREFIX
+from .admission import DrainLimit
 from .persist import recover
 
 if TYPE_CHECKING:
@@ -43,6 +44,7 @@ __all__ = [
     "Preload",
     "UserEnv",
     "actor_names",
+    "percentile",
     "persona_owner",
 ]
 
@@ -222,22 +224,15 @@ class PlacementBacklog(Backlog):
     """
 
     __slots__ = (
-        "_busy_since",
+        "_drain",
         "_gate",
         "_on_lag",
-        "_pace",
         "_progress",
         "_since",
         "_waiting_turn",
-        "cap",
-        "drain_seconds",
-        "floor",
         "lags",
         "user",
     )
-
-    #: Weight of the newest interval in the running mean of the consumer's pace.
-    _ALPHA = 1.0 / 16.0
 
     def __init__(
         self,
@@ -250,21 +245,14 @@ class PlacementBacklog(Backlog):
         gate: FairGate | None = None,
         on_lag: Callable[[float], None] | None = None,
     ) -> None:
-        if not 1 <= floor <= cap:
-            raise ValueError(f"need 1 <= floor <= cap, got floor={floor!r}, cap={cap!r}")
+        #: The limit: drain_seconds of the consumer's pace (``cap`` until it is known).
+        self._drain = DrainLimit(drain_seconds, floor, cap, alpha=1.0 / 16.0, initial=cap)
         super().__init__(cap, name)
-        self.drain_seconds = drain_seconds
-        self.floor = floor
-        self.cap = cap
         self.user = user
         #: The process's bound on all users' queues together (None: this queue alone).
         self._gate = gate
         #: Called with each placed page's settle lag, milliseconds.
         self._on_lag = on_lag
-        #: Seconds per item the consumer takes while it has work queued (None: not known).
-        self._pace: float | None = None
-        #: When the last release happened with more items queued behind it (monotonic s).
-        self._busy_since: float | None = None
         #: When each queued item was queued (monotonic s), oldest first.
         self._since: deque[float] = deque()
         #: Releases so far: a waiting writer that sees this move knows the queue drains.
@@ -311,14 +299,9 @@ class PlacementBacklog(Backlog):
         now = time.monotonic()
         lags: list[float] = []
         with self._cond:
-            if self._busy_since is not None and n >= 1:
-                gap = (now - self._busy_since) / n  # a batch taken at once: per item
-                pace = gap if self._pace is None else self._pace + self._ALPHA * (gap - self._pace)
-                self._pace = pace
-                fits = int(self.drain_seconds / pace) if pace > 0 else self.cap
-                self.limit = max(self.floor, min(self.cap, fits))
             # Only an interval in which the consumer had work all along measures its pace.
-            self._busy_since = now if self._count > n else None
+            self._drain.taken(now, n, self._count - n)
+            self.limit = self._drain.limit
             self._count = max(0, self._count - n)
             for _ in range(min(n, len(self._since))):
                 lags.append((now - self._since.popleft()) * 1000.0)
@@ -342,7 +325,7 @@ class PlacementBacklog(Backlog):
     def reset(self) -> None:
         """Forget every pending item (the consumer restarted and lost its mailbox)."""
         with self._cond:
-            self._busy_since = None
+            self._drain.busy_since = None
             self._since.clear()
             self._progress += 1
         super().reset()
@@ -352,7 +335,7 @@ class PlacementBacklog(Backlog):
     @property
     def pace(self) -> float | None:
         """Measured seconds per item while the consumer is busy (None: not measured yet)."""
-        return self._pace
+        return self._drain.pace
 
     def oldest_age(self) -> float:
         """Seconds the oldest page still queued has waited (0.0: none queued)."""
@@ -445,8 +428,13 @@ class Metrics:
         for name, values in samples.items():
             if values:
                 for p in (50, 95, 99):
-                    out[f"{name}_p{p}"] = values[min(len(values) - 1, len(values) * p // 100)]
+                    out[f"{name}_p{p}"] = percentile(values, p)
         return out
+
+
+def percentile(ordered: list[float], p: int) -> float:
+    """The ``p``-th percentile (0-100) of the non-empty, sorted ``ordered``, by rank."""
+    return ordered[min(len(ordered) - 1, len(ordered) * p // 100)]
 
 
 def persona_owner(user_id: str, assistant_id: str, shared: bool) -> str:

@@ -169,7 +169,7 @@ class MTMActor(SupervisedActor):
             turn.set()  # wake a wait for a placement turn: it gives up its place
 
     def on_exit(self) -> None:
-        self._end_turn(True)  # every exit path: never keep a placement permit
+        self._end_turn()  # every exit path: never keep a placement permit
 
     # -- placement turns -----------------------------------------------------------------
 
@@ -195,29 +195,39 @@ class MTMActor(SupervisedActor):
         self.turn_started = time.perf_counter()
         return True
 
-    def _embed_early(self, pages: list[Page]) -> Any:
-        """The pages' embeddings now, before the placement permit is taken, when
-        embedding is a wait (a provider, a model outside the interpreter lock): a permit
-        is for the interpreter's work, and concurrent waits are what the gateway's batcher
-        coalesces. None for the in-process hashing embedder (embedded under the permit)."""
-        gateway = self.env.gateway
-        if gateway.service.embeds_locally:
-            return None
-        return gateway.embed([page_text(p) for p in pages], user_id=self.env.user_id)
+    def _place_told(self, inserts: tuple[InsertPage, ...]) -> None:
+        """Place the pages STM told us of, in turn order, under a placement permit, with
+        one embedding call for all of them. A provider's (or a model's) embedding is a
+        wait, not the interpreter's work: it is asked for before the permit is taken, so
+        concurrent ones still coalesce in the gateway's batcher; the in-process hashing
+        embedder runs under the permit. The pages are released from the queue once placed
+        (their settle lag ends there; the queue's pace is the whole call's time per page)."""
+        pages = [ins.page for ins in inserts]
+        try:
+            early = not self.env.gateway.service.embeds_locally
+            embeddings = self._embed_pages(pages) if early else None
+            if not self._take_turn():
+                self.complete = False  # stopping before these pages' turn: the WAL has them
+                return
+            if embeddings is None:
+                embeddings = self._embed_pages(pages)
+            for ins, emb in zip(inserts, embeddings, strict=True):
+                self._insert(ins.page, ins.now, emb)
+        finally:
+            self.env.insert_backlog.release(len(inserts))
 
     def _turn_done(self) -> bool:
         """Whether to give the permit back now: the quantum is used up, or no message
         waits (an insert told meanwhile takes a new turn, behind the users waiting)."""
-        if self.turn_ticket is None:
-            return False
         if time.perf_counter() - self.turn_started >= _TURN_QUANTUM_S:
             return True
         return self.actor_inbox.empty()
 
-    def _end_turn(self, done: bool) -> None:
+    def _end_turn(self) -> None:
+        """Give the placement permit back, if one is held."""
         ticket = self.turn_ticket
         share = self.env.fair_share
-        if not done or ticket is None or share is None:
+        if ticket is None or share is None:
             return
         self.turn_ticket = None
         share.release(ticket, time.perf_counter() - self.turn_started)
@@ -242,8 +252,8 @@ class MTMActor(SupervisedActor):
         try:
             return self._receive(message)
         finally:
-            if self.turn_ticket is not None:
-                self._end_turn(self._turn_done())
+            if self.turn_ticket is not None and self._turn_done():
+                self._end_turn()
 
     def _receive(self, message: object) -> object:
         if self.recovery is not None:
@@ -254,34 +264,8 @@ class MTMActor(SupervisedActor):
                 self._done(done)
         if isinstance(message, (_Recover, AnswersWaiting)):
             return None
-        if isinstance(message, InsertPage):
-            try:
-                early = self._embed_early([message.page])
-                if not self._take_turn():
-                    self.complete = False  # stopping before this page's turn: the WAL has it
-                    return None
-                self._insert(message.page, message.now, None if early is None else early[0])
-            finally:
-                # Released once placed (its settle lag ends here), as a batch is.
-                self.env.insert_backlog.release()
-            return None
-        if isinstance(message, InsertPages):
-            pages = [ins.page for ins in message.inserts]
-            try:
-                embeddings = self._embed_early(pages)
-                if not self._take_turn():
-                    self.complete = False  # stopping before these pages' turn: the WAL has them
-                    return None
-                if embeddings is None:
-                    embeddings = self.env.gateway.embed(
-                        [page_text(p) for p in pages], user_id=self.env.user_id
-                    )
-                for ins, emb in zip(message.inserts, embeddings, strict=True):
-                    self._insert(ins.page, ins.now, emb)
-            finally:
-                # Released once placed, all together: the queue's pace is then the batch's
-                # time (the one embedding call included) per page.
-                self.env.insert_backlog.release(len(message.inserts))
+        if isinstance(message, (InsertPage, InsertPages)):
+            self._place_told(message.inserts if isinstance(message, InsertPages) else (message,))
             return None
         if isinstance(message, ApplyEdit):
             rec = message.record
@@ -395,7 +379,7 @@ class MTMActor(SupervisedActor):
         """Place the WAL's pages up to ``upto_seq`` (see :func:`.mtm_recovery.catch_up`)."""
         return mtm_recovery.catch_up(self, upto_seq, records)
 
-    def _insert(self, page: Page, now: float, embedding: Any = None) -> None:
+    def _insert(self, page: Page, now: float, embedding: Any) -> None:
         if not self.complete:
             return  # stopping with earlier pages unplaced: never place past that hole
         if page.seq <= self.core.max_seq or page.seq in self.outbox.archived:
@@ -468,9 +452,7 @@ class MTMActor(SupervisedActor):
         """The embeddings of ``pages``, in one embedder call."""
         return self.env.gateway.embed([page_text(p) for p in pages], user_id=self.env.user_id)
 
-    def _place(self, page: Page, now: float, embedding: Any = None) -> None:
-        if embedding is None:
-            embedding = self.env.gateway.embed_one(page_text(page), user_id=self.env.user_id)
+    def _place(self, page: Page, now: float, embedding: Any) -> None:
         self._apply(self.core.insert(page, embedding, now=now))
         self.counters["inserted"] += 1
 

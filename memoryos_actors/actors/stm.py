@@ -570,21 +570,18 @@ class STMActor(SupervisedActor):
 
     def _drain_outbox(self) -> None:
         """Forward, in turn order, every page at the head of the outbox whose meta is
-        there: one message for all of them (MTM embeds them in one call)."""
-        ready: list[InsertPage] = []
-        for page, now in self.outbox:
-            if not page.chain_id or len(ready) >= _FORWARD_BATCH:
-                break
-            ready.append(InsertPage(page, now))
-        if not ready:
-            return
-        if not self._forward(ready[0] if len(ready) == 1 else InsertPages(tuple(ready))):
-            self._arm_retry()
-            return
-        for _ in ready:
-            self.outbox.popleft()
-        if self.outbox and self.outbox[0][0].chain_id:
-            self._drain_outbox()  # more than one batch was ready
+        there: up to ``_FORWARD_BATCH`` of them a message (MTM embeds them in one call)."""
+        while self.outbox and self.outbox[0][0].chain_id:
+            ready: list[InsertPage] = []
+            for page, now in self.outbox:
+                if not page.chain_id or len(ready) >= _FORWARD_BATCH:
+                    break
+                ready.append(InsertPage(page, now))
+            if not self._forward(ready[0] if len(ready) == 1 else InsertPages(tuple(ready))):
+                self._arm_retry()
+                return
+            for _ in ready:
+                self.outbox.popleft()
 
     def _forward(self, insert: InsertPage | InsertPages) -> bool:
         # Not delivered: MTM is restarting; the caller tries again shortly.
