@@ -218,42 +218,68 @@ class OfflineBackend:
     # -- kinds --------------------------------------------------------------------------
 
     def _page_meta(self, payload: dict[str, Any]) -> dict[str, Any]:
-        q, r = _page_text(payload.get("page"))
-        text = f"{q} {r}".strip()
-        kws = keywords(text)
-        prev = payload.get("previous_page")
-        prev_chain = str(payload.get("previous_meta_chain") or "")
-        continues = False
-        if prev:
-            pq, pr = _page_text(prev)
-            prev_text = f"{pq} {pr}".strip()
-            if prev_text and text:
-                e = self._emb.embed([text, prev_text])
-                cos = float(np.dot(e[0], e[1]))
-                pk = keywords(prev_text)
-                jac = len(kws & pk) / len(kws | pk) if (kws | pk) else 0.0
-                continues = cos + jac > self.continuity_threshold
-        entry = self._page_gist(q, r)
-        chain = f"{prev_chain} {entry}".strip() if continues and prev_chain else entry
-        if len(chain) > _CHAIN_MAX_CHARS:
-            # Keep the most recent part of the chain: drop whole sentences from the front.
-            sents = split_sentences(chain)
-            while len(sents) > 1 and len(" ".join(sents)) > _CHAIN_MAX_CHARS:
-                sents.pop(0)
-            chain = _snip(" ".join(sents), _CHAIN_MAX_CHARS)
-        return {"continues": continues, "meta_chain": chain, "keywords": sorted(kws)}
+        return self._page_metas(
+            [payload.get("page")],
+            payload.get("previous_page"),
+            str(payload.get("previous_meta_chain") or ""),
+        )[0]
 
     def _page_meta_batch(self, payload: dict[str, Any]) -> dict[str, Any]:
-        prev = payload.get("previous_page")
-        chain = str(payload.get("previous_meta_chain") or "")
-        out = []
-        for page in payload.get("pages") or []:
-            meta = self._page_meta(
-                {"page": page, "previous_page": prev, "previous_meta_chain": chain}
+        return {
+            "pages": self._page_metas(
+                list(payload.get("pages") or []),
+                payload.get("previous_page"),
+                str(payload.get("previous_meta_chain") or ""),
             )
-            out.append(meta)
-            prev, chain = page, meta["meta_chain"]
-        return {"pages": out}
+        }
+
+    def _page_metas(self, pages: list[Any], prev: Any, prev_chain: str) -> list[dict[str, Any]]:
+        """The meta of each page of ``pages`` in order, each continuing the one before it
+        (the first continues ``prev``, whose chain is ``prev_chain``).
+
+        Each page's text is tokenised into keywords and embedded once, all in one
+        embedding call: a page is compared with the page before it, so computing both per
+        comparison did every page twice. Each row of an embedding depends only on its own
+        text, so the answer is the one a page-by-page computation gives.
+        """
+        texts = [" ".join(_page_text(p)).strip() for p in pages]
+        prev_text = " ".join(_page_text(prev)).strip() if prev else ""
+        kws = [keywords(t) for t in texts]
+        # Embeddings are needed only where a page and the page before it both have text.
+        owners = [prev, *pages[:-1]]
+        befores = [prev_text, *texts[:-1]]
+        need = [bool(owners[i]) and bool(befores[i]) and bool(texts[i]) for i in range(len(texts))]
+        rows: dict[int, int] = {}  # index into [prev_text, *texts] -> embedding row
+        wanted: list[str] = []
+        for i, ok in enumerate(need):
+            if ok:
+                for j in (i, i + 1):  # the page before it, and the page itself
+                    if j not in rows:
+                        rows[j] = len(wanted)
+                        wanted.append(befores[i] if j == i else texts[i])
+        emb = self._emb.embed(wanted) if wanted else None
+        out: list[dict[str, Any]] = []
+        chain = prev_chain
+        prev_kws = keywords(prev_text) if need and need[0] else frozenset()
+        for i, page in enumerate(pages):
+            q, r = _page_text(page)
+            continues = False
+            if need[i] and emb is not None:
+                cos = float(np.dot(emb[rows[i]], emb[rows[i + 1]]))
+                pk = prev_kws if i == 0 else kws[i - 1]
+                union = kws[i] | pk
+                jac = len(kws[i] & pk) / len(union) if union else 0.0
+                continues = cos + jac > self.continuity_threshold
+            entry = self._page_gist(q, r)
+            chain = f"{chain} {entry}".strip() if continues and chain else entry
+            if len(chain) > _CHAIN_MAX_CHARS:
+                # Keep the most recent part of the chain: drop whole sentences from the front.
+                sents = split_sentences(chain)
+                while len(sents) > 1 and len(" ".join(sents)) > _CHAIN_MAX_CHARS:
+                    sents.pop(0)
+                chain = _snip(" ".join(sents), _CHAIN_MAX_CHARS)
+            out.append({"continues": continues, "meta_chain": chain, "keywords": sorted(kws[i])})
+        return out
 
     def _page_gist(self, query: str, response: str) -> str:
         parts = []
