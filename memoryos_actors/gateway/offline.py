@@ -8,6 +8,7 @@ from keyword cues. Its :attr:`name` says so.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -443,16 +444,25 @@ def _agent_trait(sentence: str) -> str | None:
     return _snip("Assistant: " + s.rstrip(".!") + ".")
 
 
+@functools.lru_cache(maxsize=1024)
+def _trait_cues(name: str) -> frozenset[str]:
+    """The token prefixes that cue the trait ``name``: its own words' and, for a word that
+    names a concept of the cue lexicon, that concept's cue words' (a pure function of the
+    name, so each persona update does not work it out again for all 90 traits)."""
+    name_toks = [t for t in tokenize(name) if t not in STOPWORDS and len(t) > 2]
+    cues = {_prefix(t) for t in name_toks}
+    for concept, extra in _CUE_LEXICON.items():
+        if any(_prefix(t) == _prefix(concept) for t in name_toks):
+            cues.update(_prefix(c) for c in extra)
+    return frozenset(cues)
+
+
 def _trait_levels(names: Sequence[str], user_sentences: Sequence[str]) -> list[dict[str, str]]:
     """Levels for traits cued in the user's sentences; traits with no cue are left out."""
     sent_tokens = [(s, {_prefix(t) for t in tokenize(s)}) for s in user_sentences]
     out: list[dict[str, str]] = []
     for name in names:
-        name_toks = [t for t in tokenize(name) if t not in STOPWORDS and len(t) > 2]
-        cues = {_prefix(t) for t in name_toks}
-        for concept, extra in _CUE_LEXICON.items():
-            if any(_prefix(t) == _prefix(concept) for t in name_toks):
-                cues.update(_prefix(c) for c in extra)
+        cues = _trait_cues(name)
         if not cues:
             continue
         hits = [(s, len(cues & toks)) for s, toks in sent_tokens if cues & toks]
