@@ -9,11 +9,9 @@ use, so ``import memoryos_actors`` stays light.
 from __future__ import annotations
 
 import hashlib
-import itertools
 import math
 import os
 import threading
-from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
@@ -156,17 +154,28 @@ class HashingEmbedder:
                 raise InvalidInput(f"texts[{row}] is {type(text).__name__}, not str")
             toks = tokenize(text) or [_EMPTY_TOKEN]
             base = row * dim
-            # Each distinct feature once, with a dampened term frequency (1 + log tf), before
-            # features that collide are folded into the same column. Unigrams and bigrams
-            # never share a feature string (a bigram has a space, a token never does).
-            for feature, tf in Counter(toks).items():
+            # Each distinct feature once, in first-seen order, with a dampened term
+            # frequency (1 + log tf; exactly 1.0 for tf 1), before features that collide are
+            # folded into the same column. Unigrams and bigrams never share a feature string
+            # (a bigram has a space, a token never does). Plain dicts count faster than
+            # Counter for a sentence's few tokens.
+            unigrams: dict[str, int] = {}
+            for tok in toks:
+                unigrams[tok] = unigrams.get(tok, 0) + 1
+            bigrams: dict[str, int] = {}
+            before = toks[0]
+            for tok in toks[1:]:
+                gram = before + " " + tok
+                bigrams[gram] = bigrams.get(gram, 0) + 1
+                before = tok
+            for feature, tf in unigrams.items():
                 col, sign = cache.get(feature) or slot_of(feature)
                 add_bin(base + col)
-                add_weight(sign * (1.0 + log(tf)))
-            for feature, tf in Counter(a + " " + b for a, b in itertools.pairwise(toks)).items():
+                add_weight(sign if tf == 1 else sign * (1.0 + log(tf)))
+            for feature, tf in bigrams.items():
                 col, sign = cache.get(feature) or slot_of(feature)
                 add_bin(base + col)
-                add_weight(sign * (bw * (1.0 + log(tf))))
+                add_weight(sign * (bw if tf == 1 else bw * (1.0 + log(tf))))
         out = (
             np.bincount(
                 np.array(flat, dtype=np.int64),
