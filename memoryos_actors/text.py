@@ -7,7 +7,6 @@ lower-cased, keywords are the most frequent non-stop-word tokens. No I/O, no sta
 from __future__ import annotations
 
 import re
-from collections import Counter
 
 __all__ = ["STOPWORDS", "keywords", "split_sentences", "tokenize"]
 
@@ -291,23 +290,23 @@ def keywords(text: str, limit: int = 12) -> frozenset[str]:
     """
     if limit <= 0:
         return frozenset()
-    counts: Counter[str] = Counter()
-    first: dict[str, int] = {}
-    for i, tok in enumerate(tokenize(text)):
-        if tok in STOPWORDS or _is_noise(tok):
+    counts: dict[str, int] = {}  # in first-occurrence order
+    for tok in tokenize(text):
+        if tok in STOPWORDS:
             continue
-        counts[tok] += 1
-        first.setdefault(tok, i)
-    ranked = sorted(counts, key=lambda t: (-counts[t], first[t]))
+        if tok.isdigit():
+            if len(tok) <= 2:
+                continue
+        elif len(tok) == 1 and tok.isascii():
+            continue
+        counts[tok] = counts.get(tok, 0) + 1
+    if len(counts) <= limit:
+        return frozenset(counts)
+    # A stable sort (reverse keeps it stable) leaves equal counts in first-occurrence order.
+    ranked = sorted(counts, key=counts.__getitem__, reverse=True)
     return frozenset(ranked[:limit])
 
 
 def split_sentences(text: str) -> list[str]:
     """Split ``text`` into sentences (stripped, non-empty), keeping their punctuation."""
     return [s.strip() for s in _SENTENCE_RE.split(text) if s and s.strip()]
-
-
-def _is_noise(tok: str) -> bool:
-    if tok.isdigit():
-        return len(tok) <= 2
-    return len(tok) == 1 and tok.isascii()

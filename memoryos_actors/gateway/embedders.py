@@ -9,11 +9,9 @@ use, so ``import memoryos_actors`` stays light.
 from __future__ import annotations
 
 import hashlib
-import itertools
 import math
 import os
 import threading
-from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
@@ -113,59 +111,79 @@ class HashingEmbedder:
         self.dim = dim
         self.name = f"hashing-v1-{dim}"
         self._bigram_weight = float(bigram_weight)
-        self._cache: dict[str, int] = {}
+        self._cache: dict[str, tuple[int, float]] = {}
         self._cache_lock = threading.Lock()
 
     def _hash(self, feature: str) -> int:
-        h = self._cache.get(feature)
-        if h is None:
-            h = int.from_bytes(
-                hashlib.blake2b(feature.encode("utf-8"), digest_size=8).digest(), "little"
-            )
+        return int.from_bytes(
+            hashlib.blake2b(feature.encode("utf-8"), digest_size=8).digest(), "little"
+        )
+
+    def _slot(self, feature: str) -> tuple[int, float]:
+        """The column and sign of ``feature`` (cached)."""
+        slot = self._cache.get(feature)
+        if slot is None:
+            h = self._hash(feature)
+            slot = (h % self.dim, -1.0 if (h >> 63) & 1 else 1.0)
             with self._cache_lock:
                 if len(self._cache) >= _HASH_CACHE_MAX:
                     self._cache.clear()  # cheap bound; the vocabulary refills quickly
-                self._cache[feature] = h
-        return h
+                self._cache[feature] = slot
+        return slot
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """Embed ``texts`` into an ``(n, dim)`` float32 array of unit rows."""
         if isinstance(texts, str):
             raise InvalidInput("embed() takes a sequence of texts, not a single string")
         n = len(texts)
-        out = np.zeros((n, self.dim), dtype=np.float32)
+        dim = self.dim
         if n == 0:
-            return out
-        rows: list[int] = []
-        hashes: list[int] = []
-        vals: list[float] = []
+            return np.zeros((n, dim), dtype=np.float32)
+        # Flat bin (row * dim + column) and signed weight of every feature, in the order
+        # the features are met; the bins are summed in that order (float64), as before.
+        flat: list[int] = []
+        weights: list[float] = []
+        add_bin = flat.append
+        add_weight = weights.append
+        cache = self._cache
+        slot_of = self._slot
         bw = self._bigram_weight
         log = math.log
         for row, text in enumerate(texts):
             if not isinstance(text, str):
                 raise InvalidInput(f"texts[{row}] is {type(text).__name__}, not str")
             toks = tokenize(text) or [_EMPTY_TOKEN]
-            # Each distinct feature once, with a dampened term frequency (1 + log tf), before
-            # features that collide are folded into the same column. Unigrams and bigrams
-            # never share a feature string (a bigram has a space, a token never does).
-            for feature, tf in Counter(toks).items():
-                rows.append(row)
-                hashes.append(self._hash(feature))
-                vals.append(1.0 + log(tf))
-            for feature, tf in Counter(a + " " + b for a, b in itertools.pairwise(toks)).items():
-                rows.append(row)
-                hashes.append(self._hash(feature))
-                vals.append(bw * (1.0 + log(tf)))
-        feat_h = np.array(hashes, dtype=np.uint64)
-        cols = (feat_h % np.uint64(self.dim)).astype(np.int64)
-        signs = np.where((feat_h >> np.uint64(63)) & np.uint64(1), -1.0, 1.0).astype(np.float32)
-        flat = np.array(rows, dtype=np.int64) * self.dim + cols
+            base = row * dim
+            # Each distinct feature once, in first-seen order, with a dampened term
+            # frequency (1 + log tf; exactly 1.0 for tf 1), before features that collide are
+            # folded into the same column. Unigrams and bigrams never share a feature string
+            # (a bigram has a space, a token never does). Plain dicts count faster than
+            # Counter for a sentence's few tokens.
+            unigrams: dict[str, int] = {}
+            for tok in toks:
+                unigrams[tok] = unigrams.get(tok, 0) + 1
+            bigrams: dict[str, int] = {}
+            before = toks[0]
+            for tok in toks[1:]:
+                gram = before + " " + tok
+                bigrams[gram] = bigrams.get(gram, 0) + 1
+                before = tok
+            for feature, tf in unigrams.items():
+                col, sign = cache.get(feature) or slot_of(feature)
+                add_bin(base + col)
+                add_weight(sign if tf == 1 else sign * (1.0 + log(tf)))
+            for feature, tf in bigrams.items():
+                col, sign = cache.get(feature) or slot_of(feature)
+                add_bin(base + col)
+                add_weight(sign * (bw if tf == 1 else bw * (1.0 + log(tf))))
         out = (
             np.bincount(
-                flat, weights=signs * np.array(vals, dtype=np.float64), minlength=n * self.dim
+                np.array(flat, dtype=np.int64),
+                weights=np.array(weights, dtype=np.float64),
+                minlength=n * dim,
             )
             .astype(np.float32)
-            .reshape(n, self.dim)
+            .reshape(n, dim)
         )
         norms = np.sqrt(np.einsum("ij,ij->i", out, out))[:, None]
         # A row can cancel to zero only by an astronomically unlikely collision pattern;

@@ -8,6 +8,7 @@ from keyword cues. Its :attr:`name` says so.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -212,48 +213,79 @@ class OfflineBackend:
     def call(self, kind: str, payload: dict[str, Any]) -> BackendResult:
         """Like :meth:`complete`, wrapped as a zero-token :class:`BackendResult`."""
         validate_payload(kind, payload)
+        return self.answer(kind, payload)
+
+    def answer(self, kind: str, payload: dict[str, Any]) -> BackendResult:
+        """Like :meth:`call` for a payload the caller has validated already (the gateway
+        service validates each one when it is submitted)."""
         handler = getattr(self, f"_{kind}")
         return BackendResult(validate_output(kind, handler(payload)))
 
     # -- kinds --------------------------------------------------------------------------
 
     def _page_meta(self, payload: dict[str, Any]) -> dict[str, Any]:
-        q, r = _page_text(payload.get("page"))
-        text = f"{q} {r}".strip()
-        kws = keywords(text)
-        prev = payload.get("previous_page")
-        prev_chain = str(payload.get("previous_meta_chain") or "")
-        continues = False
-        if prev:
-            pq, pr = _page_text(prev)
-            prev_text = f"{pq} {pr}".strip()
-            if prev_text and text:
-                e = self._emb.embed([text, prev_text])
-                cos = float(np.dot(e[0], e[1]))
-                pk = keywords(prev_text)
-                jac = len(kws & pk) / len(kws | pk) if (kws | pk) else 0.0
-                continues = cos + jac > self.continuity_threshold
-        entry = self._page_gist(q, r)
-        chain = f"{prev_chain} {entry}".strip() if continues and prev_chain else entry
-        if len(chain) > _CHAIN_MAX_CHARS:
-            # Keep the most recent part of the chain: drop whole sentences from the front.
-            sents = split_sentences(chain)
-            while len(sents) > 1 and len(" ".join(sents)) > _CHAIN_MAX_CHARS:
-                sents.pop(0)
-            chain = _snip(" ".join(sents), _CHAIN_MAX_CHARS)
-        return {"continues": continues, "meta_chain": chain, "keywords": sorted(kws)}
+        return self._page_metas(
+            [payload.get("page")],
+            payload.get("previous_page"),
+            str(payload.get("previous_meta_chain") or ""),
+        )[0]
 
     def _page_meta_batch(self, payload: dict[str, Any]) -> dict[str, Any]:
-        prev = payload.get("previous_page")
-        chain = str(payload.get("previous_meta_chain") or "")
-        out = []
-        for page in payload.get("pages") or []:
-            meta = self._page_meta(
-                {"page": page, "previous_page": prev, "previous_meta_chain": chain}
+        return {
+            "pages": self._page_metas(
+                list(payload.get("pages") or []),
+                payload.get("previous_page"),
+                str(payload.get("previous_meta_chain") or ""),
             )
-            out.append(meta)
-            prev, chain = page, meta["meta_chain"]
-        return {"pages": out}
+        }
+
+    def _page_metas(self, pages: list[Any], prev: Any, prev_chain: str) -> list[dict[str, Any]]:
+        """The meta of each page of ``pages`` in order, each continuing the one before it
+        (the first continues ``prev``, whose chain is ``prev_chain``).
+
+        Each page's text is tokenised into keywords and embedded once, all in one
+        embedding call: a page is compared with the page before it, so computing both per
+        comparison did every page twice. Each row of an embedding depends only on its own
+        text, so the answer is the one a page-by-page computation gives.
+        """
+        texts = [" ".join(_page_text(p)).strip() for p in pages]
+        prev_text = " ".join(_page_text(prev)).strip() if prev else ""
+        kws = [keywords(t) for t in texts]
+        # Embeddings are needed only where a page and the page before it both have text.
+        owners = [prev, *pages[:-1]]
+        befores = [prev_text, *texts[:-1]]
+        need = [bool(owners[i]) and bool(befores[i]) and bool(texts[i]) for i in range(len(texts))]
+        rows: dict[int, int] = {}  # index into [prev_text, *texts] -> embedding row
+        wanted: list[str] = []
+        for i, ok in enumerate(need):
+            if ok:
+                for j in (i, i + 1):  # the page before it, and the page itself
+                    if j not in rows:
+                        rows[j] = len(wanted)
+                        wanted.append(befores[i] if j == i else texts[i])
+        emb = self._emb.embed(wanted) if wanted else None
+        out: list[dict[str, Any]] = []
+        chain = prev_chain
+        prev_kws = keywords(prev_text) if need and need[0] else frozenset()
+        for i, page in enumerate(pages):
+            q, r = _page_text(page)
+            continues = False
+            if need[i] and emb is not None:
+                cos = float(np.dot(emb[rows[i]], emb[rows[i + 1]]))
+                pk = prev_kws if i == 0 else kws[i - 1]
+                union = kws[i] | pk
+                jac = len(kws[i] & pk) / len(union) if union else 0.0
+                continues = cos + jac > self.continuity_threshold
+            entry = self._page_gist(q, r)
+            chain = f"{chain} {entry}".strip() if continues and chain else entry
+            if len(chain) > _CHAIN_MAX_CHARS:
+                # Keep the most recent part of the chain: drop whole sentences from the front.
+                sents = split_sentences(chain)
+                while len(sents) > 1 and len(" ".join(sents)) > _CHAIN_MAX_CHARS:
+                    sents.pop(0)
+                chain = _snip(" ".join(sents), _CHAIN_MAX_CHARS)
+            out.append({"continues": continues, "meta_chain": chain, "keywords": sorted(kws[i])})
+        return out
 
     def _page_gist(self, query: str, response: str) -> str:
         parts = []
@@ -412,16 +444,25 @@ def _agent_trait(sentence: str) -> str | None:
     return _snip("Assistant: " + s.rstrip(".!") + ".")
 
 
+@functools.lru_cache(maxsize=1024)
+def _trait_cues(name: str) -> frozenset[str]:
+    """The token prefixes that cue the trait ``name``: its own words' and, for a word that
+    names a concept of the cue lexicon, that concept's cue words' (a pure function of the
+    name, so each persona update does not work it out again for all 90 traits)."""
+    name_toks = [t for t in tokenize(name) if t not in STOPWORDS and len(t) > 2]
+    cues = {_prefix(t) for t in name_toks}
+    for concept, extra in _CUE_LEXICON.items():
+        if any(_prefix(t) == _prefix(concept) for t in name_toks):
+            cues.update(_prefix(c) for c in extra)
+    return frozenset(cues)
+
+
 def _trait_levels(names: Sequence[str], user_sentences: Sequence[str]) -> list[dict[str, str]]:
     """Levels for traits cued in the user's sentences; traits with no cue are left out."""
     sent_tokens = [(s, {_prefix(t) for t in tokenize(s)}) for s in user_sentences]
     out: list[dict[str, str]] = []
     for name in names:
-        name_toks = [t for t in tokenize(name) if t not in STOPWORDS and len(t) > 2]
-        cues = {_prefix(t) for t in name_toks}
-        for concept, extra in _CUE_LEXICON.items():
-            if any(_prefix(t) == _prefix(concept) for t in name_toks):
-                cues.update(_prefix(c) for c in extra)
+        cues = _trait_cues(name)
         if not cues:
             continue
         hits = [(s, len(cues & toks)) for s, toks in sent_tokens if cues & toks]

@@ -47,6 +47,7 @@ __all__ = [
     "MalformedOutput",
     "check_answer",
     "PromptSpec",
+    "not_serialisable",
     "parse_json_object",
     "render_messages",
     "trait_key",
@@ -336,18 +337,29 @@ def _spec(kind: str) -> PromptSpec:
         raise InvalidInput(f"unknown prompt kind {kind!r}; expected one of {KINDS}") from None
 
 
-def validate_payload(kind: str, payload: Any) -> None:
-    """Raise :class:`InvalidInput` unless ``payload`` is a JSON-able dict for ``kind``."""
+def validate_payload(kind: str, payload: Any, *, serialised: bool = False) -> None:
+    """Raise :class:`InvalidInput` unless ``payload`` is a JSON-able dict for ``kind``.
+
+    ``serialised=True`` skips the JSON check, for a caller that serialises the payload
+    itself right after and reports a failure as :func:`not_serialisable` does.
+    """
     spec = _spec(kind)
     if not isinstance(payload, dict):
         raise InvalidInput(f"{kind} payload must be a dict, got {type(payload).__name__}")
     missing = [k for k in spec.payload_keys if k not in payload and k != "previous_page"]
     if missing:
         raise InvalidInput(f"{kind} payload is missing {missing}")
+    if serialised:
+        return
     try:
         json.dumps(payload)
     except (TypeError, ValueError) as exc:
-        raise InvalidInput(f"{kind} payload is not JSON-serialisable: {exc}") from None
+        raise not_serialisable(kind, exc) from None
+
+
+def not_serialisable(kind: str, exc: Exception) -> InvalidInput:
+    """The error for a ``kind`` payload that JSON cannot encode (``exc`` says why)."""
+    return InvalidInput(f"{kind} payload is not JSON-serialisable: {exc}")
 
 
 def check_answer(kind: str, payload: dict[str, Any], data: dict[str, Any]) -> None:

@@ -53,7 +53,7 @@ from memoryos_actors.gateway.embedders import make_embedder
 from memoryos_actors.gateway.failures import ProviderHealth, degraded_reason
 from memoryos_actors.gateway.loop import LoopThread
 from memoryos_actors.gateway.offline import OfflineBackend
-from memoryos_actors.gateway.prompts import PROMPTS, validate_payload
+from memoryos_actors.gateway.prompts import PROMPTS, not_serialisable, validate_payload
 from memoryos_actors.gateway.provider_call import BreakerOpen, ProviderCalls, typed_config_error
 from memoryos_actors.gateway.redo import RedoHook, RedoQueue, RedoResult
 from memoryos_actors.gateway.resilience import (
@@ -249,9 +249,13 @@ class GatewayService:
         :meth:`close`, at once.
         """
         self._check_open()
-        validate_payload(kind, payload)
+        # The cache key is the payload's canonical JSON: making it is the JSON check too.
+        validate_payload(kind, payload, serialised=True)
         primary = self._primary or self._offline
-        key = content_key("complete", primary.name, kind, PROMPTS[kind].version, payload)
+        try:
+            key = content_key("complete", primary.name, kind, PROMPTS[kind].version, payload)
+        except (TypeError, ValueError) as exc:
+            raise not_serialisable(kind, exc) from None
         cached = self._completions.get(key)
         if cached is not None:
             if user_id is not None:
@@ -309,7 +313,7 @@ class GatewayService:
             # among them), not in arrival order behind a flood of other users' calls.
             async with self._offline_slot.slot(user_id):
                 await asyncio.sleep(0)
-                result = self._offline.call(kind, payload)
+                result = self._offline.answer(kind, payload)
             return self._finish(key, kind, user_id, result, self._offline.name, t0, degraded=False)
         try:
             result = await self._calls.call(kind, payload, user_id, self._policy)
@@ -325,7 +329,7 @@ class GatewayService:
             raise ProviderUnavailable(
                 f"{self._primary.name}: {reason}; no offline fallback was allowed"
             )
-        result = self._offline.call(kind, payload)
+        result = self._offline.answer(kind, payload)
         self._enqueue_redo(kind, payload, user_id)
         return self._finish(
             key, kind, user_id, result, self._offline.name, t0, degraded=True, reason=reason

@@ -105,3 +105,48 @@ def test_sentence_transformers_without_the_extra_is_a_config_error() -> None:
             make_embedder(gateway_config(embedder="sentence-transformers", embedding_model="m"))
     else:  # pragma: no cover - only where the extra is installed
         pytest.skip("sentence-transformers is installed")
+
+
+def _reference_hashing(texts: list[str], dim: int, bigram_weight: float) -> np.ndarray:
+    """HashingEmbedder's documented algorithm written plainly: BLAKE2b of each unigram and
+    bigram picks a column (hash mod dim) and a sign (top bit), weight 1 + log tf (bigrams
+    scaled), summed per column in float64, then float32 rows L2-normalised."""
+    import hashlib
+    import itertools
+    import math
+    from collections import Counter
+
+    from memoryos_actors.text import tokenize
+
+    out = np.zeros((len(texts), dim), dtype=np.float64)
+    for row, text in enumerate(texts):
+        toks = tokenize(text) or ["\x00empty"]
+        grams = Counter(a + " " + b for a, b in itertools.pairwise(toks))
+        for counts, scale in ((Counter(toks), 1.0), (grams, bigram_weight)):
+            for feature, tf in counts.items():
+                h = int.from_bytes(
+                    hashlib.blake2b(feature.encode("utf-8"), digest_size=8).digest(), "little"
+                )
+                out[row, h % dim] += (-1.0 if h >> 63 else 1.0) * (scale * (1.0 + math.log(tf)))
+    f32 = out.astype(np.float32)
+    return f32 / np.sqrt(np.einsum("ij,ij->i", f32, f32))[:, None]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.lists(st.sampled_from(["a", "tea", "tea", "green", "I'm", "\u00e9t\u00e9", "7", "."]))
+        .map(" ".join)
+        .filter(lambda t: any(c.isalnum() for c in t)),
+        min_size=1,
+        max_size=6,
+    ),
+    st.sampled_from([(16, 0.5), (128, 0.0), (256, 1.5)]),
+)
+def test_hashing_vectors_are_exactly_the_documented_algorithms(
+    texts: list[str], shape: tuple[int, float]
+) -> None:
+    dim, bw = shape
+    assert np.array_equal(
+        HashingEmbedder(dim, bigram_weight=bw).embed(texts), _reference_hashing(texts, dim, bw)
+    )

@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from memoryos_actors.gateway.embedders import HashingEmbedder
 from memoryos_actors.gateway.offline import OFFLINE_NAME, OfflineBackend
 from memoryos_actors.gateway.prompts import validate_output
 
@@ -144,3 +149,62 @@ def test_offline_answers_are_deterministic_and_valid() -> None:
     assert a == OfflineBackend().complete("persona_update", payload)
     assert validate_output("persona_update", a) == a
     assert OFF.name == OFFLINE_NAME == "offline (extractive, no LLM)"
+
+
+class _CountingEmbedder(HashingEmbedder):
+    """A hashing embedder that records every text it is asked to embed."""
+
+    def __init__(self) -> None:
+        super().__init__(256)
+        self.calls: list[list[str]] = []
+
+    def embed(self, texts: Sequence[str]) -> Any:
+        self.calls.append(list(texts))
+        return super().embed(texts)
+
+
+def _chained_one_by_one(backend: OfflineBackend, payload: dict[str, Any]) -> list[Any]:
+    """page_meta_batch's documented meaning: each page's page_meta, chained to the last."""
+    prev, chain, out = payload["previous_page"], payload["previous_meta_chain"], []
+    for pg in payload["pages"]:
+        meta = backend.complete(
+            "page_meta", {"page": pg, "previous_page": prev, "previous_meta_chain": chain}
+        )
+        out.append(meta)
+        prev, chain = pg, meta["meta_chain"]
+    return out
+
+
+_WORDS = ["I", "am", "from", "Lyon", ".", "my", "dog", "is", "Rex", "!", "tennis", "why", "?"]
+_TEXT = st.lists(st.sampled_from(_WORDS), max_size=25).map(" ".join)
+_PAGE = st.builds(page, _TEXT, _TEXT)
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    st.lists(_PAGE, min_size=1, max_size=8),
+    st.one_of(st.none(), _PAGE),
+    st.sampled_from(["", "User: earlier words. Assistant: yes.", "A long chain. " * 60]),
+)
+def test_page_meta_batch_equals_page_by_page_meta(
+    pages: list[dict[str, str]], prev: dict[str, str] | None, chain: str
+) -> None:
+    payload = {"pages": pages, "previous_page": prev, "previous_meta_chain": chain}
+    assert OFF.complete("page_meta_batch", payload)["pages"] == _chained_one_by_one(
+        OfflineBackend(), payload
+    )
+
+
+def test_page_meta_batch_embeds_each_page_once_in_one_call() -> None:
+    emb = _CountingEmbedder()
+    backend = OfflineBackend(embedder=emb)
+    pages = [page(f"Do you like tennis number {i}", "Yes, I play tennis.") for i in range(6)]
+    backend.complete(
+        "page_meta_batch",
+        {"pages": pages, "previous_page": page("tennis again", "sure"), "previous_meta_chain": ""},
+    )
+    # Single-sentence pages need no sentence centrality: only continuity embeds.
+    assert len(emb.calls) == 1
+    assert sorted(emb.calls[0]) == sorted(
+        ["tennis again sure", *(f"{p['query']} {p['response']}" for p in pages)]
+    )

@@ -126,6 +126,31 @@ def test_bad_requests_are_invalid_input(make_service: MakeService) -> None:
     with pytest.raises(InvalidInput):
         svc.embed("a bare string")
     assert svc.embed([]).shape == (0, 64)
+    with pytest.raises(InvalidInput, match="not JSON-serialisable"):
+        svc.submit("chat_reply", {"context": "c", "query": "q", "extra": {1, 2}})
+
+
+def test_an_offline_completion_serialises_its_payload_once(
+    make_service: MakeService, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The payload's canonical JSON (the cache key) is its JSON check too: checking it again
+    # when submitted and when the offline backend answers was a third of the call's work.
+    import json
+
+    seen: list[object] = []
+    real_dumps = json.dumps
+
+    def counting_dumps(obj: object, **kw: object) -> str:
+        seen.append(obj)
+        return real_dumps(obj, **kw)  # type: ignore[arg-type]
+
+    svc = make_service()
+    payload = chat_payload("once")
+    monkeypatch.setattr(json, "dumps", counting_dumps)
+    svc.complete("chat_reply", payload)
+    monkeypatch.undo()
+    holds = [o is payload or (isinstance(o, tuple) and any(x is payload for x in o)) for o in seen]
+    assert sum(holds) == 1
 
 
 def test_usage_is_accounted_per_kind_and_per_user(make_service: MakeService) -> None:
