@@ -32,6 +32,7 @@ import functools
 import threading
 import time
 from collections import deque
+from collections.abc import Iterable
 from collections.abc import Set as AbstractSet
 from typing import Any
 
@@ -42,6 +43,7 @@ from supervisor import SupervisedActor, TimerRef, send_after
 from ..errors import MemoryOSError
 from ..lexicon import stem
 from ..messages import Page, normalize_keywords
+from ..store.formats import WalRecord
 from ..tiers.hybrid import LEXICAL_CANDIDATES
 from ..tiers.mtm import MTMCore
 from . import mtm_recovery, persist
@@ -375,7 +377,9 @@ class MTMActor(SupervisedActor):
             cold_rows=cold_rows,
         )
 
-    def _catch_up(self, upto_seq: int, records: Any = None) -> bool:
+    def _catch_up(
+        self, upto_seq: int, records: Iterable[tuple[int, WalRecord]] | None = None
+    ) -> bool:
         """Place the WAL's pages up to ``upto_seq`` (see :func:`.mtm_recovery.catch_up`)."""
         return mtm_recovery.catch_up(self, upto_seq, records)
 
