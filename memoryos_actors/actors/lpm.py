@@ -140,7 +140,7 @@ class LPMActor(SupervisedActor):
         if isinstance(message, ReadHistory):
             ref = parse_memory_id(message.memory_id)
             changes = self.core.trait_history(ref.key) if ref.kind == "trait" else ()
-            return tuple(self.env.store.edits.history(ref.memory_id)), changes
+            return tuple(self.env.store.edits.history_of(ref.memory_id)), changes
         if isinstance(message, GetState):
             return reply_state(
                 self.env,
@@ -316,15 +316,7 @@ class LPMActor(SupervisedActor):
         for item in found.items:
             if not isinstance(item, ColdItem):  # a light row: never asked for here
                 continue
-            rec = item.record
-            entry_id = str(rec.get("entry_id", ""))
-            mid = (
-                f"fact:{entry_id}"
-                if item.kind == "fact"
-                else f"agent_trait:{rec.get('assistant', '')}:{entry_id}"
-            )
-            source = rec.get("source_segment")
-            out.append((mid, str(rec.get("text", item.text)), str(source) if source else None))
+            out.append((item.memory_id, item.entry_text, item.source_segment or None))
         return out
 
     def _source_of(self, memory_id: str) -> str | None:
@@ -463,7 +455,7 @@ class LPMActor(SupervisedActor):
                         entry.to_dict(),
                         owner,
                         emb_to_f16(emb) if emb is not None else None,
-                    ).encode()
+                    )
                 )
 
 

@@ -139,7 +139,7 @@ def work_state(actor: MTMActor) -> dict[str, Any]:
         "unsummarised": dict(actor.unsummarised),
         "persona_queue": [segment.to_dict() for segment in actor.persona_queue],
         "jobs": actor.jobs.state(),
-        "unarchived": list(actor.outbox.owed),
+        "unarchived": actor.outbox.owed_state(),
     }
 
 

@@ -73,6 +73,7 @@ __all__ = [
     "emb_to_f16",
     "encode_edit_state",
     "encode_wal",
+    "rename_archived_assistant",
     "scrub_page_map",
     "turn_seq",
     "is_archive_placeholder",
@@ -860,6 +861,15 @@ def archive_keywords(rec: Mapping[str, Any]) -> frozenset[str]:
     if isinstance(kws, (list, tuple, set, frozenset)):
         return frozenset(k.lower() for k in kws if isinstance(k, str))
     return frozenset()
+
+
+def rename_archived_assistant(rec: object, rename: Callable[[str], str]) -> None:
+    """Rename, in place, the assistant of an archive map that is an agent trait's (any
+    other value, however malformed, is left alone: exports are untrusted)."""
+    if isinstance(rec, dict) and rec.get("t") == "agent_trait":
+        aid = rec.get("assistant")
+        if isinstance(aid, str) and aid:
+            rec["assistant"] = rename(aid)
 
 
 def is_archive_placeholder(rec: Mapping[str, Any]) -> bool:

@@ -48,7 +48,7 @@ from memoryos_actors.store._files import fsync_dir, fsync_file, is_blank
 from memoryos_actors.store._framing import log
 from memoryos_actors.store.archive import Archive
 from memoryos_actors.store.edits import EditLog
-from memoryos_actors.store.formats import WalRecord, decode_wal
+from memoryos_actors.store.formats import ArchiveRecord, WalRecord, decode_wal
 from memoryos_actors.store.paths import user_dir_name, user_id_from_dir_name, validate_user_id
 from memoryos_actors.store.snapshot import (
     SCHEMA_VERSION,
@@ -432,7 +432,7 @@ class UserStore:
 
     # -- WAL, snapshots, archive ---------------------------------------------------------------
 
-    def archive_append(self, record: dict[str, Any]) -> int:
+    def archive_append(self, record: ArchiveRecord | dict[str, Any]) -> int:
         """Archive ``record`` and index it in the cold tier; 0 when the archive is disabled.
 
         The archive append is the durable part; the cold index is derived, so if indexing
@@ -539,9 +539,13 @@ class UserStore:
         return path
 
     def archive_records(self) -> list[tuple[int, dict[str, Any]]]:
-        """The archive's ``(seq, record)`` pairs, oldest first, as the user's edits leave
+        """The archive's ``(seq, map)`` pairs, oldest first, as the user's edits leave
         them (deleted memories left out, corrected ones corrected)."""
         return list(self.edits.apply_all(self.archive.iter()))
+
+    def archived(self) -> list[tuple[int, ArchiveRecord]]:
+        """:meth:`archive_records`, typed (records that hold no item left out)."""
+        return list(self.edits.apply_records(self.archive.records()))
 
     # -- lifecycle ---------------------------------------------------------------------------
 
