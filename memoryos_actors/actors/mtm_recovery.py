@@ -68,14 +68,14 @@ def finish_recovery(actor: MTMActor) -> None:
             if not gate.enter(ticket, lambda: actor.stop_requested):
                 actor.complete = False
                 return  # stopped while waiting: the files still hold everything
-            actor._catch_up(upto, recovered.replay)
+            catch_up(actor, upto, recovered.replay)
         finally:
             gate.release(ticket)
             actor.gate_ticket = None
     else:
-        actor._catch_up(upto, recovered.replay)
+        catch_up(actor, upto, recovered.replay)
     edits = env.store.edits
-    actor._drop_deleted(edits.deleted_pages, edits.deleted, edits.scrub_segments)
+    actor.drop_deleted(edits.deleted_pages, edits.deleted, edits.scrub_segments)
     if not actor.complete:
         return  # the catch-up stopped early; the files still hold everything
     if work:
@@ -119,12 +119,12 @@ def catch_up(
             actor.complete = False
             return False
         batch = todo[start : start + CATCH_UP_BATCH]
-        embs = actor._embed_pages([page for page, _ in batch])
+        embs = actor.embed_pages([page for page, _ in batch])
         for (page, when), emb in zip(batch, embs, strict=True):
             if actor.stop_requested:
                 actor.complete = False
                 return False
-            actor._place(page, when, emb)
+            actor.place(page, when, emb)
     if held:
         # Placed now: only the snapshot's pages still ahead can be asked for again.
         actor.held_pages = {seq: page for seq, page in held.items() if seq > upto_seq}
@@ -197,5 +197,5 @@ def restore_work(
         )
     for seg_id, n in unsummarised.items():
         if n >= every:
-            actor._schedule_summary(seg_id)
-    actor._arm_persona_ask(0.0)
+            actor.schedule_summary(seg_id)
+    actor.arm_persona_ask(0.0)

@@ -132,7 +132,7 @@ class Archive:
         )  # validate even when disabled: same contract either way
         if not self.enabled:
             return 0
-        return self._ensure_log()._append_payload(payload)
+        return self._ensure_log().append_payload(payload)
 
     def __len__(self) -> int:
         """Number of archived records."""
@@ -147,7 +147,7 @@ class Archive:
             return iter(())
         return (
             item
-            for item in self._log._iter_records(after_seq)
+            for item in self._log.iter_records(after_seq)
             if not is_archive_placeholder(item[1])
         )
 

@@ -86,12 +86,12 @@ class WAL(RecordLog):
         Raises :class:`InvalidInput` if the record is not a msgpack-encodable dict or is over
         16 MiB encoded, and :class:`StorageError` if the write fails or the WAL is closed.
         """
-        return self._append_payload(pack_record(encode_wal(record)))
+        return self.append_payload(pack_record(encode_wal(record)))
 
     def records(self, after_lsn: int = 0) -> Iterator[tuple[int, WalRecord]]:
         """Yield ``(lsn, record)``, typed (:func:`~memoryos_actors.store.formats.decode_wal`),
         for every record with an LSN above ``after_lsn``, in order (as :meth:`read`)."""
-        for lsn, raw in self._iter_records(after_lsn):
+        for lsn, raw in self.iter_records(after_lsn):
             yield lsn, decode_wal(raw)
 
     def read(self, after_lsn: int = 0) -> Iterator[tuple[int, dict[str, Any]]]:
@@ -101,7 +101,7 @@ class WAL(RecordLog):
         Sees the records appended before iteration starts. Raises :class:`CorruptDataError`
         naming the file if damage appeared after the WAL was opened.
         """
-        return self._iter_records(after_lsn)
+        return self.iter_records(after_lsn)
 
     def truncate_before(self, lsn: int) -> None:
         """Drop every record with an LSN below ``lsn``, atomically.
