@@ -377,6 +377,12 @@ class MTMActor(SupervisedActor):
             cold_rows=cold_rows,
         )
 
+    def catch_up(
+        self, upto_seq: int, records: Iterable[tuple[int, WalRecord]] | None = None
+    ) -> bool:
+        """Place the WAL's pages up to ``upto_seq`` (recovery's catch-up)."""
+        return self._catch_up(upto_seq, records)
+
     def _catch_up(
         self, upto_seq: int, records: Iterable[tuple[int, WalRecord]] | None = None
     ) -> bool:

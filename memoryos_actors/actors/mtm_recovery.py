@@ -68,12 +68,12 @@ def finish_recovery(actor: MTMActor) -> None:
             if not gate.enter(ticket, lambda: actor.stop_requested):
                 actor.complete = False
                 return  # stopped while waiting: the files still hold everything
-            catch_up(actor, upto, recovered.replay)
+            actor.catch_up(upto, recovered.replay)
         finally:
             gate.release(ticket)
             actor.gate_ticket = None
     else:
-        catch_up(actor, upto, recovered.replay)
+        actor.catch_up(upto, recovered.replay)
     edits = env.store.edits
     actor.drop_deleted(edits.deleted_pages, edits.deleted, edits.scrub_segments)
     if not actor.complete:
