@@ -16,12 +16,12 @@ it applied lately (``applied``), and the WAL tail holds the ones it applied afte
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from collections.abc import Set as AbstractSet
 from typing import TYPE_CHECKING, Any
 
 from ..messages import SegmentRecord
-from ..store.formats import PersonaRecord, WalRecord
+from ..store.formats import WalRecord, persona_job
 from . import persist
 from .protocol import CompletionJob, split_tag
 
@@ -34,9 +34,10 @@ __all__ = ["applied_jobs", "catch_up", "finish_recovery", "restore_work", "work_
 CATCH_UP_BATCH = 32
 
 
-def applied_jobs(records: Iterable[tuple[int, WalRecord]]) -> set[str]:
-    """Ids of the jobs whose persona update is in ``records`` (a WAL tail)."""
-    return {rec.job for _lsn, rec in records if isinstance(rec, PersonaRecord) and rec.job}
+def applied_jobs(records: Iterable[tuple[int, WalRecord | Mapping[str, Any]]]) -> set[str]:
+    """Ids of the jobs whose persona update is in ``records`` (a WAL tail: typed records,
+    or the maps the WAL holds)."""
+    return {job for _lsn, rec in records if (job := persona_job(rec))}
 
 
 def finish_recovery(actor: MTMActor) -> None:

@@ -38,14 +38,15 @@ from __future__ import annotations
 
 from collections.abc import Callable, Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Literal
-
-import numpy as np
-import numpy.typing as npt
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from memoryos_actors.errors import InvalidInput
 from memoryos_actors.records import AgentProfile, Page, PersonaUpdate, TraitLevel, UserProfile
 from memoryos_actors.store.memory_ids import parse_memory_id
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
 
 __all__ = [
     "ARCHIVED_KINDS",
@@ -73,6 +74,7 @@ __all__ = [
     "emb_to_f16",
     "encode_edit_state",
     "encode_wal",
+    "persona_job",
     "rename_archived_assistant",
     "scrub_page_map",
     "turn_seq",
@@ -92,6 +94,8 @@ record's placeholder) hold none."""
 
 def emb_to_f16(emb: npt.ArrayLike) -> bytes:
     """An embedding as the little-endian float16 bytes archive records carry."""
+    import numpy as np  # not at import: reading the files (``memoryos stats``) needs none
+
     return np.asarray(emb, dtype=np.float32).astype("<f2").tobytes()
 
 
@@ -100,6 +104,8 @@ def emb_from_f16(raw: object) -> npt.NDArray[np.float32] | None:
     bytes (a record written before embeddings were archived has none)."""
     if not isinstance(raw, (bytes, bytearray)) or not raw or len(raw) % 2:
         return None
+    import numpy as np
+
     return np.frombuffer(bytes(raw), dtype="<f2").astype(np.float32)
 
 
@@ -835,6 +841,16 @@ def encode_wal(record: WalRecord | dict[str, Any]) -> Any:
     if isinstance(record, _WAL_TYPES):
         return record.encode()
     return record
+
+
+def persona_job(rec: WalRecord | Mapping[str, Any]) -> str:
+    """The id of the MTM job whose persona update ``rec`` is (``""``: none, or not a
+    persona record); a map is read without decoding the rest of it."""
+    if isinstance(rec, PersonaRecord):
+        return rec.job
+    if isinstance(rec, Mapping) and rec.get("t") == PersonaRecord.kind:
+        return str(rec.get("job") or "")
+    return ""
 
 
 def turn_seq(rec: Mapping[str, Any]) -> int | None:
