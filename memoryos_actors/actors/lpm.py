@@ -450,9 +450,9 @@ class LPMActor(SupervisedActor):
                     continue
                 emb = embs.get(entry.entry_id)
                 store.archive_append(
-                    ArchivedFact(
+                    ArchivedFact.of_entry(
                         kind,  # type: ignore[arg-type]
-                        entry.to_dict(),
+                        entry,
                         owner,
                         emb_to_f16(emb) if emb is not None else None,
                     )

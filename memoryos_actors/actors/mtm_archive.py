@@ -108,10 +108,8 @@ class ArchiveOutbox:
         if len(fresh) != len(segment.pages):
             segment = dataclasses.replace(segment, pages=fresh)
         self._append(
-            ArchivedSegment(
-                segment.to_dict(),
-                tuple(sorted(segment.keywords)),
-                {str(p.seq): emb_to_f16(embs[p.seq]) for p in fresh if p.seq in embs},
+            ArchivedSegment.of_segment(
+                segment, {str(p.seq): emb_to_f16(embs[p.seq]) for p in fresh if p.seq in embs}
             )
         )
 
@@ -123,12 +121,7 @@ class ArchiveOutbox:
             return
         emb = embs.get(page.seq)
         self._append(
-            ArchivedPage(
-                page.to_dict(),
-                segment_id,
-                tuple(sorted(page.keywords)),
-                emb_to_f16(emb) if emb is not None else None,
-            )
+            ArchivedPage.of_page(page, segment_id, emb_to_f16(emb) if emb is not None else None)
         )
 
     def _append(self, record: ArchiveRecord) -> None:

@@ -41,7 +41,15 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from memoryos_actors.errors import InvalidInput
-from memoryos_actors.records import AgentProfile, Page, PersonaUpdate, TraitLevel, UserProfile
+from memoryos_actors.records import (
+    AgentProfile,
+    KBEntry,
+    Page,
+    PersonaUpdate,
+    SegmentRecord,
+    TraitLevel,
+    UserProfile,
+)
 from memoryos_actors.store.memory_ids import parse_memory_id
 
 if TYPE_CHECKING:
@@ -127,6 +135,15 @@ class ArchivedPage:
 
     kind: Literal["page"] = field(default="page", init=False)
 
+    @classmethod
+    def of_page(cls, page: Page, segment_id: str | None, emb: bytes | None) -> ArchivedPage:
+        """The record of ``page`` pushed out of segment ``segment_id``."""
+        return cls(page.to_dict(), segment_id, tuple(sorted(page.keywords)), emb)
+
+    def to_page(self) -> Page:
+        """The page, as a :class:`Page` (validated)."""
+        return Page.from_dict(self.page)
+
     @property
     def pages(self) -> Sequence[Mapping[str, Any]]:
         """The pages the record holds: this one."""
@@ -172,6 +189,16 @@ class ArchivedSegment:
     embs: Mapping[str | int, bytes] = field(default_factory=dict)
 
     kind: Literal["segment"] = field(default="segment", init=False)
+
+    @classmethod
+    def of_segment(cls, segment: SegmentRecord, embs: Mapping[str | int, bytes]) -> ArchivedSegment:
+        """The record of evicted ``segment`` (``embs``: float16 embeddings by turn seq as
+        a string)."""
+        return cls(segment.to_dict(), tuple(sorted(segment.keywords)), dict(embs))
+
+    def to_segment(self) -> SegmentRecord:
+        """The segment with its pages, as a :class:`SegmentRecord` (validated)."""
+        return SegmentRecord.from_dict(self.segment)
 
     @property
     def segment_id(self) -> str:
@@ -255,6 +282,17 @@ class ArchivedFact:
     entry: Mapping[str, Any]
     assistant: str = ""
     emb: bytes | None = None
+
+    @classmethod
+    def of_entry(
+        cls, kind: Literal["fact", "agent_trait"], entry: KBEntry, assistant: str, emb: bytes | None
+    ) -> ArchivedFact:
+        """The record of ``entry`` pushed out of LPM's FIFO of ``kind``."""
+        return cls(kind, entry.to_dict(), assistant, emb)
+
+    def to_entry(self) -> KBEntry:
+        """The entry, as a :class:`KBEntry` (validated)."""
+        return KBEntry.from_dict(self.entry)
 
     @property
     def pages(self) -> Sequence[Mapping[str, Any]]:

@@ -360,7 +360,8 @@ def _archive_round_trips(record: Any, old: dict[str, Any]) -> None:
 def test_an_archived_page_encodes_as_before_and_round_trips(
     page: Page, segment_id: str | None, emb: bytes | None
 ) -> None:
-    record = ArchivedPage(page.to_dict(), segment_id, tuple(sorted(page.keywords)), emb)
+    record = ArchivedPage.of_page(page, segment_id, emb)
+    assert record.to_page() == page  # the contents are the Page
     old: dict[str, Any] = {
         "t": "page",
         "keywords": sorted(page.keywords),
@@ -379,6 +380,11 @@ def test_an_archived_segment_encodes_as_before_and_round_trips(
 ) -> None:
     embs = {str(p.seq): emb_to_f16([float(p.seq % 1000), 1.0]) for p in segment.pages}
     record = ArchivedSegment(segment.to_dict(), tuple(sorted(keywords)), embs)
+    assert record.to_segment() == segment  # the contents are the SegmentRecord
+    assert ArchivedSegment.of_segment(segment, embs).encode() == {
+        **record.encode(),
+        "keywords": sorted(segment.keywords),
+    }
     old = {
         "t": "segment",
         "keywords": sorted(keywords),
@@ -397,7 +403,8 @@ def test_an_archived_segment_encodes_as_before_and_round_trips(
 def test_an_archived_fact_encodes_as_before_and_round_trips(
     entry: Any, kind: Any, assistant: str, emb: bytes | None
 ) -> None:
-    record = ArchivedFact(kind, entry.to_dict(), assistant, emb)
+    record = ArchivedFact.of_entry(kind, entry, assistant, emb)
+    assert record.to_entry() == entry  # the contents are the KBEntry
     old: dict[str, Any] = {"t": kind, "entry": entry.to_dict(), "assistant": assistant}
     if emb is not None:
         old["emb"] = emb
