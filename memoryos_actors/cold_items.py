@@ -65,6 +65,44 @@ class ColdItem:
             return decoded
         return raw
 
+    @property
+    def owner(self) -> str:
+        """The assistant an agent trait belongs to (``""`` for a fact or a page)."""
+        return str(self.record.get("assistant", "")) if self.kind != "page" else ""
+
+    @property
+    def memory_id(self) -> str:
+        """Its memory id: ``page:p3``, ``fact:f7``, ``agent_trait:<assistant>:a2``."""
+        if self.kind == "page":
+            return f"page:{self.item_id}"
+        entry_id = str(self.record.get("entry_id", ""))
+        if self.kind == "fact":
+            return f"fact:{entry_id}"
+        return f"agent_trait:{self.owner}:{entry_id}"
+
+    @property
+    def entry_text(self) -> str:
+        """A fact's or agent trait's sentence as archived (its index text if none)."""
+        return str(self.record.get("text", self.text))
+
+    @property
+    def source_segment(self) -> str | None:
+        """The segment a fact or agent trait was distilled from, as archived (None or
+        ``""`` when not known)."""
+        source = self.record.get("source_segment")
+        return None if source is None else str(source)
+
+    def page_parts(self) -> tuple[str, str, str | None, str | None]:
+        """A page's ``(query, response, assistant id, chain id)`` as archived (ids None
+        when empty)."""
+        page = self.record
+        return (
+            str(page.get("query", "")),
+            str(page.get("response", "")),
+            str(page.get("assistant_id", "")) or None,
+            str(page.get("chain_id") or "") or None,
+        )
+
 
 class ColdRow(NamedTuple):
     """What scoring needs of one archived item, read without its text and record (the

@@ -20,6 +20,7 @@ from typing import Any
 # Only the store (no actors, no numpy): ``memoryos stats`` is one process per call, and
 # its imports are a good part of its time.
 from .errors import CorruptDataError, StorageError
+from .store.formats import TurnRecord
 from .store.paths import ASSISTANT_PREFIX
 from .store.userstore import UserStore, list_users
 
@@ -61,9 +62,7 @@ def user_stored_stats(data_dir: str | os.PathLike[str], user_id: str) -> dict[st
     mtm_pages = sum(len(seg.get("pages") or ()) for seg in segments)
     # Turns the WAL holds beyond the snapshot (the WAL also keeps older turns until their
     # pages are placed: those the snapshot already counts have a seq at or below its own).
-    new = sum(
-        1 for _lsn, rec in found.records if rec.get("t") == "turn" and int(rec.get("seq", 0)) > seq
-    )
+    new = sum(1 for _lsn, rec in found.replay if isinstance(rec, TurnRecord) and rec.seq > seq)
     capacity = int(stm.get("capacity", 7) or 7)
     stm_total = stm_pages + new
     kb = lpm.get("kb") or {}

@@ -37,7 +37,6 @@ from .store.edits import (
     MEMORY_KINDS,
     EditRecord,
     MemoryRef,
-    derived_of,
     parse_memory_id,
 )
 from .validation import check_text as _check_text
@@ -122,10 +121,8 @@ class MemoryEditing:
                     if ref.kind == "segment"
                     else f"persona update of {current.source_segment or 'unknown segment'}"
                 )
-                own = [rec for rec in edits if rec.get("id") == ref.memory_id]
-                first = (
-                    own[0]["old"] if own and ref.kind in ("fact", "agent_trait") else current.text
-                )
+                own = [e for e in edits if e.memory_id == ref.memory_id]
+                first = own[0].old if own and ref.kind in ("fact", "agent_trait") else current.text
                 events.append(
                     MemoryEvent(ref.memory_id, "created", current.timestamp, None, str(first), by)
                 )
@@ -143,30 +140,29 @@ class MemoryEditing:
                         )
                     )
                 level = new_level
-            for rec in edits:
-                if rec.get("id") != ref.memory_id:
+            for edit in edits:
+                if edit.memory_id != ref.memory_id:
                     # A deletion that took this memory along: it quoted a deleted page.
-                    took = {mid: action for mid, action, _at in derived_of(rec)}
+                    took = {mid: action for mid, action, _at in edit.derived}
                     events.append(
                         MemoryEvent(
                             ref.memory_id,
                             "deleted" if took.get(ref.memory_id) == "delete" else "changed",
-                            float(rec.get("ts", 0.0)),
+                            float(edit.ts),
                             None,
                             None,
-                            f"deletion of {rec.get('id')}",
+                            f"deletion of {edit.memory_id}",
                         )
                     )
                     continue
-                deleted = rec.get("op") == "delete"
-                new = rec.get("new")
+                deleted = edit.op == "delete"
                 events.append(
                     MemoryEvent(
                         ref.memory_id,
                         "deleted" if deleted else "corrected",
-                        float(rec.get("ts", 0.0)),
-                        str(rec.get("old", "")) or None,
-                        None if deleted or new is None else str(new),
+                        float(edit.ts),
+                        str(edit.old) or None,
+                        None if deleted or edit.new is None else edit.new,
                         "edit",
                     )
                 )

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .paging import MemoryList
-from .store.archived import ArchivedFact, ArchivedPage, ArchivedSegment, decode_archived
+from .store.archived import ArchivedFact, ArchivedPage, ArchivedSegment
 from .store.edits import MemoryRef, cold_item_id
 
 if TYPE_CHECKING:
@@ -132,29 +132,28 @@ def page_text(query: str, response: str) -> str:
 
 def archived_memory(item: Any, corrected: Any) -> Memory:
     """The :class:`Memory` of a cold-index item (a ``ColdItem``)."""
-    rec = item.record
     if item.kind == "page":
+        query, response, assistant_id, chain_id = item.page_parts()
         return Memory(
-            f"page:{item.item_id}",
+            item.memory_id,
             "page",
             "archive",
-            page_text(str(rec.get("query", "")), str(rec.get("response", ""))),
+            page_text(query, response),
             item.timestamp,
-            assistant_id=str(rec.get("assistant_id", "")) or None,
+            assistant_id=assistant_id,
             segment_id=item.segment_id,
-            chain_id=str(rec.get("chain_id") or "") or None,
+            chain_id=chain_id,
         )
-    owner = str(rec.get("assistant", ""))
-    entry_id = str(rec.get("entry_id", ""))
-    mid = f"fact:{entry_id}" if item.kind == "fact" else f"agent_trait:{owner}:{entry_id}"
+    owner = item.owner
+    mid = item.memory_id
     return Memory(
         mid,
         item.kind,
         "archive",
-        str(rec.get("text", item.text)),
+        item.entry_text,
         item.timestamp,
         assistant_id=owner or None,
-        source_segment=rec.get("source_segment"),
+        source_segment=item.source_segment,
         edited=mid in corrected,
     )
 
@@ -174,8 +173,7 @@ def archived_in(store: UserStore, kinds: frozenset[str]) -> list[Memory]:
     """Memories of ``kinds`` in ``store``'s archive, as the user's edits leave them."""
     edits = store.edits
     out: list[Memory] = []
-    for _seq, rec in store.archive_records():
-        held = decode_archived(rec)
+    for _seq, held in store.archived():
         if isinstance(held, ArchivedSegment | ArchivedPage):
             sid = held.segment_id or None
             if isinstance(held, ArchivedSegment) and "segment" in kinds:

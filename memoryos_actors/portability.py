@@ -28,6 +28,7 @@ from .import_check import check_export
 from .reports import ForgetReport, RepairReport
 from .store.edits import MemoryRef, parse_memory_id
 from .store.export import read_export, write_export
+from .store.formats import rename_archived_assistant
 from .store.userstore import UserStore, user_exists
 from .validation import check_path as _check_path
 from .validation import check_user_id as _check_user_id
@@ -257,10 +258,7 @@ def rename_assistants(payload: dict[str, Any], rename: Callable[[str], str]) -> 
             job["tag"] = f"{head}|{rename(assistant)}"
     archive = out.get("archive")
     for rec in archive if isinstance(archive, list) else ():
-        if isinstance(rec, dict) and rec.get("t") == "agent_trait":
-            aid = rec.get("assistant")
-            if isinstance(aid, str) and aid:
-                rec["assistant"] = rename(aid)
+        rename_archived_assistant(rec, rename)
     return out
 
 

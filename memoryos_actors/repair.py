@@ -53,9 +53,9 @@ from .store._frames import (
     unpack_record,
 )
 from .store._recovery import checkpoint_path, scan, walk_damaged
-from .store.archive import LOST_RECORD, ArchiveLog
-from .store.archived import decode_archived
+from .store.archive import ArchiveLog
 from .store.cold import COLD_FILE
+from .store.formats import decode_archived, lost_record, turn_seq
 from .store.paths import user_id_from_dir_name, validate_user_id
 from .store.snapshot import list_snapshots, read_snapshot
 from .store.user_meta import UserMeta, read_meta, write_meta
@@ -187,8 +187,8 @@ def _unheld_turns(store: UserStore, state: dict[str, Any] | None) -> list[str]:
         for rec in (state["mtm"].get("work") or {}).get("unarchived", ()):
             held.update(int(seq) for seq in _page_seqs(rec) if isinstance(seq, int))
     for _lsn, rec in store.wal.read():
-        if rec.get("t") == "turn":
-            seq = int(rec["seq"])
+        seq = turn_seq(rec)
+        if seq is not None:
             held.add(seq)
             last = max(last, seq)
     for _n, rec in store.archive.iter():
@@ -399,11 +399,7 @@ class _Salvage:
             records = self.records()
         except CorruptDataError:
             return 0, ()
-        turn_at = [
-            (lsn, int(rec["seq"]))
-            for lsn, rec in records
-            if rec.get("t") == "turn" and isinstance(rec.get("seq"), int)
-        ]
+        turn_at = [(lsn, t) for lsn, rec in records if (t := turn_seq(rec)) is not None]
         lost: list[str] = []
         for first, last in self.lost_ranges():
             first = max(first, covered_lsn + 1)
@@ -447,7 +443,7 @@ class _Salvage:
 
     def rewrite(self, stamp: int) -> RepairedFile:
         """Write the salvaged log over the file, the original kept as a backup."""
-        placeholder = pack_record({"t": LOST_RECORD, "repaired": stamp / 1000.0})
+        placeholder = pack_record(lost_record(stamp / 1000.0))
         tmp = tmp_path(self.path)
         lost = self.lost_ranges()
         try:

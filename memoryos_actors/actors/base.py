@@ -566,7 +566,8 @@ class GatewayClient:
 
     def embed_one(self, text: str, user_id: str | None = None) -> np.ndarray:
         """Embed one text for ``user_id``: a ``(dim,)`` float32 unit vector."""
-        return self.service.embed([text], user_id=user_id)[0]
+        row: np.ndarray = self.service.embed([text], user_id=user_id)[0]
+        return row
 
     @property
     def pending(self) -> int:

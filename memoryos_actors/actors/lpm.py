@@ -21,17 +21,23 @@ from ..cold_items import ColdItem
 from ..errors import InvalidInput, MemoryOSError, UnknownMemory
 from ..lexicon import terms
 from ..messages import (
-    AgentProfile,
     FactHit,
     KBEntry,
     PersonaUpdate,
     SetAgentProfile,
     SetUserProfile,
     TraitLevel,
-    UserProfile,
 )
-from ..store.archived import ArchivedFact, emb_from_f16, emb_to_f16
-from ..store.edits import EDITABLE_KINDS, EditRecord, cold_item_id, parse_memory_id
+from ..store.edits import EDITABLE_KINDS, cold_item_id, parse_memory_id
+from ..store.formats import (
+    AgentProfileRecord,
+    ArchivedFact,
+    EditRecord,
+    PersonaRecord,
+    UserProfileRecord,
+    emb_from_f16,
+    emb_to_f16,
+)
 from ..tiers.lpm import LPMCore
 from ..tiers.quotes import Deletion
 from ..tiers.traits import TRAITS_BY_NAME
@@ -64,7 +70,8 @@ _APPLIED_JOBS = 512
 _QUOTE_CANDIDATES = 1000
 
 #: WAL record kinds that LPM writes and replays.
-_LPM_RECORDS = ("user_profile", "agent_profile", "persona", "edit")
+_LPM_RECORDS = (UserProfileRecord, AgentProfileRecord, PersonaRecord, EditRecord)
+_LPMRecord = UserProfileRecord | AgentProfileRecord | PersonaRecord | EditRecord
 
 
 class LPMActor(SupervisedActor):
@@ -92,8 +99,8 @@ class LPMActor(SupervisedActor):
             self.core = LPMCore.from_state(lpm_state, env.config, clock=env.clock)
             self.lsn = int(lpm_state.get("lsn", 0))
             self.applied_jobs.extend(str(j) for j in lpm_state.get("applied_jobs", ()))
-        for lsn, rec in recovered.records:
-            if lsn > self.lsn and rec.get("t") in _LPM_RECORDS:
+        for lsn, rec in recovered.replay:
+            if lsn > self.lsn and isinstance(rec, _LPM_RECORDS):
                 self._apply_record(rec, lsn)
                 self.lsn = lsn
 
@@ -116,34 +123,24 @@ class LPMActor(SupervisedActor):
             # Another user's promotion taught the shared persona of an assistant something.
             update = message.update
             self._log_and_apply(
-                {
-                    "t": "persona",
-                    "assistant": update.assistant_id,
-                    "segment": update.source_segment or "",
-                    "traits": [],
-                    "facts": [],
-                    "agent_traits": list(update.agent_traits),
-                    "degraded": False,
-                    "ts": self.env.clock.now(),
-                }
+                PersonaRecord(
+                    assistant_id=update.assistant_id,
+                    segment_id=update.source_segment or "",
+                    agent_traits=update.agent_traits,
+                    timestamp=self.env.clock.now(),
+                )
             )
             return None
         if isinstance(message, SetUserProfile):
-            return self._log_and_apply({"t": "user_profile", "profile": message.profile.to_dict()})
+            return self._log_and_apply(UserProfileRecord(message.profile))
         if isinstance(message, SetAgentProfile):
-            return self._log_and_apply(
-                {
-                    "t": "agent_profile",
-                    "assistant": message.assistant_id,
-                    "profile": message.profile.to_dict(),
-                }
-            )
+            return self._log_and_apply(AgentProfileRecord(message.assistant_id, message.profile))
         if isinstance(message, EditMemory):
             return self._edit(message)
         if isinstance(message, ReadHistory):
             ref = parse_memory_id(message.memory_id)
             changes = self.core.trait_history(ref.key) if ref.kind == "trait" else ()
-            return tuple(self.env.store.edits.history(ref.memory_id)), changes
+            return tuple(self.env.store.edits.history_of(ref.memory_id)), changes
         if isinstance(message, GetState):
             return reply_state(
                 self.env,
@@ -186,50 +183,44 @@ class LPMActor(SupervisedActor):
             # from the pages left.
             env.registry.tell(env.mtm_name, PersonaAgain(segment_id))
             return
-        record: dict[str, Any] = {
-            "t": "persona",
-            "assistant": assistant_id or "default",
-            "segment": segment_id,
-            "traits": [
-                [str(t["name"]), str(t["level"]), str(t.get("evidence", ""))]
-                for t in data.get("traits", ())
-            ],
-            "facts": [str(f) for f in data.get("facts", ())],
-            "agent_traits": [str(a) for a in data.get("agent_traits", ())],
-            "degraded": bool(done.degraded),
-            "ts": env.clock.now(),
-        }
-        if env.config.shared_agent_persona and record["agent_traits"]:
-            owner = persona_owner(env.user_id, str(record["assistant"]), True)
+        record = PersonaRecord.from_gateway(
+            data,
+            assistant_id=assistant_id or "default",
+            segment_id=segment_id,
+            degraded=done.degraded,
+            timestamp=env.clock.now(),
+        )
+        if env.config.shared_agent_persona and record.agent_traits:
+            owner = persona_owner(env.user_id, record.assistant_id, True)
             update = ApplyPersona(
                 PersonaUpdate(
                     user_id=owner,
-                    assistant_id=str(record["assistant"]),
-                    agent_traits=tuple(record["agent_traits"]),
+                    assistant_id=record.assistant_id,
+                    agent_traits=record.agent_traits,
                     source_segment=f"{env.user_id}/{segment_id}",
                 )
             )
             # Through the registry: the shared persona may stop between a lookup and a
             # send (passivation, a restart), and that is no reason for this LPM to crash.
             if env.registry.tell(actor_names(owner)[2], update):
-                record["agent_traits"] = []
+                record = dataclasses.replace(record, agent_traits=())
             else:
                 # Not running now: the traits stay in this user's own persona.
                 log.warning(
                     "lpm.shared_persona_unavailable",
                     user=env.user_id,
-                    assistant=record["assistant"],
+                    assistant=record.assistant_id,
                 )
-        if not (record["traits"] or record["facts"] or record["agent_traits"]):
+        if not record.learned:
             return
         if job_id:
             # MTM's recovery reads it: this job's answer needs no asking again.
-            record["job"] = job_id
+            record = dataclasses.replace(record, job=job_id)
             self.applied_jobs.append(job_id)
         self._log_and_apply(record)
         self.updates += 1
 
-    def _log_and_apply(self, record: dict[str, Any]) -> int:
+    def _log_and_apply(self, record: _LPMRecord) -> int:
         lsn = self.env.store.wal.append(record)
         self._apply_record(record, lsn)
         self.lsn = lsn
@@ -267,7 +258,7 @@ class LPMActor(SupervisedActor):
             emb=emb,
             derived=self._quoting(msg) if msg.op == "delete" and msg.quoted else (),
         )
-        lsn = self._log_and_apply(edit.encode())
+        lsn = self._log_and_apply(edit)
         return dataclasses.replace(edit, lsn=lsn)
 
     def _quoting(self, msg: EditMemory) -> tuple[tuple[str, str, tuple[int, ...]], ...]:
@@ -293,9 +284,7 @@ class LPMActor(SupervisedActor):
                     found.append((mid, "delete", ()))
                     named.add(mid)
         for mid in sorted(corrected):
-            olds = [
-                str(r["old"]) for r in edits.history(mid) if r.get("id") == mid and r.get("old")
-            ]
+            olds = [str(e.old) for e in edits.history_of(mid) if e.memory_id == mid and e.old]
             source = self._source_of(mid)
             if not edits.gone(mid) and any(deletion.quotes(o, source) for o in olds):
                 found.append((mid, "scrub", ()))
@@ -327,15 +316,7 @@ class LPMActor(SupervisedActor):
         for item in found.items:
             if not isinstance(item, ColdItem):  # a light row: never asked for here
                 continue
-            rec = item.record
-            entry_id = str(rec.get("entry_id", ""))
-            mid = (
-                f"fact:{entry_id}"
-                if item.kind == "fact"
-                else f"agent_trait:{rec.get('assistant', '')}:{entry_id}"
-            )
-            source = rec.get("source_segment")
-            out.append((mid, str(rec.get("text", item.text)), str(source) if source else None))
+            out.append((item.memory_id, item.entry_text, item.source_segment or None))
         return out
 
     def _source_of(self, memory_id: str) -> str | None:
@@ -352,9 +333,8 @@ class LPMActor(SupervisedActor):
         source = item.record.get("source_segment") if item is not None else None
         return str(source) if source else None
 
-    def _apply_edit(self, rec: dict[str, Any], lsn: int) -> None:
+    def _apply_edit(self, edit: EditRecord, lsn: int) -> None:
         """Apply an edit record (live or replayed): idempotent."""
-        edit = EditRecord.decode(rec)
         ref = parse_memory_id(edit.memory_id)
         core = self.core
         for mid, action, at in edit.derived:
@@ -377,44 +357,28 @@ class LPMActor(SupervisedActor):
             level = None if edit.op == "delete" else str(edit.new)
             core.set_trait(ref.key, level, edit.evidence or "", now=edit.ts, source="edit")
         store = self.env.store
-        if store.edits.add({**rec, "lsn": lsn}) and store.cold.is_open:
+        if store.edits.add(dataclasses.replace(edit, lsn=lsn)) and store.cold.is_open:
             # A closed index applies the edit when it is next opened.
             try:
                 store.cold.sync_edits()
             except MemoryOSError as exc:
                 log.warning("lpm.cold_edit_failed", user=self.env.user_id, error=str(exc))
 
-    def _apply_record(self, rec: dict[str, Any], lsn: int = 0) -> None:
-        kind = rec.get("t")
-        if kind == "edit":
+    def _apply_record(self, rec: _LPMRecord, lsn: int = 0) -> None:
+        if isinstance(rec, EditRecord):
             self._apply_edit(rec, lsn)
-        elif kind == "user_profile":
-            self.core.set_user_profile(UserProfile.from_dict(rec["profile"]))
-        elif kind == "agent_profile":
-            self.core.set_agent_profile(
-                str(rec["assistant"]), AgentProfile.from_dict(rec["profile"])
-            )
-        elif kind == "persona":
-            self._apply_persona(rec)
+        elif isinstance(rec, UserProfileRecord):
+            self.core.set_user_profile(rec.profile)
+        elif isinstance(rec, AgentProfileRecord):
+            self.core.set_agent_profile(rec.assistant_id, rec.profile)
         else:
-            log.warning("lpm.unknown_record", user=self.env.user_id, kind=kind)
+            self._apply_persona(rec)
 
-    def _apply_persona(self, rec: dict[str, Any]) -> None:
+    def _apply_persona(self, rec: PersonaRecord) -> None:
         env = self.env
-        traits = []
-        for name, level, evidence in rec["traits"]:
-            try:
-                traits.append(TraitLevel.known(name, level, evidence))
-            except MemoryOSError:
-                log.info("lpm.unknown_trait", user=env.user_id, trait=name)
-        update = PersonaUpdate(
-            user_id=env.user_id,
-            assistant_id=str(rec["assistant"]),
-            traits=tuple(traits),
-            facts=tuple(rec["facts"]),
-            agent_traits=tuple(rec["agent_traits"]),
-            source_segment=str(rec["segment"]),
-        )
+        update, unknown = rec.update(env.user_id)
+        for name in unknown:
+            log.info("lpm.unknown_trait", user=env.user_id, trait=name)
         uid = env.user_id
         facts_emb = env.gateway.embed(list(update.facts), uid) if update.facts else None
         agent_emb = (
@@ -422,9 +386,9 @@ class LPMActor(SupervisedActor):
         )
         # Entries are stamped with the time the update was logged, so a WAL replay gives
         # them the same times (records written before "ts" existed: the clock now).
-        ts = rec.get("ts")
+        ts = rec.timestamp
         effects = self.core.apply(
-            update, facts_emb, agent_emb, now=float(ts) if isinstance(ts, (int, float)) else None
+            update, facts_emb, agent_emb, now=None if ts is None else float(ts)
         )
         self._archive_evicted(effects, update.assistant_id)
 
@@ -486,12 +450,12 @@ class LPMActor(SupervisedActor):
                     continue
                 emb = embs.get(entry.entry_id)
                 store.archive_append(
-                    ArchivedFact(
+                    ArchivedFact.of_entry(
                         kind,  # type: ignore[arg-type]
-                        entry.to_dict(),
+                        entry,
                         owner,
                         emb_to_f16(emb) if emb is not None else None,
-                    ).encode()
+                    )
                 )
 
 

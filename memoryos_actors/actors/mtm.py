@@ -32,6 +32,7 @@ import functools
 import threading
 import time
 from collections import deque
+from collections.abc import Iterable
 from collections.abc import Set as AbstractSet
 from typing import Any
 
@@ -42,6 +43,7 @@ from supervisor import SupervisedActor, TimerRef, send_after
 from ..errors import MemoryOSError
 from ..lexicon import stem
 from ..messages import Page, normalize_keywords
+from ..store.formats import WalRecord
 from ..tiers.hybrid import LEXICAL_CANDIDATES
 from ..tiers.mtm import MTMCore
 from . import mtm_recovery, persist
@@ -205,12 +207,12 @@ class MTMActor(SupervisedActor):
         pages = [ins.page for ins in inserts]
         try:
             early = not self.env.gateway.service.embeds_locally
-            embeddings = self._embed_pages(pages) if early else None
+            embeddings = self.embed_pages(pages) if early else None
             if not self._take_turn():
                 self.complete = False  # stopping before these pages' turn: the WAL has them
                 return
             if embeddings is None:
-                embeddings = self._embed_pages(pages)
+                embeddings = self.embed_pages(pages)
             for ins, emb in zip(inserts, embeddings, strict=True):
                 self._insert(ins.page, ins.now, emb)
         finally:
@@ -269,7 +271,7 @@ class MTMActor(SupervisedActor):
             return None
         if isinstance(message, ApplyEdit):
             rec = message.record
-            return self._drop_deleted(rec.pages, (rec.memory_id,), rec.segments)
+            return self.drop_deleted(rec.pages, (rec.memory_id,), rec.segments)
         if isinstance(message, MTMSearch):
             hits = self._search(message)
             if self.core.rules.promote_on_retrieval and hits.segments:
@@ -375,7 +377,15 @@ class MTMActor(SupervisedActor):
             cold_rows=cold_rows,
         )
 
-    def _catch_up(self, upto_seq: int, records: Any = None) -> bool:
+    def catch_up(
+        self, upto_seq: int, records: Iterable[tuple[int, WalRecord]] | None = None
+    ) -> bool:
+        """Place the WAL's pages up to ``upto_seq`` (recovery's catch-up)."""
+        return self._catch_up(upto_seq, records)
+
+    def _catch_up(
+        self, upto_seq: int, records: Iterable[tuple[int, WalRecord]] | None = None
+    ) -> bool:
         """Place the WAL's pages up to ``upto_seq`` (see :func:`.mtm_recovery.catch_up`)."""
         return mtm_recovery.catch_up(self, upto_seq, records)
 
@@ -390,7 +400,7 @@ class MTMActor(SupervisedActor):
             return  # deleted while on its way from STM
         self._place(page, now, embedding)
 
-    def _drop_deleted(self, seqs: Any, memory_ids: Any, segments: Any = ()) -> int:
+    def drop_deleted(self, seqs: Any, memory_ids: Any, segments: Any = ()) -> int:
         """Remove deleted pages (and deleted segments) from this tier; returns the pages
         removed. Nothing is archived: deleted memories go nowhere. Text that may quote a
         deleted page goes too: the chain summaries the store's edits name, and the summary
@@ -402,7 +412,7 @@ class MTMActor(SupervisedActor):
             if self.core.set_summary(str(seg_id), "", ()) and self.core.segment_pages(str(seg_id)):
                 every = self.env.config.summary_every_pages
                 self.unsummarised[str(seg_id)] = max(self.unsummarised.get(str(seg_id), 0), every)
-                self._schedule_summary(str(seg_id))
+                self.schedule_summary(str(seg_id))
         dropped = 0
         for mid in memory_ids:
             if str(mid).startswith("segment:"):
@@ -448,9 +458,13 @@ class MTMActor(SupervisedActor):
             timer.cancel()
         self.unsummarised.pop(seg_id, None)
 
-    def _embed_pages(self, pages: list[Page]) -> Any:
+    def embed_pages(self, pages: list[Page]) -> Any:
         """The embeddings of ``pages``, in one embedder call."""
         return self.env.gateway.embed([page_text(p) for p in pages], user_id=self.env.user_id)
+
+    def place(self, page: Page, now: float, embedding: Any) -> None:
+        """Place ``page`` at ``now`` as a live insert does (the WAL catch-up of recovery)."""
+        self._place(page, now, embedding)
 
     def _place(self, page: Page, now: float, embedding: Any) -> None:
         self._apply(self.core.insert(page, embedding, now=now))
@@ -480,7 +494,7 @@ class MTMActor(SupervisedActor):
         # Ask after persona_debounce_seconds (at once when 0, i.e. once the messages
         # already in the mailbox are handled): segments promoted meanwhile share one
         # persona_update call. flush() asks at once.
-        self._arm_persona_ask(env.config.persona_debounce_seconds)
+        self.arm_persona_ask(env.config.persona_debounce_seconds)
         for segment in effects.evicted_segments:
             self.unsummarised.pop(segment.segment_id, None)
         # A summary is asked for once a segment has gathered `summary_every_pages` new
@@ -489,16 +503,16 @@ class MTMActor(SupervisedActor):
             n = self.unsummarised.get(seg_id, 0) + 1
             self.unsummarised[seg_id] = n
             if n >= env.config.summary_every_pages:
-                self._schedule_summary(seg_id)
+                self.schedule_summary(seg_id)
 
-    def _schedule_summary(self, seg_id: str) -> None:
+    def schedule_summary(self, seg_id: str) -> None:
         """Ask for ``seg_id``'s summary after the debounce window, unless already due."""
         if seg_id not in self.summary_timers:
             self.summary_timers[seg_id] = send_after(
                 self.actor_ref, self.env.config.summary_debounce_seconds, RefreshSummary(seg_id)
             )
 
-    def _arm_persona_ask(self, delay: float) -> None:
+    def arm_persona_ask(self, delay: float) -> None:
         """Ask for the queued promoted segments' persona updates in ``delay`` seconds (once
         the mailbox's messages are handled when 0), unless an ask is pending already."""
         if self.persona_queue and self.persona_armed is None:
@@ -634,7 +648,7 @@ class MTMActor(SupervisedActor):
         if self.core.segment_pages(segment_id):
             every = self.env.config.summary_every_pages
             self.unsummarised[segment_id] = max(self.unsummarised.get(segment_id, 0), every)
-            self._schedule_summary(segment_id)
+            self.schedule_summary(segment_id)
 
     def requeue_persona(self, body: str) -> None:
         """Queue again for a persona update the segments ``body`` names (``"s1+s2"``) that
@@ -648,7 +662,7 @@ class MTMActor(SupervisedActor):
         """Ask again for the persona update of the segments ``body`` names (see
         :meth:`requeue_persona`), after the debounce window."""
         self.requeue_persona(body)
-        self._arm_persona_ask(self.env.config.persona_debounce_seconds)
+        self.arm_persona_ask(self.env.config.persona_debounce_seconds)
 
 
 class _Recover:

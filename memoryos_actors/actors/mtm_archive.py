@@ -21,7 +21,13 @@ import structlog
 
 from ..errors import StorageError
 from ..messages import Page, SegmentRecord
-from ..store.archived import ArchivedPage, ArchivedSegment, decode_archived, emb_to_f16
+from ..store.formats import (
+    ArchivedPage,
+    ArchivedSegment,
+    ArchiveRecord,
+    decode_archived,
+    emb_to_f16,
+)
 from ..tiers.mtm import MTMCore
 from .base import UserEnv
 
@@ -46,16 +52,15 @@ class ArchiveOutbox:
     def __init__(self, env: UserEnv, seq: int = 0) -> None:
         self.env = env
         self.seq = seq
-        self.owed: list[dict[str, Any]] = []
+        self.owed: list[ArchiveRecord] = []
         self.archived: set[int] = set()
 
     def replay_tail(self, core: MTMCore) -> None:
         """Apply again to ``core`` the evictions the archive recorded after :attr:`seq`, and
         remember their pages (see :attr:`archived`)."""
         archive = self.env.store.archive
-        tail = archive.iter(after_seq=self.seq) if archive is not None else ()
-        for seq, rec in tail:
-            found = decode_archived(rec)
+        tail = archive.records(after_seq=self.seq) if archive is not None else ()
+        for seq, found in tail:
             self.seq = seq
             if isinstance(found, ArchivedSegment):
                 self.archived.update(found.seqs())
@@ -67,11 +72,14 @@ class ArchiveOutbox:
     def take_owed(self, records: Iterable[Mapping[str, Any]]) -> None:
         """Take over the records a previous incarnation still owed the archive (from its
         snapshot), ahead of any newer one, and try writing them."""
-        self.owed = [dict(rec) for rec in records]
-        for rec in self.owed:
-            found = decode_archived(rec)
-            self.archived.update(found.seqs() if found is not None else ())
+        self.owed = [found for rec in records if (found := decode_archived(rec)) is not None]
+        for found in self.owed:
+            self.archived.update(found.seqs())
         self.write_owed()
+
+    def owed_state(self) -> list[dict[str, Any]]:
+        """The records owed, as a snapshot keeps them (:meth:`take_owed` reads them)."""
+        return [rec.encode() for rec in self.owed]
 
     def write_owed(self) -> bool:
         """Write the records owed, oldest first, up to the first one the archive refuses;
@@ -100,11 +108,9 @@ class ArchiveOutbox:
         if len(fresh) != len(segment.pages):
             segment = dataclasses.replace(segment, pages=fresh)
         self._append(
-            ArchivedSegment(
-                segment.to_dict(),
-                tuple(sorted(segment.keywords)),
-                {str(p.seq): emb_to_f16(embs[p.seq]) for p in fresh if p.seq in embs},
-            ).encode()
+            ArchivedSegment.of_segment(
+                segment, {str(p.seq): emb_to_f16(embs[p.seq]) for p in fresh if p.seq in embs}
+            )
         )
 
     def page_evicted(
@@ -115,15 +121,10 @@ class ArchiveOutbox:
             return
         emb = embs.get(page.seq)
         self._append(
-            ArchivedPage(
-                page.to_dict(),
-                segment_id,
-                tuple(sorted(page.keywords)),
-                emb_to_f16(emb) if emb is not None else None,
-            ).encode()
+            ArchivedPage.of_page(page, segment_id, emb_to_f16(emb) if emb is not None else None)
         )
 
-    def _append(self, record: dict[str, Any]) -> None:
+    def _append(self, record: ArchiveRecord) -> None:
         """Archive ``record`` after every record still owed; if the archive refuses it (a
         full disk), keep it owed instead of losing it."""
         self.owed.append(record)

@@ -16,10 +16,12 @@ it applied lately (``applied``), and the WAL tail holds the ones it applied afte
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterable, Mapping
 from collections.abc import Set as AbstractSet
 from typing import TYPE_CHECKING, Any
 
 from ..messages import SegmentRecord
+from ..store.formats import WalRecord, persona_job
 from . import persist
 from .protocol import CompletionJob, split_tag
 
@@ -32,11 +34,10 @@ __all__ = ["applied_jobs", "catch_up", "finish_recovery", "restore_work", "work_
 CATCH_UP_BATCH = 32
 
 
-def applied_jobs(records: Any) -> set[str]:
-    """Ids of the jobs whose persona update is in ``records`` (a WAL tail)."""
-    return {
-        str(rec["job"]) for _lsn, rec in records if rec.get("t") == "persona" and rec.get("job")
-    }
+def applied_jobs(records: Iterable[tuple[int, WalRecord | Mapping[str, Any]]]) -> set[str]:
+    """Ids of the jobs whose persona update is in ``records`` (a WAL tail: typed records,
+    or the maps the WAL holds)."""
+    return {job for _lsn, rec in records if (job := persona_job(rec))}
 
 
 def finish_recovery(actor: MTMActor) -> None:
@@ -58,7 +59,7 @@ def finish_recovery(actor: MTMActor) -> None:
     # Records the archive refused before the snapshot (a full disk) come next, before
     # anything the catch-up below evicts.
     actor.outbox.take_owed((work or {}).get("unarchived", ()))
-    last = persist.last_turn_seq(recovered.records, snap_seq)
+    last = persist.last_turn_seq(recovered.replay, snap_seq)
     upto = last - env.config.stm_capacity
     gate = env.catch_up_gate
     if upto > actor.core.max_seq and gate is not None:
@@ -68,25 +69,27 @@ def finish_recovery(actor: MTMActor) -> None:
             if not gate.enter(ticket, lambda: actor.stop_requested):
                 actor.complete = False
                 return  # stopped while waiting: the files still hold everything
-            actor._catch_up(upto, recovered.records)
+            actor.catch_up(upto, recovered.replay)
         finally:
             gate.release(ticket)
             actor.gate_ticket = None
     else:
-        actor._catch_up(upto, recovered.records)
+        actor.catch_up(upto, recovered.replay)
     edits = env.store.edits
-    actor._drop_deleted(edits.deleted_pages, edits.deleted, edits.scrub_segments)
+    actor.drop_deleted(edits.deleted_pages, edits.deleted, edits.scrub_segments)
     if not actor.complete:
         return  # the catch-up stopped early; the files still hold everything
     if work:
         lpm_state = recovered.state["lpm"] if recovered.state is not None else {}
         restore_work(
-            actor, work, recovered.records, {str(j) for j in lpm_state.get("applied_jobs", ())}
+            actor, work, recovered.replay, {str(j) for j in lpm_state.get("applied_jobs", ())}
         )
     env.mtm_recovered.set()
 
 
-def catch_up(actor: MTMActor, upto_seq: int, records: Any = None) -> bool:
+def catch_up(
+    actor: MTMActor, upto_seq: int, records: Iterable[tuple[int, WalRecord]] | None = None
+) -> bool:
     """Insert from the WAL every page with ``max_seq < seq <= upto_seq``; False (and
     ``actor.complete`` cleared) when a stop request cut it short.
 
@@ -117,12 +120,12 @@ def catch_up(actor: MTMActor, upto_seq: int, records: Any = None) -> bool:
             actor.complete = False
             return False
         batch = todo[start : start + CATCH_UP_BATCH]
-        embs = actor._embed_pages([page for page, _ in batch])
+        embs = actor.embed_pages([page for page, _ in batch])
         for (page, when), emb in zip(batch, embs, strict=True):
             if actor.stop_requested:
                 actor.complete = False
                 return False
-            actor._place(page, when, emb)
+            actor.place(page, when, emb)
     if held:
         # Placed now: only the snapshot's pages still ahead can be asked for again.
         actor.held_pages = {seq: page for seq, page in held.items() if seq > upto_seq}
@@ -137,12 +140,15 @@ def work_state(actor: MTMActor) -> dict[str, Any]:
         "unsummarised": dict(actor.unsummarised),
         "persona_queue": [segment.to_dict() for segment in actor.persona_queue],
         "jobs": actor.jobs.state(),
-        "unarchived": list(actor.outbox.owed),
+        "unarchived": actor.outbox.owed_state(),
     }
 
 
 def restore_work(
-    actor: MTMActor, work: dict[str, Any], records: Any, applied: AbstractSet[str] = frozenset()
+    actor: MTMActor,
+    work: dict[str, Any],
+    records: Iterable[tuple[int, WalRecord]],
+    applied: AbstractSet[str] = frozenset(),
 ) -> None:
     """Take over the work a previous incarnation owed (:func:`work_state`); ``records``:
     the WAL tail; ``applied``: jobs whose update the snapshot's LPM state has applied."""
@@ -192,5 +198,5 @@ def restore_work(
         )
     for seg_id, n in unsummarised.items():
         if n >= every:
-            actor._schedule_summary(seg_id)
-    actor._arm_persona_ask(0.0)
+            actor.schedule_summary(seg_id)
+    actor.arm_persona_ask(0.0)

@@ -21,6 +21,7 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from ..messages import Page
+from ..store.formats import MetaRecord, TurnRecord, WalRecord
 
 if TYPE_CHECKING:
     from ..store.snapshot import Recovered
@@ -44,34 +45,14 @@ __all__ = [
 SCHEMA_VERSION = 1
 
 
-def turn_record(page: Page, turn_key: str = "") -> dict[str, object]:
-    """The WAL record of one turn (short keys: it is written once per turn)."""
-    rec: dict[str, object] = {
-        "t": "turn",
-        "seq": page.seq,
-        "a": page.assistant_id,
-        "q": page.query,
-        "r": page.response,
-        "ts": page.timestamp,
-    }
-    if turn_key:
-        rec["k"] = turn_key
-    return rec
+def turn_record(page: Page, turn_key: str = "") -> TurnRecord:
+    """The WAL record of one turn."""
+    return TurnRecord.of_page(page, turn_key)
 
 
-def meta_record(page: Page) -> dict[str, object]:
+def meta_record(page: Page) -> MetaRecord:
     """The WAL record of a page's dialogue-chain meta data."""
-    return {
-        "t": "meta",
-        "seq": page.seq,
-        "m": page.meta_chain,
-        "ch": page.chain_id,
-        "k": sorted(page.keywords),
-    }
-
-
-#: WAL record kinds that belong to a page (kept while the page may still need replay).
-_PAGE_RECORDS = ("turn", "meta")
+    return MetaRecord.of_page(page)
 
 
 def recover(store: UserStore) -> Recovered:
@@ -84,9 +65,10 @@ def save_snapshot(
 ) -> int:
     """Write ``state`` durably as covering the WAL up to the LSN returned."""
     cut: int | None = None
-    for lsn, rec in store.wal.read():
-        if rec.get("t") in _PAGE_RECORDS:
-            if int(rec["seq"]) >= keep_from_seq:
+    for lsn, rec in store.wal.records():
+        # Records that belong to a page are kept while the page may still need replay.
+        if isinstance(rec, (TurnRecord, MetaRecord)):
+            if rec.seq >= keep_from_seq:
                 cut = lsn
                 break
         elif lsn > lpm_lsn:
@@ -97,18 +79,9 @@ def save_snapshot(
     return cover
 
 
-def page_from_record(user_id: str, rec: dict[str, Any]) -> Page:
+def page_from_record(user_id: str, rec: TurnRecord) -> Page:
     """Rebuild the page of a WAL ``turn`` record (without meta data)."""
-    seq = int(rec["seq"])
-    return Page(
-        user_id=user_id,
-        assistant_id=str(rec["a"]),
-        page_id=f"p{seq}",
-        seq=seq,
-        query=str(rec["q"]),
-        response=str(rec["r"]),
-        timestamp=float(rec["ts"]),
-    )
+    return rec.page(user_id)
 
 
 def wal_pages(
@@ -116,7 +89,7 @@ def wal_pages(
     after_seq: int,
     upto_seq: int,
     stm_capacity: int,
-    records: Iterable[tuple[int, dict[str, Any]]] | None = None,
+    records: Iterable[tuple[int, WalRecord]] | None = None,
     held: Mapping[int, Page] | None = None,
 ) -> list[tuple[Page, float]]:
     """Pages of the turns with ``after_seq < seq <= upto_seq``, in turn order, each with
@@ -135,33 +108,33 @@ def wal_pages(
         pages = _wal_pages(store.user_id, records, after_seq, upto_seq, stm_capacity, held)
         if len(pages) == max(0, upto_seq - after_seq):
             return pages
-    return _wal_pages(store.user_id, store.wal.read(), after_seq, upto_seq, stm_capacity, held)
+    return _wal_pages(store.user_id, store.wal.records(), after_seq, upto_seq, stm_capacity, held)
 
 
 def _wal_pages(
     user_id: str,
-    records: Iterable[tuple[int, dict[str, Any]]],
+    records: Iterable[tuple[int, WalRecord]],
     after_seq: int,
     upto_seq: int,
     stm_capacity: int,
     held: Mapping[int, Page] | None = None,
 ) -> list[tuple[Page, float]]:
-    turns: dict[int, dict[str, Any]] = {}
-    metas: dict[int, dict[str, Any]] = {}
+    turns: dict[int, TurnRecord] = {}
+    metas: dict[int, MetaRecord] = {}
     times: dict[int, float] = {}
     for _lsn, rec in records:
-        kind = rec.get("t")
-        if kind in _PAGE_RECORDS:
-            seq = int(rec["seq"])
-            if kind == "turn" and after_seq < seq:
-                times[seq] = float(rec["ts"])
-            if after_seq < seq <= upto_seq:
-                (turns if kind == "turn" else metas)[seq] = rec
+        if isinstance(rec, TurnRecord):
+            if after_seq < rec.seq:
+                times[rec.seq] = float(rec.timestamp)
+            if after_seq < rec.seq <= upto_seq:
+                turns[rec.seq] = rec
+        elif isinstance(rec, MetaRecord) and after_seq < rec.seq <= upto_seq:
+            metas[rec.seq] = rec
     out = []
     for seq in sorted(turns.keys() | _held_seqs(held, turns, after_seq, upto_seq)):
         turn = turns.get(seq)
         if turn is not None:
-            page = page_from_record(user_id, turn)
+            page = turn.page(user_id)
         else:
             assert held is not None  # _held_seqs gives none without it
             page = held[seq]
@@ -169,9 +142,9 @@ def _wal_pages(
         if meta is not None:
             page = dataclasses.replace(
                 page,
-                meta_chain=str(meta["m"]),
-                chain_id=str(meta["ch"]),
-                keywords=frozenset(str(k) for k in meta["k"]),
+                meta_chain=meta.meta_chain,
+                chain_id=meta.chain_id,
+                keywords=frozenset(meta.keywords),
             )
         out.append((page, times.get(seq + stm_capacity, page.timestamp)))
     return out
@@ -194,12 +167,12 @@ def snapshot_stm_pages(state: Mapping[str, Any] | None) -> dict[int, Page]:
     return {page.seq: page for page in pages}
 
 
-def last_turn_seq(records: tuple[tuple[int, dict[str, Any]], ...], snapshot_seq: int) -> int:
+def last_turn_seq(records: Iterable[tuple[int, WalRecord]], snapshot_seq: int) -> int:
     """The highest turn seq among ``records`` and the snapshot."""
     last = snapshot_seq
     for _lsn, rec in records:
-        if rec.get("t") == "turn":
-            last = max(last, int(rec["seq"]))
+        if isinstance(rec, TurnRecord):
+            last = max(last, rec.seq)
     return last
 
 

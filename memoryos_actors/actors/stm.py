@@ -29,6 +29,7 @@ from supervisor import SupervisedActor, TimerRef, send_after
 
 from ..errors import MemoryOSError
 from ..messages import AddTurn, Page
+from ..store.formats import MetaRecord, TurnRecord
 from ..tiers.stm import STMCore
 from . import persist
 from .base import UserEnv
@@ -139,23 +140,23 @@ class STMActor(SupervisedActor):
             self.seq = int(recovered.state["seq"])
             for key, page_id in recovered.state.get("turn_keys", ()):
                 self._remember_key(str(key), str(page_id))
-        metas: dict[int, dict[str, Any]] = {}
+        metas: dict[int, MetaRecord] = {}
         replayed = 0
-        for _lsn, rec in recovered.records:
-            kind = rec.get("t")
-            if kind == "turn" and rec.get("k"):
-                self._remember_key(str(rec["k"]), f"p{int(rec['seq'])}")
-            if kind == "turn" and int(rec["seq"]) > self.seq:
-                self.core.push(persist.page_from_record(self.env.user_id, rec))
-                self.seq = int(rec["seq"])
-                replayed += 1
-            elif kind == "meta":
-                metas[int(rec["seq"])] = rec
+        for _lsn, rec in recovered.replay:
+            if isinstance(rec, TurnRecord):
+                if rec.turn_key:
+                    self._remember_key(rec.turn_key, f"p{rec.seq}")
+                if rec.seq > self.seq:
+                    self.core.push(rec.page(self.env.user_id))
+                    self.seq = rec.seq
+                    replayed += 1
+            elif isinstance(rec, MetaRecord):
+                metas[rec.seq] = rec
         for page in self.core.pages():
-            rec_ = metas.get(page.seq)
-            if rec_ is not None and not page.chain_id:
+            meta = metas.get(page.seq)
+            if meta is not None and not page.chain_id:
                 self.core.set_meta(
-                    page.page_id, str(rec_["m"]), str(rec_["ch"]), [str(k) for k in rec_["k"]]
+                    page.page_id, meta.meta_chain, meta.chain_id, list(meta.keywords)
                 )
         for seq in self.env.store.edits.deleted_pages:  # deleted after the snapshot
             self.core.remove(seq)

@@ -296,7 +296,9 @@ class RecordLog:
         """Whether :meth:`close` has been called."""
         return self._closed
 
-    def _append_payload(self, payload: bytes) -> int:
+    def append_payload(self, payload: bytes) -> int:
+        """Append one encoded record (a msgpack map) and return its seq once it is as
+        durable as the fsync policy says (the subclasses encode: WAL, archive)."""
         if self.read_only:
             with self._lock:
                 self._check_usable()
@@ -517,7 +519,9 @@ class RecordLog:
             intact_after=after,
         )
 
-    def _iter_records(self, after_seq: int = 0) -> Iterator[tuple[int, dict[str, Any]]]:
+    def iter_records(self, after_seq: int = 0) -> Iterator[tuple[int, dict[str, Any]]]:
+        """Yield ``(seq, map)`` for every record after ``after_seq``, in order, as the file
+        holds it (the subclasses decode: WAL, archive)."""
         for seq, payload in self._iter_payloads(after_seq):
             yield seq, unpack_record(payload, self.path, seq)
 

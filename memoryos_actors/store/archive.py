@@ -21,13 +21,16 @@ from typing import Any, Self
 from memoryos_actors.errors import InvalidInput, StorageError
 from memoryos_actors.store._frames import pack_record
 from memoryos_actors.store._framing import FsyncPolicy, RecordLog
+from memoryos_actors.store.formats import (
+    LOST_RECORD,
+    ArchiveRecord,
+    archive_keywords,
+    decode_archived,
+    encode_archived,
+    is_archive_placeholder,
+)
 
 __all__ = ["LOST_RECORD", "Archive", "ArchiveHit", "ArchiveLog"]
-
-#: The type (``"t"``) of the placeholder a repair writes for each record damage destroyed:
-#: it keeps that record's seq taken, so every later seq (and every cut that refers to
-#: one) still means what it meant. Readers skip it.
-LOST_RECORD = "lost"
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,13 +65,6 @@ def _strings(value: Any) -> Iterator[str]:
     elif isinstance(value, (list, tuple)):
         for item in value:
             yield from _strings(item)
-
-
-def _record_keywords(record: dict[str, Any]) -> frozenset[str]:
-    kws = record.get("keywords")
-    if isinstance(kws, (list, tuple, set, frozenset)):
-        return frozenset(k.lower() for k in kws if isinstance(k, str))
-    return frozenset()
 
 
 class Archive:
@@ -123,15 +119,20 @@ class Archive:
                 self._log = ArchiveLog(self.path, fsync=self._fsync, interval=self._interval)
             return self._log
 
-    def append(self, record: dict[str, Any]) -> int:
+    def append(self, record: ArchiveRecord | dict[str, Any]) -> int:
         """Archive ``record``; return its sequence number (0 when the archive is disabled).
+
+        A typed record is encoded by :mod:`~memoryos_actors.store.formats`; a plain dict is
+        written as it is (the framed log under the records, for tools and tests).
 
         Raises :class:`InvalidInput` for records that are not msgpack-encodable dicts.
         """
-        payload = pack_record(record)  # validate even when disabled: same contract either way
+        payload = pack_record(
+            encode_archived(record)
+        )  # validate even when disabled: same contract either way
         if not self.enabled:
             return 0
-        return self._ensure_log()._append_payload(payload)
+        return self._ensure_log().append_payload(payload)
 
     def __len__(self) -> int:
         """Number of archived records."""
@@ -140,12 +141,24 @@ class Archive:
         return self._log.last_seq - self._log.first_seq + 1
 
     def iter(self, after_seq: int = 0) -> Iterator[tuple[int, dict[str, Any]]]:
-        """Yield ``(seq, record)`` for every archived record after ``after_seq``, oldest first."""
+        """Yield ``(seq, map)`` for every archived record after ``after_seq``, oldest first,
+        as the file holds it (:meth:`records` gives them typed)."""
         if self._log is None:
             return iter(())
         return (
-            item for item in self._log._iter_records(after_seq) if item[1].get("t") != LOST_RECORD
+            item
+            for item in self._log.iter_records(after_seq)
+            if not is_archive_placeholder(item[1])
         )
+
+    def records(self, after_seq: int = 0) -> Iterator[tuple[int, ArchiveRecord]]:
+        """Yield ``(seq, record)``, typed (:func:`~memoryos_actors.store.formats.
+        decode_archived`), for every archived record after ``after_seq`` that holds items,
+        oldest first (a kind of a later version is left out)."""
+        for seq, raw in self.iter(after_seq):
+            record = decode_archived(raw)
+            if record is not None:
+                yield seq, record
 
     def search(self, query_kw: Iterable[str], limit: int = 10) -> list[ArchiveHit]:
         """Records matching the most of ``query_kw`` (lower-case keywords), best first.
@@ -163,7 +176,7 @@ class Archive:
             return []
         hits: list[ArchiveHit] = []
         for seq, record in self.iter():
-            own = _record_keywords(record)
+            own = archive_keywords(record)
             rest = query - own
             score = len(query) - len(rest)
             if rest:

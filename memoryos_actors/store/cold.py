@@ -39,7 +39,7 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any, Literal, TypeVar, overload
 
@@ -53,6 +53,7 @@ from memoryos_actors.store.cold_rows import KIND_TOKENS, record_items
 from memoryos_actors.store.cold_schema import FORMAT, cand_at, create_schema, upgrade
 from memoryos_actors.store.cold_write import apply_edits, insert_items
 from memoryos_actors.store.edits import EditLog
+from memoryos_actors.store.formats import ArchiveRecord, decode_archived
 
 __all__ = ["CACHE_KIB", "COLD_FILE", "ColdIndex"]
 
@@ -225,8 +226,8 @@ class ColdIndex:
     def _catch_up(self) -> None:
         if self._archive_last() <= self._indexed:
             return
-        batch: list[tuple[int, dict[str, Any]]] = []
-        for seq, rec in self.archive.iter(after_seq=self._indexed):
+        batch: list[tuple[int, ArchiveRecord]] = []
+        for seq, rec in self.archive.records(after_seq=self._indexed):
             batch.append((seq, rec))
             if len(batch) >= 512:
                 self._add_batch(batch)
@@ -276,11 +277,13 @@ class ColdIndex:
 
     # -- writing -------------------------------------------------------------------------
 
-    def add(self, seq: int, record: dict[str, Any]) -> None:
-        """Index archive record ``seq`` (call after appending it; older seqs are ignored)."""
-        self._guard(self._add_batch, [(seq, record)])
+    def add(self, seq: int, record: ArchiveRecord | dict[str, Any]) -> None:
+        """Index archive record ``seq`` (call after appending it; older seqs are ignored).
+        A map is decoded first (one that holds no item is only counted as indexed)."""
+        typed = record if not isinstance(record, dict) else decode_archived(record)
+        self._guard(self._add_batch, [(seq, typed)])
 
-    def _add_batch(self, batch: list[tuple[int, dict[str, Any]]]) -> None:
+    def _add_batch(self, batch: Sequence[tuple[int, ArchiveRecord | None]]) -> None:
 
         db = self._db
         assert db is not None
@@ -290,17 +293,19 @@ class ColdIndex:
         # The archive may be ahead of the index (a record appended while it was closed):
         # index the gap first so archive order is kept.
         if fresh[0][0] > self._indexed + 1 and self._archive_last() >= fresh[0][0]:
-            gap = [(s, r) for s, r in self.archive.iter(after_seq=self._indexed) if s < fresh[0][0]]
-            fresh = gap + fresh
+            gap: list[tuple[int, ArchiveRecord | None]] = [
+                (s, r) for s, r in self.archive.records(after_seq=self._indexed) if s < fresh[0][0]
+            ]
+            fresh = [*gap, *fresh]
         n_docs, total_len = self._n_docs, self._total_len
         kind_n = dict(self._kind_n)
         edits = self._edits() if self._edits is not None else None
         db.execute("BEGIN")
         try:
             items: list[ColdItem] = []
-            for seq, raw in fresh:
-                rec = edits.apply(raw) if edits else raw
-                if rec is not None:  # None: everything in it was deleted
+            for seq, found in fresh:
+                rec = edits.apply_record(found) if edits and found is not None else found
+                if rec is not None:  # None: everything in it was deleted (or it held none)
                     items.extend(record_items(seq, rec))
             delta = insert_items(db, items)
             n_docs += delta.n_docs
@@ -343,7 +348,7 @@ class ColdIndex:
     def _sync_edits(self) -> int:
         if self._edits is None:
             return 0
-        records = self._edits().records
+        records = self._edits().edits
         if len(records) <= self._edits_applied:
             return 0
 

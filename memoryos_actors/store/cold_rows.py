@@ -16,14 +16,15 @@ import numpy.typing as npt
 
 from memoryos_actors.cold_items import ColdItem, ColdRow
 from memoryos_actors.lexicon import TermString, terms
-from memoryos_actors.store.archived import (
+from memoryos_actors.store.formats import (
     ArchivedFact,
     ArchivedPage,
     ArchivedSegment,
-    decode_archived,
+    ArchiveRecord,
+    EditRecord,
     emb_from_f16,
 )
-from memoryos_actors.store.edits import cold_item_id, derived_of, parse_memory_id
+from memoryos_actors.store.memory_ids import cold_item_id, parse_memory_id
 
 __all__ = [
     "CAND_COLUMNS",
@@ -70,11 +71,9 @@ def query_terms(page: Mapping[str, Any]) -> int:
     return len(terms(str(page.get("query", ""))))
 
 
-def record_items(seq: int, record: dict[str, Any]) -> Iterator[ColdItem]:
-    """The items an archive record holds (nothing for record kinds the cold tier ignores;
-    shapes in :mod:`memoryos_actors.store.archived`). Older records without embeddings are
+def record_items(seq: int, found: ArchiveRecord) -> Iterator[ColdItem]:
+    """The items archive record ``seq`` holds. Older records without embeddings are
     indexed lexically only."""
-    found = decode_archived(record)
     if isinstance(found, ArchivedSegment | ArchivedPage):
         sid = found.segment_id or None
         for page in found.pages:
@@ -181,18 +180,18 @@ def cand_rows(rows: Iterable[tuple[Any, ...]]) -> list[ColdRow]:
     ]
 
 
-def edit_item_ids(edit: Mapping[str, Any]) -> list[str]:
+def edit_item_ids(edit: EditRecord) -> list[str]:
     """Ids of the cold items an edit record touches (a deletion of pages: also the
     archived facts and agent traits that quoted them, see ``EditRecord.derived``)."""
-    mid = str(edit.get("id", ""))
+    mid = edit.memory_id
     kind, _, rest = mid.partition(":")
     if kind in ("page", "segment"):
         took = [
             cold_item_id(parse_memory_id(other))
-            for other, action, _at in derived_of(edit)
+            for other, action, _at in edit.derived
             if action == "delete"
         ]
-        return [f"p{int(s)}" for s in edit.get("pages") or ()] + [i for i in took if i]
+        return [f"p{int(s)}" for s in edit.pages] + [i for i in took if i]
     if kind == "fact":
         return [f"fact::{rest}"]
     if kind == "agent_trait":

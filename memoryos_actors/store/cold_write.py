@@ -9,9 +9,8 @@ from __future__ import annotations
 
 import sqlite3
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 import msgpack
 
@@ -19,6 +18,7 @@ from memoryos_actors.cold_items import ColdItem
 from memoryos_actors.lexicon import terms
 from memoryos_actors.store.cold_rows import CAND_COLUMNS, COLUMNS, edit_item_ids, fts_text
 from memoryos_actors.store.cold_schema import term_ids
+from memoryos_actors.store.formats import EditRecord
 
 __all__ = ["CorpusDelta", "apply_edits", "insert_items"]
 
@@ -86,12 +86,12 @@ def insert_items(db: sqlite3.Connection, items: Sequence[ColdItem]) -> CorpusDel
     return delta
 
 
-def apply_edits(db: sqlite3.Connection, edits: Sequence[Mapping[str, Any]]) -> CorpusDelta:
+def apply_edits(db: sqlite3.Connection, edits: Sequence[EditRecord]) -> CorpusDelta:
     """Apply edit records (deleted items go, corrected ones get the new text and
     embedding) to the indexed items they touch."""
     delta = CorpusDelta()
-    for rec in edits:
-        ids = edit_item_ids(rec)
+    for edit in edits:
+        ids = edit_item_ids(edit)
         if not ids:
             continue
         rows = db.execute(
@@ -107,17 +107,17 @@ def apply_edits(db: sqlite3.Connection, edits: Sequence[Mapping[str, Any]]) -> C
             )
             delta.df.subtract(set(old_terms))
             delta.total_len -= len(old_terms)
-            if rec.get("op") == "delete":
+            if edit.op == "delete":
                 db.execute("DELETE FROM items WHERE id = ?", (rowid,))
                 db.execute("DELETE FROM cand WHERE id = ?", (rowid,))
                 delta.n_docs -= 1
                 delta.kinds[kind] -= 1
                 continue
-            text = str(rec["new"])
+            text = str(edit.new)
             new_terms = tuple(terms(text))
-            record = msgpack.unpackb(blob, raw=False)
-            record["text"] = text
-            emb = rec.get("emb")
+            # The entry as archived, with the corrected text.
+            record = {**msgpack.unpackb(blob, raw=False), "text": text}
+            emb = edit.emb
             # A corrected item is one text: no query side is known any more.
             db.execute(
                 "UPDATE items SET text = ?, terms = ?, emb = ?, record = ?, nq = 0 WHERE id = ?",

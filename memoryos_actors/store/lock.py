@@ -95,6 +95,15 @@ class _HeldFlock:
         os.close(fd)
 
 
+def _read_pid(fd: int) -> int | None:
+    """The pid a lock file holds (None when unreadable)."""
+    try:
+        text = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
+    except OSError:
+        return None
+    return int(text) if text.isdigit() else None
+
+
 class DataDirLock(_HeldFlock):
     """An exclusive lock on the data directory ``path`` (created if missing), held until
     :meth:`close`. Usable as a context manager.
@@ -113,7 +122,7 @@ class DataDirLock(_HeldFlock):
         except OSError as exc:
             raise StorageError(f"{self.lock_path}: cannot open lock file: {exc}") from exc
         if not _try_lock(fd):
-            holder = self._read_pid(fd)
+            holder = _read_pid(fd)
             os.close(fd)
             who = f"process {holder}" if holder is not None else "another process"
             raise DataDirLocked(
@@ -134,14 +143,6 @@ class DataDirLock(_HeldFlock):
         except OSError:
             pass  # the pid is advice for error messages; the flock is what protects
         self.pid = os.getpid()
-
-    @staticmethod
-    def _read_pid(fd: int) -> int | None:
-        try:
-            text = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
-        except OSError:
-            return None
-        return int(text) if text.isdigit() else None
 
     def release(self) -> None:
         """The same as :meth:`close`."""
@@ -176,7 +177,7 @@ def lock_holder(path: str | os.PathLike[str]) -> tuple[bool, int | None]:
             if fcntl is not None:
                 fcntl.flock(fd, fcntl.LOCK_UN)
             return (False, None)
-        return (True, DataDirLock._read_pid(fd))
+        return (True, _read_pid(fd))
     finally:
         os.close(fd)
 

@@ -31,6 +31,7 @@ from memoryos_actors.errors import CorruptDataError, InvalidInput, StorageError
 from memoryos_actors.store._files import atomic_write, fsync_dir
 from memoryos_actors.store._frames import NewerFormatError, unpack_map
 from memoryos_actors.store._framing import log
+from memoryos_actors.store.formats import WalRecord
 
 __all__ = [
     "FORMAT_VERSION",
@@ -235,13 +236,15 @@ class Recovered:
     ``state`` is the newest readable snapshot's state (``None`` if there is no snapshot),
     ``snapshot_lsn`` the last WAL LSN it includes (0 without a snapshot), ``schema_version``
     its state schema version, and ``records`` the ``(lsn, record)`` WAL records to replay on
-    top of it, in order.
+    top of it, in order, as the file holds them; ``replay`` the same records typed
+    (:data:`~memoryos_actors.store.formats.WalRecord`), which the tiers replay.
     """
 
     state: dict[str, Any] | None
     snapshot_lsn: int
     schema_version: int | None
     records: tuple[tuple[int, dict[str, Any]], ...] = field(default=())
+    replay: tuple[tuple[int, WalRecord], ...] = field(default=())
 
     @property
     def last_lsn(self) -> int:

@@ -48,6 +48,7 @@ from memoryos_actors.store._files import fsync_dir, fsync_file, is_blank
 from memoryos_actors.store._framing import log
 from memoryos_actors.store.archive import Archive
 from memoryos_actors.store.edits import EditLog
+from memoryos_actors.store.formats import ArchiveRecord, WalRecord, decode_wal
 from memoryos_actors.store.paths import user_dir_name, user_id_from_dir_name, validate_user_id
 from memoryos_actors.store.snapshot import (
     SCHEMA_VERSION,
@@ -431,7 +432,7 @@ class UserStore:
 
     # -- WAL, snapshots, archive ---------------------------------------------------------------
 
-    def archive_append(self, record: dict[str, Any]) -> int:
+    def archive_append(self, record: ArchiveRecord | dict[str, Any]) -> int:
         """Archive ``record`` and index it in the cold tier; 0 when the archive is disabled.
 
         The archive append is the durable part; the cold index is derived, so if indexing
@@ -473,9 +474,10 @@ class UserStore:
             )
             self.wal.truncate_before(snapshot_lsn + 1)
         records = tuple(self.wal.read(after_lsn=snapshot_lsn))
+        replay = tuple((lsn, self._decoded(lsn, raw)) for lsn, raw in records)
         self._snapshot_lsn = snapshot_lsn
-        edits = EditLog.from_recovered(None if snap is None else snap.state, records)
-        for rec in self.edits.records:  # added since the last load (a tier restarted)
+        edits = EditLog.from_recovered(None if snap is None else snap.state, replay)
+        for rec in self.edits.edits:  # added since the last load (a tier restarted)
             edits.add(rec)
         self.edits = edits
         return Recovered(
@@ -483,7 +485,18 @@ class UserStore:
             snapshot_lsn=snapshot_lsn,
             schema_version=None if snap is None else snap.schema_version,
             records=records,
+            replay=replay,
         )
+
+    def _decoded(self, lsn: int, raw: dict[str, Any]) -> WalRecord:
+        """The typed record of WAL map ``raw``; :class:`CorruptDataError` naming the file
+        and the LSN for a record of a known kind that lacks what the kind holds."""
+        try:
+            return decode_wal(raw)
+        except (KeyError, TypeError, ValueError, InvalidInput) as exc:
+            raise CorruptDataError(
+                f"{self.wal.path}: record {lsn} is malformed: {exc!r:.200}"
+            ) from None
 
     def checkpoint(
         self,
@@ -526,9 +539,13 @@ class UserStore:
         return path
 
     def archive_records(self) -> list[tuple[int, dict[str, Any]]]:
-        """The archive's ``(seq, record)`` pairs, oldest first, as the user's edits leave
+        """The archive's ``(seq, map)`` pairs, oldest first, as the user's edits leave
         them (deleted memories left out, corrected ones corrected)."""
         return list(self.edits.apply_all(self.archive.iter()))
+
+    def archived(self) -> list[tuple[int, ArchiveRecord]]:
+        """:meth:`archive_records`, typed (records that hold no item left out)."""
+        return list(self.edits.apply_records(self.archive.records()))
 
     # -- lifecycle ---------------------------------------------------------------------------
 

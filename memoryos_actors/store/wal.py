@@ -31,6 +31,7 @@ from memoryos_actors.store._frames import (
     read_header,
 )
 from memoryos_actors.store._framing import FsyncPolicy, RecordLog, log
+from memoryos_actors.store.formats import WalRecord, decode_wal, encode_wal
 
 __all__ = ["WAL"]
 
@@ -75,21 +76,32 @@ class WAL(RecordLog):
         """LSN of the newest record (0 for a new WAL; kept after all records were truncated)."""
         return self.last_seq
 
-    def append(self, record: dict[str, Any]) -> int:
+    def append(self, record: WalRecord | dict[str, Any]) -> int:
         """Append ``record`` and return its LSN once it is as durable as the fsync policy says.
+
+        A typed record (:data:`~memoryos_actors.store.formats.WalRecord`) is encoded by
+        :mod:`~memoryos_actors.store.formats`; a plain dict is written as it is (the framed
+        log under the records, for tools and tests).
 
         Raises :class:`InvalidInput` if the record is not a msgpack-encodable dict or is over
         16 MiB encoded, and :class:`StorageError` if the write fails or the WAL is closed.
         """
-        return self._append_payload(pack_record(record))
+        return self.append_payload(pack_record(encode_wal(record)))
+
+    def records(self, after_lsn: int = 0) -> Iterator[tuple[int, WalRecord]]:
+        """Yield ``(lsn, record)``, typed (:func:`~memoryos_actors.store.formats.decode_wal`),
+        for every record with an LSN above ``after_lsn``, in order (as :meth:`read`)."""
+        for lsn, raw in self.iter_records(after_lsn):
+            yield lsn, decode_wal(raw)
 
     def read(self, after_lsn: int = 0) -> Iterator[tuple[int, dict[str, Any]]]:
-        """Yield ``(lsn, record)`` for every record with an LSN above ``after_lsn``, in order.
+        """Yield ``(lsn, map)`` for every record with an LSN above ``after_lsn``, in order:
+        the maps as the file holds them (:meth:`records` gives them typed).
 
         Sees the records appended before iteration starts. Raises :class:`CorruptDataError`
         naming the file if damage appeared after the WAL was opened.
         """
-        return self._iter_records(after_lsn)
+        return self.iter_records(after_lsn)
 
     def truncate_before(self, lsn: int) -> None:
         """Drop every record with an LSN below ``lsn``, atomically.

@@ -584,6 +584,46 @@ class MTMCore:
         format is :mod:`~memoryos_actors.tiers.mtm_state`'s."""
         return mtm_state.save(self)
 
+    def state_parts(self) -> mtm_state.MTMStateParts:
+        """What a snapshot of this core holds, for :mod:`~memoryos_actors.tiers.mtm_state`
+        (the segments are this core's own: read them, do not change them)."""
+        return mtm_state.MTMStateParts(
+            next_segment=self._next_segment,
+            chains=tuple(self._chains.items()),
+            page_graph=self._pages.vectors.graph_bytes(),
+            segment_graph=self._seg_index.graph_bytes(),
+            segments=tuple(self._segments.values()),
+        )
+
+    def restore(
+        self,
+        *,
+        user_id: str | None,
+        max_seq: int,
+        next_segment: int,
+        chains: Iterable[tuple[str, str]],
+        segments: Iterable[Segment],
+        page_vecs: Mapping[int, npt.NDArray[np.float32]],
+        page_graph: bytes | None,
+        segment_graph: bytes | None,
+    ) -> None:
+        """Take over the state :mod:`~memoryos_actors.tiers.mtm_state` read back into this
+        new, empty core: ``segments`` in their order, with their pages, and the saved
+        hnswlib graphs (None: built from ``page_vecs``, each page's embedding by seq, and
+        the segments' embeddings)."""
+        self._user_id = user_id
+        self._max_seq = max_seq
+        self._next_segment = next_segment
+        self._chains = dict(chains)
+        seg_vecs: dict[int, npt.NDArray[np.float32]] = {}
+        for seg in segments:
+            for page in seg.pages:
+                self._pages.add(page, seg.segment_id, None)
+            self._segments[seg.segment_id] = seg
+            seg_vecs[seg.number] = seg.embedding
+        self._pages.vectors.restore(dict(page_vecs), page_graph)
+        self._seg_index.restore(seg_vecs, segment_graph)
+
     @classmethod
     def from_state(
         cls, state: Mapping[str, Any], config: MemoryConfig, dim: int | None, clock: Clock

@@ -12,6 +12,7 @@ and a state without them (older snapshots) has its indexes built from the embedd
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -27,23 +28,44 @@ from memoryos_actors.tiers.segments import Segment
 if TYPE_CHECKING:
     from memoryos_actors.tiers.mtm import MTMCore
 
-__all__ = ["STATE_VERSION", "load", "save"]
+__all__ = ["STATE_VERSION", "MTMStateParts", "load", "save"]
 
 STATE_VERSION = 1
 """Version of the state :func:`save` writes; :func:`load` reads only this one."""
 
 
+@dataclass(frozen=True, slots=True)
+class MTMStateParts:
+    """What a snapshot of an MTM core holds besides its public properties
+    (:meth:`MTMCore.state_parts <memoryos_actors.tiers.mtm.MTMCore.state_parts>`).
+
+    Attributes:
+        next_segment: the number the next new segment gets.
+        chains: ``(dialogue chain id, segment id)``, oldest first.
+        page_graph: the page index's hnswlib graph (None while not built).
+        segment_graph: the segment index's hnswlib graph (None while not built).
+        segments: the segments held, in order (the core's own objects).
+    """
+
+    next_segment: int
+    chains: tuple[tuple[str, str], ...]
+    page_graph: bytes | None
+    segment_graph: bytes | None
+    segments: tuple[Segment, ...]
+
+
 def save(core: MTMCore) -> dict[str, Any]:
     """The whole state of ``core`` as msgpack-friendly values (embeddings as float32 bytes)."""
+    parts = core.state_parts()
     return {
         "version": STATE_VERSION,
-        "dim": core._dim,
-        "user_id": core._user_id,
-        "max_seq": core._max_seq,
-        "next_segment": core._next_segment,
-        "chains": [[c, sid] for c, sid in core._chains.items()],
-        "page_graph": core._pages.vectors.graph_bytes(),
-        "segment_graph": core._seg_index.graph_bytes(),
+        "dim": core.dim,
+        "user_id": core.user_id,
+        "max_seq": core.max_seq,
+        "next_segment": parts.next_segment,
+        "chains": [[c, sid] for c, sid in parts.chains],
+        "page_graph": parts.page_graph,
+        "segment_graph": parts.segment_graph,
         "segments": [
             {
                 "number": seg.number,
@@ -57,7 +79,7 @@ def save(core: MTMCore) -> dict[str, Any]:
                 "created": seg.created,
                 "heat": seg.heat,
             }
-            for seg in core._segments.values()
+            for seg in parts.segments
         ],
     }
 
@@ -81,12 +103,12 @@ def load(
             raise ValueError("no embedding dimension")  # reported as a malformed state
         stored_dim = stored
         core = cls(config, stored_dim, clock)
-        core._user_id = state["user_id"]
-        core._max_seq = int(state["max_seq"])
-        core._next_segment = int(state["next_segment"])
-        core._chains = {str(c): str(sid) for c, sid in state.get("chains", ())}
+        user_id = state["user_id"]
+        max_seq = int(state["max_seq"])
+        next_segment = int(state["next_segment"])
+        chains = [(str(c), str(sid)) for c, sid in state.get("chains", ())]
         page_vecs: dict[int, npt.NDArray[np.float32]] = {}
-        seg_vecs: dict[int, npt.NDArray[np.float32]] = {}
+        segments: list[Segment] = []
         for s in state["segments"]:
             pages = [Page.from_dict(p) for p in s["pages"]]
             embs = np.frombuffer(s["embeddings"], dtype="<f4").reshape(len(pages), stored_dim)
@@ -95,7 +117,6 @@ def load(
                 e = emb.astype(np.float32)
                 e.flags.writeable = False
                 seg.add(page, e)
-                core._pages.add(page, seg.segment_id, None)
                 page_vecs[page.seq] = e
             seg.summary = s["summary"]
             seg.summary_kw = normalize_keywords(s["summary_keywords"])
@@ -103,12 +124,19 @@ def load(
             seg.l_interaction = int(s["l_interaction"])
             seg.last_access = float(s["last_access"])
             seg.heat = float(s["heat"])
-            seg.refresh(core._rules.segment_keyword_limit)
-            core._segments[seg.segment_id] = seg
-            seg_vecs[seg.number] = seg.embedding
+            seg.refresh(core.rules.segment_keyword_limit)
+            segments.append(seg)
         # Saved hnswlib graphs load far faster than they build; older states have none.
-        core._pages.vectors.restore(page_vecs, state.get("page_graph"))
-        core._seg_index.restore(seg_vecs, state.get("segment_graph"))
+        core.restore(
+            user_id=user_id,
+            max_seq=max_seq,
+            next_segment=next_segment,
+            chains=chains,
+            segments=segments,
+            page_vecs=page_vecs,
+            page_graph=state.get("page_graph"),
+            segment_graph=state.get("segment_graph"),
+        )
     except (KeyError, TypeError, ValueError, RuntimeError) as exc:
         if isinstance(exc, InvalidInput):
             raise

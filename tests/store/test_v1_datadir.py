@@ -1,0 +1,39 @@
+"""A data directory written by the code before #43's formats module still opens, whole.
+
+``tests/data/v1_datadir.tar.gz`` was written by ``tests/data/make_v1_datadir.py`` on main
+before the WAL and archive records got one owner (``store/formats.py``): three users with
+every kind of WAL record (turn, meta, persona, user and agent profile, edit, a repair's
+lost placeholder) and of archive record (segment, page, fact, agent trait, lost), a
+snapshot and WAL records after it. ``v1_answers.json.gz`` is what the public API answered
+for it then. Opening a copy now must answer the same.
+"""
+
+from __future__ import annotations
+
+import gzip
+import importlib.util
+import json
+from pathlib import Path
+from types import ModuleType
+
+_DATA = Path(__file__).resolve().parents[1] / "data"
+
+
+def _maker() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("make_v1_datadir", _DATA / "make_v1_datadir.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_a_v1_data_directory_answers_as_it_did_when_written(tmp_path: Path) -> None:
+    maker = _maker()
+    data = maker.unpack(maker.TARBALL, tmp_path / "copy")
+    exports = tmp_path / "exports"
+    exports.mkdir()
+    got = json.loads(json.dumps(maker.answers(data, exports)))
+    want = json.loads(gzip.decompress(maker.ANSWERS.read_bytes()))
+    for user in maker.USERS:
+        for part in ("memories", "user_state", "retrieve", "export"):
+            assert got[user][part] == want[user][part], (user, part)
