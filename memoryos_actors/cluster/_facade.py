@@ -3,7 +3,11 @@
 Every call for a user goes to the shard :func:`~memoryos_actors.cluster.shard_of` names;
 calls about every user (``users``, ``flush``, ``stats()``...) go to every shard at once and
 their answers are merged. Arguments, return types and typed errors are those of
-:class:`~memoryos_actors.MemoryOS`.
+:class:`~memoryos_actors.MemoryOS`. Where each call goes, whether it is sent again after a
+shard death and how the answers merge is not decided here: each method's policy in
+:mod:`memoryos_actors.api` (:data:`~memoryos_actors.api.POLICIES`) says it, and every
+method hands a typed :class:`~memoryos_actors.cluster._call.ShardCall` to ``_send``, which
+follows it.
 
 Two supervision layers::
 
@@ -13,11 +17,12 @@ Two supervision layers::
 
 When a shard process dies with calls in flight, the engine starts it again and the new
 process recovers each user from their WAL and snapshot on first use. Calls that are safe
-to repeat are sent again until the shard answers (up to ``retry_seconds``; the calls
-themselves are :mod:`~memoryos_actors.cluster._routing`'s): reads, profile setters (they
-set a value), ``flush``, and ``add_turn``, which carries a turn key the shard's STM
-recognises, so a turn written just before the death is answered, not stored again. The
-other calls (``forget_user``, ``import_user``, ``passivate``) raise
+to repeat (``resend`` in their policy) are sent again until the shard answers (up to
+``retry_seconds``; the calls themselves are :mod:`~memoryos_actors.cluster._routing`'s):
+reads, profile setters (they set a value), ``flush``, and ``add_turn``, which carries a
+turn key the shard's STM recognises, so a turn written just before the death is answered,
+not stored again. The other calls (``forget_user``, ``import_user``, ``repair_user``,
+``passivate``, ``kill_actor``, ``delete_memory``, ``correct_memory``) raise
 :class:`~memoryos_actors.errors.ActorCrashed`; they are safe to call again by hand.
 """
 
