@@ -14,9 +14,12 @@ Beside each method of :class:`MemoryAPI` is its routing policy, as data (the
 the call (to the shard of its user, to every shard at once, or not at all: answered by the
 facade itself), whether it may send the call again after a shard death, and how the
 shards' answers to a fanned-out call merge. The sharded facade and the shard server are
-driven by that table (:mod:`memoryos_actors.cluster`), and the README's API list is
-generated from the protocol (``cog``). A new method is declared once, here, with its
-policy; then each facade implements it.
+driven by that table (:mod:`memoryos_actors.cluster`). :class:`AsyncMemoryAPI`, the
+coroutines of :class:`~memoryos_actors.AsyncMemoryOS` and the README's API list are
+generated from the protocol with ``cog`` (:func:`coroutine_twins`; ``cog -r README.md
+memoryos_actors/api.py memoryos_actors/aio.py``). A new method is declared once, here,
+with its policy; then :class:`~memoryos_actors.MemoryOS` and the sharded facade implement
+it.
 
 ``open`` is not part of the protocols: it is the constructor
 (:meth:`MemoryOS.open <memoryos_actors.MemoryOS.open>`,
@@ -46,10 +49,11 @@ __all__ = [
     "API_METHODS",
     "POLICIES",
     "AsyncMemoryAPI",
-    "Merge",
     "MemoryAPI",
+    "Merge",
     "Policy",
     "Route",
+    "coroutine_twins",
     "document",
     "policy",
     "policy_of",
@@ -500,8 +504,19 @@ class MemoryAPI(Protocol):
 
 
 class AsyncMemoryAPI(Protocol):
-    """The same API as :class:`MemoryAPI`, as coroutines that never block the event loop."""
+    """The same API as :class:`MemoryAPI`, as coroutines that never block the event loop.
 
+    Generated from :class:`MemoryAPI` (``cog -r memoryos_actors/api.py``); a test fails
+    when it is not what that generates now.
+    """
+
+    # [[[cog
+    # import cog
+    # from memoryos_actors.api import coroutine_twins
+    # cog.out(coroutine_twins(lambda name, call: (
+    #     f'""":meth:`MemoryAPI.{name}`, awaited (run off the event loop)."""'
+    # )))
+    # ]]]
     async def add_turn(
         self,
         user_id: str,
@@ -630,6 +645,8 @@ class AsyncMemoryAPI(Protocol):
     async def close(self, timeout: float = 60.0) -> None:
         """:meth:`MemoryAPI.close`, awaited (run off the event loop)."""
 
+    # [[[end]]]
+
 
 #: The protocols' methods, in the README's order.
 API_METHODS: tuple[str, ...] = tuple(
@@ -646,6 +663,50 @@ def _collect() -> Mapping[str, Policy]:
 
 #: Each method's routing policy, by name, in :data:`API_METHODS`' order.
 POLICIES: Mapping[str, Policy] = _collect()
+
+
+def coroutine_twins(body: Callable[[str, str], str], *, leave_out: tuple[str, ...] = ()) -> str:
+    """Source text of :class:`MemoryAPI`'s methods (but those in ``leave_out``) as
+    coroutines with the same parameters, each with ``body(name, call)`` as its body
+    (``call``: the source of the arguments to pass on, each after a comma, as in
+    ``", user_id, query, turn_key=turn_key"``), formatted by ruff, at the indentation of a
+    class body. What ``cog`` writes into :class:`AsyncMemoryAPI` and
+    :class:`~memoryos_actors.AsyncMemoryOS` (a development tool: it runs ``ruff``)."""
+    import inspect
+    import subprocess
+    import sys
+
+    lines = ["class _Twins:"]
+    for name in (n for n in API_METHODS if n not in leave_out):
+        sig = inspect.signature(getattr(MemoryAPI, name))
+        params: list[str] = []
+        passed: list[str] = []
+        star = False
+        for param in sig.parameters.values():
+            keyword = param.kind is inspect.Parameter.KEYWORD_ONLY
+            if keyword and not star:
+                params.append("*")
+                star = True
+            text = param.name
+            if param.annotation is not inspect.Parameter.empty:
+                text += f": {param.annotation}"
+            if param.default is not inspect.Parameter.empty:
+                text += f" = {param.default!r}"
+            params.append(text)
+            if param.name != "self":
+                passed.append(f"{param.name}={param.name}" if keyword else param.name)
+        returns = sig.return_annotation
+        lines.append(f"    async def {name}({', '.join(params)}) -> {returns}:")
+        lines.append(f"        {body(name, ''.join(', ' + arg for arg in passed))}")
+    source = "\n".join(lines) + "\n"
+    done = subprocess.run(
+        [sys.executable, "-m", "ruff", "format", "--stdin-filename", __file__, "-"],
+        input=source,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return done.stdout.split("\n", 1)[1] + "\n"  # a blank line before cog's end marker
 
 
 def policy_of(method: Callable[..., Any]) -> Policy | None:
