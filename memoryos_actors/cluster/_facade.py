@@ -406,7 +406,8 @@ class ClusterMemoryOS:
         target = user_id if user_id is not None else payload.get("user_id")
         uid = _check_user_id(target)
         suffix = ".json" if src.suffix.lower() == ".json" else ""
-        # Routed by the file's user; the shard reads the target from the file as well.
+        # Routed by the user it is stored as: ``user_id``, else the file's (the shard reads
+        # that from the file again).
         call = ShardCall(ShardServer.import_bytes, src.read_bytes(), suffix, user_id)
         return self._send(call, uid)
 
