@@ -73,9 +73,11 @@ def recorded(tmp_path: Path) -> Iterator[Recorded]:
         mem.close()
 
 
-def _arguments(name: str, tmp_path: Path) -> tuple[list[Any], dict[str, Any]]:
-    """Arguments for ``MemoryAPI.<name>``'s parameters without a default, by their names
-    (and ``user_id`` always: the policy's route is about it)."""
+def _arguments(
+    name: str, tmp_path: Path, *, user: str | None = USER
+) -> tuple[list[Any], dict[str, Any]]:
+    """Arguments for ``MemoryAPI.<name>``'s parameters without a default, by their names,
+    and ``user_id=user`` where it is optional (None: left at its default, every user)."""
     by_name: dict[str, Any] = {
         "user_id": USER,
         "query": "tea",
@@ -88,6 +90,10 @@ def _arguments(name: str, tmp_path: Path) -> tuple[list[Any], dict[str, Any]]:
     args: list[Any] = []
     kwargs: dict[str, Any] = {}
     for param in list(inspect.signature(getattr(MemoryAPI, name)).parameters.values())[1:]:
+        if param.name == "user_id" and param.default is not inspect.Parameter.empty:
+            if user is not None:
+                kwargs[param.name] = user  # where optional, a user makes the call routed
+            continue
         if param.name == "profile":
             value: Any = UserProfile() if "UserProfile" in param.annotation else AgentProfile()
         elif param.name in by_name:
@@ -96,9 +102,7 @@ def _arguments(name: str, tmp_path: Path) -> tuple[list[Any], dict[str, Any]]:
             continue
         else:
             raise AssertionError(f"no sample argument for {name}({param.name})")
-        if param.name == "user_id" and param.default is not inspect.Parameter.empty:
-            kwargs[param.name] = value  # where optional, the user makes the call routed
-        elif param.kind is inspect.Parameter.KEYWORD_ONLY:
+        if param.kind is inspect.Parameter.KEYWORD_ONLY:
             kwargs[param.name] = value
         else:
             args.append(value)
@@ -151,14 +155,7 @@ def test_each_call_goes_where_its_policy_routes_it_and_is_resent_as_it_says(
 def test_calls_about_every_user_go_to_every_shard(recorded: Recorded, name: str) -> None:
     mem = recorded.mem
     method = getattr(MemoryAPI, name)
-    args, kwargs = _arguments(name, Path("unused"))
-    kwargs.pop("user_id", None)
-    args = [a for a in args if a != USER]
-    if (
-        POLICIES[name].route is Route.USER_OR_ALL
-        and "user_id" in inspect.signature(method).parameters
-    ):
-        kwargs["user_id"] = None
+    args, kwargs = _arguments(name, Path("unused"), user=None)
     recorded.sent.clear()
     getattr(mem, name)(*args, **kwargs)
     assert sorted(shard for shard, _ in recorded.sent) == list(range(mem.shards)), name

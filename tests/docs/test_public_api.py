@@ -173,6 +173,9 @@ def test_the_shard_serves_with_a_handler_exactly_the_methods_whose_policy_says_s
     assert len(HANDLED) == len(wants_handler), "one handler per method"
     for handler in HANDLED:
         assert getattr(ShardServer, handler.__name__) is handler, handler
+    # What else a shard answers is the transport's: one typed call, and where it runs.
+    others = _public(ShardServer) - {handler.__name__ for handler in HANDLED}
+    assert sorted(others) == ["call", "info"]
 
 
 def test_the_async_protocol_mirrors_the_sync_one() -> None:
