@@ -83,11 +83,11 @@ class AsyncMemoryOS:
     # a test fails when this is not what that generates now).
     # [[[cog
     # import cog
-    # from memoryos_actors.api import coroutine_twins
-    # cog.out(coroutine_twins(lambda name, call: (
+    # from memoryos_actors.api import API_METHODS, twin_methods
+    # cog.out(twin_methods(lambda name, call: (
     #     f'"""See :meth:`MemoryOS.{name}`."""\n'
     #     f"        return await self._run(self.sync.{name}{call})"
-    # ), leave_out=("close",)))
+    # ), [name for name in API_METHODS if name != "close"]))
     # ]]]
     async def add_turn(
         self,

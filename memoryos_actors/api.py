@@ -15,11 +15,12 @@ the call (to the shard of its user, to every shard at once, or not at all: answe
 facade itself), whether it may send the call again after a shard death, and how the
 shards' answers to a fanned-out call merge. The sharded facade and the shard server are
 driven by that table (:mod:`memoryos_actors.cluster`). :class:`AsyncMemoryAPI`, the
-coroutines of :class:`~memoryos_actors.AsyncMemoryOS` and the README's API list are
-generated from the protocol with ``cog`` (:func:`coroutine_twins`; ``cog -r README.md
-memoryos_actors/api.py memoryos_actors/aio.py``). A new method is declared once, here,
-with its policy; then :class:`~memoryos_actors.MemoryOS` and the sharded facade implement
-it.
+coroutines of :class:`~memoryos_actors.AsyncMemoryOS`, the sharded facade's methods that
+only forward a call and the README's API list are generated from the protocol with
+``cog`` (:func:`twin_methods`; ``cog -r README.md memoryos_actors/api.py
+memoryos_actors/aio.py memoryos_actors/cluster/_facade.py``). A new method is declared
+once, here, with its policy; then :class:`~memoryos_actors.MemoryOS` implements it (and
+the sharded facade, if it needs more than forwarding).
 
 ``open`` is not part of the protocols: it is the constructor
 (:meth:`MemoryOS.open <memoryos_actors.MemoryOS.open>`,
@@ -53,10 +54,10 @@ __all__ = [
     "Merge",
     "Policy",
     "Route",
-    "coroutine_twins",
     "document",
     "policy",
     "policy_of",
+    "twin_methods",
 ]
 
 _C = TypeVar("_C", bound=type)
@@ -512,8 +513,8 @@ class AsyncMemoryAPI(Protocol):
 
     # [[[cog
     # import cog
-    # from memoryos_actors.api import coroutine_twins
-    # cog.out(coroutine_twins(lambda name, call: (
+    # from memoryos_actors.api import twin_methods
+    # cog.out(twin_methods(lambda name, call: (
     #     f'""":meth:`MemoryAPI.{name}`, awaited (run off the event loop)."""'
     # )))
     # ]]]
@@ -665,19 +666,25 @@ def _collect() -> Mapping[str, Policy]:
 POLICIES: Mapping[str, Policy] = _collect()
 
 
-def coroutine_twins(body: Callable[[str, str], str], *, leave_out: tuple[str, ...] = ()) -> str:
-    """Source text of :class:`MemoryAPI`'s methods (but those in ``leave_out``) as
-    coroutines with the same parameters, each with ``body(name, call)`` as its body
-    (``call``: the source of the arguments to pass on, each after a comma, as in
-    ``", user_id, query, turn_key=turn_key"``), formatted by ruff, at the indentation of a
-    class body. What ``cog`` writes into :class:`AsyncMemoryAPI` and
-    :class:`~memoryos_actors.AsyncMemoryOS` (a development tool: it runs ``ruff``)."""
+def twin_methods(
+    body: Callable[[str, str], str], names: Iterable[str] = (), *, coroutines: bool = True
+) -> str:
+    """Source text of :class:`MemoryAPI`'s methods ``names`` (default: all), with the same
+    parameters, as coroutines (or, with ``coroutines=False``, as plain methods), each with
+    ``body(name, call)`` as its body (``call``: the source of the arguments to pass on,
+    each after a comma, as in ``", user_id, query, turn_key=turn_key"``), formatted by
+    ruff, at the indentation of a class body.
+
+    What ``cog`` writes into :class:`AsyncMemoryAPI`,
+    :class:`~memoryos_actors.AsyncMemoryOS` and the sharded facade (a development tool: it
+    runs ``ruff``).
+    """
     import inspect
     import subprocess
     import sys
 
     lines = ["class _Twins:"]
-    for name in (n for n in API_METHODS if n not in leave_out):
+    for name in tuple(names) or API_METHODS:
         sig = inspect.signature(getattr(MemoryAPI, name))
         params: list[str] = []
         passed: list[str] = []
@@ -696,7 +703,8 @@ def coroutine_twins(body: Callable[[str, str], str], *, leave_out: tuple[str, ..
             if param.name != "self":
                 passed.append(f"{param.name}={param.name}" if keyword else param.name)
         returns = sig.return_annotation
-        lines.append(f"    async def {name}({', '.join(params)}) -> {returns}:")
+        kind = "async def" if coroutines else "def"
+        lines.append(f"    {kind} {name}({', '.join(params)}) -> {returns}:")
         lines.append(f"        {body(name, ''.join(', ' + arg for arg in passed))}")
     source = "\n".join(lines) + "\n"
     done = subprocess.run(
