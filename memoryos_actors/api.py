@@ -5,9 +5,9 @@
 :class:`~memoryos_actors.cluster.ClusterMemoryOS` (sharded) implement :class:`MemoryAPI`;
 :class:`~memoryos_actors.AsyncMemoryOS` implements :class:`AsyncMemoryAPI`. mypy checks
 each of them against its protocol (the assignments at the end of this module), and
-``tests/docs/test_public_api.py`` checks the same at run time (parameter names, kinds and
-defaults) and checks the README's API list against :data:`API_METHODS`. Code that works
-with any of the facades can take a ``MemoryAPI``.
+``tests/docs/test_public_api.py`` checks the same at run time (parameter names, kinds,
+defaults and annotations). Code that works with any of the facades can take a
+``MemoryAPI``.
 
 Beside each method of :class:`MemoryAPI` is its routing policy, as data (the
 :func:`policy` decorator; :data:`POLICIES` collects them): how the sharded facade routes
