@@ -114,8 +114,7 @@ def _served(call: ShardCall[..., Any]) -> Any:
     return HANDLED.get(call.method, call.method)
 
 
-# The protocol's order: export_user runs before import_user (which reads that file), close
-# runs last.
+# ``close`` is called by the fan-out test below (after it, every call is refused).
 @pytest.mark.parametrize("name", [n for n in API_METHODS if n != "close"])
 def test_each_call_goes_where_its_policy_routes_it_and_is_resent_as_it_says(
     recorded: Recorded, name: str, tmp_path: Path
