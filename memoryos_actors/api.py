@@ -5,9 +5,22 @@
 :class:`~memoryos_actors.cluster.ClusterMemoryOS` (sharded) implement :class:`MemoryAPI`;
 :class:`~memoryos_actors.AsyncMemoryOS` implements :class:`AsyncMemoryAPI`. mypy checks
 each of them against its protocol (the assignments at the end of this module), and
-``tests/docs/test_public_api.py`` checks the same at run time (parameter names, kinds and
-defaults) and checks the README's API list against :data:`API_METHODS`. Code that works
-with any of the facades can take a ``MemoryAPI``.
+``tests/docs/test_public_api.py`` checks the same at run time (parameter names, kinds,
+defaults and annotations). Code that works with any of the facades can take a
+``MemoryAPI``.
+
+Beside each method of :class:`MemoryAPI` is its routing policy, as data (the
+:func:`policy` decorator; :data:`POLICIES` collects them): how the sharded facade routes
+the call (to the shard of its user, to every shard at once, or not at all: answered by the
+facade itself), whether it may send the call again after a shard death, and how the
+shards' answers to a fanned-out call merge. The sharded facade and the shard server are
+driven by that table (:mod:`memoryos_actors.cluster`). :class:`AsyncMemoryAPI`, the
+coroutines of :class:`~memoryos_actors.AsyncMemoryOS`, the sharded facade's methods that
+only forward a call and the README's API list are generated from the protocol with
+``cog`` (:func:`twin_methods`; ``cog -r README.md memoryos_actors/api.py
+memoryos_actors/aio.py memoryos_actors/cluster/_facade.py``). A new method is declared
+once, here, with its policy; then :class:`~memoryos_actors.MemoryOS` implements it (and
+the sharded facade, if it needs more than forwarding).
 
 ``open`` is not part of the protocols: it is the constructor
 (:meth:`MemoryOS.open <memoryos_actors.MemoryOS.open>`,
@@ -19,9 +32,12 @@ Importing this module imports none of the facades.
 
 from __future__ import annotations
 
+import enum
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 if TYPE_CHECKING:
@@ -30,15 +46,105 @@ if TYPE_CHECKING:
     from .messages import AgentProfile, MemoryContext, UserProfile
     from .reports import ChatReply, ForgetReport, RepairReport, UserState
 
-__all__ = ["API_METHODS", "AsyncMemoryAPI", "MemoryAPI", "document"]
+__all__ = [
+    "API_METHODS",
+    "POLICIES",
+    "AsyncMemoryAPI",
+    "MemoryAPI",
+    "Merge",
+    "Policy",
+    "Route",
+    "document",
+    "policy",
+    "policy_of",
+    "twin_methods",
+]
 
 _C = TypeVar("_C", bound=type)
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+class Route(enum.Enum):
+    """Where the sharded facade sends a call."""
+
+    #: To the shard that holds the call's user (its ``user_id`` argument).
+    USER = "by user"
+    #: To every shard at once; the answers merge as the policy's :class:`Merge` says.
+    ALL = "to every shard"
+    #: With a ``user_id``, as :attr:`USER`; with ``user_id=None``, as :attr:`ALL`.
+    USER_OR_ALL = "by user, or to every shard"
+    #: Nowhere as such: the facade answers it from its other calls.
+    LOCAL = "in the facade"
+
+
+class Merge(enum.Enum):
+    """How the answers of the shards to a call sent to every shard become one answer."""
+
+    #: Every shard answers None; so does the call.
+    NOTHING = "none"
+    #: Lists, joined and sorted.
+    SORTED = "sorted union"
+    #: Lists, joined in shard order.
+    CONCAT = "joined in shard order"
+    #: Counters (``stats``): integers added up, other numbers the largest (the worst
+    #: shard's latency), each shard's whole answer kept besides.
+    COUNTERS = "counters added up"
+    #: Text: each shard's under a line naming the shard.
+    SECTIONS = "one section per shard"
+
+
+@dataclass(frozen=True, slots=True)
+class Policy:
+    """How the sharded facade serves one method of :class:`MemoryAPI`.
+
+    Attributes:
+        route: where the call goes.
+        resend: whether the facade sends the call again after a shard death, until the
+            restarted shard answers: the call has its effect at most once (a turn carries a
+            turn key) or repeating it changes nothing (a read, setting a value). False:
+            the caller gets :class:`~memoryos_actors.errors.ActorCrashed` and may call
+            again by hand. Always False for a :attr:`Route.LOCAL` method (it sends nothing
+            of its own).
+        merge: how the shards' answers merge, for a method that may go to every shard.
+        handler: the shard serves the call with a handler of its own (the shard server's
+            method that ``serves`` it), not by calling its system's method of that name:
+            a reply made without storing the turn, an export or import carried as bytes.
+    """
+
+    route: Route
+    resend: bool
+    merge: Merge | None = None
+    handler: bool = False
+
+    def __post_init__(self) -> None:
+        fans_out = self.route in (Route.ALL, Route.USER_OR_ALL)
+        if fans_out != (self.merge is not None):
+            raise TypeError(f"{self}: a merge is needed exactly when a call goes to every shard")
+        if self.route is Route.LOCAL and (self.resend or self.handler):
+            raise TypeError(f"{self}: a method the facade answers itself sends nothing")
+
+
+_POLICY_OF: dict[Callable[..., Any], Policy] = {}
+
+
+def policy(
+    route: Route, *, resend: bool, merge: Merge | None = None, handler: bool = False
+) -> Callable[[_F], _F]:
+    """Decorator: declare the routing :class:`Policy` of a :class:`MemoryAPI` method."""
+    rule = Policy(route, resend, merge, handler)
+
+    def declare(method: _F) -> _F:
+        _POLICY_OF[method] = rule
+        return method
+
+    return declare
 
 
 class MemoryAPI(Protocol):
     """The synchronous API of a running memory system (thread-safe; every expected failure
     raises a subclass of :class:`~memoryos_actors.errors.MemoryOSError`)."""
 
+    @policy(Route.USER, resend=True)  # the facade gives each turn a turn key first
     def add_turn(
         self,
         user_id: str,
@@ -62,6 +168,7 @@ class MemoryAPI(Protocol):
         remembered for the user's last 1,024 turns, across passivation and restarts.
         """
 
+    @policy(Route.USER, resend=True)
     def retrieve(
         self,
         user_id: str,
@@ -77,6 +184,7 @@ class MemoryAPI(Protocol):
         (:meth:`chat` answers a new user from an empty memory).
         """
 
+    @policy(Route.LOCAL, resend=False)  # chat_reply(...).text
     def chat(
         self, user_id: str, query: str, assistant_id: str = "default", *, fallback: bool = True
     ) -> str:
@@ -87,6 +195,7 @@ class MemoryAPI(Protocol):
         :meth:`chat_reply` does.
         """
 
+    @policy(Route.USER, resend=True, handler=True)  # the turn is stored with a key
     def chat_reply(
         self, user_id: str, query: str, assistant_id: str = "default", *, fallback: bool = True
     ) -> ChatReply:
@@ -104,14 +213,17 @@ class MemoryAPI(Protocol):
         A user with no data yet is answered from an empty memory; the turn creates it.
         """
 
+    @policy(Route.USER, resend=True)
     def set_user_profile(self, user_id: str, profile: UserProfile) -> None:
         """Set the user's static profile (name, gender, birth year, extras); durable on return."""
 
+    @policy(Route.USER, resend=True)
     def set_agent_profile(
         self, user_id: str, profile: AgentProfile, assistant_id: str = "default"
     ) -> None:
         """Set the assistant's static persona as this user sees it; durable on return."""
 
+    @policy(Route.USER_OR_ALL, resend=True, merge=Merge.COUNTERS)
     def stats(self, user_id: str | None = None) -> dict[str, Any]:
         """Counters of the whole system, or of one user when ``user_id`` is given.
 
@@ -121,15 +233,18 @@ class MemoryAPI(Protocol):
         :class:`~memoryos_actors.errors.CorruptDataError`, every other user is served.
         """
 
+    @policy(Route.ALL, resend=True, merge=Merge.SORTED)
     def users(self) -> list[str]:
         """Every user with data in this data directory (active or not), sorted.
 
         Shared assistant personas (``shared_agent_persona``) are not users and not listed.
         """
 
+    @policy(Route.ALL, resend=True, merge=Merge.CONCAT)
     def active_users(self) -> list[str]:
         """Users whose actor groups are live now, least recently used first."""
 
+    @policy(Route.USER, resend=True)
     def user_state(self, user_id: str) -> UserState:
         """A typed picture of the user's three tiers, for tools and tests.
 
@@ -137,9 +252,11 @@ class MemoryAPI(Protocol):
         written for it).
         """
 
+    @policy(Route.ALL, resend=True, merge=Merge.SECTIONS)
     def tree(self) -> str:
         """The supervision tree as text, with each child's status and restart count."""
 
+    @policy(Route.USER, resend=True)
     def archive(
         self, user_id: str, query: str | None = None, limit: int | None = None
     ) -> list[dict[str, Any]]:
@@ -150,6 +267,7 @@ class MemoryAPI(Protocol):
         :class:`~memoryos_actors.errors.UnknownUser` for a user with no data.
         """
 
+    @policy(Route.USER, resend=True)
     def stored_page_ids(self, user_id: str) -> list[str]:
         """Every page id stored for ``user_id``: STM, then MTM, then the archive.
 
@@ -159,6 +277,7 @@ class MemoryAPI(Protocol):
         twice.
         """
 
+    @policy(Route.USER_OR_ALL, resend=True, merge=Merge.NOTHING)
     def flush(self, timeout: float = 300.0, *, user_id: str | None = None) -> None:
         """Wait for the background work of the turns stored before this call.
 
@@ -194,6 +313,7 @@ class MemoryAPI(Protocol):
             InvalidInput: a bad ``timeout`` or ``user_id``.
         """
 
+    @policy(Route.USER, resend=True, handler=True)  # the file is written by the facade
     def export_user(self, user_id: str, path: str | os.PathLike[str]) -> Path:
         """Write everything stored for ``user_id`` to a portable file (``.json`` or msgpack).
 
@@ -217,6 +337,7 @@ class MemoryAPI(Protocol):
         ``overload_timeout_seconds``.
         """
 
+    @policy(Route.USER, resend=False, handler=True)  # routed by the file's user
     def import_user(self, path: str | os.PathLike[str], user_id: str | None = None) -> str:
         """Load a file written by :meth:`export_user`; returns the user id it was stored as.
 
@@ -225,6 +346,7 @@ class MemoryAPI(Protocol):
         files behind.
         """
 
+    @policy(Route.USER, resend=False)
     def forget_user(self, user_id: str) -> ForgetReport:
         """Delete every file of ``user_id`` and every trace of it in the gateway (cached
         answers and embeddings, queued redo work, degraded replies waiting for a redo);
@@ -236,6 +358,7 @@ class MemoryAPI(Protocol):
         dropped (each activation has its own epoch).
         """
 
+    @policy(Route.USER, resend=False)
     def repair_user(self, user_id: str) -> RepairReport:
         """Salvage ``user_id``'s damaged files: every intact record before and after each
         damaged range is kept, each original is kept beside its file as
@@ -251,6 +374,7 @@ class MemoryAPI(Protocol):
         :class:`~memoryos_actors.errors.ReadOnlyError` on a read-only system.
         """
 
+    @policy(Route.USER, resend=False)
     def passivate(self, user_id: str) -> bool:
         """Snapshot and stop ``user_id``'s actors now; False if the user was not active.
 
@@ -259,9 +383,11 @@ class MemoryAPI(Protocol):
         and the user stays active.
         """
 
+    @policy(Route.USER, resend=True)
     def user_phase(self, user_id: str) -> UserPhase:
         """Where ``user_id`` is in its lifecycle now (see :class:`UserPhase`)."""
 
+    @policy(Route.USER, resend=True)
     def user_epoch(self, user_id: str) -> int:
         """The incarnation epoch of ``user_id``'s live actors (0 when it is not live).
 
@@ -269,6 +395,7 @@ class MemoryAPI(Protocol):
         another epoch are dropped (counted as ``stale_replies_dropped`` in :meth:`stats`).
         """
 
+    @policy(Route.USER, resend=False)
     def kill_actor(
         self, user_id: str, tier: str, reason: str = "kill_actor", timeout: float = 10.0
     ) -> bool:
@@ -283,6 +410,7 @@ class MemoryAPI(Protocol):
         UnknownUser` for a user with no data.
         """
 
+    @policy(Route.USER, resend=True)
     def memories(
         self,
         user_id: str,
@@ -304,6 +432,7 @@ class MemoryAPI(Protocol):
         changed) is :class:`InvalidInput`. Each call still reads the whole user.
         """
 
+    @policy(Route.USER, resend=True)
     def archived_memories(
         self,
         user_id: str,
@@ -322,11 +451,13 @@ class MemoryAPI(Protocol):
         also how many there are per UTC day (for a picture of the history)."""
         ...
 
+    @policy(Route.USER, resend=True)
     def get_memory(self, user_id: str, memory_id: str) -> Memory:
         """The memory ``memory_id`` of ``user_id``; :class:`UnknownMemory` if it has none
         (or it was deleted)."""
         ...
 
+    @policy(Route.USER, resend=False)
     def delete_memory(self, user_id: str, memory_id: str) -> MemoryEvent:
         """Delete one memory of ``user_id`` from every tier, the cold index, exports and
         the gateway's caches; retrieval never returns it again. Durable: the edit is in the
@@ -346,6 +477,7 @@ class MemoryAPI(Protocol):
         nowhere. :class:`UnknownMemory` if there is no such memory.
         """
 
+    @policy(Route.USER, resend=False)
     def correct_memory(
         self, user_id: str, memory_id: str, value: str, evidence: str = ""
     ) -> MemoryEvent:
@@ -357,6 +489,7 @@ class MemoryAPI(Protocol):
         instead), :class:`UnknownMemory` if there is no such memory."""
         ...
 
+    @policy(Route.USER, resend=True)
     def memory_history(self, user_id: str, memory_id: str) -> list[MemoryEvent]:
         """What changed memory ``memory_id`` and when, oldest first: its creation (while it
         exists), the changes persona updates made to a trait, and every correction and
@@ -364,6 +497,7 @@ class MemoryAPI(Protocol):
         nothing to tell."""
         ...
 
+    @policy(Route.ALL, resend=True, merge=Merge.NOTHING)
     def close(self, timeout: float = 60.0) -> None:
         """Snapshot every active user, stop the tree and release the data directory (read-only:
         no snapshot, nothing written)."""
@@ -371,8 +505,19 @@ class MemoryAPI(Protocol):
 
 
 class AsyncMemoryAPI(Protocol):
-    """The same API as :class:`MemoryAPI`, as coroutines that never block the event loop."""
+    """The same API as :class:`MemoryAPI`, as coroutines that never block the event loop.
 
+    Generated from :class:`MemoryAPI` (``cog -r memoryos_actors/api.py``); a test fails
+    when it is not what that generates now.
+    """
+
+    # [[[cog
+    # import cog
+    # from memoryos_actors.api import twin_methods
+    # cog.out(twin_methods(lambda name, call: (
+    #     f'""":meth:`MemoryAPI.{name}`, awaited (run off the event loop)."""'
+    # )))
+    # ]]]
     async def add_turn(
         self,
         user_id: str,
@@ -501,11 +646,81 @@ class AsyncMemoryAPI(Protocol):
     async def close(self, timeout: float = 60.0) -> None:
         """:meth:`MemoryAPI.close`, awaited (run off the event loop)."""
 
+    # [[[end]]]
+
 
 #: The protocols' methods, in the README's order.
 API_METHODS: tuple[str, ...] = tuple(
     name for name in vars(MemoryAPI) if not name.startswith("_") and callable(vars(MemoryAPI)[name])
 )
+
+
+def _collect() -> Mapping[str, Policy]:
+    undeclared = [n for n in API_METHODS if vars(MemoryAPI)[n] not in _POLICY_OF]
+    if undeclared:
+        raise TypeError(f"MemoryAPI methods without a @policy: {undeclared}")
+    return MappingProxyType({n: _POLICY_OF[vars(MemoryAPI)[n]] for n in API_METHODS})
+
+
+#: Each method's routing policy, by name, in :data:`API_METHODS`' order.
+POLICIES: Mapping[str, Policy] = _collect()
+
+
+def twin_methods(
+    body: Callable[[str, str], str], names: Iterable[str] = (), *, coroutines: bool = True
+) -> str:
+    """Source text of :class:`MemoryAPI`'s methods ``names`` (default: all), with the same
+    parameters, as coroutines (or, with ``coroutines=False``, as plain methods), each with
+    ``body(name, call)`` as its body (``call``: the source of the arguments to pass on,
+    each after a comma, as in ``", user_id, query, turn_key=turn_key"``), formatted by
+    ruff, at the indentation of a class body.
+
+    What ``cog`` writes into :class:`AsyncMemoryAPI`,
+    :class:`~memoryos_actors.AsyncMemoryOS` and the sharded facade (a development tool: it
+    runs ``ruff``).
+    """
+    import inspect
+    import subprocess
+    import sys
+
+    lines = ["class _Twins:"]
+    for name in tuple(names) or API_METHODS:
+        sig = inspect.signature(getattr(MemoryAPI, name))
+        params: list[str] = []
+        passed: list[str] = []
+        star = False
+        for param in sig.parameters.values():
+            keyword = param.kind is inspect.Parameter.KEYWORD_ONLY
+            if keyword and not star:
+                params.append("*")
+                star = True
+            text = param.name
+            if param.annotation is not inspect.Parameter.empty:
+                text += f": {param.annotation}"
+            if param.default is not inspect.Parameter.empty:
+                text += f" = {param.default!r}"
+            params.append(text)
+            if param.name != "self":
+                passed.append(f"{param.name}={param.name}" if keyword else param.name)
+        returns = sig.return_annotation
+        kind = "async def" if coroutines else "def"
+        lines.append(f"    {kind} {name}({', '.join(params)}) -> {returns}:")
+        lines.append(f"        {body(name, ''.join(', ' + arg for arg in passed))}")
+    source = "\n".join(lines) + "\n"
+    done = subprocess.run(
+        [sys.executable, "-m", "ruff", "format", "--stdin-filename", __file__, "-"],
+        input=source,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return done.stdout.split("\n", 1)[1] + "\n"  # a blank line before cog's end marker
+
+
+def policy_of(method: Callable[..., Any]) -> Policy | None:
+    """The policy of ``method`` (a method of :class:`MemoryAPI`, such as
+    ``MemoryAPI.add_turn``); None for any other callable."""
+    return _POLICY_OF.get(method)
 
 
 def document(cls: _C) -> _C:

@@ -152,21 +152,33 @@ class Conversation:
         <memoryos_actors.api.MemoryAPI.chat_reply>`."""
         core = self._core
         core.check_writable("chat")
+        answer = self.reply(user_id, query, assistant_id, fallback=fallback)
+        self.add_turn(user_id, query, answer.text, assistant_id=assistant_id)
+        core.metrics.inc("chats")
+        if answer.degraded:
+            core.metrics.inc("degraded_chats")
+            log.warning("chat.degraded", reason=answer.reason)
+        return answer
+
+    def reply(
+        self, user_id: str, query: str, assistant_id: str = "default", *, fallback: bool = True
+    ) -> ChatReply:
+        """The reply :meth:`chat_reply` gives, without storing the turn and without counting
+        a chat: for a caller that stores the turn itself (the sharded facade stores it with a
+        turn key, so that sending the reply again after a shard death stores it once).
+
+        Raises as :meth:`chat_reply` does; a user with no data yet is answered from an
+        empty memory (:meth:`chat_context`).
+        """
         ctx = self.chat_context(user_id, query, assistant_id)
-        result = core.gateway_service.complete(
+        result = self._core.gateway_service.complete(
             "chat_reply",
             {"context": ctx.render(), "query": query},
             user_id=user_id,
             fallback=bool(fallback),
             raise_config_errors=True,
         )
-        reply = str(result.data["reply"])
-        self.add_turn(user_id, query, reply, assistant_id=assistant_id)
-        core.metrics.inc("chats")
-        if result.degraded:
-            core.metrics.inc("degraded_chats")
-            log.warning("chat.degraded", reason=result.reason)
-        return ChatReply(reply, result.degraded, result.reason, result.backend)
+        return ChatReply(str(result.data["reply"]), result.degraded, result.reason, result.backend)
 
     def chat_context(self, user_id: str, query: str, assistant_id: str) -> MemoryContext:
         """What ``chat`` answers from: :meth:`retrieve`, or an empty context for a user

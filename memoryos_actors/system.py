@@ -86,6 +86,8 @@ class MemoryOS:
         registry: the actors' registry (stable names across restarts).
         metrics: counters and latency samples, as :meth:`stats` reports them.
         gateway_service: the LLM and embedding gateway.
+        conversation: turns, retrieval and chat (:class:`~memoryos_actors.conversation.
+            Conversation`), for a caller that needs a reply without its turn stored.
     """
 
     def __init__(
@@ -108,6 +110,7 @@ class MemoryOS:
         self._inspection = Inspection(core, self._lifecycle)
         self._portability = Portability(core, self._lifecycle, self._barriers)
         self._editing = MemoryEditing(core, self._lifecycle, self._barriers)
+        self.conversation = self._conversation
         self.data_dir = core.data_dir
         self.config = core.config
         self.clock = core.clock
@@ -247,10 +250,6 @@ class MemoryOS:
         self, user_id: str, query: str, assistant_id: str = "default", *, fallback: bool = True
     ) -> ChatReply:
         return self._conversation.chat_reply(user_id, query, assistant_id, fallback=fallback)
-
-    def _chat_context(self, user_id: str, query: str, assistant_id: str) -> MemoryContext:
-        # The shard server's reply is made without storing the turn (cluster/_shard.py).
-        return self._conversation.chat_context(user_id, query, assistant_id)
 
     def set_user_profile(self, user_id: str, profile: UserProfile) -> None:
         self._conversation.set_user_profile(user_id, profile)

@@ -26,7 +26,7 @@ from ._routing import ClusterSettings
 from ._shard import ShardServer
 
 if TYPE_CHECKING:
-    from memoryos_actors.system import MemoryOS
+    from memoryos_actors.system import ClusterEngine, MemoryOS
 
 
 __all__ = ["InProcessCluster", "InProcessShardHost", "open_data_dir"]
@@ -137,7 +137,7 @@ def open_data_dir(
         from ._ray import RayCluster
 
         address = None if ray is True else str(ray)
-        cluster: Any = RayCluster(address=address, shards=count, shared=shared)
+        cluster: ClusterEngine = RayCluster(address=address, shards=count, shared=shared)
     else:
         cluster = InProcessCluster(shards=count)
     return MemoryOS.open(data_dir, config, cluster=cluster)

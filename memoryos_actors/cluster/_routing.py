@@ -17,14 +17,18 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar, assert_never, cast
 
+from memoryos_actors.api import Merge
 from memoryos_actors.errors import ActorCrashed, Overloaded, SystemClosed
 
 from ._backend import ShardDown, ShardHost
+from ._call import ShardCall
 from ._shard import error_from_reply
 
-__all__ = ["ClusterSettings", "ShardCalls"]
+R = TypeVar("R")
+
+__all__ = ["ClusterSettings", "ShardCalls", "merge_answers"]
 
 #: Seconds the facade waits for a shard's answer before raising Overloaded.
 _CALL_TIMEOUT_S = 120.0
@@ -46,6 +50,36 @@ class ClusterSettings:
 
     retry_seconds: float = 60.0
     call_timeout_seconds: float = _CALL_TIMEOUT_S
+
+
+def merge_answers(how: Merge, parts: list[Any]) -> Any:
+    """The shards' answers ``parts`` (in shard order) to a call sent to every shard, as one
+    answer, merged as ``how`` says (:class:`~memoryos_actors.api.Merge`)."""
+    if how is Merge.NOTHING:
+        return None
+    if how is Merge.SORTED:
+        return sorted(item for part in parts for item in part)
+    if how is Merge.CONCAT:
+        return [item for part in parts for item in part]
+    if how is Merge.SECTIONS:
+        return "\n".join(f"shard {n}:\n{text}" for n, text in enumerate(parts))
+    if how is Merge.COUNTERS:
+        merged: dict[str, Any] = {}
+        for part in parts:
+            for key, value in part.items():
+                if isinstance(value, bool) or not isinstance(value, (int, float)):
+                    continue
+                if isinstance(value, int) and isinstance(merged.get(key, 0), int):
+                    merged[key] = merged.get(key, 0) + value
+                else:
+                    merged[key] = max(float(merged.get(key, 0.0)), float(value))
+        damaged = [
+            (user, why) for part in parts for user, why in (part.get("damaged") or {}).items()
+        ]
+        merged["damaged"] = dict(sorted(damaged))  # each shard's users, by id
+        merged["shards"] = parts
+        return merged
+    assert_never(how)
 
 
 def _percentile(values: list[float], p: float) -> float:
@@ -108,13 +142,12 @@ class ShardCalls:
     def call(
         self,
         shard: int,
-        method: str,
-        *args: Any,
+        call: ShardCall[..., R],
+        *,
         retry: bool,
         timeout: float | None = None,
-        **kwargs: Any,
-    ) -> Any:
-        """``method`` on shard ``shard``; sent again after a shard death when ``retry``.
+    ) -> R:
+        """``call`` on shard ``shard``; sent again after a shard death when ``retry``.
 
         ``timeout``: seconds to wait for the answer (default ``call_timeout_seconds``).
         """
@@ -125,15 +158,16 @@ class ShardCalls:
             pause = 0.01
             while True:
                 try:
-                    handle = self.host.submit(shard, "call", method, args, kwargs)
+                    handle = self.host.submit(shard, "call", call)
                     reply = self.host.result(handle, wait)
                     if reply[0] == "ok":
-                        return reply[1]
+                        # The shard ran ``call``'s method: its answer has the method's type.
+                        return cast("R", reply[1])
                     raise error_from_reply(reply)
                 except ShardDown as exc:
                     if not retry or time.monotonic() > deadline:
                         raise ActorCrashed(
-                            f"shard {shard} died during {method} ({exc}); "
+                            f"shard {shard} died during {call.name} ({exc}); "
                             + (
                                 f"it did not come back within {self.settings.retry_seconds} s"
                                 if retry
@@ -145,20 +179,22 @@ class ShardCalls:
                     pause = min(pause * 2, 0.5)
                 except TimeoutError:
                     raise Overloaded(
-                        f"shard {shard} did not answer {method} within {wait} s"
+                        f"shard {shard} did not answer {call.name} within {wait} s"
                     ) from None
         finally:
             self._end()
 
-    def call_all(self, method: str, *args: Any, timeout: float | None = None) -> list[Any]:
-        """``method`` on every shard at once (each retried after a shard death); the
-        answers in shard order, or the first failure raised."""
-        results: list[Any] = [None] * self.shards
+    def call_all(
+        self, call: ShardCall[..., R], *, retry: bool = True, timeout: float | None = None
+    ) -> list[R]:
+        """``call`` on every shard at once (each sent again after a shard death when
+        ``retry``); the answers in shard order, or the first failure raised."""
+        results: list[R | None] = [None] * self.shards
         failures: list[BaseException] = []
 
         def one(n: int) -> None:
             try:
-                results[n] = self.call(n, method, *args, retry=True, timeout=timeout)
+                results[n] = self.call(n, call, retry=retry, timeout=timeout)
             except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
                 failures.append(exc)
 
@@ -173,16 +209,17 @@ class ShardCalls:
             t.join()
         if failures:
             raise failures[0]
-        return results
+        return cast("list[R]", results)  # every shard answered
 
     def info(self, shard: int) -> dict[str, Any]:
         """The shard's ``info()``, asked again while the engine restarts it."""
         deadline = time.monotonic() + self.settings.retry_seconds
         while True:
             try:
-                return self.host.result(
+                info: dict[str, Any] = self.host.result(
                     self.host.submit(shard, "info"), self.settings.call_timeout_seconds
                 )
+                return info
             except ShardDown as exc:
                 if time.monotonic() > deadline:
                     raise ActorCrashed(f"shard {shard} is down ({exc})") from None

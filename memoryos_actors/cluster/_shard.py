@@ -7,6 +7,11 @@ snapshot, passivation, backpressure. The engine that hosts the shard restarts th
 when it dies; the new process opens the same directory again and recovers each user on
 their first call.
 
+A call arrives as a :class:`~memoryos_actors.cluster._call.ShardCall`: a ``MemoryAPI``
+method is run on the shard's system as it is (the routing policy in
+:mod:`memoryos_actors.api` says which ones), a method that needs more than forwarding
+(``chat_reply``, ``export_user``, ``import_user``) by the handler that :func:`serves` it.
+
 Typed errors cross the process boundary as values (``("err", class name, message)``), not
 as exceptions, so no engine gets to wrap them: the facade raises the same
 :class:`~memoryos_actors.errors.MemoryOSError` subclass the in-process system would.
@@ -19,45 +24,49 @@ import sys
 import time
 import uuid
 import warnings
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from memoryos_actors import errors as _errors
+from memoryos_actors.api import MemoryAPI, Policy, Route, policy_of
 from memoryos_actors.config import MemoryConfig
 from memoryos_actors.errors import DataDirLocked, InvalidInput, MemoryOSError
+from memoryos_actors.reports import ChatReply
 
-__all__ = ["ShardServer", "error_from_reply", "error_reply"]
+from ._call import ShardCall
 
-#: Facade methods a shard serves as they are (the arguments were checked by the facade
-#: only as far as routing needs; the shard's MemoryOS checks the rest).
-_PLAIN = frozenset(
-    {
-        "add_turn",
-        "retrieve",
-        "set_user_profile",
-        "set_agent_profile",
-        "stats",
-        "users",
-        "user_state",
-        "archive",
-        "archived_memories",
-        "stored_page_ids",
-        "flush",
-        "forget_user",
-        "repair_user",
-        "passivate",
-        "active_users",
-        "tree",
-        "user_phase",
-        "user_epoch",
-        "kill_actor",
-        "memories",
-        "get_memory",
-        "delete_memory",
-        "correct_memory",
-        "memory_history",
-    }
-)
+if TYPE_CHECKING:
+    from memoryos_actors.system import MemoryOS
+
+__all__ = ["HANDLED", "ShardServer", "error_from_reply", "error_reply", "policy_of_call", "serves"]
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+#: Each handler of :class:`ShardServer` (its function) -> the ``MemoryAPI`` method it serves.
+HANDLED: dict[Callable[..., Any], Callable[..., Any]] = {}
+
+
+def serves(method: Callable[..., Any]) -> Callable[[_F], _F]:
+    """Decorator: this :class:`ShardServer` method is the shard's part of ``method`` (a
+    ``MemoryAPI`` method whose policy says ``handler=True``); the facade sends a
+    :class:`~memoryos_actors.cluster._call.ShardCall` of the handler, routed and resent
+    as ``method``'s policy says."""
+
+    def mark(handler: _F) -> _F:
+        HANDLED[handler] = method
+        return handler
+
+    return mark
+
+
+def policy_of_call(call: ShardCall[..., Any]) -> Policy:
+    """The policy a call to a shard is routed and resent by: its ``MemoryAPI`` method's,
+    or for a handler the policy of the method it serves."""
+    rule = policy_of(HANDLED.get(call.method, call.method))
+    if rule is None or rule.route is Route.LOCAL:
+        raise InvalidInput(f"a shard has no method {call.name!r}")
+    return rule
 
 
 def error_reply(exc: MemoryOSError) -> tuple[str, str, str]:
@@ -145,71 +154,65 @@ class ShardServer:
             "open_error": None if self.open_error is None else error_reply(self.open_error),
         }
 
-    def call(self, method: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]:
-        """Run facade method ``method``; ``("ok", value)`` or ``("err", class, message)``."""
+    def call(self, call: ShardCall[..., Any]) -> tuple[Any, ...]:
+        """Run ``call``; ``("ok", value)`` or ``("err", class, message)``."""
         try:
             if self.open_error is not None:
                 raise self.open_error
             assert self.mem is not None
-            if method in _PLAIN:
-                return ("ok", getattr(self.mem, method)(*args, **kwargs))
-            handler = getattr(self, f"_do_{method}", None)
-            if handler is None:
-                raise InvalidInput(f"a shard has no method {method!r}")
-            return ("ok", handler(*args, **kwargs))
+            rule = policy_of_call(call)
+            if call.method in HANDLED:
+                return ("ok", call.run(self))
+            if rule.handler:  # served by a handler only
+                raise InvalidInput(f"a shard has no method {call.name!r}")
+            return ("ok", call.run(self.mem))
         except MemoryOSError as exc:
             return error_reply(exc)
 
     # -- calls that need more than forwarding ----------------------------------------------
 
-    def _do_ping(self) -> int:
-        return self.shard
+    def _system(self) -> MemoryOS:
+        assert self.mem is not None  # call() answers the open error before any handler
+        return self.mem
 
-    def _do_reply(
+    @serves(MemoryAPI.chat_reply)
+    def reply(
         self, user_id: str, query: str, assistant_id: str, fallback: bool = True
-    ) -> tuple[str, bool, str | None, str]:
-        """The reply ``chat_reply`` would give, as ``(text, degraded, reason, backend)``,
-        without storing the turn (the facade stores it with a turn key, so a retry after a
-        shard death stores it once). Raises as :meth:`MemoryOS.chat_reply` does. A user with
-        no data yet is answered from an empty memory, as ``MemoryOS.chat`` does."""
-        assert self.mem is not None
-        ctx = self.mem._chat_context(user_id, query, assistant_id)
-        result = self.mem.gateway_service.complete(
-            "chat_reply",
-            {"context": ctx.render(), "query": query},
-            user_id=user_id,
-            fallback=fallback,
-            raise_config_errors=True,
-        )
-        return (str(result.data["reply"]), result.degraded, result.reason, result.backend)
+    ) -> ChatReply:
+        """The reply ``chat_reply`` would give, without storing the turn (the facade
+        stores it with a turn key, so a retry after a shard death stores it once). Raises
+        as :meth:`MemoryOS.chat_reply` does. A user with no data yet is answered from an
+        empty memory, as ``MemoryOS.chat`` does."""
+        return self._system().conversation.reply(user_id, query, assistant_id, fallback=fallback)
 
     def _scratch(self, suffix: str) -> Path:
         if suffix not in (".json", ".msgpack", ".bin", ""):
             suffix = ".bin"
         return Path(self.data_dir) / f".transfer-{uuid.uuid4().hex}{suffix}"
 
-    def _do_export_bytes(self, user_id: str, suffix: str) -> bytes:
+    @serves(MemoryAPI.export_user)
+    def export_bytes(self, user_id: str, suffix: str) -> bytes:
         """Export ``user_id`` as :meth:`MemoryOS.export_user` would write it, as bytes (the
         caller's file may be on another machine)."""
-        assert self.mem is not None
         tmp = self._scratch(suffix)
         try:
-            self.mem.export_user(user_id, tmp)
+            self._system().export_user(user_id, tmp)
             return tmp.read_bytes()
         finally:
             tmp.unlink(missing_ok=True)
 
-    def _do_import_bytes(self, data: bytes, suffix: str, user_id: str | None) -> str:
+    @serves(MemoryAPI.import_user)
+    def import_bytes(self, data: bytes, suffix: str, user_id: str | None) -> str:
         """Import an export file's bytes (see :meth:`MemoryOS.import_user`)."""
-        assert self.mem is not None
         tmp = self._scratch(suffix)
         try:
             tmp.write_bytes(data)
-            return self.mem.import_user(tmp, user_id)
+            return self._system().import_user(tmp, user_id)
         finally:
             tmp.unlink(missing_ok=True)
 
     def _do_close(self) -> None:
-        """Snapshot every active user and release the data directory."""
+        """Snapshot every active user and release the data directory (the engine's, when it
+        stops the shard; the facade's ``close`` reaches the system as ``MemoryAPI.close``)."""
         if self.mem is not None:
             self.mem.close()

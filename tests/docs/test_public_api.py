@@ -1,11 +1,15 @@
 """The public API is pinned: exported names, the three facades, and the README's lists.
 
-The API is declared once, as the protocols :class:`memoryos_actors.MemoryAPI` and
-:class:`memoryos_actors.AsyncMemoryAPI` (``memoryos_actors/api.py``). Each facade is
-checked against them here at run time (method names, parameter names, kinds and
-defaults; mypy checks the types), and so is the README's API list: adding, removing or
-changing a method without updating the protocol, a facade or the README fails here,
-naming what differs.
+The API is declared once, as the protocol :class:`memoryos_actors.MemoryAPI`
+(``memoryos_actors/api.py``) with each method's routing policy beside it; everything
+here is derived from that declaration. What is generated from it with cog (the README's
+API list, the asyncio twin :class:`memoryos_actors.AsyncMemoryAPI`, the coroutines of
+:class:`memoryos_actors.AsyncMemoryOS` and the sharded facade's forwarding methods) must
+be current; each facade is checked against
+the protocols at run time (method names, parameter names, kinds, defaults and
+annotations; mypy checks the types), and the shard server's handlers against the
+policies that name one: adding, removing or changing a method without its policy, a
+facade or regenerating fails here, naming what differs.
 """
 
 from __future__ import annotations
@@ -13,16 +17,21 @@ from __future__ import annotations
 import ast
 import inspect
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 import memoryos_actors
 from memoryos_actors import AsyncMemoryAPI, AsyncMemoryOS, MemoryAPI, MemoryOS, MemoryOSError
-from memoryos_actors.api import API_METHODS
+from memoryos_actors import api as api_module
+from memoryos_actors.api import API_METHODS, POLICIES, Policy, Route
 from memoryos_actors.cluster import ClusterMemoryOS
+from memoryos_actors.cluster._shard import HANDLED, ShardServer
 
-README = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+ROOT = Path(__file__).resolve().parents[2]
+README = (ROOT / "README.md").read_text(encoding="utf-8")
 
 EXPORTED = sorted(
     [
@@ -83,8 +92,11 @@ def _public(cls: type) -> set[str]:
 
 
 def _readme_paragraph(start: str, end: str) -> str:
+    """The README's text from ``start`` to ``end``, without HTML comments (the code that
+    generates a list is in one)."""
     assert start in README, f"README lost the paragraph starting {start!r}"
-    return README.split(start, 1)[1].split(end, 1)[0]
+    text = README.split(start, 1)[1].split(end, 1)[0]
+    return re.sub(r"<!--.*?-->", "", text, flags=re.DOTALL)
 
 
 def _readme_calls() -> dict[str, inspect.Signature]:
@@ -107,6 +119,14 @@ def _shape(sig: inspect.Signature) -> list[tuple[str, str, object]]:
     return [(p.name, p.kind.name, p.default) for p in sig.parameters.values()]
 
 
+def _typed_shape(fn: object) -> list[tuple[str, str, object, object]]:
+    """Parameter names, kinds, defaults and annotations (as written: the modules postpone
+    them, so the text is compared), and the return annotation last."""
+    sig = inspect.signature(fn)  # type: ignore[arg-type]
+    params = [(p.name, p.kind.name, p.default, p.annotation) for p in sig.parameters.values()]
+    return [*params, ("return", "", None, sig.return_annotation)]
+
+
 def _readme_errors() -> set[str]:
     text = _readme_paragraph("Expected failures raise a subclass of `MemoryOSError`:", "\n\n")
     return set(re.findall(r"`([A-Za-z]+)`", text))
@@ -119,11 +139,61 @@ def test_the_package_exports_exactly_these_names() -> None:
 
 
 def test_the_protocol_declares_every_method_with_a_docstring() -> None:
-    assert len(API_METHODS) == len(set(API_METHODS)) == 29
+    assert len(API_METHODS) == len(set(API_METHODS))
+    assert API_METHODS == tuple(sorted(_public(MemoryAPI), key=API_METHODS.index))
     for name in API_METHODS:
         assert (getattr(MemoryAPI, name).__doc__ or "").strip(), f"MemoryAPI.{name}"
-        assert inspect.iscoroutinefunction(getattr(AsyncMemoryAPI, name)), name
+
+
+def test_every_protocol_method_has_a_policy_row_and_every_row_a_protocol_method() -> None:
+    assert list(POLICIES) == list(API_METHODS)
+    declared = {vars(MemoryAPI)[name] for name in API_METHODS}
+    # No @policy anywhere else (on the async twin, on a facade's method): one declaration.
+    assert set(api_module._POLICY_OF) == declared
+    for name, rule in POLICIES.items():
+        assert isinstance(rule, Policy), name
+        assert api_module.policy_of(getattr(MemoryAPI, name)) is rule
+        assert api_module.policy_of(getattr(AsyncMemoryAPI, name)) is None, name
+    for name, rule in POLICIES.items():
+        if rule.route in (Route.USER, Route.USER_OR_ALL):  # the call names the user
+            assert "user_id" in inspect.signature(getattr(MemoryAPI, name)).parameters, name
+
+
+def test_a_policy_states_a_merge_exactly_when_the_call_may_go_to_every_shard() -> None:
+    with pytest.raises(TypeError, match="merge"):
+        Policy(Route.ALL, resend=True)
+    with pytest.raises(TypeError, match="merge"):
+        Policy(Route.USER, resend=True, merge=api_module.Merge.SORTED)
+    with pytest.raises(TypeError, match="sends nothing"):
+        Policy(Route.LOCAL, resend=True)
+
+
+def test_the_shard_serves_with_a_handler_exactly_the_methods_whose_policy_says_so() -> None:
+    wants_handler = {getattr(MemoryAPI, n) for n, rule in POLICIES.items() if rule.handler}
+    assert sorted(m.__name__ for m in HANDLED.values()) == sorted(m.__name__ for m in wants_handler)
+    assert len(HANDLED) == len(wants_handler), "one handler per method"
+    for handler in HANDLED:
+        assert getattr(ShardServer, handler.__name__) is handler, handler
+    # What else a shard answers is the transport's: one typed call, and where it runs.
+    others = _public(ShardServer) - {handler.__name__ for handler in HANDLED}
+    assert sorted(others) == ["call", "info"]
+
+
+def test_the_async_protocol_mirrors_the_sync_one() -> None:
+    """Same methods in the same order, each a coroutine with the same parameters,
+    defaults, annotations and return annotation."""
     assert sorted(_public(AsyncMemoryAPI)) == sorted(API_METHODS)
+    assert [n for n in vars(AsyncMemoryAPI) if n in API_METHODS] == list(API_METHODS)
+    drift = {}
+    for name in API_METHODS:
+        assert inspect.iscoroutinefunction(getattr(AsyncMemoryAPI, name)), name
+        want, got = (
+            _typed_shape(getattr(MemoryAPI, name)),
+            _typed_shape(getattr(AsyncMemoryAPI, name)),
+        )
+        if got != want:
+            drift[name] = {"async": got, "sync": want}
+    assert drift == {}
 
 
 def test_the_sync_facade_has_exactly_the_protocols_methods() -> None:
@@ -158,12 +228,12 @@ def test_the_async_facade_offers_every_method_as_a_coroutine() -> None:
     ids=["MemoryOS", "ClusterMemoryOS", "AsyncMemoryOS"],
 )
 def test_each_facade_takes_the_protocols_parameters(facade: type, protocol: type) -> None:
-    """Names, kinds (positional or keyword-only) and defaults, method by method: a facade
-    that drifts from the one declared API fails here, naming the method."""
+    """Names, kinds (positional or keyword-only), defaults and annotations, method by
+    method: a facade that drifts from the one declared API fails here, naming the method."""
     drift = {}
     for name in API_METHODS:
-        want = _shape(inspect.signature(getattr(protocol, name)))
-        got = _shape(inspect.signature(getattr(facade, name)))
+        want = _typed_shape(getattr(protocol, name))
+        got = _typed_shape(getattr(facade, name))
         if got != want:
             drift[name] = {"facade": got, "protocol": want}
     assert drift == {}
@@ -187,6 +257,34 @@ def test_the_readme_lists_every_call_with_the_protocols_parameters() -> None:
         if name == "open":  # a classmethod: its signature has no cls
             want = [("self", "POSITIONAL_OR_KEYWORD", inspect.Parameter.empty), *want]
         assert _shape(sig) == want, f"the README writes {name}{sig} differently"
+
+
+#: The files with parts generated from ``MemoryAPI`` by cog, and the command that does it.
+GENERATED = (
+    "README.md",
+    "memoryos_actors/api.py",
+    "memoryos_actors/aio.py",
+    "memoryos_actors/cluster/_facade.py",
+)
+REGENERATE = "cog -r " + " ".join(GENERATED)
+
+
+def test_what_is_generated_from_the_protocol_is_current() -> None:
+    """The README's API list, ``AsyncMemoryAPI``, ``AsyncMemoryOS``'s methods and the
+    sharded facade's forwarding methods are what the protocol and its policies generate
+    now (cog's check: it changes nothing)."""
+    done = subprocess.run(
+        [sys.executable, "-m", "cogapp", "--check", "--diff", *GENERATED],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, (
+        "parts generated from memoryos_actors/api.py are stale; regenerate them with "
+        f"`{REGENERATE}` (cogapp comes with the test extra):\n{done.stdout}{done.stderr}"
+    )
 
 
 def test_the_readme_lists_every_exported_error_and_no_other() -> None:
