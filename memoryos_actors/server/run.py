@@ -81,11 +81,11 @@ def _write_ready(path: Path, host: str, port: int) -> None:
 
 def _write_server_file(data_dir: Path, url: str, mcp: bool) -> Path | None:
     """Say where this server listens, in the data directory it holds (see
-    :data:`~memoryos_actors.store.lock.SERVER_FILE`): a command refused by the lock names
+    :func:`~memoryos_actors.operations.server_info`): a command refused by the lock names
     it. Advice only: a failure to write it is no reason not to serve."""
-    from ..store.lock import SERVER_FILE
+    from ..operations import server_info
 
-    path = Path(data_dir) / SERVER_FILE
+    path = server_info(data_dir)
     try:
         _write_json(path, {"url": url, "pid": os.getpid(), "mcp": mcp})
     except OSError:

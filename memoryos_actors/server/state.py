@@ -10,7 +10,7 @@ from fastapi import Request
 
 from ..aio import AsyncMemoryOS
 from ..errors import MemoryOSError, SystemClosed, UnknownMemory, UnknownUser
-from ..store.userstore import user_exists
+from ..operations import user_exists
 from .gate import KEY_SCOPE
 from .keys import KeyRecord
 from .readiness import ShardReadiness
