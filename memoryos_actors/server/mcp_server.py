@@ -26,9 +26,8 @@ from mcp_types import ToolAnnotations
 
 from ..aio import AsyncMemoryOS
 from ..errors import InvalidInput, MemoryOSError, UnknownMemory, UnknownUser
-from ..paging import check_limit, decode_cursor, memory_sort_key, page_of
-from ..store.archived import decode_archived
-from .listing import DEFAULT_LIMIT, MAX_LIMIT, memory_kinds, read_memories
+from ..paging import Key, check_limit, decode_cursor, memory_sort_key, page_of
+from .listing import DEFAULT_LIMIT, MAX_LIMIT, Listing, memory_kinds, page_parts, read_listing
 from .state import user_on_disk
 from .tenancy import external_id, external_memory_id, internal_id, internal_memory_id
 
@@ -94,6 +93,47 @@ class _StrictMCPServer(MCPServer):
                     f"{', '.join(repr(a) for a in unknown)} (it takes {', '.join(takes)})"
                 )
         return await super().call_tool(name, arguments, context)
+
+
+def mcp_memories(
+    user_id: str, listing: Listing, limit: int, after: Key | None, tenant: str
+) -> dict[str, Any]:
+    """One page of ``listing`` (pages, facts and traits) as ``list_memories`` answers."""
+    found: list[dict[str, Any]] = []
+    for memory in listing.memories:
+        key = memory.memory_id.split(":", 1)[1]
+        if memory.kind == "page":
+            query, response = page_parts(memory)
+            found.append(
+                {
+                    "page_id": key,
+                    "memory_id": memory.memory_id,
+                    "location": memory.tier,
+                    "query": query,
+                    "response": response,
+                }
+            )
+        elif memory.kind == "fact":
+            found.append({"entry_id": key, "memory_id": memory.memory_id, "text": memory.text})
+        elif memory.kind == "trait":
+            found.append(
+                {"memory_id": memory.memory_id, "level": memory.text, "evidence": memory.evidence}
+            )
+    shown, next_cursor = page_of(
+        found, lambda x: memory_sort_key(x["memory_id"]), "memories", limit, after, tenant
+    )
+    section = {"page": "pages", "fact": "facts", "trait": "traits"}
+    out: dict[str, Any] = {
+        "user_id": user_id,
+        "turns": listing.turns,
+        "pages": [],
+        "facts": [],
+        "traits": [],
+    }
+    for item in shown:
+        out[section[item["memory_id"].split(":", 1)[0]]].append(item)
+    out["next_cursor"] = next_cursor
+    return out
 
 
 def build_mcp(
@@ -227,65 +267,8 @@ def build_mcp(
             None if cursor is None else decode_cursor(cursor, "memories", (int, int, str), owner)
         )
         _t, uid = await existing(ctx, user_id)
-        st, archived = await read_memories(memory(), uid)
-        found: list[dict[str, Any]] = []
-
-        def pages(located: Any, location: str) -> None:
-            if "page" in kinds:
-                found.extend(
-                    {
-                        "page_id": str(p["page_id"]),
-                        "memory_id": f"page:{p['page_id']}",
-                        "location": location,
-                        "query": str(p["query"]),
-                        "response": str(p["response"]),
-                    }
-                    for p in located
-                )
-
-        pages(
-            (
-                {"page_id": p.page_id, "query": p.query, "response": p.response}
-                for p in (*st.outbox, *st.stm)
-            ),
-            "stm",
-        )
-        for seg in st.segments:
-            pages(
-                (
-                    {"page_id": p.page_id, "query": p.query, "response": p.response}
-                    for p in seg.pages
-                ),
-                "mtm",
-            )
-        for rec in archived:
-            held = decode_archived(rec)
-            pages(held.pages if held is not None else (), "archive")
-        if "fact" in kinds:
-            found.extend(
-                {"entry_id": e.entry_id, "memory_id": f"fact:{e.entry_id}", "text": e.text}
-                for e in st.kb
-            )
-        if "trait" in kinds:
-            found.extend(
-                {"memory_id": f"trait:{t.name}", "level": t.level, "evidence": t.evidence}
-                for t in st.traits
-            )
-        shown, next_cursor = page_of(
-            found, lambda x: memory_sort_key(x["memory_id"]), "memories", limit, after, owner
-        )
-        section = {"page": "pages", "fact": "facts", "trait": "traits"}
-        out: dict[str, Any] = {
-            "user_id": user_id,
-            "turns": st.turns,
-            "pages": [],
-            "facts": [],
-            "traits": [],
-        }
-        for item in shown:
-            out[section[item["memory_id"].split(":", 1)[0]]].append(item)
-        out["next_cursor"] = next_cursor
-        return out
+        listing = await read_listing(memory(), uid, kinds)
+        return mcp_memories(user_id, listing, limit, after, owner)
 
     @server.tool(annotations=ToolAnnotations(destructive_hint=True, idempotent_hint=False))
     @_tool_errors

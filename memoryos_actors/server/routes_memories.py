@@ -9,7 +9,7 @@ from ..memories import Memory, MemoryEvent
 from ..paging import decode_cursor, page_of
 from . import models as m
 from .docs import BODY_ERRORS, CURSOR, KIND, LIMIT, MEMORY_ID, NO_MEMORY, NO_USER, USER_ID
-from .listing import memories_response, memory_kinds, read_memories
+from .listing import memories_response, memory_kinds, read_listing
 from .state import ServerState
 from .tenancy import external_id, external_memory_id
 
@@ -52,8 +52,8 @@ def add_memory_routes(v1: APIRouter, state: ServerState) -> None:
             else decode_cursor(cursor, "memories", (int, int, str), state.tenant_of(request))
         )
         tenant, uid = await state.known(request, user_id)
-        st, archived = await read_memories(state.memory(), uid)
-        return memories_response(tenant, user_id, st, archived, kinds, limit, after)
+        listing = await read_listing(state.memory(), uid, kinds)
+        return memories_response(tenant, user_id, listing, limit, after)
 
     @v1.get(
         "/users/{user_id}/memories/{memory_id}",
