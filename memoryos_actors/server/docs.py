@@ -20,13 +20,14 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from fastapi import FastAPI, Query
+from fastapi import APIRouter, FastAPI, Query, Security
 from fastapi import Path as PathParam
 from fastapi.openapi.docs import (
     get_swagger_ui_html,
     get_swagger_ui_oauth2_redirect_html,
 )
 from fastapi.responses import HTMLResponse
+from fastapi.security import APIKeyHeader, HTTPBearer
 from starlette.staticfiles import StaticFiles
 
 from . import models as m
@@ -198,3 +199,14 @@ def mount_docs(app: FastAPI) -> None:
     @app.get(redirect_url, include_in_schema=False)
     async def swagger_ui_redirect() -> HTMLResponse:
         return get_swagger_ui_oauth2_redirect_html()
+
+
+def v1_router() -> APIRouter:
+    """A router of ``/v1`` routes: behind the API key, with the error answers every
+    ``/v1`` route may give. The gate checks the key; the two schemes only document it on
+    the OpenAPI page."""
+    bearer = HTTPBearer(auto_error=False, description="API key: Authorization: Bearer <key>")
+    header = APIKeyHeader(name="X-API-Key", auto_error=False, description="API key")
+    return APIRouter(
+        prefix="/v1", dependencies=[Security(bearer), Security(header)], responses=ERRORS
+    )
