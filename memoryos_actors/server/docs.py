@@ -20,7 +20,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from fastapi import APIRouter, FastAPI, Query, Security
+from fastapi import APIRouter, FastAPI, Query, Request, Security
 from fastapi import Path as PathParam
 from fastapi.openapi.docs import (
     get_swagger_ui_html,
@@ -174,6 +174,31 @@ def _assets_dir() -> Path:
     return Path(str(found))
 
 
+#: Where the OAuth2 redirect page of the documentation is.
+_REDIRECT_URL = "/docs/oauth2-redirect"
+
+_docs = APIRouter(include_in_schema=False)
+
+
+@_docs.get("/docs")
+async def swagger_ui(request: Request) -> HTMLResponse:
+    app = request.app
+    return get_swagger_ui_html(
+        openapi_url=app.openapi_url or "/openapi.json",
+        title=f"{app.title} API",
+        swagger_js_url=f"{ASSETS_URL}/swagger-ui-bundle.js",
+        swagger_css_url=f"{ASSETS_URL}/swagger-ui.css",
+        swagger_favicon_url=f"{ASSETS_URL}/favicon.png",
+        oauth2_redirect_url=_REDIRECT_URL,
+        swagger_ui_parameters=_SWAGGER_PARAMETERS,
+    )
+
+
+@_docs.get(_REDIRECT_URL)
+async def swagger_ui_redirect() -> HTMLResponse:
+    return get_swagger_ui_oauth2_redirect_html()
+
+
 def mount_docs(app: FastAPI) -> None:
     """Serve ``/docs`` and ``/docs/oauth2-redirect`` on ``app``, with every file they load
     served from ``/docs/assets`` (no request leaves the server).
@@ -181,24 +206,7 @@ def mount_docs(app: FastAPI) -> None:
     ``app`` must be built with ``docs_url=None`` and ``redoc_url=None``.
     """
     app.mount(ASSETS_URL, StaticFiles(directory=_assets_dir()), name="docs-assets")
-    openapi_url = app.openapi_url or "/openapi.json"
-    redirect_url = "/docs/oauth2-redirect"
-
-    @app.get("/docs", include_in_schema=False)
-    async def swagger_ui() -> HTMLResponse:
-        return get_swagger_ui_html(
-            openapi_url=openapi_url,
-            title=f"{app.title} API",
-            swagger_js_url=f"{ASSETS_URL}/swagger-ui-bundle.js",
-            swagger_css_url=f"{ASSETS_URL}/swagger-ui.css",
-            swagger_favicon_url=f"{ASSETS_URL}/favicon.png",
-            oauth2_redirect_url=redirect_url,
-            swagger_ui_parameters=_SWAGGER_PARAMETERS,
-        )
-
-    @app.get(redirect_url, include_in_schema=False)
-    async def swagger_ui_redirect() -> HTMLResponse:
-        return get_swagger_ui_oauth2_redirect_html()
+    app.include_router(_docs)
 
 
 def v1_router() -> APIRouter:
