@@ -119,8 +119,8 @@ def stats(args: argparse.Namespace) -> int:
         for root in shard_dirs(path):
             users = None
             if t is not None:
-                from ..server.tenancy import tenant_prefix
                 from ..operations import list_users
+                from ..server.tenancy import tenant_prefix
 
                 users = [u for u in list_users(root) if u.startswith(tenant_prefix(t))]
             part = stored_stats(root, users)

@@ -185,14 +185,14 @@ async def memory_history(
 
 
 def _memory_out(tenant: str, mem: Memory) -> m.MemoryOut:
-    # Memory's kind and tier are plain str holding the model's literals, and its time a
-    # float the model takes as a date: pydantic checks and converts them (the ignores).
+    # Memory's kind and tier are plain str holding the model's literals: pydantic checks
+    # them (the ignores).
     return m.MemoryOut(
         memory_id=external_memory_id(tenant, mem.memory_id),
         kind=mem.kind,  # type: ignore[arg-type]
         tier=mem.tier,  # type: ignore[arg-type]
         text=mem.text,
-        timestamp=mem.timestamp,  # type: ignore[arg-type]
+        timestamp=mem.timestamp,
         assistant_id=(
             external_id(tenant, mem.assistant_id) or mem.assistant_id if mem.assistant_id else None
         ),
@@ -210,7 +210,7 @@ def _event_out(tenant: str, event: MemoryEvent) -> m.MemoryEventOut:
     return m.MemoryEventOut(
         memory_id=external_memory_id(tenant, event.memory_id),
         action=event.action,  # type: ignore[arg-type]
-        at=event.at,  # type: ignore[arg-type]
+        at=event.at,
         old=event.old,
         new=event.new,
         by=event.by,

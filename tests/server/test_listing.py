@@ -51,7 +51,9 @@ def test_listing_right_after_adding_shows_every_turn_once(tmp_path: Path) -> Non
     asyncio.run(main())
 
 
-def test_a_listing_after_a_delete_calls_the_library_once_and_lists_every_other_turn(tmp_path: Path) -> None:
+def test_a_listing_after_a_delete_calls_the_library_once_and_lists_every_other_turn(
+    tmp_path: Path,
+) -> None:
     # Deleted turns still count in `turns`: a listing that waits until it sees `turns`
     # pages re-read the state until its deadline after any delete.
     async def main() -> None:
