@@ -51,16 +51,25 @@ def memory_kinds(given: Iterable[str] | str | None) -> frozenset[str]:
 
 class Listing:
     """Every memory of a user of some kinds (the library's listing, in its order), with
-    what a listing shows beside them: the turns stored so far, each assistant's profile,
-    and the heat and keywords of the segments in MTM."""
+    what a listing shows beside them that a :class:`~memoryos_actors.Memory` does not
+    hold: the turns stored so far, each assistant's profile, and, while STM and MTM hold
+    them, a page's query and response apart and a segment's heat and keywords."""
 
-    __slots__ = ("agents", "memories", "segments", "turns")
+    __slots__ = ("agents", "memories", "pages", "segments", "turns")
 
     def __init__(self, state: UserState, memories: list[Memory]) -> None:
         self.memories = memories
         self.turns = state.turns
         self.agents: dict[str, AgentProfile] = {a: v["profile"] for a, v in state.agents.items()}
         self.segments = {seg.segment_id: (seg.heat, sorted(seg.keywords)) for seg in state.segments}
+        held = (*state.outbox, *state.stm, *(p for seg in state.segments for p in seg.pages))
+        self.pages = {p.page_id: (p.query, p.response) for p in held}
+
+    def page_parts(self, memory: Memory) -> tuple[str, str]:
+        """Page ``memory``'s query and response: as STM or MTM holds them, else (an
+        archived page) its text split at the first line break (:func:`page_parts`)."""
+        found = self.pages.get(memory.memory_id.partition(":")[2])
+        return found if found is not None else page_parts(memory)
 
 
 async def read_listing(mem: AsyncMemoryOS, uid: str, kinds: frozenset[str]) -> Listing:
@@ -75,8 +84,9 @@ async def read_listing(mem: AsyncMemoryOS, uid: str, kinds: frozenset[str]) -> L
 
 
 def page_parts(memory: Memory) -> tuple[str, str]:
-    """A page memory's query and response: its text is the two on two lines, so the
-    query ends at the first line break."""
+    """A page memory's query and response: its text is the two on two lines, taken here
+    to part at the first line break (a query of several lines is split wrongly: a
+    :class:`~memoryos_actors.Memory` does not hold the two apart)."""
     query, _, response = memory.text.partition("\n")
     return query, response
 
@@ -95,7 +105,7 @@ def _http_item(tenant: str, memory: Memory, listing: Listing) -> tuple[str, Any]
         return external_id(tenant, internal) or internal
 
     if memory.kind == "page":
-        query, response = page_parts(memory)
+        query, response = listing.page_parts(memory)
         ref = parse_memory_id(memory.memory_id)
         return "pages", m.PageOut(
             page_id=ref.key,

@@ -27,7 +27,7 @@ from mcp_types import ToolAnnotations
 from ..aio import AsyncMemoryOS
 from ..errors import InvalidInput, MemoryOSError, UnknownMemory, UnknownUser
 from ..paging import Key, check_limit, decode_cursor, memory_sort_key, page_of
-from .listing import DEFAULT_LIMIT, MAX_LIMIT, Listing, memory_kinds, page_parts, read_listing
+from .listing import DEFAULT_LIMIT, MAX_LIMIT, Listing, memory_kinds, read_listing
 from .state import user_on_disk
 from .tenancy import external_id, external_memory_id, internal_id, internal_memory_id
 
@@ -107,7 +107,7 @@ def mcp_memories(
     for memory in listing.memories:
         key = memory.memory_id.split(":", 1)[1]
         if memory.kind == "page":
-            query, response = page_parts(memory)
+            query, response = listing.page_parts(memory)
             found.append(
                 {
                     "page_id": key,

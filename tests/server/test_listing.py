@@ -78,7 +78,7 @@ def test_a_listing_after_a_delete_calls_the_library_once_and_lists_every_other_t
 
 def test_the_server_lists_what_the_library_lists_in_every_tier(tmp_path: Path) -> None:
     """The HTTP listing's memories are ``memories()``'s, in its order, for every kind and
-    tier (archived facts too), and a page's query and response come back apart."""
+    tier, and a page's query and response come back apart."""
 
     async def main() -> None:
         async with await AsyncMemoryOS.open(tmp_path, MemoryConfig(**SMALL)) as mem:
@@ -95,5 +95,11 @@ def test_the_server_lists_what_the_library_lists_in_every_tier(tmp_path: Path) -
             }
             first = next(m for m in listing.memories if m.memory_id == "page:p1")
             assert page_parts(first) == turn_text("ann", 1)
+            # A query of two lines, still in STM: listed as it was said, not split at
+            # its first line break.
+            page = await mem.add_turn("ann", "two\nlines", "one reply")
+            listing = await read_listing(mem, "ann", PAGES)
+            latest = next(m for m in listing.memories if m.memory_id == f"page:{page}")
+            assert listing.page_parts(latest) == ("two\nlines", "one reply")
 
     asyncio.run(main())
