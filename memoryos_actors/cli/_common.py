@@ -148,13 +148,13 @@ def server_note(path: Path) -> str:
     ``memoryos serve``: one sentence for a refused write command."""
     import json
 
-    from ..store.lock import SERVER_FILE, lock_holder
+    from ..operations import lock_holder, server_info
 
     locked, pid = lock_holder(path)
     if not locked:
         return ""
     try:
-        info = json.loads((path / SERVER_FILE).read_text(encoding="utf-8"))
+        info = json.loads(server_info(path).read_text(encoding="utf-8"))
         url, server_pid = str(info["url"]), int(info["pid"])
     except (OSError, ValueError, KeyError, TypeError):
         url, server_pid = "", None
@@ -249,7 +249,7 @@ def require_user(mem: Any, user: str, args: argparse.Namespace | None = None) ->
     others = set(mem.users())
     if args is not None and data_dir(args).is_dir():
         # In a sharded directory the same name under another tenant is on another shard.
-        from ..store.userstore import list_users
+        from ..operations import list_users
 
         for root in shard_dirs(data_dir(args)):
             others.update(list_users(root))

@@ -40,7 +40,7 @@ def provider_check(args: argparse.Namespace, cfg: MemoryConfig) -> None:
     """
     if getattr(args, "skip_provider_check", False):
         return
-    from ..checkup import startup_check
+    from ..operations import startup_check
     from ._common import quiet_logging
 
     quiet_logging(cfg)
@@ -52,7 +52,7 @@ def provider_check(args: argparse.Namespace, cfg: MemoryConfig) -> None:
 
 def doctor(args: argparse.Namespace) -> int:
     """Print one line per check; 0 when all passed, 1 when one failed."""
-    from ..checkup import doctor as run_doctor
+    from ..operations import doctor as run_doctor
     from ._common import config_from_args, data_dir, quiet_logging
 
     cfg = config_from_args(args)

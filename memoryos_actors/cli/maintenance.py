@@ -26,7 +26,7 @@ def add_ray_address(parser: argparse.ArgumentParser, help_text: str) -> None:
 
 
 def repair(args: argparse.Namespace) -> int:
-    from ..repair import repair_user
+    from ..operations import repair_user
     from ._common import sharded
 
     path = existing_data_dir(args)
@@ -63,7 +63,7 @@ def _locked(path: Path) -> Any:
     """The data directory lock of ``path``; refused with who holds it (a server: how to
     reach it)."""
     from ..errors import DataDirLocked
-    from ..store.lock import DataDirLock
+    from ..operations import DataDirLock
     from ._common import server_note
 
     try:

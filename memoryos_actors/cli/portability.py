@@ -28,7 +28,7 @@ def export(args: argparse.Namespace) -> int:
     import shutil
     import tempfile
 
-    from ..store.export import read_export, write_export
+    from ..operations import read_export, write_export
     from ._common import tenant
 
     user = lib_user(args, args.user)
@@ -88,9 +88,9 @@ def import_(args: argparse.Namespace) -> int:
     t = tenant(args)
     if as_user is None and t is not None:
         from ..errors import InvalidInput
+        from ..operations import read_export
         from ..server.keys import check_tenant
         from ..server.tenancy import internal_id
-        from ..store.export import read_export
 
         original = str(read_export(args.file).get("user_id", ""))
         # A tenant's user keeps its name in the tenant it is imported into.
@@ -116,8 +116,8 @@ def _import_into_tenant(mem: Any, file: str, tenant: str, as_user: str | None) -
     import tempfile
 
     from ..errors import InvalidInput, MemoryOSError
+    from ..operations import read_export, write_export
     from ..server.tenancy import import_for_tenant
-    from ..store.export import read_export, write_export
 
     try:
         payload = read_export(file)

@@ -100,7 +100,7 @@ def stats(args: argparse.Namespace) -> int:
     """``memoryos stats``: counters of what the data directory holds, read from its files
     without activating any user (see :mod:`~memoryos_actors.disk_stats`), with
     ``--user`` one user's. Works while a server runs, and on a sharded data directory."""
-    from ..disk_stats import stored_stats, user_stored_stats
+    from ..operations import stored_stats, user_stored_stats
     from ._common import shard_dirs, tenant
 
     path = existing_data_dir(args)
@@ -119,8 +119,8 @@ def stats(args: argparse.Namespace) -> int:
         for root in shard_dirs(path):
             users = None
             if t is not None:
+                from ..operations import list_users
                 from ..server.tenancy import tenant_prefix
-                from ..store.userstore import list_users
 
                 users = [u for u in list_users(root) if u.startswith(tenant_prefix(t))]
             part = stored_stats(root, users)

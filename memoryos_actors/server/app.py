@@ -27,28 +27,25 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from fastapi import APIRouter, FastAPI, Security
-from fastapi.security import APIKeyHeader, HTTPBearer
+from fastapi import FastAPI
 
 from ..aio import AsyncMemoryOS
 from ..config import MemoryConfig
 from ..system import MemoryOS
-from .docs import API_DESCRIPTION, ERRORS, mount_docs
+from . import routes_memories, routes_ops, routes_profiles, routes_turns, routes_users
+from .docs import API_DESCRIPTION, mount_docs
 from .gate import Gate, mcp_tenant
 from .http_errors import add_error_handlers
 from .keys import KeyStore
 from .metrics import ServerMetrics
 from .ratelimit import DOOR_RECOUNT_SECONDS, RateLimiter
-from .routes_memories import add_memory_routes
-from .routes_ops import add_ops_routes
-from .routes_profiles import add_profile_routes
-from .routes_turns import add_turn_routes
-from .routes_users import add_user_routes
 from .state import ServerState
 
 if TYPE_CHECKING:
+    from mcp.server.mcpserver import MCPServer
+
     from ..cluster import ClusterMemoryOS
 
 __all__ = ["ServerSettings", "create_app"]
@@ -120,50 +117,26 @@ def create_app(
         from .mcp_server import build_mcp
 
         mcp_server = build_mcp(state.memory, mcp_tenant)
-
-    @asynccontextmanager
-    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
-        async with AsyncExitStack() as stack:
-            if memory is None:
-                mem = await AsyncMemoryOS.open(settings.data_dir, settings.config)
-                stack.push_async_callback(mem.close)
-            else:
-                mem = AsyncMemoryOS(memory)
-                stack.push_async_callback(mem.detach)
-            state.mem = mem
-            if mcp_server is not None:
-                await stack.enter_async_context(mcp_server.session_manager.run())
-            state.status = "ok"
-            try:
-                yield
-            finally:
-                state.status = "stopping"
-
     app = FastAPI(
         title="memoryos-actors",
         version=_version(),
         summary="Long-term memory for LLM agents and chat bots (MemoryOS tiers as actors).",
         description=API_DESCRIPTION,
-        lifespan=lifespan,
+        lifespan=_lifespan,
         # The documentation pages are served by mount_docs, from local files.
         docs_url=None,
         redoc_url=None,
     )
+    # What the routes and the lifespan are handed (see .state.server_state).
+    app.state.server = state
+    app.state.metrics = metrics
+    app.state.given_memory = memory
+    app.state.mcp_server = mcp_server
     mount_docs(app)
     add_error_handlers(app)
-
-    bearer = HTTPBearer(auto_error=False, description="API key: Authorization: Bearer <key>")
-    header = APIKeyHeader(name="X-API-Key", auto_error=False, description="API key")
-    # The gate checks the key; these only document it on the OpenAPI page.
-    v1 = APIRouter(
-        prefix="/v1", dependencies=[Security(bearer), Security(header)], responses=ERRORS
-    )
     # Registered in this order, the API page lists the tags users, memory, profiles.
-    add_user_routes(v1, state)
-    add_turn_routes(v1, state)
-    add_memory_routes(v1, state)
-    add_profile_routes(v1, state)
-    app.include_router(v1)
+    for routes in (routes_users, routes_turns, routes_memories, routes_profiles):
+        app.include_router(routes.router)
     # The memory page (/ui): same keys, tenants and request limits as /v1.
     limiter = RateLimiter(
         settings.rate_per_second,
@@ -182,15 +155,7 @@ def create_app(
         data_dir=settings.data_dir,
         config=settings.config,
     )
-    add_ops_routes(app, state, metrics)
-
-    mcp_app = None
-    if mcp_server is not None:
-        mcp_app = mcp_server.streamable_http_app(
-            streamable_http_path="/mcp",
-            host=settings.host,
-            max_request_body_size=settings.max_body_bytes,
-        )
+    app.include_router(routes_ops.router)
     return Gate(
         app,
         keys=keystore,
@@ -198,8 +163,43 @@ def create_app(
         metrics=metrics,
         max_body_bytes=settings.max_body_bytes,
         body_timeout=settings.body_timeout_seconds,
-        mcp_app=mcp_app,
+        mcp_app=_mcp_app(mcp_server, settings),
         page_headers=PAGE_HEADERS,
+    )
+
+
+@asynccontextmanager
+async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
+    """Open the memory system (or adopt the one given to :func:`create_app`) and the MCP
+    session manager for the app's lifetime; the server's status follows."""
+    state: ServerState = app.state.server
+    given: MemoryOS | ClusterMemoryOS | None = app.state.given_memory
+    mcp_server: MCPServer | None = app.state.mcp_server
+    async with AsyncExitStack() as stack:
+        if given is None:
+            mem = await AsyncMemoryOS.open(state.settings.data_dir, state.settings.config)
+            stack.push_async_callback(mem.close)
+        else:
+            mem = AsyncMemoryOS(given)
+            stack.push_async_callback(mem.detach)
+        state.mem = mem
+        if mcp_server is not None:
+            await stack.enter_async_context(mcp_server.session_manager.run())
+        state.status = "ok"
+        try:
+            yield
+        finally:
+            state.status = "stopping"
+
+
+def _mcp_app(mcp_server: MCPServer | None, settings: ServerSettings) -> Any:
+    """The MCP endpoint's ASGI app (``/mcp``), or None without MCP."""
+    if mcp_server is None:
+        return None
+    return mcp_server.streamable_http_app(
+        streamable_http_path="/mcp",
+        host=settings.host,
+        max_request_body_size=settings.max_body_bytes,
     )
 
 

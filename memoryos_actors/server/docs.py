@@ -20,13 +20,14 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from fastapi import FastAPI, Query
+from fastapi import APIRouter, FastAPI, Query, Request, Security
 from fastapi import Path as PathParam
 from fastapi.openapi.docs import (
     get_swagger_ui_html,
     get_swagger_ui_oauth2_redirect_html,
 )
 from fastapi.responses import HTMLResponse
+from fastapi.security import APIKeyHeader, HTTPBearer
 from starlette.staticfiles import StaticFiles
 
 from . import models as m
@@ -173,6 +174,31 @@ def _assets_dir() -> Path:
     return Path(str(found))
 
 
+#: Where the OAuth2 redirect page of the documentation is.
+_REDIRECT_URL = "/docs/oauth2-redirect"
+
+_docs = APIRouter(include_in_schema=False)
+
+
+@_docs.get("/docs")
+async def swagger_ui(request: Request) -> HTMLResponse:
+    app = request.app
+    return get_swagger_ui_html(
+        openapi_url=app.openapi_url or "/openapi.json",
+        title=f"{app.title} API",
+        swagger_js_url=f"{ASSETS_URL}/swagger-ui-bundle.js",
+        swagger_css_url=f"{ASSETS_URL}/swagger-ui.css",
+        swagger_favicon_url=f"{ASSETS_URL}/favicon.png",
+        oauth2_redirect_url=_REDIRECT_URL,
+        swagger_ui_parameters=_SWAGGER_PARAMETERS,
+    )
+
+
+@_docs.get(_REDIRECT_URL)
+async def swagger_ui_redirect() -> HTMLResponse:
+    return get_swagger_ui_oauth2_redirect_html()
+
+
 def mount_docs(app: FastAPI) -> None:
     """Serve ``/docs`` and ``/docs/oauth2-redirect`` on ``app``, with every file they load
     served from ``/docs/assets`` (no request leaves the server).
@@ -180,21 +206,15 @@ def mount_docs(app: FastAPI) -> None:
     ``app`` must be built with ``docs_url=None`` and ``redoc_url=None``.
     """
     app.mount(ASSETS_URL, StaticFiles(directory=_assets_dir()), name="docs-assets")
-    openapi_url = app.openapi_url or "/openapi.json"
-    redirect_url = "/docs/oauth2-redirect"
+    app.include_router(_docs)
 
-    @app.get("/docs", include_in_schema=False)
-    async def swagger_ui() -> HTMLResponse:
-        return get_swagger_ui_html(
-            openapi_url=openapi_url,
-            title=f"{app.title} API",
-            swagger_js_url=f"{ASSETS_URL}/swagger-ui-bundle.js",
-            swagger_css_url=f"{ASSETS_URL}/swagger-ui.css",
-            swagger_favicon_url=f"{ASSETS_URL}/favicon.png",
-            oauth2_redirect_url=redirect_url,
-            swagger_ui_parameters=_SWAGGER_PARAMETERS,
-        )
 
-    @app.get(redirect_url, include_in_schema=False)
-    async def swagger_ui_redirect() -> HTMLResponse:
-        return get_swagger_ui_oauth2_redirect_html()
+def v1_router() -> APIRouter:
+    """A router of ``/v1`` routes: behind the API key, with the error answers every
+    ``/v1`` route may give. The gate checks the key; the two schemes only document it on
+    the OpenAPI page."""
+    bearer = HTTPBearer(auto_error=False, description="API key: Authorization: Bearer <key>")
+    header = APIKeyHeader(name="X-API-Key", auto_error=False, description="API key")
+    return APIRouter(
+        prefix="/v1", dependencies=[Security(bearer), Security(header)], responses=ERRORS
+    )

@@ -265,7 +265,8 @@ def _with_defaults(
 def _header(scope: MutableMapping[str, Any], name: bytes) -> str | None:
     for key, value in scope.get("headers", ()):
         if key.lower() == name:
-            return value.decode("latin-1")
+            text: str = value.decode("latin-1")
+            return text
     return None
 
 
@@ -291,7 +292,8 @@ def _replay(body: bytes, receive: Any) -> Any:
         if not sent:
             sent = True
             return {"type": "http.request", "body": body, "more_body": False}
-        return await receive()
+        message: dict[str, Any] = await receive()
+        return message
 
     return replay
 

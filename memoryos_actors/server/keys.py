@@ -33,7 +33,7 @@ from pathlib import Path
 import structlog
 
 from ..errors import InvalidInput, StorageError
-from ..store.keyfile import (
+from ..operations import (
     KEY_FILE_FORMAT,
     KEY_FILE_VERSION,
     KeyRecord,

@@ -1,5 +1,7 @@
-"""Listing a user's memories: reading the tiers and the archive (each page once), and
-the HTTP answer, one page of them."""
+"""Listing a user's memories over HTTP and MCP: the library's one listing
+(:meth:`~memoryos_actors.api.AsyncMemoryAPI.memories`, the one the ``memoryos memories``
+command and the ``/ui`` page show), paged under the tenant's cursor and shaped as each
+front end answers."""
 
 from __future__ import annotations
 
@@ -8,22 +10,24 @@ from typing import Any
 
 from ..aio import AsyncMemoryOS
 from ..errors import InvalidInput
+from ..memories import Memory
 from ..messages import AgentProfile, UserProfile
-from ..paging import memory_sort_key, page_of
+from ..operations import MEMORY_KINDS, parse_memory_id
+from ..paging import Key, memory_sort_key, page_of
 from ..reports import UserState
-from ..store.archived import ArchivedPage, ArchivedSegment, decode_archived
-from ..store.edits import MEMORY_KINDS
+from ..trait_table import category_of
 from . import models as m
 from .tenancy import external_id
 
 __all__ = [
     "DEFAULT_LIMIT",
     "MAX_LIMIT",
+    "Listing",
     "memories_response",
     "memory_kinds",
-    "page_count",
+    "page_parts",
     "profile_dict",
-    "read_memories",
+    "read_listing",
 ]
 
 #: Items in one page of a listing (HTTP and MCP) when the caller gives no limit.
@@ -45,44 +49,46 @@ def memory_kinds(given: Iterable[str] | str | None) -> frozenset[str]:
     return frozenset(named or MEMORY_KINDS)
 
 
-def page_count(state: UserState, archived: list[dict[str, Any]]) -> int:
-    """Pages held in STM (queue and outbox), MTM and the archive."""
-    n = len(state.page_ids())
-    for rec in archived:
-        found = decode_archived(rec)
-        if found is not None:
-            n += len(found.pages)
-    return n
+class Listing:
+    """Every memory of a user of some kinds (the library's listing, in its order), with
+    what a listing shows beside them that a :class:`~memoryos_actors.Memory` does not
+    hold: the turns stored so far, each assistant's profile, and, while STM and MTM hold
+    them, a page's query and response apart and a segment's heat and keywords."""
+
+    __slots__ = ("agents", "memories", "pages", "segments", "turns")
+
+    def __init__(self, state: UserState, memories: list[Memory]) -> None:
+        self.memories = memories
+        self.turns = state.turns
+        self.agents: dict[str, AgentProfile] = {a: v["profile"] for a, v in state.agents.items()}
+        self.segments = {seg.segment_id: (seg.heat, sorted(seg.keywords)) for seg in state.segments}
+        held = (*state.outbox, *state.stm, *(p for seg in state.segments for p in seg.pages))
+        self.pages = {p.page_id: (p.query, p.response) for p in held}
+
+    def page_parts(self, memory: Memory) -> tuple[str, str]:
+        """Page ``memory``'s query and response: as STM or MTM holds them, else (an
+        archived page) its text split at the first line break (:func:`page_parts`)."""
+        found = self.pages.get(memory.memory_id.partition(":")[2])
+        return found if found is not None else page_parts(memory)
 
 
-async def read_memories(mem: AsyncMemoryOS, uid: str) -> tuple[UserState, list[dict[str, Any]]]:
-    """The user's state and archive records, every stored page in exactly one of them.
+async def read_listing(mem: AsyncMemoryOS, uid: str, kinds: frozenset[str]) -> Listing:
+    """The memories of ``kinds`` of ``uid`` (every one, unpaged: the front end pages them
+    under its tenant's cursor), from :meth:`~memoryos_actors.api.AsyncMemoryAPI.memories`.
 
-    One read of each, never a wait: :meth:`~memoryos_actors.MemoryOS.user_state` holds
-    every page not archived when it was read (pages on their way from STM to MTM are in
-    its ``outbox``), and the archive, read after it, holds every page evicted before that.
-    What MTM evicted between the two reads is in both; it is left out of the archive part
-    here. Deleted pages are in neither, so a listing after a delete is as quick as any.
-    """
+    The user's state is read for what is not a memory: the turn count and the assistants'
+    profiles (and a segment's heat and keywords while MTM holds it)."""
+    memories = list(await mem.memories(uid, sorted(kinds)))
     state = await mem.user_state(uid)
-    archived = await mem.archive(uid)
-    seen_pages = set(state.page_ids())
-    live_segments = {seg.segment_id for seg in state.segments}
-    kept: list[dict[str, Any]] = []
-    for rec in archived:
-        found = decode_archived(rec)
-        if isinstance(found, ArchivedSegment):
-            if found.segment_id in live_segments:
-                continue  # evicted after the state was read: listed from MTM
-            pages = [p for p in found.pages if str(p["page_id"]) not in seen_pages]
-            if len(pages) != len(found.pages):
-                # Pages that were in STM's outbox when the state was read, then placed and
-                # evicted with this segment before the archive was read.
-                rec = found.with_pages(pages).encode()
-        elif isinstance(found, ArchivedPage) and str(found.page["page_id"]) in seen_pages:
-            continue
-        kept.append(rec)
-    return state, kept
+    return Listing(state, memories)
+
+
+def page_parts(memory: Memory) -> tuple[str, str]:
+    """A page memory's query and response: its text is the two on two lines, taken here
+    to part at the first line break (a query of several lines is split wrongly: a
+    :class:`~memoryos_actors.Memory` does not hold the two apart)."""
+    query, _, response = memory.text.partition("\n")
+    return query, response
 
 
 def profile_dict(profile: UserProfile | AgentProfile) -> dict[str, Any]:
@@ -92,139 +98,92 @@ def profile_dict(profile: UserProfile | AgentProfile) -> dict[str, Any]:
     return d
 
 
-def memories_response(
-    tenant: str,
-    user_id: str,
-    st: Any,
-    archived: list[dict[str, Any]],
-    kinds: frozenset[str],
-    limit: int,
-    after: tuple[Any, ...] | None,
-) -> m.MemoriesResponse:
-    """One page of the user's memories of ``kinds``, in the listing order of
-    :func:`~memoryos_actors.paging.memory_sort_key`, after the cursor key ``after``."""
+def _http_item(tenant: str, memory: Memory, listing: Listing) -> tuple[str, Any]:
+    """The section of the HTTP answer that shows ``memory``, and how it is shown."""
 
     def aid(internal: str) -> str:
         return external_id(tenant, internal) or internal
 
-    # (memory id, section, item): every memory once, then one page of them is shown.
-    found: list[tuple[str, str, Any]] = []
-
-    def page(p: Any, location: str, seg: str | None) -> None:
-        if "page" not in kinds:
-            return
-
-        def get(k: str) -> Any:
-            return p.get(k) if isinstance(p, dict) else getattr(p, k)
-
-        out = m.PageOut(
-            page_id=str(get("page_id")),
-            memory_id=f"page:{get('page_id')}",
-            location=location,  # type: ignore[arg-type]
-            segment_id=seg,
-            assistant_id=aid(str(get("assistant_id"))),
-            timestamp=float(get("timestamp")),
-            query=str(get("query")),
-            response=str(get("response")),
+    if memory.kind == "page":
+        query, response = listing.page_parts(memory)
+        ref = parse_memory_id(memory.memory_id)
+        return "pages", m.PageOut(
+            page_id=ref.key,
+            memory_id=memory.memory_id,
+            location=memory.tier,  # type: ignore[arg-type]  # stm, mtm or archive
+            segment_id=memory.segment_id,
+            assistant_id=aid(memory.assistant_id or ""),
+            timestamp=memory.timestamp,
+            query=query,
+            response=response,
         )
-        found.append((out.memory_id, "pages", out))
-
-    def segment(out: m.SegmentOut) -> None:
-        if "segment" in kinds:
-            found.append((out.memory_id, "segments", out))
-
-    for p in (*st.outbox, *st.stm):  # the outbox: pages leaving STM, not placed yet
-        page(p, "stm", None)
-    for seg in st.segments:
-        for p in seg.pages:
-            page(p, "mtm", seg.segment_id)
-        segment(
-            m.SegmentOut(
-                segment_id=seg.segment_id,
-                memory_id=f"segment:{seg.segment_id}",
-                location="mtm",
-                heat=seg.heat,
-                summary=seg.summary,
-                keywords=sorted(seg.keywords),
-                page_ids=[p.page_id for p in seg.pages],
-            )
+    if memory.kind == "segment":
+        sid = parse_memory_id(memory.memory_id).key
+        heat, keywords = listing.segments.get(sid, (0.0, [])) if memory.tier == "mtm" else (0.0, [])
+        return "segments", m.SegmentOut(
+            segment_id=sid,
+            memory_id=memory.memory_id,
+            location=memory.tier,  # type: ignore[arg-type]  # mtm or archive
+            heat=heat,
+            summary=memory.text,
+            keywords=keywords,
+            page_ids=list(memory.page_ids),
         )
-    for rec in archived:
-        held = decode_archived(rec)
-        if isinstance(held, ArchivedSegment):
-            seg = held.segment
-            sid = held.segment_id
-            for p in held.pages:
-                page(p, "archive", sid)
-            segment(
-                m.SegmentOut(
-                    segment_id=sid,
-                    memory_id=f"segment:{sid}",
-                    location="archive",
-                    heat=float(seg.get("heat", 0.0)),
-                    summary=str(seg.get("summary", "")),
-                    keywords=sorted(seg.get("keywords", ())),
-                    page_ids=[str(p["page_id"]) for p in held.pages],
-                )
-            )
-        elif isinstance(held, ArchivedPage):
-            page(held.page, "archive", held.segment_id)
+    if memory.kind == "trait":
+        name = parse_memory_id(memory.memory_id).key
+        return "traits", m.TraitOut(
+            name=name,
+            category=category_of(name) or "",
+            level=memory.text,
+            evidence=memory.evidence,
+            memory_id=memory.memory_id,
+        )
+    ref = parse_memory_id(memory.memory_id)
+    owner = memory.assistant_id or ""
+    fact = m.FactOut(
+        entry_id=ref.key,
+        memory_id=(
+            memory.memory_id if memory.kind == "fact" else f"agent_trait:{aid(owner)}:{ref.key}"
+        ),
+        text=memory.text,
+        timestamp=memory.timestamp,
+        source_segment=memory.source_segment,
+    )
+    return ("kb" if memory.kind == "fact" else f"agent:{aid(owner)}"), fact
 
-    def fact(e: Any, assistant: str | None = None) -> m.FactOut:
-        mid = (
-            f"fact:{e.entry_id}"
-            if assistant is None
-            else f"agent_trait:{aid(assistant)}:{e.entry_id}"
-        )
-        return m.FactOut(
-            entry_id=e.entry_id,
-            memory_id=mid,
-            text=e.text,
-            timestamp=e.timestamp,
-            source_segment=e.source_segment,
-        )
 
-    if "fact" in kinds:
-        found.extend((f.memory_id, "kb", f) for f in (fact(e) for e in st.kb))
-    if "agent_trait" in kinds:
-        for a, v in st.agents.items():
-            found.extend(
-                (f.memory_id, f"agent:{aid(a)}", f)
-                for f in (fact(t, a) for t in v.get("traits", ()))
-            )
-    if "trait" in kinds:
-        found.extend(
-            (
-                f"trait:{t.name}",
-                "traits",
-                m.TraitOut(
-                    name=t.name,
-                    category=t.category,
-                    level=t.level,
-                    evidence=t.evidence,
-                    memory_id=f"trait:{t.name}",
-                ),
-            )
-            for t in st.traits
-        )
+def memories_response(
+    tenant: str,
+    user_id: str,
+    listing: Listing,
+    limit: int,
+    after: Key | None,
+) -> m.MemoriesResponse:
+    """One page of ``listing`` as the HTTP API answers, in the listing order of
+    :func:`~memoryos_actors.paging.memory_sort_key`, after the cursor key ``after``."""
+    found = [_http_item(tenant, memory, listing) for memory in listing.memories]
     shown, next_cursor = page_of(
-        found, lambda x: memory_sort_key(x[0]), "memories", limit, after, tenant
+        found, lambda x: memory_sort_key(x[1].memory_id), "memories", limit, after, tenant
     )
     sections: dict[str, list[Any]] = {}
-    for _mid, section, item in shown:
+    for section, item in shown:
         sections.setdefault(section, []).append(item)
+
+    def aid(internal: str) -> str:
+        return external_id(tenant, internal) or internal
+
     return m.MemoriesResponse(
         user_id=user_id,
-        turns=st.turns,
+        turns=listing.turns,
         pages=sections.get("pages", []),
         segments=sections.get("segments", []),
         kb=sections.get("kb", []),
         traits=sections.get("traits", []),
         agents={
             aid(a): m.AgentMemory(
-                profile=profile_dict(v["profile"]), traits=sections.get(f"agent:{aid(a)}", [])
+                profile=profile_dict(profile), traits=sections.get(f"agent:{aid(a)}", [])
             )
-            for a, v in st.agents.items()
+            for a, profile in listing.agents.items()
         },
         next_cursor=next_cursor,
     )

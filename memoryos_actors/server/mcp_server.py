@@ -26,9 +26,8 @@ from mcp_types import ToolAnnotations
 
 from ..aio import AsyncMemoryOS
 from ..errors import InvalidInput, MemoryOSError, UnknownMemory, UnknownUser
-from ..paging import check_limit, decode_cursor, memory_sort_key, page_of
-from ..store.archived import decode_archived
-from .listing import DEFAULT_LIMIT, MAX_LIMIT, memory_kinds, read_memories
+from ..paging import Key, check_limit, decode_cursor, memory_sort_key, page_of
+from .listing import DEFAULT_LIMIT, MAX_LIMIT, Listing, memory_kinds, read_listing
 from .state import user_on_disk
 from .tenancy import external_id, external_memory_id, internal_id, internal_memory_id
 
@@ -70,6 +69,10 @@ class _StrictMCPServer(MCPServer):
     """
 
     _takes: dict[str, list[str]] | None = None
+    #: Set by :func:`build_mcp`: the open memory system, and whose call each one is.
+    memory: Callable[[], AsyncMemoryOS]
+    tenant_of_request: Callable[[Any], str | None]
+    fixed_tenant: str | None = None
 
     async def list_tools(self) -> list[MCPTool]:
         return [
@@ -96,6 +99,47 @@ class _StrictMCPServer(MCPServer):
         return await super().call_tool(name, arguments, context)
 
 
+def mcp_memories(
+    user_id: str, listing: Listing, limit: int, after: Key | None, tenant: str
+) -> dict[str, Any]:
+    """One page of ``listing`` (pages, facts and traits) as ``list_memories`` answers."""
+    found: list[dict[str, Any]] = []
+    for memory in listing.memories:
+        key = memory.memory_id.split(":", 1)[1]
+        if memory.kind == "page":
+            query, response = listing.page_parts(memory)
+            found.append(
+                {
+                    "page_id": key,
+                    "memory_id": memory.memory_id,
+                    "location": memory.tier,
+                    "query": query,
+                    "response": response,
+                }
+            )
+        elif memory.kind == "fact":
+            found.append({"entry_id": key, "memory_id": memory.memory_id, "text": memory.text})
+        elif memory.kind == "trait":
+            found.append(
+                {"memory_id": memory.memory_id, "level": memory.text, "evidence": memory.evidence}
+            )
+    shown, next_cursor = page_of(
+        found, lambda x: memory_sort_key(x["memory_id"]), "memories", limit, after, tenant
+    )
+    section = {"page": "pages", "fact": "facts", "trait": "traits"}
+    out: dict[str, Any] = {
+        "user_id": user_id,
+        "turns": listing.turns,
+        "pages": [],
+        "facts": [],
+        "traits": [],
+    }
+    for item in shown:
+        out[section[item["memory_id"].split(":", 1)[0]]].append(item)
+    out["next_cursor"] = next_cursor
+    return out
+
+
 def build_mcp(
     memory: Callable[[], AsyncMemoryOS],
     tenant_of_request: Callable[[Any], str | None],
@@ -118,225 +162,201 @@ def build_mcp(
         lifespan=lifespan,
         version=__version__,
     )
-
-    def tenant(ctx: Context) -> str:
-        request = ctx.request_context.request
-        found = tenant_of_request(request) if request is not None else fixed_tenant
-        if found is None:
-            raise ToolError("no tenant for this call (an API key is required over HTTP)")
-        return found
-
-    async def existing(ctx: Context, user_id: str) -> tuple[str, str]:
-        t = tenant(ctx)
-        uid = internal_id(t, user_id)
-        mem = memory()
-        if not user_on_disk(mem.sync, uid) and uid not in await mem.active_users():
-            raise UnknownUser(f"no user {user_id!r}")
-        return t, uid
-
-    @server.tool(annotations=ToolAnnotations(idempotent_hint=False, destructive_hint=False))
-    @_tool_errors
-    async def add_turn(
-        user_id: str,
-        query: str,
-        response: str,
-        ctx: Context,
-        assistant_id: str = "default",
-        turn_key: str | None = None,
-    ) -> dict[str, str]:
-        """Store one exchange (the user's query and the assistant's response) in the user's
-        memory. Pass turn_key to make a retry store the turn only once."""
-        t = tenant(ctx)
-        page_id = await memory().add_turn(
-            internal_id(t, user_id),
-            query,
-            response,
-            None,
-            internal_id(t, assistant_id, "assistant_id"),
-            turn_key=turn_key,
-        )
-        return {"user_id": user_id, "page_id": page_id}
-
-    @server.tool(annotations=ToolAnnotations(read_only_hint=True))
-    @_tool_errors
-    async def retrieve(
-        user_id: str, query: str, ctx: Context, assistant_id: str = "default", top_k: int = 10
-    ) -> dict[str, Any]:
-        """What the user's memory holds about query: the rendered context (recent dialogue,
-        relevant past turns, profile, facts, traits) and the ids of the pages it used."""
-        if not 1 <= top_k <= 100:
-            raise ToolError("top_k must be between 1 and 100")
-        t, uid = await existing(ctx, user_id)
-        ctx_ = await memory().retrieve(uid, query, internal_id(t, assistant_id, "assistant_id"))
-        return {
-            "user_id": user_id,
-            "context": ctx_.render(),
-            "page_ids": list(ctx_.page_ids()[:top_k]),
-            "facts": [i.text for i in ctx_.kb[:top_k]],
-        }
-
-    @server.tool()
-    @_tool_errors
-    async def chat(
-        user_id: str, query: str, ctx: Context, assistant_id: str = "default"
-    ) -> dict[str, Any]:
-        """Answer query from the user's memory with the server's LLM, and store the turn.
-
-        ``degraded`` is true (with the ``reason``) when the LLM was unavailable and the
-        offline fallback wrote the reply."""
-        t = tenant(ctx)
-        reply = await memory().chat_reply(
-            internal_id(t, user_id), query, internal_id(t, assistant_id, "assistant_id")
-        )
-        return {
-            "user_id": user_id,
-            "reply": reply.text,
-            "degraded": reply.degraded,
-            "reason": reply.reason,
-        }
-
-    @server.tool(annotations=ToolAnnotations(read_only_hint=True))
-    @_tool_errors
-    async def list_users(ctx: Context) -> list[str]:
-        """The users (of this tenant) that have stored memory."""
-        t = tenant(ctx)
-        mem = memory()
-        ids = set(await mem.users()) | set(await mem.active_users())
-        return sorted(u for u in (external_id(t, i) for i in ids) if u is not None)
-
-    @server.tool(annotations=ToolAnnotations(read_only_hint=True))
-    @_tool_errors
-    async def list_memories(
-        user_id: str,
-        ctx: Context,
-        limit: int = DEFAULT_LIMIT,
-        cursor: str | None = None,
-        kind: str | None = None,
-    ) -> dict[str, Any]:
-        """The user's stored turns (page id, where it is: stm, mtm or archive; the query and
-        response), the facts learned about the user and the user's traits, one page at a
-        time: at most limit items (1..1000), in a fixed order (pages and facts oldest first,
-        then traits by name). If next_cursor is not null, call again with cursor=next_cursor for
-        the rest. kind: only page, fact or trait (comma-separated for several)."""
-        kinds = memory_kinds(kind) if kind else _MCP_KINDS
-        if not kinds <= _MCP_KINDS:
-            raise InvalidInput(f"kind must be among {', '.join(sorted(_MCP_KINDS))}")
-        check_limit(limit, MAX_LIMIT)
-        owner = tenant(ctx)
-        after = (
-            None if cursor is None else decode_cursor(cursor, "memories", (int, int, str), owner)
-        )
-        _t, uid = await existing(ctx, user_id)
-        st, archived = await read_memories(memory(), uid)
-        found: list[dict[str, Any]] = []
-
-        def pages(located: Any, location: str) -> None:
-            if "page" in kinds:
-                found.extend(
-                    {
-                        "page_id": str(p["page_id"]),
-                        "memory_id": f"page:{p['page_id']}",
-                        "location": location,
-                        "query": str(p["query"]),
-                        "response": str(p["response"]),
-                    }
-                    for p in located
-                )
-
-        pages(
-            (
-                {"page_id": p.page_id, "query": p.query, "response": p.response}
-                for p in (*st.outbox, *st.stm)
-            ),
-            "stm",
-        )
-        for seg in st.segments:
-            pages(
-                (
-                    {"page_id": p.page_id, "query": p.query, "response": p.response}
-                    for p in seg.pages
-                ),
-                "mtm",
-            )
-        for rec in archived:
-            held = decode_archived(rec)
-            pages(held.pages if held is not None else (), "archive")
-        if "fact" in kinds:
-            found.extend(
-                {"entry_id": e.entry_id, "memory_id": f"fact:{e.entry_id}", "text": e.text}
-                for e in st.kb
-            )
-        if "trait" in kinds:
-            found.extend(
-                {"memory_id": f"trait:{t.name}", "level": t.level, "evidence": t.evidence}
-                for t in st.traits
-            )
-        shown, next_cursor = page_of(
-            found, lambda x: memory_sort_key(x["memory_id"]), "memories", limit, after, owner
-        )
-        section = {"page": "pages", "fact": "facts", "trait": "traits"}
-        out: dict[str, Any] = {
-            "user_id": user_id,
-            "turns": st.turns,
-            "pages": [],
-            "facts": [],
-            "traits": [],
-        }
-        for item in shown:
-            out[section[item["memory_id"].split(":", 1)[0]]].append(item)
-        out["next_cursor"] = next_cursor
-        return out
-
-    @server.tool(annotations=ToolAnnotations(destructive_hint=True, idempotent_hint=False))
-    @_tool_errors
-    async def delete_memory(user_id: str, memory_id: str, ctx: Context) -> dict[str, Any]:
-        """Delete one memory of the user (memory_id from list_memories: page:p12,
-        segment:s3, fact:f7, trait:<name>, agent_trait:<assistant>:<id>) from every tier;
-        it is never retrieved again. What quoted a deleted turn goes with it (facts and
-        agent traits deleted, traits set back or cleared, its segment's summary made
-        again): "rewrote" names each."""
-        t, uid = await existing(ctx, user_id)
-        try:
-            event = await memory().delete_memory(uid, internal_memory_id(t, memory_id))
-        except UnknownMemory:
-            raise UnknownMemory(f"user {user_id!r} has no memory {memory_id!r}") from None
-        return {
-            "user_id": user_id,
-            "memory_id": memory_id,
-            "deleted": True,
-            "at": event.at,
-            "rewrote": [external_memory_id(t, mid) for mid in event.rewrote],
-        }
-
-    @server.tool(annotations=ToolAnnotations(destructive_hint=False, idempotent_hint=True))
-    @_tool_errors
-    async def correct_memory(
-        user_id: str, memory_id: str, value: str, ctx: Context, evidence: str = ""
-    ) -> dict[str, Any]:
-        """Correct a fact or agent trait (value: the new sentence) or a user trait (value:
-        low, medium or high). The old value stays in the memory's history."""
-        t, uid = await existing(ctx, user_id)
-        try:
-            event = await memory().correct_memory(
-                uid, internal_memory_id(t, memory_id), value, evidence
-            )
-        except UnknownMemory:
-            raise UnknownMemory(f"user {user_id!r} has no memory {memory_id!r}") from None
-        return {
-            "user_id": user_id,
-            "memory_id": memory_id,
-            "old": event.old,
-            "new": event.new,
-            "at": event.at,
-        }
-
-    @server.tool(annotations=ToolAnnotations(destructive_hint=True, idempotent_hint=True))
-    @_tool_errors
-    async def forget_user(user_id: str, ctx: Context) -> dict[str, Any]:
-        """Delete everything stored about the user (all tiers, archive, files). Other users
-        are untouched. To delete one memory, use delete_memory."""
-        _t, uid = await existing(ctx, user_id)
-        report = await memory().forget_user(uid)
-        return {"user_id": user_id, "removed_files": len(report.removed_files)}
-
+    server.memory = memory
+    server.tenant_of_request = tenant_of_request
+    server.fixed_tenant = fixed_tenant
+    for tool, hints in _TOOLS:
+        server.tool(annotations=hints)(tool)
     return server
+
+
+def _server(ctx: Context) -> _StrictMCPServer:
+    """The server a tool call came to (it holds the memory system and the tenancy)."""
+    server = ctx.mcp_server
+    assert isinstance(server, _StrictMCPServer)
+    return server
+
+
+def _memory(ctx: Context) -> AsyncMemoryOS:
+    return _server(ctx).memory()
+
+
+def _tenant(ctx: Context) -> str:
+    server = _server(ctx)
+    request = ctx.request_context.request
+    found = server.tenant_of_request(request) if request is not None else server.fixed_tenant
+    if found is None:
+        raise ToolError("no tenant for this call (an API key is required over HTTP)")
+    return found
+
+
+async def _existing(ctx: Context, user_id: str) -> tuple[str, str]:
+    t = _tenant(ctx)
+    uid = internal_id(t, user_id)
+    mem = _memory(ctx)
+    if not user_on_disk(mem.sync, uid) and uid not in await mem.active_users():
+        raise UnknownUser(f"no user {user_id!r}")
+    return t, uid
+
+
+# The tools: each is handed its call's context, which names the server (and so the memory
+# system and the tenancy) it came to.
+
+
+@_tool_errors
+async def add_turn(
+    user_id: str,
+    query: str,
+    response: str,
+    ctx: Context,
+    assistant_id: str = "default",
+    turn_key: str | None = None,
+) -> dict[str, str]:
+    """Store one exchange (the user's query and the assistant's response) in the user's
+    memory. Pass turn_key to make a retry store the turn only once."""
+    t = _tenant(ctx)
+    page_id = await _memory(ctx).add_turn(
+        internal_id(t, user_id),
+        query,
+        response,
+        None,
+        internal_id(t, assistant_id, "assistant_id"),
+        turn_key=turn_key,
+    )
+    return {"user_id": user_id, "page_id": page_id}
+
+
+@_tool_errors
+async def retrieve(
+    user_id: str, query: str, ctx: Context, assistant_id: str = "default", top_k: int = 10
+) -> dict[str, Any]:
+    """What the user's memory holds about query: the rendered context (recent dialogue,
+    relevant past turns, profile, facts, traits) and the ids of the pages it used."""
+    if not 1 <= top_k <= 100:
+        raise ToolError("top_k must be between 1 and 100")
+    t, uid = await _existing(ctx, user_id)
+    ctx_ = await _memory(ctx).retrieve(uid, query, internal_id(t, assistant_id, "assistant_id"))
+    return {
+        "user_id": user_id,
+        "context": ctx_.render(),
+        "page_ids": list(ctx_.page_ids()[:top_k]),
+        "facts": [i.text for i in ctx_.kb[:top_k]],
+    }
+
+
+@_tool_errors
+async def chat(
+    user_id: str, query: str, ctx: Context, assistant_id: str = "default"
+) -> dict[str, Any]:
+    """Answer query from the user's memory with the server's LLM, and store the turn.
+
+    ``degraded`` is true (with the ``reason``) when the LLM was unavailable and the
+    offline fallback wrote the reply."""
+    t = _tenant(ctx)
+    reply = await _memory(ctx).chat_reply(
+        internal_id(t, user_id), query, internal_id(t, assistant_id, "assistant_id")
+    )
+    return {
+        "user_id": user_id,
+        "reply": reply.text,
+        "degraded": reply.degraded,
+        "reason": reply.reason,
+    }
+
+
+@_tool_errors
+async def list_users(ctx: Context) -> list[str]:
+    """The users (of this tenant) that have stored memory."""
+    t = _tenant(ctx)
+    mem = _memory(ctx)
+    ids = set(await mem.users()) | set(await mem.active_users())
+    return sorted(u for u in (external_id(t, i) for i in ids) if u is not None)
+
+
+@_tool_errors
+async def list_memories(
+    user_id: str,
+    ctx: Context,
+    limit: int = DEFAULT_LIMIT,
+    cursor: str | None = None,
+    kind: str | None = None,
+) -> dict[str, Any]:
+    """The user's stored turns (page id, where it is: stm, mtm or archive; the query and
+    response), the facts learned about the user and the user's traits, one page at a
+    time: at most limit items (1..1000), in a fixed order (pages and facts oldest first,
+    then traits by name). If next_cursor is not null, call again with cursor=next_cursor for
+    the rest. kind: only page, fact or trait (comma-separated for several)."""
+    kinds = memory_kinds(kind) if kind else _MCP_KINDS
+    if not kinds <= _MCP_KINDS:
+        raise InvalidInput(f"kind must be among {', '.join(sorted(_MCP_KINDS))}")
+    check_limit(limit, MAX_LIMIT)
+    owner = _tenant(ctx)
+    after = None if cursor is None else decode_cursor(cursor, "memories", (int, int, str), owner)
+    _t, uid = await _existing(ctx, user_id)
+    listing = await read_listing(_memory(ctx), uid, kinds)
+    return mcp_memories(user_id, listing, limit, after, owner)
+
+
+@_tool_errors
+async def delete_memory(user_id: str, memory_id: str, ctx: Context) -> dict[str, Any]:
+    """Delete one memory of the user (memory_id from list_memories: page:p12,
+    segment:s3, fact:f7, trait:<name>, agent_trait:<assistant>:<id>) from every tier;
+    it is never retrieved again. What quoted a deleted turn goes with it (facts and
+    agent traits deleted, traits set back or cleared, its segment's summary made
+    again): "rewrote" names each."""
+    t, uid = await _existing(ctx, user_id)
+    try:
+        event = await _memory(ctx).delete_memory(uid, internal_memory_id(t, memory_id))
+    except UnknownMemory:
+        raise UnknownMemory(f"user {user_id!r} has no memory {memory_id!r}") from None
+    return {
+        "user_id": user_id,
+        "memory_id": memory_id,
+        "deleted": True,
+        "at": event.at,
+        "rewrote": [external_memory_id(t, mid) for mid in event.rewrote],
+    }
+
+
+@_tool_errors
+async def correct_memory(
+    user_id: str, memory_id: str, value: str, ctx: Context, evidence: str = ""
+) -> dict[str, Any]:
+    """Correct a fact or agent trait (value: the new sentence) or a user trait (value:
+    low, medium or high). The old value stays in the memory's history."""
+    t, uid = await _existing(ctx, user_id)
+    try:
+        event = await _memory(ctx).correct_memory(
+            uid, internal_memory_id(t, memory_id), value, evidence
+        )
+    except UnknownMemory:
+        raise UnknownMemory(f"user {user_id!r} has no memory {memory_id!r}") from None
+    return {
+        "user_id": user_id,
+        "memory_id": memory_id,
+        "old": event.old,
+        "new": event.new,
+        "at": event.at,
+    }
+
+
+@_tool_errors
+async def forget_user(user_id: str, ctx: Context) -> dict[str, Any]:
+    """Delete everything stored about the user (all tiers, archive, files). Other users
+    are untouched. To delete one memory, use delete_memory."""
+    _t, uid = await _existing(ctx, user_id)
+    report = await _memory(ctx).forget_user(uid)
+    return {"user_id": user_id, "removed_files": len(report.removed_files)}
+
+
+#: The tools, in the order ``tools/list`` names them, with their hints.
+_TOOLS: tuple[tuple[Callable[..., Awaitable[Any]], ToolAnnotations | None], ...] = (
+    (add_turn, ToolAnnotations(idempotent_hint=False, destructive_hint=False)),
+    (retrieve, ToolAnnotations(read_only_hint=True)),
+    (chat, None),
+    (list_users, ToolAnnotations(read_only_hint=True)),
+    (list_memories, ToolAnnotations(read_only_hint=True)),
+    (delete_memory, ToolAnnotations(destructive_hint=True, idempotent_hint=False)),
+    (correct_memory, ToolAnnotations(destructive_hint=False, idempotent_hint=True)),
+    (forget_user, ToolAnnotations(destructive_hint=True, idempotent_hint=True)),
+)

@@ -3,101 +3,107 @@ a query, and chat (retrieve, answer with the LLM, store the turn)."""
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Request
+from fastapi import Request
 
 from ..messages import ContextItem, MemoryContext
 from . import models as m
-from .docs import BODY_ERRORS, CHAT_ERRORS, NO_USER, USER_ID
+from .docs import BODY_ERRORS, CHAT_ERRORS, NO_USER, USER_ID, v1_router
 from .listing import profile_dict
-from .state import ServerState
+from .state import STATE, ServerState
 from .tenancy import internal_id
 
-__all__ = ["add_turn_routes"]
+__all__ = ["router"]
 
 
-def add_turn_routes(v1: APIRouter, state: ServerState) -> None:
-    """The turn, retrieval and chat routes, on the ``/v1`` router ``v1``."""
-    # The routes' summaries and docstrings are published as the API's documentation
-    # (Markdown, for API users).
+router = v1_router()
+"""The turn, retrieval and chat routes (under ``/v1``). Each route is handed the app's
+:class:`~.state.ServerState` as ``state``."""
 
-    @v1.post(
-        "/users/{user_id}/turns",
-        status_code=201,
-        summary="Add a turn",
-        response_model=m.AddTurnResponse,
-        tags=["memory"],
-        responses=BODY_ERRORS,
-        response_description="The turn is stored.",
+
+# The routes' summaries and docstrings are published as the API's documentation
+# (Markdown, for API users).
+@router.post(
+    "/users/{user_id}/turns",
+    status_code=201,
+    summary="Add a turn",
+    response_model=m.AddTurnResponse,
+    tags=["memory"],
+    responses=BODY_ERRORS,
+    response_description="The turn is stored.",
+)
+async def add_turn(
+    request: Request, body: m.AddTurnRequest, user_id: str = USER_ID, state: ServerState = STATE
+) -> m.AddTurnResponse:
+    """Store one exchange with the user: what the user said and what the assistant
+    answered. Answers once the turn is durable (in the user's write-ahead log).
+
+    Creates the user on the first turn. Send a `turn_key` (e.g. your message id) to make
+    a retry safe: a turn sent again with the key of one of the user's recent turns is
+    stored once, and the answer names the first page.
+    """
+    tenant = state.tenant_of(request)
+    page_id = await state.memory().add_turn(
+        internal_id(tenant, user_id),
+        body.query,
+        body.response,
+        body.timestamp,
+        internal_id(tenant, body.assistant_id, "assistant_id"),
+        turn_key=body.turn_key,
     )
-    async def add_turn(
-        request: Request, body: m.AddTurnRequest, user_id: str = USER_ID
-    ) -> m.AddTurnResponse:
-        """Store one exchange with the user: what the user said and what the assistant
-        answered. Answers once the turn is durable (in the user's write-ahead log).
+    return m.AddTurnResponse(user_id=user_id, page_id=page_id)
 
-        Creates the user on the first turn. Send a `turn_key` (e.g. your message id) to make
-        a retry safe: a turn sent again with the key of one of the user's recent turns is
-        stored once, and the answer names the first page.
-        """
-        tenant = state.tenant_of(request)
-        page_id = await state.memory().add_turn(
-            internal_id(tenant, user_id),
-            body.query,
-            body.response,
-            body.timestamp,
-            internal_id(tenant, body.assistant_id, "assistant_id"),
-            turn_key=body.turn_key,
-        )
-        return m.AddTurnResponse(user_id=user_id, page_id=page_id)
 
-    @v1.post(
-        "/users/{user_id}/retrieve",
-        summary="Retrieve memory for a query",
-        response_model=m.RetrieveResponse,
-        tags=["memory"],
-        responses={**NO_USER, **BODY_ERRORS},
-        response_description="What the memory holds about the query.",
+@router.post(
+    "/users/{user_id}/retrieve",
+    summary="Retrieve memory for a query",
+    response_model=m.RetrieveResponse,
+    tags=["memory"],
+    responses={**NO_USER, **BODY_ERRORS},
+    response_description="What the memory holds about the query.",
+)
+async def retrieve(
+    request: Request, body: m.RetrieveRequest, user_id: str = USER_ID, state: ServerState = STATE
+) -> m.RetrieveResponse:
+    """What the user's memory holds about `query`: the recent dialogue, earlier turns
+    relevant to it with their topic summaries, facts and traits learned about the user,
+    and the assistant's persona; each item with its id, score and where it came from.
+    `rendered` is the same as text to put in an LLM prompt. Reading changes nothing
+    but how "warm" the topics used are. 404 if the user has no data."""
+    tenant, uid = await state.known(request, user_id)
+    ctx = await state.memory().retrieve(
+        uid, body.query, internal_id(tenant, body.assistant_id, "assistant_id")
     )
-    async def retrieve(
-        request: Request, body: m.RetrieveRequest, user_id: str = USER_ID
-    ) -> m.RetrieveResponse:
-        """What the user's memory holds about `query`: the recent dialogue, earlier turns
-        relevant to it with their topic summaries, facts and traits learned about the user,
-        and the assistant's persona; each item with its id, score and where it came from.
-        `rendered` is the same as text to put in an LLM prompt. Reading changes nothing
-        but how "warm" the topics used are. 404 if the user has no data."""
-        tenant, uid = await state.known(request, user_id)
-        ctx = await state.memory().retrieve(
-            uid, body.query, internal_id(tenant, body.assistant_id, "assistant_id")
-        )
-        return _context(ctx, user_id, body.assistant_id, body.top_k)
+    return _context(ctx, user_id, body.assistant_id, body.top_k)
 
-    @v1.post(
-        "/users/{user_id}/chat",
-        summary="Answer from memory and store the turn",
-        response_model=m.ChatResponse,
-        tags=["memory"],
-        responses={**BODY_ERRORS, **CHAT_ERRORS},
-        response_description="The reply; the turn is stored.",
+
+@router.post(
+    "/users/{user_id}/chat",
+    summary="Answer from memory and store the turn",
+    response_model=m.ChatResponse,
+    tags=["memory"],
+    responses={**BODY_ERRORS, **CHAT_ERRORS},
+    response_description="The reply; the turn is stored.",
+)
+async def chat(
+    request: Request, body: m.ChatRequest, user_id: str = USER_ID, state: ServerState = STATE
+) -> m.ChatResponse:
+    """Retrieve memory for the message, answer it with the server's LLM, and store the
+    exchange as a turn. Creates the user on the first message.
+
+    During an LLM provider outage a simple offline answer is given instead and the
+    reply says so (`degraded`, `reason`). A provider configuration error (rejected key,
+    unknown model, unreachable address) is a 502 naming it (`ProviderAuthError`,
+    `ProviderModelNotFound`, `ProviderUnreachable`), never an offline answer; nothing
+    is stored then."""
+    tenant = state.tenant_of(request)
+    reply = await state.memory().chat_reply(
+        internal_id(tenant, user_id),
+        body.query,
+        internal_id(tenant, body.assistant_id, "assistant_id"),
     )
-    async def chat(request: Request, body: m.ChatRequest, user_id: str = USER_ID) -> m.ChatResponse:
-        """Retrieve memory for the message, answer it with the server's LLM, and store the
-        exchange as a turn. Creates the user on the first message.
-
-        During an LLM provider outage a simple offline answer is given instead and the
-        reply says so (`degraded`, `reason`). A provider configuration error (rejected key,
-        unknown model, unreachable address) is a 502 naming it (`ProviderAuthError`,
-        `ProviderModelNotFound`, `ProviderUnreachable`), never an offline answer; nothing
-        is stored then."""
-        tenant = state.tenant_of(request)
-        reply = await state.memory().chat_reply(
-            internal_id(tenant, user_id),
-            body.query,
-            internal_id(tenant, body.assistant_id, "assistant_id"),
-        )
-        return m.ChatResponse(
-            user_id=user_id, reply=reply.text, degraded=reply.degraded, reason=reply.reason
-        )
+    return m.ChatResponse(
+        user_id=user_id, reply=reply.text, degraded=reply.degraded, reason=reply.reason
+    )
 
 
 def _item(it: ContextItem) -> m.ContextItemOut:

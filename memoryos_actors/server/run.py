@@ -4,15 +4,13 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
 import json
 import logging
 import math
 import os
 import socket
-import sys
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -25,7 +23,7 @@ from .app import ServerSettings, create_app
 from .keys import check_tenant
 
 if TYPE_CHECKING:
-    pass
+    from .uvicorn_server import HTTPServer
 
 __all__ = ["serve", "serve_mcp_stdio"]
 
@@ -81,11 +79,11 @@ def _write_ready(path: Path, host: str, port: int) -> None:
 
 def _write_server_file(data_dir: Path, url: str, mcp: bool) -> Path | None:
     """Say where this server listens, in the data directory it holds (see
-    :data:`~memoryos_actors.store.lock.SERVER_FILE`): a command refused by the lock names
+    :func:`~memoryos_actors.operations.server_info`): a command refused by the lock names
     it. Advice only: a failure to write it is no reason not to serve."""
-    from ..store.lock import SERVER_FILE
+    from ..operations import server_info
 
-    path = Path(data_dir) / SERVER_FILE
+    path = server_info(data_dir)
     try:
         _write_json(path, {"url": url, "pid": os.getpid(), "mcp": mcp})
     except OSError:
@@ -122,70 +120,15 @@ def serve(
     work (snapshots and the WAL sync happen in any case), and this returns. A second signal
     stops waiting for the requests in flight; it never skips closing the memory system.
     """
-    import uvicorn
-
     from ..cluster import open_data_dir
 
-    server_file: Path | None = None  # set by _Server.startup, removed at the end
-
-    class _Server(uvicorn.Server):
-        @contextlib.contextmanager
-        def capture_signals(self) -> Iterator[None]:
-            # The signals are StopSignals' (below): uvicorn's own handling restores the
-            # default handlers after its shutdown and raises the signal again, which ends
-            # the process before the memory system is closed.
-            yield
-
-        async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
-            # Before uvicorn waits for the requests in flight: one still waiting for its
-            # body is answered 503 now, not dropped when the shutdown timeout ends.
-            app.stop_reading()
-            await super().shutdown(sockets=sockets)
-
-        async def startup(self, sockets: list[socket.socket] | None = None) -> None:
-            await super().startup(sockets=sockets)
-            if self.should_exit:
-                return
-            if settings.ready_file is not None:
-                _write_ready(settings.ready_file, settings.host, port)
-            nonlocal server_file
-            url = f"http://{settings.host}:{port}"
-            door = getattr(memory, "door", None)
-            if door is not None:
-                # One of several front doors: each says where it listens in its own door
-                # file (the SERVER file names one server holding the directory alone).
-                door.set_url(url)
-            else:
-                server_file = _write_server_file(settings.data_dir, url, settings.mcp)
-            print(
-                f"memoryos: serving http://{settings.host}:{port} (OpenAPI at /docs)",
-                file=sys.stderr,
-                flush=True,
-            )
-
-    server: _Server | None = None
+    signalled: list[HTTPServer] = []  # the server, once made, for the signal handler
 
     def on_signal(count: int) -> None:
-        if server is not None:
-            server.should_exit = True
-            if count > 1:
-                # uvicorn stops waiting for the requests in flight and skips the app's
-                # shutdown; asyncio cancels what is left when uvicorn's loop ends.
-                server.force_exit = True
-
-    def quiet_cancellations(record: logging.LogRecord) -> bool:
-        # After a forced stop uvicorn logs every request it dropped, and the app's lifespan,
-        # as a CancelledError with its traceback: the stop notice already says so.
-        if stop.hurry and record.levelno >= logging.ERROR:
-            exc = record.exc_info[1] if record.exc_info else None
-            if isinstance(exc, asyncio.CancelledError) or (
-                exc is None and "CancelledError" in record.getMessage()
-            ):
-                return False
-        return True
+        for server in signalled:
+            server.on_signal(count)
 
     proxies = _trusted_proxies(settings.forwarded_allow_ips)
-    uvicorn_log = logging.getLogger("uvicorn.error")
     with StopSignals(
         f"finishing the requests in flight (at most {shutdown_timeout:g} s), "
         "then closing the memory system",
@@ -197,55 +140,79 @@ def serve(
             # Opened here, not in the app's lifespan, so a locked or damaged data directory
             # is the typed error the CLI reports (exit code 2), not a log line from uvicorn.
             memory = open_data_dir(
-                settings.data_dir,
-                settings.config,
-                ray=ray,
-                shards=shards,
-                shared=ray is not False,
+                settings.data_dir, settings.config, ray=ray, shards=shards, shared=ray is not False
             )
         except BaseException:
             sock.close()
             raise
         try:
-            port = sock.getsockname()[1]
-            door = getattr(memory, "door", None)
-            if door is not None and settings.door_count is None:
-                # A front door: each key's limit is shared with the other live doors.
-                from ..cluster import live_doors
-
-                door_dir = door.data_dir
-                settings = dataclasses.replace(settings, door_count=lambda: live_doors(door_dir))
-            app = create_app(settings, memory=memory)
-            # uvicorn takes whole seconds here: rounded up, a request in flight gets at
-            # least the time asked for.
-            config = uvicorn.Config(
-                app,
-                lifespan="on",
-                log_level="warning",
-                access_log=False,
-                timeout_graceful_shutdown=math.ceil(shutdown_timeout),
-                server_header=False,
-                # X-Forwarded-For names the client only when a proxy the operator named
-                # sent it: believed from any local peer (uvicorn's default), a client on
-                # this machine could pick a new address for each guess at the memory
-                # page's login. An explicit list, so $FORWARDED_ALLOW_IPS is not read.
-                proxy_headers=bool(proxies),
-                forwarded_allow_ips=proxies,
-            )
-            server = _Server(config)
+            server = _http_server(settings, memory, sock, shutdown_timeout, proxies)
+            signalled.append(server)
             if stop.requested:  # a signal while the memory system was opening
                 on_signal(stop.count)
-            uvicorn_log.addFilter(quiet_cancellations)
-            server.run(sockets=[sock])
+            _run(server, sock, stop)
         finally:
-            uvicorn_log.removeFilter(quiet_cancellations)
             sock.close()
-            if server_file is not None:
-                server_file.unlink(missing_ok=True)  # before the lock goes with close()
+            if signalled and signalled[0].server_file is not None:
+                signalled[0].server_file.unlink(missing_ok=True)  # before close() drops the lock
             stop.closing()
             memory.close(timeout=shutdown_timeout)
         if not stop.requested and not server.started:
             raise StorageError("the server did not start; the error is logged above")
+
+
+def _http_server(
+    settings: ServerSettings,
+    memory: Any,
+    sock: socket.socket,
+    shutdown_timeout: float,
+    proxies: list[str],
+) -> HTTPServer:
+    """The uvicorn server of the app over the open ``memory``, to listen on ``sock``."""
+    import uvicorn
+
+    from .uvicorn_server import HTTPServer
+
+    port = sock.getsockname()[1]
+    door = getattr(memory, "door", None)
+    if door is not None and settings.door_count is None:
+        # A front door: each key's limit is shared with the other live doors.
+        from ..cluster import live_doors
+
+        door_dir = door.data_dir
+        settings = dataclasses.replace(settings, door_count=lambda: live_doors(door_dir))
+    app = create_app(settings, memory=memory)
+    # uvicorn takes whole seconds here: rounded up, a request in flight gets at least the
+    # time asked for.
+    config = uvicorn.Config(
+        app,
+        lifespan="on",
+        log_level="warning",
+        access_log=False,
+        timeout_graceful_shutdown=math.ceil(shutdown_timeout),
+        server_header=False,
+        # X-Forwarded-For names the client only when a proxy the operator named sent it:
+        # believed from any local peer (uvicorn's default), a client on this machine
+        # could pick a new address for each guess at the memory page's login. An
+        # explicit list, so $FORWARDED_ALLOW_IPS is not read.
+        proxy_headers=bool(proxies),
+        forwarded_allow_ips=proxies,
+    )
+    return HTTPServer(config, settings, port, memory, app)
+
+
+def _run(server: HTTPServer, sock: socket.socket, stop: StopSignals) -> None:
+    """Serve on ``sock`` until ``server`` stops, without uvicorn's noise after a forced
+    stop."""
+    from .uvicorn_server import QuietCancellations
+
+    uvicorn_log = logging.getLogger("uvicorn.error")
+    quiet = QuietCancellations(stop)
+    uvicorn_log.addFilter(quiet)
+    try:
+        server.run(sockets=[sock])
+    finally:
+        uvicorn_log.removeFilter(quiet)
 
 
 def serve_mcp_stdio(

@@ -6,11 +6,11 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-from fastapi import Request
+from fastapi import Depends, Request
 
 from ..aio import AsyncMemoryOS
 from ..errors import MemoryOSError, SystemClosed, UnknownMemory, UnknownUser
-from ..store.userstore import user_exists
+from ..operations import user_exists
 from .gate import KEY_SCOPE
 from .keys import KeyRecord
 from .readiness import ShardReadiness
@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 #: How long ``/metrics`` waits for the shards to say they are up, seconds.
 _SHARD_PROBE_S = 1.0
 
-__all__ = ["ServerState", "user_on_disk"]
+__all__ = ["STATE", "ServerState", "server_state", "user_on_disk"]
 
 
 def user_on_disk(memory: Any, uid: str) -> bool:
@@ -106,3 +106,14 @@ class ServerState:
             return tenant, await call(self.memory(), uid, internal_memory_id(tenant, memory_id))
         except UnknownMemory:
             raise UnknownMemory(f"user {user_id!r} has no memory {memory_id!r}") from None
+
+
+def server_state(request: Request) -> ServerState:
+    """The :class:`ServerState` of the app serving ``request`` (set by
+    :func:`~.app.create_app`): what a route is handed through :data:`STATE`."""
+    state: ServerState = request.app.state.server
+    return state
+
+
+#: A route's parameter ``state: ServerState = STATE`` is the app's :class:`ServerState`.
+STATE: Any = Depends(server_state)

@@ -98,26 +98,23 @@ def external_id(tenant: str, internal: str) -> str | None:
 def internal_memory_id(tenant: str, memory_id: str) -> str:
     """The library's id of the tenant's memory ``memory_id``: an agent trait names its
     assistant, which is scoped to the tenant like user ids."""
-    from ..store.edits import MemoryRef, parse_memory_id
+    from ..operations import agent_trait_id, parse_memory_id
 
     ref = parse_memory_id(memory_id)
     if ref.kind != "agent_trait":
         return ref.memory_id
-    return MemoryRef(
-        ref.kind, ref.key, internal_id(tenant, ref.assistant, "assistant_id")
-    ).memory_id
+    return agent_trait_id(memory_id, internal_id(tenant, ref.assistant, "assistant_id"))
 
 
 def external_memory_id(tenant: str, memory_id: str) -> str:
     """The tenant's id of library memory id ``memory_id`` (inverse of
     :func:`internal_memory_id`)."""
-    from ..store.edits import MemoryRef, parse_memory_id
+    from ..operations import agent_trait_id, parse_memory_id
 
     ref = parse_memory_id(memory_id)
     if ref.kind != "agent_trait":
         return memory_id
-    aid = external_id(tenant, ref.assistant) or ref.assistant
-    return MemoryRef(ref.kind, ref.key, aid).memory_id
+    return agent_trait_id(memory_id, external_id(tenant, ref.assistant) or ref.assistant)
 
 
 def relabel_user_id(value: Any, internal: str, external: str) -> Any:
@@ -160,7 +157,7 @@ def tenant_export_file(
 ) -> Path:
     """Rewrite the export file at ``path`` (of library user ``internal``) as ``tenant``
     names it (:func:`export_for_tenant`), in the same encoding; returns the path."""
-    from ..store.export import read_export, write_export
+    from ..operations import read_export, write_export
 
     return write_export(path, export_for_tenant(read_export(path), tenant, internal, external))
 

@@ -7,6 +7,11 @@ type checker (the facade's ``open`` names the sharded facade it may return). A m
 ``supervisor`` package is general and imports nothing of this project; and the
 package-level import graph has no cycle. A module this file does not place fails the test:
 a new module says where it belongs.
+
+The front ends (``server`` and ``cli``) stand on the public API only: they import nothing
+from ``store``, ``actors``, ``tiers``, ``gateway`` or the disk tools, not even for a type
+(imports under ``if TYPE_CHECKING:`` count here); what they need from a data directory
+goes through :mod:`memoryos_actors.operations`.
 """
 
 from __future__ import annotations
@@ -78,6 +83,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "memoryos_actors.inspection",
         "memoryos_actors.portability",
         "memoryos_actors.memories",
+        "memoryos_actors.operations",
     ),
     # Faces of the facade: asyncio, and shards.
     ("memoryos_actors.aio", "memoryos_actors.cluster"),
@@ -95,8 +101,9 @@ def _module_name(path: Path) -> str:
     return ".".join(parts)
 
 
-def _imports(path: Path, module: str) -> set[str]:
-    """Every project module ``module`` (the file ``path``) imports, by full name."""
+def _imports(path: Path, module: str, *, typing_too: bool = False) -> set[str]:
+    """Every project module ``module`` (the file ``path``) imports, by full name; with
+    ``typing_too``, those imported under ``if TYPE_CHECKING:`` as well."""
     package = module if path.name == "__init__.py" else module.rsplit(".", 1)[0]
     tree = ast.parse(path.read_text(encoding="utf-8"))
     typing_only = {
@@ -108,7 +115,7 @@ def _imports(path: Path, module: str) -> set[str]:
     }
     found: set[str] = set()
     for node in ast.walk(tree):
-        if id(node) in typing_only:
+        if id(node) in typing_only and not typing_too:
             continue
         if isinstance(node, ast.ImportFrom):
             if node.level:
@@ -127,8 +134,9 @@ def _imports(path: Path, module: str) -> set[str]:
     return found
 
 
-def _graph() -> dict[str, set[str]]:
-    """Module -> the project modules it imports (names resolved to existing modules)."""
+def _graph(*, typing_too: bool = False) -> dict[str, set[str]]:
+    """Module -> the project modules it imports (names resolved to existing modules); with
+    ``typing_too``, imports for the type checker only count too."""
     files = {
         _module_name(p): p
         for package in ("memoryos_actors", "supervisor")
@@ -142,7 +150,7 @@ def _graph() -> dict[str, set[str]]:
 
     graph: dict[str, set[str]] = {}
     for module, path in files.items():
-        targets = {resolve(n) for n in _imports(path, module)}
+        targets = {resolve(n) for n in _imports(path, module, typing_too=typing_too)}
         graph[module] = {t for t in targets if t is not None and t != module}
     return graph
 
@@ -212,6 +220,70 @@ def package_cycle(graph: dict[str, set[str]]) -> list[str] | None:
         if node not in state and (cycle := visit(node)):
             return cycle
     return None
+
+
+#: The front ends: they use the public API (the facade and its faces) and
+#: :mod:`memoryos_actors.operations`, nothing below.
+FRONT_ENDS = ("memoryos_actors.server", "memoryos_actors.cli")
+
+#: What the front ends may not import: the storage, the actors, the tier cores, the LLM
+#: gateway and the disk tools.
+BELOW_THE_API = (
+    "memoryos_actors.store",
+    "memoryos_actors.actors",
+    "memoryos_actors.tiers",
+    "memoryos_actors.gateway",
+    "memoryos_actors.repair",
+    "memoryos_actors.checkup",
+    "memoryos_actors.disk_stats",
+    "memoryos_actors.import_check",
+)
+
+
+def _within(module: str, names: tuple[str, ...]) -> bool:
+    return any(module == n or module.startswith(n + ".") for n in names)
+
+
+def front_end_reaches(graph: dict[str, set[str]]) -> list[str]:
+    """Every import in ``graph`` from a front end to something below the public API."""
+    return sorted(
+        f"{module} -> {target}"
+        for module, targets in graph.items()
+        if _within(module, FRONT_ENDS)
+        for target in targets
+        if _within(target, BELOW_THE_API)
+    )
+
+
+def test_the_front_ends_import_only_the_public_api() -> None:
+    assert front_end_reaches(_graph(typing_too=True)) == []
+
+
+def test_the_front_end_rule_counts_imports_for_the_type_checker(tmp_path: Path) -> None:
+    """An import under ``if TYPE_CHECKING:`` is a reach below the API too (it ties the
+    front end to a module's shape), and a front end importing the operations facade is
+    not one."""
+    src = tmp_path / "mod.py"
+    src.write_text(
+        "from typing import TYPE_CHECKING\n"
+        "from ..operations import list_users\n"
+        "if TYPE_CHECKING:\n"
+        "    from ..store.userstore import UserStore\n",
+        encoding="utf-8",
+    )
+    module = "memoryos_actors.server.mod"
+    assert "memoryos_actors.store.userstore.UserStore" not in _imports(src, module)
+    found = _imports(src, module, typing_too=True)
+    assert "memoryos_actors.store.userstore.UserStore" in found
+    graph = {
+        module: {"memoryos_actors.store.userstore", "memoryos_actors.operations"},
+        "memoryos_actors.cli.views": {"memoryos_actors.disk_stats"},
+        "memoryos_actors.system": {"memoryos_actors.store.userstore"},
+    }
+    assert front_end_reaches(graph) == [
+        "memoryos_actors.cli.views -> memoryos_actors.disk_stats",
+        "memoryos_actors.server.mod -> memoryos_actors.store.userstore",
+    ]
 
 
 def test_no_module_imports_a_higher_layer() -> None:

@@ -1,5 +1,5 @@
-"""The server's memory listing shows every stored turn once, even right after adding, and
-never waits: it reads the user's state once, whatever was deleted."""
+"""The server's memory listing (HTTP and MCP) is the library's: it shows every stored turn
+once, even right after adding, and whatever was deleted, with one call of ``memories()``."""
 
 from __future__ import annotations
 
@@ -13,32 +13,28 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integration"))
 from sysutil import SMALL, turn_text
 
 from memoryos_actors import AsyncMemoryOS, MemoryConfig
-from memoryos_actors.server.listing import page_count, read_memories
+from memoryos_actors.server.listing import Listing, page_parts, read_listing
+
+PAGES = frozenset({"page"})
 
 
 class _CountingReads:
-    """The two calls a listing makes, passed on to ``mem`` and counted."""
+    """The calls a listing makes, passed on to ``mem`` and counted."""
 
     def __init__(self, mem: AsyncMemoryOS) -> None:
         self.mem = mem
-        self.state_reads = 0
+        self.listings = 0
+
+    async def memories(self, uid: str, kinds: Any = None) -> Any:
+        self.listings += 1
+        return await self.mem.memories(uid, kinds)
 
     async def user_state(self, uid: str) -> Any:
-        self.state_reads += 1
         return await self.mem.user_state(uid)
 
-    async def archive(self, uid: str) -> Any:
-        return await self.mem.archive(uid)
 
-
-def _listed_ids(state: Any, archived: list[dict[str, Any]]) -> list[str]:
-    ids = list(state.page_ids())
-    for rec in archived:
-        if rec["t"] == "segment":
-            ids.extend(str(p["page_id"]) for p in rec["segment"]["pages"])
-        elif rec["t"] == "page":
-            ids.append(str(rec["page"]["page_id"]))
-    return ids
+def _listed_ids(listing: Listing) -> list[str]:
+    return [m.memory_id.split(":", 1)[1] for m in listing.memories if m.kind == "page"]
 
 
 def test_listing_right_after_adding_shows_every_turn_once(tmp_path: Path) -> None:
@@ -47,17 +43,17 @@ def test_listing_right_after_adding_shows_every_turn_once(tmp_path: Path) -> Non
             for n in range(40):
                 await mem.add_turn("ann", f"turn {n} about rivers", "ok")
                 reads = _CountingReads(mem)
-                state, archived = await read_memories(reads, "ann")  # type: ignore[arg-type]
-                assert page_count(state, archived) == state.turns == n + 1
-                assert sorted(_listed_ids(state, archived)) == sorted(
-                    f"p{i}" for i in range(1, n + 2)
-                )
-                assert reads.state_reads == 1  # complete at the first read, no settling
+                listing = await read_listing(reads, "ann", PAGES)  # type: ignore[arg-type]
+                assert len(_listed_ids(listing)) == listing.turns == n + 1
+                assert sorted(_listed_ids(listing)) == sorted(f"p{i}" for i in range(1, n + 2))
+                assert reads.listings == 1  # the library's one listing, called once
 
     asyncio.run(main())
 
 
-def test_a_listing_after_a_delete_reads_once_and_lists_every_other_turn(tmp_path: Path) -> None:
+def test_a_listing_after_a_delete_calls_the_library_once_and_lists_every_other_turn(
+    tmp_path: Path,
+) -> None:
     # Deleted turns still count in `turns`: a listing that waits until it sees `turns`
     # pages re-read the state until its deadline after any delete.
     async def main() -> None:
@@ -70,11 +66,40 @@ def test_a_listing_after_a_delete_reads_once_and_lists_every_other_turn(tmp_path
                 assert (await mem.get_memory("ann", f"page:{page}")).tier == tier
                 await mem.delete_memory("ann", f"page:{page}")
             reads = _CountingReads(mem)
-            state, archived = await read_memories(reads, "ann")  # type: ignore[arg-type]
-            assert reads.state_reads == 1
-            assert state.turns == 120
-            assert sorted(_listed_ids(state, archived)) == sorted(
+            listing = await read_listing(reads, "ann", PAGES)  # type: ignore[arg-type]
+            assert reads.listings == 1
+            assert listing.turns == 120
+            assert sorted(_listed_ids(listing)) == sorted(
                 f"p{i}" for i in range(1, 121) if i not in (2, 60, 119)
             )
+
+    asyncio.run(main())
+
+
+def test_the_server_lists_what_the_library_lists_in_every_tier(tmp_path: Path) -> None:
+    """The HTTP listing's memories are ``memories()``'s, in its order, for every kind and
+    tier, and a page's query and response come back apart."""
+
+    async def main() -> None:
+        async with await AsyncMemoryOS.open(tmp_path, MemoryConfig(**SMALL)) as mem:
+            for n in range(1, 121):
+                await mem.add_turn("ann", *turn_text("ann", n))
+            await mem.flush()
+            library = list(await mem.memories("ann"))
+            listing = await read_listing(mem, "ann", frozenset(m.kind for m in library))
+            assert [m.memory_id for m in listing.memories] == [m.memory_id for m in library]
+            assert {m.tier for m in listing.memories if m.kind == "page"} == {
+                "stm",
+                "mtm",
+                "archive",
+            }
+            first = next(m for m in listing.memories if m.memory_id == "page:p1")
+            assert page_parts(first) == turn_text("ann", 1)
+            # A query of two lines, still in STM: listed as it was said, not split at
+            # its first line break.
+            page = await mem.add_turn("ann", "two\nlines", "one reply")
+            listing = await read_listing(mem, "ann", PAGES)
+            latest = next(m for m in listing.memories if m.memory_id == f"page:{page}")
+            assert listing.page_parts(latest) == ("two\nlines", "one reply")
 
     asyncio.run(main())

@@ -5,8 +5,17 @@ Server-rendered HTML (Jinja2 templates shipped in this package, autoescaped) wit
 small script file; no CDN, no build step. Behind the server's API keys: a key is entered
 once on a login form, and the browser then holds only an opaque session id (see
 :mod:`.sessions`). Every page reads, and every form writes, through the same library calls
-as the JSON API. :func:`mount_ui` adds it to the server's FastAPI app; jinja2 is imported
-only then.
+as the JSON API, with the same tenant scoping: a session sees the users of its key's
+tenant only, and another tenant's user is a 404 page. Lists are paginated so a page costs
+the same whatever the length of a history.
+
+One module per page, each adding its routes (module-level functions) to the one ``/ui``
+router of :mod:`.state`: :mod:`.login` (``/ui``, log in and out, static files),
+:mod:`.users`, :mod:`.overview` (a user), :mod:`.archive`, :mod:`.profile`,
+:mod:`.search` and :mod:`.memory` (one memory, its deletion and correction). A route is
+handed the page's state (:class:`.state.MemoryPage`) by a FastAPI dependency on the
+app's state. :func:`mount_ui` adds the router to the server's FastAPI app; jinja2 is
+imported only then.
 """
 
 from __future__ import annotations
@@ -24,6 +33,9 @@ if TYPE_CHECKING:
 
 __all__ = ["mount_ui"]
 
+#: The page modules, in the order their routes are added.
+_PAGES = ("login", "users", "overview", "archive", "profile", "search", "memory")
+
 
 def mount_ui(
     app: Any,
@@ -36,6 +48,13 @@ def mount_ui(
 ) -> None:
     """Serve the memory page at ``/ui`` of the FastAPI ``app``: ``memory()`` is the open
     memory system, ``keys`` the server's key file, ``limiter`` its per-key request limit."""
-    from .routes import build_router
+    # Each page module adds its routes to the router when first imported.
+    import importlib
 
-    app.include_router(build_router(memory, keys, limiter, data_dir, config))
+    from .state import MemoryPage, router
+
+    for page in _PAGES:
+        importlib.import_module(f"{__name__}.{page}")
+
+    app.state.memory_page = MemoryPage(memory, keys, limiter, data_dir, config)
+    app.include_router(router)
