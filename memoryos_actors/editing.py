@@ -400,6 +400,8 @@ class MemoryEditing:
                             p.timestamp,
                             assistant_id=p.assistant_id,
                             chain_id=p.chain_id or None,
+                            query=p.query,
+                            response=p.response,
                         )
                     )
             for seg in mtm.segments:
@@ -414,6 +416,8 @@ class MemoryEditing:
                             assistant_id=p.assistant_id,
                             segment_id=seg.segment_id,
                             chain_id=p.chain_id or None,
+                            query=p.query,
+                            response=p.response,
                         )
                         for p in seg.pages
                     )
@@ -426,6 +430,8 @@ class MemoryEditing:
                             seg.summary,
                             seg.created,
                             page_ids=tuple(p.page_id for p in seg.pages),
+                            heat=seg.heat,
+                            keywords=tuple(sorted(seg.keywords)),
                         )
                     )
         edits = entry.store.edits if entry.store is not None else None

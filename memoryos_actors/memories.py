@@ -52,6 +52,10 @@ class Memory:
         evidence: a trait's evidence.
         edited: whether it was corrected since it was learned.
         chain_id: the dialogue chain of a page.
+        query: a page's query, as stored (``text`` joins it to the response).
+        response: a page's response, as stored.
+        heat: a segment's heat when it was last placed or evicted (0.0 for other kinds).
+        keywords: a segment's keywords, sorted.
     """
 
     memory_id: str
@@ -66,6 +70,10 @@ class Memory:
     evidence: str = ""
     edited: bool = False
     chain_id: str | None = None
+    query: str = ""
+    response: str = ""
+    heat: float = 0.0
+    keywords: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,6 +151,8 @@ def archived_memory(item: Any, corrected: Any) -> Memory:
             assistant_id=assistant_id,
             segment_id=item.segment_id,
             chain_id=chain_id,
+            query=query,
+            response=response,
         )
     owner = item.owner
     mid = item.memory_id
@@ -186,6 +196,8 @@ def archived_in(store: UserStore, kinds: frozenset[str]) -> list[Memory]:
                         str(seg.get("summary", "")),
                         float(seg.get("created", 0.0)),
                         page_ids=tuple(str(p["page_id"]) for p in held.pages),
+                        heat=float(seg.get("heat", 0.0)),
+                        keywords=tuple(sorted(seg.get("keywords", ()))),
                     )
                 )
             if "page" in kinds:
@@ -199,6 +211,8 @@ def archived_in(store: UserStore, kinds: frozenset[str]) -> list[Memory]:
                         assistant_id=str(p.get("assistant_id", "")) or None,
                         segment_id=sid,
                         chain_id=str(p.get("chain_id") or "") or None,
+                        query=str(p["query"]),
+                        response=str(p["response"]),
                     )
                     for p in held.pages
                 )

@@ -330,8 +330,8 @@ class LPMActor(SupervisedActor):
             item = self.env.store.cold.item(item_id) if item_id else None
         except MemoryOSError:
             item = None
-        source = item.record.get("source_segment") if item is not None else None
-        return str(source) if source else None
+        source = item.source_segment if item is not None else None
+        return source or None
 
     def _apply_edit(self, edit: EditRecord, lsn: int) -> None:
         """Apply an edit record (live or replayed): idempotent."""
@@ -495,4 +495,4 @@ def _owned(item: Any, prefix: str, assistant_id: str) -> bool:
         return False
     if ":" not in item.item_id[len(prefix) :]:
         return True
-    return bool(item.record.get("assistant") == assistant_id)
+    return bool(item.owner == assistant_id)

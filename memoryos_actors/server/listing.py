@@ -25,7 +25,6 @@ __all__ = [
     "Listing",
     "memories_response",
     "memory_kinds",
-    "page_parts",
     "profile_dict",
     "read_listing",
 ]
@@ -52,24 +51,14 @@ def memory_kinds(given: Iterable[str] | str | None) -> frozenset[str]:
 class Listing:
     """Every memory of a user of some kinds (the library's listing, in its order), with
     what a listing shows beside them that a :class:`~memoryos_actors.Memory` does not
-    hold: the turns stored so far, each assistant's profile, and, while STM and MTM hold
-    them, a page's query and response apart and a segment's heat and keywords."""
+    hold: the turns stored so far and each assistant's profile."""
 
-    __slots__ = ("agents", "memories", "pages", "segments", "turns")
+    __slots__ = ("agents", "memories", "turns")
 
     def __init__(self, state: UserState, memories: list[Memory]) -> None:
         self.memories = memories
         self.turns = state.turns
         self.agents: dict[str, AgentProfile] = {a: v["profile"] for a, v in state.agents.items()}
-        self.segments = {seg.segment_id: (seg.heat, sorted(seg.keywords)) for seg in state.segments}
-        held = (*state.outbox, *state.stm, *(p for seg in state.segments for p in seg.pages))
-        self.pages = {p.page_id: (p.query, p.response) for p in held}
-
-    def page_parts(self, memory: Memory) -> tuple[str, str]:
-        """Page ``memory``'s query and response: as STM or MTM holds them, else (an
-        archived page) its text split at the first line break (:func:`page_parts`)."""
-        found = self.pages.get(memory.memory_id.partition(":")[2])
-        return found if found is not None else page_parts(memory)
 
 
 async def read_listing(mem: AsyncMemoryOS, uid: str, kinds: frozenset[str]) -> Listing:
@@ -77,18 +66,10 @@ async def read_listing(mem: AsyncMemoryOS, uid: str, kinds: frozenset[str]) -> L
     under its tenant's cursor), from :meth:`~memoryos_actors.api.AsyncMemoryAPI.memories`.
 
     The user's state is read for what is not a memory: the turn count and the assistants'
-    profiles (and a segment's heat and keywords while MTM holds it)."""
+    profiles."""
     memories = list(await mem.memories(uid, sorted(kinds)))
     state = await mem.user_state(uid)
     return Listing(state, memories)
-
-
-def page_parts(memory: Memory) -> tuple[str, str]:
-    """A page memory's query and response: its text is the two on two lines, taken here
-    to part at the first line break (a query of several lines is split wrongly: a
-    :class:`~memoryos_actors.Memory` does not hold the two apart)."""
-    query, _, response = memory.text.partition("\n")
-    return query, response
 
 
 def profile_dict(profile: UserProfile | AgentProfile) -> dict[str, Any]:
@@ -105,7 +86,7 @@ def _http_item(tenant: str, memory: Memory, listing: Listing) -> tuple[str, Any]
         return external_id(tenant, internal) or internal
 
     if memory.kind == "page":
-        query, response = listing.page_parts(memory)
+        query, response = memory.query, memory.response
         ref = parse_memory_id(memory.memory_id)
         return "pages", m.PageOut(
             page_id=ref.key,
@@ -119,14 +100,13 @@ def _http_item(tenant: str, memory: Memory, listing: Listing) -> tuple[str, Any]
         )
     if memory.kind == "segment":
         sid = parse_memory_id(memory.memory_id).key
-        heat, keywords = listing.segments.get(sid, (0.0, [])) if memory.tier == "mtm" else (0.0, [])
         return "segments", m.SegmentOut(
             segment_id=sid,
             memory_id=memory.memory_id,
             location=memory.tier,  # type: ignore[arg-type]  # mtm or archive
-            heat=heat,
+            heat=memory.heat,
             summary=memory.text,
-            keywords=keywords,
+            keywords=list(memory.keywords),
             page_ids=list(memory.page_ids),
         )
     if memory.kind == "trait":

@@ -107,7 +107,7 @@ def mcp_memories(
     for memory in listing.memories:
         key = memory.memory_id.split(":", 1)[1]
         if memory.kind == "page":
-            query, response = listing.page_parts(memory)
+            query, response = memory.query, memory.response
             found.append(
                 {
                     "page_id": key,

@@ -137,7 +137,7 @@ def _query_side(item: ColdItem | ColdRow) -> int:
         return item.query_terms
     # Indexed before the count was kept: read it from the archived page itself (a narrow
     # row always has the count: the index fills it in for every page).
-    return len(terms(str(_full(item).record.get("query", ""))))
+    return len(terms(_full(item).page_parts()[0]))
 
 
 def _full(item: ColdItem | ColdRow) -> ColdItem:

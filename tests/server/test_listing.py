@@ -13,7 +13,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integration"))
 from sysutil import SMALL, turn_text
 
 from memoryos_actors import AsyncMemoryOS, MemoryConfig
-from memoryos_actors.server.listing import Listing, page_parts, read_listing
+from memoryos_actors.server.listing import Listing, read_listing
 
 PAGES = frozenset({"page"})
 
@@ -81,9 +81,16 @@ def test_the_server_lists_what_the_library_lists_in_every_tier(tmp_path: Path) -
     tier, and a page's query and response come back apart."""
 
     async def main() -> None:
-        async with await AsyncMemoryOS.open(tmp_path, MemoryConfig(**SMALL)) as mem:
+        async with await AsyncMemoryOS.open(
+            tmp_path, MemoryConfig(**{**SMALL, "mtm_capacity": 3})
+        ) as mem:
+            # Queries of two lines, listed as they were said wherever the page is, the
+            # archive included (not split at the first line break).
+            said = {}
             for n in range(1, 121):
-                await mem.add_turn("ann", *turn_text("ann", n))
+                query, response = turn_text("ann", n)
+                page = await mem.add_turn("ann", f"{query}\nand more", response)
+                said[page] = (f"{query}\nand more", response)
             await mem.flush()
             library = list(await mem.memories("ann"))
             listing = await read_listing(mem, "ann", frozenset(m.kind for m in library))
@@ -93,13 +100,20 @@ def test_the_server_lists_what_the_library_lists_in_every_tier(tmp_path: Path) -
                 "mtm",
                 "archive",
             }
-            first = next(m for m in listing.memories if m.memory_id == "page:p1")
-            assert page_parts(first) == turn_text("ann", 1)
-            # A query of two lines, still in STM: listed as it was said, not split at
-            # its first line break.
-            page = await mem.add_turn("ann", "two\nlines", "one reply")
+            pages = [m for m in listing.memories if m.kind == "page"]
+            assert {m.memory_id.split(":", 1)[1]: (m.query, m.response) for m in pages} == said
+            # Segments keep their heat and keywords in MTM and in the archive alike.
+            segments = [m for m in listing.memories if m.kind == "segment"]
+            assert {m.tier for m in segments} == {"mtm", "archive"}
+            assert all(m.keywords for m in segments)
+            assert all(m.heat > 0 for m in segments if m.tier == "mtm")
+            page = await mem.add_turn("ann", "three\nmore\nlines", "a reply")
             listing = await read_listing(mem, "ann", PAGES)
             latest = next(m for m in listing.memories if m.memory_id == f"page:{page}")
-            assert listing.page_parts(latest) == ("two\nlines", "one reply")
+            assert (latest.tier, latest.query, latest.response) == (
+                "stm",
+                "three\nmore\nlines",
+                "a reply",
+            )
 
     asyncio.run(main())
