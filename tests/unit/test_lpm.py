@@ -298,12 +298,23 @@ def test_a_trait_keeps_the_history_of_its_changes_until_it_is_cleared() -> None:
 def test_an_archived_agent_trait_is_matched_to_its_own_assistant_only() -> None:
     """LPM decides whose archived trait it is from the cold item's id, and reads the
     record only when a colon leaves the id's split in doubt."""
-    from types import SimpleNamespace
-
     from memoryos_actors.actors.lpm import _owned
+    from memoryos_actors.cold_items import ColdItem
 
-    def item(item_id: str, assistant: str) -> SimpleNamespace:
-        return SimpleNamespace(item_id=item_id, record={"assistant": assistant})
+    def item(item_id: str, assistant: str) -> ColdItem:
+        return ColdItem(
+            item_id=item_id,
+            kind="agent_trait",
+            seq=None,
+            segment_id=None,
+            timestamp=0.0,
+            archive_seq=0,
+            text="",
+            keywords=frozenset(),
+            terms=(),
+            embedding=None,
+            raw_record={"assistant": assistant, "entry_id": "a1"},
+        )
 
     assert _owned(item("agent_trait:coach:a1", "coach"), "agent_trait:coach:", "coach")
     assert not _owned(item("agent_trait:tutor:a1", "tutor"), "agent_trait:coach:", "coach")
