@@ -135,6 +135,12 @@ def relabel_user_id(value: Any, internal: str, external: str) -> Any:
     return value
 
 
+#: The key (and value) a tenant's export carries in its payload: its assistant ids are
+#: the tenant's own, not library ids (exports written before it carry no such key).
+_TENANT_IDS_KEY = "assistant_ids"
+_TENANT_IDS = "tenant"
+
+
 def export_for_tenant(
     payload: dict[str, Any], tenant: str, internal: str, external: str
 ) -> dict[str, Any]:
@@ -149,7 +155,11 @@ def export_for_tenant(
         return aid[len(prefix) :] if aid.startswith(prefix) else aid
 
     relabelled: dict[str, Any] = relabel_user_id(payload, internal, external)
-    return rename_assistants(relabelled, strip)
+    out = rename_assistants(relabelled, strip)
+    # Says that its assistant ids are a tenant's own: an id such as ``0:x`` is then never
+    # taken for a library id carrying a tenant's prefix (the library ignores the key).
+    out[_TENANT_IDS_KEY] = _TENANT_IDS
+    return out
 
 
 def tenant_export_file(
@@ -173,7 +183,7 @@ def import_for_tenant(payload: dict[str, Any], tenant: str) -> dict[str, Any]:
     source = payload.get("user_id")
     owner, sep, _name = source.partition(":") if isinstance(source, str) else ("", "", "")
     old_prefix = None
-    if sep:
+    if sep and payload.get(_TENANT_IDS_KEY) != _TENANT_IDS:
         try:
             old_prefix = tenant_prefix(check_tenant(owner))
         except InvalidInput:
