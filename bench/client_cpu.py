@@ -256,12 +256,12 @@ def paths(base_url: str, concurrency: int) -> dict[str, Callable[[], Callable[[i
         from memoryos_actors.config import MemoryConfig
         from memoryos_actors.gateway.service import GatewayService
 
-        os.environ["MEMORYOS_BENCH_KEY"] = KEY
+        os.environ["BENCH_FAKE_LLM_KEY"] = KEY
         cfg = MemoryConfig(
             llm_backend="litellm",
             llm_model="openai/fake-model",
             llm_base_url=base_url,
-            llm_api_key_env="MEMORYOS_BENCH_KEY",
+            llm_api_key_env="BENCH_FAKE_LLM_KEY",
             llm_max_concurrency=concurrency,
             cache_size=0,
         )

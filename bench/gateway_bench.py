@@ -33,7 +33,7 @@ sys.path.insert(0, str(_HERE.parent / "tests" / "gateway"))
 
 from fakeserver import FakeOpenAIServer
 
-KEY_ENV = "MEMORYOS_BENCH_FAKE_KEY"
+KEY_ENV = "BENCH_FAKE_LLM_KEY"
 TOPICS = [
     ("hiking", "I went hiking on the mountain trail with new boots this weekend."),
     ("cooking", "I cooked a mushroom risotto and the rice came out creamy."),

@@ -47,7 +47,7 @@ sys.path.insert(0, str(_HERE))
 
 from client_cpu import start_server  # noqa: E402
 
-KEY_ENV = "MEMORYOS_BENCH_FAKE_KEY"
+KEY_ENV = "BENCH_FAKE_LLM_KEY"
 
 _SUBJECTS = [
     "garden",

@@ -103,12 +103,12 @@ def fake_llm(latency_ms: float) -> tuple[Any, dict[str, Any]]:
 
     server = FakeOpenAIServer(latency=latency_ms / 1000.0)
     server.start()
-    os.environ["MEMORYOS_BENCH_KEY"] = "sk-bench"
+    os.environ["BENCH_FAKE_LLM_KEY"] = "sk-bench"
     return server, {
         "llm_backend": "litellm",
         "llm_model": "openai/fake-model",
         "llm_base_url": server.base_url,
-        "llm_api_key_env": "MEMORYOS_BENCH_KEY",
+        "llm_api_key_env": "BENCH_FAKE_LLM_KEY",
     }
 
 

@@ -34,6 +34,7 @@ __all__ = [
     "DATA_DIR_ENV",
     "ENV_PREFIX",
     "FINGERPRINT_FIELDS",
+    "KEYS_FILE_ENV",
     "MTMRules",
     "MemoryConfig",
     "OTHER_ENV_VARS",
@@ -50,15 +51,28 @@ DATA_DIR_ENV = "MEMORYOS_DATA_DIR"
 ``--data-dir``, before ``./memoryos-data``). The library itself always takes the data
 directory as an argument of :meth:`MemoryOS.open`."""
 
+KEYS_FILE_ENV = "MEMORYOS_KEYS_FILE"
+"""Environment variable naming the server's API key file (after ``--keys-file``, before
+``<data-dir>/server-keys.json``)."""
+
 OTHER_ENV_VARS: Mapping[str, str] = MappingProxyType(
     {
-        DATA_DIR_ENV: "data directory of the memoryos command",
-        "MEMORYOS_LOCOMO_PATH": "LoCoMo data file of the LoCoMo benchmark (bench/locomo.py)",
-        "MEMORYOS_TENANT": "tenant whose user ids the memoryos command reads and writes (--tenant)",
+        DATA_DIR_ENV: "data directory of the `memoryos` command (after `--data-dir`, before "
+        "`./memoryos-data`)",
+        "MEMORYOS_TENANT": "tenant whose user ids the `memoryos` command reads and writes (`--tenant`)",
+        KEYS_FILE_ENV: "API key file of `memoryos serve`, `mcp`, `keys` and `doctor` (after `--keys-file`, "
+        "before `<data-dir>/server-keys.json`)",
+        "MEMORYOS_LOCOMO_PATH": "LoCoMo data file of `bench/locomo.py` (after `--data`)",
+        "MEMORYOS_LONGMEMEVAL_PATH": "LongMemEval data file of `bench/longmemeval.py` and "
+        "`bench/retrieve_bench.py` (after `--data`)",
+        "MEMORYOS_MINILM_DIR": "folder of the all-MiniLM-L6-v2 weights for the benchmarks' "
+        "`--embedder minilm` (after `--model-dir`)",
     }
 )
-"""``MEMORYOS_*`` environment variables that are not config fields (name -> what it sets);
-:meth:`MemoryConfig.from_env` skips them instead of calling them unknown."""
+"""Every ``MEMORYOS_*`` environment variable that is not a config field (name -> what it
+sets): the one table of them. :meth:`MemoryConfig.from_env` skips these instead of calling
+them unknown, and the README's table of environment variables is generated from it (with
+one row for the ``MEMORYOS_<FIELD>`` variables of the config fields)."""
 
 RetrievalMode = Literal["paper", "hybrid"]
 EmbedderName = Literal["hashing", "litellm", "sentence-transformers"]

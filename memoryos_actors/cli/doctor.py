@@ -15,6 +15,8 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..config import KEYS_FILE_ENV
+
 if TYPE_CHECKING:
     from ..config import MemoryConfig
 
@@ -57,7 +59,7 @@ def doctor(args: argparse.Namespace) -> int:
 
     cfg = config_from_args(args)
     quiet_logging(cfg)
-    given = args.keys_file or os.environ.get("MEMORYOS_KEYS_FILE")
+    given = args.keys_file or os.environ.get(KEYS_FILE_ENV)
     with contextlib.redirect_stdout(sys.stderr):
         report = run_doctor(
             data_dir(args), cfg, keys_file=Path(given) if given else None, timeout=args.timeout

@@ -14,6 +14,7 @@ import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from ..config import DATA_DIR_ENV, KEYS_FILE_ENV
 from ..errors import InvalidInput
 from ._stop import add_shutdown_timeout, positive_seconds
 
@@ -23,11 +24,11 @@ _KEYS_FILE = "server-keys.json"
 
 
 def _data_dir(args: argparse.Namespace) -> Path:
-    return Path(args.data_dir or os.environ.get("MEMORYOS_DATA_DIR") or "memoryos-data")
+    return Path(args.data_dir or os.environ.get(DATA_DIR_ENV) or "memoryos-data")
 
 
 def _keys_file(args: argparse.Namespace) -> Path:
-    given = getattr(args, "keys_file", None) or os.environ.get("MEMORYOS_KEYS_FILE")
+    given = getattr(args, "keys_file", None) or os.environ.get(KEYS_FILE_ENV)
     return Path(given) if given else _data_dir(args) / _KEYS_FILE
 
 
