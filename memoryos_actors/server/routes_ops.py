@@ -8,7 +8,7 @@ import asyncio
 from typing import Any
 
 from fastapi import APIRouter, Depends, Request, Response
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, RedirectResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from ..errors import LayoutChanged
@@ -29,7 +29,7 @@ _METRICS: Any = Depends(_metrics)
 
 
 router = APIRouter()
-"""``/healthz``, ``/readyz`` and ``/metrics``, outside ``/v1``. Each route is handed the app's
+"""``/`` (the index), ``/healthz``, ``/readyz`` and ``/metrics``, outside ``/v1``. Each route is handed the app's
 :class:`~.state.ServerState` as ``state``."""
 
 
@@ -107,3 +107,28 @@ async def prometheus(metrics: ServerMetrics = _METRICS) -> Response:
     out rather than wait for it."""
     text = await asyncio.to_thread(generate_latest, metrics.registry)
     return Response(text, media_type=CONTENT_TYPE_LATEST)
+
+
+def _wants_html(request: Request) -> bool:
+    """Whether the caller is a browser asking for a page (its ``Accept`` names HTML)."""
+    return "text/html" in request.headers.get("accept", "")
+
+
+@router.get("/", include_in_schema=False)
+async def index(request: Request) -> Response:
+    """The server's front: a browser goes to the memory page (``/ui``); any other
+    caller gets a JSON index of where things are (no key needed)."""
+    if _wants_html(request):
+        return RedirectResponse("/ui", status_code=307)
+    links = {
+        "ui": "/ui",
+        "docs": "/docs",
+        "openapi": "/openapi.json",
+        "api": "/v1",
+        "healthz": "/healthz",
+        "readyz": "/readyz",
+        "metrics": "/metrics",
+    }
+    if request.app.state.mcp_server is not None:
+        links["mcp"] = "/mcp"
+    return JSONResponse({"name": "memoryos-actors", "version": request.app.version, "links": links})

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from .app import ServerSettings
     from .gate import Gate
 
-__all__ = ["HTTPServer", "QuietCancellations"]
+__all__ = ["HTTPServer", "QuietCancellations", "startup_line"]
 
 
 class HTTPServer(uvicorn.Server):
@@ -68,11 +68,7 @@ class HTTPServer(uvicorn.Server):
             door.set_url(url)
         else:
             self.server_file = _write_server_file(settings.data_dir, url, settings.mcp)
-        print(
-            f"memoryos: serving http://{settings.host}:{self.port} (OpenAPI at /docs)",
-            file=sys.stderr,
-            flush=True,
-        )
+        print(startup_line(url, mcp=settings.mcp), file=sys.stderr, flush=True)
 
     def on_signal(self, count: int) -> None:
         """A stop signal (the ``count``-th): stop serving; from the second on, stop
@@ -100,3 +96,12 @@ class QuietCancellations(logging.Filter):
             ):
                 return False
         return True
+
+
+def startup_line(url: str, *, mcp: bool) -> str:
+    """What ``serve`` prints once it listens: where the API, its documentation, the memory
+    page and (when served) MCP are."""
+    parts = [f"API {url}/v1", f"docs {url}/docs", f"memory page {url}/ui"]
+    if mcp:
+        parts.append(f"MCP {url}/mcp")
+    return f"memoryos: serving {url} ({', '.join(parts)})"
