@@ -56,7 +56,19 @@ def _named_holder(path: Path) -> Iterator[None]:
         raise DataDirLocked(note) if note else exc from None
 
 
+#: Why ``serve --workers N`` (and uvicorn's own ``--workers``) cannot give N processes one
+#: data directory, and what does.
+WORKERS_NOTE = (
+    "memoryos serve runs one process per data directory (it holds the directory's lock and "
+    "its users' actors), so --workers must be 1; for several processes serving the same "
+    "users run front doors over Ray: `memoryos serve --ray ADDRESS` once per door, each on "
+    "its own port (see 'Several front doors' in the README)"
+)
+
+
 def _serve(args: argparse.Namespace) -> int:
+    if args.workers != 1:
+        raise InvalidInput(WORKERS_NOTE)
     _need("server", "fastapi", "uvicorn", "prometheus_client", "jinja2")
     if args.mcp:
         _need("mcp", "mcp")
@@ -212,6 +224,13 @@ def add_parsers(add: Callable[..., argparse.ArgumentParser]) -> None:
         help="believe X-Forwarded-For/-Proto only from these proxies (comma-separated "
         "addresses or networks, '*' for any); default: no proxy, the client is the "
         "connection's peer",
+    )
+    s.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        help="server processes: 1 (one process per data directory; for more, run front "
+        "doors with --ray)",
     )
     s.add_argument("--ready-file", help="write {host, port, pid} as JSON here once serving")
     add_shutdown_timeout(s, "the requests in flight")
