@@ -13,6 +13,9 @@ from pydantic import BaseModel, ConfigDict, Field
 __all__ = [
     "AddTurnRequest",
     "AddTurnResponse",
+    "AddTurnsRequest",
+    "AddTurnsResponse",
+    "MAX_BATCH_TURNS",
     "AgentMemory",
     "AgentProfileBody",
     "ChatRequest",
@@ -82,6 +85,27 @@ class AddTurnResponse(BaseModel):
         description="Id of the stored page: `p` and the turn's sequence "
         "number for this user, e.g. `p12` (its memory id is `page:p12`)."
     )
+
+
+#: Most turns one batch may carry (the body's byte limit applies as well).
+MAX_BATCH_TURNS = 1000
+
+
+class AddTurnsRequest(_In):
+    """Several turns of one user, stored in order."""
+
+    turns: list[AddTurnRequest] = Field(
+        min_length=1,
+        max_length=MAX_BATCH_TURNS,
+        description=f"The turns, oldest first (1..{MAX_BATCH_TURNS}; each as in Add a turn).",
+    )
+
+
+class AddTurnsResponse(BaseModel):
+    """Every turn of the batch is stored (in the user's write-ahead log)."""
+
+    user_id: str = Field(description=_USER)
+    page_ids: list[str] = Field(description="The stored pages' ids, in the batch's order.")
 
 
 class RetrieveRequest(_In):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from fastapi import Request
 
+from ..errors import MemoryOSError
 from ..messages import ContextItem, MemoryContext
 from . import models as m
 from .docs import BODY_ERRORS, CHAT_ERRORS, NO_USER, USER_ID, v1_router
@@ -51,6 +52,50 @@ async def add_turn(
         turn_key=body.turn_key,
     )
     return m.AddTurnResponse(user_id=user_id, page_id=page_id)
+
+
+@router.post(
+    "/users/{user_id}/turns/batch",
+    status_code=201,
+    summary="Add many turns",
+    response_model=m.AddTurnsResponse,
+    tags=["memory"],
+    responses=BODY_ERRORS,
+    response_description="Every turn is stored.",
+)
+async def add_turns(
+    request: Request, body: m.AddTurnsRequest, user_id: str = USER_ID, state: ServerState = STATE
+) -> m.AddTurnsResponse:
+    """Store several exchanges of one user in one request (an import, a backlog), in
+    order, each as Add a turn stores it; answers once all are durable.
+
+    Give each turn a `turn_key`: if the request fails part way (an error names the turn
+    it stopped at; the turns before it are stored), send the whole batch again and every
+    turn is stored once."""
+    tenant = state.tenant_of(request)
+    uid = internal_id(tenant, user_id)
+    mem = state.memory()
+    page_ids: list[str] = []
+    for n, turn in enumerate(body.turns):
+        try:
+            page_ids.append(
+                await mem.add_turn(
+                    uid,
+                    turn.query,
+                    turn.response,
+                    turn.timestamp,
+                    internal_id(tenant, turn.assistant_id, "assistant_id"),
+                    turn_key=turn.turn_key,
+                )
+            )
+        except MemoryOSError as exc:
+            raise type(exc)(
+                f"turn {n} of the batch: {exc} (turns 0..{n - 1} are stored; with turn keys, "
+                "send the batch again to store the rest once)"
+                if n
+                else f"turn 0 of the batch: {exc} (none is stored)"
+            ) from exc
+    return m.AddTurnsResponse(user_id=user_id, page_ids=page_ids)
 
 
 @router.post(
