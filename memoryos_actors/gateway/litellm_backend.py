@@ -68,6 +68,30 @@ def import_litellm() -> ModuleType:
     return _litellm
 
 
+def _need_client(use_http: bool) -> None:
+    """Refuse, as a configuration error, a client path whose package is not installed:
+    without it every call would fail, and the failures would read as a provider outage
+    (offline replies marked degraded, a provider said to be ``ok``)."""
+    import importlib.util
+
+    module = "aiohttp" if use_http else "litellm"
+    try:
+        found = importlib.util.find_spec(module) is not None
+    except ValueError:  # in sys.modules without a spec: a stand-in, taken as present
+        found = True
+    if not found:
+        path = (
+            "the OpenAI-compatible HTTP client (llm_client 'http', or 'auto' with an "
+            "openai/ model and llm_base_url)"
+            if use_http
+            else "llm_backend='litellm'"
+        )
+        raise ConfigError(
+            f"{path} needs the 'llm' extra ({module} is missing): "
+            'pip install "memoryos-actors[llm]"'
+        )
+
+
 def estimate_tokens(text: str) -> int:
     """A rough token count (about 4 characters per token) for rate limiting."""
     return max(1, len(text) // 4)
@@ -116,6 +140,7 @@ class LiteLLMBackend:
             client == "auto" and bool(api_base) and model.startswith("openai/")
         )
         self.name = f"litellm:{model}"
+        _need_client(self.use_http)
         #: Whether JSON mode is requested (None: not decided yet).
         self._json_ok: bool | None = {"on": True, "off": False}.get(json_mode)
         self._session: Any = None
