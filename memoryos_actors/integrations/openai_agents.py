@@ -26,8 +26,14 @@ by one last line, :data:`ITEMS_MARK` and the exchange's items as JSON. So:
   user message and an assistant message.
 * Every exchange is a page like any other: retrieved by ``retrieve`` (the readable text
   first), summarised, deletable with ``delete_memory``, exported and imported.
-* ``pop_item`` deletes the last page (a verified delete) and stores the rest of its
-  exchange again as a new last page; ``clear_session`` forgets the user (``forget_user``).
+* The SDK stores a run's input before the model answers, and the run's new items after:
+  items that do not start with a user message join the session's last exchange, whose
+  page is stored again with them, then deleted (``delete_memory``, a verified delete; its
+  history keeps that it was deleted). So a question and its answer are one page.
+* ``pop_item`` stores the rest of the last exchange again as a new last page and deletes
+  the old one; ``clear_session`` forgets the user (``forget_user``).
+* One writer per session at a time (an ``asyncio.Lock`` in the object serialises this
+  object's changes; two processes writing one session may interleave their exchanges).
 
 The cost: ``get_items`` reads the user's page list (``memories``), which reads the whole
 user; ``bench/adapters_bench.py`` measures it. A query or response is at most
@@ -111,17 +117,25 @@ def encode(exchange: Sequence[Item]) -> tuple[str, str]:
     return query, "\n".join([*lines, ITEMS_MARK + payload])
 
 
-def decode(query: str, response: str) -> list[Item]:
-    """The items a page holds: those :func:`encode` stored, or (a page stored otherwise) a
-    user message and an assistant message."""
+def _stored_items(response: str) -> list[Item] | None:
+    """The items :func:`encode` put in ``response``, or None if it holds none."""
     at = response.rfind(ITEMS_MARK)
     if at == 0 or (at > 0 and response[at - 1] == "\n"):
         try:
             items = json.loads(response[at + len(ITEMS_MARK) :])
         except ValueError:
-            items = None
+            return None
         if isinstance(items, list) and all(isinstance(i, dict) for i in items):
             return items
+    return None
+
+
+def decode(query: str, response: str) -> list[Item]:
+    """The items a page holds: those :func:`encode` stored, or (a page stored otherwise) a
+    user message and an assistant message."""
+    items = _stored_items(response)
+    if items is not None:
+        return items
     out: list[Item] = []
     if query:
         out.append({"role": "user", "content": query})
@@ -179,16 +193,34 @@ class MemorySession:
 
     async def add_items(self, items: list[Item]) -> None:
         """Store ``items`` after the session's others: one turn per exchange (a user
-        message and what follows it), durable when this returns."""
-        async with self._lock:
-            await self._store(items)
+        message and what follows it), durable when this returns.
 
-    async def _store(self, items: Sequence[Item]) -> None:
-        for exchange in _exchanges([dict(item) for item in items]):
-            query, response = encode(exchange)
-            await call(
-                self._mem, "add_turn", self.user_id, query, response, assistant_id=self.assistant_id
-            )
+        The SDK stores a run's input first and the run's new items in a later call: items
+        that do not start with a user message continue the session's last exchange, so
+        that page is stored again with them (a question and its answer make one turn),
+        and then the old page is deleted (after, so a failure in between leaves the
+        exchange twice, never lost)."""
+        exchanges = _exchanges([dict(item) for item in items])
+        if not exchanges:
+            return
+        async with self._lock:
+            replaced: str | None = None
+            if not _is_user_message(exchanges[0][0]):
+                pages = await self._pages()
+                held = _stored_items(pages[-1].response) if pages else None
+                if held and _is_user_message(held[0]):
+                    replaced = pages[-1].memory_id
+                    exchanges[0] = held + exchanges[0]
+            for exchange in exchanges:
+                await self._append(exchange)
+            if replaced is not None:
+                await call(self._mem, "delete_memory", self.user_id, replaced)
+
+    async def _append(self, exchange: Sequence[Item]) -> None:
+        query, response = encode(exchange)
+        await call(
+            self._mem, "add_turn", self.user_id, query, response, assistant_id=self.assistant_id
+        )
 
     async def pop_item(self) -> Item | None:
         """Remove the session's last item and return it (None for an empty session)."""
@@ -198,9 +230,9 @@ class MemorySession:
                 return None
             last = pages[-1]
             items = decode(last.query, last.response)
+            if len(items) > 1:  # the rest of the exchange first: never lost on a failure
+                await self._append(items[:-1])
             await call(self._mem, "delete_memory", self.user_id, last.memory_id)
-            if len(items) > 1:
-                await self._store(items[:-1])
             return items[-1] if items else None
 
     async def clear_session(self) -> None:

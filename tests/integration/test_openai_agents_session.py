@@ -24,6 +24,7 @@ from openai.types.responses import (
 
 from memoryos_actors import MemoryOS
 from memoryos_actors.integrations.openai_agents import (
+    ITEMS_MARK,
     MemorySession,
     decode,
     encode,
@@ -126,6 +127,27 @@ def test_a_second_run_sees_the_first_and_another_session_sees_neither(
     assert all("Tom" not in str(i) for i in asyncio.run(bob.get_items()))
     assert len(asyncio.run(alice.get_items())) == len(first) + 2
     assert set(mem.users()) == {"acme:alice", "acme:bob"}
+
+
+def test_a_run_stores_its_question_and_answer_as_one_turn(
+    open_mem: Callable[..., MemoryOS],
+) -> None:
+    """The SDK stores the input before the model answers and the new items after: the
+    two make one page, the user's text its query, the tool call, its output and the reply
+    its response (then the pair is what retrieve shows, not two halves)."""
+    mem = open_mem()
+    model = FakeModel()
+    agent: Agent[Any] = Agent(name="a", instructions="Be brief.", tools=[note])
+    session = MemorySession("s", mem)
+    _run(agent, "note: my cat is called Tom", session, model)
+    _run(agent, "and my dog is Rex", session, model)
+    pages = mem.memories("s", kinds=["page"])
+    assert [p.query for p in pages] == ["note: my cat is called Tom", "and my dog is Rex"]
+    first = pages[0].response.splitlines()
+    assert first[0] == 'tool call note({"text": "x"})' and first[1] == "tool output: noted x"
+    assert first[2].startswith("saw ") and first[3].startswith(ITEMS_MARK)
+    assert pages[1].response.startswith("saw ")
+    assert len(asyncio.run(session.get_items())) == 6
 
 
 def test_items_round_trip_in_order_after_leaving_short_term_memory(
