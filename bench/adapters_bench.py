@@ -4,7 +4,9 @@ In one process, on one offline memory system (``fsync`` ``never``, so the WAL's 
 flush does not hide the adapter's own cost), pairs of calls alternate, ``--calls`` of each:
 
 * ``add_items`` of the OpenAI Agents SDK session (a user message and the assistant's
-  reply, as the SDK makes them) against ``add_turn`` of the same texts;
+  reply, as the SDK makes them) against ``add_turn`` of the same texts; and the two
+  ``add_items`` calls of one ``Runner.run`` (the input, then the reply, which joins the
+  input's page) against the same ``add_turn``;
 * ``get_items(limit=20)`` against the ``memories(kinds=["page"])`` listing it reads;
 * the LlamaIndex block's ``aput`` (a user and an assistant message) against ``add_turn``;
 * the block's ``aget`` (the latest user message) against ``retrieve`` of the same text.
@@ -32,6 +34,13 @@ from typing import Any
 sys.path.append(str(Path(__file__).resolve().parent.parent))
 
 from bench._out import add_out_dir, run_header, write_result
+
+
+async def _run_like_the_sdk(session: Any, items: list[dict[str, Any]]) -> None:
+    """What ``Runner.run`` does: the input first, the new items after the model answered
+    (the second call joins the first's page: a listing, a turn and a delete)."""
+    await session.add_items(items[:1])
+    await session.add_items(items[1:])
 
 
 def _pct(values: list[float], q: float) -> float:
@@ -92,6 +101,10 @@ async def _bench(mem: Any, calls: int, history: int) -> dict[str, dict[str, floa
         "session.add_items vs add_turn": (
             lambda i: mem.add_turn("lib", f"question {i} about topic{i % 17}", f"reply {i}"),
             lambda i: session.add_items(sdk_items(i)),
+        ),
+        "session run: input, then reply vs add_turn": (
+            lambda i: mem.add_turn("lib", f"question {i} about topic{i % 17}", f"reply {i}"),
+            lambda i: _run_like_the_sdk(session, sdk_items(i)),
         ),
         "session.get_items(20) vs memories(page)": (
             lambda i: mem.memories("sess", kinds=["page"]),
