@@ -51,7 +51,7 @@ import json
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..errors import UnknownUser
+from ..errors import InvalidInput, UnknownUser
 from ._bridge import call
 
 if TYPE_CHECKING:
@@ -199,22 +199,31 @@ class MemorySession:
         that do not start with a user message continue the session's last exchange, so
         that page is stored again with them (a question and its answer make one turn),
         and then the old page is deleted (after, so a failure in between leaves the
-        exchange twice, never lost)."""
+        exchange twice, never lost). When the joined exchange would be too big for one turn
+        (``max_text_bytes``), the new items make a page of their own.
+
+        Raises:
+            InvalidInput: an exchange too big for one turn by itself."""
         exchanges = _exchanges([dict(item) for item in items])
         if not exchanges:
             return
         async with self._lock:
-            replaced: str | None = None
             if not _is_user_message(exchanges[0][0]):
                 pages = await self._pages()
                 held = _stored_items(pages[-1].response) if pages else None
                 if held and _is_user_message(held[0]):
-                    replaced = pages[-1].memory_id
-                    exchanges[0] = held + exchanges[0]
+                    try:
+                        await self._append(held + exchanges[0])
+                    except InvalidInput:
+                        pass  # too big for one turn (max_text_bytes): a page of its own
+                    else:
+                        exchanges.pop(0)
+                        for exchange in exchanges:
+                            await self._append(exchange)
+                        await call(self._mem, "delete_memory", self.user_id, pages[-1].memory_id)
+                        return
             for exchange in exchanges:
                 await self._append(exchange)
-            if replaced is not None:
-                await call(self._mem, "delete_memory", self.user_id, replaced)
 
     async def _append(self, exchange: Sequence[Item]) -> None:
         query, response = encode(exchange)

@@ -21,8 +21,9 @@ from openai.types.responses import (
     ResponseOutputMessage,
     ResponseOutputText,
 )
+from sysutil import SMALL
 
-from memoryos_actors import MemoryOS
+from memoryos_actors import MemoryConfig, MemoryOS
 from memoryos_actors.integrations.openai_agents import (
     ITEMS_MARK,
     MemorySession,
@@ -148,6 +149,20 @@ def test_a_run_stores_its_question_and_answer_as_one_turn(
     assert first[2].startswith("saw ") and first[3].startswith(ITEMS_MARK)
     assert pages[1].response.startswith("saw ")
     assert len(asyncio.run(session.get_items())) == 6
+
+
+def test_a_reply_too_big_to_join_its_question_gets_a_page_of_its_own(
+    open_mem: Callable[..., MemoryOS],
+) -> None:
+    mem = open_mem(MemoryConfig(**SMALL, max_text_bytes=2000))
+    session = MemorySession("s", mem)
+    question = {"role": "user", "content": "q"}
+    output = {"type": "function_call_output", "call_id": "c", "output": "x" * 900}
+    asyncio.run(session.add_items([question]))
+    asyncio.run(session.add_items([output]))  # joins: one page
+    asyncio.run(session.add_items([output]))  # would pass 2,000 bytes: a page of its own
+    assert len(mem.memories("s", kinds=["page"])) == 2
+    assert asyncio.run(session.get_items()) == [question, output, output]
 
 
 def test_items_round_trip_in_order_after_leaving_short_term_memory(
