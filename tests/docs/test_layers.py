@@ -87,8 +87,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ),
     # Faces of the facade: asyncio, and shards.
     ("memoryos_actors.aio", "memoryos_actors.cluster"),
-    # The network face.
-    ("memoryos_actors.server",),
+    # The network face, and the adapters into agent runtimes.
+    ("memoryos_actors.server", "memoryos_actors.integrations"),
     # Entry points: the command line and the package's own namespace.
     ("memoryos_actors.cli", "memoryos_actors.__main__", "memoryos_actors"),
 )
@@ -315,3 +315,38 @@ def test_the_checks_report_what_they_are_for() -> None:
     ]
     assert upward_imports({"memoryos_actors.tiers.mtm": {"memoryos_actors.store.cold"}}) == []
     assert package_cycle({"memoryos_actors.tiers.mtm": {"memoryos_actors.store.cold"}}) is None
+
+
+#: What the adapters into agent runtimes may import: the public API's declaration, its
+#: errors and the records it returns, and their own package; nothing of the facade's
+#: insides, so an adapter works with any facade (in-process, asyncio, sharded).
+INTEGRATIONS_MAY_IMPORT = (
+    "memoryos_actors.integrations",
+    "memoryos_actors.api",
+    "memoryos_actors.errors",
+    "memoryos_actors.messages",
+    "memoryos_actors.context",
+    "memoryos_actors.reports",
+    "memoryos_actors.memories",
+    "memoryos_actors.paging",
+)
+
+
+def integration_reaches(graph: dict[str, set[str]]) -> list[str]:
+    """Every import in ``graph`` from an adapter to something not on its list."""
+    return sorted(
+        f"{module} -> {target}"
+        for module, targets in graph.items()
+        if _within(module, ("memoryos_actors.integrations",))
+        for target in targets
+        if not _within(target, INTEGRATIONS_MAY_IMPORT)
+    )
+
+
+def test_the_integrations_import_only_the_public_api() -> None:
+    """Imports for the type checker count too."""
+    assert integration_reaches(_graph(typing_too=True)) == []
+    made_up = {"memoryos_actors.integrations.x": {"memoryos_actors.system", "memoryos_actors.api"}}
+    assert integration_reaches(made_up) == [
+        "memoryos_actors.integrations.x -> memoryos_actors.system"
+    ]
