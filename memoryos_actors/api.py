@@ -180,8 +180,9 @@ class MemoryAPI(Protocol):
 
         STM, MTM and LPM are asked in parallel; the result is immutable and every item says
         which tier it came from, its ids and why it was chosen. A read: a user with no data
-        raises :class:`~memoryos_actors.errors.UnknownUser` and nothing is written
-        (:meth:`chat` answers a new user from an empty memory).
+        yet (an agent's first message from a new user) gets an empty context (with the
+        assistant's shared persona, under ``shared_agent_persona``), and nothing is written
+        for it: it is not created and :meth:`users` does not list it.
         """
 
     @policy(Route.LOCAL, resend=False)  # chat_reply(...).text

@@ -231,10 +231,12 @@ async def retrieve(
     user_id: str, query: str, ctx: Context, assistant_id: str = "default", top_k: int = 10
 ) -> dict[str, Any]:
     """What the user's memory holds about query: the rendered context (recent dialogue,
-    relevant past turns, profile, facts, traits) and the ids of the pages it used."""
+    relevant past turns, profile, facts, traits) and the ids of the pages it used. A user
+    with no data yet gets an empty context."""
     if not 1 <= top_k <= 100:
         raise ToolError("top_k must be between 1 and 100")
-    t, uid = await _existing(ctx, user_id)
+    t = _tenant(ctx)
+    uid = internal_id(t, user_id)
     ctx_ = await _memory(ctx).retrieve(uid, query, internal_id(t, assistant_id, "assistant_id"))
     return {
         "user_id": user_id,

@@ -151,8 +151,11 @@ def test_reads_of_a_user_with_no_data_answer_unknown_user_and_write_nothing(
     mem.flush()
     data = tmp_path / "reads"
     before = {f for f in _files(data) if "nobody" in f}
+    # retrieve answers an empty context (an agent's first message), writing nothing too.
+    empty = mem.retrieve("nobody", "bees")
+    assert empty.page_ids() == () and empty.kb == () and empty.render().count("bees") == 0
+    assert mem.users() == ["ann"]
     reads = {
-        "retrieve": lambda: mem.retrieve("nobody", "bees"),
         "memories": lambda: mem.memories("nobody"),
         "get_memory": lambda: mem.get_memory("nobody", "page:p1"),
         "memory_history": lambda: mem.memory_history("nobody", "page:p1"),
@@ -341,8 +344,8 @@ def test_async_facade_serves_every_backend(backend, request, tmp_path: Path) -> 
             again = await mem.add_turn("a3", "hello from 3", "hi", turn_key="k3")
             assert again == "p2"
             assert "hello from 7" in (await mem.retrieve("a7", "hello")).render()
-            with pytest.raises(UnknownUser):
-                await mem.retrieve("nobody", "hello")
+            nobody = await mem.retrieve("nobody", "hello")  # empty, and nobody is not created
+            assert nobody.page_ids() == () and nobody.kb == ()
             await mem.flush(timeout=60.0, user_id="a7")
             assert len(await mem.users()) == 20
             return list(ids)

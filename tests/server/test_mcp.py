@@ -101,8 +101,9 @@ async def _session(client: Client) -> None:
     mems = _data(await client.call_tool("list_memories", {"user_id": "ann"}))
     assert {"memory_id": "trait:sense_of_humor", "level": "high", "evidence": ""} in mems["traits"]
     assert _data(await client.call_tool("list_users", {})) == ["ann"]
-    missing = await client.call_tool("retrieve", {"user_id": "nobody", "query": "x"})
-    assert "UnknownUser" in _error_text(missing)
+    missing = _data(await client.call_tool("retrieve", {"user_id": "nobody", "query": "x"}))
+    assert missing["page_ids"] == [] and missing["facts"] == []  # empty, nothing written
+    assert _data(await client.call_tool("list_users", {})) == ["ann"]
     for uid in ("a/b", ".", ".."):  # none of them could be named in a URL
         bad = await client.call_tool("add_turn", {"user_id": uid, "query": "x", "response": "y"})
         assert "InvalidInput" in _error_text(bad)
@@ -156,8 +157,12 @@ def test_mcp_over_http_never_shows_another_tenants_users(deployment: Deployment)
         async with _http_client(deployment, deployment.globex) as client:
             users = _data(await client.call_tool("list_users", {}))
             assert "mcp-private" not in users
+            # Another tenant's user is, to globex, a user with no data: empty, not theirs.
+            seen = _data(
+                await client.call_tool("retrieve", {"user_id": "mcp-private", "query": "secret"})
+            )
+            assert "plum" not in str(seen) and seen["page_ids"] == []
             for tool, args in (
-                ("retrieve", {"query": "secret"}),
                 ("list_memories", {}),
                 ("delete_memory", {"memory_id": "page:p1"}),
                 ("forget_user", {}),
