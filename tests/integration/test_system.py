@@ -21,7 +21,6 @@ from memoryos_actors import (
     MemoryOS,
     StorageError,
     SystemClosed,
-    UnknownUser,
     UserProfile,
 )
 from memoryos_actors.actors.base import actor_names
