@@ -1,6 +1,6 @@
 """The MCP server (official ``mcp`` SDK, 2.x ``MCPServer``): memory tools for agents.
 
-Tools: ``add_turn``, ``retrieve``, ``chat``, ``list_users``, ``list_memories``,
+Tools: ``add_turn``, ``retrieve``, ``remember``, ``chat``, ``list_users``, ``list_memories``,
 ``delete_memory``, ``correct_memory`` and ``forget_user``, each for the user named in
 the call; an argument a tool does not take is refused, never ignored. Over streamable
 HTTP (``/mcp`` on ``memoryos serve --mcp``) the tenant is the API key's, checked by the
@@ -118,7 +118,11 @@ def mcp_memories(
                 }
             )
         elif memory.kind == "fact":
-            found.append({"entry_id": key, "memory_id": memory.memory_id, "text": memory.text})
+            fact: dict[str, Any] = {"entry_id": key, "memory_id": memory.memory_id}
+            fact["text"] = memory.text
+            if memory.origin:  # a remembered note: how it came, with its metadata
+                fact.update(origin=memory.origin, metadata=memory.metadata)
+            found.append(fact)
         elif memory.kind == "trait":
             found.append(
                 {"memory_id": memory.memory_id, "level": memory.text, "evidence": memory.evidence}
@@ -224,6 +228,18 @@ async def add_turn(
         turn_key=turn_key,
     )
     return {"user_id": user_id, "page_id": page_id}
+
+
+@_tool_errors
+async def remember(
+    user_id: str, text: str, ctx: Context, metadata: dict[str, Any] | None = None
+) -> dict[str, str]:
+    """Remember a note or fact about the user (not taken from a conversation turn), with
+    optional metadata (a JSON object). Retrieval returns it when relevant; it is listed
+    under facts and can be corrected or deleted by the memory_id this returns."""
+    t = _tenant(ctx)
+    mid = await _memory(ctx).remember(internal_id(t, user_id), text, metadata=metadata)
+    return {"user_id": user_id, "memory_id": external_memory_id(t, mid)}
 
 
 @_tool_errors
@@ -355,6 +371,7 @@ async def forget_user(user_id: str, ctx: Context) -> dict[str, Any]:
 _TOOLS: tuple[tuple[Callable[..., Awaitable[Any]], ToolAnnotations | None], ...] = (
     (add_turn, ToolAnnotations(idempotent_hint=False, destructive_hint=False)),
     (retrieve, ToolAnnotations(read_only_hint=True)),
+    (remember, ToolAnnotations(idempotent_hint=False, destructive_hint=False)),
     (chat, None),
     (list_users, ToolAnnotations(read_only_hint=True)),
     (list_memories, ToolAnnotations(read_only_hint=True)),
