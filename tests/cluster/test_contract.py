@@ -214,6 +214,17 @@ def test_profiles_reach_retrieval(mem) -> None:
     assert ctx.lpm_profile.name == "Quinn" and ctx.agent_profile.role == "coach"
 
 
+def test_a_remembered_note_is_retrieved_read_and_deleted_the_same(mem) -> None:
+    mid = mem.remember("rem", "Rem's locker code is 4417.", metadata={"from": "form"})
+    assert "Rem's locker code is 4417." in [i.text for i in mem.retrieve("rem", "locker code?").kb]
+    note = mem.get_memory("rem", mid)
+    assert (note.origin, note.metadata) == ("remembered", {"from": "form"})
+    with pytest.raises(InvalidInput):
+        mem.remember("rem", "x", metadata={"bad": float("nan")})
+    mem.delete_memory("rem", mid)
+    assert mid not in [m.memory_id for m in mem.memories("rem")]
+
+
 def test_chat_answers_and_stores_the_turn(mem) -> None:
     mem.add_turn("c", "My dog is called Rufus.", "Nice name!")
     reply = mem.chat("c", "What is my dog called?")
