@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
@@ -103,6 +103,12 @@ class AsyncMemoryOS:
         return await self._run(
             self.sync.add_turn, user_id, query, response, timestamp, assistant_id, turn_key=turn_key
         )
+
+    async def remember(
+        self, user_id: str, text: str, *, metadata: Mapping[str, Any] | None = None
+    ) -> str:
+        """See :meth:`MemoryOS.remember`."""
+        return await self._run(self.sync.remember, user_id, text, metadata=metadata)
 
     async def retrieve(
         self,

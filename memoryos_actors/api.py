@@ -168,6 +168,35 @@ class MemoryAPI(Protocol):
         remembered for the user's last 1,024 turns, across passivation and restarts.
         """
 
+    @policy(Route.USER, resend=False)  # not idempotent: sent again, it would remember twice
+    def remember(
+        self, user_id: str, text: str, *, metadata: Mapping[str, Any] | None = None
+    ) -> str:
+        """Remember ``text``, a free-text memory of the user (a note or a fact the
+        application or agent gives, not taken from a turn), and return its memory id
+        (``fact:f<n>``).
+
+        Durable on return like :meth:`add_turn` (in the user's write-ahead log, replayed
+        after a crash). It is a user fact of LPM's knowledge base, marked as remembered
+        (:attr:`Memory.origin <memoryos_actors.memories.Memory.origin>` is
+        ``"remembered"``, with its ``metadata``): :meth:`retrieve` returns it for a query
+        about it, :meth:`memories` lists it, :meth:`get_memory`,
+        :meth:`correct_memory` (with :meth:`memory_history`) and :meth:`delete_memory`
+        work on it, and exports carry it. Like every fact it leaves the knowledge base
+        for the archive when ``kb_capacity`` newer facts came after it, and is still
+        retrieved from there. Deleting a turn never takes it along (it quotes no turn).
+        Creates the user.
+
+        Args:
+            text: the memory (not blank; at most ``max_text_bytes`` of UTF-8).
+            metadata: the application's data about it, a JSON object (str keys; values
+                str, finite numbers, bools, None, lists and objects; at most 4 KB as
+                JSON, nested at most 8 deep), returned with it; None for none.
+
+        Raises:
+            InvalidInput: a bad ``user_id``, ``text`` or ``metadata``.
+        """
+
     @policy(Route.USER, resend=True)
     def retrieve(
         self,
@@ -180,8 +209,9 @@ class MemoryAPI(Protocol):
 
         STM, MTM and LPM are asked in parallel; the result is immutable and every item says
         which tier it came from, its ids and why it was chosen. A read: a user with no data
-        raises :class:`~memoryos_actors.errors.UnknownUser` and nothing is written
-        (:meth:`chat` answers a new user from an empty memory).
+        yet (an agent's first message from a new user) gets an empty context (with the
+        assistant's shared persona, under ``shared_agent_persona``), and nothing is written
+        for it: it is not created and :meth:`users` does not list it.
         """
 
     @policy(Route.LOCAL, resend=False)  # chat_reply(...).text
@@ -529,6 +559,11 @@ class AsyncMemoryAPI(Protocol):
         turn_key: str | None = None,
     ) -> str:
         """:meth:`MemoryAPI.add_turn`, awaited (run off the event loop)."""
+
+    async def remember(
+        self, user_id: str, text: str, *, metadata: Mapping[str, Any] | None = None
+    ) -> str:
+        """:meth:`MemoryAPI.remember`, awaited (run off the event loop)."""
 
     async def retrieve(
         self,

@@ -137,10 +137,14 @@ class Conversation:
             ctx: MemoryContext = core.ask(core.next_retrieval_worker(), msg)
             return ctx
 
-        self._lifecycle.require_data(uid)  # before loading a shared persona for nobody
-        self.load_shared_persona(msg.assistant_id)
         started = time.perf_counter()
-        ctx = self._lifecycle.call(uid, run, create=False)
+        try:
+            self._lifecycle.require_data(uid)  # before loading a shared persona for nobody
+            self.load_shared_persona(msg.assistant_id)
+            ctx = self._lifecycle.call(uid, run, create=False)
+        except UnknownUser:
+            # No data yet (a new user's first message): an empty memory, nothing written.
+            ctx = self._empty_context(uid, msg.query, msg.assistant_id)
         core.metrics.observe("retrieve_ms", (time.perf_counter() - started) * 1000.0)
         core.metrics.inc("retrievals")
         return ctx
@@ -181,13 +185,15 @@ class Conversation:
         return ChatReply(str(result.data["reply"]), result.degraded, result.reason, result.backend)
 
     def chat_context(self, user_id: str, query: str, assistant_id: str) -> MemoryContext:
-        """What ``chat`` answers from: :meth:`retrieve`, or an empty context for a user
-        with no data yet (a new user's first message; the turn stored after it creates the
-        user, so a failed reply leaves nothing behind)."""
-        try:
-            return self.retrieve(user_id, query, assistant_id=assistant_id)
-        except UnknownUser:
-            pass
+        """What ``chat`` answers from: :meth:`retrieve` (an empty context for a user with
+        no data yet: a new user's first message; the turn stored after it creates the user,
+        so a failed reply leaves nothing behind)."""
+        return self.retrieve(user_id, query, assistant_id=assistant_id)
+
+    def _empty_context(self, user_id: str, query: str, assistant_id: str) -> MemoryContext:
+        """The context of a user with no data: empty, but for the assistant's shared
+        persona (``shared_agent_persona``), which is not the user's. Writes nothing for
+        the user."""
         core = self._core
         ctx = MemoryContext(user_id=user_id, assistant_id=assistant_id, query=query)
         if core.config.shared_agent_persona:

@@ -12,11 +12,11 @@ from __future__ import annotations
 import dataclasses
 import threading
 import zlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from .actors.base import actor_names
-from .actors.protocol import ApplyEdit, EditMemory, Inspect, ReadHistory
+from .actors.protocol import ApplyEdit, EditMemory, Inspect, ReadHistory, Remember
 from .directory import UserEntry
 from .errors import InvalidInput, UnknownMemory
 from .lexicon import terms
@@ -28,6 +28,7 @@ from .memories import (
     archived_in,
     archived_memory,
     archived_one,
+    entry_metadata,
     page_text,
 )
 from .messages import TraitLevel
@@ -39,6 +40,7 @@ from .store.edits import (
     MemoryRef,
     parse_memory_id,
 )
+from .validation import check_metadata as _check_metadata
 from .validation import check_text as _check_text
 from .validation import check_user_id as _check_user_id
 
@@ -119,6 +121,8 @@ class MemoryEditing:
                     if ref.kind == "page"
                     else "segmentation"
                     if ref.kind == "segment"
+                    else "remember"
+                    if current.origin == "remembered"
                     else f"persona update of {current.source_segment or 'unknown segment'}"
                 )
                 own = [e for e in edits if e.memory_id == ref.memory_id]
@@ -216,6 +220,24 @@ class MemoryEditing:
         return self._lifecycle.call(uid, run, create=False)
 
     # -- changing --------------------------------------------------------------------------
+
+    def remember(
+        self, user_id: str, text: str, *, metadata: Mapping[str, Any] | None = None
+    ) -> str:
+        """See :meth:`~memoryos_actors.api.MemoryAPI.remember`."""
+        uid = _check_user_id(user_id)
+        self._core.check_writable("remember")
+        text = _check_text(
+            text, "text", self._core.config.max_text_bytes, setting="max_text_bytes"
+        ).strip()
+        if not text:
+            raise InvalidInput("text must not be blank")
+        meta = _check_metadata(dict(metadata) if isinstance(metadata, Mapping) else metadata)
+        lpm_n = actor_names(uid)[2]
+        memory_id = self._lifecycle.call(
+            uid, lambda _e: self._core.ask(lpm_n, Remember(text, meta))
+        )
+        return str(memory_id)
 
     def delete_memory(self, user_id: str, memory_id: str) -> MemoryEvent:
         """See :meth:`~memoryos_actors.api.MemoryAPI.delete_memory`."""
@@ -461,6 +483,8 @@ class MemoryEditing:
                         e.timestamp,
                         source_segment=e.source_segment,
                         edited=f"fact:{e.entry_id}" in corrected,
+                        origin=e.origin,
+                        metadata=entry_metadata(e.metadata),
                     )
                     for e in lpm.kb
                 )

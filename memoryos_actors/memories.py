@@ -7,6 +7,7 @@ records become them. The calls that list, get, delete and correct memories are
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -56,6 +57,9 @@ class Memory:
         response: a page's response, as stored.
         heat: a segment's heat when it was last placed or evicted (0.0 for other kinds).
         keywords: a segment's keywords, sorted.
+        origin: how a fact came: ``"remembered"`` given by ``remember``, ``""`` learnt
+            from the conversation (and for other kinds).
+        metadata: the application's metadata of a remembered fact (None: none).
     """
 
     memory_id: str
@@ -74,6 +78,20 @@ class Memory:
     response: str = ""
     heat: float = 0.0
     keywords: tuple[str, ...] = ()
+    origin: str = ""
+    metadata: dict[str, Any] | None = None
+
+
+def entry_metadata(text: object) -> dict[str, Any] | None:
+    """A stored fact's metadata (compact JSON text of an object, see ``KBEntry``) as a
+    dict; None when it has none (or the text is not an object: it never is)."""
+    if not text or not isinstance(text, str):
+        return None
+    try:
+        found = json.loads(text)
+    except ValueError:
+        return None
+    return found if isinstance(found, dict) else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,6 +183,8 @@ def archived_memory(item: Any, corrected: Any) -> Memory:
         assistant_id=owner or None,
         source_segment=item.source_segment,
         edited=mid in corrected,
+        origin=str(item.record.get("origin") or ""),
+        metadata=entry_metadata(item.record.get("metadata")),
     )
 
 
@@ -233,6 +253,8 @@ def archived_in(store: UserStore, kinds: frozenset[str]) -> list[Memory]:
                     assistant_id=owner or None,
                     source_segment=e.get("source_segment"),
                     edited=mid in edits.corrected,
+                    origin=str(e.get("origin") or ""),
+                    metadata=entry_metadata(e.get("metadata")),
                 )
             )
     return out

@@ -296,18 +296,35 @@ class KBEntry(_Record):
         text: the fact in one sentence.
         timestamp: when it was learned, seconds since the epoch.
         source_segment: the MTM segment it was distilled from, if any.
+        origin: how it came: ``""`` distilled by a persona update, ``"remembered"`` given
+            by the application (``remember``).
+        metadata: the application's metadata of a remembered fact, as compact JSON text of
+            an object (``""``: none).
     """
 
     entry_id: str
     text: str
     timestamp: float
     source_segment: str | None = None
+    origin: str = ""
+    metadata: str = ""
 
     def __post_init__(self) -> None:
         _text(self, "entry_id", nonempty=True)
         _text(self, "text", nonempty=True)
         _timestamp(self, "timestamp")
         _opt_text(self, "source_segment")
+        _text(self, "origin")
+        _text(self, "metadata")
+
+    def to_dict(self) -> dict[str, Any]:
+        """As :meth:`_Record.to_dict`, without ``origin`` and ``metadata`` when empty: an
+        entry a persona update learnt is stored as earlier versions stored it."""
+        out = _Record.to_dict(self)
+        for name in ("origin", "metadata"):
+            if not out[name]:
+                del out[name]
+        return out
 
 
 @_record

@@ -25,7 +25,7 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, overload
 
@@ -343,6 +343,11 @@ class MemoryOS:
 
     def get_memory(self, user_id: str, memory_id: str) -> Memory:
         return self._editing.get_memory(user_id, memory_id)
+
+    def remember(
+        self, user_id: str, text: str, *, metadata: Mapping[str, Any] | None = None
+    ) -> str:
+        return self._editing.remember(user_id, text, metadata=metadata)
 
     def delete_memory(self, user_id: str, memory_id: str) -> MemoryEvent:
         return self._editing.delete_memory(user_id, memory_id)

@@ -4,6 +4,7 @@ checked value or raises :class:`~memoryos_actors.errors.InvalidInput`.
 
 from __future__ import annotations
 
+import json
 import math
 import os
 from pathlib import Path
@@ -81,6 +82,57 @@ def check_user_id(user_id: object) -> str:
         raise InvalidInput(f"user ids starting with {ASSISTANT_PREFIX!r} are reserved")
     validate_user_id(uid)
     return uid
+
+
+#: Most UTF-8 bytes the metadata of a remembered memory may take, as compact JSON.
+MAX_METADATA_BYTES = 4096
+
+#: Deepest nesting of lists and objects metadata may have.
+_METADATA_DEPTH = 8
+
+
+def _check_json(node: object, where: str, depth: int) -> None:
+    """:class:`InvalidInput` unless ``node`` is JSON data (see :func:`check_metadata`)."""
+    if depth > _METADATA_DEPTH:
+        raise InvalidInput(f"metadata is nested more than {_METADATA_DEPTH} deep at {where}")
+    if isinstance(node, dict):
+        for key, item in node.items():
+            if not isinstance(key, str):
+                raise InvalidInput(f"metadata keys must be str, got {key!r:.40} at {where}")
+            _check_json(item, f"{where}.{key}", depth + 1)
+    elif isinstance(node, list):
+        for i, item in enumerate(node):
+            _check_json(item, f"{where}[{i}]", depth + 1)
+    elif isinstance(node, float) and not math.isfinite(node):
+        raise InvalidInput(f"metadata numbers must be finite, got {node!r} at {where}")
+    elif node is not None and not isinstance(node, (str, int, float, bool)):
+        raise InvalidInput(
+            "metadata values must be JSON (str, number, bool, None, list, dict), "
+            f"got {type(node).__name__} at {where}"
+        )
+
+
+def check_metadata(value: object) -> str:
+    """The metadata of a remembered memory as compact JSON text (keys sorted; ``""`` for
+    None or an empty object), if ``value`` is a JSON object: a dict with str keys whose
+    values are str, finite numbers, bools, None, lists and such dicts (at most
+    :data:`MAX_METADATA_BYTES` bytes, nested at most 8 deep); else :class:`InvalidInput`
+    naming the offending part."""
+    if value is None:
+        return ""
+    if not isinstance(value, dict):
+        raise InvalidInput(f"metadata must be a dict (a JSON object), got {type(value).__name__}")
+    _check_json(value, "metadata", 0)
+    if not value:
+        return ""
+    text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    try:
+        size = len(text.encode("utf-8"))
+    except UnicodeEncodeError:
+        raise InvalidInput("metadata is not valid Unicode text (lone surrogate)") from None
+    if size > MAX_METADATA_BYTES:
+        raise InvalidInput(f"metadata is {size} bytes as JSON; the limit is {MAX_METADATA_BYTES}")
+    return text
 
 
 def check_timestamp(ts: object) -> float:

@@ -34,6 +34,7 @@ from ..store.formats import (
     ArchivedFact,
     EditRecord,
     PersonaRecord,
+    RememberRecord,
     UserProfileRecord,
     emb_from_f16,
     emb_to_f16,
@@ -53,6 +54,7 @@ from .protocol import (
     PersonaAgain,
     Ping,
     ReadHistory,
+    Remember,
     TierState,
     emb_from_bytes,
     split_tag,
@@ -70,8 +72,8 @@ _APPLIED_JOBS = 512
 _QUOTE_CANDIDATES = 1000
 
 #: WAL record kinds that LPM writes and replays.
-_LPM_RECORDS = (UserProfileRecord, AgentProfileRecord, PersonaRecord, EditRecord)
-_LPMRecord = UserProfileRecord | AgentProfileRecord | PersonaRecord | EditRecord
+_LPM_RECORDS = (UserProfileRecord, AgentProfileRecord, PersonaRecord, EditRecord, RememberRecord)
+_LPMRecord = UserProfileRecord | AgentProfileRecord | PersonaRecord | EditRecord | RememberRecord
 
 
 class LPMActor(SupervisedActor):
@@ -137,6 +139,8 @@ class LPMActor(SupervisedActor):
             return self._log_and_apply(AgentProfileRecord(message.assistant_id, message.profile))
         if isinstance(message, EditMemory):
             return self._edit(message)
+        if isinstance(message, Remember):
+            return self._remember(message)
         if isinstance(message, ReadHistory):
             ref = parse_memory_id(message.memory_id)
             changes = self.core.trait_history(ref.key) if ref.kind == "trait" else ()
@@ -225,6 +229,21 @@ class LPMActor(SupervisedActor):
         self._apply_record(record, lsn)
         self.lsn = lsn
         return lsn
+
+    def _remember(self, msg: Remember) -> str:
+        """Log a free-text memory, add it as a user fact, and answer its memory id."""
+        env = self.env
+        emb = emb_to_f16(env.gateway.embed([msg.text], env.user_id)[0])
+        record = RememberRecord(
+            entry_id=self.core.next_fact_id(),
+            text=msg.text,
+            timestamp=env.clock.now(),
+            metadata=msg.metadata,
+            emb=emb,
+        )
+        record.entry()  # validated before it is logged
+        self._log_and_apply(record)
+        return f"fact:{record.entry_id}"
 
     def _edit(self, msg: EditMemory) -> EditRecord:
         """Log one per-memory edit, apply it here, and answer its record."""
@@ -316,6 +335,8 @@ class LPMActor(SupervisedActor):
         for item in found.items:
             if not isinstance(item, ColdItem):  # a light row: never asked for here
                 continue
+            if item.record.get("origin") == "remembered":
+                continue  # the application's own words, distilled from no page
             out.append((item.memory_id, item.entry_text, item.source_segment or None))
         return out
 
@@ -367,6 +388,11 @@ class LPMActor(SupervisedActor):
     def _apply_record(self, rec: _LPMRecord, lsn: int = 0) -> None:
         if isinstance(rec, EditRecord):
             self._apply_edit(rec, lsn)
+        elif isinstance(rec, RememberRecord):
+            emb = emb_from_f16(rec.emb)
+            if emb is None:
+                emb = self.env.gateway.embed([rec.text], self.env.user_id)[0]
+            self._archive_evicted(self.core.remember(rec.entry(), emb), "")
         elif isinstance(rec, UserProfileRecord):
             self.core.set_user_profile(rec.profile)
         elif isinstance(rec, AgentProfileRecord):

@@ -49,6 +49,7 @@ __all__ = [
     "Progress",
     "ReadHistory",
     "RefreshSummary",
+    "Remember",
     "STMPages",
     "STMPicture",
     "Snapshot",
@@ -263,6 +264,16 @@ class EditMemory:
     #: ``(segment id, texts of the pages it keeps)`` of every segment MTM holds (a segment
     #: not named here keeps only what the archive holds of it).
     kept: tuple[tuple[str, tuple[str, ...]], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Remember:
+    """Facade -> LPM: remember ``text`` (checked), a free-text memory of the user, with
+    the application's ``metadata`` (compact JSON text of an object, or ``""``). LPM logs
+    it to the WAL, adds it as a user fact and answers its memory id (``fact:f<n>``)."""
+
+    text: str
+    metadata: str = ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -31,7 +31,7 @@ from __future__ import annotations
 import os
 import time
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
@@ -152,6 +152,13 @@ class ClusterMemoryOS:
     #     return f"{doc}\n        return self._send(ShardCall(MemoryAPI.{name}{call}){user})"
     # cog.out(twin_methods(body, filter(forwarded, POLICIES), coroutines=False))
     # ]]]
+    def remember(
+        self, user_id: str, text: str, *, metadata: Mapping[str, Any] | None = None
+    ) -> str:
+        """See :meth:`MemoryOS.remember`: on the user's shard; not sent again (ActorCrashed) after a
+        shard death."""
+        return self._send(ShardCall(MemoryAPI.remember, user_id, text, metadata=metadata), user_id)
+
     def set_user_profile(self, user_id: str, profile: UserProfile) -> None:
         """See :meth:`MemoryOS.set_user_profile`: on the user's shard; sent again after a shard
         death."""

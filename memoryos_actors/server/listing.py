@@ -128,6 +128,8 @@ def _http_item(tenant: str, memory: Memory, listing: Listing) -> tuple[str, Any]
         text=memory.text,
         timestamp=memory.timestamp,
         source_segment=memory.source_segment,
+        origin=memory.origin,
+        metadata=memory.metadata,
     )
     return ("kb" if memory.kind == "fact" else f"agent:{aid(owner)}"), fact
 

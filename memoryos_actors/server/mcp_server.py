@@ -1,6 +1,6 @@
 """The MCP server (official ``mcp`` SDK, 2.x ``MCPServer``): memory tools for agents.
 
-Tools: ``add_turn``, ``retrieve``, ``chat``, ``list_users``, ``list_memories``,
+Tools: ``add_turn``, ``retrieve``, ``remember``, ``chat``, ``list_users``, ``list_memories``,
 ``delete_memory``, ``correct_memory`` and ``forget_user``, each for the user named in
 the call; an argument a tool does not take is refused, never ignored. Over streamable
 HTTP (``/mcp`` on ``memoryos serve --mcp``) the tenant is the API key's, checked by the
@@ -118,7 +118,11 @@ def mcp_memories(
                 }
             )
         elif memory.kind == "fact":
-            found.append({"entry_id": key, "memory_id": memory.memory_id, "text": memory.text})
+            fact: dict[str, Any] = {"entry_id": key, "memory_id": memory.memory_id}
+            fact["text"] = memory.text
+            if memory.origin:  # a remembered note: how it came, with its metadata
+                fact.update(origin=memory.origin, metadata=memory.metadata)
+            found.append(fact)
         elif memory.kind == "trait":
             found.append(
                 {"memory_id": memory.memory_id, "level": memory.text, "evidence": memory.evidence}
@@ -227,14 +231,28 @@ async def add_turn(
 
 
 @_tool_errors
+async def remember(
+    user_id: str, text: str, ctx: Context, metadata: dict[str, Any] | None = None
+) -> dict[str, str]:
+    """Remember a note or fact about the user (not taken from a conversation turn), with
+    optional metadata (a JSON object). Retrieval returns it when relevant; it is listed
+    under facts and can be corrected or deleted by the memory_id this returns."""
+    t = _tenant(ctx)
+    mid = await _memory(ctx).remember(internal_id(t, user_id), text, metadata=metadata)
+    return {"user_id": user_id, "memory_id": external_memory_id(t, mid)}
+
+
+@_tool_errors
 async def retrieve(
     user_id: str, query: str, ctx: Context, assistant_id: str = "default", top_k: int = 10
 ) -> dict[str, Any]:
     """What the user's memory holds about query: the rendered context (recent dialogue,
-    relevant past turns, profile, facts, traits) and the ids of the pages it used."""
+    relevant past turns, profile, facts, traits) and the ids of the pages it used. A user
+    with no data yet gets an empty context."""
     if not 1 <= top_k <= 100:
         raise ToolError("top_k must be between 1 and 100")
-    t, uid = await _existing(ctx, user_id)
+    t = _tenant(ctx)
+    uid = internal_id(t, user_id)
     ctx_ = await _memory(ctx).retrieve(uid, query, internal_id(t, assistant_id, "assistant_id"))
     return {
         "user_id": user_id,
@@ -353,6 +371,7 @@ async def forget_user(user_id: str, ctx: Context) -> dict[str, Any]:
 _TOOLS: tuple[tuple[Callable[..., Awaitable[Any]], ToolAnnotations | None], ...] = (
     (add_turn, ToolAnnotations(idempotent_hint=False, destructive_hint=False)),
     (retrieve, ToolAnnotations(read_only_hint=True)),
+    (remember, ToolAnnotations(idempotent_hint=False, destructive_hint=False)),
     (chat, None),
     (list_users, ToolAnnotations(read_only_hint=True)),
     (list_memories, ToolAnnotations(read_only_hint=True)),

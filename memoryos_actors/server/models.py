@@ -34,6 +34,8 @@ __all__ = [
     "MemoryOut",
     "PageOut",
     "ReadyResponse",
+    "RememberRequest",
+    "RememberResponse",
     "ShardState",
     "RetrieveRequest",
     "RetrieveResponse",
@@ -255,6 +257,12 @@ class FactOut(BaseModel):
     text: str = Field(description="The fact or trait, one sentence.")
     timestamp: float = Field(description="When it was learned, " + _SECONDS.lower())
     source_segment: str | None = Field(None, description="The topic segment it was learned from.")
+    origin: str = Field(
+        "", description="`remembered` for a fact sent to be remembered, else empty."
+    )
+    metadata: dict[str, Any] | None = Field(
+        None, description="The metadata a remembered fact was sent with (null: none)."
+    )
 
 
 class AgentMemory(BaseModel):
@@ -418,6 +426,35 @@ class MemoryOut(BaseModel):
     edited: bool = Field(False, description="Whether it was corrected since it was learned.")
     chain_id: str | None = Field(
         None, description="The dialogue chain of a page (turns that continue one conversation)."
+    )
+    origin: str = Field(
+        "",
+        description="How a fact came: `remembered` (sent to `POST /v1/users/{user_id}/memories`)"
+        ", or empty (learned from the conversation).",
+    )
+    metadata: dict[str, Any] | None = Field(
+        None, description="The metadata a remembered fact was sent with (null: none)."
+    )
+
+
+class RememberRequest(_In):
+    """A free-text memory: a note or fact about the user, not taken from a turn."""
+
+    text: str = Field(description="The memory (UTF-8, not blank, at most max_text_bytes).")
+    metadata: dict[str, Any] | None = Field(
+        None,
+        description="Your data about it, a JSON object (at most 4 KB as JSON, nested at "
+        "most 8 deep), returned with it.",
+    )
+
+
+class RememberResponse(BaseModel):
+    """The memory is stored: it is in the user's write-ahead log and survives a crash."""
+
+    user_id: str = Field(description=_USER)
+    memory_id: str = Field(
+        description="Its memory id, `fact:f<n>`: read, correct or delete it under "
+        "`/v1/users/{user_id}/memories/{memory_id}`."
     )
 
 

@@ -21,7 +21,7 @@ from .docs import (
 )
 from .listing import memories_response, memory_kinds, read_listing
 from .state import STATE, ServerState
-from .tenancy import external_id, external_memory_id
+from .tenancy import external_id, external_memory_id, internal_id
 
 __all__ = ["router"]
 
@@ -67,6 +67,33 @@ async def memories(
     tenant, uid = await state.known(request, user_id)
     listing = await read_listing(state.memory(), uid, kinds)
     return memories_response(tenant, user_id, listing, limit, after)
+
+
+@router.post(
+    "/users/{user_id}/memories",
+    status_code=201,
+    summary="Remember a note",
+    response_model=m.RememberResponse,
+    tags=["memory"],
+    responses=BODY_ERRORS,
+    response_description="The memory is stored.",
+)
+async def remember(
+    request: Request, body: m.RememberRequest, user_id: str = USER_ID, state: ServerState = STATE
+) -> m.RememberResponse:
+    """Remember a free-text memory of the user: a note or fact your application or agent
+    gives, not taken from a turn, with optional `metadata` (a JSON object) returned with
+    it. Answers once it is durable (in the user's write-ahead log).
+
+    It is a fact of the user's memory (`origin`: `remembered`): retrieval returns it for
+    a query about it, the listing shows it under `kb`, and it can be read, corrected
+    (with history) and deleted by its `memory_id` like any other memory. Creates the
+    user if needed."""
+    tenant = state.tenant_of(request)
+    mid = await state.memory().remember(
+        internal_id(tenant, user_id), body.text, metadata=body.metadata
+    )
+    return m.RememberResponse(user_id=user_id, memory_id=external_memory_id(tenant, mid))
 
 
 @router.get(
@@ -202,6 +229,8 @@ def _memory_out(tenant: str, mem: Memory) -> m.MemoryOut:
         evidence=mem.evidence,
         edited=mem.edited,
         chain_id=mem.chain_id,
+        origin=mem.origin,
+        metadata=mem.metadata,
     )
 
 

@@ -8,7 +8,7 @@ from fastapi import Request
 from ..errors import MemoryOSError
 from ..messages import ContextItem, MemoryContext
 from . import models as m
-from .docs import BODY_ERRORS, CHAT_ERRORS, NO_USER, USER_ID, v1_router
+from .docs import BODY_ERRORS, CHAT_ERRORS, USER_ID, v1_router
 from .listing import profile_dict
 from .state import STATE, ServerState
 from .tenancy import internal_id
@@ -103,7 +103,7 @@ async def add_turns(
     summary="Retrieve memory for a query",
     response_model=m.RetrieveResponse,
     tags=["memory"],
-    responses={**NO_USER, **BODY_ERRORS},
+    responses=BODY_ERRORS,
     response_description="What the memory holds about the query.",
 )
 async def retrieve(
@@ -113,8 +113,10 @@ async def retrieve(
     relevant to it with their topic summaries, facts and traits learned about the user,
     and the assistant's persona; each item with its id, score and where it came from.
     `rendered` is the same as text to put in an LLM prompt. Reading changes nothing
-    but how "warm" the topics used are. 404 if the user has no data."""
-    tenant, uid = await state.known(request, user_id)
+    but how "warm" the topics used are. A user with no data yet gets an empty context
+    (and nothing is written for it)."""
+    tenant = state.tenant_of(request)
+    uid = internal_id(tenant, user_id)
     ctx = await state.memory().retrieve(
         uid, body.query, internal_id(tenant, body.assistant_id, "assistant_id")
     )

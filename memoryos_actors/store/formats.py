@@ -12,6 +12,8 @@ are msgpack maps whose key ``"t"`` names the kind; only this module knows the sh
 * :class:`UserProfileRecord` (``"user_profile"``), :class:`AgentProfileRecord`
   (``"agent_profile"``) — profiles the application set;
 * :class:`EditRecord` (``"edit"``) — a deletion or correction of one memory;
+* :class:`RememberRecord` (``"remember"``) — a free-text memory the application gave
+  (``remember``), a user fact of LPM;
 * :class:`LostRecord` (``"lost"``) — the placeholder a repair writes for a record damage
   destroyed (its seq stays taken; readers skip it);
 * :class:`UnknownRecord` — a kind this version does not know (kept, skipped).
@@ -70,6 +72,7 @@ __all__ = [
     "LostRecord",
     "MetaRecord",
     "PersonaRecord",
+    "RememberRecord",
     "TurnRecord",
     "UnknownRecord",
     "UserProfileRecord",
@@ -823,6 +826,61 @@ def encode_edit_state(edit: EditRecord) -> dict[str, Any]:
     return rec
 
 
+@dataclass(frozen=True, slots=True)
+class RememberRecord:
+    """A free-text memory the application gave (``remember``): a user fact, logged by LPM
+    before the caller is acknowledged.
+
+    Attributes:
+        entry_id: the fact's entry id (``f<n>``; its memory id is ``fact:f<n>``).
+        text: the memory's text.
+        timestamp: when, seconds since the epoch.
+        metadata: the application's metadata, compact JSON text of an object (``""``:
+            none).
+        emb: the text's embedding, float16 bytes (a replay needs no embedder).
+    """
+
+    entry_id: str
+    text: str
+    timestamp: float
+    metadata: str = ""
+    emb: bytes | None = None
+
+    kind: ClassVar[str] = "remember"
+
+    def entry(self) -> KBEntry:
+        """The user fact it adds (validated)."""
+        return KBEntry(
+            self.entry_id, self.text, self.timestamp, origin="remembered", metadata=self.metadata
+        )
+
+    def encode(self) -> dict[str, Any]:
+        """The map the WAL holds."""
+        rec: dict[str, Any] = {
+            "t": "remember",
+            "id": self.entry_id,
+            "text": self.text,
+            "ts": self.timestamp,
+        }
+        if self.metadata:
+            rec["meta"] = self.metadata
+        if self.emb is not None:
+            rec["emb"] = self.emb
+        return rec
+
+    @classmethod
+    def decode(cls, rec: Mapping[str, Any]) -> RememberRecord:
+        """The record of a WAL map (see :meth:`encode`)."""
+        emb = rec.get("emb")
+        return cls(
+            entry_id=str(rec["id"]),
+            text=str(rec["text"]),
+            timestamp=_num(rec["ts"]),
+            metadata=str(rec.get("meta") or ""),
+            emb=bytes(emb) if emb else None,
+        )
+
+
 WalRecord = (
     TurnRecord
     | MetaRecord
@@ -830,6 +888,7 @@ WalRecord = (
     | UserProfileRecord
     | AgentProfileRecord
     | EditRecord
+    | RememberRecord
     | LostRecord
     | UnknownRecord
 )
@@ -842,6 +901,7 @@ _WAL_TYPES = (
     UserProfileRecord,
     AgentProfileRecord,
     EditRecord,
+    RememberRecord,
     LostRecord,
     UnknownRecord,
 )
@@ -853,6 +913,7 @@ _WAL_KINDS: dict[str, Any] = {
     "user_profile": UserProfileRecord.decode,
     "agent_profile": AgentProfileRecord.decode,
     "edit": EditRecord.decode,
+    "remember": RememberRecord.decode,
     LOST_RECORD: LostRecord.decode,
 }
 

@@ -384,6 +384,32 @@ class LPMCore:
             duplicates=duplicates,
         )
 
+    def next_fact_id(self) -> str:
+        """The entry id the next new user fact gets (``f<n>``)."""
+        return f"f{self._next_fact}"
+
+    def remember(self, entry: KBEntry, embedding: npt.ArrayLike) -> LPMEffects:
+        """Add ``entry``, a fact the application gave (``remember``), at the end of the KB
+        FIFO with its id as it is (later facts are numbered after it), even when another
+        fact says the same: the application asked for this one. The facts pushed out of a
+        full FIFO are returned (their embeddings by :meth:`take_evicted_embeddings`)."""
+        if not isinstance(entry, KBEntry) or not entry.entry_id.startswith("f"):
+            raise InvalidInput(f"a remembered fact must be a KBEntry f<n>, got {entry!r:.80}")
+        try:
+            number = int(entry.entry_id[1:])
+        except ValueError:
+            raise InvalidInput(f"a fact's entry id must be f<n>, got {entry.entry_id!r}") from None
+        (emb,) = self._embeddings([embedding], 1, "embedding", self._dim)
+        if self._kb.index(entry.entry_id) is not None:
+            return LPMEffects()  # replayed over a state that holds it already
+        self._dim = len(emb)
+        self._next_fact = max(self._next_fact, number + 1)
+        evicted: list[KBEntry] = []
+        for old, old_emb in self._kb.push(entry, emb):
+            evicted.append(old)
+            self._evicted_embs[old.entry_id] = old_emb
+        return LPMEffects(facts_added=(entry,), facts_evicted=tuple(evicted))
+
     # ------------------------------------------------------------------ single memories
 
     def _note_trait(self, name: str, ts: float, trait: TraitLevel, source: str) -> None:
@@ -466,6 +492,8 @@ class LPMCore:
         out: list[tuple[str, str, tuple[int, ...]]] = []
         for e in self._kb.entries:
             mid = f"fact:{e.entry_id}"
+            if e.origin == "remembered":
+                continue  # the application's own words, distilled from no page
             if mid not in skip and quotes(e.text, e.source_segment):
                 out.append((mid, "delete", ()))
         for aid, persona in self._personas.items():

@@ -151,8 +151,11 @@ def test_reads_of_a_user_with_no_data_answer_unknown_user_and_write_nothing(
     mem.flush()
     data = tmp_path / "reads"
     before = {f for f in _files(data) if "nobody" in f}
+    # retrieve answers an empty context (an agent's first message), writing nothing too.
+    empty = mem.retrieve("nobody", "bees")
+    assert empty.page_ids() == () and empty.kb == () and empty.render().count("bees") == 0
+    assert mem.users() == ["ann"]
     reads = {
-        "retrieve": lambda: mem.retrieve("nobody", "bees"),
         "memories": lambda: mem.memories("nobody"),
         "get_memory": lambda: mem.get_memory("nobody", "page:p1"),
         "memory_history": lambda: mem.memory_history("nobody", "page:p1"),
@@ -209,6 +212,17 @@ def test_profiles_reach_retrieval(mem) -> None:
     mem.set_agent_profile("q", AgentProfile(role="coach", character="direct"))
     ctx = mem.retrieve("q", "hello")
     assert ctx.lpm_profile.name == "Quinn" and ctx.agent_profile.role == "coach"
+
+
+def test_a_remembered_note_is_retrieved_read_and_deleted_the_same(mem) -> None:
+    mid = mem.remember("rem", "Rem's locker code is 4417.", metadata={"from": "form"})
+    assert "Rem's locker code is 4417." in [i.text for i in mem.retrieve("rem", "locker code?").kb]
+    note = mem.get_memory("rem", mid)
+    assert (note.origin, note.metadata) == ("remembered", {"from": "form"})
+    with pytest.raises(InvalidInput):
+        mem.remember("rem", "x", metadata={"bad": float("nan")})
+    mem.delete_memory("rem", mid)
+    assert mid not in [m.memory_id for m in mem.memories("rem")]
 
 
 def test_chat_answers_and_stores_the_turn(mem) -> None:
@@ -341,8 +355,8 @@ def test_async_facade_serves_every_backend(backend, request, tmp_path: Path) -> 
             again = await mem.add_turn("a3", "hello from 3", "hi", turn_key="k3")
             assert again == "p2"
             assert "hello from 7" in (await mem.retrieve("a7", "hello")).render()
-            with pytest.raises(UnknownUser):
-                await mem.retrieve("nobody", "hello")
+            nobody = await mem.retrieve("nobody", "hello")  # empty, and nobody is not created
+            assert nobody.page_ids() == () and nobody.kb == ()
             await mem.flush(timeout=60.0, user_id="a7")
             assert len(await mem.users()) == 20
             return list(ids)

@@ -82,6 +82,7 @@ def _arguments(
         "user_id": USER,
         "query": "tea",
         "response": "ok",
+        "text": "a note",
         "memory_id": "p-1",
         "value": "high",
         "tier": "stm",

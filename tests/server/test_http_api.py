@@ -135,7 +135,9 @@ def test_delete_user_forgets_it_and_later_calls_get_404(deployment: Deployment) 
         r = c.delete("/v1/users/gone")
         assert r.status_code == 200, r.text
         assert r.json()["removed_files"] > 0
-        assert c.post("/v1/users/gone/retrieve", json={"query": "secret"}).status_code == 404
+        empty = c.post("/v1/users/gone/retrieve", json={"query": "secret"})  # nothing left
+        assert empty.status_code == 200, empty.text
+        assert "pineapple" not in empty.text and empty.json()["stm"] == []
         assert c.get("/v1/users/gone/memories").status_code == 404
         assert "gone" not in c.get("/v1/users").json()["users"]
 
@@ -200,6 +202,7 @@ def test_health_readiness_and_openapi_need_no_key(deployment: Deployment) -> Non
         ("/v1/users/{user_id}/retrieve", "post"),
         ("/v1/users/{user_id}/chat", "post"),
         ("/v1/users/{user_id}/memories", "get"),
+        ("/v1/users/{user_id}/memories", "post"),
         ("/v1/users/{user_id}/memories/{memory_id}", "get"),
         ("/v1/users/{user_id}/memories/{memory_id}", "delete"),
         ("/v1/users/{user_id}/memories/{memory_id}", "patch"),
@@ -217,6 +220,9 @@ def test_health_readiness_and_openapi_need_no_key(deployment: Deployment) -> Non
         assert op.get("summary"), (path, method)
         assert "200" in op["responses"] or "201" in op["responses"]
     assert "401" in paths["/v1/users/{user_id}/turns"]["post"]["responses"]
+    remember = paths["/v1/users/{user_id}/memories"]["post"]
+    assert "201" in remember["responses"] and "422" in remember["responses"]
+    assert "metadata" in json.dumps(spec["components"]["schemas"]["RememberRequest"])
 
 
 def test_metrics_follow_prometheus_naming_and_carry_no_user_labels(
@@ -292,8 +298,11 @@ def test_another_tenants_user_is_not_found(deployment: Deployment) -> None:
     with deployment.server.client(deployment.acme) as a:
         assert _turn(a, "private", "my bank pin is 1234").status_code == 201
     with deployment.server.client(deployment.globex) as g:
+        # To globex, acme's user is a user with no data: an empty context, nothing of acme's.
+        seen = g.post("/v1/users/private/retrieve", json={"query": "pin"})
+        assert seen.status_code == 200 and "1234" not in seen.text, seen.text
+        assert seen.json()["stm"] == [] and "private" not in g.get("/v1/users").json()["users"]
         for r in (
-            g.post("/v1/users/private/retrieve", json={"query": "pin"}),
             g.get("/v1/users/private/memories"),
             g.get("/v1/users/private/profile"),
             g.get("/v1/users/private/export"),
@@ -570,3 +579,53 @@ def test_a_second_server_on_the_same_data_dir_exits_with_a_clear_error(
         env=env,
     )
     assert done.returncode == 2 and "DataDirLocked" in done.stderr
+
+
+def test_a_remembered_note_is_retrieved_listed_corrected_and_deleted_over_http(
+    deployment: Deployment,
+) -> None:
+    meta = {"source": "crm", "score": 3, "tags": ["pet"]}
+    with deployment.server.client(deployment.acme) as c:
+        r = c.post(
+            "/v1/users/noted/memories",
+            json={"text": "Their beagle is called Rexford.", "metadata": meta},
+        )
+        assert r.status_code == 201, r.text
+        mid = r.json()["memory_id"]
+        assert r.json() == {"user_id": "noted", "memory_id": mid} and mid.startswith("fact:f")
+        ctx = c.post("/v1/users/noted/retrieve", json={"query": "what is my dog called?"})
+        assert "Rexford" in ctx.json()["rendered"]
+        one = c.get(f"/v1/users/noted/memories/{mid}").json()
+        assert (one["text"], one["origin"], one["metadata"]) == (
+            "Their beagle is called Rexford.",
+            "remembered",
+            meta,
+        )
+        (fact,) = c.get("/v1/users/noted/memories").json()["kb"]
+        assert (fact["memory_id"], fact["origin"], fact["metadata"]) == (mid, "remembered", meta)
+        fixed = c.patch(f"/v1/users/noted/memories/{mid}", json={"value": "Their beagle is Max."})
+        assert fixed.status_code == 200, fixed.text
+        history = c.get(f"/v1/users/noted/memories/{mid}/history").json()["events"]
+        assert [e["action"] for e in history] == ["created", "corrected"]
+        assert c.delete(f"/v1/users/noted/memories/{mid}").status_code == 200
+        assert c.get(f"/v1/users/noted/memories/{mid}").status_code == 404
+    with deployment.server.client(deployment.globex) as g:  # another tenant: not theirs
+        assert g.get(f"/v1/users/noted/memories/{mid}").status_code == 404
+        assert "noted" not in g.get("/v1/users").json()["users"]
+
+
+def test_hostile_remember_requests_are_refused_and_store_nothing(deployment: Deployment) -> None:
+    with deployment.server.client(deployment.acme) as c:
+        for body in (
+            {"text": ""},
+            {"text": "   "},
+            {"text": "x" * (70 * 1024)},  # over max_text_bytes
+            {"text": "note", "metadata": "not an object"},
+            {"text": "note", "metadata": {"big": "y" * 5000}},
+            {"text": "note", "metadata": {"a": [[[[[[[[[["deep"]]]]]]]]]]}},
+            {"text": "note", "extra": 1},
+            {"metadata": {}},
+        ):
+            r = c.post("/v1/users/hostile/memories", json=body)
+            assert r.status_code in (400, 413, 422), (body, r.status_code, r.text)
+        assert "hostile" not in c.get("/v1/users").json()["users"]

@@ -18,6 +18,7 @@ from mcp import Client  # noqa: E402
 TOOLS = {
     "add_turn",
     "retrieve",
+    "remember",
     "chat",
     "list_users",
     "list_memories",
@@ -101,8 +102,26 @@ async def _session(client: Client) -> None:
     mems = _data(await client.call_tool("list_memories", {"user_id": "ann"}))
     assert {"memory_id": "trait:sense_of_humor", "level": "high", "evidence": ""} in mems["traits"]
     assert _data(await client.call_tool("list_users", {})) == ["ann"]
-    missing = await client.call_tool("retrieve", {"user_id": "nobody", "query": "x"})
-    assert "UnknownUser" in _error_text(missing)
+    noted = _data(
+        await client.call_tool(
+            "remember",
+            {"user_id": "ann", "text": "Ann's cat Miso is allergic to fish.", "metadata": {"k": 1}},
+        )
+    )
+    assert noted["user_id"] == "ann" and noted["memory_id"].startswith("fact:f")
+    ctx = _data(await client.call_tool("retrieve", {"user_id": "ann", "query": "cat allergy?"}))
+    assert "Ann's cat Miso is allergic to fish." in ctx["facts"]
+    mems = _data(await client.call_tool("list_memories", {"user_id": "ann"}))
+    (fact,) = [f for f in mems["facts"] if f["memory_id"] == noted["memory_id"]]
+    assert (fact["origin"], fact["metadata"]) == ("remembered", {"k": 1})
+    for bad_args in (
+        {"user_id": "ann", "text": ""},
+        {"user_id": "ann", "text": "x", "metadata": {"big": "y" * 5000}},
+    ):
+        assert "InvalidInput" in _error_text(await client.call_tool("remember", bad_args))
+    missing = _data(await client.call_tool("retrieve", {"user_id": "nobody", "query": "x"}))
+    assert missing["page_ids"] == [] and missing["facts"] == []  # empty, nothing written
+    assert _data(await client.call_tool("list_users", {})) == ["ann"]
     for uid in ("a/b", ".", ".."):  # none of them could be named in a URL
         bad = await client.call_tool("add_turn", {"user_id": uid, "query": "x", "response": "y"})
         assert "InvalidInput" in _error_text(bad)
@@ -156,8 +175,12 @@ def test_mcp_over_http_never_shows_another_tenants_users(deployment: Deployment)
         async with _http_client(deployment, deployment.globex) as client:
             users = _data(await client.call_tool("list_users", {}))
             assert "mcp-private" not in users
+            # Another tenant's user is, to globex, a user with no data: empty, not theirs.
+            seen = _data(
+                await client.call_tool("retrieve", {"user_id": "mcp-private", "query": "secret"})
+            )
+            assert "plum" not in str(seen) and seen["page_ids"] == []
             for tool, args in (
-                ("retrieve", {"query": "secret"}),
                 ("list_memories", {}),
                 ("delete_memory", {"memory_id": "page:p1"}),
                 ("forget_user", {}),

@@ -14,6 +14,7 @@ Three checks:
 from __future__ import annotations
 
 import dataclasses
+import json
 import struct
 import tarfile
 from collections import Counter
@@ -45,6 +46,7 @@ from memoryos_actors.store.formats import (
     LostRecord,
     MetaRecord,
     PersonaRecord,
+    RememberRecord,
     TurnRecord,
     UnknownRecord,
     UserProfileRecord,
@@ -340,7 +342,51 @@ def test_a_record_of_an_unknown_kind_is_kept_as_it_is(fields: dict[str, Any], ki
     assert isinstance(record, UnknownRecord) and record.encode() == raw
 
 
-_KNOWN = {"turn", "meta", "persona", "user_profile", "agent_profile", "edit", "lost"}
+_KNOWN = {"turn", "meta", "persona", "user_profile", "agent_profile", "edit", "remember", "lost"}
+
+
+_metadata_texts = st.one_of(
+    st.just(""),
+    st.dictionaries(
+        ids, st.one_of(texts, st.integers(), st.booleans()), min_size=1, max_size=3
+    ).map(lambda d: json.dumps(d, sort_keys=True, separators=(",", ":"))),
+)
+
+
+@given(
+    n=st.integers(1, 10**6),
+    text=texts.filter(str.strip),
+    ts=timestamps,
+    metadata=_metadata_texts,
+    emb=st.one_of(st.none(), st.binary(min_size=2, max_size=16)),
+)
+def test_a_remember_record_encodes_and_round_trips(
+    n: int, text: str, ts: float, metadata: str, emb: bytes | None
+) -> None:
+    record = RememberRecord(f"f{n}", text, ts, metadata, emb)
+    old: dict[str, Any] = {"t": "remember", "id": f"f{n}", "text": text, "ts": ts}
+    if metadata:
+        old["meta"] = metadata
+    if emb is not None:
+        old["emb"] = emb
+    _round_trips(record, old)
+    entry = record.entry()  # the user fact it adds, marked as remembered
+    assert (entry.entry_id, entry.text, entry.origin, entry.metadata) == (
+        f"f{n}",
+        text,
+        "remembered",
+        metadata,
+    )
+    # Archived (pushed out of the KB), it keeps its origin and metadata.
+    archived = ArchivedFact.of_entry("fact", entry, "", emb)
+    assert decode_archived(_unpack(_pack(archived.encode()))).to_entry() == entry  # type: ignore[union-attr]
+
+
+@given(entry=kb_entries)
+def test_a_learnt_kb_entry_is_stored_as_before(entry: Any) -> None:
+    # Only a remembered fact carries origin and metadata: every other entry's map (in
+    # snapshots, archives and exports) has the four keys earlier versions wrote.
+    assert list(entry.to_dict()) == ["entry_id", "text", "timestamp", "source_segment"]
 
 
 # -- archive records ----------------------------------------------------------------------
