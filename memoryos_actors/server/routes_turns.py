@@ -3,8 +3,11 @@ a query, and chat (retrieve, answer with the LLM, store the turn)."""
 
 from __future__ import annotations
 
+import copy
+
 from fastapi import Request
 
+from ..aio import AsyncMemoryOS
 from ..errors import MemoryOSError
 from ..messages import ContextItem, MemoryContext
 from . import models as m
@@ -43,15 +46,20 @@ async def add_turn(
     stored once, and the answer names the first page.
     """
     tenant = state.tenant_of(request)
-    page_id = await state.memory().add_turn(
-        internal_id(tenant, user_id),
-        body.query,
-        body.response,
-        body.timestamp,
-        internal_id(tenant, body.assistant_id, "assistant_id"),
-        turn_key=body.turn_key,
-    )
+    page_id = await _store(state.memory(), tenant, internal_id(tenant, user_id), body)
     return m.AddTurnResponse(user_id=user_id, page_id=page_id)
+
+
+async def _store(mem: AsyncMemoryOS, tenant: str, uid: str, turn: m.AddTurnRequest) -> str:
+    """Store ``turn`` for library user ``uid`` of ``tenant``; the page id."""
+    return await mem.add_turn(
+        uid,
+        turn.query,
+        turn.response,
+        turn.timestamp,
+        internal_id(tenant, turn.assistant_id, "assistant_id"),
+        turn_key=turn.turn_key,
+    )
 
 
 @router.post(
@@ -78,24 +86,24 @@ async def add_turns(
     page_ids: list[str] = []
     for n, turn in enumerate(body.turns):
         try:
-            page_ids.append(
-                await mem.add_turn(
-                    uid,
-                    turn.query,
-                    turn.response,
-                    turn.timestamp,
-                    internal_id(tenant, turn.assistant_id, "assistant_id"),
-                    turn_key=turn.turn_key,
-                )
-            )
+            page_ids.append(await _store(mem, tenant, uid, turn))
         except MemoryOSError as exc:
-            raise type(exc)(
-                f"turn {n} of the batch: {exc} (turns 0..{n - 1} are stored; with turn keys, "
-                "send the batch again to store the rest once)"
-                if n
-                else f"turn 0 of the batch: {exc} (none is stored)"
-            ) from exc
+            raise _at_turn(exc, n) from exc
     return m.AddTurnsResponse(user_id=user_id, page_ids=page_ids)
+
+
+def _at_turn(exc: MemoryOSError, n: int) -> MemoryOSError:
+    """``exc`` (raised by turn ``n`` of a batch) saying which turns are stored: the same
+    class with the same attributes, so it is answered with the same status."""
+    said = (
+        f"turn {n} of the batch: {exc} (turns 0..{n - 1} are stored; with turn keys, "
+        "send the batch again to store the rest once)"
+        if n
+        else f"turn 0 of the batch: {exc} (none is stored)"
+    )
+    again = copy.copy(exc)
+    again.args = (said,)
+    return again
 
 
 @router.post(
