@@ -29,6 +29,7 @@ from .memories import (
     archived_memory,
     archived_one,
     entry_metadata,
+    page_memory,
     page_text,
 )
 from .messages import TraitLevel
@@ -414,32 +415,28 @@ class MemoryEditing:
             if "page" in kinds:
                 for p in tuple(stm.outbox) + tuple(stm.pages):
                     out.append(
-                        Memory(
-                            f"page:{p.page_id}",
-                            "page",
+                        page_memory(
+                            p.page_id,
                             "stm",
-                            page_text(p.query, p.response),
+                            p.query,
+                            p.response,
                             p.timestamp,
                             assistant_id=p.assistant_id,
                             chain_id=p.chain_id or None,
-                            query=p.query,
-                            response=p.response,
                         )
                     )
             for seg in mtm.segments:
                 if "page" in kinds:
                     out.extend(
-                        Memory(
-                            f"page:{p.page_id}",
-                            "page",
+                        page_memory(
+                            p.page_id,
                             "mtm",
-                            page_text(p.query, p.response),
+                            p.query,
+                            p.response,
                             p.timestamp,
                             assistant_id=p.assistant_id,
                             segment_id=seg.segment_id,
                             chain_id=p.chain_id or None,
-                            query=p.query,
-                            response=p.response,
                         )
                         for p in seg.pages
                     )

@@ -26,6 +26,7 @@ __all__ = [
     "archived_in",
     "archived_memory",
     "archived_one",
+    "page_memory",
     "page_text",
 ]
 
@@ -156,21 +157,46 @@ def page_text(query: str, response: str) -> str:
     return f"{query}\n{response}"
 
 
+def page_memory(
+    page_id: str,
+    tier: str,
+    query: str,
+    response: str,
+    timestamp: float,
+    *,
+    assistant_id: str | None,
+    segment_id: str | None = None,
+    chain_id: str | None = None,
+) -> Memory:
+    """The :class:`Memory` of page ``page_id`` held in ``tier``: its text is made from its
+    query and response (:func:`page_text`), which it also holds apart."""
+    return Memory(
+        f"page:{page_id}",
+        "page",
+        tier,
+        page_text(query, response),
+        timestamp,
+        assistant_id=assistant_id,
+        segment_id=segment_id,
+        chain_id=chain_id,
+        query=query,
+        response=response,
+    )
+
+
 def archived_memory(item: Any, corrected: Any) -> Memory:
     """The :class:`Memory` of a cold-index item (a ``ColdItem``)."""
     if item.kind == "page":
         query, response, assistant_id, chain_id = item.page_parts()
-        return Memory(
-            item.memory_id,
-            "page",
+        return page_memory(
+            item.item_id,
             "archive",
-            page_text(query, response),
+            query,
+            response,
             item.timestamp,
             assistant_id=assistant_id,
             segment_id=item.segment_id,
             chain_id=chain_id,
-            query=query,
-            response=response,
         )
     owner = item.owner
     mid = item.memory_id
@@ -222,17 +248,15 @@ def archived_in(store: UserStore, kinds: frozenset[str]) -> list[Memory]:
                 )
             if "page" in kinds:
                 out.extend(
-                    Memory(
-                        f"page:{p['page_id']}",
-                        "page",
+                    page_memory(
+                        str(p["page_id"]),
                         "archive",
-                        page_text(str(p["query"]), str(p["response"])),
+                        str(p["query"]),
+                        str(p["response"]),
                         float(p["timestamp"]),
                         assistant_id=str(p.get("assistant_id", "")) or None,
                         segment_id=sid,
                         chain_id=str(p.get("chain_id") or "") or None,
-                        query=str(p["query"]),
-                        response=str(p["response"]),
                     )
                     for p in held.pages
                 )
