@@ -1,7 +1,8 @@
 """The asyncio facade: :class:`AsyncMemoryOS`, the methods of
 :class:`~memoryos_actors.api.MemoryAPI` as coroutines (:class:`~memoryos_actors.api.
 AsyncMemoryAPI`), run on a thread pool so no call blocks the event loop. The coroutines
-are generated from the protocol (``cog -r memoryos_actors/aio.py``), ``close`` excepted.
+are generated from the protocol (``cog -r memoryos_actors/aio.py``), ``close`` and the
+streaming ``chat_stream`` (an async iterator, not a coroutine) excepted.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
+from .chat_streams import AsyncChatStream
 from .clock import Clock
 from .config import MemoryConfig
 from .directory import UserPhase
@@ -255,6 +257,14 @@ class AsyncMemoryOS:
         return await self._run(self.sync.memory_history, user_id, memory_id)
 
     # [[[end]]]
+
+    def chat_stream(
+        self, user_id: str, query: str, assistant_id: str = "default", *, fallback: bool = True
+    ) -> AsyncChatStream:
+        """See :meth:`MemoryOS.chat_stream`: the same pieces as an async iterator, each
+        waited for on this wrapper's thread pool (``aclose()`` abandons it)."""
+        stream = self.sync.chat_stream(user_id, query, assistant_id, fallback=fallback)
+        return AsyncChatStream(stream, self._run)
 
     async def close(self, timeout: float = 60.0) -> None:
         """See :meth:`MemoryOS.close`."""

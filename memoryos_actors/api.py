@@ -41,6 +41,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 if TYPE_CHECKING:
+    from .chat_streams import AsyncChatStream, ChatStream
     from .directory import UserPhase
     from .memories import ArchivedMemories, Memory, MemoryEvent, MemoryList
     from .messages import AgentProfile, MemoryContext, UserProfile
@@ -109,12 +110,17 @@ class Policy:
         handler: the shard serves the call with a handler of its own (the shard server's
             method that ``serves`` it), not by calling its system's method of that name:
             a reply made without storing the turn, an export or import carried as bytes.
+        stream: the method returns an iterator that gives its answer piece by piece, not
+            an answer: it has no generated twin (:func:`twin_methods` leaves it out); its
+            asyncio twin is written by hand in :class:`AsyncMemoryAPI`, a plain method
+            that returns an async iterator.
     """
 
     route: Route
     resend: bool
     merge: Merge | None = None
     handler: bool = False
+    stream: bool = False
 
     def __post_init__(self) -> None:
         fans_out = self.route in (Route.ALL, Route.USER_OR_ALL)
@@ -128,10 +134,15 @@ _POLICY_OF: dict[Callable[..., Any], Policy] = {}
 
 
 def policy(
-    route: Route, *, resend: bool, merge: Merge | None = None, handler: bool = False
+    route: Route,
+    *,
+    resend: bool,
+    merge: Merge | None = None,
+    handler: bool = False,
+    stream: bool = False,
 ) -> Callable[[_F], _F]:
     """Decorator: declare the routing :class:`Policy` of a :class:`MemoryAPI` method."""
-    rule = Policy(route, resend, merge, handler)
+    rule = Policy(route, resend, merge, handler, stream)
 
     def declare(method: _F) -> _F:
         _POLICY_OF[method] = rule
@@ -241,6 +252,37 @@ class MemoryAPI(Protocol):
         reached :class:`~memoryos_actors.errors.ProviderUnreachable` (all subclasses of
         :class:`~memoryos_actors.errors.ProviderConfigError`), and nothing is stored.
         A user with no data yet is answered from an empty memory; the turn creates it.
+        """
+
+    # The sharded facade asks the user's shard for the whole reply (chat_reply's handler),
+    # gives it out in pieces and stores the turn at the end: no streaming across processes.
+    @policy(Route.LOCAL, resend=False, stream=True)
+    def chat_stream(
+        self, user_id: str, query: str, assistant_id: str = "default", *, fallback: bool = True
+    ) -> ChatStream:
+        """Answer ``query`` from memory like :meth:`chat_reply`, giving out the reply's
+        text piece by piece as the provider writes it (an iterator of ``str``), and store
+        the turn once, when the reply is whole.
+
+        The turn is stored when the iteration ends (``StopIteration``), exactly once; the
+        stream's ``reply`` is then the :class:`~memoryos_actors.reports.ChatReply`
+        (``degraded`` and ``reason`` as :meth:`chat_reply` gives them). Nothing is stored
+        for a stream that is abandoned before its end (``close()``, leaving its ``with``
+        block, a ``break``, dropping it: the provider's request is closed), nor for one
+        that fails. Up to the first piece a failure is handled as :meth:`chat_reply`
+        handles it (the offline fallback's reply, given out in pieces and ``degraded``;
+        or :class:`~memoryos_actors.errors.ProviderUnavailable` with ``fallback=False``;
+        a :class:`~memoryos_actors.errors.ProviderConfigError` for a configuration error).
+        After it the reply cannot be taken back: a stream that breaks off raises
+        :class:`~memoryos_actors.errors.ProviderUnavailable`, and a whole reply that turns
+        out to echo the prompt raises :class:`~memoryos_actors.errors.GatewayError`; the
+        pieces given out are not stored. The first 80 characters are held back until they
+        are checked for an echo of the prompt (an echo found there is answered by the
+        fallback). The offline backend's reply, and a reply on a cluster (made whole on
+        the user's shard), come whole and are given out in pieces.
+
+        Bad arguments raise at the call; retrieval and the provider's errors raise from
+        the iteration. Iterate in one thread at a time.
         """
 
     @policy(Route.USER, resend=True)
@@ -683,6 +725,14 @@ class AsyncMemoryAPI(Protocol):
 
     # [[[end]]]
 
+    # A streaming method (its policy says ``stream``) is no coroutine: it returns an async
+    # iterator. Written by hand; a test checks it takes the sync method's parameters.
+    def chat_stream(
+        self, user_id: str, query: str, assistant_id: str = "default", *, fallback: bool = True
+    ) -> AsyncChatStream:
+        """:meth:`MemoryAPI.chat_stream` as an async iterator (``async for piece in ...``),
+        each piece waited for off the event loop."""
+
 
 #: The protocols' methods, in the README's order.
 API_METHODS: tuple[str, ...] = tuple(
@@ -712,7 +762,8 @@ def twin_methods(
 
     What ``cog`` writes into :class:`AsyncMemoryAPI`,
     :class:`~memoryos_actors.AsyncMemoryOS` and the sharded facade (a development tool: it
-    runs ``ruff``).
+    runs ``ruff``). A streaming method (its policy says ``stream``) has no generated twin:
+    it is left out, even when ``names`` names it.
     """
     import inspect
     import subprocess
@@ -720,6 +771,8 @@ def twin_methods(
 
     lines = ["class _Twins:"]
     for name in tuple(names) or API_METHODS:
+        if POLICIES[name].stream:
+            continue
         sig = inspect.signature(getattr(MemoryAPI, name))
         params: list[str] = []
         passed: list[str] = []
@@ -741,6 +794,8 @@ def twin_methods(
         kind = "async def" if coroutines else "def"
         lines.append(f"    {kind} {name}({', '.join(params)}) -> {returns}:")
         lines.append(f"        {body(name, ''.join(', ' + arg for arg in passed))}")
+    if len(lines) == 1:
+        return ""
     source = "\n".join(lines) + "\n"
     done = subprocess.run(
         [sys.executable, "-m", "ruff", "format", "--stdin-filename", __file__, "-"],

@@ -60,7 +60,10 @@ __all__ = [
 MIN_FREE_BYTES = 64 * 1024 * 1024
 """Least free space (bytes) ``check_data_dir`` accepts on the data directory's file system."""
 
-_PROBE_PAYLOAD = {"context": "(no memory yet)", "query": "Reply with the single word: ready."}
+#: The probe asks for a JSON answer (what the background calls need: chain meta, summaries,
+#: persona updates); a chat reply is plain text, which any model that answers can write.
+_PROBE_KIND = "segment_summary"
+_PROBE_PAYLOAD = {"pages": [{"query": "Are you ready?", "response": "Ready."}]}
 
 
 @dataclass(frozen=True, slots=True)
@@ -178,10 +181,10 @@ def startup_check(config: MemoryConfig, *, timeout: float | None = None) -> list
 
 
 def check_llm(config: MemoryConfig, *, timeout: float | None = None) -> DoctorCheck:
-    """One small ``chat_reply`` completion through the configured backend, one attempt.
+    """One small ``segment_summary`` completion through the configured backend, one attempt.
 
     The request is what the gateway sends (same client path, JSON mode as configured);
-    the answer must be valid ``chat_reply`` JSON. A key variable that is not set fails
+    the answer must be valid ``segment_summary`` JSON. A key variable that is not set fails
     before any call.
     """
     started = time.perf_counter()
@@ -467,9 +470,9 @@ def _timeout(config: MemoryConfig, timeout: float | None) -> float:
 
 
 async def _probe(backend: Any) -> None:
-    """One ``chat_reply`` call, then the backend's connections closed (on the same loop)."""
+    """One probe call, then the backend's connections closed (on the same loop)."""
     try:
-        await backend.acall("chat_reply", _PROBE_PAYLOAD)
+        await backend.acall(_PROBE_KIND, _PROBE_PAYLOAD)
     finally:
         await backend.aclose()
 

@@ -11,11 +11,13 @@ from __future__ import annotations
 import dataclasses
 import time
 import uuid
+from collections.abc import Generator
 from typing import TYPE_CHECKING
 
 import structlog
 
 from .actors.base import ASSISTANT_PREFIX, actor_names, persona_owner
+from .chat_streams import ChatStream
 from .directory import UserEntry, UserPhase
 from .errors import ActorCrashed, InvalidInput, UnknownUser
 from .messages import (
@@ -46,7 +48,8 @@ _ADD_TURN_ATTEMPTS = 3
 
 
 class Conversation:
-    """``add_turn``, ``retrieve``, ``chat``, ``chat_reply`` and the profile setters.
+    """``add_turn``, ``retrieve``, ``chat``, ``chat_reply``, ``chat_stream`` and the
+    profile setters.
 
     Thread-safe. Counts turns, retrievals and chats in the core's metrics (``turns``,
     ``retrievals``, ``chats``, ``degraded_chats``) and samples ``add_turn_ms`` and
@@ -157,6 +160,45 @@ class Conversation:
         core = self._core
         core.check_writable("chat")
         answer = self.reply(user_id, query, assistant_id, fallback=fallback)
+        self.add_turn(user_id, query, answer.text, assistant_id=assistant_id)
+        core.metrics.inc("chats")
+        if answer.degraded:
+            core.metrics.inc("degraded_chats")
+            log.warning("chat.degraded", reason=answer.reason)
+        return answer
+
+    def chat_stream(
+        self, user_id: str, query: str, assistant_id: str = "default", *, fallback: bool = True
+    ) -> ChatStream:
+        """Answer from memory piece by piece and store the turn at the end; see
+        :meth:`MemoryAPI.chat_stream <memoryos_actors.api.MemoryAPI.chat_stream>`."""
+        core = self._core
+        core.check_writable("chat")
+        _check_user_id(user_id)
+        _check_text(query, "query", core.config.max_text_bytes, setting="max_text_bytes")
+        _check_text(assistant_id, "assistant_id", MAX_ID_BYTES)
+        return ChatStream(self._streamed(user_id, query, assistant_id, bool(fallback)))
+
+    def _streamed(
+        self, user_id: str, query: str, assistant_id: str, fallback: bool
+    ) -> Generator[str, None, ChatReply]:
+        """The pieces of the reply; the turn stored once they are all given out."""
+        core = self._core
+        ctx = self.chat_context(user_id, query, assistant_id)
+        stream = core.gateway_service.stream(
+            "chat_reply",
+            {"context": ctx.render(), "query": query},
+            user_id=user_id,
+            fallback=fallback,
+            raise_config_errors=True,
+        )
+        try:
+            yield from stream
+        finally:
+            stream.close()  # abandoned (or failed): the provider's request is closed
+        done = stream.completion
+        assert done is not None  # the stream ended without an error
+        answer = ChatReply(str(done.data["reply"]), done.degraded, done.reason, done.backend)
         self.add_turn(user_id, query, answer.text, assistant_id=assistant_id)
         core.metrics.inc("chats")
         if answer.degraded:

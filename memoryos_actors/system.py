@@ -49,6 +49,7 @@ from .store.lock import DataDirLock
 from .validation import check_path as _check_path
 
 if TYPE_CHECKING:
+    from .chat_streams import ChatStream
     from .cluster import ClusterMemoryOS
     from .memories import ArchivedMemories, Memory, MemoryEvent, MemoryList
     from .messages import AgentProfile, MemoryContext, UserProfile
@@ -250,6 +251,11 @@ class MemoryOS:
         self, user_id: str, query: str, assistant_id: str = "default", *, fallback: bool = True
     ) -> ChatReply:
         return self._conversation.chat_reply(user_id, query, assistant_id, fallback=fallback)
+
+    def chat_stream(
+        self, user_id: str, query: str, assistant_id: str = "default", *, fallback: bool = True
+    ) -> ChatStream:
+        return self._conversation.chat_stream(user_id, query, assistant_id, fallback=fallback)
 
     def set_user_profile(self, user_id: str, profile: UserProfile) -> None:
         self._conversation.set_user_profile(user_id, profile)

@@ -31,13 +31,14 @@ from __future__ import annotations
 import os
 import time
 import uuid
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Generator, Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import structlog
 
 from memoryos_actors.api import MemoryAPI, Route
+from memoryos_actors.chat_streams import ChatStream, text_pieces
 from memoryos_actors.clock import Clock
 from memoryos_actors.config import MemoryConfig
 from memoryos_actors.directory import UserPhase
@@ -318,6 +319,28 @@ class ClusterMemoryOS:
         """See :meth:`MemoryOS.chat_reply <memoryos_actors.MemoryOS.chat_reply>`."""
         call = ShardCall(ShardServer.reply, user_id, query, assistant_id, bool(fallback))
         reply = self._send(call, user_id)
+        self.add_turn(user_id, query, reply.text, assistant_id=assistant_id)
+        self._calls.count("chats", *(("degraded_chats",) if reply.degraded else ()))
+        if reply.degraded:
+            log.warning("chat.degraded", reason=reply.reason)
+        return reply
+
+    def chat_stream(
+        self, user_id: str, query: str, assistant_id: str = "default", *, fallback: bool = True
+    ) -> ChatStream:
+        """See :meth:`MemoryOS.chat_stream <memoryos_actors.MemoryOS.chat_stream>`. On a
+        cluster the reply is made whole on the user's shard (no streaming across
+        processes), then given out in pieces; the turn is stored at the end, with a turn
+        key, as :meth:`chat_reply` stores it."""
+        _check_user_id(user_id)
+        return ChatStream(self._streamed(user_id, query, assistant_id, bool(fallback)))
+
+    def _streamed(
+        self, user_id: str, query: str, assistant_id: str, fallback: bool
+    ) -> Generator[str, None, ChatReply]:
+        call = ShardCall(ShardServer.reply, user_id, query, assistant_id, fallback)
+        reply = self._send(call, user_id)
+        yield from text_pieces(reply.text)
         self.add_turn(user_id, query, reply.text, assistant_id=assistant_id)
         self._calls.count("chats", *(("degraded_chats",) if reply.degraded else ()))
         if reply.degraded:

@@ -67,6 +67,7 @@ class UsageCounters:
     calls: int = 0
     errors: int = 0
     invalid_answers: int = 0
+    echoed_answers: int = 0
     degraded: int = 0
     cache_hits: int = 0
     prompt_tokens: int = 0
@@ -80,6 +81,7 @@ class UsageCounters:
             "calls": self.calls,
             "errors": self.errors,
             "invalid_answers": self.invalid_answers,
+            "echoed_answers": self.echoed_answers,
             "degraded": self.degraded,
             "cache_hits": self.cache_hits,
             "prompt_tokens": self.prompt_tokens,
@@ -149,11 +151,13 @@ class Accounting:
             for c in self._targets(kind, user_id):
                 c.errors += 1
 
-    def record_invalid(self, kind: str, user_id: str | None) -> None:
-        """Record one provider answer that failed validation (asked again, not an outage)."""
+    def record_invalid(self, kind: str, user_id: str | None, *, echoed: bool = False) -> None:
+        """Record one provider answer that failed validation (asked again, not an outage);
+        ``echoed``: it echoed the prompt back (also counted in ``echoed_answers``)."""
         with self._lock:
             for c in self._targets(kind, user_id):
                 c.invalid_answers += 1
+                c.echoed_answers += int(echoed)
 
     def record_retry(self) -> None:
         """Record one retry (a wait followed by another attempt)."""
@@ -192,6 +196,7 @@ class Accounting:
                 "calls": self._total.calls,
                 "errors": self._total.errors,
                 "invalid_answers": self._total.invalid_answers,
+                "echoed_answers": self._total.echoed_answers,
                 "degraded": self._total.degraded,
                 "cache_hits": self._total.cache_hits,
                 "retries": self.retries,

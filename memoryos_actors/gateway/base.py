@@ -100,8 +100,8 @@ class ProviderCallError(GatewayError):
     malformed output); ``retry_after`` is the provider's requested wait in seconds, if any;
     ``status`` is the HTTP status when there was one. The message never contains the
     provider's response body, so it is safe to log. ``category`` is one of ``"timeout"``,
-    ``"connection"``, ``"server_error"``, ``"rate_limited"``, ``"malformed"``, ``"error"``
-    (outages and faults) or ``"auth"``, ``"not_found"``, ``"unreachable"`` (configuration
+    ``"connection"``, ``"server_error"``, ``"rate_limited"``, ``"malformed"``, ``"echoed"``
+    (an answer that echoes the prompt back), ``"error"`` (outages and faults) or ``"auth"``, ``"not_found"``, ``"unreachable"`` (configuration
     errors, see :data:`CONFIG_CATEGORIES`); for those, ``reason`` is the provider's own
     explanation with any API key masked.
     """

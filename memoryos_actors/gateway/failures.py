@@ -410,6 +410,8 @@ def degraded_reason(exc: ProviderCallError) -> str:
         )
     if exc.category == "malformed":
         return f"provider answer invalid: {what}"
+    if exc.category == "echoed":
+        return f"provider answer rejected: {what}"
     if exc.category in ("timeout", "connection", "server_error", "rate_limited"):
         return f"provider unavailable: {what}"
     return f"provider call failed: {what}"

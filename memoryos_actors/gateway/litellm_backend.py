@@ -10,10 +10,17 @@ request is one plain HTTP POST through aiohttp, which costs about a tenth of the
 of ``litellm.acompletion`` per call (``bench/client_cpu.py``); every other provider goes
 through ``litellm.acompletion``. ``llm_client`` forces one path.
 
-JSON mode (``response_format: {"type": "json_object"}``) is requested where the provider
-supports it: litellm says so for its path; on the HTTP path it is tried, and dropped for good
-if the server rejects it (HTTP 400 or 422 naming ``response_format``). The parse-repair-validate path stays
-the fallback for every answer.
+JSON mode (``response_format: {"type": "json_object"}``) is requested for the prompt kinds
+answered in JSON (the background calls: chain meta, summaries, persona updates), where the
+provider supports it: litellm says so for its path; on the HTTP path it is tried, and dropped
+for good if the server rejects it (HTTP 400 or 422 naming ``response_format``). The
+parse-repair-validate path stays the fallback for every answer. A chat reply is asked for
+and taken in plain text, never in JSON mode, so any provider's model can write it.
+
+:meth:`LiteLLMBackend.astream` streams a plain-text answer as the provider writes it: with
+``stream=True`` through litellm, or as server-sent events (``data:`` lines, ending with
+``data: [DONE]``) on the HTTP path. A stream that stops before its end (the connection
+dropped, no end marker) raises, so a cut-off reply is never taken for a whole one.
 
 This module does one provider attempt per call; retries, the breaker and limits live in
 :mod:`memoryos_actors.gateway.service`. Every provider failure becomes a
@@ -29,6 +36,7 @@ import asyncio
 import json
 import os
 import threading
+from collections.abc import AsyncGenerator, AsyncIterator
 from types import ModuleType
 from typing import Any
 
@@ -36,10 +44,10 @@ from memoryos_actors.errors import ConfigError, ProviderConfigError
 from memoryos_actors.gateway.base import BackendResult, ProviderCallError
 from memoryos_actors.gateway.failures import HTTPStatusError, classify_error, config_error
 from memoryos_actors.gateway.prompts import (
+    PROMPTS,
     MalformedOutput,
-    parse_json_object,
+    parse_answer,
     render_messages,
-    validate_output,
 )
 
 __all__ = ["LiteLLMBackend", "classify_error", "estimate_tokens", "import_litellm"]
@@ -90,6 +98,12 @@ def _need_client(use_http: bool) -> None:
             f"{path} needs the 'llm' extra ({module} is missing): "
             'pip install "memoryos-actors[llm]"'
         )
+
+
+def _cut_off() -> ProviderCallError:
+    return ProviderCallError(
+        "provider call failed: the stream ended before the reply did", category="connection"
+    )
 
 
 def estimate_tokens(text: str) -> int:
@@ -180,11 +194,17 @@ class LiteLLMBackend:
     @staticmethod
     def _validated(kind: str, text: str) -> dict[str, Any]:
         try:
-            return validate_output(kind, parse_json_object(text))
+            return parse_answer(kind, text)
         except MalformedOutput as exc:
+            what = "JSON" if PROMPTS[kind].answer == "json" else "text"
             raise ProviderCallError(
-                f"answer was not valid {kind} JSON: {exc}", category="malformed"
+                f"answer was not valid {kind} {what}: {exc}", category="malformed"
             ) from None
+
+    @staticmethod
+    def _wants_json(kind: str) -> bool:
+        """Whether ``kind`` is answered in JSON (JSON mode may help); a chat reply is not."""
+        return PROMPTS[kind].answer == "json"
 
     # ------------------------------------------------------------------ litellm
 
@@ -203,6 +223,8 @@ class LiteLLMBackend:
             kwargs["api_base"] = self.api_base
         if self.api_key_env:
             kwargs["api_key"] = self._api_key()
+        if not self._wants_json(kind):
+            return kwargs
         if self._json_ok is None:
             try:
                 params = litellm.get_supported_openai_params(model=self.model) or []
@@ -260,7 +282,7 @@ class LiteLLMBackend:
 
     # --------------------------------------------------------------- plain HTTP
 
-    async def _post(self, body: dict[str, Any]) -> tuple[int, Any, bytes]:
+    def _http_session(self) -> Any:
         import aiohttp
 
         if self._session is None:
@@ -271,19 +293,26 @@ class LiteLLMBackend:
             self._session = aiohttp.ClientSession(
                 headers=headers, timeout=aiohttp.ClientTimeout(total=self.timeout)
             )
-        url = f"{(self.api_base or '').rstrip('/')}/chat/completions"
-        async with self._session.post(url, data=json.dumps(body)) as resp:
+        return self._session
+
+    def _url(self) -> str:
+        return f"{(self.api_base or '').rstrip('/')}/chat/completions"
+
+    async def _post(self, body: dict[str, Any]) -> tuple[int, Any, bytes]:
+        async with self._http_session().post(self._url(), data=json.dumps(body)) as resp:
             return resp.status, resp.headers, await resp.read()
 
+    def _http_model(self) -> str:
+        return self.model.split("/", 1)[1] if self.model.startswith("openai/") else self.model
+
     async def _acall_http(self, kind: str, payload: dict[str, Any]) -> BackendResult:
-        model = self.model.split("/", 1)[1] if self.model.startswith("openai/") else self.model
         body: dict[str, Any] = {
-            "model": model,
+            "model": self._http_model(),
             "messages": render_messages(kind, payload),
             "temperature": self.temperature,
             "max_tokens": self.max_output_tokens,
         }
-        json_mode = self._json_ok is not False
+        json_mode = self._json_ok is not False and self._wants_json(kind)
         if json_mode:
             body["response_format"] = {"type": "json_object"}
         try:
@@ -326,6 +355,108 @@ class LiteLLMBackend:
             self._price = await self._price_lookup
         cost = prompt_tokens * self._price[0] + completion_tokens * self._price[1]
         return BackendResult(data, prompt_tokens, completion_tokens, cost)
+
+    # --------------------------------------------------------------- streaming
+
+    async def astream(self, kind: str, payload: dict[str, Any]) -> AsyncIterator[str]:
+        """The plain-text answer to ``kind`` (a text kind: ``chat_reply``), piece by piece
+        as the provider streams it. One provider attempt, no validation (the caller checks
+        the whole text when it ends). Raises :class:`ProviderCallError` for a failure
+        before or during the stream, including a stream that ends without its end marker
+        (``category="connection"``). Closing the iterator early closes the request.
+        """
+        if self._wants_json(kind):
+            raise ProviderCallError(f"{kind} is answered in JSON, not streamed", retryable=False)
+        pieces = (
+            self._astream_http(kind, payload)
+            if self.use_http
+            else self._astream_litellm(kind, payload)
+        )
+        try:
+            async for piece in pieces:
+                yield piece
+        except ProviderCallError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - every transport error is classified
+            if isinstance(exc, asyncio.TimeoutError):
+                raise ProviderCallError(
+                    "provider call failed: timeout", category="timeout"
+                ) from None
+            raise classify_error(exc, self._key_list()) from None
+        finally:
+            await pieces.aclose()
+
+    async def _astream_litellm(
+        self, kind: str, payload: dict[str, Any]
+    ) -> AsyncGenerator[str, None]:
+        litellm = import_litellm()
+        kwargs = self._litellm_kwargs(litellm, kind, payload)
+        stream = await litellm.acompletion(**kwargs, stream=True)
+        finished = False
+        try:
+            async for chunk in stream:
+                try:
+                    choice = chunk.choices[0]
+                except (AttributeError, IndexError, TypeError):
+                    continue  # a usage-only chunk
+                if getattr(choice, "finish_reason", None):
+                    finished = True
+                delta = getattr(getattr(choice, "delta", None), "content", None)
+                if delta:
+                    yield str(delta)
+        finally:
+            close = getattr(stream, "aclose", None)
+            if close is not None and not finished:
+                try:
+                    await close()
+                except Exception:  # noqa: BLE001, S110 - closing a dropped stream is best effort
+                    pass
+        if not finished:
+            raise _cut_off()
+
+    async def _astream_http(self, kind: str, payload: dict[str, Any]) -> AsyncGenerator[str, None]:
+        import aiohttp
+
+        body: dict[str, Any] = {
+            "model": self._http_model(),
+            "messages": render_messages(kind, payload),
+            "temperature": self.temperature,
+            "max_tokens": self.max_output_tokens,
+            "stream": True,
+        }
+        # The whole-call timeout of the session would cut a long reply: a stream is
+        # bounded by how long the provider stays silent instead.
+        timeout = aiohttp.ClientTimeout(
+            total=None, sock_connect=self.timeout, sock_read=self.timeout
+        )
+        async with self._http_session().post(
+            self._url(), data=json.dumps(body), timeout=timeout
+        ) as resp:
+            if resp.status != 200:
+                raw = await resp.read()
+                raise classify_error(
+                    HTTPStatusError(resp.status, resp.headers, raw), self._key_list()
+                )
+            finished = False
+            async for line in resp.content:
+                line = line.strip()
+                if not line.startswith(b"data:"):
+                    continue  # blank separators, comments (": keep-alive"), event names
+                data = line[5:].strip()
+                if data == b"[DONE]":
+                    finished = True
+                    break
+                try:
+                    choice = json.loads(data)["choices"][0]
+                except (ValueError, KeyError, IndexError, TypeError):
+                    continue  # a usage-only or unknown event
+                if choice.get("finish_reason"):
+                    finished = True
+                delta = (choice.get("delta") or {}).get("content")
+                if delta:
+                    yield str(delta)
+            if not finished:
+                raise _cut_off()
 
     def _lookup_price(self) -> tuple[float, float]:
         """USD per prompt and per completion token, from litellm's bundled price map.

@@ -23,10 +23,16 @@ Prompt kinds and their payloads (all strings are plain text):
 ``segment_persona`` (version 1)
     payload ``{"pages": [...]}`` -> the ``segment_summary`` and ``persona_update`` answers in
     one object: a promoted segment that also owes its summary is asked once.
-``chat_reply`` (version 1)
-    payload ``{"context": str, "query": str}`` -> ``{"reply": str}``.
+``chat_reply`` (version 2)
+    payload ``{"context": str, "query": str}`` -> ``{"reply": str}``. The one kind the
+    model answers in **plain text** (:attr:`PromptSpec.answer` is ``"text"``): the prompt
+    gives the memory context and the user's message as text, asks for a plain reply, and
+    never asks for JSON mode; the whole answer is the reply (a model that answers
+    ``{"reply": "..."}`` anyway is unwrapped). An answer that echoes the prompt back
+    (:func:`echo_reason`) is rejected.
 
-:func:`validate_output` checks and normalises a model's answer (lower-cased keywords,
+:func:`parse_answer` turns a model's text into the kind's validated dict:
+:func:`validate_output` checks and normalises a parsed answer (lower-cased keywords,
 stripped strings); :func:`parse_json_object` repairs the usual ways models break JSON.
 """
 
@@ -44,10 +50,13 @@ __all__ = [
     "KINDS",
     "PROMPTS",
     "TRAIT_LEVELS",
+    "EchoedPrompt",
     "MalformedOutput",
     "check_answer",
     "PromptSpec",
+    "echo_reason",
     "not_serialisable",
+    "parse_answer",
     "parse_json_object",
     "render_messages",
     "trait_key",
@@ -67,12 +76,20 @@ class MalformedOutput(ValueError):
     """A model's answer was not JSON of the expected shape, even after repair."""
 
 
+class EchoedPrompt(MalformedOutput):
+    """A model's answer repeats the prompt it was given instead of answering it (a weak
+    model echoing the template back); the message says what gave it away."""
+
+
 @dataclass(frozen=True, slots=True)
 class PromptSpec:
     """One prompt kind: its template version, instructions and expected JSON shape.
 
     ``shape`` is shown to the model verbatim; ``validate`` turns a parsed answer into the
-    normalised dict or raises :class:`MalformedOutput`.
+    normalised dict or raises :class:`MalformedOutput`. ``answer`` is ``"json"`` (the
+    model answers one JSON object of ``shape``; JSON mode is asked for where the provider
+    has it) or ``"text"`` (the model answers in plain text, which becomes the dict's one
+    field, ``shape``'s only key: ``chat_reply``).
     """
 
     kind: str
@@ -82,13 +99,19 @@ class PromptSpec:
     payload_keys: tuple[str, ...]
     validate: Callable[[Any], dict[str, Any]]
     guide: Callable[[], str] | None = None
+    answer: str = "json"
 
     def render(self, payload: dict[str, Any]) -> list[dict[str, str]]:
-        """Chat messages (system + user) asking for this kind's JSON for ``payload``.
+        """Chat messages (system + user) asking for this kind's answer for ``payload``.
 
         ``guide`` (when set) adds fixed reference text the model needs, such as the table
         of trait names a persona update may use.
         """
+        if self.answer == "text":
+            return [
+                {"role": "system", "content": self.system},
+                {"role": "user", "content": _chat_user_message(payload)},
+            ]
         guide = f"{self.guide()}\n\n" if self.guide is not None else ""
         user = (
             f"Task: {self.kind} (prompt v{self.version}).\n"
@@ -237,6 +260,28 @@ def _validate_chat_reply(data: Any) -> dict[str, Any]:
 
 # ------------------------------------------------------------------------------ templates
 
+_CHAT_SYSTEM = (
+    "You are a helpful assistant with long-term memory of the user. Use what the memory "
+    "context says when it is relevant to the user's message. Reply to the user directly, "
+    "in plain text."
+)
+#: The section headers of the chat prompt: a reply that contains one echoes the prompt.
+_CHAT_CONTEXT_HEADER = "Memory context:"
+_CHAT_MESSAGE_HEADER = "User's message:"
+_CHAT_CLOSING = "Your reply (plain text):"
+
+
+def _chat_user_message(payload: dict[str, Any]) -> str:
+    """The chat prompt's user message: the memory context and the user's message as text
+    (not JSON: the model reads them as it would read a conversation)."""
+    context = str(payload.get("context") or "").strip() or "(nothing remembered yet)"
+    return (
+        f"{_CHAT_CONTEXT_HEADER}\n{context}\n\n"
+        f"{_CHAT_MESSAGE_HEADER}\n{payload.get('query') or ''}\n\n"
+        f"{_CHAT_CLOSING}"
+    )
+
+
 _SYSTEM = (
     "You are the memory module of a conversational agent. You read dialogue and answer "
     "with strict JSON only: no prose, no markdown fences."
@@ -316,14 +361,12 @@ PROMPTS: dict[str, PromptSpec] = {
     ),
     "chat_reply": PromptSpec(
         kind="chat_reply",
-        version=1,
-        system=(
-            "You are a helpful assistant with long-term memory. Use the memory context when "
-            "relevant. Answer with strict JSON only."
-        ),
+        version=2,
+        system=_CHAT_SYSTEM,
         shape='{"reply": "your reply to the query"}',
         payload_keys=("context", "query"),
         validate=_validate_chat_reply,
+        answer="text",
     ),
 }
 
@@ -364,11 +407,93 @@ def not_serialisable(kind: str, exc: Exception) -> InvalidInput:
 
 def check_answer(kind: str, payload: dict[str, Any], data: dict[str, Any]) -> None:
     """Checks of a validated answer that need the request: a batch answer must hold one
-    entry per page asked about. Raises :class:`MalformedOutput`."""
+    entry per page asked about; a chat reply must not echo the prompt
+    (:func:`echo_reason`). Raises :class:`MalformedOutput` (:class:`EchoedPrompt` for
+    an echo)."""
     if kind == "page_meta_batch":
         want, got = len(payload.get("pages") or ()), len(data.get("pages") or ())
         if want != got:
             raise MalformedOutput(f"expected {want} page entries, got {got}")
+    elif kind == "chat_reply":
+        reason = echo_reason(str(data.get("reply") or ""), payload)
+        if reason is not None:
+            raise EchoedPrompt(reason)
+
+
+#: Word n-grams compared by :func:`echo_reason`, the fewest words a reply needs before
+#: its share of n-grams copied from the prompt is judged, and the share that is an echo.
+_ECHO_GRAM = 6
+_ECHO_MIN_WORDS = 24
+_ECHO_SHARE = 0.7
+_WORD_RE = re.compile(r"\w+")
+
+
+def _flat(text: str) -> str:
+    return " ".join(text.lower().split())
+
+
+def echo_reason(reply: str, payload: dict[str, Any]) -> str | None:
+    """Why ``reply`` is the chat prompt for ``payload`` echoed back rather than a reply,
+    or None when it is a reply.
+
+    Two signs, either enough: the reply contains one of the prompt's own lines (its
+    section headers ``Memory context:``, ``User's message:``, its closing line, or the
+    first sentence of its system prompt) that the user's message does not contain; or the
+    reply is long (24 words or more) and 70% or more of its 6-word runs appear word for
+    word in the prompt (system prompt, memory context and message): a reply may quote a
+    memory, not be made of the prompt.
+    """
+    flat = _flat(reply)
+    query = _flat(str(payload.get("query") or ""))
+    markers = (
+        _CHAT_CONTEXT_HEADER,
+        _CHAT_MESSAGE_HEADER,
+        _CHAT_CLOSING,
+        _CHAT_SYSTEM.split(". ", 1)[0],
+    )
+    for marker in markers:
+        line = _flat(marker)
+        if line in flat and line not in query:
+            return f"the reply repeats the prompt's line {marker!r}"
+    words = _WORD_RE.findall(reply.lower())
+    if len(words) < _ECHO_MIN_WORDS:
+        return None
+    prompt = " ".join(m["content"] for m in render_messages("chat_reply", payload))
+    prompt_words = _WORD_RE.findall(prompt.lower())
+    n = _ECHO_GRAM
+    known = {tuple(prompt_words[i : i + n]) for i in range(len(prompt_words) - n + 1)}
+    grams = [tuple(words[i : i + n]) for i in range(len(words) - n + 1)]
+    share = sum(g in known for g in grams) / len(grams)
+    if share >= _ECHO_SHARE:
+        return f"{share:.0%} of the reply is copied word for word from the prompt"
+    return None
+
+
+def parse_answer(kind: str, text: str) -> dict[str, Any]:
+    """A model's answer ``text`` to prompt ``kind`` as that kind's validated dict.
+
+    A JSON kind: the first JSON object in it, repaired (:func:`parse_json_object`), then
+    validated. A text kind (``chat_reply``): the whole text, stripped, is the reply; an
+    answer that is nothing but a ``{"reply": "..."}`` object (fenced or not) is unwrapped,
+    for a model used to answering in JSON. Raises :class:`MalformedOutput` (an empty
+    answer, JSON of another shape).
+    """
+    spec = _spec(kind)
+    if spec.answer != "text":
+        return spec.validate(parse_json_object(text))
+    if not isinstance(text, str) or not text.strip():
+        raise MalformedOutput("empty answer")
+    stripped = text.strip()
+    fenced = _FENCE_RE.fullmatch(stripped)
+    inner = (fenced.group(1) if fenced else stripped).strip()
+    if inner.startswith("{") and inner.endswith("}"):
+        try:
+            obj = parse_json_object(inner)
+        except MalformedOutput:
+            obj = None
+        if isinstance(obj, dict) and list(obj) == ["reply"]:
+            return spec.validate(obj)
+    return spec.validate({"reply": stripped})
 
 
 def render_messages(kind: str, payload: dict[str, Any]) -> list[dict[str, str]]:

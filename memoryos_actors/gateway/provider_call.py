@@ -8,14 +8,19 @@ import asyncio
 import concurrent.futures
 import random
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from memoryos_actors.errors import ProviderConfigError
 from memoryos_actors.gateway.accounting import Accounting
 from memoryos_actors.gateway.base import BackendResult, ProviderCallError
 from memoryos_actors.gateway.failures import ProviderHealth, config_error
-from memoryos_actors.gateway.prompts import MalformedOutput, check_answer, validate_output
+from memoryos_actors.gateway.prompts import (
+    EchoedPrompt,
+    MalformedOutput,
+    check_answer,
+    validate_output,
+)
 from memoryos_actors.gateway.resilience import (
     AsyncConcurrencyLimiter,
     CircuitBreaker,
@@ -23,11 +28,22 @@ from memoryos_actors.gateway.resilience import (
     RetryPolicy,
 )
 
-__all__ = ["BreakerOpen", "ProviderCalls", "typed_config_error"]
+__all__ = ["BreakerOpen", "ProviderCalls", "rejected", "typed_config_error"]
 
 
 class BreakerOpen(Exception):
     """The breaker refused (or opened during) a call; the caller falls back or raises."""
+
+
+def rejected(exc: MalformedOutput) -> ProviderCallError:
+    """The provider error for an answer that failed a check: ``"echoed"`` for a reply that
+    echoes the prompt (not asked again: a model that echoes its prompt does it again),
+    ``"malformed"`` for the rest (asked again)."""
+    if isinstance(exc, EchoedPrompt):
+        return ProviderCallError(
+            f"the model echoed the prompt back ({exc})", retryable=False, category="echoed"
+        )
+    return ProviderCallError(str(exc), category="malformed")
 
 
 def typed_config_error(exc: ProviderCallError, source: Any) -> ProviderConfigError:
@@ -97,11 +113,11 @@ class ProviderCalls:
             try:
                 result = await self._attempt(backend, kind, payload, user_id)
             except ProviderCallError as exc:
-                if exc.category == "malformed":
+                if exc.category in ("malformed", "echoed"):
                     self._breaker.record_success()  # it answered: the provider is up
                     self._health.success("completion")
-                    self._acct.record_invalid(kind, user_id)
-                    if invalid >= self._validation_retries:
+                    self._acct.record_invalid(kind, user_id, echoed=exc.category == "echoed")
+                    if exc.category == "echoed" or invalid >= self._validation_retries:
                         raise
                     invalid += 1
                 else:
@@ -142,9 +158,81 @@ class ProviderCalls:
         try:
             check_answer(kind, payload, result.data)
         except MalformedOutput as exc:
-            raise ProviderCallError(str(exc), category="malformed") from None
+            raise rejected(exc) from None
         self._rate.settle(estimate, result.prompt_tokens + result.completion_tokens)
         return result
+
+    async def stream(
+        self, kind: str, payload: dict[str, Any], user_id: str | None, policy: RetryPolicy
+    ) -> AsyncIterator[str]:
+        """The backend's streamed answer (its ``astream``), piece by piece, with the
+        breaker, limits and retries of :meth:`call` up to the first piece: a failure
+        before it is retried with backoff (nothing was given out yet); a failure after
+        it raises at once (the caller already has part of the answer). The answer is not
+        checked here (the caller checks the whole text). The slot among the calls in
+        flight is held until the stream ends or is closed. Raises
+        :class:`ProviderCallError` or :class:`BreakerOpen`.
+        """
+        backend = self._backend
+        if not self._breaker.allow():
+            raise BreakerOpen()
+        rng = self._jitter()
+        attempt = 0
+        while True:
+            estimate = backend.estimate(kind, payload) if hasattr(backend, "estimate") else 1
+            wait = self._rate.reserve(estimate)
+            if wait > 0:
+                await self._async_sleep(wait)
+            async with self._limiter.slot(user_id):
+                pieces = backend.astream(kind, payload)
+                try:
+                    first = await self._first(
+                        pieces, kind, user_id, last=attempt >= policy.max_retries
+                    )
+                    if isinstance(first, str):
+                        yield first
+                        try:
+                            async for piece in pieces:
+                                yield piece
+                        except ProviderCallError as exc:
+                            self._failed(exc, kind, user_id)
+                            raise
+                        self._rate.settle(estimate, estimate)
+                        return
+                finally:
+                    await pieces.aclose()
+            self._acct.record_retry()
+            await self._async_sleep(policy.delay(attempt, rng, first.retry_after))
+            attempt += 1
+            if not self._breaker.allow():
+                raise BreakerOpen()
+
+    async def _first(
+        self, pieces: AsyncIterator[str], kind: str, user_id: str | None, *, last: bool
+    ) -> str | ProviderCallError:
+        """The stream's first piece, or the failure to retry after (raised when it is not
+        to be retried: ``last`` attempt, or not retryable). A success so far resets the
+        breaker's count."""
+        try:
+            first = await anext(pieces)
+        except StopAsyncIteration:
+            raise ProviderCallError("empty answer", category="malformed") from None
+        except ProviderCallError as exc:
+            self._failed(exc, kind, user_id)
+            if not exc.retryable or last:
+                raise
+            return exc
+        self._breaker.record_success()
+        self._health.success("completion")
+        return first
+
+    def _failed(self, exc: ProviderCallError, kind: str, user_id: str | None) -> None:
+        """Count a failed provider attempt (against the breaker, unless it is a
+        configuration error)."""
+        if not exc.is_config_error:
+            self._breaker.record_failure()
+        self._health.failure(exc, "completion")
+        self._acct.record_error(kind, user_id)
 
     async def _in_thread(self, fn: Callable[..., Any], *args: Any) -> Any:
         """Run a blocking backend call without blocking the loop."""

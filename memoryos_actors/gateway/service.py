@@ -44,7 +44,7 @@ from typing import Any, Self
 
 import numpy as np
 
-from memoryos_actors.errors import ConfigError, ProviderUnavailable, SystemClosed
+from memoryos_actors.errors import ConfigError, GatewayError, ProviderUnavailable, SystemClosed
 from memoryos_actors.gateway.accounting import Accounting
 from memoryos_actors.gateway.base import BackendResult, Completion, Embedder, ProviderCallError, cfg
 from memoryos_actors.gateway.cache import LRUCache, content_key
@@ -53,8 +53,20 @@ from memoryos_actors.gateway.embedders import make_embedder
 from memoryos_actors.gateway.failures import ProviderHealth, degraded_reason
 from memoryos_actors.gateway.loop import LoopThread
 from memoryos_actors.gateway.offline import OfflineBackend
-from memoryos_actors.gateway.prompts import PROMPTS, not_serialisable, validate_payload
-from memoryos_actors.gateway.provider_call import BreakerOpen, ProviderCalls, typed_config_error
+from memoryos_actors.gateway.prompts import (
+    PROMPTS,
+    MalformedOutput,
+    check_answer,
+    not_serialisable,
+    parse_answer,
+    validate_payload,
+)
+from memoryos_actors.gateway.provider_call import (
+    BreakerOpen,
+    ProviderCalls,
+    rejected,
+    typed_config_error,
+)
 from memoryos_actors.gateway.redo import RedoHook, RedoQueue, RedoResult
 from memoryos_actors.gateway.resilience import (
     AsyncConcurrencyLimiter,
@@ -65,11 +77,16 @@ from memoryos_actors.gateway.resilience import (
     RateLimiter,
     RetryPolicy,
 )
+from memoryos_actors.gateway.streaming import CompletionStream, text_pieces
 
 __all__ = ["CLOSE_GRACE_S", "GatewayService"]
 
 #: Seconds :meth:`GatewayService.close` lets running completions end, at most.
 CLOSE_GRACE_S = 5.0
+
+#: Characters of a streamed reply held back until they are checked for an echo of the
+#: prompt: an echo found in them is answered by the fallback, as a whole answer's is.
+HOLD_CHARS = 80
 
 
 class GatewayService:
@@ -279,6 +296,201 @@ class GatewayService:
             self._futures.add(future)
         future.add_done_callback(self._job_done)
         return future
+
+    def stream(
+        self,
+        kind: str,
+        payload: dict[str, Any],
+        *,
+        user_id: str | None = None,
+        fallback: bool = True,
+        raise_config_errors: bool = False,
+    ) -> CompletionStream:
+        """Start a completion of a text kind (``chat_reply``) and return its pieces as the
+        provider streams them (a :class:`CompletionStream`; its ``completion`` once it
+        ends).
+
+        A backend that cannot stream (the offline one, a plain ``LLMBackend``) and a cached
+        answer give the whole answer, cut into pieces. The first :data:`HOLD_CHARS`
+        characters are held back until they are checked for an echo of the prompt. Up to
+        the first piece given out, the stream is a completion like :meth:`complete`'s:
+        retried, and answered by the offline fallback (``degraded``, queued for
+        :meth:`redo_pending`) or raising as ``fallback`` and ``raise_config_errors`` ask.
+        After it, a failure raises from the iteration: :class:`ProviderUnavailable` for a
+        stream that broke off, :class:`GatewayError` for a whole reply that turns out to
+        echo the prompt. A streamed answer is not cached. Raises :class:`InvalidInput` for
+        a JSON kind or a bad payload and :class:`SystemClosed` after :meth:`close`, at once.
+        """
+        from memoryos_actors.errors import InvalidInput
+
+        self._check_open()
+        validate_payload(kind, payload, serialised=True)
+        if PROMPTS[kind].answer != "text":
+            raise InvalidInput(f"{kind} is answered in JSON; only text kinds stream")
+        primary = self._primary or self._offline
+        try:
+            key = content_key("complete", primary.name, kind, PROMPTS[kind].version, payload)
+        except (TypeError, ValueError) as exc:
+            raise not_serialisable(kind, exc) from None
+        out = CompletionStream()
+        if not hasattr(self._primary, "astream"):  # answered whole: the completion, in pieces
+            future = self.submit(
+                kind,
+                payload,
+                user_id=user_id,
+                fallback=fallback,
+                raise_config_errors=raise_config_errors,
+            )
+            future.add_done_callback(lambda f: self._whole(out, f))
+            return out
+        with self._jobs_lock:
+            self._jobs += 1
+            self._jobs_peak = max(self._jobs_peak, self._jobs)
+        try:
+            future = self._loop().run(
+                self._stream_async(out, key, kind, payload, user_id, fallback, raise_config_errors)
+            )
+        except BaseException:
+            with self._jobs_lock:
+                self._jobs -= 1
+            raise
+        with self._jobs_lock:
+            self._futures.add(future)
+        future.add_done_callback(self._job_done)
+        out.attach(future)
+        return out
+
+    @staticmethod
+    def _whole(out: CompletionStream, future: concurrent.futures.Future[Completion]) -> None:
+        """Feed ``out`` from a whole answer's future."""
+        if future.cancelled():
+            out.fail(SystemClosed("the gateway closed before the call ended"))
+            return
+        exc = future.exception()
+        if exc is not None:
+            out.fail(exc)
+            return
+        completion = future.result()
+        for piece in text_pieces(str(completion.data["reply"])):
+            out.piece(piece)
+        out.end(completion)
+
+    async def _stream_async(
+        self,
+        out: CompletionStream,
+        key: str,
+        kind: str,
+        payload: dict[str, Any],
+        user_id: str | None,
+        fallback: bool,
+        raise_config_errors: bool,
+    ) -> None:
+        t0 = time.perf_counter()
+        primary = self._primary
+        assert primary is not None
+        cached = self._completions.get(key)
+        if cached is not None:
+            self._acct.record_cache_hit(kind, user_id)
+            self._whole_answer(out, Completion(copy.deepcopy(cached), False, primary.name))
+            return
+        sent: list[bool] = []  # [True] once a piece went out: then no fallback
+        try:
+            data, tokens = await self._streamed(out, kind, payload, user_id, sent)
+        except ProviderCallError as exc:
+            if sent:
+                out.fail(self._broken(exc))
+                return
+            if exc.is_config_error and raise_config_errors:
+                out.fail(typed_config_error(exc, primary))
+                return
+            reason = degraded_reason(exc)
+        except BreakerOpen:
+            reason = self._health.breaker_reason()
+        else:
+            result = BackendResult(data, completion_tokens=tokens)
+            completion = self._finish(key, kind, user_id, result, primary.name, t0, degraded=False)
+            out.end(completion)
+            return
+        if not fallback:
+            out.fail(
+                ProviderUnavailable(f"{primary.name}: {reason}; no offline fallback was allowed")
+            )
+            return
+        result = self._offline.answer(kind, payload)
+        self._enqueue_redo(kind, payload, user_id)
+        completion = self._finish(
+            key, kind, user_id, result, self._offline.name, t0, degraded=True, reason=reason
+        )
+        self._whole_answer(out, completion)
+
+    async def _streamed(
+        self,
+        out: CompletionStream,
+        kind: str,
+        payload: dict[str, Any],
+        user_id: str | None,
+        sent: list[bool],
+    ) -> tuple[dict[str, Any], int]:
+        """Stream the provider's answer into ``out`` (the first :data:`HOLD_CHARS` held
+        back until checked), then check the whole; the checked answer and its estimated
+        tokens. ``sent`` gets ``True`` once a piece went out."""
+        parts: list[str] = []
+        async for piece in self._calls.stream(kind, payload, user_id, self._policy):
+            parts.append(piece)
+            if sent:
+                out.piece(piece)
+                continue
+            held = "".join(parts)
+            if len(held) >= HOLD_CHARS:
+                self._check_streamed(kind, payload, held, user_id)
+                sent.append(True)
+                out.piece(held)
+        text = "".join(parts)
+        data = self._check_streamed(kind, payload, text, user_id, whole=not sent)
+        if not sent:
+            self._whole_answer(out, None, data)
+        return data, max(1, len(text) // 4)
+
+    def _check_streamed(
+        self,
+        kind: str,
+        payload: dict[str, Any],
+        text: str,
+        user_id: str | None,
+        *,
+        whole: bool = True,
+    ) -> dict[str, Any]:
+        """The streamed ``text`` as the kind's answer, checked (an echo of the prompt, an
+        empty answer); raises the :class:`ProviderCallError` of a rejected answer, counted
+        as an invalid answer. ``whole=False``: the text went out piece by piece already, so
+        it is taken as it is (stripped), not unwrapped from JSON."""
+        try:
+            data = parse_answer(kind, text) if whole else PROMPTS[kind].validate({"reply": text})
+            check_answer(kind, payload, data)
+        except MalformedOutput as exc:
+            error = rejected(exc)
+            self._acct.record_invalid(kind, user_id, echoed=error.category == "echoed")
+            raise error from None
+        return data
+
+    def _broken(self, exc: ProviderCallError) -> GatewayError:
+        """The error of a stream that failed after pieces of it went out."""
+        name = (self._primary or self._offline).name
+        if exc.category in ("malformed", "echoed"):
+            return GatewayError(f"{name}: the streamed answer was rejected: {degraded_reason(exc)}")
+        return ProviderUnavailable(f"{name}: the stream broke off: {degraded_reason(exc)}")
+
+    @staticmethod
+    def _whole_answer(
+        out: CompletionStream, completion: Completion | None, data: dict[str, Any] | None = None
+    ) -> None:
+        """Give out a whole answer in pieces (the completion's, or ``data``'s pieces only)."""
+        answer = completion.data if completion is not None else data
+        assert answer is not None
+        for piece in text_pieces(str(answer["reply"])):
+            out.piece(piece)
+        if completion is not None:
+            out.end(completion)
 
     def _job_done(self, future: Any) -> None:
         with self._jobs_lock:

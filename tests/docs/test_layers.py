@@ -51,6 +51,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "memoryos_actors.cold_items",
         "memoryos_actors.messages",
         "memoryos_actors.reports",
+        "memoryos_actors.chat_streams",
     ),
     # Files on disk.
     ("memoryos_actors.store",),
@@ -327,6 +328,7 @@ INTEGRATIONS_MAY_IMPORT = (
     "memoryos_actors.messages",
     "memoryos_actors.context",
     "memoryos_actors.reports",
+    "memoryos_actors.chat_streams",
     "memoryos_actors.memories",
     "memoryos_actors.paging",
 )

@@ -179,21 +179,50 @@ def test_the_shard_serves_with_a_handler_exactly_the_methods_whose_policy_says_s
     assert sorted(others) == ["call", "info"]
 
 
+#: The methods that give their answer piece by piece (their policy says ``stream``).
+STREAMS = tuple(name for name in API_METHODS if POLICIES[name].stream)
+#: What a streaming method returns, in the sync protocol and in its async twin.
+STREAM_TYPES = {"ChatStream": "AsyncChatStream"}
+
+
 def test_the_async_protocol_mirrors_the_sync_one() -> None:
     """Same methods in the same order, each a coroutine with the same parameters,
-    defaults, annotations and return annotation."""
+    defaults, annotations and return annotation; a streaming method, written by hand
+    after the generated ones, is a plain method with the same parameters that returns the
+    async iterator of what the sync one returns."""
+    assert STREAMS == ("chat_stream",)
     assert sorted(_public(AsyncMemoryAPI)) == sorted(API_METHODS)
-    assert [n for n in vars(AsyncMemoryAPI) if n in API_METHODS] == list(API_METHODS)
+    plain = [n for n in API_METHODS if n not in STREAMS]
+    assert [n for n in vars(AsyncMemoryAPI) if n in API_METHODS] == plain + list(STREAMS)
     drift = {}
     for name in API_METHODS:
-        assert inspect.iscoroutinefunction(getattr(AsyncMemoryAPI, name)), name
         want, got = (
             _typed_shape(getattr(MemoryAPI, name)),
             _typed_shape(getattr(AsyncMemoryAPI, name)),
         )
+        if name in STREAMS:
+            assert not inspect.iscoroutinefunction(getattr(AsyncMemoryAPI, name)), name
+            want[-1] = ("return", "", None, STREAM_TYPES[str(want[-1][3])])
+        else:
+            assert inspect.iscoroutinefunction(getattr(AsyncMemoryAPI, name)), name
         if got != want:
             drift[name] = {"async": got, "sync": want}
     assert drift == {}
+
+
+def test_a_streaming_method_has_no_generated_twin_and_a_stream_policy_of_its_own() -> None:
+    for name in STREAMS:
+        assert POLICIES[name].route is Route.LOCAL, name  # each facade serves it itself
+        assert api_module.twin_methods(lambda n, call: "...", [name]).strip() == "", name
+        sync_returns = inspect.signature(getattr(MemoryAPI, name)).return_annotation
+        assert sync_returns in STREAM_TYPES, name
+    # The async iterators' methods: what `async for` and `async with` need.
+    from memoryos_actors.chat_streams import AsyncChatStream, ChatStream
+
+    for method in ("__iter__", "__next__", "close", "__enter__", "__exit__"):
+        assert callable(getattr(ChatStream, method)), method
+    for method in ("__aiter__", "__anext__", "aclose", "__aenter__", "__aexit__"):
+        assert callable(getattr(AsyncChatStream, method)), method
 
 
 def test_the_sync_facade_has_exactly_the_protocols_methods() -> None:
@@ -217,9 +246,14 @@ def test_the_async_facade_offers_every_method_as_a_coroutine() -> None:
     extra = _public(AsyncMemoryOS) - set(API_METHODS)
     assert sorted(extra) == ["detach", "open"], "async-only names changed"
     not_coroutines = sorted(
-        n for n in API_METHODS if not inspect.iscoroutinefunction(getattr(AsyncMemoryOS, n, None))
+        n
+        for n in API_METHODS
+        if n not in STREAMS and not inspect.iscoroutinefunction(getattr(AsyncMemoryOS, n, None))
     )
     assert not_coroutines == [], "AsyncMemoryOS lacks these coroutines"
+    for name in STREAMS:  # an async iterator, not a coroutine
+        assert callable(getattr(AsyncMemoryOS, name, None)), name
+        assert not inspect.iscoroutinefunction(getattr(AsyncMemoryOS, name)), name
 
 
 @pytest.mark.parametrize(

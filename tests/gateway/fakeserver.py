@@ -1,8 +1,11 @@
 """A scriptable OpenAI-compatible HTTP server on 127.0.0.1 for gateway tests and benches.
 
 Serves ``POST /v1/chat/completions`` and ``POST /v1/embeddings``. By default it answers
-every chat request with valid JSON for the prompt kind named in the request ("Task: kind")
-and every embedding request with deterministic unit vectors. Tests queue one-shot
+every chat request with valid JSON for the prompt kind named in the request ("Task: kind";
+a chat reply's prompt, which names no task, by its "Memory context:" section) and every
+embedding request with deterministic unit vectors. A request with ``"stream": true`` is
+answered with server-sent events (``data:`` lines, then ``data: [DONE]``), in chunked
+transfer encoding, so a stream cut off mid-way is one a client can tell. Tests queue one-shot
 :class:`Action` s per endpoint to inject latency, HTTP errors (429 with ``Retry-After``,
 500), connection resets, requests never answered, or arbitrary (malformed, fenced)
 content, or set a default action for every request (a provider that is down). Like a real
@@ -48,13 +51,27 @@ class Action:
     hang: bool = False
     #: The error answer's ``error.message`` (None: a text tests check never leaks).
     message: str | None = None
+    #: A streamed answer's pieces, in order (None: ``content`` or the default answer, cut
+    #: into pieces of a few characters).
+    pieces: tuple[str, ...] | None = None
+    #: For a streamed answer: drop the connection (no end marker, no last chunk) after
+    #: this many pieces, as a server that dies mid-stream.
+    cut_after: int | None = None
+    #: Seconds between streamed pieces.
+    piece_delay: float = 0.0
 
 
 _INPUT_RE = re.compile(r"Input \(JSON\):\n(.*?)\n\nAnswer with ONE JSON object", re.DOTALL)
 
 
+_CHAT_RE = re.compile(r"Memory context:\n(.*?)\n\nUser's message:\n(.*?)\n\nYour reply", re.DOTALL)
+
+
 def _payload_of(user_message: str) -> dict[str, Any]:
     """The request payload the gateway's prompt carries (``{}`` if none is found)."""
+    chat = _CHAT_RE.search(user_message)
+    if chat:
+        return {"context": chat.group(1), "query": chat.group(2)}
     m = _INPUT_RE.search(user_message)
     try:
         return json.loads(m.group(1)) if m else {}
@@ -118,8 +135,9 @@ class _State:
     kinds: list[str] = field(default_factory=list)
     #: Every chat request body, in arrival order (prompts, response_format, ...).
     bodies: list[dict[str, Any]] = field(default_factory=list)
-    #: ``responder(kind, payload)`` -> an answer dict, or None for the default answer.
-    responder: Callable[[str, dict[str, Any]], dict[str, Any] | None] | None = None
+    #: ``responder(kind, payload)`` -> an answer dict, or None for the default answer; for
+    #: ``chat_reply`` it may return a string, the reply in plain text.
+    responder: Callable[[str, dict[str, Any]], dict[str, Any] | str | None] | None = None
     #: When True, a chat request asking for ``response_format`` gets a 400 naming it.
     reject_json_mode: bool = False
     #: When set, a request without ``Authorization: Bearer <api_key>`` gets a 401.
@@ -158,6 +176,11 @@ class _Handler(BaseHTTPRequestHandler):
                     )
                     return
                 action = st.chat.popleft() if st.chat else self.server.default_action
+            if body.get("stream") and action.status == 200 and not (action.reset or action.hang):
+                if action.delay:
+                    time.sleep(action.delay)
+                self._stream(body, action)
+                return
             self._act(action, lambda: self._chat_body(body, action))
         elif self.path.rstrip("/").endswith("/embeddings"):
             inputs = body.get("input") or []
@@ -249,11 +272,12 @@ class _Handler(BaseHTTPRequestHandler):
             return
         self._send(200, ok_body())
 
-    def _chat_body(self, body: dict[str, Any], action: Action) -> dict[str, Any]:
+    def _content(self, body: dict[str, Any], action: Action) -> str:
+        """The answer's text: the action's, the responder's or the default."""
         messages = body.get("messages") or []
         user = next((m.get("content", "") for m in messages if m.get("role") == "user"), "")
         m = re.search(r"Task: (\w+)", user or "")
-        kind = m.group(1) if m else ""
+        kind = m.group(1) if m else ("chat_reply" if "Memory context:" in (user or "") else "")
         with self.server.state.lock:
             self.server.state.kinds.append(kind)
             responder = self.server.state.responder
@@ -263,7 +287,68 @@ class _Handler(BaseHTTPRequestHandler):
             answer = responder(kind, payload) if responder is not None else None
             if answer is None:
                 answer = default_answer(kind, payload)
-            content = json.dumps(answer)
+            content = answer if isinstance(answer, str) else json.dumps(answer)
+        return content
+
+    def _stream(self, body: dict[str, Any], action: Action) -> None:
+        """Answer as server-sent events, one ``data:`` event per piece, in chunked encoding
+        (or cut off after ``action.cut_after`` pieces: no last chunk, connection dropped)."""
+        if action.pieces is not None:
+            with self.server.state.lock:
+                self.server.state.kinds.append("chat_reply")
+            pieces = list(action.pieces)
+        else:
+            content = self._content(body, action)
+            pieces = [content[i : i + 7] for i in range(0, len(content), 7)]
+        self.protocol_version = "HTTP/1.1"  # chunked transfer encoding is HTTP/1.1
+        self.close_connection = True
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.send_header("Connection", "close")
+        self.end_headers()
+
+        def event(data: str) -> None:
+            raw = f"data: {data}\n\n".encode()
+            self.wfile.write(f"{len(raw):x}\r\n".encode() + raw + b"\r\n")
+            self.wfile.flush()
+
+        model = body.get("model", "fake-model")
+        try:
+            for n, piece in enumerate(pieces):
+                if action.cut_after is not None and n >= action.cut_after:
+                    self.connection.shutdown(socket.SHUT_RDWR)
+                    return
+                if action.piece_delay:
+                    time.sleep(action.piece_delay)
+                delta = {"role": "assistant", "content": piece} if n == 0 else {"content": piece}
+                chunk = {
+                    "id": "chatcmpl-fake",
+                    "object": "chat.completion.chunk",
+                    "created": 0,
+                    "model": model,
+                    "choices": [{"index": 0, "delta": delta, "finish_reason": None}],
+                }
+                event(json.dumps(chunk))
+            if action.cut_after is not None:
+                self.connection.shutdown(socket.SHUT_RDWR)
+                return
+            last = {
+                "id": "chatcmpl-fake",
+                "object": "chat.completion.chunk",
+                "created": 0,
+                "model": model,
+                "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}],
+            }
+            event(json.dumps(last))
+            event("[DONE]")
+            self.wfile.write(b"0\r\n\r\n")
+            self.wfile.flush()
+        except OSError:
+            pass  # the client went away (it abandoned the stream)
+
+    def _chat_body(self, body: dict[str, Any], action: Action) -> dict[str, Any]:
+        content = self._content(body, action)
         return {
             "id": "chatcmpl-fake",
             "object": "chat.completion",

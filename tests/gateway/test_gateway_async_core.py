@@ -43,8 +43,8 @@ def test_a_server_refusing_json_mode_is_asked_again_without_it_and_never_again(
 ) -> None:
     server.state.reject_json_mode = True
     svc = llm_service()
-    first = svc.complete("chat_reply", chat_payload(1))
-    second = svc.complete("chat_reply", chat_payload(2))
+    first = svc.complete("segment_summary", {"pages": [{"query": "a", "response": "b"}]})
+    second = svc.complete("segment_summary", {"pages": [{"query": "c", "response": "d"}]})
     assert not first.degraded and not second.degraded
     asked = ["response_format" in b for b in server.state.bodies]
     assert asked == [True, False, False]
@@ -72,8 +72,8 @@ def test_answers_still_invalid_after_the_validation_retries_degrade_but_keep_the
 ) -> None:
     svc = llm_service(breaker_failure_threshold=1, llm_validation_retries=1)
     server.script_chat(*(Action(content="[]") for _ in range(4)))
-    first = svc.complete("chat_reply", chat_payload(1))
-    second = svc.complete("chat_reply", chat_payload(2))
+    first = svc.complete("segment_summary", {"pages": [{"query": "a", "response": "b"}]})
+    second = svc.complete("segment_summary", {"pages": [{"query": "c", "response": "d"}]})
     assert first.degraded and second.degraded
     assert server.chat_requests == 4  # the breaker never refused a call
     assert svc.stats()["breaker"]["completion"] == "closed"

@@ -95,10 +95,10 @@ def test_malformed_answers_are_retried_then_fall_back_never_returned_raw(
     llm_service: Make, server: FakeOpenAIServer
 ) -> None:
     svc = llm_service(llm_validation_retries=1)
-    server.script_chat(Action(content='{"reply": 42}'), Action(content="I cannot comply."))
-    c = svc.complete("chat_reply", chat_payload(1))
+    server.script_chat(Action(content='{"summary": 42}'), Action(content="I cannot comply."))
+    c = svc.complete("segment_summary", {"pages": [{"query": "q", "response": "r"}]})
     assert c.degraded and c.backend == OFFLINE
-    assert isinstance(c.data["reply"], str) and "comply" not in c.data["reply"]
+    assert isinstance(c.data["summary"], str) and "comply" not in c.data["summary"]
     assert server.chat_requests == 2
 
 

@@ -62,7 +62,8 @@ def open_mem(tmp_path: Path, litellm_ready: None) -> Iterator[Callable[..., Memo
 def _requests(server: FakeOpenAIServer, kind: str) -> list[dict[str, Any]]:
     with server.state.lock:
         bodies = list(server.state.bodies)
-    return [b for b in bodies if f"Task: {kind} " in b["messages"][1]["content"]]
+    mark = "Memory context:\n" if kind == "chat_reply" else f"Task: {kind} "
+    return [b for b in bodies if mark in b["messages"][1]["content"]]
 
 
 def test_persona_prompts_carry_the_trait_names_and_a_model_using_them_sets_user_traits(

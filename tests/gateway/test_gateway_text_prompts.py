@@ -77,6 +77,9 @@ def test_every_kind_has_a_versioned_template_that_shows_the_shape() -> None:
         assert spec.version >= 1
         msgs = render_messages(kind, {k: "x" for k in spec.payload_keys})
         assert msgs[0]["role"] == "system" and msgs[1]["role"] == "user"
+        if spec.answer == "text":  # a chat reply: plain text, asked for in plain words
+            assert kind == "chat_reply" and "JSON" not in msgs[0]["content"] + msgs[1]["content"]
+            continue
         assert spec.shape in msgs[1]["content"] and f"Task: {kind}" in msgs[1]["content"]
 
 
