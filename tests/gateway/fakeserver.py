@@ -59,6 +59,9 @@ class Action:
     cut_after: int | None = None
     #: Seconds between streamed pieces.
     piece_delay: float = 0.0
+    #: A weak model echoing its prompt back: ``"text"`` answers the request's messages
+    #: (system, then user) as they came, ``"json"`` the same inside ``{"reply": ...}``.
+    echo: str | None = None
 
 
 _INPUT_RE = re.compile(r"Input \(JSON\):\n(.*?)\n\nAnswer with ONE JSON object", re.DOTALL)
@@ -282,6 +285,9 @@ class _Handler(BaseHTTPRequestHandler):
             self.server.state.kinds.append(kind)
             responder = self.server.state.responder
         content = action.content
+        if action.echo is not None:
+            echoed = "\n\n".join(str(m.get("content", "")) for m in messages)
+            content = echoed if action.echo == "text" else json.dumps({"reply": echoed})
         if content is None:
             payload = _payload_of(user or "")
             answer = responder(kind, payload) if responder is not None else None

@@ -13,7 +13,11 @@ from memoryos_actors.errors import InvalidInput
 from memoryos_actors.gateway.prompts import (
     KINDS,
     PROMPTS,
+    EchoedPrompt,
     MalformedOutput,
+    check_answer,
+    echo_reason,
+    parse_answer,
     parse_json_object,
     render_messages,
     validate_output,
@@ -187,3 +191,66 @@ def test_a_batch_answer_with_the_wrong_number_of_pages_is_malformed() -> None:
         )
     with pytest.raises(MalformedOutput):
         validate_output("page_meta_batch", {"pages": []})
+
+
+# -- chat replies: plain text, echoes ------------------------------------------------------
+
+CONTEXT = (
+    "Facts about the user:\n- User lives in Lyon and works as a baker in the old town.\n"
+    "- User has a red kite and flies it on Sundays at the beach with a sister called Anna."
+)
+CHAT = {"context": CONTEXT, "query": "Where do I fly my kite?"}
+
+
+@pytest.mark.parametrize(
+    ("raw", "reply"),
+    [
+        ("  You fly it at the beach, on Sundays.\n", "You fly it at the beach, on Sundays."),
+        ('{"reply": "At the beach."}', "At the beach."),
+        ('```json\n{"reply": "At the beach."}\n```', "At the beach."),
+        # Braces in prose, or JSON with other keys, are the reply as written.
+        ("Use {name} as a placeholder.", "Use {name} as a placeholder."),
+        ('{"answer": "x"}', '{"answer": "x"}'),
+    ],
+)
+def test_a_chat_reply_is_the_answers_plain_text_or_its_reply_field(raw: str, reply: str) -> None:
+    assert parse_answer("chat_reply", raw) == {"reply": reply}
+
+
+@pytest.mark.parametrize("raw", ["", "   \n", '{"reply": ""}', '{"reply": 3}'])
+def test_an_empty_chat_reply_is_malformed(raw: str) -> None:
+    with pytest.raises(MalformedOutput):
+        parse_answer("chat_reply", raw)
+
+
+def test_json_kinds_still_need_their_json() -> None:
+    with pytest.raises(MalformedOutput):
+        parse_answer("segment_summary", "A summary in prose.")
+    assert parse_answer("segment_summary", '{"summary": "S", "keywords": ["K"]}') == {
+        "summary": "S",
+        "keywords": ["k"],
+    }
+
+
+def test_the_prompt_echoed_back_is_caught_by_its_lines_or_its_words() -> None:
+    system, user = (m["content"] for m in render_messages("chat_reply", CHAT))
+    for echo in (user, system, f"{system}\n\n{user}", "Memory context:\nnothing"):
+        assert echo_reason(echo, CHAT) is not None, echo
+        with pytest.raises(EchoedPrompt):
+            check_answer("chat_reply", CHAT, {"reply": echo})
+    # The memory context copied out word for word, without any header: most of it is
+    # the prompt's own words.
+    copied = echo_reason(CONTEXT.replace("Facts about the user:", ""), CHAT)
+    assert copied is not None and "word for word" in copied
+
+
+def test_a_reply_that_quotes_a_memory_or_the_users_words_is_no_echo() -> None:
+    quoting = (
+        "You told me you have a red kite and fly it on Sundays at the beach with a "
+        "sister called Anna, so I would say the beach, weather permitting, as usual."
+    )
+    assert echo_reason(quoting, CHAT) is None
+    assert echo_reason("At the beach.", CHAT) is None
+    # A line of the prompt the user wrote in their own message is theirs to hear back.
+    asks = {"context": "", "query": "What does 'Memory context:' mean?"}
+    assert echo_reason("'Memory context:' is what I remember of you.", asks) is None
