@@ -45,10 +45,17 @@ class ChatStream(Iterator[str]):
     stored.
     """
 
-    def __init__(self, pieces: Generator[str, None, ChatReply]) -> None:
+    def __init__(
+        self,
+        pieces: Generator[str, None, ChatReply | None],
+        abandon: Callable[[], None] | None = None,
+    ) -> None:
         """``pieces``: a generator that yields the pieces and returns the reply once it
-        has stored the turn."""
+        has stored the turn (None when it was abandoned). ``abandon()``: stops the making
+        of the pieces from any thread, without blocking (a thread waiting for the next
+        piece then sees the generator end)."""
         self._pieces = pieces
+        self._abandon = abandon
         self._ended = False
         #: The reply, once the iteration has ended (None before, or after an error).
         self.reply: ChatReply | None = None
@@ -79,9 +86,15 @@ class ChatStream(Iterator[str]):
 
     def close(self) -> None:
         """Abandon the stream (no-op once it ended): the provider's request is closed, and
-        nothing is stored."""
+        nothing is stored. Never blocks; may be called from another thread than the one
+        iterating (whose wait for the next piece then ends the iteration)."""
         self._ended = True
-        self._pieces.close()
+        if self._abandon is not None:
+            self._abandon()
+        try:
+            self._pieces.close()
+        except ValueError:
+            pass  # being iterated in another thread right now: abandon() ends that
 
     def __enter__(self) -> ChatStream:
         return self
@@ -95,7 +108,7 @@ class AsyncChatStream(AsyncIterator[str]):
 
     Each piece is waited for off the event loop (``run`` runs the blocking wait on a
     thread pool). :meth:`aclose` (or leaving an ``async with`` block) abandons the stream
-    as :meth:`ChatStream.close` does.
+    as :meth:`ChatStream.close` does, also while a piece is being waited for.
     """
 
     def __init__(self, stream: ChatStream, run: Runner) -> None:
@@ -117,8 +130,9 @@ class AsyncChatStream(AsyncIterator[str]):
         return str(piece)
 
     async def aclose(self) -> None:
-        """Abandon the stream (no-op once it ended); nothing is stored."""
-        await self._run(self._stream.close)
+        """Abandon the stream (no-op once it ended); nothing is stored. Never blocks the
+        event loop (so it also runs in a task being cancelled)."""
+        self._stream.close()
 
     async def __aenter__(self) -> AsyncChatStream:
         return self

@@ -38,6 +38,7 @@ from .validation import check_user_id as _check_user_id
 if TYPE_CHECKING:
     from .activation import Lifecycle
     from .core import SystemCore
+    from .gateway.streaming import CompletionStream
 
 __all__ = ["Conversation"]
 
@@ -177,27 +178,45 @@ class Conversation:
         _check_user_id(user_id)
         _check_text(query, "query", core.config.max_text_bytes, setting="max_text_bytes")
         _check_text(assistant_id, "assistant_id", MAX_ID_BYTES)
-        return ChatStream(self._streamed(user_id, query, assistant_id, bool(fallback)))
+        made: list[CompletionStream | None] = []  # the gateway's stream, once it is asked
+
+        def abandon() -> None:
+            made.append(None)  # asked for after this: not asked at all
+            for stream in made:
+                if stream is not None:
+                    stream.close()
+
+        return ChatStream(self._streamed(user_id, query, assistant_id, fallback, made), abandon)
 
     def _streamed(
-        self, user_id: str, query: str, assistant_id: str, fallback: bool
-    ) -> Generator[str, None, ChatReply]:
-        """The pieces of the reply; the turn stored once they are all given out."""
+        self,
+        user_id: str,
+        query: str,
+        assistant_id: str,
+        fallback: bool,
+        made: list[CompletionStream | None],
+    ) -> Generator[str, None, ChatReply | None]:
+        """The pieces of the reply; the turn stored once they are all given out (None
+        returned, nothing stored, for a stream abandoned from another thread)."""
         core = self._core
         ctx = self.chat_context(user_id, query, assistant_id)
+        if None in made:  # abandoned during retrieval
+            return None
         stream = core.gateway_service.stream(
             "chat_reply",
             {"context": ctx.render(), "query": query},
             user_id=user_id,
-            fallback=fallback,
+            fallback=bool(fallback),
             raise_config_errors=True,
         )
+        made.append(stream)
         try:
             yield from stream
         finally:
             stream.close()  # abandoned (or failed): the provider's request is closed
         done = stream.completion
-        assert done is not None  # the stream ended without an error
+        if done is None:  # abandoned from another thread while a piece was awaited
+            return None
         answer = ChatReply(str(done.data["reply"]), done.degraded, done.reason, done.backend)
         self.add_turn(user_id, query, answer.text, assistant_id=assistant_id)
         core.metrics.inc("chats")

@@ -28,7 +28,8 @@ class CompletionStream(Iterator[str]):
     Iterating blocks until the next piece arrives; the iteration ends when the answer is
     whole, and :attr:`completion` holds it then (its ``data`` holds the text, checked).
     A failure raises from the iteration (pieces given out before it stay given out).
-    :meth:`close` abandons the stream: the provider request is cancelled.
+    :meth:`close` abandons the stream: the provider request is cancelled, and the
+    iteration ends with no :attr:`completion`.
     """
 
     def __init__(self) -> None:
@@ -78,14 +79,20 @@ class CompletionStream(Iterator[str]):
         if tag == "piece":
             return str(value)
         self._ended = True
+        if tag == "abandoned":  # closed from another thread while this one waited
+            raise StopIteration
         if tag == "end":
             self.completion = value
             raise StopIteration
         raise value
 
     def close(self) -> None:
-        """Abandon the stream (no-op once it ended): the provider request is cancelled."""
+        """Abandon the stream (no-op once it ended): the provider request is cancelled.
+
+        Thread-safe and never blocks: a consumer waiting for a piece in another thread
+        sees the iteration end (with no :attr:`completion`)."""
         if not self._ended:
             self._ended = True
+            self._queue.put(("abandoned", None))
             if self._future is not None:
                 self._future.cancel()

@@ -1,11 +1,16 @@
 """The ``/v1`` routes that write and read a user's memory: add a turn, retrieve memory for
-a query, and chat (retrieve, answer with the LLM, store the turn)."""
+a query, and chat (retrieve, answer with the LLM, store the turn), whole or streamed as
+server-sent events."""
 
 from __future__ import annotations
 
 import copy
+import json
+from collections.abc import AsyncIterator
+from typing import Any
 
 from fastapi import Request
+from fastapi.responses import StreamingResponse
 
 from ..aio import AsyncMemoryOS
 from ..errors import MemoryOSError
@@ -159,6 +164,73 @@ async def chat(
     return m.ChatResponse(
         user_id=user_id, reply=reply.text, degraded=reply.degraded, reason=reply.reason
     )
+
+
+@router.post(
+    "/users/{user_id}/chat/stream",
+    summary="Answer from memory, streamed as server-sent events",
+    tags=["memory"],
+    responses={
+        **BODY_ERRORS,
+        **CHAT_ERRORS,
+        200: {
+            "description": "The reply as it is written, then the stored turn's reply.",
+            "content": {"text/event-stream": {}},
+        },
+    },
+    response_class=StreamingResponse,
+)
+async def chat_stream(
+    request: Request, body: m.ChatRequest, user_id: str = USER_ID, state: ServerState = STATE
+) -> StreamingResponse:
+    """Chat as `POST /v1/users/{user_id}/chat` does, with the reply sent as
+    [server-sent events](https://html.spec.whatwg.org/multipage/server-sent-events.html)
+    as the LLM writes it: `event: piece` with `data: {"text": "..."}` for each piece of
+    the reply, in order, then `event: done` with the same JSON as the chat answer
+    (`user_id`, `reply`, `degraded`, `reason`) once the turn is stored.
+
+    An error before the first piece is an ordinary error answer (422, 502, 503...). An
+    error after it is `event: error` with `data: {"error": {"type", "message"}}`, and
+    the turn is not stored; nor is it when the client disconnects before `done`."""
+    tenant = state.tenant_of(request)
+    stream = state.memory().chat_stream(
+        internal_id(tenant, user_id),
+        body.query,
+        internal_id(tenant, body.assistant_id, "assistant_id"),
+    )
+    try:
+        first = await anext(stream, None)  # a failure so far: the usual error answer
+    except BaseException:
+        await stream.aclose()
+        raise
+
+    async def events() -> AsyncIterator[str]:
+        try:
+            if first is not None:
+                yield _event("piece", {"text": first})
+                async for piece in stream:
+                    yield _event("piece", {"text": piece})
+            reply = stream.reply
+            assert reply is not None  # the stream ended: the turn is stored
+            done = m.ChatResponse(
+                user_id=user_id, reply=reply.text, degraded=reply.degraded, reason=reply.reason
+            )
+            yield _event("done", done.model_dump())
+        except MemoryOSError as exc:
+            yield _event("error", {"error": {"type": type(exc).__name__, "message": str(exc)}})
+        finally:
+            await stream.aclose()  # a client gone before the end: nothing is stored
+
+    return StreamingResponse(
+        events(),
+        media_type="text/event-stream",
+        headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
+    )
+
+
+def _event(name: str, data: dict[str, Any]) -> str:
+    """One server-sent event (its data one line of JSON)."""
+    return f"event: {name}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n"
 
 
 def _item(it: ContextItem) -> m.ContextItemOut:

@@ -129,6 +129,8 @@ def _vector(text: str, dim: int) -> list[float]:
 @dataclass
 class _State:
     chat: deque[Action] = field(default_factory=deque)
+    #: Actions for streamed chat requests only (taken before ``chat``'s).
+    streams: deque[Action] = field(default_factory=deque)
     embed: deque[Action] = field(default_factory=deque)
     chat_requests: int = 0
     embed_requests: int = 0
@@ -178,7 +180,10 @@ class _Handler(BaseHTTPRequestHandler):
                         },
                     )
                     return
-                action = st.chat.popleft() if st.chat else self.server.default_action
+                if body.get("stream") and st.streams:
+                    action = st.streams.popleft()
+                else:
+                    action = st.chat.popleft() if st.chat else self.server.default_action
             if body.get("stream") and action.status == 200 and not (action.reset or action.hang):
                 if action.delay:
                     time.sleep(action.delay)
@@ -464,6 +469,12 @@ class FakeOpenAIServer:
         """Queue one-shot actions for the next chat requests (then defaults resume)."""
         with self.state.lock:
             self.state.chat.extend(actions)
+
+    def script_stream(self, *actions: Action) -> None:
+        """Queue one-shot actions for the next streamed chat requests only (background
+        requests, never streamed, leave them alone)."""
+        with self.state.lock:
+            self.state.streams.extend(actions)
 
     def script_embed(self, *actions: Action) -> None:
         """Queue one-shot actions for the next embedding requests."""
