@@ -233,6 +233,21 @@ def test_chat_answers_and_stores_the_turn(mem) -> None:
     assert mem.user_state("c").turns == 2
 
 
+def test_chat_stream_gives_the_reply_in_pieces_and_stores_the_turn_once_at_the_end(mem) -> None:
+    mem.add_turn("cs", "My dog is called Rufus.", "Nice name!")
+    chats = mem.stats()["chats"]
+    stream = mem.chat_stream("cs", "What is my dog called?")
+    pieces = list(stream)
+    assert len(pieces) > 1 and "Rufus" in "".join(pieces)
+    assert stream.reply is not None and stream.reply.text == "".join(pieces)
+    abandoned = mem.chat_stream("cs", "And my cat?")
+    next(abandoned)
+    abandoned.close()  # nothing stored for it
+    mem.flush()
+    assert mem.user_state("cs").turns == 2
+    assert mem.stats()["chats"] == chats + 1
+
+
 def test_stats_count_turns_and_latency(open_mem) -> None:
     mem = open_mem()
     for i in range(1, 41):

@@ -293,3 +293,33 @@ def test_the_offline_backend_streams_its_reply_in_pieces(
     assert len(pieces) > 1 and "Lyon" in "".join(pieces)
     assert stream.reply is not None and not stream.reply.degraded
     assert _responses(mem, "ann") == ["Nice city.", "".join(pieces)]
+
+
+def test_an_async_stream_closed_while_a_piece_is_awaited_ends_and_stores_nothing(
+    open_mem: Callable[..., MemoryOS], server: FakeOpenAIServer
+) -> None:
+    """What a server does when its client disconnects mid-stream: the task waiting for
+    the next piece is abandoned from the event loop while a pool thread waits for it."""
+    mem = open_mem(_config(server, "http"))
+    pieces = (PIECES[0] * 10, *PIECES * 2)
+    server.script_stream(Action(pieces=pieces, piece_delay=0.05))
+    started = time.monotonic()
+
+    async def talk() -> tuple[str, bool]:
+        amem = AsyncMemoryOS(mem)
+        try:
+            stream = amem.chat_stream("ann", "Tell me a long story.")
+            first = await anext(stream)
+            waiting = asyncio.ensure_future(anext(stream, None))
+            await asyncio.sleep(0.02)  # the next piece is being waited for in the pool
+            await stream.aclose()
+            rest = await asyncio.wait_for(waiting, 5.0)  # the wait ends: no hang
+            return first, rest is None or isinstance(rest, str)
+        finally:
+            await amem.detach()
+
+    first, ended = asyncio.run(talk())
+    assert first.startswith("Your kite") and ended
+    # Past the time the whole reply would have taken, and then some: nothing stored.
+    time.sleep(max(0.0, 0.05 * len(pieces) + 0.5 - (time.monotonic() - started)))
+    assert mem.users() == [] and mem.stats()["chats"] == 0
