@@ -23,7 +23,8 @@ _COUNTERS = (
     (
         "degraded_chats",
         "memoryos_degraded_chats",
-        "Chat replies written by the offline fallback during a provider outage.",
+        "Chat replies written by the offline fallback (a provider outage, or a reply that "
+        "echoed the prompt back).",
     ),
     ("activations", "memoryos_user_activations", "User actor groups started."),
     ("passivations", "memoryos_user_passivations", "User actor groups stopped."),
@@ -81,6 +82,11 @@ class _MemoryCollector(Collector):
             ("calls", "memoryos_llm_calls", "LLM completion calls."),
             ("errors", "memoryos_llm_errors", "LLM completion calls that failed."),
             ("degraded", "memoryos_llm_degraded", "Completions answered by the fallback."),
+            (
+                "echoed_answers",
+                "memoryos_llm_echoed_answers",
+                "LLM answers rejected for echoing the prompt back (not used as replies).",
+            ),
         ):
             if key in gw:
                 yield CounterMetricFamily(name, doc, value=float(gw[key]))

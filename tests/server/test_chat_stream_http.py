@@ -131,3 +131,19 @@ def test_a_client_gone_before_the_end_stores_nothing(
     time.sleep(max(0.0, 0.05 * len(PIECES) * 3 + 1.0 - (time.monotonic() - started)))
     with server.client(key) as c:
         assert c.get("/v1/users/dee/memories").status_code == 404
+
+
+def test_a_stream_that_echoes_the_prompt_is_answered_by_the_fallback_and_counted(
+    served: tuple[Server, str, FakeOpenAIServer],
+) -> None:
+    server, key, provider = served
+    provider.script_stream(Action(echo="text"))
+    events = _events(server, key, "eve", "Which book did I like?")
+    done = events[-1]
+    assert done[0] == "done" and done[1]["degraded"] is True
+    assert "echoed the prompt back" in done[1]["reason"]
+    text = "".join(data["text"] for name, data in events if name == "piece")
+    assert text == done[1]["reply"] and "Memory context" not in text
+    with server.client(key) as c:
+        metrics = c.get("/metrics").text
+    assert "memoryos_llm_echoed_answers_total 1.0" in metrics
