@@ -318,7 +318,7 @@ class GatewayService:
         :meth:`redo_pending`) or raising as ``fallback`` and ``raise_config_errors`` ask.
         After it, a failure raises from the iteration: :class:`ProviderUnavailable` for a
         stream that broke off, :class:`GatewayError` for a whole reply that turns out to
-        echo the prompt. A streamed answer is not cached. Raises :class:`InvalidInput` for
+        echo the prompt. A streamed answer is cached as a whole one is. Raises :class:`InvalidInput` for
         a JSON kind or a bad payload and :class:`SystemClosed` after :meth:`close`, at once.
         """
         from memoryos_actors.errors import InvalidInput
