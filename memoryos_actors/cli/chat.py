@@ -7,11 +7,16 @@ import argparse
 import re
 import sys
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 from ..stopping import StopRequested, StopSignals
 from ._common import config_from_args, data_dir, lib_user, plain
 from ._common import console as make_console
 from ._stop import open_until_stopped
+
+if TYPE_CHECKING:
+    from ..chat_streams import ChatStream
+    from ..reports import ChatReply
 
 __all__ = ["chat"]
 
@@ -19,10 +24,11 @@ __all__ = ["chat"]
 def chat(args: argparse.Namespace) -> int:
     """``memoryos chat``: one reply per line of input, until EOF, ``/quit`` or a stop signal.
 
-    SIGTERM or SIGINT while waiting for input stops at once; while a reply is being made,
-    the reply is finished, printed and stored first (a second signal, or
-    ``--shutdown-timeout`` seconds, gives up waiting for it). Then the memory system is
-    closed. Exit code 0, or 130 after SIGINT.
+    Each reply is printed after ``assistant: `` as the provider writes it
+    (``chat_stream``). SIGTERM or SIGINT while waiting for input stops at once; while a
+    reply is being made, the reply is finished, printed and stored first (a second signal,
+    or ``--shutdown-timeout`` seconds, gives up waiting for it: the reply is abandoned, not
+    stored). Then the memory system is closed. Exit code 0, or 130 after SIGINT.
     """
     from .doctor import provider_check
 
@@ -65,22 +71,40 @@ def chat(args: argparse.Namespace) -> int:
                 continue
             if text.startswith("//"):
                 text = text[1:]  # "//x" sends "/x" as text
-            finished, reply = stop.call(mem.chat_reply, user, text, assistant_id=assistant)
+            stream = mem.chat_stream(user, text, assistant_id=assistant)
+            finished, reply = stop.call(_say, stream)
             if not finished:
+                stream.close()  # abandoned: not stored (a sharded one may still be)
                 console.print(
-                    "stopped without the reply in flight; it may or may not be stored",
+                    "\nstopped without the reply in flight; it may or may not be stored",
                     style="yellow",
                 )
                 break
-            assert reply is not None  # finished: the call returned its value
+            assert reply is not None  # finished: the stream ended, the turn is stored
             if reply.degraded:
                 print(
                     f"memoryos: degraded reply from the offline fallback: {reply.reason}",
                     file=sys.stderr,
                     flush=True,
                 )
-            console.print(plain(f"assistant: {reply.text}"))
     return stop.exit_code(sigint=130)
+
+
+def _say(stream: ChatStream) -> ChatReply | None:
+    """Print ``assistant: `` and the reply's pieces as they come, then a new line; the
+    reply once the stream ended (its turn stored)."""
+    out = sys.stdout
+    first = next(stream, "")  # an error before the reply began: nothing printed
+    out.write(f"assistant: {first}")
+    out.flush()
+    try:
+        for piece in stream:
+            out.write(piece)
+            out.flush()
+    finally:
+        out.write("\n")
+        out.flush()
+    return stream.reply
 
 
 _SLASH_COMMAND = re.compile(r"^/([A-Za-z][\w-]*)(?:\s|$)")

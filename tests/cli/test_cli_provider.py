@@ -239,3 +239,26 @@ def test_serve_and_mcp_refuse_to_start_on_a_configuration_error(
     assert done.returncode == 2 and done.stdout == ""  # (mcp speaks its protocol on stdout)
     assert "ProviderAuthError" in _one_line(done.stderr)
     _no_key_in(done.stderr)
+
+
+def test_chat_prints_the_providers_streamed_reply_and_stores_it(
+    tmp_path: Path, keyed: FakeOpenAIServer
+) -> None:
+    pieces = ("Your kite ", "is red,\n", "and you fly it ", "on Sundays.")
+    keyed.script_stream(Action(pieces=pieces))
+    done = _run(
+        tmp_path,
+        "chat",
+        "--user",
+        "sam",
+        config=_provider(keyed.base_url),
+        key=RIGHT_KEY,
+        stdin="What colour is my kite?\n",
+    )
+    assert done.returncode == 0, done.stderr
+    assert f"assistant: {''.join(pieces)}\n" in done.stdout
+    with keyed.state.lock:
+        asked = [b for b in keyed.state.bodies if b.get("stream")]
+    assert len(asked) == 1 and "response_format" not in asked[0]
+    listed = _run(tmp_path, "memories", "sam", config=_provider(keyed.base_url), key=RIGHT_KEY)
+    assert "Your kite is red," in listed.stdout, listed.stdout + listed.stderr
