@@ -20,7 +20,8 @@ and taken in plain text, never in JSON mode, so any provider's model can write i
 :meth:`LiteLLMBackend.astream` streams a plain-text answer as the provider writes it: with
 ``stream=True`` through litellm, or as server-sent events (``data:`` lines, ending with
 ``data: [DONE]``) on the HTTP path. A stream that stops before its end (the connection
-dropped, no end marker) raises, so a cut-off reply is never taken for a whole one.
+dropped, no end marker) raises, so a cut-off reply is never taken for a whole one. A server
+that ignores ``stream`` and answers with the whole completion gives it as one piece.
 
 This module does one provider attempt per call; retries, the breaker and limits live in
 :mod:`memoryos_actors.gateway.service`. Every provider failure becomes a
@@ -98,6 +99,41 @@ def _need_client(use_http: bool) -> None:
             f"{path} needs the 'llm' extra ({module} is missing): "
             'pip install "memoryos-actors[llm]"'
         )
+
+
+def _message_content(raw: bytes) -> str:
+    """The message content of a whole (not streamed) completion's body."""
+    try:
+        return str(json.loads(raw)["choices"][0]["message"]["content"] or "")
+    except (ValueError, KeyError, IndexError, TypeError):
+        raise ProviderCallError("answer had no message content", category="malformed") from None
+
+
+async def _sse_pieces(lines: AsyncIterator[bytes]) -> AsyncGenerator[str, None]:
+    """The content pieces of an OpenAI-style stream of server-sent events, in order.
+
+    Raises the cut-off error when the lines end before ``data: [DONE]`` or a chunk with a
+    ``finish_reason``: a stream that stopped early is not a whole answer."""
+    finished = False
+    async for raw in lines:
+        line = raw.strip()
+        if not line.startswith(b"data:"):
+            continue  # blank separators, comments (": keep-alive"), event names
+        data = line[5:].strip()
+        if data == b"[DONE]":
+            finished = True
+            break
+        try:
+            choice = json.loads(data)["choices"][0]
+        except (ValueError, KeyError, IndexError, TypeError):
+            continue  # a usage-only or unknown event
+        if choice.get("finish_reason"):
+            finished = True
+        delta = (choice.get("delta") or {}).get("content")
+        if delta:
+            yield str(delta)
+    if not finished:
+        raise _cut_off()
 
 
 def _cut_off() -> ProviderCallError:
@@ -437,26 +473,14 @@ class LiteLLMBackend:
                 raise classify_error(
                     HTTPStatusError(resp.status, resp.headers, raw), self._key_list()
                 )
-            finished = False
-            async for line in resp.content:
-                line = line.strip()
-                if not line.startswith(b"data:"):
-                    continue  # blank separators, comments (": keep-alive"), event names
-                data = line[5:].strip()
-                if data == b"[DONE]":
-                    finished = True
-                    break
-                try:
-                    choice = json.loads(data)["choices"][0]
-                except (ValueError, KeyError, IndexError, TypeError):
-                    continue  # a usage-only or unknown event
-                if choice.get("finish_reason"):
-                    finished = True
-                delta = (choice.get("delta") or {}).get("content")
-                if delta:
-                    yield str(delta)
-            if not finished:
-                raise _cut_off()
+            if "text/event-stream" not in resp.headers.get("Content-Type", "text/event-stream"):
+                # A server that ignores "stream": the whole answer, as one piece.
+                whole = _message_content(await resp.read())
+                if whole:
+                    yield whole
+                return
+            async for piece in _sse_pieces(resp.content):
+                yield piece
 
     def _lookup_price(self) -> tuple[float, float]:
         """USD per prompt and per completion token, from litellm's bundled price map.

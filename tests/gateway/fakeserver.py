@@ -62,6 +62,9 @@ class Action:
     #: A weak model echoing its prompt back: ``"text"`` answers the request's messages
     #: (system, then user) as they came, ``"json"`` the same inside ``{"reply": ...}``.
     echo: str | None = None
+    #: Answer a streamed request with a whole (not streamed) completion, as a server that
+    #: does not stream does.
+    no_stream: bool = False
 
 
 _INPUT_RE = re.compile(r"Input \(JSON\):\n(.*?)\n\nAnswer with ONE JSON object", re.DOTALL)
@@ -184,7 +187,8 @@ class _Handler(BaseHTTPRequestHandler):
                     action = st.streams.popleft()
                 else:
                     action = st.chat.popleft() if st.chat else self.server.default_action
-            if body.get("stream") and action.status == 200 and not (action.reset or action.hang):
+            streamed = body.get("stream") and not action.no_stream
+            if streamed and action.status == 200 and not (action.reset or action.hang):
                 if action.delay:
                     time.sleep(action.delay)
                 self._stream(body, action)

@@ -323,3 +323,14 @@ def test_an_async_stream_closed_while_a_piece_is_awaited_ends_and_stores_nothing
     # Past the time the whole reply would have taken, and then some: nothing stored.
     time.sleep(max(0.0, 0.05 * len(pieces) + 0.5 - (time.monotonic() - started)))
     assert mem.users() == [] and mem.stats()["chats"] == 0
+
+
+def test_a_server_that_does_not_stream_gives_its_whole_reply_on_the_http_path(
+    open_mem: Callable[..., MemoryOS], server: FakeOpenAIServer
+) -> None:
+    mem = open_mem(_config(server, "http"))
+    server.script_stream(Action(content=PROSE, no_stream=True))
+    stream = mem.chat_stream("ann", "What colour is my kite?")
+    assert "".join(stream) == PROSE
+    assert stream.reply is not None and not stream.reply.degraded
+    assert _responses(mem, "ann") == [PROSE]
