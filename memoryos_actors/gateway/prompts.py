@@ -436,12 +436,17 @@ def echo_reason(reply: str, payload: dict[str, Any]) -> str | None:
     """Why ``reply`` is the chat prompt for ``payload`` echoed back rather than a reply,
     or None when it is a reply.
 
-    Two signs, either enough: the reply contains one of the prompt's own lines (its
-    section headers ``Memory context:``, ``User's message:``, its closing line, or the
-    first sentence of its system prompt) that the user's message does not contain; or the
-    reply is long (24 words or more) and 70% or more of its 6-word runs appear word for
-    word in the prompt (system prompt, memory context and message): a reply may quote a
-    memory, not be made of the prompt.
+    Three signs, any one enough, each ignoring what the user's message itself contains:
+
+    * the reply contains one of the template's own lines: its section headers
+      (``Memory context:``, ``User's message:``), its closing line, or the first
+      sentence of its system prompt;
+    * a line of the reply is a section header of the memory context (``## Recent
+      dialogue``, ``### Topic: ...``);
+    * the reply is long (24 words or more), 70% or more of its 6-word runs appear word for
+      word in the prompt, and they come from two lines of it or more: a reply may quote a
+      memory, or say again what the assistant said before (one line of the context), but
+      not be made of the prompt.
     """
     flat = _flat(reply)
     query = _flat(str(payload.get("query") or ""))
@@ -455,16 +460,26 @@ def echo_reason(reply: str, payload: dict[str, Any]) -> str | None:
         line = _flat(marker)
         if line in flat and line not in query:
             return f"the reply repeats the prompt's line {marker!r}"
+    prompt_lines = [
+        line for m in render_messages("chat_reply", payload) for line in m["content"].splitlines()
+    ]
+    headers = {_flat(line) for line in prompt_lines if line.lstrip().startswith("#")}
+    for line in reply.splitlines():
+        if _flat(line) in headers and _flat(line) not in query:
+            return f"the reply repeats the memory context's header {line.strip()!r}"
     words = _WORD_RE.findall(reply.lower())
     if len(words) < _ECHO_MIN_WORDS:
         return None
-    prompt = " ".join(m["content"] for m in render_messages("chat_reply", payload))
-    prompt_words = _WORD_RE.findall(prompt.lower())
     n = _ECHO_GRAM
-    known = {tuple(prompt_words[i : i + n]) for i in range(len(prompt_words) - n + 1)}
+    known: dict[tuple[str, ...], int] = {}
+    for number, line in enumerate(prompt_lines):
+        line_words = _WORD_RE.findall(line.lower())
+        for i in range(len(line_words) - n + 1):
+            known.setdefault(tuple(line_words[i : i + n]), number)
     grams = [tuple(words[i : i + n]) for i in range(len(words) - n + 1)]
-    share = sum(g in known for g in grams) / len(grams)
-    if share >= _ECHO_SHARE:
+    copied = [known[g] for g in grams if g in known]
+    share = len(copied) / len(grams)
+    if share >= _ECHO_SHARE and len(set(copied)) >= 2:
         return f"{share:.0%} of the reply is copied word for word from the prompt"
     return None
 

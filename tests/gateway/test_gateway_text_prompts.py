@@ -239,9 +239,12 @@ def test_the_prompt_echoed_back_is_caught_by_its_lines_or_its_words() -> None:
         with pytest.raises(EchoedPrompt):
             check_answer("chat_reply", CHAT, {"reply": echo})
     # The memory context copied out word for word, without any header: most of it is
-    # the prompt's own words.
+    # the prompt's own words, from several of its lines.
     copied = echo_reason(CONTEXT.replace("Facts about the user:", ""), CHAT)
     assert copied is not None and "word for word" in copied
+    # A header of the memory context is the prompt's, not a reply's.
+    with_header = {"context": "## Recent dialogue\nUser: hi", "query": "hello"}
+    assert echo_reason("## Recent dialogue\nUser: hi", with_header) is not None
 
 
 def test_a_reply_that_quotes_a_memory_or_the_users_words_is_no_echo() -> None:
@@ -250,6 +253,14 @@ def test_a_reply_that_quotes_a_memory_or_the_users_words_is_no_echo() -> None:
         "sister called Anna, so I would say the beach, weather permitting, as usual."
     )
     assert echo_reason(quoting, CHAT) is None
+    # Saying again, word for word, what the assistant answered before (one line of the
+    # recent dialogue) is a reply, if a repetitive one.
+    before = (
+        "Your kite is red and you fly it on Sundays at the beach near Brest with your "
+        "sister Anna whenever the wind is strong enough to lift it."
+    )
+    again = {"context": f"## Recent dialogue\nUser: Where is my kite?\nAssistant: {before}"}
+    assert echo_reason(before, {**again, "query": "Where is my kite?"}) is None
     assert echo_reason("At the beach.", CHAT) is None
     # A line of the prompt the user wrote in their own message is theirs to hear back.
     asks = {"context": "", "query": "What does 'Memory context:' mean?"}
