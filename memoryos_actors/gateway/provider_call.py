@@ -8,7 +8,7 @@ import asyncio
 import concurrent.futures
 import random
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from typing import Any
 
 from memoryos_actors.errors import ProviderConfigError
@@ -164,7 +164,7 @@ class ProviderCalls:
 
     async def stream(
         self, kind: str, payload: dict[str, Any], user_id: str | None, policy: RetryPolicy
-    ) -> AsyncIterator[str]:
+    ) -> AsyncGenerator[str, None]:
         """The backend's streamed answer (its ``astream``), piece by piece, with the
         breaker, limits and retries of :meth:`call` up to the first piece: a failure
         before it is retried with backoff (nothing was given out yet); a failure after

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import copy
 import random
 import threading
@@ -435,16 +436,21 @@ class GatewayService:
         back until checked), then check the whole; the checked answer and its estimated
         tokens. ``sent`` gets ``True`` once a piece went out."""
         parts: list[str] = []
-        async for piece in self._calls.stream(kind, payload, user_id, self._policy):
-            parts.append(piece)
-            if sent:
-                out.piece(piece)
-                continue
-            held = "".join(parts)
-            if len(held) >= HOLD_CHARS:
-                self._check_streamed(kind, payload, held, user_id)
-                sent.append(True)
-                out.piece(held)
+        # Closed on the way out, also when a check here fails mid-stream: the provider's
+        # request and the slot among the calls in flight are released at once.
+        async with contextlib.aclosing(
+            self._calls.stream(kind, payload, user_id, self._policy)
+        ) as pieces:
+            async for piece in pieces:
+                parts.append(piece)
+                if sent:
+                    out.piece(piece)
+                    continue
+                held = "".join(parts)
+                if len(held) >= HOLD_CHARS:
+                    self._check_streamed(kind, payload, held, user_id)
+                    sent.append(True)
+                    out.piece(held)
         text = "".join(parts)
         data = self._check_streamed(kind, payload, text, user_id, whole=not sent)
         if not sent:
