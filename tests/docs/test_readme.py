@@ -50,6 +50,28 @@ def test_readme_gives_exactly_the_two_fresh_machine_commands() -> None:
         assert len(lines) == 1 and lines[0].startswith("python3 -m venv .venv && ")
 
 
+def test_the_readme_stays_a_front_page() -> None:
+    # The details live in docs/; the README is what a newcomer reads first.
+    assert len(TEXT.splitlines()) <= 320
+
+
+#: ``pip install "memoryos-actors[...]"`` names a package index entry that does not exist
+#: (and similar names there are other people's code): install hints name the checkout
+#: (``pip install ".[server]"``) or a wheel built from it.
+_INDEX_HINT = re.compile(r"pip3? install [^\n`]*['\"]?memoryos[-_]actors\s*\[")
+
+
+def test_no_install_hint_names_a_package_index_entry() -> None:
+    files = [*PAGES, ROOT / "bench" / "README.md", *sorted((ROOT / "examples").glob("*.py"))]
+    files += sorted((ROOT / "bench").glob("*.py"))
+    wrong = [
+        f"{path.relative_to(ROOT)}: {match.group(0)}"
+        for path in files
+        for match in _INDEX_HINT.finditer(path.read_text(encoding="utf-8"))
+    ]
+    assert wrong == []
+
+
 def test_every_result_file_the_pages_name_is_committed() -> None:
     """``bench/results/`` keeps one current file per benchmark (older runs are in git's
     history): a page that cites a result names one that is there. The benchmarks page
