@@ -89,3 +89,20 @@ def test_every_result_file_the_pages_name_is_committed() -> None:
         if not (ROOT / "bench" / "results" / name).exists()
     )
     assert missing == []
+
+
+def test_what_the_code_points_readers_to_is_in_the_docs() -> None:
+    """The README is a front page: what the package's messages and docstrings send a reader
+    to read is a page under ``docs/`` that exists, never a README section."""
+    named, stale = set(), []
+    for path in sorted((ROOT / "memoryos_actors").rglob("*.py")):
+        text = path.read_text(encoding="utf-8")
+        named |= {
+            (path.relative_to(ROOT).as_posix(), m) for m in re.findall(r"docs/[\w/\-]+\.md", text)
+        }
+        stale += [
+            f"{path.relative_to(ROOT)}: {m}" for m in re.findall(r"[^\n]*in the README[^\n]*", text)
+        ]
+    assert stale == []
+    assert sorted(f"{src}: {page}" for src, page in named if not (ROOT / page).exists()) == []
+    assert ("memoryos_actors/cli/serve.py", "docs/cluster.md") in named
