@@ -229,7 +229,9 @@ class PlacementBacklog(Backlog):
         "_gate",
         "_on_lag",
         "_progress",
+        "_handoffs",
         "_since",
+        "_told",
         "_waiting_turn",
         "lags",
         "user",
@@ -261,6 +263,12 @@ class PlacementBacklog(Backlog):
         #: Whether the consumer is waiting for its fair turn to place (behind other users:
         #: busy, not stuck), see :meth:`turn_waiting`.
         self._waiting_turn = False
+        #: Queued pages handed to the consumer (told to MTM) and not yet taken; the others
+        #: wait upstream for their page meta at the shared gateway (see :meth:`told`).
+        self._told = 0
+        #: Hand-offs to the consumer so far (a waiting writer that sees this move knows
+        #: its pages got through the gateway).
+        self._handoffs = 0
         #: The last settle lags (ms): queued to taken by the consumer.
         self.lags: deque[float] = deque(maxlen=512)
 
@@ -279,14 +287,18 @@ class PlacementBacklog(Backlog):
         :class:`~memoryos_actors.errors.Overloaded` only when the queue waited on placed
         nothing for ``timeout`` seconds while its consumer was not waiting for its fair
         turn (it is stuck): a busy system slows writers, it does not refuse them."""
-        seen = self._progress
+        seen = (self._progress, self._handoffs)
 
         def moving() -> bool:
-            # The queue moved, or its consumer waits for its fair turn behind other
-            # users: busy, not stuck; wait on.
+            # The queue moved (pages placed, or handed to the consumer since), or its
+            # consumer waits for its fair turn behind other users, or it holds none of the
+            # queued pages (they wait for their page meta at the gateway, in fair order
+            # with every other user's, whose own timeouts bound that wait): busy, not
+            # stuck; wait on. Only a consumer that holds pages and takes none is stuck.
             nonlocal seen
-            if self._progress != seen or self._waiting_turn:
-                seen = self._progress
+            now = (self._progress, self._handoffs)
+            if now != seen or self._waiting_turn or self._told == 0:
+                seen = now
                 return True
             return False
 
@@ -304,6 +316,7 @@ class PlacementBacklog(Backlog):
             self._drain.taken(now, n, self._count - n)
             self.limit = self._drain.limit
             self._count = max(0, self._count - n)
+            self._told = max(0, self._told - n)
             for _ in range(min(n, len(self._since))):
                 lags.append((now - self._since.popleft()) * 1000.0)
             self.lags.extend(lags)
@@ -319,6 +332,15 @@ class PlacementBacklog(Backlog):
             for lag in lags:
                 self._on_lag(lag)
 
+    def told(self, n: int) -> None:
+        """``n`` queued pages were handed to the consumer (STM told them to MTM): from now
+        on a wait that sees none of the consumer's pages taken may be a stuck consumer.
+        A negative ``n`` takes back pages whose hand-off failed."""
+        with self._cond:
+            self._told = max(0, self._told + n)
+            if n > 0:
+                self._handoffs += 1
+
     def turn_waiting(self, waiting: bool) -> None:
         """The consumer starts (True) or stops (False) waiting for its turn to place."""
         self._waiting_turn = waiting
@@ -328,6 +350,7 @@ class PlacementBacklog(Backlog):
         with self._cond:
             self._drain.busy_since = None
             self._since.clear()
+            self._told = 0
             self._progress += 1
         super().reset()
         if self._gate is not None:
