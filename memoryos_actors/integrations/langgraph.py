@@ -140,22 +140,24 @@ class MemorySearchItem(SearchItem):
 
 @dataclass(frozen=True, slots=True)
 class _Stored:
-    """One item as its memory holds it."""
+    """One item as its memory holds it; the value is read from the text when asked for
+    (a listing holds many items, an operation usually wants few)."""
 
     memory_id: str
     namespace: Namespace
     key: str
-    value: dict[str, Any]
-    created_at: datetime
-    updated_at: datetime
+    created_at: str
+    text: str
 
     def item(self) -> Item:
+        created_at = datetime.fromisoformat(self.created_at)
+        value, updated_at = _value_of(self.text, created_at)
         return Item(
-            value=self.value,
+            value=value,
             key=self.key,
             namespace=self.namespace,
-            created_at=self.created_at,
-            updated_at=self.updated_at,
+            created_at=created_at,
+            updated_at=updated_at,
         )
 
 
@@ -172,9 +174,7 @@ def _stored(memory: Memory) -> _Stored | None:
         and isinstance(created, str)
     ):
         return None
-    created_at = datetime.fromisoformat(created)
-    value, updated_at = _value_of(memory.text, created_at)
-    return _Stored(memory.memory_id, tuple(namespace), key, value, created_at, updated_at)
+    return _Stored(memory.memory_id, tuple(namespace), key, created, memory.text)
 
 
 def _value_of(text: str, created_at: datetime) -> tuple[dict[str, Any], datetime]:
@@ -476,14 +476,14 @@ class MemoryStore(BaseStore):
         now = _now()
         fields = self._fields if op.index is None else ([] if op.index is False else op.index)
         text = _text(op.value, fields, now)
-        value = dict(op.value)
         if held is None:
-            meta = {"namespace": list(namespace), "key": key, "created_at": now.isoformat()}
+            created = now.isoformat()
+            meta = {"namespace": list(namespace), "key": key, "created_at": created}
             memory_id = yield _Call("remember", (user, text), {"metadata": {METADATA_KEY: meta}})
-            items[(namespace, key)] = _Stored(memory_id, namespace, key, value, now, now)
+            items[(namespace, key)] = _Stored(memory_id, namespace, key, created, text)
         else:
             yield _Call("correct_memory", (user, held.memory_id, text))
-            items[(namespace, key)] = replace(held, value=value, updated_at=now)
+            items[(namespace, key)] = replace(held, text=text)
         return None
 
     def _delete(self, user: str, memory_id: str) -> _Plan:
@@ -503,12 +503,13 @@ class MemoryStore(BaseStore):
             under = [
                 s
                 for s in items.values()
-                if s.namespace[: len(prefix)] == prefix and _matches(s.value, op.filter)
+                if s.namespace[: len(prefix)] == prefix
+                and (not op.filter or _matches(s.item().value, op.filter))
             ]
             if under:
                 found[user] = under
-        ranked: list[tuple[float, MemorySearchItem]] = []
-        rest: list[MemorySearchItem] = []
+        ranked: list[tuple[float, _Stored, str]] = []
+        rest: list[_Stored] = []
         for user, under in found.items():
             hits: dict[str, tuple[float, str]] = {}
             if op.query:
@@ -521,14 +522,18 @@ class MemoryStore(BaseStore):
             for stored in under:
                 if stored.memory_id in hits:
                     score, why = hits[stored.memory_id]
-                    ranked.append(
-                        (score, MemorySearchItem(stored.item(), stored.memory_id, score, why))
-                    )
+                    ranked.append((score, stored, why))
                 else:
-                    rest.append(MemorySearchItem(stored.item(), stored.memory_id, None, ""))
-        ranked.sort(key=lambda pair: -pair[0])  # stable: ties keep the listing's order
-        results = [item for _, item in ranked] + rest
-        return results[op.offset : op.offset + op.limit]
+                    rest.append(stored)
+        ranked.sort(key=lambda hit: -hit[0])  # stable: ties keep the listing's order
+        order: list[tuple[float | None, _Stored, str]] = [
+            *ranked,
+            *((None, stored, "") for stored in rest),
+        ]
+        return [
+            MemorySearchItem(stored.item(), stored.memory_id, score, why)
+            for score, stored, why in order[op.offset : op.offset + op.limit]
+        ]
 
     def _list_namespaces(self, op: ListNamespacesOp, listings: _Listings) -> _Plan:
         conditions = tuple(op.match_conditions or ())
