@@ -55,10 +55,10 @@ import inspect
 import json
 import threading
 import weakref
-from collections.abc import Callable, Generator, Iterable, Mapping
+from collections.abc import Callable, Coroutine, Generator, Iterable, Mapping
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from langgraph.store.base import (
     BaseStore,
@@ -97,6 +97,7 @@ VALUE_MARK = "[langgraph-item v1] "
 #: The key of an item's memory metadata that holds its namespace, key and ``created_at``.
 METADATA_KEY = "langgraph"
 
+_T = TypeVar("_T")
 Namespace = tuple[str, ...]
 #: A namespace (or a prefix of one) -> the user that holds it, or None for a prefix that
 #: does not name one user.
@@ -127,10 +128,19 @@ class MemorySearchItem(SearchItem):
 
     __slots__ = ("memory_id", "why")
 
-    def __init__(self, item: Item, memory_id: str, score: float | None, why: str) -> None:
-        super().__init__(
-            item.namespace, item.key, item.value, item.created_at, item.updated_at, score
-        )
+    def __init__(
+        self,
+        namespace: Namespace,
+        key: str,
+        value: dict[str, Any],
+        created_at: datetime,
+        updated_at: datetime,
+        score: float | None = None,
+        *,
+        memory_id: str = "",
+        why: str = "",
+    ) -> None:
+        super().__init__(namespace, key, value, created_at, updated_at, score)
         self.memory_id = memory_id
         self.why = why
 
@@ -158,6 +168,21 @@ class _Stored:
             namespace=self.namespace,
             created_at=created_at,
             updated_at=updated_at,
+        )
+
+    def found(self, score: float | None, why: str) -> MemorySearchItem:
+        """The item as a search result."""
+        created_at = datetime.fromisoformat(self.created_at)
+        value, updated_at = _value_of(self.text, created_at)
+        return MemorySearchItem(
+            self.namespace,
+            self.key,
+            value,
+            created_at,
+            updated_at,
+            score,
+            memory_id=self.memory_id,
+            why=why,
         )
 
 
@@ -342,7 +367,7 @@ class MemoryStore(BaseStore):
     def batch(self, ops: Iterable[Op]) -> list[Result]:
         """Run ``ops`` in order; a result per op (see ``BaseStore.batch``)."""
         if self._is_async:
-            return asyncio.run(self.abatch(ops))
+            return self._run(self.abatch(ops))
         with self._lock:
             result: list[Result] = self._drive(self._ops(list(ops)))
             return result
@@ -360,7 +385,7 @@ class MemoryStore(BaseStore):
         creation and each correction (a ``put`` over it), with the values before and
         after; ``[]`` if the namespace holds no such key."""
         if self._is_async:
-            return asyncio.run(self.ahistory(namespace, key))
+            return self._run(self.ahistory(namespace, key))
         with self._lock:
             events: list[MemoryEvent] = self._drive(self._history(namespace, key))
             return events
@@ -369,6 +394,20 @@ class MemoryStore(BaseStore):
         """:meth:`history`, without blocking the event loop."""
         events: list[MemoryEvent] = await self._adrive(self._history(namespace, key))
         return events
+
+    @staticmethod
+    def _run(coroutine: Coroutine[Any, Any, _T]) -> _T:
+        """``coroutine`` run to its end in an event loop of its own (a synchronous call of
+        a store over the asyncio facade), which a thread running a loop cannot do."""
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return asyncio.run(coroutine)
+        coroutine.close()
+        raise RuntimeError(
+            "a MemoryStore over an AsyncMemoryAPI is called synchronously from a coroutine: "
+            "await its asynchronous methods (aget, aput, asearch, abatch) instead"
+        )
 
     def _drive(self, plan: _Plan) -> Any:
         try:
@@ -476,19 +515,26 @@ class MemoryStore(BaseStore):
         now = _now()
         fields = self._fields if op.index is None else ([] if op.index is False else op.index)
         text = _text(op.value, fields, now)
-        if held is None:
-            created = now.isoformat()
-            meta = {"namespace": list(namespace), "key": key, "created_at": created}
-            memory_id = yield _Call("remember", (user, text), {"metadata": {METADATA_KEY: meta}})
-            items[(namespace, key)] = _Stored(memory_id, namespace, key, created, text)
-        else:
-            yield _Call("correct_memory", (user, held.memory_id, text))
-            items[(namespace, key)] = replace(held, text=text)
+        if held is not None:
+            try:
+                yield _Call("correct_memory", (user, held.memory_id, text))
+            except UnknownMemory:
+                pass  # deleted since the listing (by another writer): a new item
+            else:
+                items[(namespace, key)] = replace(held, text=text)
+                return None
+        created = now.isoformat()
+        meta = {"namespace": list(namespace), "key": key, "created_at": created}
+        memory_id = yield _Call("remember", (user, text), {"metadata": {METADATA_KEY: meta}})
+        items[(namespace, key)] = _Stored(memory_id, namespace, key, created, text)
         return None
 
     def _delete(self, user: str, memory_id: str) -> _Plan:
         """``delete_memory``, then check the memory is gone."""
-        yield _Call("delete_memory", (user, memory_id))
+        try:
+            yield _Call("delete_memory", (user, memory_id))
+        except UnknownMemory:
+            pass  # deleted since the listing (by another writer): checked below all the same
         try:
             yield _Call("get_memory", (user, memory_id))
         except UnknownMemory:
@@ -531,7 +577,7 @@ class MemoryStore(BaseStore):
             *((None, stored, "") for stored in rest),
         ]
         return [
-            MemorySearchItem(stored.item(), stored.memory_id, score, why)
+            stored.found(score, why)
             for score, stored, why in order[op.offset : op.offset + op.limit]
         ]
 

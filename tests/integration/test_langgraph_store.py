@@ -142,6 +142,53 @@ def test_a_put_of_none_is_a_verified_delete(open_mem: Callable[..., MemoryOS]) -
         broken.delete(ALICE, "food")
 
 
+class Racing:
+    """A memory where another writer deletes the memory an edit is about just before the
+    edit arrives (correct_memory and delete_memory then find nothing)."""
+
+    def __init__(self, inner: MemoryOS) -> None:
+        self._inner = inner
+
+    def correct_memory(self, user_id: str, memory_id: str, value: str) -> Any:
+        self._inner.delete_memory(user_id, memory_id)
+        return self._inner.correct_memory(user_id, memory_id, value)
+
+    def delete_memory(self, user_id: str, memory_id: str) -> Any:
+        self._inner.delete_memory(user_id, memory_id)
+        return self._inner.delete_memory(user_id, memory_id)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
+def test_an_item_another_writer_deleted_meanwhile_is_put_anew_or_counted_gone(
+    open_mem: Callable[..., MemoryOS],
+) -> None:
+    mem = open_mem()
+    store = MemoryStore(mem)
+    racing = MemoryStore(Racing(mem))  # type: ignore[arg-type]
+    store.put(ALICE, "food", {"text": "Alice likes sushi"})
+    racing.put(ALICE, "food", {"text": "Alice likes ramen"})
+    assert store.get(ALICE, "food").value == {"text": "Alice likes ramen"}  # type: ignore[union-attr]
+    [fact] = _facts(mem, "alice")
+    assert [e.action for e in mem.memory_history("alice", fact.memory_id)] == ["created"]
+    racing.delete(ALICE, "food")
+    assert store.get(ALICE, "food") is None
+
+
+def test_a_memory_corrected_through_the_api_reads_back_as_its_text(
+    open_mem: Callable[..., MemoryOS],
+) -> None:
+    mem = open_mem()
+    store = MemoryStore(mem)
+    store.put(ALICE, "food", {"text": "Alice likes sushi"})
+    [fact] = _facts(mem, "alice")
+    mem.correct_memory("alice", fact.memory_id, "Alice is vegetarian")  # say, on the memory page
+    item = store.get(ALICE, "food")
+    assert item is not None and item.value == {"text": "Alice is vegetarian"}
+    assert item.updated_at == item.created_at
+
+
 def test_one_namespace_never_sees_another_s_items(open_mem: Callable[..., MemoryOS]) -> None:
     mem = open_mem()
     store = MemoryStore(mem)
@@ -360,6 +407,16 @@ def test_abatch_over_either_facade(tmp_path: Path) -> None:
             await amem.close()
 
     assert asyncio.run(over_async()) == [*expected, {"text": "from a thread"}]
+
+    async def sync_call_in_a_coroutine() -> None:
+        amem = await AsyncMemoryOS.open(tmp_path / "async", config, clock=ManualClock(1.7e9))
+        try:
+            with pytest.raises(RuntimeError, match="await its asynchronous methods"):
+                MemoryStore(amem).get(ALICE, "k")
+        finally:
+            await amem.close()
+
+    asyncio.run(sync_call_in_a_coroutine())
 
 
 # --------------------------------------------------------------------------- a graph
