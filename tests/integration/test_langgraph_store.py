@@ -375,6 +375,19 @@ def test_items_persist_across_a_reopen_of_the_data_directory(tmp_path: Path) -> 
         assert store.search(("alice",), query="nurse")[0].key == "job"
 
 
+def test_items_travel_in_a_user_export(tmp_path: Path) -> None:
+    config = MemoryConfig(**SMALL)
+    with MemoryOS.open(tmp_path / "a", config, clock=ManualClock(1.7e9)) as mem:
+        store = MemoryStore(mem)
+        store.put(ALICE, "food", {"text": "Alice likes sushi"})
+        store.put(ALICE, "food", {"text": "Alice likes ramen"})
+        before = store.get(ALICE, "food")
+        exported = mem.export_user("alice", tmp_path / "alice.export")
+    with MemoryOS.open(tmp_path / "b", config, clock=ManualClock(1.8e9)) as mem:
+        assert mem.import_user(exported) == "alice"
+        assert MemoryStore(mem).get(ALICE, "food") == before
+
+
 def test_abatch_over_either_facade(tmp_path: Path) -> None:
     config = MemoryConfig(**SMALL)
 
