@@ -1,6 +1,6 @@
 """A LangGraph graph whose long-term memory is a user's memory (runs offline).
 
-    pip install "memoryos-actors[langgraph]"
+    pip install ".[langgraph]"
     python examples/langgraph_store.py [DATA_DIR]
 
 The graph's one node remembers what the user asks it to (``store.put``), searches the
