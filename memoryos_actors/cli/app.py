@@ -230,12 +230,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not hasattr(args, "ray"):
         args.ray = False
     from ..errors import MemoryOSError
+    from ..prerequisites import MissingPrerequisite
 
     # The error console is made only when needed: rich costs a short command its start-up.
     try:
         return _COMMANDS[args.command](args)
-    except (MemoryOSError, UsageError) as exc:
-        kind = "" if isinstance(exc, UsageError) else f"{type(exc).__name__}: "
+    except (MemoryOSError, UsageError, MissingPrerequisite) as exc:
+        plain_kind = isinstance(exc, (UsageError, MissingPrerequisite))
+        kind = "" if plain_kind else f"{type(exc).__name__}: "
         message = str(exc.args[0]) if exc.args else str(exc)
         console(stderr=True).print(plain(f"memoryos: error: {kind}{message}"), soft_wrap=True)
         return 2
