@@ -3,8 +3,8 @@
 memoryos-actors has no entry on a package index: it is installed from its source checkout
 (``pip install ".[server]"`` there) or from a wheel built in it (``python -m build
 --wheel``, then ``pip install "dist/memoryos_actors-<version>-py3-none-any.whl[server]"``).
-A hint naming ``memoryos-actors[server]`` would send pip to an index, where other people's
-packages have similar names, so every hint on installing an extra comes from
+A hint naming the distribution and an extra (``pip install`` of its name, ``[server]``)
+would send pip to an index, where other people's packages have similar names, so every hint on installing an extra comes from
 :func:`install_hint` (a test greps the code and the docs for any other).
 
 Two prerequisites are not Python packages a pip install can always bring:
