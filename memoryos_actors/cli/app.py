@@ -125,6 +125,17 @@ def _parser() -> argparse.ArgumentParser:
         help="file layout (default: by suffix or first character)",
     )
     i.add_argument("--limit", type=int, help="LoCoMo: first N conversations; JSONL: first N turns")
+    i.add_argument(
+        "--server",
+        metavar="URL",
+        help="send the turns through this running `memoryos serve` (its batch route) instead "
+        "of opening the data directory; the users are --key's tenant's",
+    )
+    i.add_argument(
+        "--key",
+        metavar="KEY",
+        help="with --server: an API key of the server ('-': read it from stdin)",
+    )
     add_shutdown_timeout(i, "the turn in flight")
     n = add("inspect", "show a user's tiers, segments by heat, traits, KB")
     n.add_argument("user")
