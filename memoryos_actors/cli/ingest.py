@@ -116,6 +116,14 @@ def _load_turns(
     ]
 
 
+def _writable_user(args: argparse.Namespace, user: str) -> str:
+    """The library id of a record's user, refused (before anything is stored) when no
+    memory may be written under it (see :func:`~memoryos_actors.validation.check_new_id`)."""
+    from ..validation import check_new_id, check_user_id
+
+    return check_new_id(check_user_id(lib_user(args, user)))
+
+
 def _mapped(map_user: Callable[[str], str], user: str, where: str) -> str:
     """``map_user(user)``, its refusal naming the record."""
     from ..errors import InvalidInput
@@ -150,7 +158,7 @@ def ingest(args: argparse.Namespace) -> int:
     fmt = _detect_format(path, args.format)
     if getattr(args, "server", None):
         return _ingest_through_server(args, path, fmt)
-    turns = _load_turns(path, fmt, args.limit, lambda u: lib_user(args, u))
+    turns = _load_turns(path, fmt, args.limit, lambda u: _writable_user(args, u))
     if not turns:
         from ..datasets import DatasetError
 
