@@ -33,7 +33,19 @@ __all__ = [
 #: The optional extras of pyproject.toml's ``[project.optional-dependencies]`` (a test
 #: checks the two agree).
 EXTRAS = frozenset(
-    {"bench", "dev", "llamaindex", "llm", "mcp", "openai-agents", "ray", "server", "st", "test"}
+    {
+        "bench",
+        "dev",
+        "docs",
+        "llamaindex",
+        "llm",
+        "mcp",
+        "openai-agents",
+        "ray",
+        "server",
+        "st",
+        "test",
+    }
 )
 
 WINDOWS_NOTE = (

@@ -63,7 +63,7 @@ WORKERS_NOTE = (
     "memoryos serve runs one process per data directory (it holds the directory's lock and "
     "its users' actors), so --workers must be 1; for several processes serving the same "
     "users run front doors over Ray: `memoryos serve --ray ADDRESS` once per door, each on "
-    "its own port (see 'Several front doors' in the README)"
+    "its own port (see 'Several front doors' in docs/cluster.md)"
 )
 
 
