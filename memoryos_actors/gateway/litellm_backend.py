@@ -41,6 +41,7 @@ from memoryos_actors.gateway.prompts import (
     render_messages,
     validate_output,
 )
+from memoryos_actors.prerequisites import install_hint
 
 __all__ = ["LiteLLMBackend", "classify_error", "estimate_tokens", "import_litellm"]
 
@@ -59,8 +60,7 @@ def import_litellm() -> ModuleType:
                     import litellm
                 except ImportError as exc:
                     raise ConfigError(
-                        "llm_backend='litellm' needs the 'llm' extra "
-                        "(pip install memoryos-actors[llm])"
+                        f"llm_backend='litellm' needs the 'llm' extra: {install_hint('llm')}"
                     ) from exc
                 litellm.suppress_debug_info = True
                 litellm.telemetry = False
@@ -87,8 +87,7 @@ def _need_client(use_http: bool) -> None:
             else "llm_backend='litellm'"
         )
         raise ConfigError(
-            f"{path} needs the 'llm' extra ({module} is missing): "
-            'pip install "memoryos-actors[llm]"'
+            f"{path} needs the 'llm' extra ({module} is missing): {install_hint('llm')}"
         )
 
 

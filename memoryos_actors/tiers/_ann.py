@@ -12,9 +12,15 @@ from __future__ import annotations
 import os
 import tempfile
 
-import hnswlib
 import numpy as np
 import numpy.typing as npt
+
+from memoryos_actors.prerequisites import MissingPrerequisite, hnswlib_note
+
+try:
+    import hnswlib
+except ImportError as exc:  # not built (no compiler at install time) or built badly
+    raise MissingPrerequisite(hnswlib_note(exc)) from exc
 
 __all__ = ["AnnIndex"]
 
