@@ -9,11 +9,16 @@ flush does not hide the adapter's own cost), pairs of calls alternate, ``--calls
   input's page) against the same ``add_turn``;
 * ``get_items(limit=20)`` against the ``memories(kinds=["page"])`` listing it reads;
 * the LlamaIndex block's ``aput`` (a user and an assistant message) against ``add_turn``;
-* the block's ``aget`` (the latest user message) against ``retrieve`` of the same text.
+* the block's ``aget`` (the latest user message) against ``retrieve`` of the same text;
+* the LangGraph store's ``put`` of a new key against ``remember`` of the same text, its
+  ``put`` of a key it holds against ``correct_memory``, its ``get`` against
+  ``get_memory`` and its ``search`` with a query against ``retrieve`` (each of its calls
+  lists the user's facts first; the store's user holds as many facts as the library's).
 
 The library calls are made as a program would make them, synchronously; the adapters'
 calls are awaited in one event loop (each runs the library call in a worker thread, which
-is part of what it costs). Reported: p50 and p99 of each (ms) and the difference (the
+is part of what it costs); the LangGraph store's are its synchronous ones, which call the
+library directly, as a graph run with ``invoke`` makes them. Reported: p50 and p99 of each (ms) and the difference (the
 adapter's overhead). The history grows as the bench runs (``--history`` pages first).
 
     python bench/adapters_bench.py [--calls 300] [--history 100] [--out-dir DIR]
@@ -68,6 +73,7 @@ async def _pair(
 async def _bench(mem: Any, calls: int, history: int) -> dict[str, dict[str, float]]:
     from llama_index.core.base.llms.types import ChatMessage, MessageRole
 
+    from memoryos_actors.integrations.langgraph import MemoryStore
     from memoryos_actors.integrations.llamaindex import MemoryOSBlock
     from memoryos_actors.integrations.openai_agents import MemorySession
 
@@ -75,9 +81,20 @@ async def _bench(mem: Any, calls: int, history: int) -> dict[str, dict[str, floa
         mem.add_turn("lib", f"history question {i} about topic{i % 17}", f"answer {i}")
         mem.add_turn("sess", f"history question {i} about topic{i % 17}", f"answer {i}")
         mem.add_turn("block", f"history question {i} about topic{i % 17}", f"answer {i}")
+        mem.add_turn("graph", f"history question {i} about topic{i % 17}", f"answer {i}")
     mem.flush()
     session = MemorySession("sess", mem)
     block = MemoryOSBlock(mem=mem, user_id="block")
+    store = MemoryStore(mem)
+    notes = ("graph", "notes")
+    fact_id = mem.remember("lib", "note 0 about topic0")
+    store.put(notes, "held", {"text": "note 0 about topic0"})
+
+    def note(i: int) -> str:
+        return f"note {i} about topic{i % 17}"
+
+    async def sync(fn: Callable[[], Any]) -> Any:
+        return fn()  # the store's synchronous call, timed in the loop like the others
 
     def sdk_items(i: int) -> list[dict[str, Any]]:
         return [
@@ -117,6 +134,22 @@ async def _bench(mem: Any, calls: int, history: int) -> dict[str, dict[str, floa
         "block.aget vs retrieve": (
             lambda i: mem.retrieve("block", f"what about topic{i % 17}?"),
             lambda i: block.aget([messages(i)[0]]),
+        ),
+        "store.put (new key) vs remember": (
+            lambda i: mem.remember("lib", note(i)),
+            lambda i: sync(lambda: store.put(notes, f"k{i}", {"text": note(i)})),
+        ),
+        "store.put (held key) vs correct_memory": (
+            lambda i: mem.correct_memory("lib", fact_id, note(i)),
+            lambda i: sync(lambda: store.put(notes, "held", {"text": note(i)})),
+        ),
+        "store.get vs get_memory": (
+            lambda i: mem.get_memory("lib", fact_id),
+            lambda i: sync(lambda: store.get(notes, "held")),
+        ),
+        "store.search(query) vs retrieve": (
+            lambda i: mem.retrieve("lib", f"what about topic{i % 17}?"),
+            lambda i: sync(lambda: store.search(("graph",), query=f"what about topic{i % 17}?")),
         ),
     }
     out: dict[str, dict[str, float]] = {}

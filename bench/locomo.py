@@ -1144,7 +1144,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         else:
             print(
                 "chart skipped: matplotlib is not installed "
-                "(install the 'bench' extra: pip install 'memoryos-actors[bench]')"
+                "(install the 'bench' extra from the checkout: pip install '.[bench]')"
             )
     return 0
 

@@ -1,4 +1,4 @@
-"""Screenshots of the memory page for the README, from the demo's conversation.
+"""Screenshots of the memory page for the docs (docs/images/), from the demo's conversation.
 
 Plays the demo script (``memoryos demo``'s data: three people, their turns and follow-up
 questions) into a fresh data directory for tenant ``demo``, with the turns a few hours

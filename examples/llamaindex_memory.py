@@ -1,6 +1,6 @@
 """A LlamaIndex ``Memory`` with a memory block backed by a user's memory (runs offline).
 
-    pip install "memoryos-actors[llamaindex]"
+    pip install ".[llamaindex]"    # from the root of a checkout
     python examples/llamaindex_memory.py [DATA_DIR]
 
 No LLM is called: the example shows the prompt messages the memory hands to one.

@@ -1,6 +1,6 @@
 """An OpenAI Agents SDK agent whose session is a user's memory (runs offline).
 
-    pip install "memoryos-actors[openai-agents]"
+    pip install ".[openai-agents]"    # from the root of a checkout
     python examples/openai_agents_session.py [DATA_DIR]
 
 The model here is a stand-in that answers from the conversation it is given, so the

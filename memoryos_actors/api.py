@@ -16,9 +16,10 @@ facade itself), whether it may send the call again after a shard death, and how 
 shards' answers to a fanned-out call merge. The sharded facade and the shard server are
 driven by that table (:mod:`memoryos_actors.cluster`). :class:`AsyncMemoryAPI`, the
 coroutines of :class:`~memoryos_actors.AsyncMemoryOS`, the sharded facade's methods that
-only forward a call and the README's API list are generated from the protocol with
-``cog`` (:func:`twin_methods`; ``cog -r README.md memoryos_actors/api.py
-memoryos_actors/aio.py memoryos_actors/cluster/_facade.py``). A new method is declared
+only forward a call and the API list of ``docs/library/api.md`` are generated from the
+protocol with ``cog`` (:func:`twin_methods`; ``cog -r docs/library/api.md
+docs/configuration.md memoryos_actors/api.py memoryos_actors/aio.py
+memoryos_actors/cluster/_facade.py``). A new method is declared
 once, here, with its policy; then :class:`~memoryos_actors.MemoryOS` implements it (and
 the sharded facade, if it needs more than forwarding).
 
@@ -734,7 +735,7 @@ class AsyncMemoryAPI(Protocol):
         each piece waited for off the event loop."""
 
 
-#: The protocols' methods, in the README's order.
+#: The protocols' methods, in the order of the API reference (docs/library/api.md).
 API_METHODS: tuple[str, ...] = tuple(
     name for name in vars(MemoryAPI) if not name.startswith("_") and callable(vars(MemoryAPI)[name])
 )

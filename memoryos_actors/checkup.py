@@ -44,6 +44,7 @@ from .errors import (
     ProviderUnavailable,
     StorageError,
 )
+from .prerequisites import install_hint
 from .store.keyfile import parse_key_file
 
 __all__ = [
@@ -225,7 +226,7 @@ def check_llm(config: MemoryConfig, *, timeout: float | None = None) -> DoctorCh
             "llm",
             ConfigError(
                 f"llm_backend='litellm' needs the 'llm' extra ({exc.name} is missing): "
-                'pip install "memoryos-actors[llm]"'
+                + install_hint("llm")
             ),
             started,
         )

@@ -71,8 +71,8 @@ OTHER_ENV_VARS: Mapping[str, str] = MappingProxyType(
 )
 """Every ``MEMORYOS_*`` environment variable that is not a config field (name -> what it
 sets): the one table of them. :meth:`MemoryConfig.from_env` skips these instead of calling
-them unknown, and the README's table of environment variables is generated from it (with
-one row for the ``MEMORYOS_<FIELD>`` variables of the config fields)."""
+them unknown, and the table of environment variables in ``docs/configuration.md`` is
+generated from it (with one row for the ``MEMORYOS_<FIELD>`` variables of the config fields)."""
 
 RetrievalMode = Literal["paper", "hybrid"]
 EmbedderName = Literal["hashing", "litellm", "sentence-transformers"]

@@ -31,6 +31,7 @@ from .messages import (
 )
 from .reports import ChatReply
 from .validation import MAX_ID_BYTES
+from .validation import check_new_id as _check_new_id
 from .validation import check_text as _check_text
 from .validation import check_timestamp as _check_timestamp
 from .validation import check_user_id as _check_user_id
@@ -73,14 +74,16 @@ class Conversation:
     ) -> str:
         """Store one turn; see :meth:`MemoryAPI.add_turn <memoryos_actors.api.MemoryAPI.add_turn>`."""
         core = self._core
-        uid = _check_user_id(user_id)
+        uid = _check_new_id(_check_user_id(user_id))
         core.check_writable("add_turn")
         if turn_key is not None:
             _check_text(turn_key, "turn_key", 200)
         limit = core.config.max_text_bytes
         msg = AddTurn(
             user_id=uid,
-            assistant_id=_check_text(assistant_id, "assistant_id", MAX_ID_BYTES),
+            assistant_id=_check_new_id(
+                _check_text(assistant_id, "assistant_id", MAX_ID_BYTES), "assistant_id"
+            ),
             query=_check_text(query, "query", limit, allow_empty=True, setting="max_text_bytes"),
             response=_check_text(
                 response, "response", limit, allow_empty=True, setting="max_text_bytes"
@@ -160,6 +163,9 @@ class Conversation:
         <memoryos_actors.api.MemoryAPI.chat_reply>`."""
         core = self._core
         core.check_writable("chat")
+        # Refused before the LLM is asked: the turn could not be stored under these ids.
+        _check_new_id(_check_user_id(user_id))
+        _check_new_id(_check_text(assistant_id, "assistant_id", MAX_ID_BYTES), "assistant_id")
         answer = self.reply(user_id, query, assistant_id, fallback=fallback)
         self.add_turn(user_id, query, answer.text, assistant_id=assistant_id)
         core.metrics.inc("chats")
@@ -277,7 +283,7 @@ class Conversation:
         """Set the user's static profile; see :meth:`MemoryAPI.set_user_profile
         <memoryos_actors.api.MemoryAPI.set_user_profile>`."""
         core = self._core
-        uid = _check_user_id(user_id)
+        uid = _check_new_id(_check_user_id(user_id))
         core.check_writable("set_user_profile")
         if not isinstance(profile, UserProfile):
             raise InvalidInput(f"profile must be a UserProfile, got {type(profile).__name__}")
@@ -291,11 +297,11 @@ class Conversation:
         """Set the assistant's persona as this user sees it; see
         :meth:`MemoryAPI.set_agent_profile <memoryos_actors.api.MemoryAPI.set_agent_profile>`."""
         core = self._core
-        uid = _check_user_id(user_id)
+        uid = _check_new_id(_check_user_id(user_id))
         core.check_writable("set_agent_profile")
         if not isinstance(profile, AgentProfile):
             raise InvalidInput(f"profile must be an AgentProfile, got {type(profile).__name__}")
-        aid = _check_text(assistant_id, "assistant_id", MAX_ID_BYTES)
+        aid = _check_new_id(_check_text(assistant_id, "assistant_id", MAX_ID_BYTES), "assistant_id")
         owner = persona_owner(uid, aid, core.config.shared_agent_persona)
         self._lifecycle.call(
             owner,

@@ -42,6 +42,7 @@ from .store.edits import (
     parse_memory_id,
 )
 from .validation import check_metadata as _check_metadata
+from .validation import check_new_id as _check_new_id
 from .validation import check_text as _check_text
 from .validation import check_user_id as _check_user_id
 
@@ -226,7 +227,7 @@ class MemoryEditing:
         self, user_id: str, text: str, *, metadata: Mapping[str, Any] | None = None
     ) -> str:
         """See :meth:`~memoryos_actors.api.MemoryAPI.remember`."""
-        uid = _check_user_id(user_id)
+        uid = _check_new_id(_check_user_id(user_id))
         self._core.check_writable("remember")
         text = _check_text(
             text, "text", self._core.config.max_text_bytes, setting="max_text_bytes"

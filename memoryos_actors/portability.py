@@ -30,6 +30,7 @@ from .store.edits import MemoryRef, parse_memory_id
 from .store.export import read_export, write_export
 from .store.formats import rename_archived_assistant
 from .store.userstore import UserStore, user_exists
+from .validation import check_new_id as _check_new_id
 from .validation import check_path as _check_path
 from .validation import check_user_id as _check_user_id
 
@@ -123,7 +124,7 @@ class Portability:
         # The whole export is checked before a file is written: a failed import leaves
         # nothing behind, and no user is made of data the tiers would refuse later.
         checked = check_export(payload, str(path), self._core.config, (name, dim))
-        uid = _check_user_id(user_id if user_id is not None else checked.user_id)
+        uid = _check_new_id(_check_user_id(user_id if user_id is not None else checked.user_id))
         deadline = time.monotonic() + self._core.config.overload_timeout_seconds
         entry = self._core.directory.claim_passive(uid, UserPhase.IMPORTING, deadline)
         if entry is None:

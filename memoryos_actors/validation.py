@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 from pathlib import Path
 
 from .actors.base import (
@@ -22,9 +23,11 @@ from .store.paths import validate_user_id
 __all__ = [
     "DOT_SEGMENTS",
     "MAX_ID_BYTES",
+    "PATH_UNSAFE",
     "check_path",
     "check_text",
     "check_timeout",
+    "check_new_id",
     "check_timestamp",
     "check_user_id",
     "typed_cause",
@@ -82,6 +85,36 @@ def check_user_id(user_id: object) -> str:
         raise InvalidInput(f"user ids starting with {ASSISTANT_PREFIX!r} are reserved")
     validate_user_id(uid)
     return uid
+
+
+#: What no new user or assistant id may contain: ``/`` (in a URL path it would split the id,
+#: so the HTTP API, MCP and the memory page could not name the user) and control
+#: characters (C0 and DEL). The one rule for ids at every front door: the library refuses
+#: them in an id it writes under (:func:`check_new_id`), the server's tenants in any id.
+PATH_UNSAFE = re.compile(r"[\x00-\x1f\x7f/]")
+
+
+def check_new_id(value: str, what: str = "user_id") -> str:
+    """``value`` (an id already checked as usable) if memory may be written under it,
+    else :class:`InvalidInput`: it must not contain :data:`PATH_UNSAFE` characters.
+
+    Ids stored before this rule that do contain them stay readable, exportable and
+    forgettable through the library and the command line; only new memory under them is
+    refused, with the way out (export, then import under another id)."""
+    if PATH_UNSAFE.search(value) is None:
+        return value
+    if what == "user_id":
+        way_out = (
+            "; a user stored under such an id can still be read, exported and forgotten: "
+            "export it and import it under a new id (memoryos export USER FILE, then "
+            "memoryos import FILE --as NEW_ID)"
+        )
+    else:
+        way_out = ""
+    raise InvalidInput(
+        f"{what} {value!r} contains '/' or a control character, which a URL path cannot "
+        f"carry; ids must not{way_out}"
+    )
 
 
 #: Most UTF-8 bytes the metadata of a remembered memory may take, as compact JSON.

@@ -8,6 +8,7 @@ thread-safe services, so actors may share them without sharing memory contents.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 import threading
@@ -228,7 +229,9 @@ class PlacementBacklog(Backlog):
         "_gate",
         "_on_lag",
         "_progress",
+        "_handoffs",
         "_since",
+        "_told",
         "_waiting_turn",
         "lags",
         "user",
@@ -260,6 +263,12 @@ class PlacementBacklog(Backlog):
         #: Whether the consumer is waiting for its fair turn to place (behind other users:
         #: busy, not stuck), see :meth:`turn_waiting`.
         self._waiting_turn = False
+        #: Queued pages handed to the consumer (told to MTM) and not yet taken; the others
+        #: wait upstream for their page meta at the shared gateway (see :meth:`told`).
+        self._told = 0
+        #: Hand-offs to the consumer so far (a waiting writer that sees this move knows
+        #: its pages got through the gateway).
+        self._handoffs = 0
         #: The last settle lags (ms): queued to taken by the consumer.
         self.lags: deque[float] = deque(maxlen=512)
 
@@ -278,14 +287,18 @@ class PlacementBacklog(Backlog):
         :class:`~memoryos_actors.errors.Overloaded` only when the queue waited on placed
         nothing for ``timeout`` seconds while its consumer was not waiting for its fair
         turn (it is stuck): a busy system slows writers, it does not refuse them."""
-        seen = self._progress
+        seen = (self._progress, self._handoffs)
 
         def moving() -> bool:
-            # The queue moved, or its consumer waits for its fair turn behind other
-            # users: busy, not stuck; wait on.
+            # The queue moved (pages placed, or handed to the consumer since), or its
+            # consumer waits for its fair turn behind other users, or it holds none of the
+            # queued pages (they wait for their page meta at the gateway, in fair order
+            # with every other user's, whose own timeouts bound that wait): busy, not
+            # stuck; wait on. Only a consumer that holds pages and takes none is stuck.
             nonlocal seen
-            if self._progress != seen or self._waiting_turn:
-                seen = self._progress
+            now = (self._progress, self._handoffs)
+            if now != seen or self._waiting_turn or self._told == 0:
+                seen = now
                 return True
             return False
 
@@ -303,6 +316,7 @@ class PlacementBacklog(Backlog):
             self._drain.taken(now, n, self._count - n)
             self.limit = self._drain.limit
             self._count = max(0, self._count - n)
+            self._told = max(0, self._told - n)
             for _ in range(min(n, len(self._since))):
                 lags.append((now - self._since.popleft()) * 1000.0)
             self.lags.extend(lags)
@@ -318,6 +332,15 @@ class PlacementBacklog(Backlog):
             for lag in lags:
                 self._on_lag(lag)
 
+    def told(self, n: int) -> None:
+        """``n`` queued pages were handed to the consumer (STM told them to MTM): from now
+        on a wait that sees none of the consumer's pages taken may be a stuck consumer.
+        A negative ``n`` takes back pages whose hand-off failed."""
+        with self._cond:
+            self._told = max(0, self._told + n)
+            if n > 0:
+                self._handoffs += 1
+
     def turn_waiting(self, waiting: bool) -> None:
         """The consumer starts (True) or stops (False) waiting for its turn to place."""
         self._waiting_turn = waiting
@@ -327,6 +350,7 @@ class PlacementBacklog(Backlog):
         with self._cond:
             self._drain.busy_since = None
             self._since.clear()
+            self._told = 0
             self._progress += 1
         super().reset()
         if self._gate is not None:
@@ -462,11 +486,12 @@ def actor_names(user_id: str) -> tuple[str, str, str]:
 class GatewayClient:
     """How tiers reach the LLM gateway.
 
-    Completions are jobs told to the gateway worker pool (round robin over registry names);
-    the worker tells the result to the asker's registry name. Each worker has a bounded
-    backlog: a tier first reserves a slot (waiting, then raising ``Overloaded``), then
-    submits; the worker frees the slot when the job is done, and resets its backlog when it
-    (re)starts, since a crash loses its mailbox. Embeddings are synchronous calls into the
+    Completions are jobs started on the gateway service's event loop from the asker's own
+    thread; the answer is told to the asker's registry name. The slots of the gateway
+    worker pool (round robin over its registry names) bound the jobs in flight: a tier first
+    reserves a slot (waiting, then raising ``Overloaded``), then submits; the slot is freed
+    when the job is done. A worker that is not running (its pool restarting, the system
+    closing) takes no job. Embeddings are synchronous calls into the
     gateway service, whose batcher coalesces concurrent requests from all users.
     """
 
@@ -599,16 +624,65 @@ class GatewayClient:
         self.backlogs[slot].release()
 
     def submit(self, job: Any, slot: str) -> bool:
-        """Tell the worker ``slot`` to run ``job`` (a ``CompletionJob``).
+        """Start ``job`` (a ``CompletionJob``) on the gateway's event loop, in the caller's
+        thread, holding the backlog slot ``slot`` until it ends; its answer is told to the
+        asker's registry name.
 
-        Returns False (and frees the slot) when that worker is not running: the pool is
-        restarting or the system is closing; the job's effect is then not produced.
+        Starting a job never waits for the provider (the service's ``submit`` only hands it
+        to the loop), so it needs no hop through a worker's mailbox: a job and its answer
+        cost two thread hand-offs, not three. Returns False (and frees the slot) when the
+        worker owning ``slot`` is not running (the pool is restarting or the system is
+        closing) or the service is closed: the job's effect is then not produced. A job the
+        service refuses (a bad payload) is logged and dropped, slot freed, as a crashed
+        worker's mailbox was: the asker's timeout asks again.
         """
-        if self.registry.tell(slot, job):
-            self.submitted += 1
+        from ..errors import MemoryOSError, SystemClosed
+
+        if slot not in self.registry:
+            self.release(slot)
+            return False
+        try:
+            future = self.service.submit(job.kind, job.payload, user_id=job.user_id)
+        except SystemClosed:
+            self.release(slot)
+            return False
+        except MemoryOSError as exc:
+            self.release(slot)
+            _log().error("gateway.job_refused", kind=job.kind, user=job.user_id, error=repr(exc))
             return True
-        self.release(slot)
-        return False
+        self.submitted += 1
+        future.add_done_callback(functools.partial(self._deliver, job, slot))
+        return True
+
+    def _deliver(self, job: Any, slot: str, future: Any) -> None:
+        """Runs when a job's future is done (on the gateway loop's thread, or at once)."""
+        from .protocol import CompletionDone
+
+        try:
+            if future.cancelled() or future.exception() is not None:
+                if not future.cancelled():
+                    _log().error(
+                        "gateway.job_failed",
+                        kind=job.kind,
+                        user=job.user_id,
+                        error=repr(future.exception()),
+                    )
+                return  # the asker's timeout asks again
+            result = future.result()
+            if result.degraded:
+                self.remember_degraded(job)
+            self.deliver(
+                job.reply_to,
+                CompletionDone(job.kind, job.tag, result.data, result.degraded, job.epoch),
+            )
+        finally:
+            self.release(slot)
+
+
+def _log() -> Any:
+    import structlog
+
+    return structlog.get_logger("memoryos.gateway")
 
 
 class Preload:

@@ -585,8 +585,14 @@ class STMActor(SupervisedActor):
                 self.outbox.popleft()
 
     def _forward(self, insert: InsertPage | InsertPages) -> bool:
-        # Not delivered: MTM is restarting; the caller tries again shortly.
-        return self.env.registry.tell(self.env.mtm_name, insert)
+        # Counted before the tell (MTM may place them before tell returns); not delivered:
+        # MTM is restarting, and the caller tries again shortly.
+        n = len(insert.inserts) if isinstance(insert, InsertPages) else 1
+        self.env.insert_backlog.told(n)
+        if self.env.registry.tell(self.env.mtm_name, insert):
+            return True
+        self.env.insert_backlog.told(-n)
+        return False
 
     def _snapshot(self) -> int:
         """Write a coordinated snapshot of all three tiers; return the turn seq it covers.

@@ -9,7 +9,6 @@ actor to recompute heat.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -24,7 +23,6 @@ from ..text import keywords
 from ..tiers.context import build_context
 from .base import GatewayClient, actor_names, persona_owner
 from .protocol import (
-    CompletionDone,
     CompletionJob,
     HeatTick,
     LPMSearch,
@@ -53,63 +51,28 @@ _RESTART_WAIT_S = 2.0
 
 
 class GatewayWorker(SupervisedActor):
-    """Hands the tiers' completion jobs to the gateway's async core and routes the answers.
+    """A gateway slot owner: while it runs, its backlog slots take jobs.
 
-    A worker never waits for the provider: it starts the job on the gateway service's event
-    loop and returns to its mailbox at once, so how many calls are in flight is bounded by
-    the provider settings (``llm_max_concurrency``, rate limits), not by the number of
-    workers. When the job ends, the answer is told to the asker's registry name (from the
-    loop's thread: a registry lookup and a ``tell``), with the job's ``tag`` unchanged, and
-    the job's backlog slot is freed, delivered or not.
+    Jobs are started on the gateway's async core by the asker itself
+    (:meth:`GatewayClient.submit`), so a worker's mailbox holds no job; a worker exists so
+    that the pool's restarts and the system's close stop new jobs (a job reserved on a
+    worker that is not running is not started), and as a barrier (``Ping``) for the jobs
+    started before it. A ``CompletionJob`` told to it is started the same way.
     """
 
     def __init__(self, name: str, client: GatewayClient, registry: Registry) -> None:
         super().__init__()
         self.name = name
         self.client = client
-        self.service = client.service
         self.registry = registry
-        self.done = 0
-
-    def on_start(self) -> None:
-        # A previous incarnation's mailbox died with it: its reserved slots are free again.
-        self.client.backlogs[self.name].reset()
 
     def on_receive(self, message: object) -> object:
         if isinstance(message, CompletionJob):
-            try:
-                future = self.service.submit(message.kind, message.payload, user_id=message.user_id)
-            except BaseException:
-                self.client.release(self.name)
-                raise
-            self.done += 1
-            future.add_done_callback(functools.partial(self._deliver, message))
+            self.client.submit(message, self.name)
             return None
         if isinstance(message, Ping):
             return None
         raise TypeError(f"gateway worker got an unknown message: {type(message).__name__}")
-
-    def _deliver(self, job: CompletionJob, future: Any) -> None:
-        """Runs when a job's future is done (on the gateway loop's thread, or at once)."""
-        try:
-            if future.cancelled() or future.exception() is not None:
-                if not future.cancelled():
-                    log.error(
-                        "gateway.job_failed",
-                        kind=job.kind,
-                        user=job.user_id,
-                        error=repr(future.exception()),
-                    )
-                return  # the asker's timeout asks again
-            result = future.result()
-            if result.degraded:
-                self.client.remember_degraded(job)
-            self.client.deliver(
-                job.reply_to,
-                CompletionDone(job.kind, job.tag, result.data, result.degraded, job.epoch),
-            )
-        finally:
-            self.client.release(self.name)
 
 
 class RetrievalWorker(SupervisedActor):

@@ -31,6 +31,7 @@ __all__ = [
     "quiet_logging",
     "require_user",
     "server_note",
+    "server_url",
     "shown_user",
     "tenant",
     "when",
@@ -141,6 +142,24 @@ def shown_user(args: argparse.Namespace, uid: str) -> str:
 
     shown = external_id(t, uid)
     return uid if shown is None else shown
+
+
+def server_url(path: Path) -> str | None:
+    """Where the ``memoryos serve`` holding data directory ``path`` listens, or None when
+    no server holds it."""
+    import json
+
+    from ..operations import lock_holder, server_info
+
+    locked, pid = lock_holder(path)
+    if not locked or pid is None:
+        return None
+    try:
+        info = json.loads(server_info(path).read_text(encoding="utf-8"))
+        url, server_pid = str(info["url"]), int(info["pid"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return url if url and server_pid == pid else None
 
 
 def server_note(path: Path) -> str:

@@ -125,6 +125,17 @@ def _parser() -> argparse.ArgumentParser:
         help="file layout (default: by suffix or first character)",
     )
     i.add_argument("--limit", type=int, help="LoCoMo: first N conversations; JSONL: first N turns")
+    i.add_argument(
+        "--server",
+        metavar="URL",
+        help="send the turns through this running `memoryos serve` (its batch route) instead "
+        "of opening the data directory; the users are --key's tenant's",
+    )
+    i.add_argument(
+        "--key",
+        metavar="KEY",
+        help="with --server: an API key of the server ('-': read it from stdin)",
+    )
     add_shutdown_timeout(i, "the turn in flight")
     n = add("inspect", "show a user's tiers, segments by heat, traits, KB")
     n.add_argument("user")
@@ -230,12 +241,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not hasattr(args, "ray"):
         args.ray = False
     from ..errors import MemoryOSError
+    from ..prerequisites import MissingPrerequisite
 
     # The error console is made only when needed: rich costs a short command its start-up.
     try:
         return _COMMANDS[args.command](args)
-    except (MemoryOSError, UsageError) as exc:
-        kind = "" if isinstance(exc, UsageError) else f"{type(exc).__name__}: "
+    except (MemoryOSError, UsageError, MissingPrerequisite) as exc:
+        plain_kind = isinstance(exc, (UsageError, MissingPrerequisite))
+        kind = "" if plain_kind else f"{type(exc).__name__}: "
         message = str(exc.args[0]) if exc.args else str(exc)
         console(stderr=True).print(plain(f"memoryos: error: {kind}{message}"), soft_wrap=True)
         return 2

@@ -5,14 +5,15 @@ settle."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ..stopping import StopSignals
-from ._common import config_from_args, data_dir, lib_user, plain, shown_user
+from ._common import config_from_args, data_dir, lib_user, plain, server_url, shown_user
 from ._common import console as make_console
 from ._stop import open_until_stopped
 
@@ -115,6 +116,14 @@ def _load_turns(
     ]
 
 
+def _writable_user(args: argparse.Namespace, user: str) -> str:
+    """The library id of a record's user, refused (before anything is stored) when no
+    memory may be written under it (see :func:`~memoryos_actors.validation.check_new_id`)."""
+    from ..validation import check_new_id, check_user_id
+
+    return check_new_id(check_user_id(lib_user(args, user)))
+
+
 def _mapped(map_user: Callable[[str], str], user: str, where: str) -> str:
     """``map_user(user)``, its refusal naming the record."""
     from ..errors import InvalidInput
@@ -147,7 +156,9 @@ def ingest(args: argparse.Namespace) -> int:
     console = make_console()
     path = Path(args.file)
     fmt = _detect_format(path, args.format)
-    turns = _load_turns(path, fmt, args.limit, lambda u: lib_user(args, u))
+    if getattr(args, "server", None):
+        return _ingest_through_server(args, path, fmt)
+    turns = _load_turns(path, fmt, args.limit, lambda u: _writable_user(args, u))
     if not turns:
         from ..datasets import DatasetError
 
@@ -197,7 +208,10 @@ def ingest(args: argparse.Namespace) -> int:
         "finishing the turn in flight, then closing the memory system",
         shutdown_timeout=args.shutdown_timeout,
     ) as stop:
-        with open_until_stopped(args, data_dir(args), stop) as mem:
+        with (
+            _held_by_server_says_how(args, path),
+            open_until_stopped(args, data_dir(args), stop) as mem,
+        ):
             users = sorted({t.user_id for t in turns})
             before = _turn_counts(mem, users)
             t0 = time.perf_counter()
@@ -252,6 +266,85 @@ def ingest(args: argparse.Namespace) -> int:
             "turn_key) and were not stored again"
         )
     return 0
+
+
+@contextlib.contextmanager
+def _held_by_server_says_how(args: argparse.Namespace, path: Path) -> Iterator[None]:
+    """A data directory a server holds is refused saying how to ingest through it."""
+    from ..errors import DataDirLocked
+
+    try:
+        yield
+    except DataDirLocked as exc:
+        url = server_url(data_dir(args))
+        if url is None:
+            raise
+        raise DataDirLocked(
+            f"{exc}; to ingest into it while it runs, send the file through the server: "
+            f"memoryos ingest {path} --server {url} --key KEY (a key of the tenant whose "
+            "users the file names: memoryos keys add --tenant NAME)"
+        ) from None
+
+
+def _ingest_through_server(args: argparse.Namespace, path: Path, fmt: str) -> int:
+    """``ingest --server``: every turn of ``path`` through the server's batch route (see
+    :mod:`.ingest_remote`); a stop signal finishes the batch in flight and starts no other."""
+    from rich.table import Table
+
+    from ..server.tenancy import check_external_id
+    from ._common import tenant
+    from .ingest_remote import RemoteIngest, batches, check_remote_args
+
+    check_remote_args(tenant(args))
+    client = RemoteIngest(args.server, _api_key(args.key))
+    turns = _load_turns(path, fmt, args.limit, check_external_id)
+    if not turns:
+        from ..datasets import DatasetError
+
+        raise DatasetError(f"{path}: no turns to ingest")
+    console = make_console()
+    err = make_console(stderr=True)
+    per_user: dict[str, int] = {}
+    stored = 0
+    t0 = time.perf_counter()
+    with StopSignals(
+        "finishing the batch in flight", shutdown_timeout=args.shutdown_timeout
+    ) as stop:
+        for batch in batches(turns):
+            if stop.requested:
+                break
+            client.send(batch)
+            per_user[batch[0].user_id] = per_user.get(batch[0].user_id, 0) + len(batch)
+            stored += len(batch)
+            err.print(f"memoryos: ingest: {stored} of {len(turns)} turns sent to {client.url}")
+    table = Table("user", "turns sent", title=f"{path.name} ({fmt})", title_justify="left")
+    for user, count in sorted(per_user.items()):
+        table.add_row(plain(user), str(count))
+    console.print(table)
+    if stop.requested:
+        err.print(
+            plain(
+                f"memoryos: ingest stopped by {stop.name}: {stored} of {len(turns)} turns "
+                "stored; run the same command again to store the rest (no turn is stored twice)"
+            ),
+            soft_wrap=True,
+        )
+        return stop.exit_code(sigint=130)
+    elapsed = time.perf_counter() - t0
+    console.print(
+        f"sent {len(turns)} turns for {len(per_user)} users to {client.url} in {elapsed:.2f} s; "
+        "turns the server had already (same turn_key) were not stored again"
+    )
+    return 0
+
+
+def _api_key(given: str | None) -> str:
+    """``--key``, or the first line of standard input for ``--key -``."""
+    import sys
+
+    if given == "-":
+        return sys.stdin.readline().strip()
+    return given or ""
 
 
 def _turn_counts(mem: Any, users: list[str]) -> dict[str, int]:

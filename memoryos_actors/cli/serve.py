@@ -16,6 +16,7 @@ from pathlib import Path
 
 from ..config import DATA_DIR_ENV, KEYS_FILE_ENV
 from ..errors import InvalidInput
+from ..prerequisites import install_hint
 from ._stop import add_shutdown_timeout, positive_seconds
 
 __all__ = ["COMMANDS", "add_parsers"]
@@ -38,7 +39,7 @@ def _need(extra: str, *modules: str) -> None:
     missing = [m for m in modules if importlib.util.find_spec(m) is None]
     if missing:
         raise InvalidInput(
-            f'this command needs {", ".join(missing)}: pip install "memoryos-actors[{extra}]"'
+            f"this command needs {', '.join(missing)} (the {extra!r} extra): " + install_hint(extra)
         )
 
 
@@ -62,7 +63,7 @@ WORKERS_NOTE = (
     "memoryos serve runs one process per data directory (it holds the directory's lock and "
     "its users' actors), so --workers must be 1; for several processes serving the same "
     "users run front doors over Ray: `memoryos serve --ray ADDRESS` once per door, each on "
-    "its own port (see 'Several front doors' in the README)"
+    "its own port (see 'Several front doors' in docs/cluster.md)"
 )
 
 

@@ -47,6 +47,9 @@ from memoryos_actors.messages import AgentProfile, MemoryContext, UserProfile
 from memoryos_actors.reports import ChatReply
 from memoryos_actors.store.export import read_export
 from memoryos_actors.store.lock import DataDirLock
+from memoryos_actors.validation import MAX_ID_BYTES
+from memoryos_actors.validation import check_new_id as _check_new_id
+from memoryos_actors.validation import check_text as _check_text
 from memoryos_actors.validation import check_user_id as _check_user_id
 
 from ._backend import ShardDown, ShardHost, ShardInfo
@@ -317,6 +320,9 @@ class ClusterMemoryOS:
         self, user_id: str, query: str, assistant_id: str = "default", *, fallback: bool = True
     ) -> ChatReply:
         """See :meth:`MemoryOS.chat_reply <memoryos_actors.MemoryOS.chat_reply>`."""
+        # Refused before the LLM is asked: the turn could not be stored under these ids.
+        _check_new_id(_check_user_id(user_id))
+        _check_new_id(_check_text(assistant_id, "assistant_id", MAX_ID_BYTES), "assistant_id")
         call = ShardCall(ShardServer.reply, user_id, query, assistant_id, bool(fallback))
         reply = self._send(call, user_id)
         self.add_turn(user_id, query, reply.text, assistant_id=assistant_id)

@@ -1,7 +1,7 @@
 """Shards as Ray actors: one process per shard, restarted by Ray when it dies.
 
 ``ray`` is imported only when a :class:`RayCluster` is opened; it is the ``ray`` extra
-(``pip install "memoryos-actors[ray]"``).
+(``pip install ".[ray]"`` in the source checkout, see :func:`~memoryos_actors.prerequisites.install_hint`).
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from typing import Any
 from memoryos_actors.clock import Clock
 from memoryos_actors.config import MemoryConfig
 from memoryos_actors.errors import ActorCrashed, ClusterUnreachable, InvalidInput, MemoryOSError
+from memoryos_actors.prerequisites import install_hint
 
 from ._backend import ShardDown, ShardHost
 from ._facade import ClusterMemoryOS, open_cluster
@@ -73,7 +74,9 @@ def _import_ray() -> Any:
     try:
         import ray
     except ImportError:
-        raise InvalidInput('RayCluster needs Ray: pip install "memoryos-actors[ray]"') from None
+        raise InvalidInput(
+            f"RayCluster needs Ray (the 'ray' extra): {install_hint('ray')}"
+        ) from None
     return ray
 
 

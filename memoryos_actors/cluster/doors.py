@@ -33,16 +33,12 @@ from memoryos_actors.store.lock import (
     DOORS_DIR,
     SharedDoorsLock,
     describe_doors,
+    lock_file,
     read_doors,
     sweep_dead_doors,
 )
 
 from ._placement import LAYOUT_FILE, read_layout
-
-try:
-    import fcntl
-except ImportError:  # pragma: no cover - Windows
-    fcntl = None  # type: ignore[assignment]
 
 __all__ = ["FrontDoor", "LayoutWatch", "describe_doors", "live_doors", "read_doors"]
 
@@ -84,8 +80,7 @@ class FrontDoor:
             fresh = self.path.with_name(self.path.name + ".new")
             fd = os.open(fresh, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
             self._fd = fd
-            if fcntl is not None:
-                fcntl.flock(fd, fcntl.LOCK_EX)  # a fresh file: nobody else has it
+            lock_file(fd)  # a fresh file: nobody else has it
             os.replace(fresh, self.path)
             self.doc: dict[str, Any] = {
                 "pid": os.getpid(),

@@ -78,6 +78,16 @@ class EmbedCalls:
         texts = list(texts)
         if not texts:
             return np.zeros((0, self.embedder.dim), dtype=np.float32)
+        if self.local:
+            # An in-process embedder costs less than the cache's key (a hash of the text's
+            # JSON) and bookkeeping would, and keeps nothing derived from a user's text
+            # after the call: it is called at once, every time.
+            self._acct.record_embed_request(len(texts), 0)
+            return self.direct(texts)
+        return self._through_cache(texts, user_id)
+
+    def _through_cache(self, texts: list[str], user_id: str | None) -> np.ndarray:
+        """``embed`` for a provider embedder: cached rows reused, the rest in one request."""
         name = self.embedder.name
         keys = [content_key("embed", name, t) for t in texts]
         rows: list[np.ndarray | None] = [self._cache.get(k) for k in keys]
@@ -88,9 +98,8 @@ class EmbedCalls:
         missing = list(dict.fromkeys(t for t, r in zip(texts, rows, strict=True) if r is None))
         self._acct.record_embed_request(len(texts), sum(r is not None for r in rows))
         if missing:
-            # Coalescing saves round trips to a provider; an in-process embedder gains
-            # nothing from waiting for company, so it is called at once.
-            if self.batcher is not None and not self.local:
+            # Coalescing saves round trips to the provider.
+            if self.batcher is not None:
                 mat = self.batcher.submit(missing)
             else:
                 mat = self.direct(missing)

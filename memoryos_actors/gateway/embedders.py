@@ -19,6 +19,7 @@ import numpy as np
 
 from memoryos_actors.errors import ConfigError, GatewayError, InvalidInput, ProviderConfigError
 from memoryos_actors.gateway.base import Embedder, ProviderCallError, cfg
+from memoryos_actors.prerequisites import install_hint
 from memoryos_actors.text import tokenize
 
 __all__ = [
@@ -359,8 +360,7 @@ class SentenceTransformerEmbedder:
             from sentence_transformers import SentenceTransformer  # type: ignore[import-not-found]
         except ImportError as exc:
             raise ConfigError(
-                "embedder='sentence-transformers' needs the 'st' extra "
-                "(pip install memoryos-actors[st])"
+                f"embedder='sentence-transformers' needs the 'st' extra: {install_hint('st')}"
             ) from exc
         if num_threads is not None:
             _set_torch_threads(num_threads)

@@ -50,6 +50,7 @@ from memoryos_actors.gateway.prompts import (
     parse_answer,
     render_messages,
 )
+from memoryos_actors.prerequisites import install_hint
 
 __all__ = ["LiteLLMBackend", "classify_error", "estimate_tokens", "import_litellm"]
 
@@ -68,8 +69,7 @@ def import_litellm() -> ModuleType:
                     import litellm
                 except ImportError as exc:
                     raise ConfigError(
-                        "llm_backend='litellm' needs the 'llm' extra "
-                        "(pip install memoryos-actors[llm])"
+                        f"llm_backend='litellm' needs the 'llm' extra: {install_hint('llm')}"
                     ) from exc
                 litellm.suppress_debug_info = True
                 litellm.telemetry = False
@@ -96,8 +96,7 @@ def _need_client(use_http: bool) -> None:
             else "llm_backend='litellm'"
         )
         raise ConfigError(
-            f"{path} needs the 'llm' extra ({module} is missing): "
-            'pip install "memoryos-actors[llm]"'
+            f"{path} needs the 'llm' extra ({module} is missing): {install_hint('llm')}"
         )
 
 

@@ -1,6 +1,6 @@
 """The network face of memoryos-actors: an HTTP JSON API and an MCP server.
 
-Install the extras (``pip install "memoryos-actors[server,mcp]"``) and run
+Install the extras (``pip install ".[server,mcp]"`` in the source checkout) and run
 ``memoryos serve`` (HTTP; ``--mcp`` adds MCP over streamable HTTP at ``/mcp``) or
 ``memoryos mcp`` (MCP over stdio). Keys: ``memoryos keys add --tenant NAME``.
 

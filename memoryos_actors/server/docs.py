@@ -30,6 +30,7 @@ from fastapi.responses import HTMLResponse
 from fastapi.security import APIKeyHeader, HTTPBearer
 from starlette.staticfiles import StaticFiles
 
+from ..prerequisites import install_hint
 from . import models as m
 from .listing import DEFAULT_LIMIT, MAX_LIMIT
 
@@ -168,8 +169,8 @@ def _assets_dir() -> Path:
         found = resources.files("fastapi_offline") / "static"
     except ModuleNotFoundError:
         raise ModuleNotFoundError(
-            "the API documentation pages need the fastapi-offline package: "
-            'pip install "memoryos-actors[server]"'
+            "the API documentation pages need the fastapi-offline package (the 'server' "
+            f"extra): {install_hint('server')}"
         ) from None
     return Path(str(found))
 

@@ -76,8 +76,26 @@ def _validation_error(_request: Request, exc: Exception) -> JSONResponse:
     return error_response(422, "InvalidInput", summary, details=details)
 
 
-def _http_error(_request: Request, exc: Exception) -> JSONResponse:
+def _slash_in_user_id(request: Request) -> bool:
+    """Whether ``request`` names a user whose id holds an encoded ``/`` (``%2F``), which
+    the router decoded into a path no route matches."""
+    raw = request.scope.get("raw_path") or b""
+    prefix = b"/v1/users/"
+    if not raw.startswith(prefix):
+        return False
+    segment = raw[len(prefix) :].split(b"/", 1)[0].split(b"?", 1)[0]
+    return b"%2f" in segment.lower()
+
+
+def _http_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, StarletteHTTPException)
+    if exc.status_code == 404 and _slash_in_user_id(request):
+        return error_response(
+            422,
+            "InvalidInput",
+            "user_id must not contain '/' (sent as %2F): a URL path cannot carry it, so no "
+            "user id may have one (see the API's rule for ids)",
+        )
     kind = {404: "NotFound", 405: "MethodNotAllowed"}.get(exc.status_code, "HTTPError")
     headers = dict(exc.headers) if exc.headers is not None else None
     return error_response(exc.status_code, kind, str(exc.detail), headers=headers)

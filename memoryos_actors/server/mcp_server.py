@@ -29,7 +29,12 @@ from ..errors import InvalidInput, MemoryOSError, UnknownMemory, UnknownUser
 from ..paging import Key, check_limit, decode_cursor, memory_sort_key, page_of
 from .listing import DEFAULT_LIMIT, MAX_LIMIT, Listing, memory_kinds, read_listing
 from .state import user_on_disk
-from .tenancy import external_id, external_memory_id, internal_id, internal_memory_id
+from .tenancy import (
+    external_memory_id,
+    internal_id,
+    internal_memory_id,
+    tenant_user_ids,
+)
 
 __all__ = ["build_mcp"]
 
@@ -288,7 +293,7 @@ async def list_users(ctx: Context) -> list[str]:
     t = _tenant(ctx)
     mem = _memory(ctx)
     ids = set(await mem.users()) | set(await mem.active_users())
-    return sorted(u for u in (external_id(t, i) for i in ids) if u is not None)
+    return tenant_user_ids(t, ids)
 
 
 @_tool_errors

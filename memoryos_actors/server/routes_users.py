@@ -15,7 +15,7 @@ from ..paging import decode_cursor, page_of
 from . import models as m
 from .docs import CURSOR, LIMIT, NO_USER, USER_ID, v1_router
 from .state import STATE, ServerState
-from .tenancy import external_id, tenant_export_file
+from .tenancy import tenant_export_file, tenant_user_ids
 
 __all__ = ["router"]
 
@@ -43,9 +43,8 @@ async def list_users(
     after = None if cursor is None else decode_cursor(cursor, "users", (str,), tenant)
     mem = state.memory()
     ids = set(await mem.users()) | set(await mem.active_users())
-    found = (external_id(tenant, uid) for uid in ids)
     users, next_cursor = page_of(
-        [u for u in found if u is not None], lambda u: (u,), "users", limit, after, tenant
+        tenant_user_ids(tenant, ids), lambda u: (u,), "users", limit, after, tenant
     )
     return m.UsersResponse(users=users, next_cursor=next_cursor)
 

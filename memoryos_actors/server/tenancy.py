@@ -13,12 +13,12 @@ become that tenant's (:func:`import_for_tenant`).
 from __future__ import annotations
 
 import os
-import re
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 from ..errors import InvalidInput
-from ..validation import DOT_SEGMENTS
+from ..validation import DOT_SEGMENTS, PATH_UNSAFE
 from ..validation import MAX_ID_BYTES as LIBRARY_MAX_ID_BYTES
 
 __all__ = [
@@ -34,6 +34,7 @@ __all__ = [
     "relabel_user_id",
     "tenant_export_file",
     "tenant_prefix",
+    "tenant_user_ids",
 ]
 
 #: Longest user or assistant id a tenant may use, characters.
@@ -45,7 +46,6 @@ _LONGEST_PREFIX_BYTES = 64
 #: stays within the library's own limit (:data:`~memoryos_actors.validation.MAX_ID_BYTES`),
 #: so a tenant's id is judged as the tenant wrote it, whatever the tenant's name.
 MAX_ID_BYTES = LIBRARY_MAX_ID_BYTES - _LONGEST_PREFIX_BYTES
-_BAD = re.compile(r"[\x00-\x1f\x7f/]")
 
 
 def check_external_id(value: object, what: str = "user_id") -> str:
@@ -61,7 +61,7 @@ def check_external_id(value: object, what: str = "user_id") -> str:
         raise InvalidInput(f"{what} must be a string, got {type(value).__name__}")
     if not value or len(value) > MAX_ID_CHARS:
         raise InvalidInput(f"{what} must have 1 to {MAX_ID_CHARS} characters")
-    if _BAD.search(value):
+    if PATH_UNSAFE.search(value):
         raise InvalidInput(f"{what} must not contain '/' or control characters")
     if value.strip() != value:
         raise InvalidInput(f"{what} must not have leading or trailing white space")
@@ -93,6 +93,16 @@ def external_id(tenant: str, internal: str) -> str | None:
     """The tenant's id for library id ``internal``, or None if it is not the tenant's."""
     prefix = tenant_prefix(tenant)
     return internal[len(prefix) :] if internal.startswith(prefix) else None
+
+
+def tenant_user_ids(tenant: str, internal_ids: Iterable[str]) -> list[str]:
+    """The tenant's ids of those of ``internal_ids`` (library user ids) that are its users
+    and that a URL can name, sorted: what the HTTP API, MCP and the memory page list. A
+    user stored before ids were checked for ``/`` and control characters
+    (:data:`~memoryos_actors.validation.PATH_UNSAFE`) is left out, as no route could reach
+    it; the command line still reads, exports and forgets it by its library id."""
+    found = (external_id(tenant, i) for i in internal_ids)
+    return sorted({u for u in found if u is not None and PATH_UNSAFE.search(u) is None})
 
 
 def internal_memory_id(tenant: str, memory_id: str) -> str:

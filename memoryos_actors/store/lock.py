@@ -23,11 +23,12 @@ from pathlib import Path
 from typing import Any, Self
 
 from memoryos_actors.errors import DataDirLocked, StorageError
+from memoryos_actors.prerequisites import WINDOWS_NOTE, MissingPrerequisite
 
 try:
     import fcntl
-except ImportError:  # pragma: no cover - Windows
-    fcntl = None  # type: ignore[assignment]
+except ImportError:  # Windows: the first import that needs flock says so, in one line
+    raise MissingPrerequisite(WINDOWS_NOTE) from None
 
 __all__ = [
     "DOORS_DIR",
@@ -37,6 +38,7 @@ __all__ = [
     "DataDirLock",
     "SharedDoorsLock",
     "describe_doors",
+    "lock_file",
     "lock_holder",
     "read_doors",
     "sweep_dead_doors",
@@ -60,19 +62,16 @@ DOORS_DIR = "doors"
 
 
 def _try_lock(fd: int, shared: bool = False) -> bool:
-    if fcntl is not None:
-        try:
-            fcntl.flock(fd, (fcntl.LOCK_SH if shared else fcntl.LOCK_EX) | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return False
-        return True
-    import msvcrt  # pragma: no cover - Windows
-
-    try:  # pragma: no cover - Windows
-        msvcrt.locking(fd, msvcrt.LK_NBLCK, 1)
-    except OSError:  # pragma: no cover - Windows
+    try:
+        fcntl.flock(fd, (fcntl.LOCK_SH if shared else fcntl.LOCK_EX) | fcntl.LOCK_NB)
+    except BlockingIOError:
         return False
-    return True  # pragma: no cover - Windows
+    return True
+
+
+def lock_file(fd: int) -> None:
+    """Take an exclusive ``flock`` on the open file ``fd``, waiting for it if need be."""
+    fcntl.flock(fd, fcntl.LOCK_EX)
 
 
 class _HeldFlock:
@@ -90,8 +89,7 @@ class _HeldFlock:
         fd, self._fd = self._fd, None
         if fd is None:
             return
-        if fcntl is not None:
-            fcntl.flock(fd, fcntl.LOCK_UN)
+        fcntl.flock(fd, fcntl.LOCK_UN)
         os.close(fd)
 
 
@@ -174,8 +172,7 @@ def lock_holder(path: str | os.PathLike[str]) -> tuple[bool, int | None]:
         raise StorageError(f"{lock_path}: cannot open lock file: {exc}") from exc
     try:
         if _try_lock(fd):
-            if fcntl is not None:
-                fcntl.flock(fd, fcntl.LOCK_UN)
+            fcntl.flock(fd, fcntl.LOCK_UN)
             return (False, None)
         return (True, _read_pid(fd))
     finally:
@@ -249,8 +246,7 @@ def _doors_in_the_way(path: Path) -> str | None:
         return None
     try:
         if _try_lock(fd):
-            if fcntl is not None:
-                fcntl.flock(fd, fcntl.LOCK_UN)
+            fcntl.flock(fd, fcntl.LOCK_UN)
             return None
     finally:
         os.close(fd)
@@ -269,8 +265,6 @@ class SharedDoorsLock(_HeldFlock):
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = Path(path)
-        if fcntl is None:  # pragma: no cover - Windows
-            raise StorageError("front doors need flock (POSIX); open the directory alone")
         lock_path = self.path / DOORS_LOCK_FILE
         try:
             self.path.mkdir(parents=True, exist_ok=True)

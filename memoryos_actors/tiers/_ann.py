@@ -12,16 +12,28 @@ from __future__ import annotations
 import os
 import tempfile
 
-import hnswlib
 import numpy as np
 import numpy.typing as npt
+
+from memoryos_actors.prerequisites import MissingPrerequisite, hnswlib_note
+
+try:
+    import hnswlib
+except ImportError as exc:  # not built (no compiler at install time) or built badly
+    raise MissingPrerequisite(hnswlib_note(exc)) from exc
 
 __all__ = ["AnnIndex"]
 
 _INITIAL_CAPACITY = 64
-_BUILD_AT = 64
-"""The hnswlib graph is built once more vectors than this are stored; below it every
-search is exhaustive anyway (see :meth:`AnnIndex.candidates`), so inserts skip the graph."""
+_BUILD_AT = 2048
+"""The hnswlib graph is built once more vectors than this are stored. Below it a search is
+exact, one matrix product over the stored vectors, which costs little more than a graph
+search at this size; and an hnswlib index has a fixed cost of about 2.6 MB (its table of
+label locks) however few vectors it holds, which, two indexes per user, was most of a busy
+user's memory and a few milliseconds to make (bench/footprint.py)."""
+_ALL_UP_TO = 64
+"""Up to this many vectors, :meth:`AnnIndex.candidates` returns every label: its callers
+score every candidate exactly anyway."""
 _EF_CONSTRUCTION = 100
 _M = 16
 _MIN_EF = 100
@@ -165,7 +177,9 @@ class AnnIndex:
         self._index = None
         self._deleted = 0
         self._dirty.clear()
-        if graph is None:
+        if graph is None or len(self._rows) <= _BUILD_AT:
+            # A graph saved for an index this small (by an older version) is not loaded:
+            # exact search is as fast, and the graph's memory is saved.
             if len(self._rows) > _BUILD_AT:
                 self._build()
             return
@@ -198,8 +212,11 @@ class AnnIndex:
         """
         if k <= 0 or not self._rows:
             return []
-        if k >= len(self._rows) or self._index is None:
+        n = len(self._rows)
+        if k >= n or (self._index is None and n <= _ALL_UP_TO):
             return list(self._rows)
+        if self._index is None:
+            return self._exact(query, k)
         self._flush()
         self._index.set_ef(max(2 * k, _MIN_EF))
         try:
@@ -209,3 +226,14 @@ class AnnIndex:
         except RuntimeError:
             return list(self._rows)
         return [int(x) for x in labels[0]]
+
+    def _exact(self, query: npt.NDArray[np.float32], k: int) -> list[int]:
+        """The ``k`` labels with the largest inner product with ``query``, by brute force
+        (``0 < k < len(self)``), unordered."""
+        n = len(self._rows)
+        labels = np.fromiter(self._rows.keys(), dtype=np.int64, count=n)
+        rows = np.fromiter(self._rows.values(), dtype=np.int64, count=n)
+        q = np.asarray(query, dtype=np.float32).reshape(self._dim)
+        scores = (self._mat @ q)[rows]
+        best = np.argpartition(-scores, k - 1)[:k]
+        return [int(x) for x in labels[best]]

@@ -85,7 +85,7 @@ LEXICAL_CANDIDATES = 100
 as many archived ones from the cold index). 100 rather than 200: a retrieve at 5,451 pages
 costs about a quarter less CPU, and recall moved by single questions (LoCoMo per
 conversation equal, long history 4 of 1,982 fewer; LongMemEval equal at 100/200/500 items;
-bench/results/*_lexc100.json)."""
+bench/README.md, "Fewer lexical candidates")."""
 
 # Archived neighbours are fetched around this many of the best candidates (per page
 # wanted, at least the second number). 30 rather than 50 for 10 pages: 57 rather than 93

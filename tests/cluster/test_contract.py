@@ -183,6 +183,32 @@ def test_reads_of_a_user_with_no_data_answer_unknown_user_and_write_nothing(
     assert mem.user_state("newbie").turns == 1
 
 
+def test_no_memory_is_written_under_an_id_with_a_slash_or_control_character(mem) -> None:
+    """One rule for ids (#46): an id a URL path cannot carry takes no new memory, on every
+    backend, by every write; the message gives the way out for a user stored before."""
+    for uid in ("a/b", "tab\there", "new\nline", "del\x7f"):
+        with pytest.raises(InvalidInput, match="URL path") as refused:
+            mem.add_turn(uid, "q", "r")
+        assert "memoryos import FILE --as NEW_ID" in str(refused.value)
+        with pytest.raises(InvalidInput, match="URL path"):
+            mem.remember(uid, "a note")
+        with pytest.raises(InvalidInput, match="URL path"):
+            mem.set_user_profile(uid, UserProfile(name="Slash"))
+        with pytest.raises(InvalidInput, match="URL path"):
+            mem.set_agent_profile(uid, AgentProfile(role="helper"))
+        with pytest.raises(InvalidInput, match="URL path"):
+            mem.chat(uid, "hello")
+    for assistant in ("bot/1", "bot\n"):
+        with pytest.raises(InvalidInput, match="assistant_id .* URL path"):
+            mem.add_turn("slash-free", "q", "r", assistant_id=assistant)
+        with pytest.raises(InvalidInput, match="assistant_id .* URL path"):
+            mem.chat("slash-free", "hello", assistant_id=assistant)
+    assert not {"a/b", "slash-free"} & set(mem.users())
+    # Everything else stays allowed: ':' (a tenant's prefix), spaces inside, any script.
+    for uid in ("acme:ann", "zoë x", "名前", "a\\b"):
+        assert mem.add_turn(uid, "q", "r") == "p1"
+
+
 def test_dot_and_dot_dot_are_not_user_ids(mem) -> None:
     for uid in (".", ".."):
         with pytest.raises(InvalidInput, match="URL"):

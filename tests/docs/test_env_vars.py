@@ -1,6 +1,6 @@
 """The ``MEMORYOS_*`` environment variables: one table (``OTHER_ENV_VARS`` in config.py,
-plus ``MEMORYOS_<FIELD>`` for each config field) is the allow-list, the README's table is
-generated from it (checked by cog in test_public_api.py), and every variable the code,
+plus ``MEMORYOS_<FIELD>`` for each config field) is the allow-list, the table of
+``docs/configuration.md`` is generated from it (checked by cog in test_public_api.py), and every variable the code,
 the benches or the documentation name is in it, and is accepted by the command line."""
 
 from __future__ import annotations
@@ -41,15 +41,15 @@ def test_every_variable_the_project_names_is_in_the_table() -> None:
     }
     assert not stray, (
         "MEMORYOS_* variables named but not in config.OTHER_ENV_VARS (add them there, "
-        f"then run cog -r README.md): {sorted(stray)}"
+        f"then run cog -r docs/configuration.md): {sorted(stray)}"
     )
 
 
-def test_the_readme_table_lists_every_variable_of_the_table() -> None:
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+def test_the_configuration_page_lists_every_variable_of_the_table() -> None:
+    page = (ROOT / "docs" / "configuration.md").read_text(encoding="utf-8")
     for name in OTHER_ENV_VARS:
-        assert f"| `{name}` |" in readme, name
-    assert f"| `{ENV_PREFIX}<FIELD>` |" in readme
+        assert f"| `{name}` |" in page, name
+    assert f"| `{ENV_PREFIX}<FIELD>` |" in page
 
 
 def test_the_table_is_the_allow_list() -> None:

@@ -39,6 +39,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "memoryos_actors.paging",
         "memoryos_actors.datasets",
         "memoryos_actors.fairness",
+        "memoryos_actors.prerequisites",
     ),
     # Terms and records: what every layer above passes around.
     (

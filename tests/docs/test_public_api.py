@@ -1,9 +1,9 @@
-"""The public API is pinned: exported names, the three facades, and the README's lists.
+"""The public API is pinned: exported names, the three facades, and the API reference's lists.
 
 The API is declared once, as the protocol :class:`memoryos_actors.MemoryAPI`
 (``memoryos_actors/api.py``) with each method's routing policy beside it; everything
-here is derived from that declaration. What is generated from it with cog (the README's
-API list, the asyncio twin :class:`memoryos_actors.AsyncMemoryAPI`, the coroutines of
+here is derived from that declaration. What is generated from it with cog (the API list
+of ``docs/library/api.md``, the asyncio twin :class:`memoryos_actors.AsyncMemoryAPI`, the coroutines of
 :class:`memoryos_actors.AsyncMemoryOS` and the sharded facade's forwarding methods) must
 be current; each facade is checked against
 the protocols at run time (method names, parameter names, kinds, defaults and
@@ -31,7 +31,10 @@ from memoryos_actors.cluster import ClusterMemoryOS
 from memoryos_actors.cluster._shard import HANDLED, ShardServer
 
 ROOT = Path(__file__).resolve().parents[2]
-README = (ROOT / "README.md").read_text(encoding="utf-8")
+#: The API reference page: its list of calls is generated from the protocol, and its list
+#: of errors is checked against the exported ones.
+API_PAGE = "docs/library/api.md"
+PAGE = (ROOT / API_PAGE).read_text(encoding="utf-8")
 
 EXPORTED = sorted(
     [
@@ -91,25 +94,25 @@ def _public(cls: type) -> set[str]:
     return {n for n in dir(cls) if not n.startswith("_")}
 
 
-def _readme_paragraph(start: str, end: str) -> str:
-    """The README's text from ``start`` to ``end``, without HTML comments (the code that
-    generates a list is in one)."""
-    assert start in README, f"README lost the paragraph starting {start!r}"
-    text = README.split(start, 1)[1].split(end, 1)[0]
+def _page_paragraph(start: str, end: str) -> str:
+    """The API reference's text from ``start`` to ``end``, without HTML comments (the code
+    that generates a list is in one)."""
+    assert start in PAGE, f"{API_PAGE} lost the paragraph starting {start!r}"
+    text = PAGE.split(start, 1)[1].split(end, 1)[0]
     return re.sub(r"<!--.*?-->", "", text, flags=re.DOTALL)
 
 
-def _readme_calls() -> dict[str, inspect.Signature]:
-    """The calls the README's API list writes out, ``name(params)``, each parsed as a
+def _page_calls() -> dict[str, inspect.Signature]:
+    """The calls the API reference's list writes out, ``name(params)``, each parsed as a
     Python signature (``MemoryOS.open`` as ``open``)."""
-    text = " ".join(_readme_paragraph("The whole API", "Expected failures").split())
+    text = " ".join(_page_paragraph("The whole API", "Expected failures").split())
     calls: dict[str, inspect.Signature] = {}
     for name, params in re.findall(r"`(?:MemoryOS\.)?([a-z_]+)\(([^`]*)\)`", text):
-        assert name not in calls, f"the README lists {name} twice"
+        assert name not in calls, f"{API_PAGE} lists {name} twice"
         fn = ast.parse(f"def {name}(self, {params}): pass").body[0]
         assert isinstance(fn, ast.FunctionDef)
         namespace: dict[str, object] = {}
-        exec(compile(ast.Module([fn], []), "<README>", "exec"), namespace)  # noqa: S102 - literal defaults only
+        exec(compile(ast.Module([fn], []), "<API reference>", "exec"), namespace)  # noqa: S102 - literal defaults only
         calls[name] = inspect.signature(namespace[name])  # type: ignore[arg-type]
     return calls
 
@@ -127,8 +130,8 @@ def _typed_shape(fn: object) -> list[tuple[str, str, object, object]]:
     return [*params, ("return", "", None, sig.return_annotation)]
 
 
-def _readme_errors() -> set[str]:
-    text = _readme_paragraph("Expected failures raise a subclass of `MemoryOSError`:", "\n\n")
+def _page_errors() -> set[str]:
+    text = _page_paragraph("Expected failures raise a subclass of `MemoryOSError`:", "\n\n")
     return set(re.findall(r"`([A-Za-z]+)`", text))
 
 
@@ -279,23 +282,26 @@ def test_both_opens_take_the_same_parameters() -> None:
     assert aio == sync
 
 
-def test_the_readme_lists_every_call_with_the_protocols_parameters() -> None:
-    calls = _readme_calls()
+def test_the_api_reference_lists_every_call_with_the_protocols_parameters() -> None:
+    calls = _page_calls()
     # Beyond the protocol: the constructor, and the async wrapper's detach.
     declared = {name: getattr(MemoryAPI, name) for name in API_METHODS}
     declared |= {"open": MemoryOS.open, "detach": AsyncMemoryOS.detach}
-    assert sorted(set(declared) - set(calls)) == [], "API calls missing from the README's list"
-    assert sorted(set(calls) - set(declared)) == [], "README calls that the API lacks"
+    assert sorted(set(declared) - set(calls)) == [], (
+        "API calls missing from the API reference's list"
+    )
+    assert sorted(set(calls) - set(declared)) == [], "calls in the API reference that the API lacks"
     for name, sig in calls.items():
         want = _shape(inspect.signature(declared[name]))
         if name == "open":  # a classmethod: its signature has no cls
             want = [("self", "POSITIONAL_OR_KEYWORD", inspect.Parameter.empty), *want]
-        assert _shape(sig) == want, f"the README writes {name}{sig} differently"
+        assert _shape(sig) == want, f"{API_PAGE} writes {name}{sig} differently"
 
 
 #: The files with parts generated from ``MemoryAPI`` by cog, and the command that does it.
 GENERATED = (
-    "README.md",
+    API_PAGE,
+    "docs/configuration.md",
     "memoryos_actors/api.py",
     "memoryos_actors/aio.py",
     "memoryos_actors/cluster/_facade.py",
@@ -304,7 +310,7 @@ REGENERATE = "cog -r " + " ".join(GENERATED)
 
 
 def test_what_is_generated_from_the_protocol_is_current() -> None:
-    """The README's API list, ``AsyncMemoryAPI``, ``AsyncMemoryOS``'s methods and the
+    """The API reference's list of calls, the table of environment variables, ``AsyncMemoryAPI``, ``AsyncMemoryOS``'s methods and the
     sharded facade's forwarding methods are what the protocol and its policies generate
     now (cog's check: it changes nothing)."""
     done = subprocess.run(
@@ -321,7 +327,7 @@ def test_what_is_generated_from_the_protocol_is_current() -> None:
     )
 
 
-def test_the_readme_lists_every_exported_error_and_no_other() -> None:
+def test_the_api_reference_lists_every_exported_error_and_no_other() -> None:
     exported = {
         name
         for name in memoryos_actors.__all__
@@ -329,9 +335,9 @@ def test_the_readme_lists_every_exported_error_and_no_other() -> None:
         and issubclass(getattr(memoryos_actors, name), MemoryOSError)
         and name != "MemoryOSError"
     }
-    readme = _readme_errors()
-    assert sorted(exported - readme) == [], "exported errors missing from the README"
-    assert sorted(readme - exported) == [], "README errors that are not exported"
+    listed = _page_errors()
+    assert sorted(exported - listed) == [], "exported errors missing from the API reference"
+    assert sorted(listed - exported) == [], "errors in the API reference that are not exported"
 
 
 def test_each_lazy_package_writes_out_exactly_its_lazy_names() -> None:

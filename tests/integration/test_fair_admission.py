@@ -166,3 +166,46 @@ def test_a_quiet_users_pages_are_placed_while_the_flood_still_runs(
         assert all(behind < queued for behind, queued in overtaken), overtaken
         assert sum(behind < queued / 2 for behind, queued in overtaken) >= 4, overtaken
         mem.flush()
+
+
+def test_pages_waiting_for_their_meta_at_a_slow_gateway_are_slowed_not_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The gateway answers page-meta calls one at a time, slowly (a busy or slow provider):
+    # each user's queued pages wait there, upstream of its MTM, for longer than
+    # overload_timeout_seconds at a stretch, while placement itself is quick. That is a
+    # busy system, not a stuck user: every writer waits, none is refused (before, a user
+    # whose queued pages sat at the gateway counted as stuck: 35 of 400 writes refused).
+    from memoryos_actors.gateway.offline import OfflineBackend
+
+    original = OfflineBackend.answer
+    gate = threading.Lock()
+
+    def slow(self: OfflineBackend, kind: str, payload: Any) -> Any:
+        if kind.startswith("page_meta"):
+            with gate:
+                time.sleep(0.1)  # fault injection: a slow provider, one call at a time
+        return original(self, kind, payload)
+
+    monkeypatch.setattr(OfflineBackend, "answer", slow)
+    cfg = _cfg(overload_timeout_seconds=0.3, stm_capacity=2)
+    users = [f"user-{u}" for u in range(4)]
+    errors: list[BaseException] = []
+
+    def write(user: str) -> None:
+        for i in range(100):
+            try:
+                mem.add_turn(user, f"question {i} of {user}", "ok")
+            except BaseException as exc:  # noqa: BLE001 - the finding
+                errors.append(exc)
+
+    with MemoryOS.open(tmp_path / "data", cfg) as mem:
+        threads = [threading.Thread(target=write, args=(u,)) for u in users]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert [str(e) for e in errors] == []
+        mem.flush()
+        for user in users:
+            assert len(mem.stored_page_ids(user)) == 100

@@ -40,3 +40,14 @@ def test_the_llamaindex_example_shows_the_fact_in_the_memory_block(tmp_path: Pat
     out = _run("llamaindex_memory.py", tmp_path)
     block = out.split("<memoryos>", 1)[1].split("</memoryos>", 1)[0]
     assert "Ines lives in Lisbon" in block
+
+
+def test_the_langgraph_example_hands_alice_s_memory_to_the_model_and_not_bob_s(
+    tmp_path: Path,
+) -> None:
+    pytest.importorskip("langgraph.store.base")
+    out = _run("langgraph_store.py", tmp_path)
+    alice, bob = out.split("alice> What is my cat called?")[0], out.split("alice> What is")[1]
+    assert "- my cat is called Tom (fact cos=" in alice.split("alice> Remember")[1]
+    assert "[bob] the model is given:\nWhat you remember about the user:\n- nothing" in bob
+    assert "alice's memory fact:f1: my cat is called Tom" in out

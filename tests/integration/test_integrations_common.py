@@ -18,7 +18,7 @@ def test_import_memoryos_actors_and_its_integrations_imports_no_framework() -> N
         "import sys, memoryos_actors, memoryos_actors.integrations, "
         "memoryos_actors.integrations.openai_agents\n"
         "print(sorted(m for m in sys.modules if m.split('.')[0] in "
-        "('agents', 'llama_index', 'openai')))"
+        "('agents', 'llama_index', 'openai', 'langgraph', 'langchain_core')))"
     )
     done = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True

@@ -3,12 +3,20 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from memoryos_actors.tiers import _ann
 from memoryos_actors.tiers._ann import AnnIndex
 
 DIM = 8
+
+
+@pytest.fixture
+def small_graph_threshold(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Build the hnswlib graph past 64 vectors (not 2,048), so tests reach it cheaply."""
+    monkeypatch.setattr(_ann, "_BUILD_AT", 64)
 
 
 def _unit(seed: int) -> np.ndarray:
@@ -22,6 +30,7 @@ _ops = st.lists(
 )
 
 
+@pytest.mark.usefixtures("small_graph_threshold")
 @settings(max_examples=40, deadline=None)
 @given(ops=_ops, query_seed=st.integers(0, 10_000))
 def test_dots_and_vectors_match_a_plain_dict_after_any_upserts_and_removals(
@@ -64,6 +73,7 @@ def test_a_vector_handed_out_is_a_copy() -> None:
     assert index.dots(_unit(3), []).shape == (0,)
 
 
+@pytest.mark.usefixtures("small_graph_threshold")
 def test_the_graph_sees_a_changed_vector_before_it_is_searched_or_saved() -> None:
     # Past 64 vectors the graph is built; a label whose vector then changes many times is
     # given to the graph once, before the next search or save, with its current vector.
@@ -83,3 +93,57 @@ def test_the_graph_sees_a_changed_vector_before_it_is_searched_or_saved() -> Non
     index.upsert(9, target)
     index.remove(9)  # a changed label removed before the graph saw it: gone, no error
     assert 9 not in index.candidates(target, 3)
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    n=st.integers(65, 400),
+    k=st.integers(1, 64),
+    removed=st.sets(st.integers(0, 399), max_size=40),
+    query_seed=st.integers(0, 10_000),
+)
+def test_without_a_graph_candidates_are_the_exact_nearest(
+    n: int, k: int, removed: set[int], query_seed: int
+) -> None:
+    # Below the graph threshold a search is exact: the k largest inner products, after any
+    # removals (whose rows are reused), never every label once there are more than 64.
+    index = AnnIndex(DIM, seed=1)
+    for label in range(n):
+        index.upsert(label, _unit(label))
+    for label in removed:
+        index.remove(label)
+    live = [x for x in range(n) if x not in removed]
+    q = _unit(query_seed)
+    got = index.candidates(q, k)
+    assert index.graph_bytes() is None
+    if k >= len(live) or len(live) <= 64:
+        assert sorted(got) == live
+        return
+    scores = {x: float(_unit(x) @ q) for x in live}
+    kth = sorted(scores.values(), reverse=True)[k - 1]
+    assert len(got) == k == len(set(got))
+    assert all(scores[x] >= kth - 1e-6 for x in got)
+
+
+def test_a_small_index_holds_no_graph_and_drops_one_saved_by_an_older_version() -> None:
+    # An hnswlib index costs ~2.6 MB however small: none is made below the threshold, and
+    # a graph saved for a small index (older versions built one past 64 vectors) is not
+    # loaded again; the search stays exact.
+    older = AnnIndex(DIM, seed=1)
+    for label in range(100):
+        older.upsert(label, _unit(label))
+    assert older.graph_bytes() is None
+    vectors = {x: _unit(x) for x in range(100)}
+    built = AnnIndex(DIM, seed=1)
+    built.restore(vectors, None)
+    big = AnnIndex(DIM, seed=1)
+    for label in range(_ann._BUILD_AT + 1):
+        big.upsert(label, _unit(label))
+    assert big.graph_bytes() is not None  # past the threshold the graph is there
+    saved = big.graph_bytes()
+    again = AnnIndex(DIM, seed=1)
+    again.restore(vectors, saved)
+    assert again.graph_bytes() is None
+    q = _unit(12_345)
+    best = max(range(100), key=lambda x: float(_unit(x) @ q))
+    assert best in again.candidates(q, 1)

@@ -468,7 +468,12 @@ def test_random_operations_keep_capacities_and_every_page(cap, max_pages, theta,
     _assert_every_page_once(STMCore(1), mtm, archived, seq)
 
 
-def test_restored_core_loads_saved_graphs_and_searches_like_the_live_one() -> None:
+def test_restored_core_loads_saved_graphs_and_searches_like_the_live_one(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from memoryos_actors.tiers import _ann
+
+    monkeypatch.setattr(_ann, "_BUILD_AT", 64)  # graphs past 64 vectors, reached cheaply
     rng = np.random.default_rng(5)
     dim = 16
     cfg = MemoryConfig(fscore_threshold=1.99)  # every page opens its own segment

@@ -10,7 +10,7 @@ from fastapi import Query, Request, Response
 
 from ...aio import AsyncMemoryOS
 from ...errors import MemoryOSError
-from ..tenancy import external_id, internal_id
+from ..tenancy import external_id, internal_id, tenant_user_ids
 from .state import (
     UI,
     MemoryPage,
@@ -51,9 +51,7 @@ async def users(
     session = ui.session_of(request)
     mem = ui.memory()
     everyone = set(await mem.users()) | set(await mem.active_users())
-    mine = sorted(
-        u for u in (external_id(session.tenant, uid) for uid in everyone) if u is not None
-    )
+    mine = tenant_user_ids(session.tenant, everyone)
     needle = q.strip().casefold()
     if needle:
         mine = [u for u in mine if needle in u.casefold()]
