@@ -38,6 +38,7 @@ EXTRAS = frozenset(
         "dev",
         "docs",
         "llamaindex",
+        "langgraph",
         "llm",
         "mcp",
         "openai-agents",
