@@ -338,7 +338,8 @@ class ClusterMemoryOS:
         cluster the reply is made whole on the user's shard (no streaming across
         processes), then given out in pieces; the turn is stored at the end, with a turn
         key, as :meth:`chat_reply` stores it."""
-        _check_user_id(user_id)
+        _check_user_id(user_id)  # bad arguments raise at the call, as in-process
+        _check_text(query, "query", self.config.max_text_bytes, setting="max_text_bytes")
         return ChatStream(self._streamed(user_id, query, assistant_id, bool(fallback)))
 
     def _streamed(

@@ -45,7 +45,13 @@ from typing import Any, Self
 
 import numpy as np
 
-from memoryos_actors.errors import ConfigError, GatewayError, ProviderUnavailable, SystemClosed
+from memoryos_actors.errors import (
+    ConfigError,
+    GatewayError,
+    InvalidInput,
+    ProviderUnavailable,
+    SystemClosed,
+)
 from memoryos_actors.gateway.accounting import Accounting
 from memoryos_actors.gateway.base import BackendResult, Completion, Embedder, ProviderCallError, cfg
 from memoryos_actors.gateway.cache import LRUCache, content_key
@@ -319,11 +325,10 @@ class GatewayService:
         :meth:`redo_pending`) or raising as ``fallback`` and ``raise_config_errors`` ask.
         After it, a failure raises from the iteration: :class:`ProviderUnavailable` for a
         stream that broke off, :class:`GatewayError` for a whole reply that turns out to
-        echo the prompt. A streamed answer is cached as a whole one is. Raises :class:`InvalidInput` for
-        a JSON kind or a bad payload and :class:`SystemClosed` after :meth:`close`, at once.
+        echo the prompt. A streamed answer is cached as a whole one is. Raises
+        :class:`InvalidInput` for a JSON kind or a bad payload and :class:`SystemClosed`
+        after :meth:`close`, at once.
         """
-        from memoryos_actors.errors import InvalidInput
-
         self._check_open()
         validate_payload(kind, payload, serialised=True)
         if PROMPTS[kind].answer != "text":

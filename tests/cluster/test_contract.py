@@ -269,6 +269,8 @@ def test_chat_stream_gives_the_reply_in_pieces_and_stores_the_turn_once_at_the_e
     abandoned = mem.chat_stream("cs", "And my cat?")
     next(abandoned)
     abandoned.close()  # nothing stored for it
+    with pytest.raises(InvalidInput):
+        mem.chat_stream("cs", "")  # a bad argument raises at the call, on every backend
     mem.flush()
     assert mem.user_state("cs").turns == 2
     assert mem.stats()["chats"] == chats + 1
