@@ -45,6 +45,8 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
+from supervisor import SafeCondition
+
 from .errors import MemoryOSError, Overloaded, SystemClosed
 
 if TYPE_CHECKING:
@@ -150,7 +152,7 @@ class UserDirectory:
     ) -> None:
         self.max_inflight_per_user = max_inflight_per_user
         self._is_pinned = is_pinned
-        self._cond = threading.Condition(threading.Lock())
+        self._cond = SafeCondition(threading.Lock())
         self._entries: OrderedDict[str, UserEntry] = OrderedDict()
         #: Activations waiting for a group slot, in arrival order (see wait_for_room).
         self._room_queue: list[UserEntry] = []

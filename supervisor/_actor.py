@@ -36,6 +36,7 @@ from pykka.messages import _ActorStop
 
 from ._errors import Killed, _Fatal
 from ._reason import ExitReason
+from ._sync import SafeFuture, new_inbox
 
 __all__ = ["ExitCallback", "SupervisedActor", "exit_reason", "kill", "wait_exit"]
 
@@ -129,7 +130,18 @@ class SupervisedActor(pykka.ThreadingActor):
       are logged and the actor goes on.
     - The exit is reported with an :class:`ExitReason` (``normal`` after a plain pykka
       ``stop()``, ``shutdown`` when a supervisor stopped it, ``crash``, ``killed``).
+    - The inbox is a ``queue.SimpleQueue`` and replies use a :class:`SafeFuture`: neither
+      has a Python-level lock that a :func:`kill` of a sender or replier could leave
+      held (see ``_sync.py``).
     """
+
+    @staticmethod
+    def _create_actor_inbox() -> Any:
+        return new_inbox()
+
+    @staticmethod
+    def _create_future() -> Any:
+        return SafeFuture()
 
     expected_errors: ClassVar[tuple[type[BaseException], ...]] = ()
     """Exception types that are replies to the asker, not crashes."""

@@ -19,6 +19,7 @@ from pykka import ActorDeadError, ActorRef
 
 from ._actor import SupervisedActor, _life_of
 from ._reason import ExitReason
+from ._sync import SafeCondition
 
 __all__ = ["TimerRef", "active_timer_count", "send_after", "send_interval"]
 
@@ -68,7 +69,7 @@ class _Scheduler:
 
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self._clock = clock
-        self._cond = threading.Condition(threading.Lock())
+        self._cond = SafeCondition(threading.Lock())
         self._heap: list[tuple[float, int, TimerRef]] = []
         self._seq = itertools.count()
         self._active = 0

@@ -20,6 +20,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from supervisor import SafeCondition
+
 from ..errors import Overloaded
 from ..store.paths import ASSISTANT_PREFIX
 from .admission import DrainLimit
@@ -140,7 +142,7 @@ class Backlog:
         self.limit = limit
         self.name = name
         self._count = 0
-        self._cond = threading.Condition(threading.Lock())
+        self._cond = SafeCondition(threading.Lock())
 
     def acquire(self, timeout: float) -> None:
         """Reserve one slot, waiting at most ``timeout`` seconds."""
@@ -378,7 +380,7 @@ class JobWatch:
     """
 
     def __init__(self) -> None:
-        self._cond = threading.Condition(threading.Lock())
+        self._cond = SafeCondition(threading.Lock())
         self._token = ""
         self._owed: set[str] = set()
 
