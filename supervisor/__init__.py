@@ -30,7 +30,7 @@ from ._requests import (
 )
 from ._spec import Backoff, ChildInfo, ChildKind, ChildSpec, ChildStatus, Restart, Strategy
 from ._supervisor import Supervisor
-from ._sync import SafeCondition, SafeFuture
+from ._sync import SafeCondition, SafeEvent, SafeFuture
 from ._timers import TimerRef, active_timer_count, send_after, send_interval
 
 #: Which distribution this ``supervisor`` comes from: PyPI's ``supervisor`` (supervisord)
@@ -40,6 +40,7 @@ __distribution__ = "memoryos-actors"
 __all__ = [
     "Backoff",
     "SafeCondition",
+    "SafeEvent",
     "SafeFuture",
     "ChildInfo",
     "ChildKind",

@@ -18,7 +18,7 @@ from typing import Any
 
 import pykka
 
-__all__ = ["SafeCondition", "SafeFuture", "new_inbox"]
+__all__ = ["SafeCondition", "SafeEvent", "SafeFuture", "new_inbox"]
 
 
 class SafeCondition(threading.Condition):
@@ -34,6 +34,15 @@ class SafeCondition(threading.Condition):
     @property
     def __exit__(self) -> Any:  # noqa: PLE0302 - a property: returns the 4-argument method
         return self._lock.__exit__  # type: ignore[attr-defined]
+
+
+class SafeEvent(threading.Event):
+    """A ``threading.Event`` on a :class:`SafeCondition`: a thread killed while it sets or
+    clears the event cannot leave its waiters unable to wait."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._cond = SafeCondition(threading.Lock())
 
 
 class SafeFuture(pykka.ThreadingFuture[Any]):

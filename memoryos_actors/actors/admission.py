@@ -29,6 +29,8 @@ import threading
 import time
 from collections.abc import Callable
 
+from supervisor import SafeEvent
+
 from ..errors import Overloaded
 from ..fairness import FairQueue
 
@@ -207,7 +209,7 @@ class FairGate:
             if self._free_pass(user):
                 return
             me = next(self._arrivals)
-            event = threading.Event()
+            event = SafeEvent()
             self._waiters[me] = (user, event)
             self.waits += 1
             seen = self._progress

@@ -38,7 +38,7 @@ from typing import Any
 
 import structlog
 
-from supervisor import SupervisedActor, TimerRef, send_after
+from supervisor import SafeEvent, SupervisedActor, TimerRef, send_after
 
 from ..errors import MemoryOSError
 from ..lexicon import stem
@@ -183,7 +183,7 @@ class MTMActor(SupervisedActor):
         share = self.env.fair_share
         if share is None or self.turn_ticket is not None:
             return True
-        ticket = self.turn_ticket = threading.Event()
+        ticket = self.turn_ticket = SafeEvent()
         backlog = self.env.insert_backlog
         backlog.turn_waiting(True)
         try:

@@ -15,10 +15,11 @@ it applied lately (``applied``), and the WAL tail holds the ones it applied afte
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterable, Mapping
 from collections.abc import Set as AbstractSet
 from typing import TYPE_CHECKING, Any
+
+from supervisor import SafeEvent
 
 from ..messages import SegmentRecord
 from ..store.formats import WalRecord, persona_job
@@ -64,7 +65,7 @@ def finish_recovery(actor: MTMActor) -> None:
     gate = env.catch_up_gate
     if upto > actor.core.max_seq and gate is not None:
         # Pages to place: one catch-up at a time in the process (see CatchUpGate).
-        ticket = actor.gate_ticket = threading.Event()
+        ticket = actor.gate_ticket = SafeEvent()
         try:
             if not gate.enter(ticket, lambda: actor.stop_requested):
                 actor.complete = False

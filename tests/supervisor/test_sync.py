@@ -11,7 +11,7 @@ from typing import Any
 
 import pykka
 
-from supervisor import SafeCondition, SafeFuture, SupervisedActor
+from supervisor import SafeCondition, SafeEvent, SafeFuture, SupervisedActor
 
 
 def _frames_taking_the_lock(cond: threading.Condition) -> list[str]:
@@ -73,3 +73,14 @@ def test_supervised_actors_use_a_lock_free_inbox_and_safe_reply_futures() -> Non
     finally:
         ref.stop()
     assert not isinstance(pykka.ThreadingActor._create_actor_inbox(), queue.SimpleQueue)
+
+
+def test_a_safe_event_sets_and_waits_on_a_safe_condition() -> None:
+    event = SafeEvent()
+    assert isinstance(event._cond, SafeCondition)  # type: ignore[attr-defined]
+    t = threading.Timer(0.05, event.set)
+    t.start()
+    assert event.wait(10)
+    t.join()
+    event.clear()
+    assert not event.wait(0.01)
