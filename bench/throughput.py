@@ -162,12 +162,16 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                     first.extend(local[:tenth])
                     last.extend(local[-tenth:])
 
+            import resource
+
+            r0 = resource.getrusage(resource.RUSAGE_SELF)
             t0 = time.perf_counter()
             with ThreadPoolExecutor(args.threads) as pool:
                 list(pool.map(user_job, range(args.users)))
             ack_s = time.perf_counter() - t0
             mem.flush()
             settle_s = time.perf_counter() - t0
+            r1 = resource.getrusage(resource.RUSAGE_SELF)
 
             def query_job(u: int) -> None:
                 local = []
@@ -220,6 +224,17 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "llm_calls": llm_calls,
         "llm_calls_per_turn": llm_calls / total,
         "peak_rss_mb": rss_peak_mb(),
+        # The whole process's CPU (every thread) from the first write to the end of the
+        # flush, per stored turn, and its context switches per turn.
+        "cpu_us_per_turn": ((r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime))
+        / total
+        * 1e6,
+        "sys_share_of_cpu": (r1.ru_stime - r0.ru_stime)
+        / max(1e-9, (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)),
+        "context_switches_per_turn": {
+            "voluntary": (r1.ru_nvcsw - r0.ru_nvcsw) / total,
+            "involuntary": (r1.ru_nivcsw - r0.ru_nivcsw) / total,
+        },
         "gateway_backend": g.get("backend"),
     }
     result["growth_ratio_last_vs_first"] = (
@@ -330,6 +345,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"{r['last_10pct_add_ms_median']:.3f} |"
     )
     print(f"| LLM calls per turn | {r['llm_calls_per_turn']:.2f} |")
+    cs = r["context_switches_per_turn"]
+    print(
+        f"| CPU per stored turn, us (sys share) | {r['cpu_us_per_turn']:.0f} "
+        f"({r['sys_share_of_cpu']:.0%}) |"
+    )
+    print(
+        f"| context switches per turn, voluntary / involuntary | {cs['voluntary']:.1f} / "
+        f"{cs['involuntary']:.1f} |"
+    )
     b = r.get("big_user_retrieve_ms")
     if b is not None:
         print(
