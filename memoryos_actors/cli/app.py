@@ -161,7 +161,10 @@ def _parser() -> argparse.ArgumentParser:
     m = add("import", "import a user from an export file")
     m.add_argument("file")
     m.add_argument("--as", dest="as_user", help="store under this user id")
-    f = add("forget", "delete every file of a user (asks first on a terminal)")
+    f = add(
+        "forget",
+        "delete every file of a user (asks first on a terminal; without one, only with --yes)",
+    )
     f.add_argument("user")
     f.add_argument("--yes", "-y", action="store_true", help="do not ask")
     rp = add(
