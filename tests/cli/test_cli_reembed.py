@@ -298,3 +298,51 @@ def test_a_reembed_killed_midway_keeps_the_old_data_in_use_and_a_rerun_completes
             exports.append(payload)
         assert exports[0] == exports[1], user
     assert _picture(killed, NEW, "user7", tmp_path) == before
+
+
+class _Stop(Exception):
+    """Stands for the process dying at a chosen point."""
+
+
+def _stop(*_args: Any) -> None:
+    raise _Stop
+
+
+def test_a_reembed_stopped_after_the_switch_or_between_two_renames_is_finished_by_a_rerun(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from memoryos_actors import reembed as module
+    from memoryos_actors.operations import reembed
+
+    data = tmp_path / "data"
+    _build(data, users=1, turns=8)
+    before = _picture(data, OLD, "user0", tmp_path)
+
+    # Stopped after the atomic exchange, before the old users were deleted: done already.
+    with monkeypatch.context() as m:
+        m.setattr(module, "_clean_up", _stop)
+        with pytest.raises(_Stop):
+            reembed(data, OLD, NEW)
+    assert (data / "reembed" / "users").is_dir()  # the old users, not deleted yet
+    report = reembed(data, OLD, NEW)
+    assert (report.users, report.resumed) == (1, 1)
+    assert sorted(p.name for p in data.iterdir()) == ["LOCK", "users"]
+    assert _picture(data, NEW, "user0", tmp_path) == before
+
+    # Where no exchange exists, two renames: stopped between them, a rerun does the second.
+    with monkeypatch.context() as m:
+        m.setattr(module, "_exchange", lambda _a, _b: False)
+        rename = os.rename
+
+        def second_fails(src: Any, dst: Any) -> None:
+            if Path(src) == data / "reembed" / "users":  # the new users into place
+                raise _Stop
+            rename(src, dst)
+
+        m.setattr(os, "rename", second_fails)
+        with pytest.raises(_Stop):
+            reembed(data, NEW, OLD)
+    assert not (data / "users").exists()
+    reembed(data, NEW, OLD)
+    assert sorted(p.name for p in data.iterdir()) == ["LOCK", "users"]
+    assert _picture(data, OLD, "user0", tmp_path) == before
