@@ -40,7 +40,7 @@ import os
 import shutil
 import sys
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -53,7 +53,14 @@ from .errors import CorruptDataError, EmbedderMismatch, InvalidInput
 from .records import Page
 from .store._files import atomic_write, fsync_dir
 from .store.export import read_export, write_export
-from .store.formats import ArchivedFact, ArchivedPage, ArchivedSegment, decode_archived, emb_to_f16
+from .store.formats import (
+    ArchivedFact,
+    ArchivedPage,
+    ArchivedSegment,
+    ArchiveRecord,
+    decode_archived,
+    emb_to_f16,
+)
 from .store.lock import DataDirLock
 from .store.paths import user_dir_name
 from .store.user_meta import read_meta
@@ -130,19 +137,27 @@ def _reembed_fifo(fifo: Any, embed: Embed, dim: int) -> None:
 
 
 def _reembed_archived(rec: Any, embed: Embed, dim: int) -> None:
-    """An archive record's dict (as the archive file holds it), in place; a kind that
-    holds no item is left as it is."""
+    """An archive record's dict (as the archive file holds it), in place, re-encoded by
+    its record type; a kind that holds no item is left as it is."""
     if not isinstance(rec, dict):
         return
     typed = decode_archived(rec)
+    done: ArchiveRecord
     if isinstance(typed, ArchivedSegment):
         pages = list(typed.pages)
         vecs = _vectors(embed, [_page_text(p) for p in pages], dim)
-        rec["embs"] = {str(int(p["seq"])): emb_to_f16(v) for p, v in zip(pages, vecs, strict=True)}
+        embs: dict[str | int, bytes] = {
+            str(int(p["seq"])): emb_to_f16(v) for p, v in zip(pages, vecs, strict=True)
+        }
+        done = replace(typed, embs=embs)
     elif isinstance(typed, ArchivedPage):
-        rec["emb"] = emb_to_f16(_vectors(embed, [_page_text(typed.page)], dim)[0])
+        done = replace(typed, emb=emb_to_f16(_vectors(embed, [_page_text(typed.page)], dim)[0]))
     elif isinstance(typed, ArchivedFact):
-        rec["emb"] = emb_to_f16(_vectors(embed, [str(typed.entry.get("text", ""))], dim)[0])
+        text = str(typed.entry.get("text", ""))
+        done = replace(typed, emb=emb_to_f16(_vectors(embed, [text], dim)[0]))
+    else:
+        return
+    rec.update(done.encode())
 
 
 def reembed_export(

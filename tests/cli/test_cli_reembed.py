@@ -3,7 +3,7 @@
 Two hashing embedders of different dimensions stand for two embedders (offline, exact):
 a data directory built with one refuses the other until it is re-embedded. The data holds
 every kind of stored vector: pages of mid-term segments, archived segments and pages,
-remembered facts, a corrected fact and a deleted page. The command runs in this process
+remembered facts, assistant traits, a corrected fact and a deleted page. The command runs in this process
 (:mod:`inprocess`), except where a process is killed."""
 
 from __future__ import annotations
@@ -65,7 +65,8 @@ def _build(data: Path, users: int = 2, turns: int = 24) -> None:
             user = f"user{u}"
             for i in range(turns):
                 topic = _TOPICS[(i // 4 + u) % len(_TOPICS)]
-                mem.add_turn(user, f"{topic}, note {i} of {user}.", f"Noted {i}.")
+                # "I always ...": a persona update takes it as an assistant trait.
+                mem.add_turn(user, f"{topic}, note {i} of {user}.", f"I always keep note {i}.")
             mem.remember(user, f"{user} is allergic to peanuts.")
             fact = mem.remember(user, f"{user} lives in Lisbon.")
             mem.remember(user, f"{user} plays the cello on Sundays.")
@@ -150,6 +151,9 @@ def _vectors_by_holder(payload: dict[str, Any]) -> dict[str, int]:
     found = {
         "segments": sum(len(s["embeddings"]) for s in state["mtm"]["segments"]),
         "facts": len(state["lpm"]["kb"]["embeddings"]),
+        "agent_traits": sum(
+            len(p["traits"]["embeddings"]) for p in state["lpm"]["personas"].values()
+        ),
         "archived": sum(
             len(r.get("emb") or b"") + sum(len(e) for e in (r.get("embs") or {}).values())
             for r in payload["archive"]
