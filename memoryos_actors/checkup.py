@@ -332,8 +332,8 @@ def check_embedder(
         (oname, odim), n = max(others.items(), key=lambda kv: kv[1])
         err = EmbedderMismatch(
             f"{n} of {sum(stored.values())} users were stored with {oname!r} (dim {odim}) "
-            f"but {name!r} (dim {dim}) is configured: configure the original embedder "
-            "(stored vectors are not converted)"
+            f"but {name!r} (dim {dim}) is configured: configure the original embedder, "
+            "or convert the stored vectors with it configured: memoryos reembed --embedder ..."
         )
         return DoctorCheck("embedder", "fail", str(err), err, spent)
     users = sum(stored.values())

@@ -15,9 +15,16 @@ from __future__ import annotations
 import logging
 import sys
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
-__all__ = ["configure_logging", "configure_logging_on_first_event", "lazy_logger"]
+__all__ = [
+    "configure_logging",
+    "configure_logging_on_first_event",
+    "lazy_logger",
+    "reported_elsewhere",
+]
 
 _LEVELS = {
     "debug": logging.DEBUG,
@@ -47,6 +54,7 @@ def configure_logging(level: str = "warning", fmt: str = "console", *, force: bo
         renderer = structlog.dev.ConsoleRenderer(colors=False)
     structlog.configure(
         processors=[
+            _drop_reported_elsewhere,
             structlog.contextvars.merge_contextvars,
             structlog.processors.add_log_level,
             structlog.processors.TimeStamper(fmt="iso", utc=True),
@@ -57,6 +65,31 @@ def configure_logging(level: str = "warning", fmt: str = "console", *, force: bo
         logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
         cache_logger_on_first_use=False,
     )
+
+
+_reported_elsewhere: frozenset[str] = frozenset()
+
+
+@contextmanager
+def reported_elsewhere(*events: str) -> Iterator[None]:
+    """While in this block, leave ``events`` (event names, such as ``"chat.degraded"``)
+    out of the output :func:`configure_logging` sets up: for a front end that tells its
+    user about them in its own words, so that each is reported once, not twice."""
+    global _reported_elsewhere
+    saved = _reported_elsewhere
+    _reported_elsewhere = saved | frozenset(events)
+    try:
+        yield
+    finally:
+        _reported_elsewhere = saved
+
+
+def _drop_reported_elsewhere(_logger: Any, _method: str, event_dict: Any) -> Any:
+    if event_dict.get("event") in _reported_elsewhere:
+        import structlog
+
+        raise structlog.DropEvent
+    return event_dict
 
 
 _deferred: tuple[str, str] | None = None

@@ -13,6 +13,7 @@ importing this module stays as quick as importing the store's light parts.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -30,6 +31,7 @@ from .store.userstore import list_users, user_exists
 if TYPE_CHECKING:
     from .checkup import DoctorReport
     from .config import MemoryConfig
+    from .reembed import ReembedReport
     from .reports import RepairReport
 
 __all__ = [
@@ -48,6 +50,7 @@ __all__ = [
     "parse_key_file",
     "parse_memory_id",
     "read_export",
+    "reembed",
     "repair_user",
     "server_info",
     "startup_check",
@@ -76,6 +79,21 @@ def repair_user(data_dir: str | os.PathLike[str], user_id: str) -> RepairReport:
     from .repair import repair_user as run
 
     return run(data_dir, user_id)
+
+
+def reembed(
+    data_dir: str | os.PathLike[str],
+    old_config: MemoryConfig,
+    new_config: MemoryConfig,
+    *,
+    progress: Callable[[str, int, int], None] | None = None,
+) -> ReembedReport:
+    """Compute every vector stored in ``data_dir`` again with ``new_config``'s embedder,
+    resumably, the old data kept in use until the new is complete; see
+    :func:`memoryos_actors.reembed.reembed_data_dir`."""
+    from .reembed import reembed_data_dir as run
+
+    return run(data_dir, old_config, new_config, progress=progress)
 
 
 def startup_check(config: MemoryConfig, *, timeout: float | None = None) -> list[str]:

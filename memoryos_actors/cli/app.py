@@ -5,7 +5,8 @@ checks a configuration (LLM, embedder, data directory, key file; exit code 1 whe
 fails); the other subcommands work on a data directory (``--data-dir``, or
 ``MEMORYOS_DATA_DIR``, default ``./memoryos-data``): ``chat``, ``ingest``, ``inspect``,
 ``memories``, ``stats``, ``export``, ``import``, ``forget``, ``repair`` (a user's damaged
-files), ``rebalance`` (a sharded data directory's shard count), ``shards`` (list or stop
+files), ``rebalance`` (a sharded data directory's shard count), ``reembed`` (every
+stored vector computed again by another embedder), ``shards`` (list or stop
 the shared Ray shards of ``serve --ray``); ``bench`` runs a benchmark from the ``bench/``
 folder of a source checkout.
 
@@ -27,7 +28,7 @@ raise a :class:`~memoryos_actors.errors.MemoryOSError` or ``UsageError``, which
 The package, one concept per module: ``app`` (this parser and the entry point), one
 module per command family (``chat``, ``ingest``, ``views``: ``inspect``, ``memories``
 and ``stats``; ``portability``: ``export``, ``import`` and ``forget``; ``maintenance``:
-``repair`` and ``rebalance``), ``demo`` (plays ``demo_script.json``),
+``repair``, ``rebalance`` and ``reembed``), ``demo`` (plays ``demo_script.json``),
 ``render`` (terminal output of tiers, retrievals and the tree), ``prometheus`` (text
 exposition of ``stats``) and ``bench`` (runs the checkout's benchmarks).
 """
@@ -49,7 +50,7 @@ from .demo import run_demo
 from .doctor import add_skip_flag
 from .doctor import doctor as run_doctor
 from .ingest import ingest
-from .maintenance import add_ray_address, rebalance, repair, shards
+from .maintenance import add_ray_address, add_reembed_parser, rebalance, reembed, repair, shards
 from .portability import export, forget, import_
 from .views import inspect, memories, stats
 
@@ -161,7 +162,10 @@ def _parser() -> argparse.ArgumentParser:
     m = add("import", "import a user from an export file")
     m.add_argument("file")
     m.add_argument("--as", dest="as_user", help="store under this user id")
-    f = add("forget", "delete every file of a user (asks first on a terminal)")
+    f = add(
+        "forget",
+        "delete every file of a user (asks first on a terminal; without one, only with --yes)",
+    )
     f.add_argument("user")
     f.add_argument("--yes", "-y", action="store_true", help="do not ask")
     rp = add(
@@ -176,6 +180,13 @@ def _parser() -> argparse.ArgumentParser:
         "(--shards 1: back to an unsharded data directory)",
     )
     r.add_argument("--shards", type=int, required=True, help="the new shard count")
+    add_reembed_parser(
+        add(
+            "reembed",
+            "compute every stored vector again with another embedder (resumable; the old "
+            "index stays in use until the new one is complete)",
+        )
+    )
     sh = add(
         "shards",
         "list or stop the shared Ray shards of a data directory (the shards `memoryos serve "
@@ -213,6 +224,7 @@ _COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "forget": forget,
     "repair": repair,
     "rebalance": rebalance,
+    "reembed": reembed,
     "shards": shards,
     "bench": run_bench,
 }

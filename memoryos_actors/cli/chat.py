@@ -30,6 +30,14 @@ def chat(args: argparse.Namespace) -> int:
     or ``--shutdown-timeout`` seconds, gives up waiting for it: the reply is abandoned, not
     stored). Then the memory system is closed. Exit code 0, or 130 after SIGINT.
     """
+    # Each degraded reply gets its line below; the library's log event would repeat it.
+    from ..logs import reported_elsewhere
+
+    with reported_elsewhere("chat.degraded"):
+        return _chat(args)
+
+
+def _chat(args: argparse.Namespace) -> int:
     from .doctor import provider_check
 
     console = make_console()

@@ -1,6 +1,7 @@
-"""Repairs of a data directory under its lock: ``memoryos repair`` (a user's damaged files)
-and ``memoryos rebalance`` (users moved between shard directories); and ``memoryos
-shards`` (list or stop the shared Ray shards front doors leave running)."""
+"""Repairs of a data directory under its lock: ``memoryos repair`` (a user's damaged files),
+``memoryos rebalance`` (users moved between shard directories) and ``memoryos reembed``
+(every stored vector computed again by another embedder); and ``memoryos shards`` (list
+or stop the shared Ray shards front doors leave running)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from typing import Any
 
 from ._common import config_from_args, existing_data_dir, lib_user, plain, quiet_logging
 
-__all__ = ["add_ray_address", "rebalance", "repair", "shards"]
+__all__ = ["add_reembed_parser", "add_ray_address", "rebalance", "reembed", "repair", "shards"]
 
 
 def add_ray_address(parser: argparse.ArgumentParser, help_text: str) -> None:
@@ -104,6 +105,81 @@ def rebalance(args: argparse.Namespace) -> int:
     for user, (src, dst) in sorted(report.moved.items()):
         print(plain(f"  {user}: {where(src)} -> {where(dst)}"))
     return 0
+
+
+def add_reembed_parser(parser: argparse.ArgumentParser) -> None:
+    """The options of ``memoryos reembed``: the new embedder (the configuration names the
+    one the data directory was built with)."""
+    parser.add_argument(
+        "--embedder",
+        required=True,
+        choices=("hashing", "litellm", "sentence-transformers"),
+        help="the new embedder",
+    )
+    parser.add_argument(
+        "--embedding-dim", type=int, help="hashing: the new dimension (default: as configured)"
+    )
+    parser.add_argument(
+        "--embedding-model",
+        help="litellm or sentence-transformers: the model name or local model folder",
+    )
+
+
+def reembed(args: argparse.Namespace) -> int:
+    """``memoryos reembed --embedder NAME``: compute every stored vector again with another
+    embedder, resumably, into a new index beside the old one, which stays in use until the
+    new one is complete (see :mod:`memoryos_actors.reembed`)."""
+    from ..operations import reembed as run
+    from ._common import UsageError, console, sharded
+
+    path = existing_data_dir(args)
+    old = config_from_args(args)
+    quiet_logging(old)
+    if sharded(path) is not None:
+        raise UsageError(
+            f"{path} is sharded: reembed works on an unsharded data directory "
+            "(memoryos rebalance --shards 1 first)"
+        )
+    changes: dict[str, Any] = {"embedder": args.embedder}
+    if args.embedding_dim is not None:
+        changes["embedding_dim"] = args.embedding_dim
+    if args.embedding_model is not None:
+        changes["embedding_model"] = args.embedding_model
+    new = old.evolve(**changes)  # a bad combination is refused here, before any work
+    _locked(path).close()  # a running server is named, with how to reach it
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+    out = console(stderr=True)
+    with Progress(
+        TextColumn("re-embedding users"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[user]}"),
+        console=out,
+        transient=True,
+    ) as bar:
+        task = bar.add_task("reembed", total=None, user="")
+
+        def step(user: str, done: int, total: int) -> None:
+            bar.update(task, completed=done, total=total, user=user)
+
+        report = run(path, old, new, progress=step)
+    name, dim = report.embedder
+    resumed = f" ({report.resumed} done by an earlier run)" if report.resumed else ""
+    print(
+        f"re-embedded {report.users} users in {path} with {name} (dim {dim}){resumed}; "
+        "it now opens only with this embedder: configure it too "
+        f"({_config_hint(changes)})"
+    )
+    return 0
+
+
+def _config_hint(changes: dict[str, Any]) -> str:
+    """The settings that name the new embedder, as a TOML file would hold them."""
+    return ", ".join(
+        f"{key} = {value}" if isinstance(value, int) else f'{key} = "{value}"'
+        for key, value in changes.items()
+    )
 
 
 def shards(args: argparse.Namespace) -> int:

@@ -4,6 +4,7 @@ with ``--tenant`` the files name users by the tenant's ids, as the server's do."
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
 from pathlib import Path
 from typing import Any
@@ -24,7 +25,8 @@ __all__ = ["export", "forget", "import_"]
 
 def export(args: argparse.Namespace) -> int:
     """``memoryos export USER FILE``: the user's export file, read-only (works while a
-    server runs). An existing FILE is kept unless ``--force``; ``-`` writes JSON to stdout."""
+    server runs). An existing FILE is kept unless ``--force``; ``-`` writes JSON to stdout.
+    FILE's folder must exist: a typo in a path is refused, not made into new folders."""
     import shutil
     import tempfile
 
@@ -36,6 +38,8 @@ def export(args: argparse.Namespace) -> int:
     target = Path(args.file)
     if not to_stdout and target.exists() and not args.force:
         raise UsageError(f"{target} exists; pass --force to overwrite it")
+    if not to_stdout:
+        _require_folder(target)
     with open_reader(args, existing_data_dir(args), user) as mem:
         require_user(mem, user, args)
         turns = mem.user_state(user).turns
@@ -61,6 +65,19 @@ def export(args: argparse.Namespace) -> int:
                 out = write_export(target, export_for_tenant(staged, t, user, args.user))
     print(f"exported {args.user!r} ({turns} turns) to {out}")
     return 0
+
+
+def _require_folder(target: Path) -> None:
+    """Refuse an export ``target`` whose folder does not exist (the library would make it)."""
+    folder = target.parent
+    if folder.is_dir():
+        return
+    if folder.exists() or folder.is_symlink():
+        raise UsageError(f"cannot export to {target}: {folder} is not a folder")
+    raise UsageError(
+        f"cannot export to {target}: folder {folder} does not exist "
+        f"(create it first: mkdir -p {shlex.quote(str(folder))})"
+    )
 
 
 def _tenant_export(args: argparse.Namespace, user: str, path: Path) -> Path:
@@ -142,11 +159,17 @@ def _import_into_tenant(mem: Any, file: str, tenant: str, as_user: str | None) -
 
 def forget(args: argparse.Namespace) -> int:
     """``memoryos forget USER``: delete every file of the user; on a terminal it asks
-    first, unless ``--yes``."""
+    first, unless ``--yes``. Without a terminal to ask on (a script, a pipe, cron) it
+    refuses unless ``--yes``: a deletion that cannot be undone is never implied."""
     user = lib_user(args, args.user)
+    if not args.yes and not sys.stdin.isatty():
+        raise UsageError(
+            f"not deleting {args.user!r}: no terminal to ask on; pass --yes to forget "
+            "without asking"
+        )
     with open_memory(args, existing_data_dir(args)) as mem:
         require_user(mem, user, args)
-        if not args.yes and sys.stdin.isatty():
+        if not args.yes:
             turns = mem.user_state(user).turns
             answer = input(
                 f"delete every memory of {args.user!r} ({turns} turns) in "

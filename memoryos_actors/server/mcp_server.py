@@ -15,6 +15,7 @@ data.
 from __future__ import annotations
 
 import functools
+import inspect
 from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
 from typing import Any, TypeVar
@@ -175,7 +176,9 @@ def build_mcp(
     server.tenant_of_request = tenant_of_request
     server.fixed_tenant = fixed_tenant
     for tool, hints in _TOOLS:
-        server.tool(annotations=hints)(tool)
+        # A docstring's continuation lines keep the source's indentation; a client shows
+        # the description as it is given, so it is given without it.
+        server.tool(annotations=hints, description=inspect.cleandoc(tool.__doc__ or ""))(tool)
     return server
 
 

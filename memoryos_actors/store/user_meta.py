@@ -104,8 +104,8 @@ class UserMeta:
             raise EmbedderMismatch(
                 f"user {self.user_id!r}: stored memories were embedded with "
                 f"{self.embedder_name!r} (dim {self.embedder_dim}) but the configured embedder "
-                f"is {name!r} (dim {dim}); configure the original embedder (stored "
-                "embeddings are not converted between embedders)"
+                f"is {name!r} (dim {dim}); configure the original embedder, or, with it "
+                "configured, convert the stored embeddings: memoryos reembed --embedder ..."
             )
         changes: dict[str, Any] = {}
         if self.embedder_name is None:

@@ -429,7 +429,7 @@ def test_export_forget_import_round_trip_restores_the_user(
     before = _state(data, "ann")
     export = tmp_path / "ann.json"
     assert "exported 'ann'" in _ok(_run("export", "ann", str(export), data_dir=data))
-    assert "forgot 'ann'" in _ok(_run("forget", "ann", data_dir=data))
+    assert "forgot 'ann'" in _ok(_run("forget", "ann", "--yes", data_dir=data))
     assert _run("inspect", "ann", data_dir=data).returncode == 2
     assert _state(data, "bo")["turns"] == 1  # other users are untouched
     _ok(_run("import", str(export), data_dir=data))
@@ -437,7 +437,7 @@ def test_export_forget_import_round_trip_restores_the_user(
     assert after["stm"] == before["stm"] and after["turns"] == before["turns"]
     _ok(_run("import", str(export), "--as", "ann-copy", data_dir=data))
     assert _state(data, "ann-copy")["stm"] == before["stm"]
-    proc = _run("forget", "ghost", data_dir=data)
+    proc = _run("forget", "ghost", "--yes", data_dir=data)
     assert proc.returncode == 2 and "ghost" in proc.stderr
 
 

@@ -128,6 +128,41 @@ def test_export_force_writes_through_a_symlink_and_a_fifo_never_over_them(
     assert "is a directory: an export is written to a regular file" in refused.stderr
 
 
+def test_export_refuses_a_missing_folder_naming_it_and_how_to_make_it(tmp_path: Path) -> None:
+    # A typo in the path used to become new folders silently (#46 item 7).
+    data = tmp_path / "data"
+    turns = [{"user_id": "ann", "query": "My cat is called Miso.", "response": "Cute!"}]
+    _ok(_run("ingest", str(_jsonl(tmp_path / "t.jsonl", turns)), data_dir=data))
+    for tenant in ((), ("--tenant", "acme")):
+        target = tmp_path / "no such" / "deeper" / "ann.json"
+        refused = _run(*tenant, "export", "ann", str(target), data_dir=data)
+        assert refused.returncode == 2, refused.stderr
+        lines = refused.stderr.strip().splitlines()
+        assert len(lines) == 1 and "Traceback" not in refused.stderr
+        assert str(target.parent) in lines[0] and "mkdir -p" in lines[0]
+        assert not (tmp_path / "no such").exists()
+    (tmp_path / "afile").write_text("x", encoding="utf-8")
+    refused = _run("export", "ann", str(tmp_path / "afile" / "ann.json"), data_dir=data)
+    assert refused.returncode == 2 and "is not a folder" in refused.stderr
+    (tmp_path / "made").mkdir()
+    _ok(_run("export", "ann", str(tmp_path / "made" / "ann.json"), data_dir=data))
+    assert "Miso" in (tmp_path / "made" / "ann.json").read_text(encoding="utf-8")
+
+
+def test_forget_without_a_terminal_refuses_unless_yes(tmp_path: Path) -> None:
+    # Piped or scripted, there is no one to ask: deleting anyway was the bug (#46 item 7).
+    data = tmp_path / "data"
+    turns = [{"user_id": "ann", "query": "I like kites.", "response": "Nice."}]
+    _ok(_run("ingest", str(_jsonl(tmp_path / "t.jsonl", turns)), data_dir=data))
+    refused = _run("forget", "ann", data_dir=data, stdin="y\n")
+    assert refused.returncode == 2, refused.stdout + refused.stderr
+    lines = refused.stderr.strip().splitlines()
+    assert len(lines) == 1 and "--yes" in lines[0] and "'ann'" in lines[0]
+    assert _turns(data, "ann") == 1
+    assert "forgot 'ann'" in _ok(_run("forget", "ann", "--yes", data_dir=data))
+    assert _run("inspect", "ann", data_dir=data).returncode == 2
+
+
 def test_forget_asks_on_a_terminal_and_yes_skips_the_question(tmp_path: Path) -> None:
     data = tmp_path / "data"
     _ok(

@@ -228,6 +228,30 @@ def test_chat_during_an_outage_starts_with_a_warning_and_marks_every_degraded_re
     assert "circuit breaker open" in degraded[1]
 
 
+def test_chat_reports_each_degraded_reply_once_at_the_default_log_level(
+    tmp_path: Path,
+) -> None:
+    # At log level "warning" the library's own chat.degraded event came on top of the
+    # command's line: every degraded reply was reported twice (#46 item 7).
+    with FakeOpenAIServer(default=Action(status=500)) as srv:
+        config = _provider(srv.base_url).replace('log_level = "error"\n', "")
+        done = _run(
+            tmp_path,
+            "chat",
+            "--user",
+            "sam",
+            "--skip-provider-check",
+            config=config,
+            key=RIGHT_KEY,
+            stdin="My dog is Rufus.\nWhat is my dog called?\n",
+        )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.count("assistant: ") == 2
+    reports = [line for line in done.stderr.splitlines() if "degraded" in line]
+    assert len(reports) == 2, done.stderr
+    assert all(line.startswith("memoryos: degraded reply from") for line in reports), reports
+
+
 @pytest.mark.parametrize("command", [["serve", "--port", "0"], ["mcp"]])
 def test_serve_and_mcp_refuse_to_start_on_a_configuration_error(
     tmp_path: Path,

@@ -86,6 +86,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "memoryos_actors.portability",
         "memoryos_actors.memories",
         "memoryos_actors.operations",
+        "memoryos_actors.reembed",
     ),
     # Faces of the facade: asyncio, and shards.
     ("memoryos_actors.aio", "memoryos_actors.cluster"),

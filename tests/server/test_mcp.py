@@ -217,6 +217,22 @@ def test_every_mcp_tool_refuses_an_argument_it_does_not_take(deployment: Deploym
     asyncio.run(main())
 
 
+def test_mcp_tool_descriptions_carry_no_docstring_indentation(deployment: Deployment) -> None:
+    # tools/list showed each docstring's continuation lines indented by four spaces.
+    async def main() -> None:
+        async with _http_client(deployment, deployment.acme) as client:
+            tools = (await client.list_tools()).tools
+            assert TOOLS <= {t.name for t in tools}
+            for tool in tools:
+                text = tool.description or ""
+                assert text and text == text.strip(), tool.name
+                assert all(line == line.lstrip() for line in text.splitlines()), (tool.name, text)
+            add_turn = next(t for t in tools if t.name == "add_turn")
+            assert "in the user's\nmemory. Pass turn_key" in (add_turn.description or "")
+
+    asyncio.run(main())
+
+
 def test_mcp_over_http_without_a_key_gets_401(deployment: Deployment) -> None:
     import httpx
 
