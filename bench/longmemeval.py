@@ -146,6 +146,10 @@ QUESTION_TYPES: tuple[str, ...] = (
 USER = "longmemeval"
 """The one user id of the memory systems."""
 
+RANKING_ONLY: frozenset[str] = frozenset({"rerank", "rerank_candidates"})
+"""Settings that change only how a retrieve ranks, never what is ingested: kept data
+(``--keep-data``) is reused across them."""
+
 KEPT_MARKER = "ingested.json"
 """File beside kept data (``--keep-data``): what was ingested and the page-id mapping."""
 
@@ -532,7 +536,7 @@ class _MemoryOSSystem:
         config = {
             k: v
             for k, v in dataclasses.asdict(self._config).items()
-            if isinstance(v, (str, int, float, bool, type(None)))
+            if isinstance(v, (str, int, float, bool, type(None))) and k not in RANKING_ONLY
         }
         return {"items": haystack.items, "pages": len(haystack.pages), "config": config}
 

@@ -25,6 +25,11 @@ Prompt kinds and their payloads (all strings are plain text):
     one object: a promoted segment that also owes its summary is asked once.
 ``chat_reply`` (version 1)
     payload ``{"context": str, "query": str}`` -> ``{"reply": str}``.
+``rerank`` (version 1)
+    payload ``{"query": str, "pages": [{"id": int, "text": str}, ...]}`` -> ``{"order":
+    [int]}``: the ids of the pages most useful to answer the query, best first (the
+    ``rerank`` setting: retrieval's candidates reordered by the reader model). Repeats are
+    dropped here; the caller ignores ids it did not ask about.
 
 :func:`validate_output` checks and normalises a model's answer (lower-cased keywords,
 stripped strings); :func:`parse_json_object` repairs the usual ways models break JSON.
@@ -235,6 +240,22 @@ def _validate_chat_reply(data: Any) -> dict[str, Any]:
     return {"reply": _str(_obj(data), "reply", allow_empty=False)}
 
 
+def _validate_rerank(data: Any) -> dict[str, Any]:
+    order = _obj(data).get("order")
+    if not isinstance(order, list):
+        raise MalformedOutput("field 'order' must be a list of page ids")
+    ids: list[int] = []
+    for item in order[:_MAX_ITEMS]:
+        # Models write ids as numbers or as numeric strings; anything else is no id.
+        if isinstance(item, bool):
+            continue
+        if isinstance(item, int):
+            ids.append(item)
+        elif isinstance(item, str) and item.strip().isdigit():
+            ids.append(int(item.strip()))
+    return {"order": list(dict.fromkeys(ids))}
+
+
 # ------------------------------------------------------------------------------ templates
 
 _SYSTEM = (
@@ -324,6 +345,17 @@ PROMPTS: dict[str, PromptSpec] = {
         shape='{"reply": "your reply to the query"}',
         payload_keys=("context", "query"),
         validate=_validate_chat_reply,
+    ),
+    "rerank": PromptSpec(
+        kind="rerank",
+        version=1,
+        system=_SYSTEM,
+        shape=(
+            '{"order": [the ids of the pages that help answer the query, the most useful'
+            " first; leave out pages that do not help]}"
+        ),
+        payload_keys=("query", "pages"),
+        validate=_validate_rerank,
     ),
 }
 
