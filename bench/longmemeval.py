@@ -121,11 +121,14 @@ ALL_SYSTEMS: tuple[str, ...] = (
     "memoryos-hybrid-no-eviction",
     "bm25",
     "bm25-no-stopwords",
+    "bm25-asof",
     "minilm-flat",
 )
 """Every system the harness knows, in report order. ``bm25-no-stopwords`` is BM25 without
 the stop-word list (the baseline issue #24 quoted); ``bm25`` leaves out the memory system's
 stop words, as ``bench/locomo.py`` does, and is the stronger of the two here.
+``bm25-asof`` is ``bm25`` without the pages stamped after the question (the memory
+system's as-of rule, its slack included), the anchor that shows what that rule alone gives.
 ``minilm-flat`` is flat dense search with a local all-MiniLM-L6-v2 (``--model-dir``), the
 paper's dense anchor; it is left out with a note when the model or sentence-transformers
 is missing."""
@@ -415,25 +418,35 @@ def official_metrics(ranked: Sequence[Any], correct: frozenset[Any]) -> dict[str
 
 
 class _BM25System:
-    """BM25 over every page: its top :data:`TOP_K` plus the :data:`RECENT` newest pages."""
+    """BM25 over every page: its top :data:`TOP_K` plus the :data:`RECENT` newest pages.
 
-    def __init__(self, stopwords: bool = True) -> None:
+    With ``as_of``, pages stamped later than the memory system's slack
+    (:data:`~memoryos_actors.tiers.hybrid.AS_OF_SLACK_SECONDS`) after the question are left
+    out first, as the memory system leaves them out: the anchor for that rule."""
+
+    def __init__(self, stopwords: bool = True, as_of: bool = False) -> None:
         from memoryos_actors.text import STOPWORDS
 
-        self.name = "bm25" if stopwords else "bm25-no-stopwords"
+        self.name = ("bm25" if stopwords else "bm25-no-stopwords") + ("-asof" if as_of else "")
         self._stopwords = STOPWORDS if stopwords else frozenset()
+        self._as_of = as_of
         self._ranker: BM25Ranker | None = None
         self._recent: list[int] = []
+        self._times: list[float] = []
 
     def ingest(self, haystack: Haystack) -> None:
         self._ranker = BM25Ranker([p.text for p in haystack.pages], stopwords=self._stopwords)
         self._recent = [p.index for p in haystack.pages[-RECENT:]]
+        self._times = [p.timestamp for p in haystack.pages]
 
     def context(self, question: HaystackQuestion) -> tuple[list[int], list[int]]:
         """The context (top :data:`TOP_K` plus the most recent pages) and the ranked pages."""
         assert self._ranker is not None
-        ranked = self._ranker.rank(question.question)[:TOP_K]
-        return ranked + self._recent, ranked
+        ranked = self._ranker.rank(question.question)
+        if self._as_of:
+            cutoff = question.timestamp + _as_of_slack()
+            ranked = [i for i in ranked if self._times[i] < cutoff]
+        return ranked[:TOP_K] + self._recent, ranked[:TOP_K]
 
     def describe(self) -> dict[str, Any]:
         return {
@@ -441,10 +454,17 @@ class _BM25System:
             "b": 0.75,
             "stopwords": "memoryos_actors.text.STOPWORDS" if self._stopwords else None,
             "context": f"top {TOP_K} + the {RECENT} most recent pages",
+            "as_of_slack_seconds": _as_of_slack() if self._as_of else None,
         }
 
     def close(self) -> None:
         self._ranker = None
+
+
+def _as_of_slack() -> float:
+    from memoryos_actors.tiers import hybrid
+
+    return hybrid.AS_OF_SLACK_SECONDS if hybrid.AS_OF_SLACK_SECONDS is not None else math.inf
 
 
 class _DenseSystem:
@@ -453,7 +473,7 @@ class _DenseSystem:
 
     name = "minilm-flat"
 
-    def __init__(self, model_dir: str) -> None:
+    def __init__(self, model_dir: str, kept: Path | None = None) -> None:
         from memoryos_actors.gateway.embedders import (
             MINILM_L6_V2_SHA256,
             SentenceTransformerEmbedder,
@@ -464,9 +484,30 @@ class _DenseSystem:
         )
         self._ranker: FlatRanker | None = None
         self._recent: list[int] = []
+        self._kept = kept
+        self.reused_ingest = False
 
     def ingest(self, haystack: Haystack) -> None:
-        self._ranker = FlatRanker([p.text for p in haystack.pages], self._embedder)
+        """Embed every page (with ``--keep-data``, the vectors are kept and reused for
+        the same page texts: a page embeds in tens of milliseconds on a small CPU)."""
+        texts = [p.text for p in haystack.pages]
+        digest = hashlib.sha256("\x00".join(texts).encode("utf-8")).hexdigest()
+        cache = None if self._kept is None else self._kept / "vectors.npy"
+        marker = None if self._kept is None else self._kept / KEPT_MARKER
+        if cache is not None and marker is not None and cache.is_file() and marker.is_file():
+            if json.loads(marker.read_text(encoding="utf-8")).get("texts_sha256") == digest:
+                import numpy as np
+
+                self._ranker = FlatRanker.from_matrix(np.load(cache), self._embedder)
+                self.reused_ingest = True
+        if self._ranker is None:
+            self._ranker = FlatRanker(texts, self._embedder)
+            if cache is not None and marker is not None:
+                import numpy as np
+
+                cache.parent.mkdir(parents=True, exist_ok=True)
+                np.save(cache, self._ranker.matrix)
+                marker.write_text(json.dumps({"texts_sha256": digest}), encoding="utf-8")
         self._recent = [p.index for p in haystack.pages[-RECENT:]]
 
     def context(self, question: HaystackQuestion) -> tuple[list[int], list[int]]:
@@ -624,14 +665,14 @@ def _make_system(
     kept: Path | None = None,
     model_dir: str | None = None,
 ) -> Any:
-    if name in ("bm25", "bm25-no-stopwords"):
-        return _BM25System(stopwords=name == "bm25")
+    if name in ("bm25", "bm25-no-stopwords", "bm25-asof"):
+        return _BM25System(stopwords=name != "bm25-no-stopwords", as_of=name == "bm25-asof")
     if name == "minilm-flat":
         reason = dense_unavailable(model_dir)
         if reason is not None:
             raise BenchError(f"minilm-flat cannot run: {reason}")
         assert model_dir is not None
-        return _DenseSystem(model_dir)
+        return _DenseSystem(model_dir, kept)
     if name == "memoryos-hybrid":
         return _MemoryOSSystem(
             name, work_dir / name, {"retrieval_mode": "hybrid", **memory_config}, kept

@@ -103,10 +103,13 @@ def _lme(length: int, keep_data: Path, variants: Sequence[str], data: str | None
 
             def ask() -> str:
                 hits = {}
+                complete = 0  # tune questions with every evidence page in the top 10
                 for q in haystack.questions:
                     ctx = mem.retrieve("longmemeval", q.question, timestamp=q.timestamp)
                     got = [index.get(str(p), -1) for p in ctx.page_ids()]
                     hits[q.question_id] = not q.pages.isdisjoint(got)
+                    if split.get(q.question_id) == "tune" and not q.abstention:
+                        complete += q.pages <= set(got[:10])
                 # Tune on the tune questions only: their types in full, validation's total.
                 t = _tally(haystack, hits, split)
                 tune, val = t["splits"]["tune"], t["splits"]["validation"]
@@ -115,7 +118,7 @@ def _lme(length: int, keep_data: Path, variants: Sequence[str], data: str | None
                 return (
                     f"all {o['hits']}/{o['n']} = {100 * o['recall']:.1f}% | tune "
                     f"{to['hits']}/{to['n']} = {100 * to['recall']:.1f}%: {types} | "
-                    f"validation {vo['hits']}/{vo['n']}"
+                    f"validation {vo['hits']}/{vo['n']} | tune recall_all@10 {complete}"
                 )
 
             _run(variants, ask)
