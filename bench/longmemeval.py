@@ -647,8 +647,11 @@ class _MemoryOSSystem:
         }
         if config.get("embedding_model"):
             config["embedding_model"] = Path(str(config["embedding_model"])).name
+        by_kind = (self._mem.stats().get("gateway") or {}).get("by_kind") or {}
         return {
             "config": config,
+            # LLM calls of this process's system by prompt kind (rerank: one per retrieve).
+            "llm_calls_by_kind": {k: (v or {}).get("calls") for k, v in sorted(by_kind.items())},
             "add_turn_overloaded_retries": self.overloaded_retries,
             "foreign_page_ids": self.foreign_page_ids,
             "ingest_reused_from_kept_data": self.reused_ingest,
