@@ -311,3 +311,22 @@ def test_kept_data_is_reused_with_the_same_answers_and_refused_for_other_setting
             keep_data=kept,
             memory_config={"stm_capacity": 3},
         )
+
+
+def test_the_as_of_bm25_anchor_leaves_out_pages_stamped_after_the_question(
+    tmp_path: Path,
+) -> None:
+    items = _items()
+    # The last distractor's session is written two weeks after the question is asked.
+    items[3]["haystack_dates"] = ["2023/06/13 (Tue) 09:00"]
+    items[3]["haystack_sessions"][0][0]["content"] = "My dog Biscuit learned the name game."
+    hay = lme.build_haystack(items)
+    late = hay.pages[-1].index
+    plain = lme._make_system("bm25", tmp_path, {})
+    as_of = lme._make_system("bm25-asof", tmp_path, {})
+    for system in (plain, as_of):
+        system.ingest(hay)
+    question = hay.questions[0]
+    assert late in plain.context(question)[1]
+    assert late not in as_of.context(question)[1]
+    assert as_of.describe()["as_of_slack_seconds"] == 2 * 86_400.0
