@@ -151,6 +151,18 @@ class FlatRanker:
             else np.zeros((0, embedder.dim), dtype=np.float32)
         )
 
+    @classmethod
+    def from_matrix(cls, matrix: np.ndarray, embedder: Embedder) -> FlatRanker:
+        """A ranker over document vectors embedded before (row ``i`` is document ``i``)."""
+        ranker = cls([], embedder)
+        ranker._matrix = np.asarray(matrix, dtype=np.float32)
+        return ranker
+
+    @property
+    def matrix(self) -> np.ndarray:
+        """The document vectors, one row per document."""
+        return self._matrix
+
     def __len__(self) -> int:
         """Number of indexed documents."""
         return int(self._matrix.shape[0])

@@ -39,7 +39,9 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import datetime as _dt
+import hashlib
 import json
+import math
 import os
 import re
 import shlex
@@ -56,7 +58,7 @@ if __package__ in (None, ""):
     # Run as a script: make the repository root importable (``bench.*``), as under pytest.
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.baselines import BM25Ranker
+from bench.baselines import BM25Ranker, FlatRanker
 from bench.locomo import (
     ENV_MODEL_DIR,
     NO_EVICTION,
@@ -72,6 +74,7 @@ __all__ = [
     "ALL_SYSTEMS",
     "DEFAULT_LENGTHS",
     "ENV_DATA_PATH",
+    "ENV_MODEL_DIR",
     "QUESTION_TYPES",
     "RECENT",
     "TOP_K",
@@ -79,8 +82,13 @@ __all__ = [
     "Haystack",
     "HaystackPage",
     "HaystackQuestion",
+    "OFFICIAL_KS",
+    "SPLITS",
     "build_haystack",
     "check_targets",
+    "dense_unavailable",
+    "official_metrics",
+    "split_of",
     "default_data_path",
     "load_items",
     "main",
@@ -113,10 +121,17 @@ ALL_SYSTEMS: tuple[str, ...] = (
     "memoryos-hybrid-no-eviction",
     "bm25",
     "bm25-no-stopwords",
+    "bm25-asof",
+    "minilm-flat",
 )
 """Every system the harness knows, in report order. ``bm25-no-stopwords`` is BM25 without
 the stop-word list (the baseline issue #24 quoted); ``bm25`` leaves out the memory system's
-stop words, as ``bench/locomo.py`` does, and is the stronger of the two here."""
+stop words, as ``bench/locomo.py`` does, and is the stronger of the two here.
+``bm25-asof`` is ``bm25`` without the pages stamped after the question (the memory
+system's as-of rule, its slack included), the anchor that shows what that rule alone gives.
+``minilm-flat`` is flat dense search with a local all-MiniLM-L6-v2 (``--model-dir``), the
+paper's dense anchor; it is left out with a note when the model or sentence-transformers
+is missing."""
 
 DEFAULT_SYSTEMS: tuple[str, ...] = ("memoryos-hybrid", "bm25", "bm25-no-stopwords")
 """Systems run when ``--systems`` is not given."""
@@ -133,6 +148,10 @@ QUESTION_TYPES: tuple[str, ...] = (
 
 USER = "longmemeval"
 """The one user id of the memory systems."""
+
+RANKING_ONLY: frozenset[str] = frozenset({"rerank", "rerank_candidates"})
+"""Settings that change only how a retrieve ranks, never what is ingested: kept data
+(``--keep-data``) is reused across them."""
 
 KEPT_MARKER = "ingested.json"
 """File beside kept data (``--keep-data``): what was ingested and the page-id mapping."""
@@ -163,6 +182,7 @@ class HaystackPage:
     response: str
     timestamp: float
     evidence: bool
+    session: str = ""
 
     @property
     def text(self) -> str:
@@ -172,7 +192,8 @@ class HaystackPage:
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class HaystackQuestion:
-    """One scored question: ``pages`` are the indices of its evidence pages (never empty);
+    """One scored question: ``pages`` are the indices of its evidence pages (never empty),
+    ``sessions`` the keys (:attr:`HaystackPage.session`) of the sessions holding them;
     ``timestamp`` is when it is asked (seconds since the epoch, UTC)."""
 
     question_id: str
@@ -181,6 +202,12 @@ class HaystackQuestion:
     timestamp: float
     item: int
     pages: frozenset[int]
+    sessions: frozenset[str] = frozenset()
+
+    @property
+    def abstention(self) -> bool:
+        """An abstention question (id ending ``_abs``): the official scorer leaves it out."""
+        return self.question_id.endswith("_abs")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -264,7 +291,12 @@ def build_haystack(items: Sequence[Mapping[str, Any]], n_items: int | None = Non
             raise BenchError(f"item {position} lacks {exc}") from None
         if len(sessions) != len(dates):
             raise BenchError(f"item {position}: {len(sessions)} sessions but {len(dates)} dates")
-        for session, date in zip(sessions, dates, strict=True):
+        session_ids = item.get("haystack_session_ids") or [str(i) for i in range(len(sessions))]
+        for s_index, (session, date) in enumerate(zip(sessions, dates, strict=True)):
+            # Unique in the haystack even when two items share a session id.
+            session_key = (
+                f"{position}:{session_ids[s_index] if s_index < len(session_ids) else s_index}"
+            )
             try:
                 start = parse_date(date)
             except ValueError as exc:
@@ -283,6 +315,7 @@ def build_haystack(items: Sequence[Mapping[str, Any]], n_items: int | None = Non
                     str(assistant.get("content", "")),
                     start + TURN_SPACING_SECONDS * pair,
                     has,
+                    session_key,
                 )
                 pair += 1
                 pages.append(page)
@@ -311,9 +344,73 @@ def build_haystack(items: Sequence[Mapping[str, Any]], n_items: int | None = Non
                 asked,
                 position,
                 frozenset(evidence),
+                frozenset(pages[i].session for i in evidence),
             )
         )
     return Haystack(len(chosen), tuple(pages), tuple(questions), skipped, left_out)
+
+
+# --------------------------------------------------------------------------------------
+# Tune / validation split and the official retrieval metrics
+
+
+SPLITS: tuple[str, ...] = ("tune", "validation")
+"""The two parts of the dev questions: rules are tuned on ``tune`` only; ``validation``
+is reported beside it, as an estimate on questions no rule was chosen for."""
+
+VALIDATION_EVERY = 3
+"""One question in this many (per type, in hash order) is a validation question."""
+
+OFFICIAL_KS: tuple[int, ...] = (5, 10)
+"""Cut-offs of the official metrics (``recall_all@k``, ``recall_any@k``, ``ndcg_any@k``)."""
+
+
+def split_of(items: Sequence[Mapping[str, Any]]) -> dict[str, str]:
+    """Every question id of the file's whole items -> ``"tune"`` or ``"validation"``.
+
+    Deterministic and stratified by type: the questions of one type are ordered by the
+    SHA-256 of their id, and every :data:`VALIDATION_EVERY`-th of them (the 3rd, 6th, ...)
+    is a validation question. It depends only on the file's ids, never on a run or on the
+    history length asked for."""
+    by_type: dict[str, list[str]] = {}
+    for position, item in enumerate(items):
+        if position % 2 or not item.get("question"):
+            continue
+        qid = str(item.get("question_id", position))
+        by_type.setdefault(str(item.get("question_type")), []).append(qid)
+    out: dict[str, str] = {}
+    for ids in by_type.values():
+        order = sorted(ids, key=lambda i: hashlib.sha256(i.encode("utf-8")).hexdigest())
+        for rank, qid in enumerate(order):
+            out[qid] = "validation" if rank % VALIDATION_EVERY == VALIDATION_EVERY - 1 else "tune"
+    return out
+
+
+def _dcg(relevances: Sequence[int]) -> float:
+    # The official scorer's DCG: the first relevance undiscounted, the i-th (from 0)
+    # divided by log2(i + 1) after it.
+    if not relevances:
+        return 0.0
+    return float(relevances[0]) + sum(
+        r / math.log2(i + 1) for i, r in enumerate(relevances[1:], start=1)
+    )
+
+
+def official_metrics(ranked: Sequence[Any], correct: frozenset[Any]) -> dict[str, float]:
+    """LongMemEval's retrieval metrics of one question at :data:`OFFICIAL_KS`:
+    ``recall_any@k`` (one correct unit in the top k), ``recall_all@k`` (every one) and
+    ``ndcg_any@k`` (binary relevance, the official DCG), for ``ranked`` units best first
+    (duplicates after the first are dropped, as the official session-level scorer does)."""
+    order = list(dict.fromkeys(ranked))
+    out: dict[str, float] = {}
+    for k in OFFICIAL_KS:
+        top = order[:k]
+        found = correct.intersection(top)
+        out[f"recall_any@{k}"] = float(bool(found))
+        out[f"recall_all@{k}"] = float(len(found) == len(correct))
+        ideal = _dcg([1] * min(len(correct), k))
+        out[f"ndcg_any@{k}"] = _dcg([int(u in correct) for u in top]) / ideal if ideal else 0.0
+    return out
 
 
 # --------------------------------------------------------------------------------------
@@ -321,23 +418,35 @@ def build_haystack(items: Sequence[Mapping[str, Any]], n_items: int | None = Non
 
 
 class _BM25System:
-    """BM25 over every page: its top :data:`TOP_K` plus the :data:`RECENT` newest pages."""
+    """BM25 over every page: its top :data:`TOP_K` plus the :data:`RECENT` newest pages.
 
-    def __init__(self, stopwords: bool = True) -> None:
+    With ``as_of``, pages stamped later than the memory system's slack
+    (:data:`~memoryos_actors.tiers.hybrid.AS_OF_SLACK_SECONDS`) after the question are left
+    out first, as the memory system leaves them out: the anchor for that rule."""
+
+    def __init__(self, stopwords: bool = True, as_of: bool = False) -> None:
         from memoryos_actors.text import STOPWORDS
 
-        self.name = "bm25" if stopwords else "bm25-no-stopwords"
+        self.name = ("bm25" if stopwords else "bm25-no-stopwords") + ("-asof" if as_of else "")
         self._stopwords = STOPWORDS if stopwords else frozenset()
+        self._as_of = as_of
         self._ranker: BM25Ranker | None = None
         self._recent: list[int] = []
+        self._times: list[float] = []
 
     def ingest(self, haystack: Haystack) -> None:
         self._ranker = BM25Ranker([p.text for p in haystack.pages], stopwords=self._stopwords)
         self._recent = [p.index for p in haystack.pages[-RECENT:]]
+        self._times = [p.timestamp for p in haystack.pages]
 
-    def context(self, question: HaystackQuestion) -> list[int]:
+    def context(self, question: HaystackQuestion) -> tuple[list[int], list[int]]:
+        """The context (top :data:`TOP_K` plus the most recent pages) and the ranked pages."""
         assert self._ranker is not None
-        return self._ranker.rank(question.question)[:TOP_K] + self._recent
+        ranked = self._ranker.rank(question.question)
+        if self._as_of:
+            cutoff = question.timestamp + _as_of_slack()
+            ranked = [i for i in ranked if self._times[i] < cutoff]
+        return ranked[:TOP_K] + self._recent, ranked[:TOP_K]
 
     def describe(self) -> dict[str, Any]:
         return {
@@ -345,10 +454,88 @@ class _BM25System:
             "b": 0.75,
             "stopwords": "memoryos_actors.text.STOPWORDS" if self._stopwords else None,
             "context": f"top {TOP_K} + the {RECENT} most recent pages",
+            "as_of_slack_seconds": _as_of_slack() if self._as_of else None,
         }
 
     def close(self) -> None:
         self._ranker = None
+
+
+def _as_of_slack() -> float:
+    from memoryos_actors.tiers import hybrid
+
+    return hybrid.AS_OF_SLACK_SECONDS if hybrid.AS_OF_SLACK_SECONDS is not None else math.inf
+
+
+class _DenseSystem:
+    """Flat dense search over every page with a local all-MiniLM-L6-v2 (the LongMemEval
+    paper's dense anchor): its top :data:`TOP_K` plus the :data:`RECENT` newest pages."""
+
+    name = "minilm-flat"
+
+    def __init__(self, model_dir: str, kept: Path | None = None) -> None:
+        from memoryos_actors.gateway.embedders import (
+            MINILM_L6_V2_SHA256,
+            SentenceTransformerEmbedder,
+        )
+
+        self._embedder = SentenceTransformerEmbedder(
+            model_dir, expected_sha256=MINILM_L6_V2_SHA256, num_threads=1
+        )
+        self._ranker: FlatRanker | None = None
+        self._recent: list[int] = []
+        self._kept = kept
+        self.reused_ingest = False
+
+    def ingest(self, haystack: Haystack) -> None:
+        """Embed every page (with ``--keep-data``, the vectors are kept and reused for
+        the same page texts: a page embeds in tens of milliseconds on a small CPU)."""
+        texts = [p.text for p in haystack.pages]
+        digest = hashlib.sha256("\x00".join(texts).encode("utf-8")).hexdigest()
+        cache = None if self._kept is None else self._kept / "vectors.npy"
+        marker = None if self._kept is None else self._kept / KEPT_MARKER
+        if cache is not None and marker is not None and cache.is_file() and marker.is_file():
+            if json.loads(marker.read_text(encoding="utf-8")).get("texts_sha256") == digest:
+                import numpy as np
+
+                self._ranker = FlatRanker.from_matrix(np.load(cache), self._embedder)
+                self.reused_ingest = True
+        if self._ranker is None:
+            self._ranker = FlatRanker(texts, self._embedder)
+            if cache is not None and marker is not None:
+                import numpy as np
+
+                cache.parent.mkdir(parents=True, exist_ok=True)
+                np.save(cache, self._ranker.matrix)
+                marker.write_text(json.dumps({"texts_sha256": digest}), encoding="utf-8")
+        self._recent = [p.index for p in haystack.pages[-RECENT:]]
+
+    def context(self, question: HaystackQuestion) -> tuple[list[int], list[int]]:
+        """The context (top :data:`TOP_K` plus the most recent pages) and the ranked pages."""
+        assert self._ranker is not None
+        ranked = self._ranker.rank(question.question)[:TOP_K]
+        return ranked + self._recent, ranked
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "model": "sentence-transformers/all-MiniLM-L6-v2 (flat cosine, no tiers)",
+            "context": f"top {TOP_K} + the {RECENT} most recent pages",
+        }
+
+    def close(self) -> None:
+        self._ranker = None
+
+
+def dense_unavailable(model_dir: str | None) -> str | None:
+    """Why the ``minilm-flat`` anchor cannot run here (None when it can): no model
+    directory given, or sentence-transformers (the ``st`` extra) not installed."""
+    if not model_dir:
+        return f"no MiniLM model directory (--model-dir or ${ENV_MODEL_DIR})"
+    try:
+        import sentence_transformers  # type: ignore[import-not-found]  # noqa: F401
+    except ImportError:
+        return "sentence-transformers (the 'st' extra) is not installed"
+    return None
 
 
 class _MemoryOSSystem:
@@ -390,7 +577,7 @@ class _MemoryOSSystem:
         config = {
             k: v
             for k, v in dataclasses.asdict(self._config).items()
-            if isinstance(v, (str, int, float, bool, type(None)))
+            if isinstance(v, (str, int, float, bool, type(None))) and k not in RANKING_ONLY
         }
         return {"items": haystack.items, "pages": len(haystack.pages), "config": config}
 
@@ -439,7 +626,8 @@ class _MemoryOSSystem:
                 MemoryOS.open(self._data_dir, config=self._config)
             )
 
-    def context(self, question: HaystackQuestion) -> list[int]:
+    def context(self, question: HaystackQuestion) -> tuple[list[int], list[int]]:
+        """The context (``ctx.page_ids()``) and the ranked past pages (``ctx.mtm``)."""
         ctx = self._mem.retrieve(USER, question.question, timestamp=question.timestamp)
         out = []
         for page_id in ctx.page_ids():
@@ -447,7 +635,9 @@ class _MemoryOSSystem:
             if index < 0:
                 self.foreign_page_ids += 1
             out.append(index)
-        return out
+        # page_ids() lists the ranked past pages first, then STM's.
+        ranked = sum(1 for item in ctx.mtm if item.kind == "page")
+        return out, out[:ranked]
 
     def describe(self) -> dict[str, Any]:
         config = {
@@ -457,8 +647,11 @@ class _MemoryOSSystem:
         }
         if config.get("embedding_model"):
             config["embedding_model"] = Path(str(config["embedding_model"])).name
+        by_kind = (self._mem.stats().get("gateway") or {}).get("by_kind") or {}
         return {
             "config": config,
+            # LLM calls of this process's system by prompt kind (rerank: one per retrieve).
+            "llm_calls_by_kind": {k: (v or {}).get("calls") for k, v in sorted(by_kind.items())},
             "add_turn_overloaded_retries": self.overloaded_retries,
             "foreign_page_ids": self.foreign_page_ids,
             "ingest_reused_from_kept_data": self.reused_ingest,
@@ -469,10 +662,20 @@ class _MemoryOSSystem:
 
 
 def _make_system(
-    name: str, work_dir: Path, memory_config: Mapping[str, Any], kept: Path | None = None
+    name: str,
+    work_dir: Path,
+    memory_config: Mapping[str, Any],
+    kept: Path | None = None,
+    model_dir: str | None = None,
 ) -> Any:
-    if name in ("bm25", "bm25-no-stopwords"):
-        return _BM25System(stopwords=name == "bm25")
+    if name in ("bm25", "bm25-no-stopwords", "bm25-asof"):
+        return _BM25System(stopwords=name != "bm25-no-stopwords", as_of=name == "bm25-asof")
+    if name == "minilm-flat":
+        reason = dense_unavailable(model_dir)
+        if reason is not None:
+            raise BenchError(f"minilm-flat cannot run: {reason}")
+        assert model_dir is not None
+        return _DenseSystem(model_dir, kept)
     if name == "memoryos-hybrid":
         return _MemoryOSSystem(
             name, work_dir / name, {"retrieval_mode": "hybrid", **memory_config}, kept
@@ -496,20 +699,79 @@ def _make_system(
 # Running
 
 
-def _tally(haystack: Haystack, hits: Mapping[str, bool]) -> dict[str, Any]:
+def _tally(
+    haystack: Haystack, hits: Mapping[str, bool], split: Mapping[str, str] | None = None
+) -> dict[str, Any]:
+    """Hits and recall (ours: the context holds an evidence page) overall and per type;
+    with ``split``, also per part of it (``splits``: tune / validation)."""
+    result = _tally_questions(haystack.questions, hits)
+    if split is not None:
+        result["splits"] = {
+            part: _tally_questions(
+                [q for q in haystack.questions if split.get(q.question_id) == part], hits
+            )
+            for part in SPLITS
+        }
+    return result
+
+
+def _tally_questions(
+    questions: Sequence[HaystackQuestion], hits: Mapping[str, bool]
+) -> dict[str, Any]:
     per_type: dict[str, dict[str, Any]] = {}
-    for q in haystack.questions:
+    for q in questions:
         row = per_type.setdefault(q.question_type, {"n": 0, "hits": 0})
         row["n"] += 1
         row["hits"] += int(hits[q.question_id])
     for row in per_type.values():
         row["recall"] = row["hits"] / row["n"]
-    n = len(haystack.questions)
-    total = sum(hits.values())
+    n = len(questions)
+    total = sum(int(hits[q.question_id]) for q in questions)
     return {
         "overall": {"n": n, "hits": total, "recall": total / n if n else None},
         "per_type": {t: per_type[t] for t in sorted(per_type, key=_type_order)},
     }
+
+
+def _official(
+    questions: Sequence[HaystackQuestion],
+    metrics: Mapping[str, Mapping[str, Mapping[str, float]]],
+    split: Mapping[str, str] | None,
+) -> dict[str, Any]:
+    """Means of the official metrics at turn and session level, abstention questions left
+    out; overall and per type, for all questions and per split part."""
+    scored = [q for q in questions if not q.abstention]
+    parts: dict[str, list[HaystackQuestion]] = {"all": scored}
+    if split is not None:
+        for part in SPLITS:
+            parts[part] = [q for q in scored if split.get(q.question_id) == part]
+    out: dict[str, Any] = {}
+    for level in ("turn", "session"):
+        out[level] = {}
+        for part, qs in parts.items():
+            by_type: dict[str, list[HaystackQuestion]] = {}
+            for q in qs:
+                by_type.setdefault(q.question_type, []).append(q)
+            out[level][part] = {
+                "overall": _means(qs, metrics, level),
+                "per_type": {
+                    t: _means(by_type[t], metrics, level) for t in sorted(by_type, key=_type_order)
+                },
+            }
+    return out
+
+
+def _means(
+    qs: Sequence[HaystackQuestion],
+    metrics: Mapping[str, Mapping[str, Mapping[str, float]]],
+    level: str,
+) -> dict[str, float | int | None]:
+    out: dict[str, float | int | None] = {"n": len(qs)}
+    names = [f"{m}@{k}" for m in ("recall_any", "recall_all", "ndcg_any") for k in OFFICIAL_KS]
+    for name in names:
+        vals = [metrics[q.question_id][level][name] for q in qs]
+        out[name] = sum(vals) / len(vals) if vals else None
+    return out
 
 
 def _type_order(name: str) -> tuple[int, str]:
@@ -524,9 +786,14 @@ def run_length(
     memory_config: Mapping[str, Any] | None = None,
     log: Callable[[str], None] = lambda _: None,
     keep_data: Path | None = None,
+    split: Mapping[str, str] | None = None,
+    model_dir: str | None = None,
 ) -> dict[str, Any]:
     """Run every system over ``haystack``; per system: overall and per-type hits and
-    recall, the questions missed, and timings (seconds; query latencies in ms).
+    recall, the questions missed, the official metrics (``official``: turn and session
+    level, abstention questions left out) and timings (seconds; query latencies in ms).
+    With ``split`` (question id -> tune / validation, :func:`split_of`), recall and the
+    official metrics are also reported per part.
 
     With ``keep_data``, each memory system's ingested data is kept in
     ``keep_data/<items>/<system>`` and reused by later runs (see :class:`_MemoryOSSystem`).
@@ -540,7 +807,9 @@ def run_length(
     results: dict[str, Any] = {}
     for name in systems:
         kept = None if keep_data is None else keep_data / f"{haystack.items}" / name
-        system = _make_system(name, work_dir / f"{haystack.items}", dict(memory_config or {}), kept)
+        system = _make_system(
+            name, work_dir / f"{haystack.items}", dict(memory_config or {}), kept, model_dir
+        )
         try:
             started = time.perf_counter()
             system.ingest(haystack)
@@ -551,13 +820,22 @@ def run_length(
                 + ("from kept data" if reused else f"ingested in {ingest_s:.1f} s")
             )
             hits: dict[str, bool] = {}
+            metrics: dict[str, dict[str, dict[str, float]]] = {}
             latencies: list[float] = []
+            session_of = [p.session for p in haystack.pages]
             for q in haystack.questions:
                 started = time.perf_counter()
-                context = system.context(q)
+                context, ranked = system.context(q)
                 latencies.append(time.perf_counter() - started)
                 hits[q.question_id] = not q.pages.isdisjoint(context)
-            result = _tally(haystack, hits)
+                metrics[q.question_id] = {
+                    "turn": official_metrics(ranked, q.pages),
+                    "session": official_metrics(
+                        [session_of[i] for i in ranked if i >= 0], q.sessions
+                    ),
+                }
+            result = _tally(haystack, hits, split)
+            result["official"] = _official(haystack.questions, metrics, split)
             result["missed"] = [
                 q.question_id for q in haystack.questions if not hits[q.question_id]
             ]
@@ -579,9 +857,10 @@ def _ms(seconds: float | None) -> float | None:
 
 
 def check_targets(by_length: Mapping[str, Mapping[str, Any]]) -> list[dict[str, str]]:
-    """The issue's recall targets: at 500 items ours >= BM25 + 8 points and behind BM25 in
-    no type by more than one question; at 200 items ours >= 92%. ``status`` is "MET",
-    "MISSED" or "NOT RUN"."""
+    """Issue #45's recall targets at 500 items, on the validation questions when the
+    results have a split (else on all): ours >= 85%, >= BM25 + 10 points, and behind BM25
+    in no question type; and at 200 items ours >= 92% (all questions). ``status`` is
+    "MET", "MISSED" or "NOT RUN"."""
     checks: list[dict[str, str]] = []
 
     def row(target: str, ok: bool | None, detail: str) -> None:
@@ -590,23 +869,29 @@ def check_targets(by_length: Mapping[str, Mapping[str, Any]]) -> list[dict[str, 
 
     full = by_length.get("500", {})
     ours, bm25 = full.get("memoryos-hybrid"), full.get("bm25")
+    part = "validation" if ours is not None and "splits" in ours else "all"
+    where = f"500 items ({part} questions)"
     if ours is None or bm25 is None:
-        row("500 items: >= BM25 + 8 points", None, "needs memoryos-hybrid and bm25 at 500")
-        row("500 items: behind BM25 by at most one question per type", None, "")
+        row(f"{where}: >= 85%", None, "needs memoryos-hybrid and bm25 at 500")
+        row(f"{where}: >= BM25 + 10 points", None, "")
+        row(f"{where}: behind BM25 in no question type", None, "")
     else:
+        if part != "all":
+            ours, bm25 = ours["splits"][part], bm25["splits"][part]
         a, b = ours["overall"]["recall"], bm25["overall"]["recall"]
+        row(f"{where}: >= 85%", a >= 0.85, f"{100 * a:.1f}%")
         row(
-            "500 items: >= BM25 + 8 points", a >= b + 0.08, f"{100 * a:.1f}% vs BM25 {100 * b:.1f}%"
+            f"{where}: >= BM25 + 10 points", a >= b + 0.10, f"{100 * a:.1f}% vs BM25 {100 * b:.1f}%"
         )
         behind = [
             f"{t} {r['hits']} < {bm25['per_type'][t]['hits']} (of {r['n']})"
             for t, r in ours["per_type"].items()
-            if bm25["per_type"][t]["hits"] - r["hits"] > 1
+            if bm25["per_type"][t]["hits"] > r["hits"]
         ]
         row(
-            "500 items: behind BM25 by at most one question per type",
+            f"{where}: behind BM25 in no question type",
             not behind,
-            "; ".join(behind) or "never more than one question behind",
+            "; ".join(behind) or "never behind",
         )
     mid = by_length.get("200", {}).get("memoryos-hybrid")
     if mid is None:
@@ -620,28 +905,63 @@ def check_targets(by_length: Mapping[str, Mapping[str, Any]]) -> list[dict[str, 
     return checks
 
 
+def _recall_table(title: str, results: Mapping[str, Mapping[str, Any]], part: str) -> list[str]:
+    def pick(r: Mapping[str, Any]) -> Mapping[str, Any]:
+        return r if part == "all" else r["splits"][part]
+
+    first = pick(next(iter(results.values())))
+    types = list(first["per_type"])
+    header = " | ".join(f"{t} (n={first['per_type'][t]['n']})" for t in types)
+    lines = [
+        f"| {title} | {header} | overall (n={first['overall']['n']}) | retrieve p50 / p99 ms |",
+        "| --- " + "| ---: " * (len(types) + 2) + "|",
+    ]
+    for name, r in results.items():
+        cells = " | ".join(
+            f"{100 * pick(r)['per_type'][t]['recall']:.1f}" if t in pick(r)["per_type"] else "-"
+            for t in types
+        )
+        tm = r["timings"]
+        lines.append(
+            f"| {name} | {cells} | {100 * pick(r)['overall']['recall']:.1f} | "
+            f"{tm['query_ms_p50']:.1f} / {tm['query_ms_p99']:.1f} |"
+        )
+    return lines
+
+
 def markdown_tables(by_length: Mapping[str, Mapping[str, Any]]) -> str:
-    """One markdown table per history length: recall (%) per question type and overall,
-    with the question counts in the header."""
+    """Per history length: recall (%, ours: the context holds an evidence page) per
+    question type and overall, for all questions and per split part, with the question
+    counts in the header; then the official metrics (abstention questions left out)."""
     lines: list[str] = []
     for length, results in by_length.items():
         if not results:
             continue
         first = next(iter(results.values()))
-        types = list(first["per_type"])
-        header = " | ".join(f"{t} (n={first['per_type'][t]['n']})" for t in types)
+        pages = f"{length} items, {first['pages']:,} pages"
+        parts = ["all", *(SPLITS if "splits" in first else ())]
+        for part in parts:
+            if part != "all" and not first["splits"][part]["overall"]["n"]:
+                continue  # no question of this part in so short a history
+            lines += _recall_table(f"{pages}, {part}", results, part)
+            lines.append("")
+        if "official" not in first:
+            continue
+        names = [f"{m}@{k}" for m in ("recall_any", "recall_all", "ndcg_any") for k in OFFICIAL_KS]
         lines.append(
-            f"| {length} items, {first['pages']:,} pages | {header} | overall "
-            f"(n={first['overall']['n']}) | retrieve p50 / p99 ms |"
+            f"| {pages}: official metrics (no _abs) | level | questions | "
+            + " | ".join(names)
+            + " |"
         )
-        lines.append("| --- " + "| ---: " * (len(types) + 2) + "|")
+        lines.append("| --- | --- | --- " + "| ---: " * len(names) + "|")
         for name, r in results.items():
-            cells = " | ".join(f"{100 * r['per_type'][t]['recall']:.1f}" for t in types)
-            tm = r["timings"]
-            lines.append(
-                f"| {name} | {cells} | {100 * r['overall']['recall']:.1f} | "
-                f"{tm['query_ms_p50']:.1f} / {tm['query_ms_p99']:.1f} |"
-            )
+            for level in ("turn", "session"):
+                for part in parts:
+                    o = r["official"][level][part]["overall"]
+                    cells = " | ".join(
+                        "-" if o[n] is None else f"{100 * float(o[n]):.1f}" for n in names
+                    )
+                    lines.append(f"| {name} | {level} | {part} (n={o['n']}) | {cells} |")
         lines.append("")
     return "\n".join(lines)
 
@@ -728,7 +1048,18 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise BenchError(f"--lengths must be integers, got {args.lengths!r}") from None
         if not lengths or min(lengths) < 1:
             raise BenchError("--lengths must name at least one length >= 1")
+        model_dir = args.model_dir or os.environ.get(ENV_MODEL_DIR)
+        skipped_systems: dict[str, str] = {}
+        if "minilm-flat" in systems:
+            reason = dense_unavailable(model_dir)
+            if reason is not None:  # an optional anchor: the run goes on without it
+                skipped_systems["minilm-flat"] = reason
+                systems.remove("minilm-flat")
+                log(f"minilm-flat left out: {reason}")
+        if not systems:
+            raise BenchError("--systems named no system that can run here")
         items = load_items(data_path)
+        split = split_of(items)
         memory_config, _, embedder_info = _embedder_setup(
             argparse.Namespace(embedder=args.embedder, model_dir=args.model_dir, set=args.set)
         )
@@ -750,6 +1081,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                     memory_config=memory_config,
                     log=log,
                     keep_data=Path(args.keep_data) if args.keep_data else None,
+                    split=split,
+                    model_dir=model_dir,
                 )
                 for r in results.values():
                     r["pages"] = len(haystack.pages)
@@ -782,6 +1115,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             "bm25_context": f"top {TOP_K} + the {RECENT} most recent pages",
             "turn_spacing_seconds": TURN_SPACING_SECONDS,
             "question_time": "each question's question_date",
+            "split": f"per question type, ids ordered by SHA-256; every {VALIDATION_EVERY}rd "
+            "is a validation question, the rest tune (rules are tuned on tune only)",
+            "official_metrics": "LongMemEval's recall_any/recall_all/ndcg_any at k = "
+            + ", ".join(map(str, OFFICIAL_KS))
+            + " over the ranked past pages (turn level: a page is a user turn and its "
+            "reply) and over their sessions in rank order (session level); abstention "
+            "questions (_abs) left out",
             "embedder": embedder_info,
         },
         "haystacks": {
@@ -793,6 +1133,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             }
             for k, h in haystacks.items()
         },
+        "split": {part: sum(1 for v in split.values() if v == part) for part in SPLITS},
+        "skipped_systems": skipped_systems,
         "results": by_length,
         "targets": targets,
     }

@@ -87,12 +87,14 @@ def _run(variants: Sequence[str], ask: Callable[[], str]) -> None:
 
 
 def _lme(length: int, keep_data: Path, variants: Sequence[str], data: str | None) -> None:
-    from bench.longmemeval import _tally, build_haystack, load_items, resolve_data_path
+    from bench.longmemeval import _tally, build_haystack, load_items, resolve_data_path, split_of
     from memoryos_actors import MemoryConfig, MemoryOS
 
     kept = keep_data / str(length) / "memoryos-hybrid"
     marker = json.loads((kept / "ingested.json").read_text(encoding="utf-8"))
-    haystack = build_haystack(load_items(resolve_data_path(data)), length)
+    items = load_items(resolve_data_path(data))
+    haystack = build_haystack(items, length)
+    split = split_of(items)
     index = {k: int(v) for k, v in marker["pages"].items()}
     with tempfile.TemporaryDirectory(prefix="recall-sweep-") as work:
         shutil.copytree(kept / "data", Path(work) / "data")
@@ -101,14 +103,23 @@ def _lme(length: int, keep_data: Path, variants: Sequence[str], data: str | None
 
             def ask() -> str:
                 hits = {}
+                complete = 0  # tune questions with every evidence page in the top 10
                 for q in haystack.questions:
                     ctx = mem.retrieve("longmemeval", q.question, timestamp=q.timestamp)
                     got = [index.get(str(p), -1) for p in ctx.page_ids()]
                     hits[q.question_id] = not q.pages.isdisjoint(got)
-                t = _tally(haystack, hits)
-                types = " ".join(f"{k} {r['hits']}/{r['n']}" for k, r in t["per_type"].items())
-                o = t["overall"]
-                return f"{o['hits']}/{o['n']} = {100 * o['recall']:.1f}% | {types}"
+                    if split.get(q.question_id) == "tune" and not q.abstention:
+                        complete += q.pages <= set(got[:10])
+                # Tune on the tune questions only: their types in full, validation's total.
+                t = _tally(haystack, hits, split)
+                tune, val = t["splits"]["tune"], t["splits"]["validation"]
+                types = " ".join(f"{k} {r['hits']}/{r['n']}" for k, r in tune["per_type"].items())
+                o, to, vo = t["overall"], tune["overall"], val["overall"]
+                return (
+                    f"all {o['hits']}/{o['n']} = {100 * o['recall']:.1f}% | tune "
+                    f"{to['hits']}/{to['n']} = {100 * to['recall']:.1f}%: {types} | "
+                    f"validation {vo['hits']}/{vo['n']} | tune recall_all@10 {complete}"
+                )
 
             _run(variants, ask)
 

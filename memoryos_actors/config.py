@@ -148,6 +148,12 @@ class MemoryConfig:
     kb_top_k: int = _f(10, "knowledge-base facts retrieved")
     agent_traits_top_k: int = _f(10, "agent traits retrieved")
     retrieval_mode: RetrievalMode = _f("hybrid", '"paper" (two-stage only) or "hybrid"')
+    rerank: bool = _f(
+        False,
+        "reorder retrieval's best rerank_candidates pages by the configured LLM and keep "
+        "top_k_pages of them (one LLM call per retrieve; for real providers)",
+    )
+    rerank_candidates: int = _f(20, "with rerank: past pages retrieved for the LLM to reorder")
     cold_tier: bool = _f(
         True, 'hybrid retrieval also searches the archive (the cold tier); "paper" never does'
     )
@@ -256,6 +262,7 @@ class MemoryConfig:
             "max_inflight_per_user",
             "max_inflight_total",
             "summary_every_pages",
+            "rerank_candidates",
         )
         for name in positive_int:
             if getattr(self, name) < 1:

@@ -16,7 +16,8 @@ import structlog
 
 from supervisor import SupervisedActor
 
-from ..errors import MemoryOSError, UnknownUser
+from ..errors import MemoryOSError, ProviderUnavailable, UnknownUser
+from ..hits import MTMHits
 from ..lexicon import stem
 from ..messages import Retrieve
 from ..text import keywords
@@ -40,6 +41,15 @@ if TYPE_CHECKING:
     from ..hits import LPMView
 
 __all__ = ["GatewayWorker", "HeatTicker", "RetrievalWorker"]
+
+_RERANK_SIDE_CHARS = 600
+"""Characters of each side of a page (query, response) shown to the reranking LLM."""
+
+
+def _rerank_text(query: str, response: str) -> str:
+    """A page as the reranking LLM reads it: both sides, each cut to a bound."""
+    return f"User: {query[:_RERANK_SIDE_CHARS]}\nAssistant: {response[:_RERANK_SIDE_CHARS]}"
+
 
 log = structlog.get_logger("memoryos.workers")
 
@@ -116,12 +126,14 @@ class RetrievalWorker(SupervisedActor):
         query_kw = keywords(msg.query)
         now = msg.timestamp
         f_stm = stm.ask(STMPages(), block=False)
+        # With rerank, more candidates than top_k_pages for the LLM to choose from.
+        wanted = max(cfg.top_k_pages, cfg.rerank_candidates) if cfg.rerank else cfg.top_k_pages
         f_mtm = mtm.ask(
             MTMSearch(
                 q_bytes,
                 query_kw,
                 cfg.top_m_segments,
-                cfg.top_k_pages,
+                wanted,
                 now,
                 cfg.retrieval_mode,
                 msg.query,
@@ -140,6 +152,8 @@ class RetrievalWorker(SupervisedActor):
         lpm_view = f_lpm.get(timeout=30)
         if cfg.shared_agent_persona:
             lpm_view = self._with_shared_persona(msg, q_bytes, lpm_view)
+        if cfg.rerank:
+            mtm_hits = self._rerank(msg, mtm_hits)
         return build_context(
             user_id=msg.user_id,
             assistant_id=msg.assistant_id,
@@ -149,6 +163,35 @@ class RetrievalWorker(SupervisedActor):
             lpm_view=lpm_view,
             elapsed_ms=(time.perf_counter() - started) * 1000.0,
         )
+
+    def _rerank(self, msg: Retrieve, hits: MTMHits) -> MTMHits:
+        """``hits`` reordered by the configured LLM (prompt kind ``rerank``) and cut to
+        ``top_k_pages``: the pages it names first, in its order, then the others in
+        retrieval's order. When the provider cannot answer, retrieval's own order is kept
+        (no offline stand-in, nothing queued to redo: a later retrieve asks again)."""
+        top_k = self.config.top_k_pages
+        if len(hits.pages) <= 1:
+            return hits
+        payload = {
+            "query": msg.query,
+            "pages": [
+                {"id": i, "text": _rerank_text(hit.page.query, hit.page.response)}
+                for i, hit in enumerate(hits.pages)
+            ],
+        }
+        try:
+            answer = self.gateway.service.complete(
+                "rerank", payload, user_id=msg.user_id, fallback=False
+            )
+            named = [i for i in answer.data["order"] if 0 <= i < len(hits.pages)]
+        except ProviderUnavailable as exc:
+            log.warning("retrieve.rerank_skipped", user=msg.user_id, reason=str(exc))
+            named = []
+        order = list(dict.fromkeys([*named, *range(len(hits.pages))]))[:top_k]
+        pages = tuple(hits.pages[i] for i in order)
+        kept = {hit.segment_id for hit in pages}
+        segments = tuple(s for s in hits.segments if s.segment.segment_id in kept)
+        return dataclasses.replace(hits, pages=pages, segments=segments)
 
     def _with_shared_persona(self, msg: Retrieve, q_bytes: bytes, own: Any) -> Any:
         """Replace the agent part of a user's LPM view with the assistant's shared one."""

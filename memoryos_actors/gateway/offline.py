@@ -287,6 +287,17 @@ class OfflineBackend:
             out.append({"continues": continues, "meta_chain": chain, "keywords": sorted(kws[i])})
         return out
 
+    def _rerank(self, payload: dict[str, Any]) -> dict[str, Any]:
+        """Pages by the share of the query's keywords they hold, best first; equal shares
+        keep the order they were given in (retrieval's own ranking)."""
+        qk = {_stem(t) for t in keywords(str(payload.get("query") or ""))}
+        pages = [p for p in payload.get("pages") or [] if isinstance(p, dict)]
+        shares = []
+        for position, page in enumerate(pages):
+            pk = {_stem(t) for t in keywords(str(page.get("text") or ""))}
+            shares.append((-len(qk & pk), position, page.get("id")))
+        return {"order": [pid for _, _, pid in sorted(shares)]}
+
     def _page_gist(self, query: str, response: str) -> str:
         parts = []
         if query.strip():

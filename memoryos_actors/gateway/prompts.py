@@ -30,6 +30,11 @@ Prompt kinds and their payloads (all strings are plain text):
     never asks for JSON mode; the whole answer is the reply (a model that answers
     ``{"reply": "..."}`` anyway is unwrapped). An answer that echoes the prompt back
     (:func:`echo_reason`) is rejected.
+``rerank`` (version 1)
+    payload ``{"query": str, "pages": [{"id": int, "text": str}, ...]}`` -> ``{"order":
+    [int]}``: the ids of the pages most useful to answer the query, best first (the
+    ``rerank`` setting: retrieval's candidates reordered by the reader model). Repeats are
+    dropped here; the caller ignores ids it did not ask about.
 
 :func:`parse_answer` turns a model's text into the kind's validated dict:
 :func:`validate_output` checks and normalises a parsed answer (lower-cased keywords,
@@ -258,6 +263,22 @@ def _validate_chat_reply(data: Any) -> dict[str, Any]:
     return {"reply": _str(_obj(data), "reply", allow_empty=False)}
 
 
+def _validate_rerank(data: Any) -> dict[str, Any]:
+    order = _obj(data).get("order")
+    if not isinstance(order, list):
+        raise MalformedOutput("field 'order' must be a list of page ids")
+    ids: list[int] = []
+    for item in order[:_MAX_ITEMS]:
+        # Models write ids as numbers or as numeric strings; anything else is no id.
+        if isinstance(item, bool):
+            continue
+        if isinstance(item, int):
+            ids.append(item)
+        elif isinstance(item, str) and item.strip().isdigit():
+            ids.append(int(item.strip()))
+    return {"order": list(dict.fromkeys(ids))}
+
+
 # ------------------------------------------------------------------------------ templates
 
 _CHAT_SYSTEM = (
@@ -367,6 +388,17 @@ PROMPTS: dict[str, PromptSpec] = {
         payload_keys=("context", "query"),
         validate=_validate_chat_reply,
         answer="text",
+    ),
+    "rerank": PromptSpec(
+        kind="rerank",
+        version=1,
+        system=_SYSTEM,
+        shape=(
+            '{"order": [the ids of the pages that help answer the query, the most useful'
+            " first; leave out pages that do not help]}"
+        ),
+        payload_keys=("query", "pages"),
+        validate=_validate_rerank,
     ),
 }
 

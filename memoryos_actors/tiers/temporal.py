@@ -20,7 +20,7 @@ import calendar
 import datetime as _dt
 import functools
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from memoryos_actors.lexicon import stem, terms
 from memoryos_actors.text import split_sentences, tokenize
@@ -187,6 +187,10 @@ def time_window(query: str, now: float) -> tuple[float, float] | None:
       after "before", "until" or "by", the week up to and including that day; after
       "after" or "since", the week from it. "may" and "march" followed by a number are
       read as dates only after a preposition, with an ordinal or with a year;
+    * a holiday after a preposition of time, "on Valentine's Day", "at Christmas 2022",
+      "for Thanksgiving", "over Easter" (fixed-date ones and the US movable ones; without
+      a year, its latest occurrence that began before now; "a Christmas tree" names no
+      day): that day, with the slack of a calendar day;
     * "<Month> <year>" and "in <year>": those calendar periods;
     * "in/during/since <Month>" without a year: that month's latest occurrence that began
       before now (this year's, or last year's when it has not begun yet).
@@ -218,6 +222,9 @@ def time_window(query: str, now: float) -> tuple[float, float] | None:
         span = {"day": 1.0, "week": 7.0, "weekend": 7.0, "month": 31.0, "year": 366.0}[m.group(1)]
         return now - span * _DAY, now + 1.0
     named = _named_day(q, now)
+    if named is not None:
+        return named
+    named = _holiday(q, now)
     if named is not None:
         return named
     m = _MONTH_YEAR.search(q)
@@ -276,6 +283,85 @@ def _named_day(q: str, now: float) -> tuple[float, float] | None:
     if cue is not None:
         return start - _DAY / 2, start + 8 * _DAY
     return start - _DAY / 2, start + 1.5 * _DAY
+
+
+def _nth_weekday(year: int, month: int, weekday: int, n: int) -> _dt.date:
+    """The ``n``-th ``weekday`` (0 = Monday) of a month; ``n`` = -1 for the last one."""
+    if n > 0:
+        first = _dt.date(year, month, 1)
+        return first + _dt.timedelta(days=(weekday - first.weekday()) % 7 + 7 * (n - 1))
+    last = _dt.date(year + (month == 12), month % 12 + 1, 1) - _dt.timedelta(days=1)
+    return last - _dt.timedelta(days=(last.weekday() - weekday) % 7)
+
+
+def _easter(year: int) -> _dt.date:
+    """Western Easter Sunday (the anonymous Gregorian computus)."""
+    a, b, c = year % 19, year // 100, year % 100
+    d, e = divmod(b, 4)
+    g = (8 * b + 13) // 25
+    h = (19 * a + b - d - g + 15) % 30
+    i, k = divmod(c, 4)
+    x = (32 + 2 * e + 2 * i - h - k) % 7
+    m = (a + 11 * h + 22 * x) // 451
+    month, day = divmod(h + x - 7 * m + 114, 31)
+    return _dt.date(year, month, day + 1)
+
+
+# Holidays a question names instead of a date: the day of a given year. Longer names
+# first ("christmas eve" before "christmas"); US dates for the movable ones.
+_HOLIDAYS: tuple[tuple[str, Callable[[int], _dt.date]], ...] = (
+    (r"christmas eve", lambda y: _dt.date(y, 12, 24)),
+    (r"(?:christmas|xmas)(?: day)?", lambda y: _dt.date(y, 12, 25)),
+    (r"new years? eve", lambda y: _dt.date(y, 12, 31)),
+    (r"new years? day", lambda y: _dt.date(y, 1, 1)),
+    (r"valentines?(?: day)?", lambda y: _dt.date(y, 2, 14)),
+    (r"halloween", lambda y: _dt.date(y, 10, 31)),
+    (r"(?:st\.? |saint )?patricks day", lambda y: _dt.date(y, 3, 17)),
+    (r"independence day", lambda y: _dt.date(y, 7, 4)),
+    (r"thanksgiving(?: day)?", lambda y: _nth_weekday(y, 11, 3, 4)),
+    (r"easter(?: sunday)?", _easter),
+    (r"mothers day", lambda y: _nth_weekday(y, 5, 6, 2)),
+    (r"fathers day", lambda y: _nth_weekday(y, 6, 6, 3)),
+    (r"memorial day", lambda y: _nth_weekday(y, 5, 0, -1)),
+    (r"labou?r day", lambda y: _nth_weekday(y, 9, 0, 1)),
+)
+# Only after a preposition of time ("on Valentine's Day", "at Christmas", "for
+# Thanksgiving"): "a Christmas tree" or "Easter eggs" name no day.
+_HOLIDAY_RES = tuple(
+    (
+        re.compile(
+            r"\b(?:on|at|for|over|during|around|last|this|past)(?: the)? "
+            + name
+            + r"\b(?:,? (?:of )?(\d{4})\b)?"
+        ),
+        day,
+    )
+    for name, day in _HOLIDAYS
+)
+
+
+def _holiday(q: str, now: float) -> tuple[float, float] | None:
+    """The window of a holiday the (lower-case) query names after a preposition of time
+    ("on Valentine's Day", "at Christmas 2022", "for Thanksgiving"): that day, with half a day of slack before and a day after, as a
+    calendar day; without a year, its latest occurrence that began before the question."""
+    text = q.replace("\u2019", "'").replace("'", "")
+    for pattern, day_of in _HOLIDAY_RES:
+        m = pattern.search(text)
+        if m is None:
+            continue
+        asked = _dt.datetime.fromtimestamp(now, _dt.UTC)
+        if m.group(1) is not None:
+            year = int(m.group(1))
+            if not 1900 <= year <= 2200:
+                return None
+            date = day_of(year)
+        else:
+            date = day_of(asked.year)
+            if _dt.datetime(date.year, date.month, date.day, tzinfo=_dt.UTC).timestamp() > now:
+                date = day_of(asked.year - 1)
+        start = _dt.datetime(date.year, date.month, date.day, tzinfo=_dt.UTC).timestamp()
+        return start - _DAY / 2, start + 1.5 * _DAY
+    return None
 
 
 def asks_about_past(query: str) -> bool:

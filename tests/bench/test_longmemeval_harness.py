@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import sys
 from pathlib import Path
 from typing import Any
@@ -171,7 +172,64 @@ def test_bm25_context_is_its_top_10_plus_the_7_newest_pages_and_hits_are_counted
     assert result["per_type"]["single-session-user"]["hits"] == 1
     assert str(tmp_path) not in report["command"]  # no path of this machine in results
     table = capsys.readouterr().out
-    assert "| 4 items, 6 pages |" in table and "| bm25 | 100.0 | 100.0 |" in table
+    assert "| 4 items, 6 pages, all |" in table and "| bm25 | 100.0 | 100.0 |" in table
+    # Two questions of one type in the file (one an abstention): both tune (the 3rd is not).
+    assert report["split"] == {"tune": 2, "validation": 0}
+    assert result["splits"]["tune"]["overall"]["hits"] == 1
+    assert result["official"]["turn"]["tune"]["overall"]["recall_all@5"] == 1.0
+
+
+def test_the_split_is_stratified_by_type_deterministic_and_one_in_three_validation() -> None:
+    items = []
+    for i in range(60):
+        qtype = "temporal-reasoning" if i < 30 else "multi-session"
+        items.append({"question_id": f"q{i}", "question_type": qtype, "question": "?"})
+        items.append({"question": None})  # a distractor at an odd position: no question
+    split = lme.split_of(items)
+    assert len(split) == 60
+    for qtype in ("temporal-reasoning", "multi-session"):
+        ids = [it["question_id"] for it in items if it.get("question_type") == qtype]
+        assert sum(split[i] == "validation" for i in ids) == 10
+    # The same ids give the same split whatever else is in the file.
+    assert lme.split_of(items[:60]) == {k: v for k, v in split.items() if int(k[1:]) < 30}
+
+
+def test_official_metrics_count_every_evidence_unit_and_discount_by_rank() -> None:
+    m = lme.official_metrics([7, 3, 9, 3, 1], frozenset({3, 1}))
+    assert m["recall_any@5"] == 1.0 and m["recall_all@5"] == 1.0
+    # Duplicates are dropped: 3 and 1 at positions 1 and 3 (from 0) of [7, 3, 9, 1],
+    # discounted by log2(position + 1) as the official DCG does; ideal: [1, 1].
+    assert m["ndcg_any@5"] == pytest.approx((1 / math.log2(2) + 1 / math.log2(4)) / (1 + 1))
+    half = lme.official_metrics([3, 8], frozenset({3, 1}))
+    assert half["recall_any@10"] == 1.0 and half["recall_all@10"] == 0.0
+    assert lme.official_metrics([], frozenset({3}))["ndcg_any@10"] == 0.0
+
+
+def test_abstention_questions_are_left_out_of_the_official_metrics(tmp_path: Path) -> None:
+    items = _items()
+    items[0]["question_id"] = "q-dog_abs"
+    hay = lme.build_haystack(items)
+    results = lme.run_length(hay, ["bm25"], work_dir=tmp_path / "w", split={})
+    bm25 = results["bm25"]
+    assert bm25["overall"]["n"] == 1  # ours scores it
+    assert bm25["official"]["turn"]["all"]["overall"] == {"n": 0} | {
+        f"{m}@{k}": None for m in ("recall_any", "recall_all", "ndcg_any") for k in (5, 10)
+    }
+    assert hay.questions[0].sessions == frozenset({"0:0"})
+
+
+def test_the_dense_anchor_is_left_out_with_a_note_when_it_cannot_run(
+    data_file: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv(lme.ENV_MODEL_DIR, raising=False)
+    code = lme.main(
+        ["--data", str(data_file), "--lengths", "4", "--systems", "bm25,minilm-flat"]
+        + ["--out-dir", str(tmp_path), "--quiet", "--model-dir", ""]
+    )
+    assert code == 0
+    report = json.loads((tmp_path / "longmemeval.json").read_text())
+    assert "no MiniLM model directory" in report["skipped_systems"]["minilm-flat"]
+    assert list(report["results"]["4"]) == ["bm25"]
 
 
 def test_the_memory_system_runs_through_its_public_api_as_one_user(tmp_path: Path) -> None:
@@ -192,14 +250,26 @@ def test_targets_compare_with_bm25_per_type_in_questions() -> None:
         n = sum(n for _, n in hits_by_type.values())
         return {"overall": {"n": n, "hits": hits, "recall": hits / n}, "per_type": per_type}
 
-    ours = result({"a": (90, 100), "b": (8, 10)})
+    ours = result({"a": (90, 100), "b": (9, 10)})
     bm25 = result({"a": (70, 100), "b": (10, 10)})
     checks = {
         c["target"]: c for c in lme.check_targets({"500": {"memoryos-hybrid": ours, "bm25": bm25}})
     }
-    assert checks["500 items: >= BM25 + 8 points"]["status"] == "MET"
-    behind = checks["500 items: behind BM25 by at most one question per type"]
-    assert behind["status"] == "MISSED" and "b 8 < 10" in behind["detail"]
+    where = "500 items (all questions)"
+    assert checks[f"{where}: >= 85%"]["status"] == "MET"
+    assert checks[f"{where}: >= BM25 + 10 points"]["status"] == "MET"
+    behind = checks[f"{where}: behind BM25 in no question type"]
+    assert behind["status"] == "MISSED" and "b 9 < 10" in behind["detail"]
+    # With a split, the targets are checked on the validation questions.
+    ours["splits"] = {"tune": ours, "validation": result({"a": (9, 10), "b": (3, 3)})}
+    bm25["splits"] = {"tune": bm25, "validation": result({"a": (8, 10), "b": (3, 3)})}
+    checks = {
+        c["target"]: c for c in lme.check_targets({"500": {"memoryos-hybrid": ours, "bm25": bm25}})
+    }
+    where = "500 items (validation questions)"
+    assert checks[f"{where}: >= 85%"]["status"] == "MET"  # 12 of 13
+    assert checks[f"{where}: >= BM25 + 10 points"]["status"] == "MISSED"
+    assert checks[f"{where}: behind BM25 in no question type"]["status"] == "MET"
     assert checks["200 items: >= 92%"]["status"] == "NOT RUN"
 
 
@@ -241,3 +311,22 @@ def test_kept_data_is_reused_with_the_same_answers_and_refused_for_other_setting
             keep_data=kept,
             memory_config={"stm_capacity": 3},
         )
+
+
+def test_the_as_of_bm25_anchor_leaves_out_pages_stamped_after_the_question(
+    tmp_path: Path,
+) -> None:
+    items = _items()
+    # The last distractor's session is written two weeks after the question is asked.
+    items[3]["haystack_dates"] = ["2023/06/13 (Tue) 09:00"]
+    items[3]["haystack_sessions"][0][0]["content"] = "My dog Biscuit learned the name game."
+    hay = lme.build_haystack(items)
+    late = hay.pages[-1].index
+    plain = lme._make_system("bm25", tmp_path, {})
+    as_of = lme._make_system("bm25-asof", tmp_path, {})
+    for system in (plain, as_of):
+        system.ingest(hay)
+    question = hay.questions[0]
+    assert late in plain.context(question)[1]
+    assert late not in as_of.context(question)[1]
+    assert as_of.describe()["as_of_slack_seconds"] == 2 * 86_400.0

@@ -76,6 +76,7 @@ def test_every_kind_has_a_versioned_template_that_shows_the_shape() -> None:
         "persona_update",
         "segment_persona",
         "chat_reply",
+        "rerank",
     }
     for kind, spec in PROMPTS.items():
         assert spec.version >= 1

@@ -7,6 +7,7 @@ from __future__ import annotations
 import datetime as dt
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from strategies import basis_vector
@@ -281,6 +282,33 @@ def test_a_strong_exact_match_survives_fusion() -> None:
         now=NOW,
     )
     assert "p30" in _ids(hits)
+
+
+def test_a_page_written_after_the_moment_of_the_question_is_not_returned(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import memoryos_actors.tiers.hybrid as hybrid
+
+    monkeypatch.setattr(hybrid, "AS_OF_SLACK_SECONDS", 2 * DAY)
+    mtm = _core()
+    mtm.insert(_says(1, "I adopted a cat named Miso", NOW - 30 * DAY), e(1))
+    # The same words, stamped later on the question's day and a week after it.
+    mtm.insert(_says(2, "My cat Miso chased a moth", NOW + DAY / 2), e(1))
+    mtm.insert(_says(3, "My cat Miso is named after soup, a cat named Miso", NOW + 7 * DAY), e(1))
+    hits = mtm.search(
+        e(1), frozenset({"cat", "miso"}), top_k=5, mode="hybrid", query_text="my cat Miso", now=NOW
+    )
+    assert sorted(_ids(hits)) == ["p1", "p2"]
+    # Asked a week later, every page is a memory.
+    later = mtm.search(
+        e(1),
+        frozenset({"cat", "miso"}),
+        top_k=5,
+        mode="hybrid",
+        query_text="my cat Miso",
+        now=NOW + 7 * DAY,
+    )
+    assert sorted(_ids(later)) == ["p1", "p2", "p3"]
 
 
 _WORDS = ["apple", "river", "tiger", "violin", "garden", "rocket", "pepper", "silver"]

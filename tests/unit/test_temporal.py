@@ -37,6 +37,25 @@ def test_relative_references_are_windows_before_the_question() -> None:
     assert start < NOW - 14 * DAY < end < NOW
 
 
+def test_a_holiday_after_a_preposition_names_its_latest_day_before_the_question() -> None:
+    # NOW is 2023-06-15: this year's Valentine's Day and Easter (April 9) have passed,
+    # this year's Christmas and Thanksgiving have not.
+    day = _utc(2023, 2, 14)
+    assert time_window("Which airline did I fly with on Valentine’s Day?", NOW) == (
+        day - DAY / 2,
+        day + 1.5 * DAY,
+    )
+    assert time_window("what did we eat over Easter", NOW)[0] == _utc(2023, 4, 9) - DAY / 2
+    assert time_window("who came for Thanksgiving?", NOW)[0] == _utc(2022, 11, 24) - DAY / 2
+    assert time_window("gifts I got at Christmas 2021", NOW)[0] == _utc(2021, 12, 25) - DAY / 2
+    assert time_window("my plans for Mother's Day", NOW)[0] == _utc(2023, 5, 14) - DAY / 2
+
+
+def test_a_holiday_used_as_a_word_names_no_day() -> None:
+    assert time_window("How many Christmas gifts did I wrap?", NOW) is None
+    assert time_window("Where did I put the Easter eggs?", NOW) is None
+
+
 def test_a_query_without_a_time_reference_has_no_window() -> None:
     assert time_window("what is my dog called", NOW) is None
     assert time_window("room 2023b", NOW) is None
