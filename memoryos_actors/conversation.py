@@ -167,12 +167,17 @@ class Conversation:
         _check_new_id(_check_user_id(user_id))
         _check_new_id(_check_text(assistant_id, "assistant_id", MAX_ID_BYTES), "assistant_id")
         answer = self.reply(user_id, query, assistant_id, fallback=fallback)
+        self._store_chat(user_id, query, answer, assistant_id)
+        return answer
+
+    def _store_chat(self, user_id: str, query: str, answer: ChatReply, assistant_id: str) -> None:
+        """Store a chat's turn and count it (a degraded reply logged with its reason)."""
+        core = self._core
         self.add_turn(user_id, query, answer.text, assistant_id=assistant_id)
         core.metrics.inc("chats")
         if answer.degraded:
             core.metrics.inc("degraded_chats")
             log.warning("chat.degraded", reason=answer.reason)
-        return answer
 
     def chat_stream(
         self, user_id: str, query: str, assistant_id: str = "default", *, fallback: bool = True
@@ -224,11 +229,7 @@ class Conversation:
         if done is None:  # abandoned from another thread while a piece was awaited
             return None
         answer = ChatReply(str(done.data["reply"]), done.degraded, done.reason, done.backend)
-        self.add_turn(user_id, query, answer.text, assistant_id=assistant_id)
-        core.metrics.inc("chats")
-        if answer.degraded:
-            core.metrics.inc("degraded_chats")
-            log.warning("chat.degraded", reason=answer.reason)
+        self._store_chat(user_id, query, answer, assistant_id)
         return answer
 
     def reply(

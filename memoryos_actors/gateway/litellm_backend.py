@@ -224,6 +224,12 @@ class LiteLLMBackend:
         key = self._api_key()
         return [key] if key else []
 
+    def _transport_error(self, exc: BaseException) -> ProviderCallError:
+        """What a transport failure of the HTTP path is: a timeout, or classified."""
+        if isinstance(exc, asyncio.TimeoutError):
+            return ProviderCallError("provider call failed: timeout", category="timeout")
+        return classify_error(exc, self._key_list())
+
     # ---------------------------------------------------------------- validation
 
     @staticmethod
@@ -366,11 +372,7 @@ class LiteLLMBackend:
             elif status == 200 and json_mode:
                 self._json_ok = True
         except Exception as exc:  # noqa: BLE001 - every transport error is classified
-            if isinstance(exc, asyncio.TimeoutError):
-                raise ProviderCallError(
-                    "provider call failed: timeout", category="timeout"
-                ) from None
-            raise classify_error(exc, self._key_list()) from None
+            raise self._transport_error(exc) from None
         if status != 200:
             raise classify_error(HTTPStatusError(status, headers, raw), self._key_list())
         try:
@@ -413,11 +415,7 @@ class LiteLLMBackend:
         except ProviderCallError:
             raise
         except Exception as exc:  # noqa: BLE001 - every transport error is classified
-            if isinstance(exc, asyncio.TimeoutError):
-                raise ProviderCallError(
-                    "provider call failed: timeout", category="timeout"
-                ) from None
-            raise classify_error(exc, self._key_list()) from None
+            raise self._transport_error(exc) from None
         finally:
             await pieces.aclose()
 
