@@ -210,7 +210,7 @@ class MemoryConfig:
     cache_size: int = _f(4096, "LRU cache entries")
     embed_coalesce_ms: float = _f(2.0, "window to batch embedding requests, milliseconds")
     gateway_workers: int = _f(
-        2, "gateway dispatcher actors (they hand jobs to the async core; not a call limit)"
+        2, "gateway worker actors: their backlog slots bound the jobs in flight (not a call limit)"
     )
     retrieval_workers: int = _f(4, "retrieval actors (retrievals served in parallel)")
     fsync: FsyncMode = _f("interval", '"always", "interval" or "never"')
