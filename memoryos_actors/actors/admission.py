@@ -193,11 +193,18 @@ class FairGate:
             event.set()
 
     def _free_pass(self, user: str) -> bool:
-        """Under the limit, or ``user`` below its fair share of it (lock held)."""
+        """Under the limit, or ``user`` below its fair share of it and the total under
+        twice the limit (lock held). Without that second bound every newcomer's share
+        (at least one page) came on top: many users arriving one after another took the
+        total past any multiple of the limit. Whoever waits for it is let in fewest-queued
+        first, so a newcomer still goes ahead of the users that have pages queued."""
         if self._total < self.limit:
             return True
-        share = self.limit // max(1, len(self._queued))
-        return self._queued.get(user, 0) < share
+        if self._total >= 2 * self.limit:
+            return False
+        queued = self._queued
+        share = self.limit // (len(queued) + (0 if user in queued else 1))
+        return queued.get(user, 0) < share
 
     def enter(self, user: str, timeout: float) -> None:
         """Wait until the process has room for ``user``'s next page, in fair order.

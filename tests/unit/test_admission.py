@@ -6,7 +6,7 @@ import threading
 import time
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from memoryos_actors import Overloaded
@@ -244,6 +244,9 @@ def test_waiting_writers_are_let_through_fewest_queued_user_first() -> None:
         max_size=200,
     )
 )
+# Found by hypothesis: newcomers one after another, each let in on its own fair share
+# (at least one page), took the total to 13 with a limit of 6.
+@example(ops=[("w3", 3), ("w3", 3), ("w4", 3), ("w1", 2), ("w2", 1), ("w5", 1)])
 def test_the_gate_total_stays_bounded_by_twice_its_limit(ops: list[tuple[str, int]]) -> None:
     """Writers add a page only after the gate let them in at once; placements take pages
     away. The total never exceeds twice the limit (the limit itself, plus each user's fair
