@@ -350,8 +350,15 @@ def test_mtm_holds_gateway_jobs_while_the_gateway_is_full_and_sends_them_later(o
     assert segments
     gateway = mem._core.gateway  # noqa: SLF001 - fill every worker's backlog by hand
     slots = []
-    while (slot := gateway.try_reserve()) is not None:
-        slots.append(slot)
+    # Every slot held by this test: a job still in flight (a debounced summary that fired
+    # after the flush) frees its slot when it ends, and MTM could take that one.
+    deadline = time.monotonic() + 10.0
+    while True:
+        while (slot := gateway.try_reserve()) is not None:
+            slots.append(slot)
+        if gateway.pending == len(slots) or time.monotonic() > deadline:
+            break
+        time.sleep(0.01)
     mtm = mem.registry.require(actor_names("m")[1])
     try:
         for seg in segments:
