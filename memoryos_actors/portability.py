@@ -11,17 +11,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import structlog
-
 from .actors import persist
 from .actors.base import (
     actor_names,
 )
-from .actors.protocol import GetState, Ping
+from .actors.protocol import GetState
 from .directory import UserPhase
 from .errors import (
     InvalidInput,
-    MemoryOSError,
     Overloaded,
 )
 from .import_check import check_export
@@ -38,8 +35,6 @@ if TYPE_CHECKING:
     from .activation import Lifecycle
     from .barrier import Barriers
     from .core import SystemCore
-
-log = structlog.get_logger("memoryos.system")
 
 
 __all__ = ["Portability", "rename_assistants"]
@@ -178,13 +173,8 @@ class Portability:
             if was_active:
                 self._lifecycle.stop_group(entry, snapshot=False)
             removed = UserStore.remove(self._core.data_dir, uid)
-            # Jobs told to the gateway before the group stopped finish first (a mailbox
-            # barrier), so none of them caches this user's text after the purge.
-            for name in self._core.gateway.worker_names:
-                try:
-                    self._core.ask(name, Ping())
-                except MemoryOSError as exc:
-                    log.warning("forget.gateway_barrier_failed", worker=name, error=repr(exc))
+            # The group's actors started their gateway jobs themselves, before they
+            # stopped (GatewayClient.submit): no job of this user waits in a mailbox.
             purged = self._core.gateway_service.purge_user(uid)
             purged["degraded_records"] = self._core.gateway.purge_user(uid)
         finally:

@@ -75,7 +75,7 @@ class SupervisionTree:
         gateway_children = [
             ChildSpec(
                 id=name,
-                start=functools.partial(GatewayWorker.start, name, core.gateway, reg),
+                start=functools.partial(GatewayWorker.start, name, core.gateway),
                 name=name,
             )
             for name in core.gateway.worker_names

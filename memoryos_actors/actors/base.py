@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import structlog
 
 from supervisor import SafeCondition
 
@@ -26,6 +27,8 @@ from ..errors import Overloaded
 from ..store.paths import ASSISTANT_PREFIX
 from .admission import DrainLimit
 from .persist import recover
+
+log = structlog.get_logger("memoryos.gateway")
 
 if TYPE_CHECKING:
     from supervisor import Registry
@@ -650,7 +653,7 @@ class GatewayClient:
             return False
         except MemoryOSError as exc:
             self.release(slot)
-            _log().error("gateway.job_refused", kind=job.kind, user=job.user_id, error=repr(exc))
+            log.error("gateway.job_refused", kind=job.kind, user=job.user_id, error=repr(exc))
             return True
         self.submitted += 1
         future.add_done_callback(functools.partial(self._deliver, job, slot))
@@ -663,7 +666,7 @@ class GatewayClient:
         try:
             if future.cancelled() or future.exception() is not None:
                 if not future.cancelled():
-                    _log().error(
+                    log.error(
                         "gateway.job_failed",
                         kind=job.kind,
                         user=job.user_id,
@@ -679,12 +682,6 @@ class GatewayClient:
             )
         finally:
             self.release(slot)
-
-
-def _log() -> Any:
-    import structlog
-
-    return structlog.get_logger("memoryos.gateway")
 
 
 class Preload:

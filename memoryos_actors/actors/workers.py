@@ -24,7 +24,6 @@ from ..text import keywords
 from ..tiers.context import build_context
 from .base import GatewayClient, actor_names, persona_owner
 from .protocol import (
-    CompletionJob,
     HeatTick,
     LPMSearch,
     MTMSearch,
@@ -66,20 +65,15 @@ class GatewayWorker(SupervisedActor):
     Jobs are started on the gateway's async core by the asker itself
     (:meth:`GatewayClient.submit`), so a worker's mailbox holds no job; a worker exists so
     that the pool's restarts and the system's close stop new jobs (a job reserved on a
-    worker that is not running is not started), and as a barrier (``Ping``) for the jobs
-    started before it. A ``CompletionJob`` told to it is started the same way.
+    worker that is not running is not started).
     """
 
-    def __init__(self, name: str, client: GatewayClient, registry: Registry) -> None:
+    def __init__(self, name: str, client: GatewayClient) -> None:
         super().__init__()
         self.name = name
         self.client = client
-        self.registry = registry
 
     def on_receive(self, message: object) -> object:
-        if isinstance(message, CompletionJob):
-            self.client.submit(message, self.name)
-            return None
         if isinstance(message, Ping):
             return None
         raise TypeError(f"gateway worker got an unknown message: {type(message).__name__}")
