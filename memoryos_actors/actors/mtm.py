@@ -104,6 +104,10 @@ class MTMActor(SupervisedActor):
         self.summary_timers: dict[str, TimerRef] = {}
         #: Pages each segment gathered since its summary was last asked for.
         self.unsummarised: dict[str, int] = {}
+        #: How many of the user's deletions this tier's segment summaries have seen (their
+        #: segments' summaries cleared and asked for again): recovery scrubs only the
+        #: summaries the later ones name, not a summary asked for after a deletion.
+        self.deletions_seen = 0
         #: Evicted segments and pages on their way to the archive (and the pages it holds).
         self.outbox = ArchiveOutbox(env)
         #: Promoted segments whose persona update is not asked for yet, oldest first.
@@ -271,7 +275,12 @@ class MTMActor(SupervisedActor):
             return None
         if isinstance(message, ApplyEdit):
             rec = message.record
-            return self.drop_deleted(rec.pages, (rec.memory_id,), rec.segments)
+            edits = self.env.store.edits
+            # The segments of every deletion logged since this tier last looked (one the
+            # facade logged without telling this tier, if any, too), then all seen.
+            segments = set(rec.segments) | edits.segments_scrubbed_after(self.deletions_seen)
+            self.deletions_seen = edits.deletions
+            return self.drop_deleted(rec.pages, (rec.memory_id,), sorted(segments))
         if isinstance(message, MTMSearch):
             hits = self._search(message)
             if self.core.rules.promote_on_retrieval and hits.segments:

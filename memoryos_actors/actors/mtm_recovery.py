@@ -77,7 +77,14 @@ def finish_recovery(actor: MTMActor) -> None:
     else:
         actor.catch_up(upto, recovered.replay)
     edits = env.store.edits
-    actor.drop_deleted(edits.deleted_pages, edits.deleted, edits.scrub_segments)
+    # Summaries in the snapshot were asked for after the deletions its MTM had seen: only
+    # the segments of later deletions may quote a deleted page (a state without the count,
+    # or no state: every deletion's).
+    seen = int((work or {}).get("deletions_seen", 0))
+    actor.drop_deleted(
+        edits.deleted_pages, edits.deleted, sorted(edits.segments_scrubbed_after(seen))
+    )
+    actor.deletions_seen = edits.deletions
     if not actor.complete:
         return  # the catch-up stopped early; the files still hold everything
     if work:
@@ -142,6 +149,7 @@ def work_state(actor: MTMActor) -> dict[str, Any]:
         "persona_queue": [segment.to_dict() for segment in actor.persona_queue],
         "jobs": actor.jobs.state(),
         "unarchived": actor.outbox.owed_state(),
+        "deletions_seen": actor.deletions_seen,
     }
 
 

@@ -87,6 +87,10 @@ class EditLog:
         self.scrub_chains: dict[str, list[tuple[int, int]]] = {}
         #: Segments whose summary may quote a deleted page.
         self.scrub_segments: set[str] = set()
+        #: The segments each deletion named, in the order of the deletions: a tier that
+        #: knows how many deletions its state has seen scrubs only the later ones'
+        #: (:meth:`segments_scrubbed_after`).
+        self._scrubs_by_delete: list[tuple[str, ...]] = []
         self._keys: set[tuple[int, str, str, float]] = set()
         for rec in records:
             self.add(rec)
@@ -128,6 +132,7 @@ class EditLog:
             for chain, seq, upto in edit.chains:
                 self.scrub_chains.setdefault(chain, []).append((seq, upto))
             self.scrub_segments.update(edit.segments)
+            self._scrubs_by_delete.append(tuple(edit.segments))
         elif edit.op == "correct":
             if mid in self.deleted and not mid.startswith("trait:"):
                 # A correction that raced the deletion and was logged after it (the LPM
@@ -207,6 +212,16 @@ class EditLog:
         """A page's map (``Page.to_dict``) with its chain summary cleared if it may quote a
         deleted page (the map itself when not)."""
         return scrub_page_map(page, self.scrubbed)
+
+    @property
+    def deletions(self) -> int:
+        """How many deletions the log holds (each counted once)."""
+        return len(self._scrubs_by_delete)
+
+    def segments_scrubbed_after(self, seen: int) -> set[str]:
+        """The segments named by the deletions after the first ``seen`` (a tier's state
+        that has seen ``seen`` deletions holds no summary older than those)."""
+        return {seg for segs in self._scrubs_by_delete[max(seen, 0) :] for seg in segs}
 
     def deleted_segments(self) -> set[str]:
         """Ids of the segments deleted whole (``s3``)."""

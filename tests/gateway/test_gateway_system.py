@@ -306,3 +306,35 @@ def test_a_flooded_users_placement_queue_holds_half_a_second_of_work_not_256_pag
             elif rec["t"] == "page":
                 placed.add(rec["page"]["page_id"])
         assert placed == set(acked[: len(acked) - cfg.stm_capacity])
+
+
+def test_a_summary_asked_for_after_a_deletion_is_kept_at_the_next_start_not_asked_again(
+    open_mem: Callable[..., MemoryOS], server: FakeOpenAIServer
+) -> None:
+    # Deleting a page clears the summary of the segment that held it (it may quote the
+    # page) and asks for a new one from the pages left. That new summary is the segment's
+    # from then on: a restart must not clear it and pay the provider for it again (every
+    # start did, for every segment a deletion ever named).
+    cfg = _config(server, summary_every_pages=2)
+    mem = open_mem(cfg)
+    for i in range(10):
+        mem.add_turn("d", f"My garden plan, step {i}: the tomatoes and the basil", f"Noted {i}.")
+    mem.flush()
+    held = {m.memory_id: m for m in mem.memories("d", kinds=["page"])}
+    assert "page:p2" in held and held["page:p2"].tier == "mtm"
+    segment = f"segment:{held['page:p2'].segment_id}"
+    before_delete = len(_requests(server, "segment_summary"))
+    mem.delete_memory("d", "page:p2")
+    mem.flush()
+    assert len(_requests(server, "segment_summary")) > before_delete  # asked for again
+    summary = {m.memory_id: m.text for m in mem.memories("d", kinds=["segment"])}[segment]
+    assert summary
+    mem.close()
+    asked = len(_requests(server, "segment_summary"))
+    for _ in range(2):
+        again = open_mem(cfg)
+        shown = {m.memory_id: m.text for m in again.memories("d", kinds=["segment"])}
+        again.flush()
+        again.close()
+        assert shown[segment] == summary
+        assert len(_requests(server, "segment_summary")) == asked

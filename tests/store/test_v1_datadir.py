@@ -50,6 +50,12 @@ def test_a_v1_data_directory_answers_as_it_did_when_written(tmp_path: Path) -> N
         # A KBEntry has grown a remembered fact's origin and metadata (#44): a v1
         # directory has none, so they are empty, and compared without them.
         got[user]["user_state"] = _without_new_entry_fields(got[user]["user_state"])
+        # MTM's owed work has grown the count of deletions its summaries have seen: at
+        # activation it has seen every deletion the user's edits hold.
+        state = got[user]["export"]["payload"]["state"]
+        work = state["mtm"]["work"]
+        deletions = [e for e in state["lpm"]["edits"] if e["op"] == "delete"]
+        assert work.pop("deletions_seen") == len(deletions), user
         for part in ("user_state", "retrieve", "export"):
             assert got[user][part] == want[user][part], (user, part)
 
