@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["STOPWORDS", "keywords", "split_sentences", "tokenize"]
+__all__ = ["STOPWORDS", "keyword_counts", "keywords", "split_sentences", "tokenize", "top_keywords"]
 
 # Unicode letters/digits, allowing inner apostrophes so "i'm" and "don't" stay one token.
 _TOKEN_RE = re.compile(r"[^\W_]+(?:['\u2019][^\W_]+)*", re.UNICODE)
@@ -290,7 +290,14 @@ def keywords(text: str, limit: int = 12) -> frozenset[str]:
     """
     if limit <= 0:
         return frozenset()
-    counts: dict[str, int] = {}  # in first-occurrence order
+    return top_keywords(keyword_counts(text), limit)
+
+
+def keyword_counts(text: str) -> dict[str, int]:
+    """How often each keyword candidate of ``text`` occurs, in first-occurrence order: the
+    counts :func:`keywords` ranks. The counts of texts joined by spaces are the counts of
+    each text merged in order (a token never spans a space)."""
+    counts: dict[str, int] = {}
     for tok in tokenize(text):
         if tok in STOPWORDS:
             continue
@@ -300,6 +307,14 @@ def keywords(text: str, limit: int = 12) -> frozenset[str]:
         elif len(tok) == 1 and tok.isascii():
             continue
         counts[tok] = counts.get(tok, 0) + 1
+    return counts
+
+
+def top_keywords(counts: dict[str, int], limit: int = 12) -> frozenset[str]:
+    """The ``limit`` most frequent of ``counts`` (:func:`keyword_counts`), ties broken by
+    first occurrence."""
+    if limit <= 0:
+        return frozenset()
     if len(counts) <= limit:
         return frozenset(counts)
     # A stable sort (reverse keeps it stable) leaves equal counts in first-occurrence order.

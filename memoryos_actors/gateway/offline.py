@@ -9,6 +9,7 @@ from keyword cues. Its :attr:`name` says so.
 from __future__ import annotations
 
 import functools
+import hashlib
 import re
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -18,7 +19,14 @@ import numpy as np
 from memoryos_actors.gateway.base import BackendResult
 from memoryos_actors.gateway.embedders import HashingEmbedder
 from memoryos_actors.gateway.prompts import validate_output, validate_payload
-from memoryos_actors.text import STOPWORDS, keywords, split_sentences, tokenize
+from memoryos_actors.text import (
+    STOPWORDS,
+    keyword_counts,
+    keywords,
+    split_sentences,
+    tokenize,
+    top_keywords,
+)
 
 __all__ = ["OFFLINE_NAME", "OfflineBackend"]
 
@@ -27,6 +35,10 @@ OFFLINE_NAME = "offline (extractive, no LLM)"
 _CHAIN_MAX_CHARS = 600
 _SNIPPET_CHARS = 200
 _SUMMARY_SENTENCES = 3
+#: Texts whose features (embedding row, token count, keyword counts) the backend keeps: a
+#: segment's summary is asked for again as it grows, over the same sentences, and each
+#: batch of page meta compares its first page with the last one of the batch before.
+_MEMO_MAX = 4096
 
 # First-person statement openers -> third-person rewrite. Order matters: longer first.
 _FACT_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
@@ -181,6 +193,11 @@ def _page_text(page: Any) -> tuple[str, str]:
     return str(page.get("query", "") or ""), str(page.get("response", "") or "")
 
 
+def _digest(text: str) -> bytes:
+    """A memo key for ``text`` (the text itself is not kept)."""
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+
+
 def _snip(text: str, limit: int = _SNIPPET_CHARS) -> str:
     text = " ".join(text.split())
     return text if len(text) <= limit else text[: limit - 1].rstrip() + "\u2026"
@@ -203,6 +220,11 @@ class OfflineBackend:
         self._emb = embedder or HashingEmbedder(256)
         self.continuity_threshold = continuity_threshold
         self._trait_names: list[str] | None = None
+        # Keyed by a digest of the text (no text is kept), bounded by clearing when full.
+        # Each value depends on its text only, so an answer is the one computed afresh.
+        self._rows: dict[bytes, np.ndarray] = {}
+        self._counts: dict[bytes, dict[str, int]] = {}
+        self._lengths: dict[bytes, int] = {}
 
     # -- protocol ---------------------------------------------------------------------
 
@@ -250,7 +272,7 @@ class OfflineBackend:
         """
         texts = [" ".join(_page_text(p)).strip() for p in pages]
         prev_text = " ".join(_page_text(prev)).strip() if prev else ""
-        kws = [keywords(t) for t in texts]
+        kws = [self._keywords(t) for t in texts]
         # Embeddings are needed only where a page and the page before it both have text.
         owners = [prev, *pages[:-1]]
         befores = [prev_text, *texts[:-1]]
@@ -263,10 +285,10 @@ class OfflineBackend:
                     if j not in rows:
                         rows[j] = len(wanted)
                         wanted.append(befores[i] if j == i else texts[i])
-        emb = self._emb.embed(wanted) if wanted else None
+        emb = self._embed(wanted) if wanted else None
         out: list[dict[str, Any]] = []
         chain = prev_chain
-        prev_kws = keywords(prev_text) if need and need[0] else frozenset()
+        prev_kws = self._keywords(prev_text) if need and need[0] else frozenset()
         for i, page in enumerate(pages):
             q, r = _page_text(page)
             continues = False
@@ -316,9 +338,14 @@ class OfflineBackend:
             sentences.extend(split_sentences(q))
             sentences.extend(split_sentences(r))
         summary = " ".join(_snip(s) for s in self._central(sentences, _SUMMARY_SENTENCES))
+        # The keywords of the texts joined by spaces, from each text's counts.
+        counts: dict[str, int] = {}
+        for text in texts:
+            for tok, n in self._keyword_counts(text).items():
+                counts[tok] = counts.get(tok, 0) + n
         return {
             "summary": summary or "(empty segment)",
-            "keywords": sorted(keywords(" ".join(texts))),
+            "keywords": sorted(top_keywords(counts)),
         }
 
     def _persona_update(self, payload: dict[str, Any]) -> dict[str, Any]:
@@ -362,16 +389,61 @@ class OfflineBackend:
 
     # -- helpers ------------------------------------------------------------------------
 
+    def _embed(self, texts: Sequence[str]) -> np.ndarray:
+        """The embedding of ``texts`` (a row each, as one embedder call gives), the rows of
+        texts met lately taken from the memo."""
+        memo = self._rows
+        keys = [_digest(t) for t in texts]
+        rows: list[np.ndarray | None] = [memo.get(k) for k in keys]
+        # Each text not met yet once (a segment repeats its "Thanks!"s), in first order.
+        missing = list(dict.fromkeys(keys[i] for i, row in enumerate(rows) if row is None))
+        if missing:
+            first = {k: i for i, k in reversed(list(enumerate(keys)))}
+            fresh = self._emb.embed([texts[first[k]] for k in missing])
+            found = {k: fresh[j].copy() for j, k in enumerate(missing)}
+            if len(memo) + len(found) > _MEMO_MAX:
+                memo.clear()
+            if len(found) <= _MEMO_MAX:
+                memo.update(found)
+            rows = [found[k] if row is None else row for k, row in zip(keys, rows, strict=True)]
+        return np.stack(rows)  # type: ignore[arg-type]
+
+    def _keyword_counts(self, text: str) -> dict[str, int]:
+        """:func:`~memoryos_actors.text.keyword_counts` of ``text`` (memoised; not to be
+        changed by the caller)."""
+        key = _digest(text)
+        counts = self._counts.get(key)
+        if counts is None:
+            counts = keyword_counts(text)
+            if len(self._counts) >= _MEMO_MAX:
+                self._counts.clear()
+            self._counts[key] = counts
+        return counts
+
+    def _keywords(self, text: str) -> frozenset[str]:
+        return top_keywords(self._keyword_counts(text))
+
+    def _length(self, text: str) -> int:
+        """How many tokens ``text`` has (memoised)."""
+        key = _digest(text)
+        n = self._lengths.get(key)
+        if n is None:
+            n = len(tokenize(text))
+            if len(self._lengths) >= _MEMO_MAX:
+                self._lengths.clear()
+            self._lengths[key] = n
+        return n
+
     def _central(self, sentences: Sequence[str], n: int) -> list[str]:
         """The ``n`` sentences closest to the centroid, in their original order."""
         sentences = [s for s in sentences if s.strip()]
         if len(sentences) <= n:
             return list(sentences) or [""]
-        e = self._emb.embed(sentences)
+        e = self._embed(sentences)
         centroid = e.mean(axis=0)
         scores = e @ centroid
         # Prefer informative sentences: a one-word "Thanks!" can sit near any centroid.
-        lengths = np.array([len(tokenize(s)) for s in sentences], dtype=np.float32)
+        lengths = np.array([self._length(s) for s in sentences], dtype=np.float32)
         scores = scores * np.minimum(1.0, lengths / 6.0)
         top = sorted(np.argsort(-scores, kind="stable")[:n].tolist())
         return [sentences[i] for i in top]

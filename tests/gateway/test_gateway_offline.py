@@ -208,3 +208,54 @@ def test_page_meta_batch_embeds_each_page_once_in_one_call() -> None:
     assert sorted(emb.calls[0]) == sorted(
         ["tennis again sure", *(f"{p['query']} {p['response']}" for p in pages)]
     )
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(_PAGE, min_size=2, max_size=12), st.integers(1, 6))
+def test_a_backend_that_met_the_texts_before_answers_as_a_fresh_one(
+    pages: list[dict[str, str]], step: int
+) -> None:
+    # A segment's summary is asked for again as it grows, and each meta batch compares its
+    # first page with the last one before: the features of texts met before are kept.
+    warm = OfflineBackend()
+    for end in range(step, len(pages) + 1, step):
+        grown = {"pages": pages[:end]}
+        assert warm.complete("segment_summary", grown) == OfflineBackend().complete(
+            "segment_summary", grown
+        )
+        batch = {
+            "pages": pages[end - step : end],
+            "previous_page": pages[end - step - 1] if end > step else None,
+            "previous_meta_chain": "earlier",
+        }
+        assert warm.complete("page_meta_batch", batch) == OfflineBackend().complete(
+            "page_meta_batch", batch
+        )
+
+
+def test_a_growing_segments_summary_embeds_only_its_new_sentences() -> None:
+    emb = _CountingEmbedder()
+    backend = OfflineBackend(embedder=emb)
+    pages = [
+        page(f"I planted {kind} seeds today. They need sun.", f"Water the {kind} daily.")
+        for kind in ("tomato", "basil", "pepper", "mint")
+    ]
+    backend.complete("segment_summary", {"pages": pages[:3]})
+    backend.complete("segment_summary", {"pages": pages})
+    # "They need sun." was met before too: only the texts never met are embedded.
+    assert emb.calls[1] == ["I planted mint seeds today.", "Water the mint daily."]
+    assert sum(len(c) for c in emb.calls) == len({t for c in emb.calls for t in c})
+
+
+def test_the_memo_is_bounded_and_holds_no_text(monkeypatch: Any) -> None:
+    import memoryos_actors.gateway.offline as offline
+
+    monkeypatch.setattr(offline, "_MEMO_MAX", 8)
+    backend = OfflineBackend()
+    for i in range(40):
+        backend.complete(
+            "segment_summary",
+            {"pages": [page(f"Secret plan {i}. Step one.", f"Noted {i}. Fine."), page("a", "b")]},
+        )
+        assert len(backend._rows) <= 8 and len(backend._counts) <= 8
+    assert all(isinstance(k, bytes) and b"Secret" not in k for k in backend._rows)
