@@ -142,7 +142,12 @@ def _choice(obj: Any, name: str, choices: tuple[Any, ...]) -> None:
 _T = TypeVar("_T", bound="_Record")
 
 
+_PLAIN = frozenset((str, int, float, bool, type(None)))
+
+
 def _encode(value: Any) -> Any:
+    if type(value) in _PLAIN:
+        return value
     if isinstance(value, _Record):
         return value.to_dict()
     if isinstance(value, frozenset):
@@ -216,6 +221,10 @@ def _plan(
     return plan
 
 
+#: Each record class's field names, in order (read once per class).
+_FIELD_NAMES: dict[type, tuple[str, ...]] = {}
+
+
 class _Record:
     """Mixin of every message: dict conversion driven by the type hints."""
 
@@ -223,10 +232,11 @@ class _Record:
 
     def to_dict(self) -> dict[str, Any]:
         """Plain msgpack-friendly values: frozensets as sorted lists, tuples as lists."""
-        return {
-            f.name: _encode(getattr(self, f.name))
-            for f in dataclasses.fields(self)  # type: ignore[arg-type]
-        }
+        cls = type(self)
+        names = _FIELD_NAMES.get(cls)
+        if names is None:
+            names = _FIELD_NAMES[cls] = tuple(f.name for f in dataclasses.fields(cls))  # type: ignore[arg-type]
+        return {name: _encode(getattr(self, name)) for name in names}
 
     @classmethod
     def from_dict(cls: type[_T], d: Mapping[str, Any]) -> _T:
