@@ -64,11 +64,16 @@ def stem(word: str) -> str:
 
     Deliberately small and predictable (no dictionary): "hiking", "hiked", "hikes" and
     "hike" all give "hik"; "stories" gives "story"; "running" gives "run"; "glass" stays.
-    Non-ASCII words are left as they are.
+    A possessive "'s" goes first: "kitchen's" and "colleague's" are the words "kitchen"
+    and "colleague" (before, they kept an apostrophe, "kitchen'", and never matched the
+    bare word; the pronoun contractions, "it's", "that's", are stop words and never get
+    here). Non-ASCII words are left as they are (after the possessive).
 
     Memoised (the 32,768 words last used): a conversation's words repeat, and every page
     written or searched has its hundreds of words stemmed.
     """
+    if word.endswith("'s") and len(word) > 2:
+        word = word[:-2]
     if not word.isascii() or len(word) <= 3:
         return word
     base = word

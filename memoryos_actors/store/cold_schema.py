@@ -224,8 +224,10 @@ def fill_cand(db: sqlite3.Connection, batch: int = 1000) -> None:
     db.execute("CREATE INDEX IF NOT EXISTS cand_seq ON cand(seq)")
 
 
-FORMAT = 2
-"""The cold index's format number (in its meta table); a file of another is rebuilt."""
+FORMAT = 3
+"""The cold index's format number (in its meta table); a file of another is rebuilt.
+3: index terms drop a possessive "'s" (:func:`~memoryos_actors.lexicon.stem`), so the
+terms stored by format 2 ("kitchen'") are made again from the archive."""
 
 
 def create_schema(db: sqlite3.Connection, user_id: str, n_edits: int) -> None:

@@ -643,3 +643,21 @@ def test_a_facts_search_runs_while_the_main_connection_is_busy(tmp_path: Path) -
             release.set()
             holder.join()
             searcher.join()
+
+
+def test_an_index_of_the_format_before_possessives_is_rebuilt_with_the_bare_words(
+    tmp_path: Path,
+) -> None:
+    # Format 2 stored "kitchen's" as the term "kitchen'": such an index is made again from
+    # the archive, so the archived page is found under the word it names.
+    with _open(tmp_path) as store:
+        _archive_texts(store, ["my kitchen's utensil holder", "the garage shelf"])
+        path = store.dir / COLD_FILE
+    db = sqlite3.connect(path)
+    with db:
+        db.execute("UPDATE meta SET value = 2 WHERE key = 'format'")
+    db.close()
+    with _open(tmp_path) as store:
+        found = store.cold.search(terms("tips for my kitchen"), 10)
+        assert [i.item_id for i in found.items] == ["p1"]
+        assert store.cold.rebuilds == 1

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memoryos_actors.lexicon import BM25_B, BM25_K1, LexIndex
+from memoryos_actors.lexicon import BM25_B, BM25_K1, LexIndex, stem, terms
 
 _TERMS = [f"t{i}" for i in range(12)]
 
@@ -76,3 +76,28 @@ def test_a_document_added_or_removed_after_a_query_changes_the_next_one() -> Non
     assert set(lex.weighted_scores({"apple": 1.0}, 2.0)) == {1, 2}
     lex.remove(1)
     assert set(lex.weighted_scores({"apple": 1.0}, 2.0)) == {2}
+
+
+def test_a_possessive_is_the_bare_word_so_it_matches_where_the_word_stands_alone() -> None:
+    # "my kitchen's a mess" asks about the kitchen: its term must be the one a page that
+    # says "my kitchen utensils" is indexed under (before: "kitchen'", matching nothing).
+    assert stem("kitchen's") == stem("kitchen") == "kitchen"
+    assert stem("colleague's") == stem("colleagues") == stem("colleague")
+    assert stem("Emma's".lower()) == "emma"
+    assert stem("café's") == "café"  # non-ASCII: only the possessive goes
+    assert terms("My kitchen's a mess") == terms("my kitchen, a mess")
+
+
+def test_pronoun_contractions_stay_stop_words_not_bare_pronouns() -> None:
+    # Only a word's possessive is cut: "it's" and "that's" are stop words before stemming,
+    # so no "it" or "that" term appears.
+    assert terms("it's what's that's here's") == []
+
+
+def test_a_possessive_query_scores_the_page_that_names_the_bare_word() -> None:
+    lex = LexIndex()
+    lex.add(1, terms("Tips on organizing my kitchen utensils and countertops"))
+    lex.add(2, terms("Tips on organizing my closet before the holidays"))
+    query = [stem(w) for w in ("kitchen's", "tips")]
+    scores = lex.scores(query)
+    assert scores[1] > scores.get(2, 0.0)
