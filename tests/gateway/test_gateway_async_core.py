@@ -30,6 +30,23 @@ def test_both_client_paths_ask_for_json_mode_and_answer_from_the_provider(
     assert server.state.bodies[-1]["response_format"] == {"type": "json_object"}
 
 
+@pytest.mark.parametrize("client", ["http", "litellm"])
+def test_a_chain_meta_batch_gets_an_answer_budget_that_grows_with_its_pages(
+    llm_service: Make, server: FakeOpenAIServer, client: str
+) -> None:
+    # 24 pages of chain meta do not fit the 512-token budget of one summary: a batch's
+    # answer cut off there is broken JSON, asked again and answered offline in the end.
+    from memoryos_actors.gateway.litellm_backend import BATCH_TOKENS_PER_PAGE
+
+    svc = llm_service(llm_client=client)
+    pages = [{"query": f"q{i}", "response": "r"} for i in range(24)]
+    batch = {"pages": pages, "previous_page": None, "previous_meta_chain": ""}
+    assert not svc.complete("page_meta_batch", batch).degraded
+    assert not svc.complete("segment_summary", {"pages": pages[:2]}).degraded
+    budgets = [b["max_tokens"] for b in server.state.bodies]
+    assert budgets == [24 * BATCH_TOKENS_PER_PAGE, 512]
+
+
 def test_json_mode_off_sends_no_response_format(
     llm_service: Make, server: FakeOpenAIServer
 ) -> None:
