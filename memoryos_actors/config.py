@@ -205,6 +205,13 @@ class MemoryConfig:
     meta_batch_max_pages: int = _f(
         8, "pages of one user whose chain meta may be asked for in one LLM call"
     )
+    meta_batch_catchup_pages: int = _f(
+        24,
+        "pages of one user whose chain meta one LLM call may ask for while pages pushed "
+        "out of STM wait for theirs (a user behind a slow provider catches up); "
+        "a real provider reads and writes that many pages in one call; "
+        "<= meta_batch_max_pages: never more than that",
+    )
     breaker_failure_threshold: int = _f(5, "consecutive failures to open the circuit breaker")
     breaker_reset_seconds: float = _f(30.0, "circuit breaker open -> half-open, seconds")
     cache_size: int = _f(4096, "LRU cache entries")
@@ -256,6 +263,7 @@ class MemoryConfig:
             "gateway_workers",
             "retrieval_workers",
             "meta_batch_max_pages",
+            "meta_batch_catchup_pages",
             "snapshot_every_turns",
             "max_text_bytes",
             "max_active_users",
@@ -279,6 +287,11 @@ class MemoryConfig:
         for name in non_negative_int:
             if getattr(self, name) < 0:
                 raise ConfigError(f"{name} must be >= 0, got {getattr(self, name)!r}")
+        if self.meta_batch_catchup_pages > 100:
+            # The most entries a page_meta_batch answer may hold (gateway/prompts.py).
+            raise ConfigError(
+                f"meta_batch_catchup_pages must be <= 100, got {self.meta_batch_catchup_pages!r}"
+            )
         if self.seed > 2**32 - 1:
             raise ConfigError(f"seed must be < 2**32, got {self.seed!r}")
         for name in ("llm_requests_per_minute", "llm_tokens_per_minute"):

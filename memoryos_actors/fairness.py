@@ -3,7 +3,9 @@
 Used where many users share a small number of slots: the run permits of MTM placement
 (:class:`~memoryos_actors.actors.admission.FairShare`) and the provider's concurrency slots
 (:class:`~memoryos_actors.gateway.resilience.AsyncConcurrencyLimiter`). A user with a long
-queue of work gets its share of the slots; a user that was idle is served next.
+queue of work gets its share of the slots; a user that was idle is served next. Within one
+user's share, an *urgent* request (one that something waits on, such as a page's chain
+meta that its placement needs) takes the place of that user's earliest other request.
 """
 
 from __future__ import annotations
@@ -28,6 +30,13 @@ class FairQueue:
     start of the last grant; a user whose finish is behind it earns no credit for the time
     it was idle, and a user that was idle starts right there, ahead of users with queued
     requests.
+
+    A request made ``urgent`` goes ahead of the same user's waiting requests that are not
+    urgent and start earlier: it takes the earliest of their start tags and each of them
+    moves back one place (the last takes the urgent request's own). The user's places in
+    the queue (its start tags) are unchanged, so other users see no difference; only the
+    order of the user's own requests is. Urgent requests keep their arrival order among
+    themselves, and so do the others.
     """
 
     def __init__(self, permits: int) -> None:
@@ -36,8 +45,18 @@ class FairQueue:
         self.permits = permits
         self.free = permits
         self._seq = itertools.count()
-        #: (start, arrival, key) of waiting requests; withdrawn ones are skipped when popped.
-        self._heap: list[tuple[float, int, object]] = []
+        #: (start, place, entry, key) of waiting requests: ``place`` orders equal starts
+        #: (the arrival of the request the start tag was made for); an entry that is not its
+        #: key's current one (withdrawn, granted, or moved by an urgent request) is skipped
+        #: when popped.
+        self._heap: list[tuple[float, int, int, object]] = []
+        self._entries = itertools.count()
+        #: Each waiting request's current (place, heap entry number).
+        self._entry: dict[object, tuple[int, int]] = {}
+        #: Waiting requests that are urgent.
+        self._urgent: set[object] = set()
+        #: Each user's waiting requests that are not urgent (what an urgent one may pass).
+        self._plain: dict[str, set[object]] = {}
         #: key -> (user, start, estimated cost) of waiting requests and of holders.
         self.waiting: dict[object, tuple[str, float, float]] = {}
         self.holders: dict[object, tuple[str, float, float]] = {}
@@ -62,24 +81,59 @@ class FairQueue:
         self._finish[user] = start + est
         return user, start, est
 
-    def request(self, key: object, user: str) -> bool:
+    def request(self, key: object, user: str, *, urgent: bool = False) -> bool:
         """Ask for a permit under ``key`` (any hashable, unique while in use); True if
-        granted at once, False if it waits."""
+        granted at once, False if it waits. An ``urgent`` request goes ahead of the same
+        user's waiting requests that are not (see the class docstring)."""
         tag = self._tag(user)
         if self.free > 0 and not self.waiting:
             self.free -= 1
             self._grant(key, tag)
             return True
-        self.waiting[key] = tag
-        heapq.heappush(self._heap, (tag[1], next(self._seq), key))
+        place = next(self._seq)
+        if urgent:
+            self._urgent.add(key)
+            plain = self._plain.get(user)
+            if plain:
+                # The urgent request takes the earliest of the user's places (its waiting
+                # requests' and its own), the others the rest in their order.
+                others = sorted(plain, key=lambda k: (self.waiting[k][1], self._entry[k][0]))
+                places = sorted(
+                    [(self.waiting[k], self._entry[k][0]) for k in others] + [(tag, place)],
+                    key=lambda tp: (tp[0][1], tp[1]),
+                )
+                for k, later in zip(others, places[1:], strict=True):
+                    self._queue(k, *later)
+                tag, place = places[0]
+        else:
+            self._plain.setdefault(user, set()).add(key)
+        self._queue(key, tag, place)
         return False
+
+    def _unwait(self, key: object) -> tuple[str, float, float]:
+        """Take ``key`` off the waiting list; returns its tag."""
+        tag = self.waiting.pop(key)
+        del self._entry[key]
+        if key in self._urgent:
+            self._urgent.discard(key)
+        else:
+            plain = self._plain[tag[0]]
+            plain.discard(key)
+            if not plain:
+                del self._plain[tag[0]]
+        return tag
+
+    def _queue(self, key: object, tag: tuple[str, float, float], place: int) -> None:
+        entry = next(self._entries)
+        self.waiting[key] = tag
+        self._entry[key] = (place, entry)
+        heapq.heappush(self._heap, (tag[1], place, entry, key))
 
     def withdraw(self, key: object) -> bool:
         """Take a waiting request back; True if it was waiting."""
-        tag = self.waiting.pop(key, None)
-        if tag is None:
+        if key not in self.waiting:
             return False
-        user, _start, est = tag
+        user, _start, est = self._unwait(key)
         self._finish[user] = self._finish.get(user, 0.0) - est  # its place is given back
         return True
 
@@ -98,11 +152,11 @@ class FairQueue:
             self._finish = {u: f for u, f in self._finish.items() if f > v}
             self._cost = {u: c for u, c in self._cost.items() if u in self._finish}
         while self._heap:
-            _start, _n, nxt = heapq.heappop(self._heap)
-            waiting = self.waiting.pop(nxt, None)
-            if waiting is not None:
-                self._grant(nxt, waiting)
-                return nxt
+            _start, place, entry, nxt = heapq.heappop(self._heap)
+            if self._entry.get(nxt) != (place, entry):
+                continue  # withdrawn, or moved to another start by an urgent request
+            self._grant(nxt, self._unwait(nxt))
+            return nxt
         self.free += 1
         return None
 

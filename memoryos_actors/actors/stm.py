@@ -370,12 +370,22 @@ class STMActor(SupervisedActor):
         When several pages wait for their meta (the provider is slower than the turns
         arrive), one ``page_meta_batch`` job asks for all of them, up to
         ``meta_batch_max_pages``, in turn order; a single waiting page is one ``page_meta``
-        job, as at light load.
+        job, as at light load. While pages already pushed out of STM wait for their meta,
+        the bound is ``meta_batch_catchup_pages``: one job a turn at the provider then
+        catches up with everything that arrived meanwhile.
         """
         self._drain_outbox()
         if self.meta_inflight is not None:
             return
-        pages = self._next_without_meta(self.env.config.meta_batch_max_pages)
+        cfg = self.env.config
+        limit = cfg.meta_batch_max_pages
+        if cfg.meta_batch_catchup_pages > limit and any(not p.chain_id for p, _ in self.outbox):
+            # Pages pushed out of STM wait for their meta: the user is behind (each job
+            # waits for its turn at the provider, turns keep coming). Their placement, the
+            # user's settle lag and its writers' admission all wait for this job: ask for
+            # all of them at once, up to the catch-up bound, instead of one batch a turn.
+            limit = cfg.meta_batch_catchup_pages
+        pages = self._next_without_meta(limit)
         if not pages:
             return
         env = self.env

@@ -141,6 +141,12 @@ def _cut_off() -> ProviderCallError:
     )
 
 
+#: Answer tokens allowed per page of a ``page_meta_batch`` (continuity, a one-paragraph
+#: chain summary and up to 12 keywords each). A batch's answer grows with its pages; one cut
+#: off at a fixed budget is broken JSON, asked again and in the end answered offline.
+BATCH_TOKENS_PER_PAGE = 128
+
+
 def estimate_tokens(text: str) -> int:
     """A rough token count (about 4 characters per token) for rate limiting."""
     return max(1, len(text) // 4)
@@ -209,7 +215,17 @@ class LiteLLMBackend:
     def estimate(self, kind: str, payload: dict[str, Any]) -> int:
         """Estimated tokens (prompt plus answer budget) of one call, for rate limiting."""
         msgs = render_messages(kind, payload)
-        return sum(estimate_tokens(m["content"]) for m in msgs) + self.max_output_tokens // 4
+        return (
+            sum(estimate_tokens(m["content"]) for m in msgs) + self.max_tokens(kind, payload) // 4
+        )
+
+    def max_tokens(self, kind: str, payload: dict[str, Any]) -> int:
+        """The answer budget of one call: ``max_output_tokens``, or for a chain-meta batch
+        ``BATCH_TOKENS_PER_PAGE`` per page when that is more."""
+        if kind == "page_meta_batch":
+            pages = len(payload.get("pages") or ())
+            return max(self.max_output_tokens, BATCH_TOKENS_PER_PAGE * pages)
+        return self.max_output_tokens
 
     def _api_key(self) -> str | None:
         return os.environ.get(self.api_key_env, "") if self.api_key_env else None
@@ -257,7 +273,7 @@ class LiteLLMBackend:
             "messages": render_messages(kind, payload),
             "timeout": self.timeout,
             "temperature": self.temperature,
-            "max_tokens": self.max_output_tokens,
+            "max_tokens": self.max_tokens(kind, payload),
             "max_retries": 0,  # the gateway retries; the client must not retry underneath
         }
         if self.api_base:
@@ -351,7 +367,7 @@ class LiteLLMBackend:
             "model": self._http_model(),
             "messages": render_messages(kind, payload),
             "temperature": self.temperature,
-            "max_tokens": self.max_output_tokens,
+            "max_tokens": self.max_tokens(kind, payload),
         }
         json_mode = self._json_ok is not False and self._wants_json(kind)
         if json_mode:

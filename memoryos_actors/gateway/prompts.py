@@ -94,7 +94,9 @@ class PromptSpec:
     normalised dict or raises :class:`MalformedOutput`. ``answer`` is ``"json"`` (the
     model answers one JSON object of ``shape``; JSON mode is asked for where the provider
     has it) or ``"text"`` (the model answers in plain text, which becomes the dict's one
-    field, ``shape``'s only key: ``chat_reply``).
+    field, ``shape``'s only key: ``chat_reply``). ``urgent`` kinds stand between a page
+    and its placement (the user's settle lag, and its writers' admission, wait for them):
+    the provider's fair queue serves them ahead of the same user's other calls.
     """
 
     kind: str
@@ -105,6 +107,7 @@ class PromptSpec:
     validate: Callable[[Any], dict[str, Any]]
     guide: Callable[[], str] | None = None
     answer: str = "json"
+    urgent: bool = False
 
     def render(self, payload: dict[str, Any]) -> list[dict[str, str]]:
         """Chat messages (system + user) asking for this kind's answer for ``payload``.
@@ -321,6 +324,7 @@ PROMPTS: dict[str, PromptSpec] = {
         ),
         payload_keys=("page", "previous_page", "previous_meta_chain"),
         validate=_validate_page_meta,
+        urgent=True,
     ),
     "page_meta_batch": PromptSpec(
         kind="page_meta_batch",
@@ -336,6 +340,7 @@ PROMPTS: dict[str, PromptSpec] = {
         ),
         payload_keys=("pages", "previous_page", "previous_meta_chain"),
         validate=_validate_page_meta_batch,
+        urgent=True,
     ),
     "segment_summary": PromptSpec(
         kind="segment_summary",

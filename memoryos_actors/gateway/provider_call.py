@@ -16,6 +16,7 @@ from memoryos_actors.gateway.accounting import Accounting
 from memoryos_actors.gateway.base import BackendResult, ProviderCallError
 from memoryos_actors.gateway.failures import ProviderHealth, config_error
 from memoryos_actors.gateway.prompts import (
+    PROMPTS,
     EchoedPrompt,
     MalformedOutput,
     check_answer,
@@ -144,7 +145,7 @@ class ProviderCalls:
         wait = self._rate.reserve(estimate)
         if wait > 0:
             await self._async_sleep(wait)
-        async with self._limiter.slot(user_id):
+        async with self._limiter.slot(user_id, urgent=PROMPTS[kind].urgent):
             if hasattr(backend, "acall"):
                 result = await backend.acall(kind, payload)
             elif hasattr(backend, "call"):

@@ -349,7 +349,9 @@ class AsyncConcurrencyLimiter:
     (:class:`~memoryos_actors.fairness.FairQueue`, a call's cost being the seconds it held
     its slot): a user whose calls have kept the provider busy waits behind a user that
     asked for nothing lately, so a quiet user's call is not queued behind a flood of other
-    users' calls. Used only from its event loop's thread. ``waiting`` counts calls queued
+    users' calls. An ``urgent`` call (a page's chain meta: its placement waits for it) goes
+    ahead of the same user's other waiting calls (summaries, persona updates), within that
+    user's share. Used only from its event loop's thread. ``waiting`` counts calls queued
     for a slot: the gateway's backlog in front of the provider, observable in ``stats()``.
     """
 
@@ -363,12 +365,13 @@ class AsyncConcurrencyLimiter:
         self.peak = 0
         self.waiting = 0
 
-    def slot(self, user_id: str | None) -> CallSlot:
-        """An async context manager holding one slot for a call of ``user_id``."""
-        return CallSlot(self, user_id or "")
+    def slot(self, user_id: str | None, *, urgent: bool = False) -> CallSlot:
+        """An async context manager holding one slot for a call of ``user_id``; an
+        ``urgent`` one goes ahead of that user's other waiting calls."""
+        return CallSlot(self, user_id or "", urgent)
 
-    async def _acquire(self, key: object, user: str) -> None:
-        if not self._fair.request(key, user):
+    async def _acquire(self, key: object, user: str, urgent: bool = False) -> None:
+        if not self._fair.request(key, user, urgent=urgent):
             waker: asyncio.Future[None] = asyncio.get_running_loop().create_future()
             self._wakers[key] = waker
             self.waiting += 1
@@ -396,15 +399,16 @@ class AsyncConcurrencyLimiter:
 class CallSlot:
     """One call's hold on an :class:`AsyncConcurrencyLimiter` slot (``async with``)."""
 
-    __slots__ = ("_limiter", "_started", "_user")
+    __slots__ = ("_limiter", "_started", "_urgent", "_user")
 
-    def __init__(self, limiter: AsyncConcurrencyLimiter, user: str) -> None:
+    def __init__(self, limiter: AsyncConcurrencyLimiter, user: str, urgent: bool = False) -> None:
         self._limiter = limiter
         self._user = user
+        self._urgent = urgent
         self._started = 0.0
 
     async def __aenter__(self) -> Self:
-        await self._limiter._acquire(self, self._user)  # noqa: SLF001 - its own limiter
+        await self._limiter._acquire(self, self._user, self._urgent)  # noqa: SLF001
         self._started = time.monotonic()
         return self
 

@@ -534,7 +534,7 @@ class GatewayService:
             # calls waiting go in fair order between users (the one slot is held across one
             # yield, so the calls that arrived meanwhile queue up and the fair order picks
             # among them), not in arrival order behind a flood of other users' calls.
-            async with self._offline_slot.slot(user_id):
+            async with self._offline_slot.slot(user_id, urgent=PROMPTS[kind].urgent):
                 await asyncio.sleep(0)
                 result = self._offline.answer(kind, payload)
             return self._finish(key, kind, user_id, result, self._offline.name, t0, degraded=False)

@@ -30,6 +30,23 @@ def test_both_client_paths_ask_for_json_mode_and_answer_from_the_provider(
     assert server.state.bodies[-1]["response_format"] == {"type": "json_object"}
 
 
+@pytest.mark.parametrize("client", ["http", "litellm"])
+def test_a_chain_meta_batch_gets_an_answer_budget_that_grows_with_its_pages(
+    llm_service: Make, server: FakeOpenAIServer, client: str
+) -> None:
+    # 24 pages of chain meta do not fit the 512-token budget of one summary: a batch's
+    # answer cut off there is broken JSON, asked again and answered offline in the end.
+    from memoryos_actors.gateway.litellm_backend import BATCH_TOKENS_PER_PAGE
+
+    svc = llm_service(llm_client=client)
+    pages = [{"query": f"q{i}", "response": "r"} for i in range(24)]
+    batch = {"pages": pages, "previous_page": None, "previous_meta_chain": ""}
+    assert not svc.complete("page_meta_batch", batch).degraded
+    assert not svc.complete("segment_summary", {"pages": pages[:2]}).degraded
+    budgets = [b["max_tokens"] for b in server.state.bodies]
+    assert budgets == [24 * BATCH_TOKENS_PER_PAGE, 512]
+
+
 def test_json_mode_off_sends_no_response_format(
     llm_service: Make, server: FakeOpenAIServer
 ) -> None:
@@ -145,3 +162,46 @@ def test_close_leaves_no_caller_waiting_for_a_call_that_cannot_end(
         assert not not_done
         assert all(f.cancelled() for f in futures)
         assert svc.stats()["concurrency"]["jobs"] == 0
+
+
+def test_a_users_chain_meta_reaches_the_provider_ahead_of_its_own_summaries(
+    llm_service: Make, server: FakeOpenAIServer
+) -> None:
+    # One provider slot, held by another user's call. User u then asks for three segment
+    # summaries and one batch of chain meta (its pages' placement waits for that one):
+    # among u's calls the meta goes to the provider first; the summaries keep their order.
+    import re
+    import threading
+    import time
+
+    entered, release = threading.Event(), threading.Event()
+
+    def responder(kind: str, payload: dict[str, object]) -> None:
+        if payload.get("pages") == [{"query": "held", "response": "r"}]:
+            entered.set()
+            release.wait(10)
+
+    server.state.responder = responder
+    svc = llm_service(llm_max_concurrency=1)
+
+    def pages(*queries: str) -> list[dict[str, str]]:
+        return [{"query": q, "response": "r"} for q in queries]
+
+    held = svc.submit("segment_summary", {"pages": pages("held")}, user_id="x")
+    assert entered.wait(10)
+    futures = [
+        svc.submit("segment_summary", {"pages": pages(f"s{i}")}, user_id="u") for i in range(3)
+    ]
+    meta_payload = {"pages": pages("m1", "m2"), "previous_page": None, "previous_meta_chain": ""}
+    futures.append(svc.submit("page_meta_batch", meta_payload, user_id="u"))
+    deadline = time.monotonic() + 10
+    while svc.stats()["concurrency"]["waiting"] < 4 and time.monotonic() < deadline:
+        time.sleep(0.005)
+    assert svc.stats()["concurrency"]["waiting"] == 4
+    release.set()
+    for f in (held, *futures):
+        assert not f.result(10).degraded
+    asked = [
+        re.findall(r'"query": "(\w+)"', b["messages"][1]["content"]) for b in server.state.bodies
+    ]
+    assert asked == [["held"], ["m1", "m2"], ["s0"], ["s1"], ["s2"]]

@@ -184,6 +184,54 @@ def test_one_page_waiting_is_one_page_meta_call_as_at_light_load(
     assert _requests(server, "page_meta_batch") == []
 
 
+def test_a_user_behind_the_provider_catches_up_in_one_bigger_meta_batch(
+    open_mem: Callable[..., MemoryOS], server: FakeOpenAIServer
+) -> None:
+    # The first page's chain meta is held at the provider while 8 more turns come: 6
+    # pages are pushed out of STM without their meta. When the held answer comes, one
+    # call asks for all 6 (up to meta_batch_catchup_pages), not 3 calls of
+    # meta_batch_max_pages; the pages still in STM then go as one ordinary batch.
+    entered, release = threading.Event(), threading.Event()
+
+    def responder(kind: str, payload: dict[str, Any]) -> dict[str, Any] | None:
+        if kind == "page_meta":
+            entered.set()
+            release.wait(10)
+        return None
+
+    server.state.responder = responder
+    mem = open_mem(
+        _config(
+            server,
+            stm_capacity=2,
+            meta_batch_max_pages=2,
+            meta_batch_catchup_pages=6,
+            segment_max_pages=64,
+        )
+    )
+    mem.add_turn("c", "Question 1", "Answer 1")
+    assert entered.wait(10)
+    for i in range(2, 10):
+        mem.add_turn("c", f"Question {i}", "Answer")
+    release.set()
+    mem.flush()
+    sizes = [
+        len(
+            json.loads(
+                b["messages"][1]["content"]
+                .split("Input (JSON):\n", 1)[1]
+                .split("\n\nAnswer with ONE", 1)[0]
+            )["pages"]
+        )
+        for b in _requests(server, "page_meta_batch")
+    ]
+    assert len(_requests(server, "page_meta")) == 1
+    assert sizes == [6, 2]
+    placed = [p.seq for seg in mem.user_state("c").segments for p in seg.pages]
+    assert sorted(placed) == list(range(1, 8))
+    assert all(p.meta_chain for seg in mem.user_state("c").segments for p in seg.pages)
+
+
 def test_flush_while_pages_are_pending_does_not_multiply_segment_summaries(
     open_mem: Callable[..., MemoryOS],
 ) -> None:
@@ -197,6 +245,7 @@ def test_flush_while_pages_are_pending_does_not_multiply_segment_summaries(
             mtm_capacity=200,
             segment_max_pages=64,
             meta_batch_max_pages=1,
+            meta_batch_catchup_pages=1,  # one page at a time even when behind
         )
         mem = open_mem(cfg)
         n = 60

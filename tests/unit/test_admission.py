@@ -90,7 +90,7 @@ def test_a_waiting_thread_is_woken_when_granted() -> None:
     permits=st.integers(1, 3),
     steps=st.lists(
         st.tuples(
-            st.sampled_from(["request", "done", "withdraw"]),
+            st.sampled_from(["request", "urgent", "done", "withdraw"]),
             st.sampled_from("abcde"),
             st.floats(0.0, 0.05),
         ),
@@ -106,9 +106,9 @@ def test_fair_queueing_grants_the_smallest_start_and_never_loses_a_permit(
     holders: list[object] = []
     waiting: dict[object, str] = {}
     for op, user, used in steps:
-        if op == "request":
+        if op in ("request", "urgent"):
             key = next(keys)
-            if q.request(key, user):
+            if q.request(key, user, urgent=op == "urgent"):
                 holders.append(key)
             else:
                 waiting[key] = user
@@ -137,6 +137,50 @@ def test_fair_queueing_grants_the_smallest_start_and_never_loses_a_permit(
             holders.append(nxt)
             waiting.pop(nxt)
     assert waiting == {} and q.free == permits
+
+
+def test_an_urgent_request_goes_ahead_of_its_users_own_waiting_requests_only() -> None:
+    # One permit, held. A user's page meta (urgent) asked for behind three summaries of
+    # its own goes first among them; the summaries keep their order; another user's
+    # request that starts earlier still goes before all of them.
+    q = FairQueue(1)
+    assert q.request("holder", "x")
+    assert not q.request("other", "v")
+    for name in ("s1", "s2", "s3"):
+        assert not q.request(name, "u")
+    assert not q.request("meta", "u", urgent=True)
+    assert not q.request("meta2", "u", urgent=True)
+    assert not q.request("s4", "u")
+    order = []
+    nxt = q.done("holder", 0.01)
+    while nxt is not None:
+        order.append(nxt)
+        nxt = q.done(nxt, 0.01)
+    assert order == ["other", "meta", "meta2", "s1", "s2", "s3", "s4"]
+    assert q.free == 1 and not q.waiting
+
+
+def test_an_urgent_request_leaves_other_users_places_alone() -> None:
+    # The same arrivals with and without the urgent flag: the users' grants interleave
+    # the same way; only the order of u's own requests differs.
+    def users_order(urgent: bool) -> list[str]:
+        q = FairQueue(1)
+        assert q.request("h", "x")
+        for i in range(3):
+            q.request(("u", i), "u")
+            q.request(("v", i), "v")
+        q.request(("u", "meta"), "u", urgent=urgent)
+        got: list[str] = []
+        nxt = q.done("h", 0.01)
+        while nxt is not None:
+            assert isinstance(nxt, tuple)
+            got.append(str(nxt[0]) + ("*" if nxt[1] == "meta" else ""))
+            nxt = q.done(nxt, 0.01)
+        return got
+
+    plain, urgent = users_order(False), users_order(True)
+    assert [u.rstrip("*") for u in plain] == [u.rstrip("*") for u in urgent]
+    assert plain.index("u*") == len(plain) - 1 and urgent.index("u*") == 0
 
 
 # -- FairGate ----------------------------------------------------------------------------

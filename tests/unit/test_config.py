@@ -69,6 +69,8 @@ def test_describe_lists_every_field_with_its_default_and_a_meaning() -> None:
         ("embedding_model", 3),
         ("embedding_model", "  "),
         ("stm_capacity", None),
+        ("meta_batch_catchup_pages", 0),
+        ("meta_batch_catchup_pages", 101),  # more than a batch answer may hold
     ],
 )
 def test_invalid_value_raises_config_error_naming_the_field(field: str, value: object) -> None:
