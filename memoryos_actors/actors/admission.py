@@ -136,13 +136,16 @@ class FairGate:
     ``floor`` and ``cap`` (``floor`` until the pace is known: a process that has placed
     nothing yet, behind a slow provider say, does not admit ``cap`` pages in one go).
 
-    :meth:`enter` lets a writer through at once while the total is under the limit, or
-    while its own user holds less than a fair share of it (the limit divided among the
-    users with pages queued): a quiet user never waits for a flood. Otherwise the writer
-    waits, and each page placed lets one waiting writer through, the one whose user has
-    the fewest pages queued (the earliest arrival among equals); only that writer's thread
-    is woken. The total therefore stays within twice the limit plus the writers let
-    through whose page is not counted yet (at most one per call in flight).
+    :meth:`enter` lets a writer through at once while the total is under the limit; when
+    its user has no page queued; while its user holds less than a fair share of the limit
+    (divided among the users with pages queued) and the total is under twice it; or while
+    its user has few pages queued (one, or under half the mean) and the total is under
+    three times it: a quiet user never waits for a flood. Otherwise the writer waits, and
+    each page placed lets one waiting writer through, the one whose user has the fewest
+    pages queued (the earliest arrival among equals); only that writer's thread is woken.
+    The total therefore stays within three times the limit plus one page per user (let in
+    with nothing queued) plus the writers let through whose page is not counted yet (at
+    most one per call in flight).
     """
 
     def __init__(self, drain_seconds: float, floor: int, cap: int) -> None:
@@ -193,18 +196,34 @@ class FairGate:
             event.set()
 
     def _free_pass(self, user: str) -> bool:
-        """Under the limit, or ``user`` below its fair share of it and the total under
-        twice the limit (lock held). Without that second bound every newcomer's share
-        (at least one page) came on top: many users arriving one after another took the
-        total past any multiple of the limit. Whoever waits for it is let in fewest-queued
-        first, so a newcomer still goes ahead of the users that have pages queued."""
-        if self._total < self.limit:
+        """Whether ``user`` may add a page now (lock held): under the limit; or with no
+        page queued; or below its fair share of the limit while the total is under twice
+        it; or with few pages queued (one, or under half the mean of the users with pages
+        queued) while the total is under three times it.
+
+        A user's queue is its write rate times the time a page waits, so under one wait a
+        quiet user (a turn now and then, its last one maybe still on its way to MTM)
+        holds far fewer pages than the flooding users: a flood that holds the total at
+        its bound does not hold up a quiet user's turn (it did, for up to 150 ms behind a
+        200 ms provider). Without the bounds every newcomer's share (at least one page)
+        came on top: many users arriving one after another took the total past any
+        multiple of the limit. Past three times the limit only a user with nothing queued
+        passes, one page, which it then has queued: at most one page per user. Whoever
+        waits is let in fewest-queued first, so a newcomer still goes ahead of the users
+        that have pages queued."""
+        total, limit = self._total, self.limit
+        if total < limit:
             return True
-        if self._total >= 2 * self.limit:
-            return False
         queued = self._queued
-        share = self.limit // (len(queued) + (0 if user in queued else 1))
-        return queued.get(user, 0) < share
+        mine = queued.get(user, 0)
+        if mine == 0:
+            return True  # one page, and it has one queued: at most one per user past the bound
+        users = len(queued) + (0 if user in queued else 1)
+        if total >= 2 * limit:
+            # Few queued (one, or under half the mean of the users with pages queued): a
+            # user writing well below the others' pace (a queue is its rate times the wait).
+            return total < 3 * limit and (mine <= 1 or 2 * mine * users < total)
+        return mine < limit // users
 
     def enter(self, user: str, timeout: float) -> None:
         """Wait until the process has room for ``user``'s next page, in fair order.

@@ -291,10 +291,14 @@ def test_waiting_writers_are_let_through_fewest_queued_user_first() -> None:
 # Found by hypothesis: newcomers one after another, each let in on its own fair share
 # (at least one page), took the total to 13 with a limit of 6.
 @example(ops=[("w3", 3), ("w3", 3), ("w4", 3), ("w1", 2), ("w2", 1), ("w5", 1)])
-def test_the_gate_total_stays_bounded_by_twice_its_limit(ops: list[tuple[str, int]]) -> None:
+def test_the_gate_total_stays_bounded_by_three_times_its_limit_and_a_page_a_user(
+    ops: list[tuple[str, int]],
+) -> None:
     """Writers add a page only after the gate let them in at once; placements take pages
-    away. The total never exceeds twice the limit (the limit itself, plus each user's fair
-    share of it), and it always equals the sum of what the users reported."""
+    away. The total never exceeds three times the limit (the limit itself, each user's fair
+    share of it up to twice it, a band for users with few pages queued up to three times
+    it) plus one page per user with pages queued (let in with nothing queued), and it
+    always equals the sum of what the users reported."""
     gate = FairGate(10.0, floor=6, cap=6)
     queued: dict[str, int] = {}
     for user, delta in ops:
@@ -310,4 +314,29 @@ def test_the_gate_total_stays_bounded_by_twice_its_limit(ops: list[tuple[str, in
             queued[user] = max(0, queued[user] + delta)
             gate.update(user, queued[user])
         assert gate.total == sum(queued.values())
-        assert gate.total <= 2 * gate.limit
+        assert gate.total <= 3 * gate.limit + sum(1 for n in queued.values() if n)
+
+
+def test_past_twice_the_limit_a_user_with_few_pages_queued_still_passes_a_flooder_waits() -> None:
+    gate = FairGate(10.0, floor=10, cap=10)  # limit 10
+    gate.update("f1", 10)
+    gate.update("f2", 10)  # two flooders hold the total at twice the limit
+    with pytest.raises(Overloaded):
+        gate.enter("f1", timeout=0.0)  # a flooder waits (here: no wait allowed)
+    for n in range(4):  # a quiet user: in at once while under half the mean queue
+        gate.enter("quiet", timeout=0.0)
+        gate.update("quiet", n + 1)
+    with pytest.raises(Overloaded):
+        gate.enter("quiet", timeout=0.0)  # 4 of 24 / 3 users: no longer under half of it
+    gate.update("f2", 16)  # 30 in all: three times the limit, the band is full
+    with pytest.raises(Overloaded):
+        gate.enter("quiet", timeout=0.0)
+    gate.update("quiet", 0)  # its pages placed
+    gate.update("f2", 20)  # still 30 in all
+    gate.enter("quiet", timeout=0.0)  # nothing queued: in, even past three times the limit
+    gate.update("quiet", 1)
+    gate.enter("newcomer", timeout=0.0)
+    gate.update("newcomer", 1)
+    for user in ("quiet", "newcomer"):  # one page each, then they wait like the others
+        with pytest.raises(Overloaded):
+            gate.enter(user, timeout=0.0)
