@@ -94,9 +94,11 @@ class PromptSpec:
     normalised dict or raises :class:`MalformedOutput`. ``answer`` is ``"json"`` (the
     model answers one JSON object of ``shape``; JSON mode is asked for where the provider
     has it) or ``"text"`` (the model answers in plain text, which becomes the dict's one
-    field, ``shape``'s only key: ``chat_reply``). ``urgent`` kinds stand between a page
-    and its placement (the user's settle lag, and its writers' admission, wait for them):
-    the provider's fair queue serves them ahead of the same user's other calls.
+    field, ``shape``'s only key: ``chat_reply``). ``urgent`` kinds are waited on: a
+    page's chain meta stands between the page and its placement (the user's settle lag,
+    and its writers' admission, wait for it), a chat reply or a rerank between a caller and
+    its answer. The provider's fair queue serves them ahead of the same user's background
+    calls (summaries, persona updates).
     """
 
     kind: str
@@ -393,6 +395,7 @@ PROMPTS: dict[str, PromptSpec] = {
         payload_keys=("context", "query"),
         validate=_validate_chat_reply,
         answer="text",
+        urgent=True,
     ),
     "rerank": PromptSpec(
         kind="rerank",
@@ -404,6 +407,7 @@ PROMPTS: dict[str, PromptSpec] = {
         ),
         payload_keys=("query", "pages"),
         validate=_validate_rerank,
+        urgent=True,
     ),
 }
 

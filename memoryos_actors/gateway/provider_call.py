@@ -184,7 +184,7 @@ class ProviderCalls:
             wait = self._rate.reserve(estimate)
             if wait > 0:
                 await self._async_sleep(wait)
-            async with self._limiter.slot(user_id):
+            async with self._limiter.slot(user_id, urgent=PROMPTS[kind].urgent):
                 pieces = backend.astream(kind, payload)
                 try:
                     first = await self._first(

@@ -205,3 +205,45 @@ def test_a_users_chain_meta_reaches_the_provider_ahead_of_its_own_summaries(
         re.findall(r'"query": "(\w+)"', b["messages"][1]["content"]) for b in server.state.bodies
     ]
     assert asked == [["held"], ["m1", "m2"], ["s0"], ["s1"], ["s2"]]
+
+
+def test_a_users_chat_reply_reaches_the_provider_ahead_of_its_own_summaries(
+    llm_service: Make, server: FakeOpenAIServer
+) -> None:
+    # One provider slot, held by another user's call. User u has two segment summaries
+    # waiting when it asks for a chat reply (a caller waits for that one): the reply goes
+    # to the provider first; another user's summary keeps its fair place.
+    import threading
+    import time
+
+    entered, release = threading.Event(), threading.Event()
+
+    def responder(kind: str, payload: dict[str, object]) -> None:
+        if payload.get("pages") == [{"query": "held", "response": "r"}]:
+            entered.set()
+            release.wait(10)
+
+    server.state.responder = responder
+    svc = llm_service(llm_max_concurrency=1)
+    held = svc.submit(
+        "segment_summary", {"pages": [{"query": "held", "response": "r"}]}, user_id="x"
+    )
+    assert entered.wait(10)
+    futures = [
+        svc.submit("segment_summary", {"pages": [{"query": f"s{i}", "response": "r"}]}, user_id="u")
+        for i in range(2)
+    ]
+    futures.append(svc.submit("chat_reply", chat_payload("c"), user_id="u"))
+    deadline = time.monotonic() + 10
+    while svc.stats()["concurrency"]["waiting"] < 3 and time.monotonic() < deadline:
+        time.sleep(0.005)
+    assert svc.stats()["concurrency"]["waiting"] == 3
+    release.set()
+    for f in (held, *futures):
+        assert not f.result(10).degraded
+    assert server.state.kinds == [
+        "segment_summary",
+        "chat_reply",
+        "segment_summary",
+        "segment_summary",
+    ]
