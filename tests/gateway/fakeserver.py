@@ -65,6 +65,9 @@ class Action:
     #: Answer a streamed request with a whole (not streamed) completion, as a server that
     #: does not stream does.
     no_stream: bool = False
+    #: For a streamed answer: before piece number ``gate_after`` wait (up to 10 s) until the
+    #: test sets ``state.gate``; ``state.gate_timed_out`` says whether it had to give up.
+    gate_after: int | None = None
 
 
 _INPUT_RE = re.compile(r"Input \(JSON\):\n(.*?)\n\nAnswer with ONE JSON object", re.DOTALL)
@@ -148,6 +151,9 @@ class _State:
     responder: Callable[[str, dict[str, Any]], dict[str, Any] | str | None] | None = None
     #: When True, a chat request asking for ``response_format`` gets a 400 naming it.
     reject_json_mode: bool = False
+    #: Set by a test to let a gated stream go on (``Action.gate_after``).
+    gate: threading.Event = field(default_factory=threading.Event)
+    gate_timed_out: bool | None = None
     #: When set, a request without ``Authorization: Bearer <api_key>`` gets a 401.
     api_key: str | None = None
     #: When set, a chat request for another model gets a 404 ``model_not_found``.
@@ -334,6 +340,8 @@ class _Handler(BaseHTTPRequestHandler):
                 if action.cut_after is not None and n >= action.cut_after:
                     self.connection.shutdown(socket.SHUT_RDWR)
                     return
+                if action.gate_after is not None and n == action.gate_after:
+                    self.server.state.gate_timed_out = not self.server.state.gate.wait(10.0)
                 if action.piece_delay:
                     time.sleep(action.piece_delay)
                 delta = {"role": "assistant", "content": piece} if n == 0 else {"content": piece}
