@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 
@@ -164,43 +165,50 @@ def test_close_leaves_no_caller_waiting_for_a_call_that_cannot_end(
         assert svc.stats()["concurrency"]["jobs"] == 0
 
 
-def test_a_users_chain_meta_reaches_the_provider_ahead_of_its_own_summaries(
-    llm_service: Make, server: FakeOpenAIServer
+def _pages(*queries: str) -> list[dict[str, str]]:
+    return [{"query": q, "response": "r"} for q in queries]
+
+
+def _behind_one_held_slot(
+    llm_service: Make, server: FakeOpenAIServer, calls: list[tuple[str, dict[str, Any]]]
 ) -> None:
-    # One provider slot, held by another user's call. User u then asks for three segment
-    # summaries and one batch of chain meta (its pages' placement waits for that one):
-    # among u's calls the meta goes to the provider first; the summaries keep their order.
-    import re
+    """With one provider slot, held by user x's call, user u submits ``calls`` (kind,
+    payload) in order; once all of them wait, the slot is let go and every call ends."""
     import threading
     import time
 
     entered, release = threading.Event(), threading.Event()
 
     def responder(kind: str, payload: dict[str, object]) -> None:
-        if payload.get("pages") == [{"query": "held", "response": "r"}]:
+        if payload.get("pages") == _pages("held"):
             entered.set()
             release.wait(10)
 
     server.state.responder = responder
     svc = llm_service(llm_max_concurrency=1)
-
-    def pages(*queries: str) -> list[dict[str, str]]:
-        return [{"query": q, "response": "r"} for q in queries]
-
-    held = svc.submit("segment_summary", {"pages": pages("held")}, user_id="x")
+    held = svc.submit("segment_summary", {"pages": _pages("held")}, user_id="x")
     assert entered.wait(10)
-    futures = [
-        svc.submit("segment_summary", {"pages": pages(f"s{i}")}, user_id="u") for i in range(3)
-    ]
-    meta_payload = {"pages": pages("m1", "m2"), "previous_page": None, "previous_meta_chain": ""}
-    futures.append(svc.submit("page_meta_batch", meta_payload, user_id="u"))
+    futures = [svc.submit(kind, payload, user_id="u") for kind, payload in calls]
     deadline = time.monotonic() + 10
-    while svc.stats()["concurrency"]["waiting"] < 4 and time.monotonic() < deadline:
+    while svc.stats()["concurrency"]["waiting"] < len(calls) and time.monotonic() < deadline:
         time.sleep(0.005)
-    assert svc.stats()["concurrency"]["waiting"] == 4
+    assert svc.stats()["concurrency"]["waiting"] == len(calls)
     release.set()
     for f in (held, *futures):
         assert not f.result(10).degraded
+
+
+def test_a_users_chain_meta_reaches_the_provider_ahead_of_its_own_summaries(
+    llm_service: Make, server: FakeOpenAIServer
+) -> None:
+    # User u asks for three segment summaries and one batch of chain meta (its pages'
+    # placement waits for that one): among u's calls the meta goes to the provider first;
+    # the summaries keep their order.
+    import re
+
+    meta = {"pages": _pages("m1", "m2"), "previous_page": None, "previous_meta_chain": ""}
+    summaries = [("segment_summary", {"pages": _pages(f"s{i}")}) for i in range(3)]
+    _behind_one_held_slot(llm_service, server, [*summaries, ("page_meta_batch", meta)])
     asked = [
         re.findall(r'"query": "(\w+)"', b["messages"][1]["content"]) for b in server.state.bodies
     ]
@@ -210,37 +218,10 @@ def test_a_users_chain_meta_reaches_the_provider_ahead_of_its_own_summaries(
 def test_a_users_chat_reply_reaches_the_provider_ahead_of_its_own_summaries(
     llm_service: Make, server: FakeOpenAIServer
 ) -> None:
-    # One provider slot, held by another user's call. User u has two segment summaries
-    # waiting when it asks for a chat reply (a caller waits for that one): the reply goes
-    # to the provider first; another user's summary keeps its fair place.
-    import threading
-    import time
-
-    entered, release = threading.Event(), threading.Event()
-
-    def responder(kind: str, payload: dict[str, object]) -> None:
-        if payload.get("pages") == [{"query": "held", "response": "r"}]:
-            entered.set()
-            release.wait(10)
-
-    server.state.responder = responder
-    svc = llm_service(llm_max_concurrency=1)
-    held = svc.submit(
-        "segment_summary", {"pages": [{"query": "held", "response": "r"}]}, user_id="x"
-    )
-    assert entered.wait(10)
-    futures = [
-        svc.submit("segment_summary", {"pages": [{"query": f"s{i}", "response": "r"}]}, user_id="u")
-        for i in range(2)
-    ]
-    futures.append(svc.submit("chat_reply", chat_payload("c"), user_id="u"))
-    deadline = time.monotonic() + 10
-    while svc.stats()["concurrency"]["waiting"] < 3 and time.monotonic() < deadline:
-        time.sleep(0.005)
-    assert svc.stats()["concurrency"]["waiting"] == 3
-    release.set()
-    for f in (held, *futures):
-        assert not f.result(10).degraded
+    # User u has two segment summaries waiting when it asks for a chat reply (a caller
+    # waits for that one): the reply goes to the provider first.
+    summaries = [("segment_summary", {"pages": _pages(f"s{i}")}) for i in range(2)]
+    _behind_one_held_slot(llm_service, server, [*summaries, ("chat_reply", chat_payload("c"))])
     assert server.state.kinds == [
         "segment_summary",
         "chat_reply",
