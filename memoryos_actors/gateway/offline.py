@@ -11,8 +11,8 @@ from __future__ import annotations
 import functools
 import hashlib
 import re
-from collections.abc import Iterable, Sequence
-from typing import Any
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -39,6 +39,8 @@ _SUMMARY_SENTENCES = 3
 #: segment's summary is asked for again as it grows, over the same sentences, and each
 #: batch of page meta compares its first page with the last one of the batch before.
 _MEMO_MAX = 4096
+
+_T = TypeVar("_T")
 
 # First-person statement openers -> third-person rewrite. Order matters: longer first.
 _FACT_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
@@ -196,6 +198,22 @@ def _page_text(page: Any) -> tuple[str, str]:
 def _digest(text: str) -> bytes:
     """A memo key for ``text`` (the text itself is not kept)."""
     return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+
+
+def _memoised(table: dict[bytes, _T], text: str, compute: Callable[[str], _T]) -> _T:
+    """``compute(text)``, kept in ``table`` under the text's digest (cleared when full)."""
+    key = _digest(text)
+    value = table.get(key)
+    if value is None:
+        value = compute(text)
+        if len(table) >= _MEMO_MAX:
+            table.clear()
+        table[key] = value
+    return value
+
+
+def _token_count(text: str) -> int:
+    return len(tokenize(text))
 
 
 def _snip(text: str, limit: int = _SNIPPET_CHARS) -> str:
@@ -396,10 +414,12 @@ class OfflineBackend:
         keys = [_digest(t) for t in texts]
         rows: list[np.ndarray | None] = [memo.get(k) for k in keys]
         # Each text not met yet once (a segment repeats its "Thanks!"s), in first order.
-        missing = list(dict.fromkeys(keys[i] for i, row in enumerate(rows) if row is None))
+        missing: dict[bytes, str] = {}
+        for key, text, row in zip(keys, texts, rows, strict=True):
+            if row is None:
+                missing.setdefault(key, text)
         if missing:
-            first = {k: i for i, k in reversed(list(enumerate(keys)))}
-            fresh = self._emb.embed([texts[first[k]] for k in missing])
+            fresh = self._emb.embed(list(missing.values()))
             found = {k: fresh[j].copy() for j, k in enumerate(missing)}
             if len(memo) + len(found) > _MEMO_MAX:
                 memo.clear()
@@ -411,28 +431,14 @@ class OfflineBackend:
     def _keyword_counts(self, text: str) -> dict[str, int]:
         """:func:`~memoryos_actors.text.keyword_counts` of ``text`` (memoised; not to be
         changed by the caller)."""
-        key = _digest(text)
-        counts = self._counts.get(key)
-        if counts is None:
-            counts = keyword_counts(text)
-            if len(self._counts) >= _MEMO_MAX:
-                self._counts.clear()
-            self._counts[key] = counts
-        return counts
+        return _memoised(self._counts, text, keyword_counts)
 
     def _keywords(self, text: str) -> frozenset[str]:
         return top_keywords(self._keyword_counts(text))
 
     def _length(self, text: str) -> int:
         """How many tokens ``text`` has (memoised)."""
-        key = _digest(text)
-        n = self._lengths.get(key)
-        if n is None:
-            n = len(tokenize(text))
-            if len(self._lengths) >= _MEMO_MAX:
-                self._lengths.clear()
-            self._lengths[key] = n
-        return n
+        return _memoised(self._lengths, text, _token_count)
 
     def _central(self, sentences: Sequence[str], n: int) -> list[str]:
         """The ``n`` sentences closest to the centroid, in their original order."""
