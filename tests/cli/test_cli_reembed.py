@@ -76,18 +76,12 @@ def _build(data: Path, users: int = 2, turns: int = 24) -> None:
         mem.flush()
 
 
+#: The command that switches to :data:`NEW`'s embedder.
+_TO_NEW = ("reembed", "--embedder", "hashing", "--embedding-dim", "96")
+
+
 def _reembed(data: Path, config: Path, *extra: str) -> Any:
-    return run_cli(
-        "--config",
-        str(config),
-        "reembed",
-        "--embedder",
-        "hashing",
-        "--embedding-dim",
-        "96",
-        *extra,
-        data_dir=data,
-    )
+    return run_cli("--config", str(config), *_TO_NEW, *extra, data_dir=data)
 
 
 def _picture(data: Path, config: MemoryConfig, user: str, tmp: Path) -> dict[str, Any]:
@@ -231,11 +225,7 @@ def _reembed_process(data: Path, config: Path) -> subprocess.Popen[str]:
             str(data),
             "--config",
             str(config),
-            "reembed",
-            "--embedder",
-            "hashing",
-            "--embedding-dim",
-            "96",
+            *_TO_NEW,
         ],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
