@@ -14,7 +14,7 @@ import json
 import threading
 import time
 from collections import OrderedDict, deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -379,13 +379,21 @@ class JobWatch:
     applied: a summary stored, a persona update handed to LPM) under the token of its
     incarnation; a new incarnation starts a new token and an empty set. ``flush`` learns
     which jobs to wait for from MTM itself, then waits here rather than asking MTM again
-    through a mailbox that a placement backlog may make seconds long. Thread-safe.
+    through a mailbox that a placement backlog may make seconds long.
+
+    A job whose answer was dropped (it read a page deleted since) is settled with the
+    jobs that ask again in its place, its *successors*: whoever waits for it waits for
+    them, so a flush asked before the deletion still covers the redone summary or
+    persona update. Thread-safe.
     """
 
     def __init__(self) -> None:
         self._cond = SafeCondition(threading.Lock())
         self._token = ""
         self._owed: set[str] = set()
+        #: Settled jobs replaced by successors, while a successor (or one of theirs) is
+        #: still owed.
+        self._replaced: dict[str, tuple[str, ...]] = {}
 
     def start(self, token: str) -> None:
         """A new MTM incarnation ``token`` owes nothing yet (its recovery notes what it
@@ -393,6 +401,7 @@ class JobWatch:
         with self._cond:
             self._token = token
             self._owed.clear()
+            self._replaced.clear()
             self._cond.notify_all()
 
     def owe(self, token: str, job_id: str) -> None:
@@ -401,26 +410,50 @@ class JobWatch:
             if token == self._token:
                 self._owed.add(job_id)
 
-    def settle(self, token: str, job_id: str) -> None:
-        """Job ``job_id`` of incarnation ``token`` is answered and applied."""
+    def settle(self, token: str, job_id: str, successors: Iterable[str] = ()) -> None:
+        """Job ``job_id`` of incarnation ``token`` is answered and applied, or replaced by
+        the jobs ``successors`` (asked for already)."""
         with self._cond:
-            if token == self._token:
-                self._owed.discard(job_id)
-                self._cond.notify_all()
+            if token != self._token:
+                return
+            self._owed.discard(job_id)
+            follow = tuple(j for j in successors if j != job_id)
+            if follow:
+                self._replaced[job_id] = follow
+            # A replaced job is forgotten once nothing it stands for is owed any more.
+            for old in [o for o, new in self._replaced.items() if not self._open(new)]:
+                del self._replaced[old]
+            self._cond.notify_all()
+
+    def _open(self, job_ids: Iterable[str]) -> set[str]:
+        """The jobs still owed among ``job_ids`` and the successors of those replaced."""
+        out: set[str] = set()
+        seen: set[str] = set()
+        stack = list(job_ids)
+        while stack:
+            job = stack.pop()
+            if job in seen:
+                continue
+            seen.add(job)
+            if job in self._owed:
+                out.add(job)
+            stack.extend(self._replaced.get(job, ()))
+        return out
 
     def left(self, token: str, job_ids: frozenset[str]) -> frozenset[str] | None:
-        """Which of ``job_ids`` incarnation ``token`` still owes; None when MTM is another
-        incarnation now (restarted: the jobs are owed by the new one, under new terms)."""
+        """Which of ``job_ids`` (or of the jobs that replaced them) incarnation ``token``
+        still owes; None when MTM is another incarnation now (restarted: the jobs are owed
+        by the new one, under new terms)."""
         with self._cond:
             if token != self._token:
                 return None
-            return frozenset(j for j in job_ids if j in self._owed)
+            return frozenset(self._open(job_ids))
 
     def wait(self, token: str, job_ids: frozenset[str], timeout: float) -> None:
-        """Wait at most ``timeout`` seconds until none of ``job_ids`` is owed by ``token``
-        any more (or another incarnation started)."""
+        """Wait at most ``timeout`` seconds until none of ``job_ids`` (nor of the jobs that
+        replaced them) is owed by ``token`` any more (or another incarnation started)."""
         with self._cond:
-            self._cond.wait_for(lambda: token != self._token or not (job_ids & self._owed), timeout)
+            self._cond.wait_for(lambda: token != self._token or not self._open(job_ids), timeout)
 
 
 class Metrics:

@@ -458,8 +458,8 @@ class MTMActor(SupervisedActor):
                 else dataclasses.replace(record, pages=pages)
             )
         self.persona_queue = queue
-        for tag in self.jobs.drop_to_lpm(self.env.store.edits.deleted_pages):
-            self.persona_again(split_tag(tag)[1])
+        for job_id, tag in self.jobs.drop_to_lpm(self.env.store.edits.deleted_pages):
+            self.jobs.settle(job_id, self._redo("persona_update", split_tag(tag)[1]))
 
     def _forget_segment(self, seg_id: str) -> None:
         timer = self.summary_timers.pop(seg_id, None)
@@ -628,19 +628,19 @@ class MTMActor(SupervisedActor):
         # A job that read a page deleted since may quote it: its answer is dropped and
         # the job asked again from the pages left.
         stale = self.jobs.read_deleted(job_id, self.env.store.edits.deleted_pages)
+        if stale:
+            # Asked again now from the pages left; a flush waiting for this job waits for
+            # the ones asked in its place.
+            self.jobs.settle(job_id, self._redo(done.kind, body))
+            return
         if done.kind in ("segment_summary", "segment_persona"):
-            if stale:
-                self._summarise_again(body)
-            else:
-                self.core.set_summary(
-                    body,
-                    str(data.get("summary", "")),
-                    frozenset(str(k) for k in data.get("keywords", ())),
-                )
-        if done.kind not in _PERSONA_KINDS or stale:
+            self.core.set_summary(
+                body,
+                str(data.get("summary", "")),
+                frozenset(str(k) for k in data.get("keywords", ())),
+            )
+        if done.kind not in _PERSONA_KINDS:
             self.jobs.settle(job_id)  # a persona update's once LPM has it
-            if stale and done.kind in _PERSONA_KINDS:
-                self.persona_again(body)
         else:
             persona: dict[str, Any] = {
                 k: data.get(k, []) for k in ("traits", "facts", "agent_traits")
@@ -652,12 +652,25 @@ class MTMActor(SupervisedActor):
                 CompletionDone("persona_update", done.tag, persona, done.degraded, done.epoch),
             )
 
-    def _summarise_again(self, segment_id: str) -> None:
-        """Ask for ``segment_id``'s summary again (after the debounce window)."""
-        if self.core.segment_pages(segment_id):
+    def _redo(self, kind: str, body: str) -> list[str]:
+        """Ask again, at once, for the work of a ``kind`` job on ``body`` whose answer was
+        dropped (it read a page deleted since): the summary of a segment that still has
+        pages, the persona update of the segments ``body`` names that are still here (with
+        their pages left). Returns the ids of the jobs asked for."""
+        first = self.jobs.count
+        resummarise = kind in ("segment_summary", "segment_persona")
+        if resummarise and self.core.segment_pages(body):
             every = self.env.config.summary_every_pages
-            self.unsummarised[segment_id] = max(self.unsummarised.get(segment_id, 0), every)
-            self.schedule_summary(segment_id)
+            self.unsummarised[body] = max(self.unsummarised.get(body, 0), every)
+        if kind in _PERSONA_KINDS:
+            self.requeue_persona(body)
+            self._ask_persona()  # may take the summary along (segment_persona)
+        if resummarise and body in self.unsummarised:
+            timer = self.summary_timers.pop(body, None)
+            if timer is not None:
+                timer.cancel()
+            self._request_summary(body)
+        return self.jobs.asked_since(first)
 
     def requeue_persona(self, body: str) -> None:
         """Queue again for a persona update the segments ``body`` names (``"s1+s2"``) that

@@ -89,10 +89,10 @@ class MTMJobs:
         """Jobs held back plus persona updates not handed to LPM yet."""
         return len(self.outgoing) + len(self.to_lpm)
 
-    def ask(self, kind: str, payload: Any, body: str, reads: Iterable[int] = ()) -> None:
+    def ask(self, kind: str, payload: Any, body: str, reads: Iterable[int] = ()) -> str:
         """Ask the gateway for a job whose answer comes back to the actor, and owe it until
         then (tagged ``"<job id>:<body>"``); ``reads``: the turn seqs of the pages in
-        ``payload``."""
+        ``payload``. Returns the job id."""
         self.count += 1
         job_id = f"{self.token}.{self.count}"
         self.reads[job_id] = frozenset(reads)
@@ -110,11 +110,18 @@ class MTMJobs:
             ),
             job_id,
         )
+        return job_id
 
-    def settle(self, job_id: str) -> None:
-        """Job ``job_id`` is answered and its answer applied: owed no more."""
+    def asked_since(self, count: int) -> list[str]:
+        """The ids of the jobs asked for since ``count`` was :attr:`count`."""
+        return [f"{self.token}.{n}" for n in range(count + 1, self.count + 1)]
+
+    def settle(self, job_id: str, successors: Iterable[str] = ()) -> None:
+        """Job ``job_id`` is answered and its answer applied (owed no more), or dropped
+        and asked again as the jobs ``successors`` (a flush waiting for it waits for
+        them)."""
         if job_id and self.owed.pop(job_id, None) is not None:
-            self.env.job_watch.settle(self.token, job_id)
+            self.env.job_watch.settle(self.token, job_id, successors)
 
     def submit(self, job: CompletionJob, job_id: str) -> None:
         """Owe ``job`` (as ``job_id``) and offer it to the gateway."""
@@ -173,15 +180,15 @@ class MTMJobs:
         """Whether job ``job_id`` read a page among turn seqs ``deleted``."""
         return not self.reads.get(job_id, frozenset()).isdisjoint(deleted)
 
-    def drop_to_lpm(self, deleted: AbstractSet[int]) -> list[str]:
+    def drop_to_lpm(self, deleted: AbstractSet[int]) -> list[tuple[str, str]]:
         """Drop the persona updates waiting for LPM whose job read a page among turn seqs
-        ``deleted`` (they may quote it); returns their tags (each job settled)."""
+        ``deleted`` (they may quote it); returns their ``(job id, tag)`` (each job still
+        owed: the caller settles it once it is asked again)."""
         kept: deque[tuple[str, CompletionDone]] = deque()
-        dropped: list[str] = []
+        dropped: list[tuple[str, str]] = []
         for job_id, update in self.to_lpm:
             if self.read_deleted(job_id, deleted):
-                dropped.append(update.tag)
-                self.settle(job_id)
+                dropped.append((job_id, update.tag))
             else:
                 kept.append((job_id, update))
         self.to_lpm = kept

@@ -212,6 +212,51 @@ def test_a_persona_update_asked_before_the_delete_and_answered_after_it_is_asked
     assert SECRET not in _seen(mem, tmp_path)
 
 
+def test_a_flush_waiting_for_a_persona_update_dropped_by_a_delete_waits_for_its_redo(
+    open_mem, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # flush asks for the persona update (the debounce window is an hour) and waits for
+    # it; the offline LLM holds that answer until the page it read is deleted, so it is
+    # dropped. The flush returns only once the update asked again in its place is
+    # applied, not an hour later when the debounce window would have asked it.
+    asked, release = threading.Event(), threading.Event()
+    learn = OfflineBackend._persona_update
+
+    def held(self: OfflineBackend, payload: dict[str, Any]) -> dict[str, Any]:
+        if SECRET in repr(payload).casefold():
+            asked.set()
+            assert release.wait(60.0)
+        return learn(self, payload)
+
+    monkeypatch.setattr(OfflineBackend, "_persona_update", held)
+    mem = open_mem(MemoryConfig(**{**CFG, "persona_debounce_seconds": 3600.0}))
+    for q, r in TURNS:
+        mem.add_turn(USER, q, r)
+    for i in range(10):
+        mem.add_turn(USER, *turn_text(USER, i))
+    flushed: list[BaseException | None] = []
+
+    def flush() -> None:
+        try:
+            mem.flush(timeout=120.0)
+            flushed.append(None)
+        except BaseException as exc:  # noqa: BLE001 - reported by the test thread
+            flushed.append(exc)
+
+    waiter = threading.Thread(target=flush, name="test-flush")
+    waiter.start()
+    try:
+        assert asked.wait(60.0), "flush asked for no persona update of the page's segment"
+        assert not flushed  # it waits for the held answer
+        mem.delete_memory(USER, "page:p1")
+    finally:
+        release.set()
+        waiter.join(150.0)
+    assert flushed == [None]
+    assert any("luthier" in text for text in _facts(mem).values())
+    assert SECRET not in _seen(mem, tmp_path)
+
+
 def test_lpm_drops_a_persona_update_that_read_a_page_deleted_on_its_way(open_mem) -> None:
     # MTM handed it on before it learned of the deletion: LPM, where deletions are
     # decided, drops it, and MTM asks again from the pages left.

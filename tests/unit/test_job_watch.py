@@ -1,0 +1,118 @@
+"""The job watch flush waits on: jobs owed, settled, and replaced by the jobs asked again
+in their place (a summary or persona update whose answer read a page deleted since)."""
+
+from __future__ import annotations
+
+import threading
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from memoryos_actors.actors.base import JobWatch
+
+
+def test_a_replaced_job_is_waited_for_through_its_successors() -> None:
+    watch = JobWatch()
+    watch.start("t")
+    for job in ("t.1", "t.2", "t.3"):
+        watch.owe("t", job)
+    assert watch.left("t", frozenset({"t.1"})) == {"t.1"}
+    watch.settle("t", "t.1", ["t.2", "t.3"])  # dropped, asked again as t.2 and t.3
+    assert watch.left("t", frozenset({"t.1"})) == {"t.2", "t.3"}
+    watch.settle("t", "t.2")
+    assert watch.left("t", frozenset({"t.1"})) == {"t.3"}
+    watch.owe("t", "t.4")
+    watch.settle("t", "t.3", ["t.4"])  # dropped again
+    assert watch.left("t", frozenset({"t.1"})) == {"t.4"}
+    watch.settle("t", "t.4")
+    assert watch.left("t", frozenset({"t.1"})) == frozenset()
+    assert watch._replaced == {}  # forgotten once nothing they stand for is owed
+
+
+def test_another_incarnation_forgets_replacements_and_ignores_the_old_token() -> None:
+    watch = JobWatch()
+    watch.start("a")
+    watch.owe("a", "a.1")
+    watch.owe("a", "a.2")
+    watch.settle("a", "a.1", ["a.2"])
+    watch.start("b")
+    assert watch.left("a", frozenset({"a.1"})) is None
+    assert watch.left("b", frozenset({"a.1"})) == frozenset()
+    watch.settle("a", "a.2", ["a.1"])  # from the old incarnation: ignored
+    assert watch._replaced == {}
+
+
+def test_wait_returns_when_the_successor_is_settled() -> None:
+    watch = JobWatch()
+    watch.start("t")
+    watch.owe("t", "t.1")
+    watch.owe("t", "t.2")
+    watch.settle("t", "t.1", ["t.2"])
+    done = threading.Event()
+
+    def waiter() -> None:
+        watch.wait("t", frozenset({"t.1"}), 30.0)
+        done.set()
+
+    thread = threading.Thread(target=waiter)
+    thread.start()
+    assert not done.wait(0.05)  # t.2 stands for t.1
+    watch.settle("t", "t.2")
+    thread.join(30.0)
+    assert done.is_set()
+
+
+# An operation: owe a new job, settle an owed one plainly, or settle one with successors
+# owed already (picked by index among the jobs owed at that moment).
+_OPS = st.lists(
+    st.tuples(
+        st.sampled_from(("owe", "settle", "replace")),
+        st.integers(0, 50),
+        st.lists(st.integers(0, 50), max_size=3),
+    ),
+    max_size=60,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_OPS)
+def test_what_is_left_matches_a_model_that_never_forgets(ops) -> None:
+    # The model keeps every replacement forever; the watch forgets those that stand for
+    # nothing owed. Both must agree on what any set of jobs ever asked still waits for.
+    watch = JobWatch()
+    watch.start("t")
+    owed: set[str] = set()
+    replaced: dict[str, list[str]] = {}
+    asked: list[str] = []
+
+    def model_left(jobs: set[str]) -> set[str]:
+        out, seen, stack = set(), set(), list(jobs)
+        while stack:
+            job = stack.pop()
+            if job in seen:
+                continue
+            seen.add(job)
+            if job in owed:
+                out.add(job)
+            stack.extend(replaced.get(job, ()))
+        return out
+
+    for op, pick, follow in ops:
+        current = sorted(owed)
+        if op == "owe" or not current:
+            job = f"t.{len(asked) + 1}"
+            asked.append(job)
+            owed.add(job)
+            watch.owe("t", job)
+            continue
+        job = current[pick % len(current)]
+        successors = [] if op == "settle" else [current[i % len(current)] for i in follow]
+        successors = [s for s in successors if s != job]
+        owed.discard(job)
+        if successors:
+            replaced[job] = successors
+        watch.settle("t", job, successors)
+        for i in range(len(asked)):
+            for j in range(i, min(len(asked), i + 3)):
+                jobs = set(asked[i : j + 1])
+                assert watch.left("t", frozenset(jobs)) == model_left(jobs)
