@@ -17,11 +17,16 @@ happens to be, half way through a call.
 
 Exit codes after a stop: 0, or 130 for SIGINT where a command says so (``chat``,
 ``ingest``: an interactive command cut short by Ctrl-C).
+
+While a command owns the stop signals, SIGUSR1 (where the platform has it) prints the
+stack of every thread on stderr and changes nothing else: what a stop that takes long is
+waiting for.
 """
 
 from __future__ import annotations
 
 import contextlib
+import faulthandler
 import os
 import signal
 import threading
@@ -38,6 +43,8 @@ DEFAULT_SHUTDOWN_TIMEOUT_S = 30.0
 then closing the memory system)."""
 
 _SIGNALS = (signal.SIGINT, signal.SIGTERM)
+#: Prints every thread's stack on stderr (POSIX only).
+_DUMP_SIGNAL: int | None = getattr(signal, "SIGUSR1", None)
 _POLL_S = 0.05
 """How often a wait for work in flight looks at the signals received, seconds. A signal
 handler cannot safely wake a thread (it may interrupt the very lock it would take)."""
@@ -91,6 +98,7 @@ class StopSignals:
         self._closing = False
         self._armed = False
         self._previous: dict[int, Any] = {}
+        self._dumps = False
 
     # -- state -------------------------------------------------------------------------------
 
@@ -123,12 +131,23 @@ class StopSignals:
         if threading.current_thread() is threading.main_thread():
             for sig in _SIGNALS:
                 self._previous[sig] = signal.signal(sig, self._handle)
+            if _DUMP_SIGNAL is not None and signal.getsignal(_DUMP_SIGNAL) in (
+                signal.SIG_DFL,
+                None,
+            ):
+                # Written by the interpreter itself, whatever the threads are doing, to
+                # file descriptor 2 (sys.stderr may be a stream with none).
+                faulthandler.register(_DUMP_SIGNAL, file=2, all_threads=True, chain=False)
+                self._dumps = True
         return self
 
     def __exit__(self, exc_type: object, *_exc: object) -> None:
         for sig, handler in self._previous.items():
             signal.signal(sig, handler)
         self._previous.clear()
+        if self._dumps and _DUMP_SIGNAL is not None:
+            faulthandler.unregister(_DUMP_SIGNAL)
+            self._dumps = False
         if self.requested and self._closing and exc_type is None:
             _say(f"stopped on {self.name}; the memory system is closed")
 

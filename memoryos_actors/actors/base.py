@@ -420,10 +420,25 @@ class JobWatch:
             follow = tuple(j for j in successors if j != job_id)
             if follow:
                 self._replaced[job_id] = follow
-            # A replaced job is forgotten once nothing it stands for is owed any more.
-            for old in [o for o, new in self._replaced.items() if not self._open(new)]:
-                del self._replaced[old]
+            if self._replaced:
+                self._forget_done()
             self._cond.notify_all()
+
+    def _forget_done(self) -> None:
+        """Forget the replaced jobs that stand for nothing owed any more (one pass, each
+        job looked at once; a replacement names only jobs asked after it)."""
+        alive: dict[str, bool] = {}
+
+        def open_(job: str) -> bool:
+            known = alive.get(job)
+            if known is None:
+                alive[job] = False  # (no cycle; guards the recursion all the same)
+                known = job in self._owed or any(open_(j) for j in self._replaced.get(job, ()))
+                alive[job] = known
+            return known
+
+        for old in [o for o in self._replaced if not open_(o)]:
+            del self._replaced[old]
 
     def _open(self, job_ids: Iterable[str]) -> set[str]:
         """The jobs still owed among ``job_ids`` and the successors of those replaced."""

@@ -543,11 +543,18 @@ class MTMActor(SupervisedActor):
             self._request_summary(seg_id)
         return asked + len(owed)
 
+    def _readable(self, pages: Iterable[Page]) -> list[Page]:
+        """``pages`` but those deleted: the edit log has a deletion before this tier drops
+        the page (its ``ApplyEdit`` may still be on its way), and a job must never read a
+        deleted page (its answer would be dropped and asked again, and again)."""
+        deleted = self.env.store.edits.deleted_pages
+        return [p for p in pages if p.seq not in deleted]
+
     def _request_summary(self, segment_id: str) -> None:
         self.unsummarised.pop(segment_id, None)
-        pages = self.core.segment_pages(segment_id)
+        pages = self._readable(self.core.segment_pages(segment_id))
         if not pages:
-            return  # evicted meanwhile
+            return  # evicted or deleted meanwhile
         self.jobs.ask(
             "segment_summary",
             {"pages": [{"query": p.query, "response": p.response} for p in pages]},
@@ -586,7 +593,9 @@ class MTMActor(SupervisedActor):
         if timer is not None:
             timer.cancel()
         self.unsummarised.pop(segment_id, None)
-        pages = self.core.segment_pages(segment_id)
+        pages = self._readable(self.core.segment_pages(segment_id))
+        if not pages:
+            return  # every page deleted: nothing to learn
         assistant = promoted.pages[-1].assistant_id if promoted.pages else "default"
         self.jobs.ask(
             "segment_persona",
@@ -601,18 +610,23 @@ class MTMActor(SupervisedActor):
         The answer comes back here and goes on to LPM, tagged
         ``"<job>:<segment ids joined by +>|<assistant>"``.
         """
-        pages = [
-            {"query": p.query, "response": p.response}
-            for segment in segments
-            for p in segment.pages
-        ]
+        readable = [(s, self._readable(s.pages)) for s in segments]
+        readable = [(s, pages) for s, pages in readable if pages]
+        if not readable:
+            return  # every page deleted: nothing to learn
         last = segments[-1]
         assistant = last.pages[-1].assistant_id if last.pages else "default"
         self.jobs.ask(
             "persona_update",
-            {"pages": pages},
-            f"{'+'.join(s.segment_id for s in segments)}|{assistant}",
-            reads=(p.seq for segment in segments for p in segment.pages),
+            {
+                "pages": [
+                    {"query": p.query, "response": p.response}
+                    for _s, pages in readable
+                    for p in pages
+                ]
+            },
+            f"{'+'.join(s.segment_id for s, _pages in readable)}|{assistant}",
+            reads=(p.seq for _s, pages in readable for p in pages),
         )
 
     # -- answers ----------------------------------------------------------------------------

@@ -16,6 +16,7 @@ import subprocess
 import sys
 import textwrap
 import threading
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +26,9 @@ from waiting import wait_until
 
 from memoryos_actors import ManualClock, MemoryConfig, MemoryOS, UnknownMemory
 from memoryos_actors.actors.base import actor_names
-from memoryos_actors.actors.protocol import CompletionDone
+from memoryos_actors.actors.mtm_jobs import MTMJobs
+from memoryos_actors.actors.protocol import ApplyEdit, CompletionDone
+from memoryos_actors.actors.stm import STMActor
 from memoryos_actors.gateway.offline import OfflineBackend
 
 USER = "derived"
@@ -255,6 +258,69 @@ def test_a_flush_waiting_for_a_persona_update_dropped_by_a_delete_waits_for_its_
     assert flushed == [None]
     assert any("luthier" in text for text in _facts(mem).values())
     assert SECRET not in _seen(mem, tmp_path)
+
+
+def test_no_job_asked_after_a_delete_is_recorded_reads_the_page_before_mtm_drops_it(
+    open_mem, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The deletion is in the edit log before MTM drops the page (its ApplyEdit comes after
+    # STM's, held here). An answer dropped meanwhile is asked again without the page, not
+    # from the pages MTM still holds (that answer would be dropped too, and so on), and so
+    # is any other job asked in that window.
+    held_answer, release = threading.Event(), threading.Event()
+    stm_got_edit, stm_go = threading.Event(), threading.Event()
+    answer = OfflineBackend.answer
+
+    def held(self: OfflineBackend, kind: str, payload: dict[str, Any]) -> Any:
+        if kind in ("persona_update", "segment_persona") and SECRET in repr(payload).casefold():
+            if not held_answer.is_set():
+                held_answer.set()
+                assert release.wait(60.0)
+        return answer(self, kind, payload)
+
+    stm_receive = STMActor.on_receive
+
+    def slow_edit(self: STMActor, message: object) -> object:
+        if isinstance(message, ApplyEdit):
+            stm_got_edit.set()
+            assert stm_go.wait(60.0)
+        return stm_receive(self, message)
+
+    asked: list[tuple[str, bool, bool]] = []  # (kind, p1 deleted at the ask, p1 read)
+    ask = MTMJobs.ask
+
+    def watched_ask(
+        self: MTMJobs, kind: str, payload: Any, body: str, reads: Iterable[int] = ()
+    ) -> str:
+        seqs = frozenset(reads)
+        asked.append((kind, self.env.store.edits.page_deleted(1), 1 in seqs))
+        return ask(self, kind, payload, body, seqs)
+
+    monkeypatch.setattr(OfflineBackend, "answer", held)
+    monkeypatch.setattr(STMActor, "on_receive", slow_edit)
+    monkeypatch.setattr(MTMJobs, "ask", watched_ask)
+    mem = open_mem(MemoryConfig(**CFG))
+    for q, r in TURNS:
+        mem.add_turn(USER, q, r)
+    for i in range(10):
+        mem.add_turn(USER, *turn_text(USER, i))
+    assert held_answer.wait(60.0), "no persona update read the page"
+    deleting = threading.Thread(target=mem.delete_memory, args=(USER, "page:p1"))
+    deleting.start()
+    try:
+        assert stm_got_edit.wait(60.0)  # recorded; MTM has not heard of it
+        release.set()  # the held answer reaches MTM: dropped, asked again
+        wait_until(
+            lambda: any(deleted for _kind, deleted, _read in asked), "a job asked again", 60.0
+        )
+    finally:
+        release.set()
+        stm_go.set()
+        deleting.join(60.0)
+    mem.flush()
+    after = [(kind, read) for kind, deleted, read in asked if deleted]
+    assert after and not any(read for _kind, read in after), after
+    assert any("luthier" in text for text in _facts(mem).values())
 
 
 def test_lpm_drops_a_persona_update_that_read_a_page_deleted_on_its_way(open_mem) -> None:

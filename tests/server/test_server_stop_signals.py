@@ -366,3 +366,23 @@ def test_mcp_over_stdio_on_a_locked_data_directory_exits_2_without_waiting_for_s
             kill_if_running(proc, out, err)
     assert code == 2, err.text
     assert "DataDirLocked" in err.text and "Traceback" not in err.text
+
+
+def test_sigusr1_prints_every_threads_stack_and_the_server_goes_on(tmp_path: Path) -> None:
+    # What an operator (and a test whose stop takes too long) reads to see what it waits for.
+    keys = tmp_path / "keys.json"
+    key = add_key(tmp_path, keys, "acme")
+    server = start_server(tmp_path, tmp_path / "data", keys)
+    try:
+        _post_turns(server, key, ["u0"], 2)
+        server.proc.send_signal(signal.SIGUSR1)
+        # Every thread: the main one (handling the signal) and the actors' among the others.
+        wait_until(
+            lambda: "Current thread 0x" in (t := server.log_text()) and t.count("Thread 0x") > 3,
+            "the stack dump",
+            WAIT_S,
+        )
+        _post_turns(server, key, ["u0"], 1)  # still serving
+        assert server.stop() == 0
+    finally:
+        server.stop(signal.SIGKILL)
