@@ -45,12 +45,35 @@ TURNS = (
 _REPO = Path(__file__).resolve().parents[2]
 
 
-def _fill(mem: MemoryOS, more: int) -> None:
+def _write(mem: MemoryOS, more: int) -> None:
+    """The four turns (the first quotes the secret), then ``more`` others."""
     for q, r in TURNS:
         mem.add_turn(USER, q, r)
     for i in range(more):
         mem.add_turn(USER, *turn_text(USER, i))
+
+
+def _fill(mem: MemoryOS, more: int) -> None:
+    _write(mem, more)
     mem.flush()
+
+
+def _hold_secret_persona(
+    monkeypatch: pytest.MonkeyPatch,
+) -> tuple[threading.Event, threading.Event]:
+    """The offline LLM holds its persona updates that read the secret until ``release`` is
+    set; ``asked`` is set when one arrives. Returns ``(asked, release)``."""
+    asked, release = threading.Event(), threading.Event()
+    learn = OfflineBackend._persona_update
+
+    def held(self: OfflineBackend, payload: dict[str, Any]) -> dict[str, Any]:
+        if SECRET in repr(payload).casefold():
+            asked.set()
+            assert release.wait(60.0)
+        return learn(self, payload)
+
+    monkeypatch.setattr(OfflineBackend, "_persona_update", held)
+    return asked, release
 
 
 def _seen(mem: MemoryOS, tmp_path: Path, *, chat: bool = True) -> str:
@@ -171,10 +194,7 @@ def test_a_page_deleted_before_its_segments_persona_is_asked_is_not_learned(
     # deleted meanwhile must not be in it (nor in one asked before the delete and
     # answered after it).
     mem = open_mem(MemoryConfig(**{**CFG, "persona_debounce_seconds": 3600.0}))
-    for q, r in TURNS:
-        mem.add_turn(USER, q, r)
-    for i in range(10):
-        mem.add_turn(USER, *turn_text(USER, i))
+    _write(mem, 10)
     # (Pages move from STM to MTM, where they are promoted, as the writes go on.)
     wait_until(lambda: mem.get_memory(USER, "page:p2").tier == "mtm", "p2 placed in MTM")
     assert _facts(mem) == {}  # promoted, not asked yet
@@ -190,21 +210,9 @@ def test_a_persona_update_asked_before_the_delete_and_answered_after_it_is_asked
     open_mem, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # The offline LLM holds its answers for the page's segment until the page is deleted.
-    asked, release = threading.Event(), threading.Event()
-    learn = OfflineBackend._persona_update
-
-    def held(self: OfflineBackend, payload: dict[str, Any]) -> dict[str, Any]:
-        if SECRET in repr(payload).casefold():
-            asked.set()
-            assert release.wait(60.0)
-        return learn(self, payload)
-
-    monkeypatch.setattr(OfflineBackend, "_persona_update", held)
+    asked, release = _hold_secret_persona(monkeypatch)
     mem = open_mem(MemoryConfig(**CFG))
-    for q, r in TURNS:
-        mem.add_turn(USER, q, r)
-    for i in range(10):
-        mem.add_turn(USER, *turn_text(USER, i))
+    _write(mem, 10)
     assert asked.wait(60.0), "no persona update was asked for the page's segment"
     try:
         mem.delete_memory(USER, "page:p1")
@@ -222,21 +230,9 @@ def test_a_flush_waiting_for_a_persona_update_dropped_by_a_delete_waits_for_its_
     # it; the offline LLM holds that answer until the page it read is deleted, so it is
     # dropped. The flush returns only once the update asked again in its place is
     # applied, not an hour later when the debounce window would have asked it.
-    asked, release = threading.Event(), threading.Event()
-    learn = OfflineBackend._persona_update
-
-    def held(self: OfflineBackend, payload: dict[str, Any]) -> dict[str, Any]:
-        if SECRET in repr(payload).casefold():
-            asked.set()
-            assert release.wait(60.0)
-        return learn(self, payload)
-
-    monkeypatch.setattr(OfflineBackend, "_persona_update", held)
+    asked, release = _hold_secret_persona(monkeypatch)
     mem = open_mem(MemoryConfig(**{**CFG, "persona_debounce_seconds": 3600.0}))
-    for q, r in TURNS:
-        mem.add_turn(USER, q, r)
-    for i in range(10):
-        mem.add_turn(USER, *turn_text(USER, i))
+    _write(mem, 10)
     flushed: list[BaseException | None] = []
 
     def flush() -> None:
@@ -300,10 +296,7 @@ def test_no_job_asked_after_a_delete_is_recorded_reads_the_page_before_mtm_drops
     monkeypatch.setattr(STMActor, "on_receive", slow_edit)
     monkeypatch.setattr(MTMJobs, "ask", watched_ask)
     mem = open_mem(MemoryConfig(**CFG))
-    for q, r in TURNS:
-        mem.add_turn(USER, q, r)
-    for i in range(10):
-        mem.add_turn(USER, *turn_text(USER, i))
+    _write(mem, 10)
     assert held_answer.wait(60.0), "no persona update read the page"
     deleting = threading.Thread(target=mem.delete_memory, args=(USER, "page:p1"))
     deleting.start()

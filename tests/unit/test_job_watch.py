@@ -11,11 +11,17 @@ from hypothesis import strategies as st
 from memoryos_actors.actors.base import JobWatch
 
 
-def test_a_replaced_job_is_waited_for_through_its_successors() -> None:
+def _watch(token: str, *owed: str) -> JobWatch:
+    """A watch of incarnation ``token`` owing ``owed``."""
     watch = JobWatch()
-    watch.start("t")
-    for job in ("t.1", "t.2", "t.3"):
-        watch.owe("t", job)
+    watch.start(token)
+    for job in owed:
+        watch.owe(token, job)
+    return watch
+
+
+def test_a_replaced_job_is_waited_for_through_its_successors() -> None:
+    watch = _watch("t", "t.1", "t.2", "t.3")
     assert watch.left("t", frozenset({"t.1"})) == {"t.1"}
     watch.settle("t", "t.1", ["t.2", "t.3"])  # dropped, asked again as t.2 and t.3
     assert watch.left("t", frozenset({"t.1"})) == {"t.2", "t.3"}
@@ -30,10 +36,7 @@ def test_a_replaced_job_is_waited_for_through_its_successors() -> None:
 
 
 def test_another_incarnation_forgets_replacements_and_ignores_the_old_token() -> None:
-    watch = JobWatch()
-    watch.start("a")
-    watch.owe("a", "a.1")
-    watch.owe("a", "a.2")
+    watch = _watch("a", "a.1", "a.2")
     watch.settle("a", "a.1", ["a.2"])
     watch.start("b")
     assert watch.left("a", frozenset({"a.1"})) is None
@@ -43,10 +46,7 @@ def test_another_incarnation_forgets_replacements_and_ignores_the_old_token() ->
 
 
 def test_wait_returns_when_the_successor_is_settled() -> None:
-    watch = JobWatch()
-    watch.start("t")
-    watch.owe("t", "t.1")
-    watch.owe("t", "t.2")
+    watch = _watch("t", "t.1", "t.2")
     watch.settle("t", "t.1", ["t.2"])
     done = threading.Event()
 
