@@ -240,6 +240,13 @@ class Barriers:
             else:
                 if self._poll(b, lpm_n, Ping()) is _NOT_YET:
                     return False
+                again = b.watch.owed_again(str(b.token))
+                if again:
+                    # LPM dropped persona updates that read a page deleted on their way:
+                    # wait for the ones MTM asks in their place, then ping LPM again.
+                    b.owed = again
+                    b.phase = "jobs"
+                    continue
                 if self._core.config.shared_agent_persona:
                     self._ping_shared_personas(b.user_id, deadline)
                 return True

@@ -372,6 +372,10 @@ class PlacementBacklog(Backlog):
             return time.monotonic() - self._since[0] if self._since else 0.0
 
 
+#: The prefix of the placeholder of a persona update LPM dropped (:meth:`JobWatch.owe_again`).
+_AGAIN = "again."
+
+
 class JobWatch:
     """The gateway jobs a user's MTM owes, mirrored where other threads can wait on them.
 
@@ -409,6 +413,22 @@ class JobWatch:
         with self._cond:
             if token == self._token:
                 self._owed.add(job_id)
+
+    def owe_again(self, job_id: str) -> tuple[str, str]:
+        """A persona update LPM dropped (it read a page deleted on its way) is owed again,
+        until MTM asks for it anew and settles ``"again.<job_id>"`` with the jobs it
+        asked (:meth:`settle`). Returns ``(token, id)`` of that placeholder."""
+        with self._cond:
+            placeholder = f"{_AGAIN}{job_id}"
+            self._owed.add(placeholder)
+            return self._token, placeholder
+
+    def owed_again(self, token: str) -> frozenset[str]:
+        """The placeholders of :meth:`owe_again` incarnation ``token`` still owes."""
+        with self._cond:
+            if token != self._token:
+                return frozenset()
+            return frozenset(j for j in self._owed if j.startswith(_AGAIN))
 
     def settle(self, token: str, job_id: str, successors: Iterable[str] = ()) -> None:
         """Job ``job_id`` of incarnation ``token`` is answered and applied, or replaced by

@@ -184,8 +184,11 @@ class LPMActor(SupervisedActor):
         read = {int(s) for s in data.get("pages") or ()}
         if not read.isdisjoint(env.store.edits.deleted_pages):
             # Asked before a page it read was deleted: it may quote it. MTM asks again
-            # from the pages left.
-            env.registry.tell(env.mtm_name, PersonaAgain(segment_id))
+            # from the pages left; until then the update is owed again (a flush that
+            # pings this actor after this waits for the new one).
+            owed = env.job_watch.owe_again(job_id or segment_id)
+            if not env.registry.tell(env.mtm_name, PersonaAgain(segment_id, owed)):
+                env.job_watch.settle(*owed)  # MTM is not running: nothing would settle it
             return
         record = PersonaRecord.from_gateway(
             data,

@@ -297,7 +297,9 @@ class MTMActor(SupervisedActor):
                 self._ask_persona()
             return None
         if isinstance(message, PersonaAgain):
-            self.persona_again(message.body)
+            asked = self._redo("persona_update", message.body)
+            if message.owed is not None:
+                self.env.job_watch.settle(*message.owed, asked)
             return None
         if isinstance(message, RefreshSummary):
             self.summary_timers.pop(message.segment_id, None)
@@ -693,12 +695,6 @@ class MTMActor(SupervisedActor):
             record = self.core.segment(seg_id)
             if record is not None and record.pages:
                 self.persona_queue.append(record)
-
-    def persona_again(self, body: str) -> None:
-        """Ask again for the persona update of the segments ``body`` names (see
-        :meth:`requeue_persona`), after the debounce window."""
-        self.requeue_persona(body)
-        self.arm_persona_ask(self.env.config.persona_debounce_seconds)
 
 
 class _Recover:

@@ -142,9 +142,13 @@ class RefreshSummary:
 @dataclass(frozen=True, slots=True)
 class PersonaAgain:
     """LPM -> MTM: a persona update read a page deleted before it reached LPM (it may
-    quote it) and was dropped; ask again for the segments ``body`` names (``"s1+s2"``)."""
+    quote it) and was dropped; ask again for the segments ``body`` names (``"s1+s2"``).
+
+    ``owed``: ``(token, id)`` of the placeholder LPM noted in the user's job watch, which
+    MTM settles with the jobs it asks (a flush waits for those), or None."""
 
     body: str
+    owed: tuple[str, str] | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -26,8 +26,10 @@ from waiting import wait_until
 
 from memoryos_actors import ManualClock, MemoryConfig, MemoryOS, UnknownMemory
 from memoryos_actors.actors.base import actor_names
+from memoryos_actors.actors.lpm import LPMActor
+from memoryos_actors.actors.mtm import MTMActor
 from memoryos_actors.actors.mtm_jobs import MTMJobs
-from memoryos_actors.actors.protocol import ApplyEdit, CompletionDone
+from memoryos_actors.actors.protocol import ApplyEdit, CompletionDone, OwedJobs
 from memoryos_actors.actors.stm import STMActor
 from memoryos_actors.gateway.offline import OfflineBackend
 
@@ -316,22 +318,60 @@ def test_no_job_asked_after_a_delete_is_recorded_reads_the_page_before_mtm_drops
     assert any("luthier" in text for text in _facts(mem).values())
 
 
-def test_lpm_drops_a_persona_update_that_read_a_page_deleted_on_its_way(open_mem) -> None:
+def test_lpm_drops_a_persona_update_that_read_a_page_deleted_on_its_way(
+    open_mem, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # MTM handed it on before it learned of the deletion: LPM, where deletions are
-    # decided, drops it, and MTM asks again from the pages left.
-    mem = open_mem(MemoryConfig(**CFG))
+    # decided, drops it, and MTM asks again from the pages left, at once (not after the
+    # hour's debounce window); a flush after the drop waits for that.
+    asked: list[bool] = []  # persona calls: whether each read the secret
+    answer = OfflineBackend.answer
+
+    def counted(self: OfflineBackend, kind: str, payload: dict[str, Any]) -> Any:
+        if kind in ("persona_update", "segment_persona"):
+            asked.append(SECRET in repr(payload).casefold())
+        return answer(self, kind, payload)
+
+    monkeypatch.setattr(OfflineBackend, "answer", counted)
+    mem = open_mem(MemoryConfig(**{**CFG, "persona_debounce_seconds": 3600.0}))
     _fill(mem, 10)
     seg = mem.get_memory(USER, "page:p1").segment_id
     mem.delete_memory(USER, "page:p1")
     before = _facts(mem)
+    calls = len(asked)
+    # LPM takes the updates only once the flush has asked MTM what it owes (nothing).
+    owed_answered, lpm_go = threading.Event(), threading.Event()
+    mtm_receive, lpm_receive = MTMActor.on_receive, LPMActor.on_receive
+
+    def mtm_watched(self: MTMActor, message: object) -> object:
+        out = mtm_receive(self, message)
+        if isinstance(message, OwedJobs):
+            owed_answered.set()
+        return out
+
+    def lpm_held(self: LPMActor, message: object) -> object:
+        if isinstance(message, CompletionDone):
+            assert lpm_go.wait(60.0)
+        return lpm_receive(self, message)
+
+    monkeypatch.setattr(MTMActor, "on_receive", mtm_watched)
+    monkeypatch.setattr(LPMActor, "on_receive", lpm_held)
     lpm = mem.registry.require(actor_names(USER)[2])
     for pages, fact in (([1, 2], "User's sister is Quillonby."), ([2], "User hikes a lot.")):
         data = {"traits": [], "facts": [fact], "agent_traits": [], "pages": pages}
         lpm.tell(
             CompletionDone("persona_update", f"{seg}|default", data, False, mem.user_epoch(USER))
         )
-    mem.flush()
+    waiter = threading.Thread(target=mem.flush, name="test-flush")
+    waiter.start()
+    try:
+        assert owed_answered.wait(60.0)
+    finally:
+        lpm_go.set()
+        waiter.join(120.0)
+    assert not waiter.is_alive()
     assert set(_facts(mem).values()) - set(before.values()) == {"User hikes a lot."}
+    assert asked[calls:] and not any(asked[calls:])  # asked again, without the page
 
 
 _CHILD = textwrap.dedent("""
