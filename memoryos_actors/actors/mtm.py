@@ -492,7 +492,7 @@ class MTMActor(SupervisedActor):
             timer = self.summary_timers.pop(segment.segment_id, None)
             if timer is not None:
                 timer.cancel()
-            self.outbox.segment_evicted(segment, embs)
+            self.outbox.segment_evicted(segment, embs, self.deletions_seen)
             log.debug("mtm.evicted", user=env.user_id, segment=segment.segment_id)
         for page in effects.evicted_pages:
             self.counters["evicted_pages"] += 1

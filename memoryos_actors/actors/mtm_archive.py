@@ -96,10 +96,14 @@ class ArchiveOutbox:
         return True
 
     def segment_evicted(
-        self, segment: SegmentRecord, embs: Mapping[int, npt.NDArray[np.float32]]
+        self,
+        segment: SegmentRecord,
+        embs: Mapping[int, npt.NDArray[np.float32]],
+        deletions_seen: int = 0,
     ) -> None:
         """Archive an evicted segment with the pages of it the archive does not hold yet
-        (``embs``: the evicted pages' embeddings by turn seq)."""
+        (``embs``: the evicted pages' embeddings by turn seq; ``deletions_seen``: how many
+        of the edit log's deletions MTM had scrubbed its summaries for)."""
         if self.env.store.archive is None:
             return
         fresh = tuple(p for p in segment.pages if p.seq not in self.archived)
@@ -109,7 +113,9 @@ class ArchiveOutbox:
             segment = dataclasses.replace(segment, pages=fresh)
         self._append(
             ArchivedSegment.of_segment(
-                segment, {str(p.seq): emb_to_f16(embs[p.seq]) for p in fresh if p.seq in embs}
+                segment,
+                {str(p.seq): emb_to_f16(embs[p.seq]) for p in fresh if p.seq in embs},
+                self.env.store.edits.deletion_key(deletions_seen),
             )
         )
 

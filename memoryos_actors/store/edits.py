@@ -91,6 +91,11 @@ class EditLog:
         #: knows how many deletions its state has seen scrubs only the later ones'
         #: (:meth:`segments_scrubbed_after`).
         self._scrubs_by_delete: list[tuple[str, ...]] = []
+        #: The key of each deletion (:meth:`deletion_key`), in that order, and its place.
+        self._delete_keys: list[tuple[int, str, float]] = []
+        self._delete_place: dict[tuple[int, str, float], int] = {}
+        #: segments_scrubbed_after(n), kept until the next deletion.
+        self._scrubbed_after: dict[int, frozenset[str]] = {}
         self._keys: set[tuple[int, str, str, float]] = set()
         for rec in records:
             self.add(rec)
@@ -132,7 +137,11 @@ class EditLog:
             for chain, seq, upto in edit.chains:
                 self.scrub_chains.setdefault(chain, []).append((seq, upto))
             self.scrub_segments.update(edit.segments)
+            dkey = (int(edit.lsn), mid, float(edit.ts))
+            self._delete_place[dkey] = len(self._delete_keys)
+            self._delete_keys.append(dkey)
             self._scrubs_by_delete.append(tuple(edit.segments))
+            self._scrubbed_after.clear()
         elif edit.op == "correct":
             if mid in self.deleted and not mid.startswith("trait:"):
                 # A correction that raced the deletion and was logged after it (the LPM
@@ -221,7 +230,31 @@ class EditLog:
     def segments_scrubbed_after(self, seen: int) -> set[str]:
         """The segments named by the deletions after the first ``seen`` (a tier's state
         that has seen ``seen`` deletions holds no summary older than those)."""
-        return {seg for segs in self._scrubs_by_delete[max(seen, 0) :] for seg in segs}
+        return set(self._after(seen))
+
+    def _after(self, seen: int) -> frozenset[str]:
+        seen = max(seen, 0)
+        found = self._scrubbed_after.get(seen)
+        if found is None:
+            found = frozenset(s for segs in self._scrubs_by_delete[seen:] for s in segs)
+            self._scrubbed_after[seen] = found
+        return found
+
+    def deletion_key(self, seen: int) -> tuple[int, str, float] | None:
+        """The key (``lsn``, ``memory_id``, ``ts``) of the ``seen``-th deletion (None for
+        0): what an archived segment records of the deletions its summary had seen."""
+        if seen <= 0:
+            return None
+        if seen > len(self._delete_keys):
+            raise ValueError(f"the log holds {len(self._delete_keys)} deletions, not {seen}")
+        return self._delete_keys[seen - 1]
+
+    def segments_scrubbed_since(self, key: tuple[int, str, float] | None) -> frozenset[str]:
+        """The segments named by the deletions after the one of ``key``: all of them for
+        None, and for a key this log does not hold (a record from another user's log,
+        through an import): the safe side."""
+        place = self._delete_place.get(key) if key is not None else None
+        return self._after(0 if place is None else place + 1)
 
     def deleted_segments(self) -> set[str]:
         """Ids of the segments deleted whole (``s3``)."""
@@ -244,7 +277,10 @@ class EditLog:
             return record.edited(
                 self.deleted_pages,
                 self.scrub_page,
-                scrub_summary=record.segment_id in self.scrub_segments,
+                # Only deletions its summary had not seen when it was archived: one asked
+                # for after a deletion (from the pages left) is kept.
+                scrub_summary=record.segment_id
+                in self.segments_scrubbed_since(record.scrubbed_through),
             )
         if isinstance(record, ArchivedPage):
             if record.seq in self.deleted_pages:

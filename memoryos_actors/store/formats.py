@@ -39,7 +39,7 @@ types), so a data directory of an earlier version opens, and one written now ope
 from __future__ import annotations
 
 from collections.abc import Callable, Container, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from memoryos_actors.errors import InvalidInput
@@ -185,19 +185,32 @@ class ArchivedSegment:
         keywords: the segment's keywords (K_s), sorted.
         embs: the pages' embeddings as float16 bytes, by turn seq as a string (records of
             an early version keyed them by the int seq).
+        scrubbed_through: the key (``lsn``, ``memory_id``, ``ts``) of the last deletion of
+            the user's edit log whose scrub the segment's summary had seen when it was
+            archived (:meth:`~memoryos_actors.store.edits.EditLog.deletion_key`): a
+            deletion after it that names the segment clears the summary when the record
+            is read. None (records of earlier versions too): every such deletion does.
     """
 
     segment: Mapping[str, Any]
     keywords: tuple[str, ...] = ()
     embs: Mapping[str | int, bytes] = field(default_factory=dict)
+    scrubbed_through: tuple[int, str, float] | None = None
 
     kind: Literal["segment"] = field(default="segment", init=False)
 
     @classmethod
-    def of_segment(cls, segment: SegmentRecord, embs: Mapping[str | int, bytes]) -> ArchivedSegment:
+    def of_segment(
+        cls,
+        segment: SegmentRecord,
+        embs: Mapping[str | int, bytes],
+        scrubbed_through: tuple[int, str, float] | None = None,
+    ) -> ArchivedSegment:
         """The record of evicted ``segment`` (``embs``: float16 embeddings by turn seq as
-        a string)."""
-        return cls(segment.to_dict(), tuple(sorted(segment.keywords)), dict(embs))
+        a string; ``scrubbed_through``: see the class)."""
+        return cls(
+            segment.to_dict(), tuple(sorted(segment.keywords)), dict(embs), scrubbed_through
+        )
 
     def to_segment(self) -> SegmentRecord:
         """The segment with its pages, as a :class:`SegmentRecord` (validated)."""
@@ -227,7 +240,7 @@ class ArchivedSegment:
 
     def with_pages(self, pages: Iterable[Mapping[str, Any]]) -> ArchivedSegment:
         """This record holding only ``pages``."""
-        return ArchivedSegment({**self.segment, "pages": list(pages)}, self.keywords, self.embs)
+        return replace(self, segment={**self.segment, "pages": list(pages)})
 
     def edited(
         self,
@@ -258,16 +271,19 @@ class ArchivedSegment:
             kws = sorted({str(k) for p in kept for k in p.get("keywords") or ()})
             segment = {**segment, "summary": "", "keywords": kws}
             keywords = tuple(kws)
-        return ArchivedSegment(segment, keywords, embs)
+        return ArchivedSegment(segment, keywords, embs, self.scrubbed_through)
 
     def encode(self) -> dict[str, Any]:
         """The dict the archive file holds."""
-        return {
+        rec: dict[str, Any] = {
             "t": "segment",
             "keywords": list(self.keywords),
             "segment": self.segment,
             "embs": dict(self.embs),
         }
+        if self.scrubbed_through is not None:
+            rec["scrubbed_through"] = list(self.scrubbed_through)
+        return rec
 
 
 @dataclass(frozen=True, slots=True)
@@ -341,6 +357,19 @@ def scrub_page_map(
     return page
 
 
+def _deletion_key(raw: Any) -> tuple[int, str, float] | None:
+    """A deletion's key as an archived segment records it (``[lsn, memory_id, ts]``), or
+    None for a missing or malformed one (read as "no deletion seen": the safe side)."""
+    if not isinstance(raw, (list, tuple)) or len(raw) != 3:
+        return None
+    lsn, mid, ts = raw
+    if isinstance(lsn, bool) or not isinstance(lsn, int) or not isinstance(mid, str):
+        return None
+    if isinstance(ts, bool) or not isinstance(ts, (int, float)):
+        return None
+    return int(lsn), mid, float(ts)
+
+
 def decode_archived(rec: Mapping[str, Any]) -> ArchiveRecord | None:
     """The typed record of an archive file's dict, or None for a kind that holds no item
     (a repaired record's placeholder, a kind of a later version).
@@ -354,7 +383,12 @@ def decode_archived(rec: Mapping[str, Any]) -> ArchiveRecord | None:
         segment = rec["segment"]
         if not isinstance(segment, Mapping):
             raise TypeError(f"archived segment is a {type(segment).__name__}, not a map")
-        return ArchivedSegment(segment, tuple(rec.get("keywords") or ()), rec.get("embs") or {})
+        return ArchivedSegment(
+            segment,
+            tuple(rec.get("keywords") or ()),
+            rec.get("embs") or {},
+            _deletion_key(rec.get("scrubbed_through")),
+        )
     if kind == "page":
         page = rec["page"]
         if not isinstance(page, Mapping):

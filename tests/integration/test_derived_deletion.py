@@ -176,6 +176,34 @@ def test_an_archived_page_takes_archived_facts_that_quote_it(open_mem, tmp_path:
     assert SECRET not in _seen(again, tmp_path)
 
 
+def test_a_summary_made_after_a_deletion_is_kept_when_its_segment_is_archived(
+    open_mem, tmp_path: Path
+) -> None:
+    # The deletion clears the summary of the page's segment and a new one is made from
+    # the pages left; when the segment is evicted later, the archive keeps that one
+    # (it was cleared on every read before), through a restart too.
+    cfg = MemoryConfig(**{**CFG, "mtm_capacity": 6, "kb_capacity": 2})
+    mem = open_mem(cfg)
+    _fill(mem, 10)
+    page = mem.get_memory(USER, "page:p1")
+    assert page.tier == "mtm"
+    seg = page.segment_id
+    mem.delete_memory(USER, "page:p1")
+    mem.flush()
+    remade = mem.get_memory(USER, f"segment:{seg}")
+    assert remade.tier == "mtm" and remade.text and SECRET not in remade.text.casefold()
+    for i in range(10, 70):
+        mem.add_turn(USER, *turn_text(USER, i))
+    mem.flush()
+    archived = mem.get_memory(USER, f"segment:{seg}")
+    assert archived.tier == "archive" and archived.text == remade.text
+    assert SECRET not in _seen(mem, tmp_path)
+    mem.close()
+    again = open_mem(cfg)
+    assert again.get_memory(USER, f"segment:{seg}").text == remade.text
+    assert SECRET not in _seen(again, tmp_path)
+
+
 def test_a_deleted_segment_takes_everything_learned_from_it_only(open_mem, tmp_path) -> None:
     mem = open_mem(MemoryConfig(**CFG))
     _fill(mem, 10)

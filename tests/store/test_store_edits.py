@@ -129,6 +129,49 @@ def test_a_deleted_page_clears_the_summaries_that_may_quote_it() -> None:
     assert log.apply(other)["page"]["meta_chain"] == ""
 
 
+def test_an_archived_summary_is_cleared_only_by_the_deletions_it_had_not_seen() -> None:
+    # Two deletions name s1: a summary archived after MTM scrubbed for the first keeps its
+    # text unless the second came after it; a record that names no deletion, or one this
+    # log does not hold (from another user's log, through an import), is cleared.
+    log = EditLog(
+        [
+            _delete("page:p2", [2], 1, segments=["s1"]),
+            _delete("page:p9", [9], 2, segments=["s1"]),
+            _delete("page:p8", [8], 3, segments=["s7"]),
+        ]
+    )
+    first, second, third = (log.deletion_key(n) for n in (1, 2, 3))
+    assert log.deletion_key(0) is None and first == (1, "page:p2", 1.0)
+    with pytest.raises(ValueError, match="3 deletions"):
+        log.deletion_key(4)
+    seg = _segment("s1", [_page(1, "alpha"), _page(3, "gamma")], summary="alpha gamma")
+
+    def summary(through: Any) -> str:
+        rec = {**seg, "scrubbed_through": list(through)} if through is not None else seg
+        out = log.apply(rec)
+        assert out is not None
+        return str(out["segment"]["summary"])
+
+    assert summary(None) == ""
+    assert summary(first) == ""  # the second deletion came after it
+    assert summary(second) == "alpha gamma"
+    assert summary(third) == "alpha gamma"
+    assert summary((5, "page:p2", 1.0)) == ""  # not this log's
+    assert log.segments_scrubbed_since(first) == {"s1", "s7"}
+    assert log.segments_scrubbed_since(third) == frozenset()
+    assert log.segments_scrubbed_since(None) == log.segments_scrubbed_after(0)
+
+
+@pytest.mark.parametrize(
+    "raw", [None, [], [1, "page:p2"], ["1", "page:p2", 1.0], [1, 2, 1.0], [True, "x", 1.0], "x"]
+)
+def test_a_malformed_scrub_mark_reads_as_no_deletion_seen(raw: Any) -> None:
+    log = EditLog([_delete("page:p2", [2], 1, segments=["s1"])])
+    seg = _segment("s1", [_page(1, "alpha")], summary="alpha")
+    out = log.apply({**seg, "scrubbed_through": raw})
+    assert out is not None and out["segment"]["summary"] == ""
+
+
 def test_a_correction_changes_an_archived_fact_and_a_later_deletion_erases_its_history() -> None:
     new_emb = emb_to_f16(_unit(99))
     log = EditLog(

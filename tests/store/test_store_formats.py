@@ -441,6 +441,24 @@ def test_an_archived_segment_encodes_as_before_and_round_trips(
 
 
 @given(
+    segment=segment_records(),
+    lsn=st.integers(0, 2**40),
+    mid=st.text(max_size=20),
+    ts=st.floats(allow_nan=False, allow_infinity=False),
+)
+def test_an_archived_segment_keeps_the_last_deletion_its_summary_had_seen(
+    segment: Any, lsn: int, mid: str, ts: float
+) -> None:
+    record = ArchivedSegment.of_segment(segment, {}, (lsn, mid, ts))
+    payload = _pack(record.encode())
+    assert _unpack(payload)["scrubbed_through"] == [lsn, mid, ts]
+    again = decode_archived(_unpack(payload))
+    assert isinstance(again, ArchivedSegment) and again.scrubbed_through == (lsn, mid, ts)
+    assert again.with_pages(again.pages[:1]).scrubbed_through == (lsn, mid, ts)
+    assert "scrubbed_through" not in ArchivedSegment.of_segment(segment, {}).encode()
+
+
+@given(
     entry=kb_entries,
     kind=st.sampled_from(["fact", "agent_trait"]),
     assistant=st.one_of(st.just(""), ids),
