@@ -208,9 +208,7 @@ class ArchivedSegment:
     ) -> ArchivedSegment:
         """The record of evicted ``segment`` (``embs``: float16 embeddings by turn seq as
         a string; ``scrubbed_through``: see the class)."""
-        return cls(
-            segment.to_dict(), tuple(sorted(segment.keywords)), dict(embs), scrubbed_through
-        )
+        return cls(segment.to_dict(), tuple(sorted(segment.keywords)), dict(embs), scrubbed_through)
 
     def to_segment(self) -> SegmentRecord:
         """The segment with its pages, as a :class:`SegmentRecord` (validated)."""
