@@ -445,19 +445,21 @@ class JobWatch:
             self._cond.notify_all()
 
     def _forget_done(self) -> None:
-        """Forget the replaced jobs that stand for nothing owed any more (one pass, each
-        job looked at once; a replacement names only jobs asked after it)."""
-        alive: dict[str, bool] = {}
+        """Forget the replaced jobs that stand for nothing owed any more.
 
-        def open_(job: str) -> bool:
-            known = alive.get(job)
-            if known is None:
-                alive[job] = False  # (no cycle; guards the recursion all the same)
-                known = job in self._owed or any(open_(j) for j in self._replaced.get(job, ()))
-                alive[job] = known
-            return known
-
-        for old in [o for o in self._replaced if not open_(o)]:
+        A job's successors are asked before it is settled, so they are settled (and
+        replaced) after it: one pass from the newest replacement back decides them all.
+        The passes after it only confirm that (no recursion, and linear time, however long
+        a chain of replacements the deletions made)."""
+        alive = set(self._owed)
+        changed = True
+        while changed:
+            changed = False
+            for old in reversed(self._replaced):
+                if old not in alive and not alive.isdisjoint(self._replaced[old]):
+                    alive.add(old)
+                    changed = True
+        for old in [o for o in self._replaced if o not in alive]:
             del self._replaced[old]
 
     def _open(self, job_ids: Iterable[str]) -> set[str]:

@@ -116,3 +116,15 @@ def test_what_is_left_matches_a_model_that_never_forgets(ops) -> None:
             for j in range(i, min(len(asked), i + 3)):
                 jobs = set(asked[i : j + 1])
                 assert watch.left("t", frozenset(jobs)) == model_left(jobs)
+
+
+def test_a_long_chain_of_replacements_is_followed_and_forgotten() -> None:
+    # Each job dropped and asked again as the next one, 3,000 times over.
+    watch = _watch("t", "t.0")
+    for n in range(3000):
+        watch.owe("t", f"t.{n + 1}")
+        watch.settle("t", f"t.{n}", [f"t.{n + 1}"])
+    assert watch.left("t", frozenset({"t.0"})) == {"t.3000"}
+    watch.settle("t", "t.3000")
+    assert watch.left("t", frozenset({"t.0"})) == frozenset()
+    assert watch._replaced == {}
