@@ -424,11 +424,16 @@ class JobWatch:
             return self._token, placeholder
 
     def owed_again(self, token: str) -> frozenset[str]:
-        """The placeholders of :meth:`owe_again` incarnation ``token`` still owes."""
+        """The placeholders of :meth:`owe_again` incarnation ``token`` still owes, itself
+        or through the jobs MTM asked in their place (:meth:`left` follows those)."""
         with self._cond:
             if token != self._token:
                 return frozenset()
-            return frozenset(j for j in self._owed if j.startswith(_AGAIN))
+            return frozenset(
+                j
+                for j in itertools.chain(self._owed, self._replaced)
+                if j.startswith(_AGAIN) and self._open((j,))
+            )
 
     def settle(self, token: str, job_id: str, successors: Iterable[str] = ()) -> None:
         """Job ``job_id`` of incarnation ``token`` is answered and applied, or replaced by

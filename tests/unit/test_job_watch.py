@@ -128,3 +128,16 @@ def test_a_long_chain_of_replacements_is_followed_and_forgotten() -> None:
     watch.settle("t", "t.3000")
     assert watch.left("t", frozenset({"t.0"})) == frozenset()
     assert watch._replaced == {}
+
+
+def test_a_dropped_update_owed_again_is_waited_for_until_its_new_jobs_are_settled() -> None:
+    watch = _watch("t")
+    token, note = watch.owe_again("t.1")
+    assert token == "t" and watch.owed_again("t") == {note}
+    assert watch.owed_again("other") == frozenset()
+    watch.owe("t", "t.2")
+    watch.settle("t", note, ["t.2"])  # MTM asked it again as t.2
+    assert watch.owed_again("t") == {note}  # through t.2
+    assert watch.left("t", watch.owed_again("t")) == {"t.2"}
+    watch.settle("t", "t.2")
+    assert watch.owed_again("t") == frozenset()
