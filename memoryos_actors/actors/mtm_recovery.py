@@ -176,7 +176,7 @@ def restore_work(
     actor.persona_queue += restored
     # A persona job that read a segment a page was deleted from may quote that page: it is
     # asked again from the pages the segment holds now, not taken over as it was.
-    touched = edits.scrub_segments | edits.deleted_segments()
+    touched = edits.segments_scrubbed_after(0) | edits.deleted_segments()
     done = applied_jobs(records) | set(applied)
     for item in work.get("jobs", ()):
         job_id, kind, tag = str(item["id"]), str(item["kind"]), str(item["tag"])

@@ -85,8 +85,6 @@ class EditLog:
         #: Chain id -> ``(deleted seq, last seq then)`` ranges: the chain summaries of the
         #: pages in those ranges (ends included) are cleared.
         self.scrub_chains: dict[str, list[tuple[int, int]]] = {}
-        #: Segments whose summary may quote a deleted page.
-        self.scrub_segments: set[str] = set()
         #: The segments each deletion named, in the order of the deletions: a tier that
         #: knows how many deletions its state has seen scrubs only the later ones'
         #: (:meth:`segments_scrubbed_after`).
@@ -136,7 +134,6 @@ class EditLog:
             self.deleted_pages.update(edit.pages)
             for chain, seq, upto in edit.chains:
                 self.scrub_chains.setdefault(chain, []).append((seq, upto))
-            self.scrub_segments.update(edit.segments)
             dkey = (int(edit.lsn), mid, float(edit.ts))
             self._delete_place[dkey] = len(self._delete_keys)
             self._delete_keys.append(dkey)
