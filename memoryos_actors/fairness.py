@@ -53,9 +53,8 @@ class FairQueue:
         self._entries = itertools.count()
         #: Each waiting request's current (place, heap entry number).
         self._entry: dict[object, tuple[int, int]] = {}
-        #: Waiting requests that are urgent.
-        self._urgent: set[object] = set()
-        #: Each user's waiting requests that are not urgent (what an urgent one may pass).
+        #: Each user's waiting requests that are not urgent (what an urgent one may pass;
+        #: a waiting request not among them is urgent).
         self._plain: dict[str, set[object]] = {}
         #: key -> (user, start, estimated cost) of waiting requests and of holders.
         self.waiting: dict[object, tuple[str, float, float]] = {}
@@ -92,7 +91,6 @@ class FairQueue:
             return True
         place = next(self._seq)
         if urgent:
-            self._urgent.add(key)
             plain = self._plain.get(user)
             if plain:
                 # The urgent request takes the earliest of the user's places (its waiting
@@ -114,10 +112,8 @@ class FairQueue:
         """Take ``key`` off the waiting list; returns its tag."""
         tag = self.waiting.pop(key)
         del self._entry[key]
-        if key in self._urgent:
-            self._urgent.discard(key)
-        else:
-            plain = self._plain[tag[0]]
+        plain = self._plain.get(tag[0])
+        if plain is not None and key in plain:
             plain.discard(key)
             if not plain:
                 del self._plain[tag[0]]
