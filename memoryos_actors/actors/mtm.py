@@ -463,10 +463,14 @@ class MTMActor(SupervisedActor):
         for job_id, tag in self.jobs.drop_to_lpm(self.env.store.edits.deleted_pages):
             self.jobs.settle(job_id, self._redo("persona_update", split_tag(tag)[1]))
 
-    def _forget_segment(self, seg_id: str) -> None:
+    def _cancel_summary_timer(self, seg_id: str) -> None:
+        """Cancel ``seg_id``'s pending summary request, if one is scheduled."""
         timer = self.summary_timers.pop(seg_id, None)
         if timer is not None:
             timer.cancel()
+
+    def _forget_segment(self, seg_id: str) -> None:
+        self._cancel_summary_timer(seg_id)
         self.unsummarised.pop(seg_id, None)
 
     def embed_pages(self, pages: list[Page]) -> Any:
@@ -489,9 +493,7 @@ class MTMActor(SupervisedActor):
         for segment in effects.evicted_segments:
             self.counters["evicted_segments"] += 1
             metrics.inc("evicted_segments")
-            timer = self.summary_timers.pop(segment.segment_id, None)
-            if timer is not None:
-                timer.cancel()
+            self._cancel_summary_timer(segment.segment_id)
             self.outbox.segment_evicted(segment, embs, self.deletions_seen)
             log.debug("mtm.evicted", user=env.user_id, segment=segment.segment_id)
         for page in effects.evicted_pages:
@@ -591,9 +593,7 @@ class MTMActor(SupervisedActor):
         The answer comes back here (``segment_persona``); MTM stores the summary and tells
         LPM the persona part, tagged like a ``persona_update``.
         """
-        timer = self.summary_timers.pop(segment_id, None)
-        if timer is not None:
-            timer.cancel()
+        self._cancel_summary_timer(segment_id)
         self.unsummarised.pop(segment_id, None)
         pages = self._readable(self.core.segment_pages(segment_id))
         if not pages:
@@ -682,9 +682,7 @@ class MTMActor(SupervisedActor):
             self.requeue_persona(body)
             self._ask_persona()  # may take the summary along (segment_persona)
         if resummarise and body in self.unsummarised:
-            timer = self.summary_timers.pop(body, None)
-            if timer is not None:
-                timer.cancel()
+            self._cancel_summary_timer(body)
             self._request_summary(body)
         return self.jobs.asked_since(first)
 
