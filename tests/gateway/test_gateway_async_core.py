@@ -14,6 +14,7 @@ if importlib.util.find_spec("litellm") is None:  # imported by the tests that us
 
 from fakeserver import Action, FakeOpenAIServer, default_answer
 from gwhelpers import chat_payload
+from waiting import wait_until
 
 from memoryos_actors.errors import SystemClosed
 from memoryos_actors.gateway import GatewayService
@@ -175,7 +176,6 @@ def _behind_one_held_slot(
     """With one provider slot, held by user x's call, user u submits ``calls`` (kind,
     payload) in order; once all of them wait, the slot is let go and every call ends."""
     import threading
-    import time
 
     entered, release = threading.Event(), threading.Event()
 
@@ -189,9 +189,11 @@ def _behind_one_held_slot(
     held = svc.submit("segment_summary", {"pages": _pages("held")}, user_id="x")
     assert entered.wait(10)
     futures = [svc.submit(kind, payload, user_id="u") for kind, payload in calls]
-    deadline = time.monotonic() + 10
-    while svc.stats()["concurrency"]["waiting"] < len(calls) and time.monotonic() < deadline:
-        time.sleep(0.005)
+    wait_until(
+        lambda: svc.stats()["concurrency"]["waiting"] >= len(calls),
+        "u's calls to wait for the slot",
+        10,
+    )
     assert svc.stats()["concurrency"]["waiting"] == len(calls)
     release.set()
     for f in (held, *futures):
