@@ -146,6 +146,16 @@ def _cache_rewritten(path: str) -> None:
     _write_pyc(config.stash[assertstate_key], code, source_key, pyc)
 
 
+@pytest.fixture
+def offline_on_the_loop(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The offline backend answers the tiers' jobs on the gateway's event loop, as a
+    provider does, instead of in the asking actor's thread: for tests that hold or slow
+    an answer (the offline backend standing in for a provider) while the tiers go on."""
+    from memoryos_actors.gateway.service import GatewayService
+
+    monkeypatch.setattr(GatewayService, "answers_locally", property(lambda self: False))
+
+
 @pytest.fixture(autouse=True)
 def _no_leaked_actors_or_threads() -> Iterator[None]:
     actors_before = len(pykka.ActorRegistry.get_all())

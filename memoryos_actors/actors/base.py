@@ -710,7 +710,9 @@ class GatewayClient:
 
         Starting a job never waits for the provider (the service's ``submit`` only hands it
         to the loop), so it needs no hop through a worker's mailbox: a job and its answer
-        cost two thread hand-offs, not three. Returns False (and frees the slot) when the
+        cost two thread hand-offs, not three. With no provider configured the offline
+        backend answers here, in the caller's thread (``submit(..., here=True)``), and the
+        answer is told before this returns: no hand-off at all. Returns False (and frees the slot) when the
         worker owning ``slot`` is not running (the pool is restarting or the system is
         closing) or the service is closed: the job's effect is then not produced. A job the
         service refuses (a bad payload) is logged and dropped, slot freed, as a crashed
@@ -722,7 +724,7 @@ class GatewayClient:
             self.release(slot)
             return False
         try:
-            future = self.service.submit(job.kind, job.payload, user_id=job.user_id)
+            future = self.service.submit(job.kind, job.payload, user_id=job.user_id, here=True)
         except SystemClosed:
             self.release(slot)
             return False

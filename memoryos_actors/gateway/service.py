@@ -260,6 +260,7 @@ class GatewayService:
         user_id: str | None = None,
         fallback: bool = True,
         raise_config_errors: bool = False,
+        here: bool = False,
     ) -> concurrent.futures.Future[Completion]:
         """Start a completion and return a future of its :class:`Completion` at once.
 
@@ -271,6 +272,12 @@ class GatewayService:
         closes before the call ends. Raises
         :class:`InvalidInput` for a bad kind or payload and :class:`SystemClosed` after
         :meth:`close`, at once.
+
+        With ``here`` and no provider configured (:attr:`answers_locally`), the offline
+        backend answers in the calling thread and the future is done when this returns: an
+        in-process answer is the interpreter's work wherever it runs, and the loop only
+        added two thread hand-offs to it. For callers whose thread is theirs to spend (the
+        tiers' background jobs); a caller that must not be held up leaves ``here`` false.
         """
         self._check_open()
         # The cache key is the payload's canonical JSON: making it is the JSON check too.
@@ -288,6 +295,17 @@ class GatewayService:
             done: concurrent.futures.Future[Completion] = concurrent.futures.Future()
             done.set_result(Completion(copy.deepcopy(cached), False, primary.name))
             return done
+        if here and self.answers_locally:
+            t0 = time.perf_counter()
+            answered: concurrent.futures.Future[Completion] = concurrent.futures.Future()
+            try:
+                result = self._offline.answer(kind, payload)
+                answered.set_result(
+                    self._finish(key, kind, user_id, result, self._offline.name, t0, degraded=False)
+                )
+            except Exception as exc:  # noqa: BLE001 - the future carries it, as on the loop
+                answered.set_exception(exc)
+            return answered
         with self._jobs_lock:
             self._jobs += 1
             self._jobs_peak = max(self._jobs_peak, self._jobs)
@@ -683,6 +701,12 @@ class GatewayService:
         """
         self._check_open()
         return self._embeds.embed(texts, user_id)
+
+    @property
+    def answers_locally(self) -> bool:
+        """Whether completions are CPU work in this process (no provider configured: the
+        offline backend answers), which :meth:`submit` can do in the caller's thread."""
+        return self._primary is None
 
     @property
     def embeds_locally(self) -> bool:

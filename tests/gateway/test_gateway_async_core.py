@@ -4,6 +4,7 @@ JSON mode on both client paths, validation retries that spare the breaker."""
 from __future__ import annotations
 
 import importlib.util
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -131,6 +132,62 @@ def test_submit_returns_a_future_and_the_offline_default_answers_through_the_sam
     c = future.result(10)
     assert not c.degraded and c.data["summary"]
     assert svc.stats()["concurrency"]["jobs"] == 0
+
+
+def test_here_answers_an_offline_job_in_the_callers_thread_as_the_loop_would(
+    make_service: Make, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # No provider: the job is the interpreter's work wherever it runs, so the caller's
+    # thread does it (no hand-off to the loop and back): the future is done on return,
+    # with the answer the loop gives, counted and cached alike.
+    from memoryos_actors.gateway.offline import OfflineBackend
+
+    answered_in: list[str] = []
+    answer = OfflineBackend.answer
+
+    def watched(self: OfflineBackend, kind: str, payload: Any) -> Any:
+        answered_in.append(threading.current_thread().name)
+        return answer(self, kind, payload)
+
+    monkeypatch.setattr(OfflineBackend, "answer", watched)
+    pages = {"pages": [{"query": "I like tea.", "response": "ok"}]}
+    svc = make_service()
+    assert svc.answers_locally
+    here = svc.submit("segment_summary", pages, user_id="u", here=True)
+    assert here.done() and answered_in == [threading.current_thread().name]
+    on_loop = make_service().submit("segment_summary", pages, user_id="u").result(10)
+    assert answered_in[1] != threading.current_thread().name  # the other one's loop
+    assert here.result().data == on_loop.data and not here.result().degraded
+    stats = svc.stats()
+    assert stats["calls"] == 1 and stats["concurrency"]["jobs_peak"] == 0
+    again = svc.submit("segment_summary", pages, user_id="u", here=True)
+    assert again.result().data == on_loop.data and len(answered_in) == 2  # from the cache
+
+
+def test_here_puts_an_offline_answers_failure_in_its_future(
+    make_service: Make, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # As on the loop, a failing answer fails the job's future; the caller is not raised at.
+    from memoryos_actors.gateway.offline import OfflineBackend
+
+    def broken(self: OfflineBackend, kind: str, payload: Any) -> Any:
+        raise RuntimeError("fault injection: the offline backend fails")
+
+    monkeypatch.setattr(OfflineBackend, "answer", broken)
+    future = make_service().submit("segment_summary", {"pages": []}, here=True)
+    assert future.done() and isinstance(future.exception(), RuntimeError)
+
+
+def test_here_leaves_a_providers_call_on_the_loop(
+    llm_service: Make, server: FakeOpenAIServer
+) -> None:
+    # A provider's call is a wait, not the interpreter's work: it stays on the loop.
+    svc = llm_service()
+    assert not svc.answers_locally
+    server.script_chat(Action(delay=0.3))
+    future = svc.submit("segment_summary", {"pages": []}, here=True)
+    assert not future.done()
+    assert future.result(10).data == default_answer("segment_summary")
 
 
 def test_submit_after_close_is_refused(make_service: Make) -> None:

@@ -64,7 +64,9 @@ def _hold_secret_persona(
     monkeypatch: pytest.MonkeyPatch,
 ) -> tuple[threading.Event, threading.Event]:
     """The offline LLM holds its persona updates that read the secret until ``release`` is
-    set; ``asked`` is set when one arrives. Returns ``(asked, release)``."""
+    set; ``asked`` is set when one arrives. Returns ``(asked, release)``. For tests that
+    answer on the gateway's loop (``offline_on_the_loop``): a held answer is a provider's
+    call in flight, not a tier's thread held."""
     asked, release = threading.Event(), threading.Event()
     learn = OfflineBackend._persona_update
 
@@ -237,7 +239,7 @@ def test_a_page_deleted_before_its_segments_persona_is_asked_is_not_learned(
 
 
 def test_a_persona_update_asked_before_the_delete_and_answered_after_it_is_asked_again(
-    open_mem, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    open_mem, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, offline_on_the_loop: None
 ) -> None:
     # The offline LLM holds its answers for the page's segment until the page is deleted.
     asked, release = _hold_secret_persona(monkeypatch)
@@ -254,7 +256,7 @@ def test_a_persona_update_asked_before_the_delete_and_answered_after_it_is_asked
 
 
 def test_a_flush_waiting_for_a_persona_update_dropped_by_a_delete_waits_for_its_redo(
-    open_mem, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    open_mem, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, offline_on_the_loop: None
 ) -> None:
     # flush asks for the persona update (the debounce window is an hour) and waits for
     # it; the offline LLM holds that answer until the page it read is deleted, so it is
@@ -287,7 +289,7 @@ def test_a_flush_waiting_for_a_persona_update_dropped_by_a_delete_waits_for_its_
 
 
 def test_no_job_asked_after_a_delete_is_recorded_reads_the_page_before_mtm_drops_it(
-    open_mem, monkeypatch: pytest.MonkeyPatch
+    open_mem, monkeypatch: pytest.MonkeyPatch, offline_on_the_loop: None
 ) -> None:
     # The deletion is in the edit log before MTM drops the page (its ApplyEdit comes after
     # STM's, held here). An answer dropped meanwhile is asked again without the page, not

@@ -169,7 +169,7 @@ def test_a_quiet_users_pages_are_placed_while_the_flood_still_runs(
 
 
 def test_pages_waiting_for_their_meta_at_a_slow_gateway_are_slowed_not_refused(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, offline_on_the_loop: None
 ) -> None:
     # The gateway answers page-meta calls one at a time, slowly (a busy or slow provider):
     # each user's queued pages wait there, upstream of its MTM, for longer than

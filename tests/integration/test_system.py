@@ -6,6 +6,7 @@ import asyncio
 import threading
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import pytest
 from sysutil import SMALL, all_page_ids, turn_text
@@ -47,6 +48,38 @@ def test_thousand_turns_are_all_kept_exactly_once_across_tiers_and_archive(open_
     assert len(state.segments) <= SMALL["mtm_capacity"]
     assert all(len(s.pages) <= SMALL["segment_max_pages"] for s in state.segments)
     assert mem.archive("solo"), "with a 12-segment MTM, 1,000 turns must have evicted some"
+
+
+def test_the_tiers_offline_jobs_are_answered_in_their_own_threads(open_mem, monkeypatch) -> None:
+    # No provider: each tier's job (a page's chain meta, a summary, a persona update) is
+    # answered by the offline backend in the asking actor's thread, not handed to the
+    # gateway's loop and back; the pages get their meta and summaries as before.
+    from memoryos_actors.gateway.offline import OfflineBackend
+
+    answered_in: Counter[tuple[str, str]] = Counter()
+    answer = OfflineBackend.answer
+
+    def watched(self: OfflineBackend, kind: str, payload: Any) -> Any:
+        answered_in[kind, threading.current_thread().name.split("-")[0]] += 1
+        return answer(self, kind, payload)
+
+    monkeypatch.setattr(OfflineBackend, "answer", watched)
+    mem = open_mem()
+    for i in range(1, 41):
+        mem.add_turn("solo", *turn_text("solo", i))
+    mem.flush()
+    asked = {kind for kind, _thread in answered_in}
+    assert {"page_meta", "segment_summary", "persona_update"} <= asked, answered_in
+    owners = {
+        "page_meta": "STMActor",
+        "page_meta_batch": "STMActor",
+        "segment_summary": "MTMActor",
+        "persona_update": "MTMActor",
+    }
+    assert {(kind, owners[kind]) for kind in asked} == set(answered_in), answered_in
+    state = mem.user_state("solo")
+    assert all(page.chain_id for page in state.stm)
+    assert all(seg.summary for seg in state.segments)
 
 
 def test_retrieve_returns_stm_pages_and_at_most_k_mtm_pages_with_provenance(open_mem) -> None:
