@@ -9,6 +9,8 @@
 from __future__ import annotations
 
 import dataclasses
+import itertools
+import os
 import time
 import uuid
 from collections.abc import Generator
@@ -47,6 +49,29 @@ log = structlog.get_logger("memoryos.system")
 
 #: Times add_turn asks again, with the same turn key, after the STM actor crashed.
 _ADD_TURN_ATTEMPTS = 3
+
+
+class _KeySource:
+    """Keys for turns added without a caller's key: a random prefix per process and a
+    count. A key only has to differ from every other key of the user that STM still
+    remembers (a retried write is recognised by it); one random draw per process keeps
+    that as true as a random key per turn did, without a system call per turn (which
+    lets go of the interpreter lock)."""
+
+    def __init__(self) -> None:
+        self.reset()
+
+    def reset(self) -> None:
+        self.prefix = "~" + uuid.uuid4().hex[:24] + "-"
+        self.count = itertools.count(1)
+
+    def __call__(self) -> str:
+        return self.prefix + format(next(self.count), "x")
+
+
+_generated_key = _KeySource()
+# A forked child must not hand out its parent's keys.
+os.register_at_fork(after_in_child=_generated_key.reset)
 
 
 class Conversation:
@@ -90,7 +115,7 @@ class Conversation:
             ),
             timestamp=core.clock.now() if timestamp is None else _check_timestamp(timestamp),
             # Caller keys and generated ones never collide: generated ones start with "~".
-            turn_key=("u:" + turn_key) if turn_key is not None else "~" + uuid.uuid4().hex,
+            turn_key=("u:" + turn_key) if turn_key is not None else _generated_key(),
         )
         if not msg.query and not msg.response:
             raise InvalidInput("a turn needs a query or a response")

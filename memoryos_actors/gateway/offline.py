@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
+from memoryos_actors import smallvec
 from memoryos_actors.gateway.base import BackendResult
 from memoryos_actors.gateway.embedders import HashingEmbedder
 from memoryos_actors.gateway.prompts import validate_output, validate_payload
@@ -311,7 +312,7 @@ class OfflineBackend:
             q, r = _page_text(page)
             continues = False
             if need[i] and emb is not None:
-                cos = float(np.dot(emb[rows[i]], emb[rows[i + 1]]))
+                cos = smallvec.dot(emb[rows[i]], emb[rows[i + 1]])
                 pk = prev_kws if i == 0 else kws[i - 1]
                 union = kws[i] | pk
                 jac = len(kws[i] & pk) / len(union) if union else 0.0
@@ -420,13 +421,18 @@ class OfflineBackend:
                 missing.setdefault(key, text)
         if missing:
             fresh = self._emb.embed(list(missing.values()))
-            found = {k: fresh[j].copy() for j, k in enumerate(missing)}
+            found = {k: smallvec.cast(fresh[j], np.float32) for j, k in enumerate(missing)}
             if len(memo) + len(found) > _MEMO_MAX:
                 memo.clear()
             if len(found) <= _MEMO_MAX:
                 memo.update(found)
             rows = [found[k] if row is None else row for k, row in zip(keys, rows, strict=True)]
-        return np.stack(rows)  # type: ignore[arg-type]
+        # np.stack(rows), row by row: a few embeddings' copy is not worth letting go of
+        # the interpreter lock for (see memoryos_actors.smallvec).
+        out = np.empty((len(rows), self._emb.dim), dtype=np.float32)
+        for i, row in enumerate(rows):
+            smallvec.set_row(out, i, row)  # type: ignore[arg-type]
+        return out
 
     def _keyword_counts(self, text: str) -> dict[str, int]:
         """:func:`~memoryos_actors.text.keyword_counts` of ``text`` (memoised; not to be

@@ -105,9 +105,13 @@ record's placeholder) hold none."""
 
 def emb_to_f16(emb: npt.ArrayLike) -> bytes:
     """An embedding as the little-endian float16 bytes archive records carry."""
-    import numpy as np  # not at import: reading the files (``memoryos stats``) needs none
+    # Not at import: reading the files (``memoryos stats``) needs no numpy.
+    import numpy as np
 
-    return np.asarray(emb, dtype=np.float32).astype("<f2").tobytes()
+    from memoryos_actors import smallvec
+
+    # smallvec: one vector's cast, without letting go of the interpreter lock.
+    return smallvec.cast(np.asarray(emb, dtype=np.float32), "<f2").tobytes()
 
 
 def emb_from_f16(raw: object) -> npt.NDArray[np.float32] | None:

@@ -15,6 +15,7 @@ import tempfile
 import numpy as np
 import numpy.typing as npt
 
+from memoryos_actors import smallvec
 from memoryos_actors.prerequisites import MissingPrerequisite, hnswlib_note
 
 try:
@@ -82,8 +83,14 @@ class AnnIndex:
         """Inner products (float64) of ``query`` with the vectors of ``labels``, in order."""
         if not labels:
             return np.zeros(0)
-        rows = [self._rows[x] for x in labels]
-        return self._mat[rows].astype(np.float64) @ np.asarray(query, dtype=np.float64)
+        # The float64 rows gathered with smallvec (the same bits as a gather and astype,
+        # without letting go of the interpreter lock for a few rows of work), then one
+        # matrix-vector product, which keeps the lock at this size.
+        mat = self._mat
+        wide = np.empty((len(labels), self._dim), dtype=np.float64)
+        for i, x in enumerate(labels):
+            smallvec.set_row(wide, i, mat[self._rows[x]])
+        return wide @ smallvec.cast(np.asarray(query).reshape(self._dim), np.float64)
 
     def _put(self, label: int, row: npt.NDArray[np.float32]) -> None:
         r = self._rows.get(label)
@@ -100,7 +107,7 @@ class AnnIndex:
                     grown[: self._mat.shape[0]] = self._mat
                     self._mat = grown
             self._rows[label] = r
-        self._mat[r] = row
+        smallvec.set_row(self._mat, r, row)
 
     def _ensure_index(self) -> hnswlib.Index:
         if self._index is None:

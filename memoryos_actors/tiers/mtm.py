@@ -55,6 +55,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
+from memoryos_actors import smallvec
 from memoryos_actors.clock import Clock
 from memoryos_actors.config import MemoryConfig, MTMRules, RetrievalMode
 from memoryos_actors.errors import InvalidInput
@@ -160,19 +161,25 @@ class MTMCore:
     # ------------------------------------------------------------------ helpers
 
     def _embedding(self, value: npt.ArrayLike, what: str) -> npt.NDArray[np.float32]:
+        # Copies and maths through smallvec: one page's vector, done without letting go
+        # of the interpreter lock (see memoryos_actors.smallvec), the same bits.
         try:
-            arr = np.array(value, dtype=np.float32).reshape(-1)
+            if isinstance(value, np.ndarray) and value.dtype.kind in "fiu":
+                arr = smallvec.cast(value.reshape(-1), np.float32)
+            else:
+                arr = np.array(value, dtype=np.float32).reshape(-1)
         except (TypeError, ValueError):
             raise InvalidInput(f"{what} must be a numeric vector") from None
         if arr.shape != (self._dim,):
             raise InvalidInput(f"{what} must have {self._dim} values, got shape {arr.shape}")
         # One dot product checks finiteness (any NaN or inf makes it non-finite; float64
         # so huge finite values cannot overflow) and gives the norm.
-        sq = float(np.dot(arr.astype(np.float64), arr.astype(np.float64)))
+        wide = smallvec.cast(arr, np.float64)
+        sq = smallvec.dot(wide, wide)
         if not math.isfinite(sq):
             raise InvalidInput(f"{what} must be finite")
         if sq > 0 and abs(sq - 1.0) > 1e-6:
-            arr = (arr / math.sqrt(sq)).astype(np.float32)
+            smallvec.divide_into(arr, math.sqrt(sq))
         arr.flags.writeable = False
         return arr
 

@@ -12,6 +12,7 @@ from collections import Counter
 import numpy as np
 import numpy.typing as npt
 
+from memoryos_actors import smallvec
 from memoryos_actors.records import Page, SegmentRecord, SegmentView
 
 __all__ = ["SEGMENT_KEYWORD_LIMIT", "Segment", "index_of"]
@@ -72,8 +73,15 @@ class Segment:
         total = self.emb_sum
         if total is None:
             total = self._resum()
-        norm = math.sqrt(float(np.dot(total, total)))
-        self.embedding = (total / norm if norm > 0 else total).astype(np.float32)
+        norm = math.sqrt(smallvec.dot(total, total))
+        # e_s = total / norm as float32 (smallvec: the same bits, keeping the interpreter
+        # lock; this runs at every insert).
+        if norm > 0:
+            unit = smallvec.cast(total, np.float64)
+            smallvec.divide_into(unit, norm)
+            self.embedding = smallvec.cast(unit, np.float32)
+        else:
+            self.embedding = smallvec.cast(total, np.float32)
         # Ties broken alphabetically so K_s does not depend on insertion order of equals.
         top = sorted(self.kw_counts.items(), key=lambda kv: (-kv[1], kv[0]))
         # Summary keywords are kept apart: summaries arrive after a debounce measured in wall
@@ -81,9 +89,9 @@ class Segment:
         self.keywords = frozenset(k for k, _ in top[:keyword_limit])
 
     def _resum(self) -> npt.NDArray[np.float64]:
-        total = np.zeros(len(self.embs[0]) if self.embs else 0, dtype=np.float64)
+        total = smallvec.zeros(len(self.embs[0]) if self.embs else 0, np.float64)
         for emb in self.embs:
-            total += emb
+            smallvec.add_into(total, emb)
         self.emb_sum = total
         return total
 
@@ -93,14 +101,14 @@ class Segment:
         if self.emb_sum is None:
             self._resum()
         else:
-            self.emb_sum += emb
+            smallvec.add_into(self.emb_sum, emb)
         self.kw_counts.update(page.keywords)
 
     def pop_oldest(self) -> tuple[Page, npt.NDArray[np.float32]]:
         page = self.pages.pop(0)
         emb = self.embs.pop(0)
         if self.emb_sum is not None:
-            self.emb_sum -= emb
+            smallvec.sub_into(self.emb_sum, emb)
         self.kw_counts.subtract(page.keywords)
         for k in page.keywords:
             if self.kw_counts[k] <= 0:

@@ -25,7 +25,8 @@ ROOT = Path(__file__).resolve().parents[2]
 #: Lowest first. A name is a module or a package (``memoryos_actors.store`` covers
 #: ``memoryos_actors.store.*``).
 LAYERS: tuple[tuple[str, ...], ...] = (
-    # Leaves: errors, time, text, settings; no project import but each other.
+    # Leaves: errors, time, text, settings, small vector maths; no project import but
+    # each other.
     (
         "memoryos_actors.errors",
         "memoryos_actors.version",
@@ -35,6 +36,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "memoryos_actors.text",
         "memoryos_actors.config",
         "memoryos_actors.scoring",
+        "memoryos_actors.smallvec",
         "memoryos_actors.trait_table",
         "memoryos_actors.paging",
         "memoryos_actors.datasets",
