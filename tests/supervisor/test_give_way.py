@@ -1,0 +1,114 @@
+"""An actor busy with many messages lets other threads take the interpreter lock."""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+import supervisor as sv
+from supervisor import _actor
+
+
+class Busy(sv.SupervisedActor):
+    """Notes, at "start" and "end", how often a thread beside it has run."""
+
+    def __init__(self, gate: threading.Event, seen: list[int], counter: list[int]) -> None:
+        super().__init__()
+        self.gate = gate
+        self.seen = seen
+        self.counter = counter
+
+    def on_receive(self, message: Any) -> Any:
+        if message == "block":
+            self.gate.wait(10)
+        elif message in ("start", "end"):
+            self.seen.append(self.counter[0])
+        else:
+            sum(range(50))  # a little pure-Python work, no lock released
+        return message
+
+
+class Sometimes(Busy):
+    yield_every_s = 3600.0
+
+
+class Always(Busy):
+    yield_every_s = 0.0
+
+
+class Never(Busy):
+    yield_every_s = None
+
+
+def _gives_way(cls: type[Busy], monkeypatch: pytest.MonkeyPatch, messages: int) -> int:
+    calls: list[None] = []
+    monkeypatch.setattr(_actor, "_give_way", lambda: calls.append(None))
+    ref = cls.start(threading.Event(), [], [0])
+    try:
+        for _ in range(messages):
+            ref.tell("work")
+        ref.ask("end", timeout=10)
+    finally:
+        sv.stop(ref, timeout=10)
+    return len(calls)
+
+
+def test_an_actor_gives_way_at_most_every_yield_every_s(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert _gives_way(Always, monkeypatch, 200) >= 201  # after every message
+    assert _gives_way(Sometimes, monkeypatch, 200) == 0  # not within the hour
+    assert _gives_way(Never, monkeypatch, 200) == 0
+    assert sv.SupervisedActor.yield_every_s == _actor.YIELD_EVERY_S == 0.0005
+
+
+@pytest.fixture
+def waiting_thread() -> Iterator[list[int]]:
+    """A thread that counts each time it gets the interpreter lock and gives it back at
+    once; with a one-second switch interval it only runs when others let go."""
+    counter = [0]
+    stop = threading.Event()
+
+    def spin() -> None:
+        while not stop.is_set():
+            counter[0] += 1
+            time.sleep(0)
+
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(1.0)
+    t = threading.Thread(target=spin, daemon=True)
+    t.start()
+    try:
+        yield counter
+    finally:
+        stop.set()
+        sys.setswitchinterval(old)
+        t.join(timeout=10)
+
+
+def _runs_beside(cls: type[Busy], counter: list[int]) -> int:
+    """How often the waiting thread ran while ``cls`` worked through a backlog queued
+    before it began (so its inbox never ran dry, and it never blocked)."""
+    gate, seen = threading.Event(), []
+    ref = cls.start(gate, seen, counter)
+    try:
+        ref.tell("block")
+        ref.tell("start")
+        for _ in range(3000):
+            ref.tell("work")
+        end = ref.ask("end", block=False)
+        gate.set()
+        end.get(timeout=30)
+    finally:
+        sv.stop(ref, timeout=10)
+    return seen[1] - seen[0]
+
+
+def test_a_waiting_thread_runs_while_a_busy_actor_gives_way(waiting_thread: list[int]) -> None:
+    assert _runs_beside(Never, waiting_thread) == 0
+    # Whether the waiting thread wins the lock at a given moment is a race, so a few
+    # backlogs are tried; one is plenty in practice.
+    assert any(_runs_beside(Always, waiting_thread) > 0 for _ in range(5))
