@@ -52,8 +52,7 @@ YIELD_EVERY_S = 0.0005
 """Default ``SupervisedActor.yield_every_s``: half a millisecond, a tenth of CPython's
 switch interval. Measured with ``bench/fairness.py`` (a user adding a turn every 50 ms
 beside 16 threads flooding 100 others, offline): its ``add_turn`` p99 was 60 ms with no
-yields and 17-18 ms with these, for about 15% fewer settled turns/s in
-``bench/throughput.py``."""
+yields and 13-23 ms with these (bench/README.md has the runs)."""
 
 _KILL = object()
 
@@ -136,6 +135,10 @@ class _Pace:
         self.every = every
         self.last = time.perf_counter()
 
+    def restart(self) -> None:
+        """The thread just waited (and so let go of the lock): start counting again."""
+        self.last = time.perf_counter()
+
     def after_message(self) -> None:
         if self.every is None:
             return
@@ -178,17 +181,18 @@ class SupervisedActor(pykka.ThreadingActor):
     """Exception types that are replies to the asker, not crashes."""
 
     yield_every_s: ClassVar[float | None] = YIELD_EVERY_S
-    """Let other threads take the interpreter lock after a message, at most this often
-    (seconds of this actor's thread; None: never).
+    """Let other threads take the interpreter lock after a message once this actor has
+    been busy for this long (seconds of handling messages without waiting for one;
+    None: never).
 
     CPython hands the lock to a thread that wakes up (an actor with a new message, a
     caller whose answer came) only when the holder blocks or after the switch interval
     (5 ms), and then to any of the threads waiting. An actor that is busy for long
     stretches in pure Python, with many others, makes each wake-up of a thread that has
     little to do wait for several such intervals. Letting go between messages (a
-    ``time.sleep(0)``, every ``yield_every_s`` at most, so a thread with many short
-    messages does not pay a system call for each) gives waiting threads their turn at
-    points where this actor holds nothing."""
+    ``time.sleep(0)``) gives waiting threads their turn at points where this actor holds
+    nothing. Waiting for a message lets go of the lock anyway, so it starts the count
+    afresh: an actor that handles a message now and then never pays for a yield."""
 
     # Class-level defaults: the hot loop reads these without any fallback logic.
     _sv_kill_reason: str | None = None
@@ -246,9 +250,15 @@ class SupervisedActor(pykka.ThreadingActor):
         inbox = self.actor_inbox
         stopped = self.actor_stopped
         handle = self._handle_receive
-        give_way = _Pace(self.yield_every_s).after_message
+        pace = _Pace(self.yield_every_s)
+        give_way = pace.after_message
         while not stopped.is_set():
-            envelope = inbox.get()
+            if inbox.empty():
+                # Waiting for a message lets go of the lock: count busy time afresh.
+                envelope = inbox.get()
+                pace.restart()
+            else:
+                envelope = inbox.get()
             if self._sv_kill_reason is not None:
                 if envelope.reply_to is not None:
                     envelope.reply_to.set_exception(

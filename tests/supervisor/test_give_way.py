@@ -65,6 +65,25 @@ def test_an_actor_gives_way_at_most_every_yield_every_s(monkeypatch: pytest.Monk
     assert sv.SupervisedActor.yield_every_s == _actor.YIELD_EVERY_S == 0.0005
 
 
+class Tenth(Busy):
+    yield_every_s = 0.05
+
+
+def test_time_spent_waiting_for_a_message_is_not_busy_time(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    calls: list[None] = []
+    monkeypatch.setattr(_actor, "_give_way", lambda: calls.append(None))
+    ref = Tenth.start(threading.Event(), [], [0])
+    try:
+        for _ in range(5):
+            time.sleep(0.1)  # the actor waits for its next message: it holds no lock
+            ref.ask("ping", timeout=10)
+    finally:
+        sv.stop(ref, timeout=10)
+    assert calls == []
+
+
 @pytest.fixture
 def waiting_thread() -> Iterator[list[int]]:
     """A thread that counts each time it gets the interpreter lock and gives it back at
