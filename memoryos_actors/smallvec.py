@@ -59,24 +59,24 @@ def cast(a: Array, dtype: npt.DTypeLike) -> Array:
     return out
 
 
-def add_into(out: Array, a: Array) -> None:
-    """``out += a`` (same shape, ``out`` C-contiguous)."""
+def _apply_into(ufunc: np.ufunc, out: Array, a: Array) -> None:
+    """``ufunc(out, a, out=out)`` in slices (same shape, ``out`` C-contiguous)."""
     dst, src = _flat(out), np.ascontiguousarray(a).reshape(-1)
     if dst.shape != src.shape:
         raise ValueError(f"shapes differ: {out.shape} and {a.shape}")
     for i in range(0, dst.size, CHUNK):
         part = dst[i : i + CHUNK]
-        np.add(part, src[i : i + CHUNK], out=part)
+        ufunc(part, src[i : i + CHUNK], out=part)
+
+
+def add_into(out: Array, a: Array) -> None:
+    """``out += a`` (same shape, ``out`` C-contiguous)."""
+    _apply_into(np.add, out, a)
 
 
 def sub_into(out: Array, a: Array) -> None:
     """``out -= a`` (same shape, ``out`` C-contiguous)."""
-    dst, src = _flat(out), np.ascontiguousarray(a).reshape(-1)
-    if dst.shape != src.shape:
-        raise ValueError(f"shapes differ: {out.shape} and {a.shape}")
-    for i in range(0, dst.size, CHUNK):
-        part = dst[i : i + CHUNK]
-        np.subtract(part, src[i : i + CHUNK], out=part)
+    _apply_into(np.subtract, out, a)
 
 
 def divide_into(out: Array, divisor: float) -> None:
