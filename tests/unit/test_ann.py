@@ -147,3 +147,17 @@ def test_a_small_index_holds_no_graph_and_drops_one_saved_by_an_older_version() 
     q = _unit(12_345)
     best = max(range(100), key=lambda x: float(_unit(x) @ q))
     assert best in again.candidates(q, 1)
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.lists(st.integers(0, 39), min_size=1, max_size=12), st.integers(0, 10_000))
+def test_dots_gives_the_same_bits_for_few_rows_and_many(labels: list[int], qseed: int) -> None:
+    # Few rows are gathered without numpy's lock-releasing loops, many with them: both are
+    # the float64 product of the gathered rows, bit for bit.
+    index = AnnIndex(DIM, seed=1)
+    for x in range(40):
+        index.upsert(x, _unit(x))
+    q = _unit(qseed)
+    mat = np.stack([_unit(x) for x in labels]).astype(np.float64)
+    want = mat @ q.astype(np.float64)
+    assert index.dots(q, labels).tobytes() == want.tobytes()
