@@ -46,14 +46,14 @@ _log = structlog.get_logger("supervisor")
 ExitCallback = Callable[[ActorRef[Any], ExitReason], None]
 """A hook told ``(ref, reason)`` once, when the actor has stopped."""
 
-# Message that wakes an actor idling in ``inbox.get()`` after a kill. It never reaches a
-# handler: the loop checks the kill flag right after every ``get``.
 YIELD_EVERY_S = 0.0005
 """Default ``SupervisedActor.yield_every_s``: half a millisecond, a tenth of CPython's
 switch interval. Measured with ``bench/fairness.py`` (a user adding a turn every 50 ms
 beside 16 threads flooding 100 others, offline): its ``add_turn`` p99 was 60 ms with no
 yields and 13-23 ms with these (bench/README.md has the runs)."""
 
+# Message that wakes an actor idling in ``inbox.get()`` after a kill. It never reaches a
+# handler: the loop checks the kill flag right after every ``get``.
 _KILL = object()
 
 _watch_ids = itertools.count(1)
@@ -253,12 +253,10 @@ class SupervisedActor(pykka.ThreadingActor):
         pace = _Pace(self.yield_every_s)
         give_way = pace.after_message
         while not stopped.is_set():
-            if inbox.empty():
-                # Waiting for a message lets go of the lock: count busy time afresh.
-                envelope = inbox.get()
+            waits = inbox.empty()
+            envelope = inbox.get()
+            if waits:  # waiting for a message let go of the lock: count busy time afresh
                 pace.restart()
-            else:
-                envelope = inbox.get()
             if self._sv_kill_reason is not None:
                 if envelope.reply_to is not None:
                     envelope.reply_to.set_exception(

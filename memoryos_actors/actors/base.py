@@ -712,11 +712,11 @@ class GatewayClient:
         to the loop), so it needs no hop through a worker's mailbox: a job and its answer
         cost two thread hand-offs, not three. With no provider configured the offline
         backend answers here, in the caller's thread (``submit(..., here=True)``), and the
-        answer is told before this returns: no hand-off at all. Returns False (and frees the slot) when the
-        worker owning ``slot`` is not running (the pool is restarting or the system is
-        closing) or the service is closed: the job's effect is then not produced. A job the
-        service refuses (a bad payload) is logged and dropped, slot freed, as a crashed
-        worker's mailbox was: the asker's timeout asks again.
+        answer is told before this returns: no hand-off at all. Returns False (and frees
+        the slot) when the worker owning ``slot`` is not running (the pool is restarting or
+        the system is closing) or the service is closed: the job's effect is then not
+        produced. A job the service refuses (a bad payload) is logged and dropped, slot
+        freed, as a crashed worker's mailbox was: the asker's timeout asks again.
         """
         from ..errors import MemoryOSError, SystemClosed
 

@@ -273,7 +273,7 @@ class ArchivedSegment:
             kws = sorted({str(k) for p in kept for k in p.get("keywords") or ()})
             segment = {**segment, "summary": "", "keywords": kws}
             keywords = tuple(kws)
-        return ArchivedSegment(segment, keywords, embs, self.scrubbed_through)
+        return replace(self, segment=segment, keywords=keywords, embs=embs)
 
     def encode(self) -> dict[str, Any]:
         """The dict the archive file holds."""

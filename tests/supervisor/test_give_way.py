@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+from lock_watch import LockWatcher, lock_watcher
 
 import supervisor as sv
 from supervisor import _actor
@@ -17,17 +17,17 @@ from supervisor import _actor
 class Busy(sv.SupervisedActor):
     """Notes, at "start" and "end", how often a thread beside it has run."""
 
-    def __init__(self, gate: threading.Event, seen: list[int], counter: list[int]) -> None:
+    def __init__(self, gate: threading.Event, seen: list[int], runs: Callable[[], int]) -> None:
         super().__init__()
         self.gate = gate
         self.seen = seen
-        self.counter = counter
+        self.runs = runs
 
     def on_receive(self, message: Any) -> Any:
         if message == "block":
             self.gate.wait(10)
         elif message in ("start", "end"):
-            self.seen.append(self.counter[0])
+            self.seen.append(self.runs())
         else:
             sum(range(50))  # a little pure-Python work, no lock released
         return message
@@ -48,7 +48,7 @@ class Never(Busy):
 def _gives_way(cls: type[Busy], monkeypatch: pytest.MonkeyPatch, messages: int) -> int:
     calls: list[None] = []
     monkeypatch.setattr(_actor, "_give_way", lambda: calls.append(None))
-    ref = cls.start(threading.Event(), [], [0])
+    ref = cls.start(threading.Event(), [], lambda: 0)
     try:
         for _ in range(messages):
             ref.tell("work")
@@ -74,7 +74,7 @@ def test_time_spent_waiting_for_a_message_is_not_busy_time(
 ) -> None:
     calls: list[None] = []
     monkeypatch.setattr(_actor, "_give_way", lambda: calls.append(None))
-    ref = Tenth.start(threading.Event(), [], [0])
+    ref = Tenth.start(threading.Event(), [], lambda: 0)
     try:
         for _ in range(5):
             time.sleep(0.1)  # the actor waits for its next message: it holds no lock
@@ -85,34 +85,18 @@ def test_time_spent_waiting_for_a_message_is_not_busy_time(
 
 
 @pytest.fixture
-def waiting_thread() -> Iterator[list[int]]:
-    """A thread that counts each time it gets the interpreter lock and gives it back at
-    once; with a one-second switch interval it only runs when others let go."""
-    counter = [0]
-    stop = threading.Event()
-
-    def spin() -> None:
-        while not stop.is_set():
-            counter[0] += 1
-            time.sleep(0)
-
-    old = sys.getswitchinterval()
-    sys.setswitchinterval(1.0)
-    t = threading.Thread(target=spin, daemon=True)
-    t.start()
-    try:
-        yield counter
-    finally:
-        stop.set()
-        sys.setswitchinterval(old)
-        t.join(timeout=10)
+def waiting_thread() -> Iterator[LockWatcher]:
+    """A thread that only runs when others let go of the interpreter lock
+    (``tests/lock_watch.py``)."""
+    with lock_watcher() as watcher:
+        yield watcher
 
 
-def _runs_beside(cls: type[Busy], counter: list[int]) -> int:
+def _runs_beside(cls: type[Busy], watcher: LockWatcher) -> int:
     """How often the waiting thread ran while ``cls`` worked through a backlog queued
     before it began (so its inbox never ran dry, and it never blocked)."""
     gate, seen = threading.Event(), []
-    ref = cls.start(gate, seen, counter)
+    ref = cls.start(gate, seen, lambda: watcher.runs)
     try:
         ref.tell("block")
         ref.tell("start")
@@ -126,7 +110,9 @@ def _runs_beside(cls: type[Busy], counter: list[int]) -> int:
     return seen[1] - seen[0]
 
 
-def test_a_waiting_thread_runs_while_a_busy_actor_gives_way(waiting_thread: list[int]) -> None:
+def test_a_waiting_thread_runs_while_a_busy_actor_gives_way(
+    waiting_thread: LockWatcher,
+) -> None:
     assert _runs_beside(Never, waiting_thread) == 0
     # Whether the waiting thread wins the lock at a given moment is a race, so a few
     # backlogs are tried; one is plenty in practice.

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import sys
-import threading
 import time
 from collections.abc import Callable, Iterator
 
@@ -12,6 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
+from lock_watch import lock_watcher
 
 from memoryos_actors import smallvec as sv
 
@@ -113,37 +112,18 @@ def test_shape_mismatches_and_strided_targets_are_refused() -> None:
 
 @pytest.fixture
 def waiting_thread() -> Iterator[Callable[[Callable[[], object], int], int]]:
-    """A thread that counts each time it gets the interpreter lock and yields it again at
-    once (``time.sleep(0)``). With a long switch interval it can only get the lock when
-    the main thread lets go of it; the fixture gives a function that runs an operation a
-    number of times and says how often the counting thread ran meanwhile."""
-    count = 0
-    stop = False
+    """A function that runs an operation a number of times and says how often a thread
+    waiting for the interpreter lock ran meanwhile (see ``tests/lock_watch.py``)."""
+    with lock_watcher() as watcher:
+        time.sleep(0.01)
 
-    def spin() -> None:
-        nonlocal count
-        while not stop:
-            count += 1
-            time.sleep(0)
+        def runs_beside(op: Callable[[], object], reps: int) -> int:
+            before = watcher.runs
+            for _ in range(reps):
+                op()
+            return watcher.runs - before
 
-    old = sys.getswitchinterval()
-    sys.setswitchinterval(1.0)
-    t = threading.Thread(target=spin, daemon=True)
-    t.start()
-    time.sleep(0.01)
-
-    def runs_beside(op: Callable[[], object], reps: int) -> int:
-        before = count
-        for _ in range(reps):
-            op()
-        return count - before
-
-    try:
         yield runs_beside
-    finally:
-        stop = True
-        sys.setswitchinterval(old)
-        t.join(timeout=10)
 
 
 def test_the_helpers_keep_the_lock_where_plain_numpy_lets_go(
