@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from ..store.snapshot import Recovered
     from ..store.userstore import UserStore
     from .admission import FairGate, FairShare
+    from .protocol import CompletionDone
 
 __all__ = [
     "ASSISTANT_PREFIX",
@@ -735,6 +736,43 @@ class GatewayClient:
         self.submitted += 1
         future.add_done_callback(functools.partial(self._deliver, job, slot))
         return True
+
+    def answer_here(self, job: Any, slot: str) -> CompletionDone | None:
+        """With no provider configured (the service :attr:`answers_locally`), ``job``'s
+        answer computed in the caller's thread and returned to it as a ``CompletionDone``
+        instead of told: the asker applies it in the message in hand, without a message to
+        itself and a timeout armed for an answer that is already there. Frees ``slot``.
+
+        Returns None when the job has no answer (the worker owning ``slot`` is not running,
+        the service closed, or the offline backend failed; each logged as :meth:`submit`
+        does): the asker's timeout asks again. Raises ``RuntimeError`` when a provider is
+        configured (use :meth:`submit`)."""
+        from ..errors import MemoryOSError, SystemClosed
+        from .protocol import CompletionDone
+
+        if not self.service.answers_locally:
+            raise RuntimeError("answer_here() needs the offline backend; use submit()")
+        try:
+            if slot not in self.registry:
+                return None
+            try:
+                future = self.service.submit(job.kind, job.payload, user_id=job.user_id, here=True)
+            except SystemClosed:
+                return None
+            except MemoryOSError as exc:
+                log.error("gateway.job_refused", kind=job.kind, user=job.user_id, error=repr(exc))
+                return None
+            self.submitted += 1
+            failure = future.exception()
+            if failure is not None:
+                log.error(
+                    "gateway.job_failed", kind=job.kind, user=job.user_id, error=repr(failure)
+                )
+                return None
+            result = future.result()
+            return CompletionDone(job.kind, job.tag, result.data, result.degraded, job.epoch)
+        finally:
+            self.release(slot)
 
     def _deliver(self, job: Any, slot: str, future: Any) -> None:
         """Runs when a job's future is done (on the gateway loop's thread, or at once)."""

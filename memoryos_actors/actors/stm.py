@@ -373,10 +373,19 @@ class STMActor(SupervisedActor):
         job, as at light load. While pages already pushed out of STM wait for their meta,
         the bound is ``meta_batch_catchup_pages``: one job a turn at the provider then
         catches up with everything that arrived meanwhile.
+
+        With no provider (the offline backend answers in this thread) a job's answer is
+        applied at once and the next job asked for, until no page waits for its meta.
         """
+        while (done := self._pump_once()) is not None:
+            self._meta_done(done, pump=False)
+
+    def _pump_once(self) -> CompletionDone | None:
+        """One step of :meth:`_pump`: forward what is ready, then start a meta job if none
+        is in flight; returns the job's answer when it was computed here (not applied)."""
         self._drain_outbox()
         if self.meta_inflight is not None:
-            return
+            return None
         cfg = self.env.config
         limit = cfg.meta_batch_max_pages
         if cfg.meta_batch_catchup_pages > limit and any(not p.chain_id for p, _ in self.outbox):
@@ -387,16 +396,16 @@ class STMActor(SupervisedActor):
             limit = cfg.meta_batch_catchup_pages
         pages = self._next_without_meta(limit)
         if not pages:
-            return
+            return None
         env = self.env
         if env.registry.lookup(env.stm_name) is not self.actor_ref:
             # Not registered yet (we are still starting): the answer would find no one.
             self._arm_retry()
-            return
+            return None
         slot = env.gateway.try_reserve()
         if slot is None:
             self._arm_retry()
-            return
+            return None
         first = pages[0]
         prev = (
             self.meta_prev
@@ -416,14 +425,25 @@ class STMActor(SupervisedActor):
             kind, payload = "page_meta_batch", {"pages": texts, **context}
         tag = ",".join(p.page_id for p in pages)
         job = CompletionJob(kind, payload, env.user_id, env.stm_name, tag, env.epoch)
-        if not env.gateway.submit(job, slot):
+        if env.gateway.service.answers_locally:
+            # The offline backend answers in this thread: apply the answer now (the caller
+            # leaves it to the loop, which pumps again), no message to ourselves and no
+            # timeout for an answer already here.
+            done = env.gateway.answer_here(job, slot)
+            self.meta_inflight = tag
+            self.meta_attempt += 1
+            if done is not None:
+                return done
+        elif not env.gateway.submit(job, slot):
             self._arm_retry()
-            return
-        self.meta_inflight = tag
-        self.meta_attempt += 1
+            return None
+        else:
+            self.meta_inflight = tag
+            self.meta_attempt += 1
         self.meta_timer = send_after(
             self.actor_ref, self.meta_timeout_s, _MetaTimeout(tag, self.meta_attempt)
         )
+        return None
 
     def on_stop(self) -> None:
         if self.meta_timer is not None:
@@ -436,7 +456,7 @@ class STMActor(SupervisedActor):
             self.retry_armed = True
             send_after(self.actor_ref, _RETRY_S, _Retry())
 
-    def _meta_done(self, done: CompletionDone) -> None:
+    def _meta_done(self, done: CompletionDone, *, pump: bool = True) -> None:
         page_ids = done.tag.split(",")
         if done.kind == "page_meta_batch":
             answers = list(done.data.get("pages", ()))
@@ -460,7 +480,8 @@ class STMActor(SupervisedActor):
         # The gateway checked that a batch answer has one entry per page, in order.
         for page_id, data in zip(page_ids, answers, strict=True):
             self._apply_meta(page_id, self._unquote(page_ids[0], page_id, data))
-        self._pump()
+        if pump:
+            self._pump()
 
     def _unquote(self, first_id: str, page_id: str, data: dict[str, Any]) -> dict[str, Any]:
         """``data`` (a meta answer for ``page_id`` from a job starting at ``first_id``)

@@ -276,10 +276,14 @@ class GatewayService:
         With ``here`` and no provider configured (:attr:`answers_locally`), the offline
         backend answers in the calling thread and the future is done when this returns: an
         in-process answer is the interpreter's work wherever it runs, and the loop only
-        added two thread hand-offs to it. For callers whose thread is theirs to spend (the
-        tiers' background jobs); a caller that must not be held up leaves ``here`` false.
+        added two thread hand-offs to it. Such an answer is not cached (it costs less than
+        the cache's key). For callers whose thread is theirs to spend (the tiers'
+        background jobs); a caller that must not be held up leaves ``here`` false.
         """
         self._check_open()
+        if here and self.answers_locally:
+            validate_payload(kind, payload)
+            return self._answer_here(kind, payload, user_id)
         # The cache key is the payload's canonical JSON: making it is the JSON check too.
         validate_payload(kind, payload, serialised=True)
         primary = self._primary or self._offline
@@ -295,17 +299,6 @@ class GatewayService:
             done: concurrent.futures.Future[Completion] = concurrent.futures.Future()
             done.set_result(Completion(copy.deepcopy(cached), False, primary.name))
             return done
-        if here and self.answers_locally:
-            t0 = time.perf_counter()
-            answered: concurrent.futures.Future[Completion] = concurrent.futures.Future()
-            try:
-                result = self._offline.answer(kind, payload)
-                answered.set_result(
-                    self._finish(key, kind, user_id, result, self._offline.name, t0, degraded=False)
-                )
-            except Exception as exc:  # noqa: BLE001 - the future carries it, as on the loop
-                answered.set_exception(exc)
-            return answered
         with self._jobs_lock:
             self._jobs += 1
             self._jobs_peak = max(self._jobs_peak, self._jobs)
@@ -594,6 +587,36 @@ class GatewayService:
                 "embedding": self._embed_breaker.state.value,
             },
         )
+
+    def _answer_here(
+        self, kind: str, payload: dict[str, Any], user_id: str | None
+    ) -> concurrent.futures.Future[Completion]:
+        """The offline backend's answer to a validated job, computed in the calling thread:
+        a future that is done on return, failed as a job on the loop fails.
+
+        It is counted as a call but not cached: the answer is deterministic and costs less
+        than the cache's canonical JSON key, its hash and the copy it keeps (measured: the
+        chain meta of a page, the most frequent job, is asked once per page anyway)."""
+        t0 = time.perf_counter()
+        answered: concurrent.futures.Future[Completion] = concurrent.futures.Future()
+        try:
+            result = self._offline.answer(kind, payload)
+        except Exception as exc:  # noqa: BLE001 - the future carries it, as on the loop
+            answered.set_exception(exc)
+            return answered
+        name = self._offline.name
+        self._acct.record_call(
+            kind,
+            user_id,
+            backend=name,
+            latency_s=time.perf_counter() - t0,
+            prompt_tokens=result.prompt_tokens,
+            completion_tokens=result.completion_tokens,
+            cost_usd=result.cost_usd,
+            degraded=False,
+        )
+        answered.set_result(Completion(result.data, False, name))
+        return answered
 
     def _finish(
         self,

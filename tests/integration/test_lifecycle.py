@@ -101,6 +101,11 @@ def test_forget_purges_the_users_gateway_cache_redo_queue_and_degraded_records(o
         mem.add_turn("gone", f"my diary entry number {i}", "ok")
         mem.add_turn("kept", f"another user's entry {i}", "ok")
     mem.flush()
+    # Completions asked of the gateway's service are cached per user (the tiers' own
+    # offline jobs are answered in their threads and not cached).
+    for user in ("gone", "kept"):
+        meta = {"page": {"query": f"{user} says hi", "response": "ok"}, "previous_page": None}
+        mem.gateway_service.complete("page_meta", {**meta, "previous_meta_chain": ""}, user_id=user)
     # A degraded job "gone" asked for, waiting for a redo.
     job = CompletionJob(
         "page_meta",
