@@ -82,6 +82,61 @@ def test_the_tiers_offline_jobs_are_answered_in_their_own_threads(open_mem, monk
     assert all(seg.summary for seg in state.segments)
 
 
+def test_stm_applies_an_offline_chain_meta_in_the_message_that_asked_for_it(
+    open_mem, monkeypatch
+) -> None:
+    # The offline answer to STM's chain-meta job is there when the job is asked for: STM
+    # applies it at once instead of telling itself the answer (a second message per turn)
+    # and arming a timeout for it. MTM's summaries still come by its answer inbox.
+    from memoryos_actors.actors.base import GatewayClient
+
+    told: Counter[str] = Counter()
+    deliver = GatewayClient.deliver
+
+    def watched(self: GatewayClient, name: str, done: Any) -> None:
+        told[name] += 1
+        deliver(self, name, done)
+
+    monkeypatch.setattr(GatewayClient, "deliver", watched)
+    mem = open_mem()
+    for i in range(1, 41):
+        mem.add_turn("solo", *turn_text("solo", i))
+    mem.flush()
+    stm, mtm, _lpm = actor_names("solo")
+    assert told[stm] == 0 and told[mtm] > 0, told
+    state = mem.user_state("solo")
+    assert all(page.chain_id and page.meta_chain for page in state.stm)
+    assert all(page.chain_id for seg in state.segments for page in seg.pages)
+
+
+def test_a_failed_offline_chain_meta_is_asked_again_after_its_timeout(
+    open_mem, monkeypatch
+) -> None:
+    # Fault injection: the offline backend fails the first chain-meta job. No answer
+    # comes, so STM's meta timeout (the LLM timeout and retries, plus 5 s) asks again and
+    # the page gets its meta; nothing is lost or applied twice.
+    from memoryos_actors.gateway.offline import OfflineBackend
+
+    failed: list[str] = []
+    answer = OfflineBackend.answer
+
+    def flaky(self: OfflineBackend, kind: str, payload: Any) -> Any:
+        if kind.startswith("page_meta") and not failed:
+            failed.append(kind)
+            raise RuntimeError("fault injection: the offline backend fails once")
+        return answer(self, kind, payload)
+
+    monkeypatch.setattr(OfflineBackend, "answer", flaky)
+    mem = open_mem(MemoryConfig(**{**SMALL, "llm_timeout_seconds": 0.1, "llm_max_retries": 0}))
+    assert mem.add_turn("solo", "I keep bees on the roof.", "How many hives?") == "p1"
+    assert failed == ["page_meta"]
+    assert not mem.user_state("solo").stm[0].chain_id  # no answer yet: it waits
+    mem.flush()
+    (page,) = mem.user_state("solo").stm
+    assert page.chain_id == "p1" and "bees" in page.meta_chain
+    assert mem.stored_page_ids("solo") == ["p1"]
+
+
 def test_retrieve_returns_stm_pages_and_at_most_k_mtm_pages_with_provenance(open_mem) -> None:
     mem = open_mem()
     for i in range(1, 50):
