@@ -604,23 +604,14 @@ class GatewayService:
         except Exception as exc:  # noqa: BLE001 - the future carries it, as on the loop
             answered.set_exception(exc)
             return answered
-        name = self._offline.name
-        self._acct.record_call(
-            kind,
-            user_id,
-            backend=name,
-            latency_s=time.perf_counter() - t0,
-            prompt_tokens=result.prompt_tokens,
-            completion_tokens=result.completion_tokens,
-            cost_usd=result.cost_usd,
-            degraded=False,
+        answered.set_result(
+            self._finish(None, kind, user_id, result, self._offline.name, t0, degraded=False)
         )
-        answered.set_result(Completion(result.data, False, name))
         return answered
 
     def _finish(
         self,
-        key: str,
+        key: str | None,
         kind: str,
         user_id: str | None,
         result: BackendResult,
@@ -640,7 +631,8 @@ class GatewayService:
             cost_usd=result.cost_usd,
             degraded=degraded,
         )
-        if not degraded:  # a degraded answer must not hide the real one once it is back
+        # A degraded answer must not hide the real one once it is back; no key: not cached.
+        if key is not None and not degraded:
             self._completions.put(key, copy.deepcopy(result.data), owner=user_id)
         return Completion(result.data, degraded, backend, reason if degraded else None)
 
