@@ -62,6 +62,11 @@ _SNAPSHOT_KEYS = 1024
 #: How long to wait before trying again to reach a restarting MTM or a full gateway (s).
 _RETRY_S = 0.02
 
+#: Most chain-meta jobs the offline backend answers in one message (see ``_pump``): a
+#: user catching up with many pages that wait for their meta (a provider configured
+#: before, say) lets its writers' asks in between.
+_INLINE_JOBS = 4
+
 #: Most pages forwarded to MTM in one message.
 _FORWARD_BATCH = 32
 
@@ -375,10 +380,18 @@ class STMActor(SupervisedActor):
         catches up with everything that arrived meanwhile.
 
         With no provider (the offline backend answers in this thread) a job's answer is
-        applied at once and the next job asked for, until no page waits for its meta.
+        applied at once and the next job asked for, until no page waits for its meta or
+        ``_INLINE_JOBS`` jobs are done; then the rest follows in a later message.
         """
-        while (done := self._pump_once()) is not None:
+        for _ in range(_INLINE_JOBS):
+            done = self._pump_once()
+            if done is None:
+                return
             self._meta_done(done, pump=False)
+        self._drain_outbox()
+        if self._next_without_meta() and not self.retry_armed:
+            self.retry_armed = True
+            self.actor_ref.tell(_Retry())
 
     def _pump_once(self) -> CompletionDone | None:
         """One step of :meth:`_pump`: forward what is ready, then start a meta job if none

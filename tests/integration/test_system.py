@@ -137,6 +137,65 @@ def test_a_failed_offline_chain_meta_is_asked_again_after_its_timeout(
     assert mem.stored_page_ids("solo") == ["p1"]
 
 
+def test_an_offline_catch_up_answers_a_few_meta_jobs_a_message(open_mem, monkeypatch) -> None:
+    # Many pages wait for their chain meta (the first job failed and its timeout has not
+    # fired yet; one page a job). When the timeout asks again, the offline backend answers
+    # the waiting jobs in the STM actor's thread, at most _INLINE_JOBS of them in one
+    # message: the rest follow in later messages, so the user's asks get in between.
+    from memoryos_actors.actors import stm as stm_module
+    from memoryos_actors.actors.base import GatewayClient
+    from memoryos_actors.gateway.offline import OfflineBackend
+
+    failed: list[str] = []
+    answer = OfflineBackend.answer
+
+    def flaky(self: OfflineBackend, kind: str, payload: Any) -> Any:
+        if kind.startswith("page_meta") and not failed:
+            failed.append(kind)
+            raise RuntimeError("fault injection: the offline backend fails once")
+        return answer(self, kind, payload)
+
+    jobs_in_message = [0]
+    most: list[int] = []
+    answer_here = GatewayClient.answer_here
+    on_receive = stm_module.STMActor.on_receive
+
+    def counted_answer(self: GatewayClient, job: Any, slot: str) -> Any:
+        jobs_in_message[0] += 1
+        return answer_here(self, job, slot)
+
+    def counted_receive(self: Any, message: object) -> object:
+        jobs_in_message[0] = 0
+        try:
+            return on_receive(self, message)
+        finally:
+            most.append(jobs_in_message[0])
+
+    monkeypatch.setattr(OfflineBackend, "answer", flaky)
+    monkeypatch.setattr(GatewayClient, "answer_here", counted_answer)
+    monkeypatch.setattr(stm_module.STMActor, "on_receive", counted_receive)
+    cfg = {
+        **SMALL,
+        "llm_timeout_seconds": 0.1,
+        "llm_max_retries": 0,
+        "meta_batch_max_pages": 1,
+        "meta_batch_catchup_pages": 1,
+    }
+    mem = open_mem(MemoryConfig(**cfg))
+    for i in range(1, 11):
+        mem.add_turn("solo", *turn_text("solo", i))
+    assert failed == ["page_meta"]
+    assert max(most) == 1  # one job asked (and failed); the others wait for its timeout
+    mem.flush()
+    assert max(most) == stm_module._INLINE_JOBS  # noqa: SLF001 - the bound under test
+    assert sum(most) == 11  # the failed job, then each of the 10 pages once
+    state = mem.user_state("solo")
+    assert all(page.chain_id for page in state.stm)
+    assert sorted(mem.stored_page_ids("solo"), key=lambda p: int(p[1:])) == [
+        f"p{i}" for i in range(1, 11)
+    ]
+
+
 def test_retrieve_returns_stm_pages_and_at_most_k_mtm_pages_with_provenance(open_mem) -> None:
     mem = open_mem()
     for i in range(1, 50):
