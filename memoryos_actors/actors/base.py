@@ -704,7 +704,9 @@ class GatewayClient:
         """Give back a slot that will not be used (or whose job is done)."""
         self.backlogs[slot].release()
 
-    def submit(self, job: Any, slot: str) -> bool:
+    def submit(
+        self, job: Any, slot: str, reply: Callable[[CompletionDone], None] | None = None
+    ) -> bool:
         """Start ``job`` (a ``CompletionJob``) on the gateway's event loop, in the caller's
         thread, holding the backlog slot ``slot`` until it ends; its answer is told to the
         asker's registry name.
@@ -718,6 +720,7 @@ class GatewayClient:
         the system is closing) or the service is closed: the job's effect is then not
         produced. A job the service refuses (a bad payload) is logged and dropped, slot
         freed, as a crashed worker's mailbox was: the asker's timeout asks again.
+        ``reply``, when given, receives the answer instead of the asker's registry name.
         """
         from ..errors import MemoryOSError, SystemClosed
 
@@ -734,7 +737,7 @@ class GatewayClient:
             log.error("gateway.job_refused", kind=job.kind, user=job.user_id, error=repr(exc))
             return True
         self.submitted += 1
-        future.add_done_callback(functools.partial(self._deliver, job, slot))
+        future.add_done_callback(functools.partial(self._deliver, job, slot, reply))
         return True
 
     def answer_here(self, job: Any, slot: str) -> CompletionDone | None:
@@ -743,39 +746,28 @@ class GatewayClient:
         instead of told: the asker applies it in the message in hand, without a message to
         itself and a timeout armed for an answer that is already there. Frees ``slot``.
 
-        Returns None when the job has no answer (the worker owning ``slot`` is not running,
-        the service closed, or the offline backend failed; each logged as :meth:`submit`
-        does): the asker's timeout asks again. Raises ``RuntimeError`` when a provider is
-        configured (use :meth:`submit`)."""
-        from ..errors import MemoryOSError, SystemClosed
-        from .protocol import CompletionDone
-
+        It is :meth:`submit` with the answer handed back: None when the job has no answer
+        (the worker owning ``slot`` is not running, the service closed or refused the job,
+        or the offline backend failed; logged as :meth:`submit` logs them), and the asker's
+        timeout asks again. Raises ``RuntimeError`` when a provider is configured (its
+        answer comes later: use :meth:`submit`)."""
         if not self.service.answers_locally:
             raise RuntimeError("answer_here() needs the offline backend; use submit()")
-        try:
-            if slot not in self.registry:
-                return None
-            try:
-                future = self.service.submit(job.kind, job.payload, user_id=job.user_id, here=True)
-            except SystemClosed:
-                return None
-            except MemoryOSError as exc:
-                log.error("gateway.job_refused", kind=job.kind, user=job.user_id, error=repr(exc))
-                return None
-            self.submitted += 1
-            failure = future.exception()
-            if failure is not None:
-                log.error(
-                    "gateway.job_failed", kind=job.kind, user=job.user_id, error=repr(failure)
-                )
-                return None
-            result = future.result()
-            return CompletionDone(job.kind, job.tag, result.data, result.degraded, job.epoch)
-        finally:
-            self.release(slot)
+        answers: list[CompletionDone] = []
+        # The offline answer is computed inside submit, so its future is done and
+        # _deliver has run (into ``answers``) by the time submit returns.
+        self.submit(job, slot, reply=answers.append)
+        return answers[0] if answers else None
 
-    def _deliver(self, job: Any, slot: str, future: Any) -> None:
-        """Runs when a job's future is done (on the gateway loop's thread, or at once)."""
+    def _deliver(
+        self,
+        job: Any,
+        slot: str,
+        reply: Callable[[CompletionDone], None] | None,
+        future: Any,
+    ) -> None:
+        """Runs when a job's future is done (on the gateway loop's thread, or at once):
+        the answer goes to ``reply`` if given, else to the asker's registry name."""
         from .protocol import CompletionDone
 
         try:
@@ -791,10 +783,11 @@ class GatewayClient:
             result = future.result()
             if result.degraded:
                 self.remember_degraded(job)
-            self.deliver(
-                job.reply_to,
-                CompletionDone(job.kind, job.tag, result.data, result.degraded, job.epoch),
-            )
+            done = CompletionDone(job.kind, job.tag, result.data, result.degraded, job.epoch)
+            if reply is not None:
+                reply(done)
+            else:
+                self.deliver(job.reply_to, done)
         finally:
             self.release(slot)
 

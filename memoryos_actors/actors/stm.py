@@ -438,21 +438,19 @@ class STMActor(SupervisedActor):
             kind, payload = "page_meta_batch", {"pages": texts, **context}
         tag = ",".join(p.page_id for p in pages)
         job = CompletionJob(kind, payload, env.user_id, env.stm_name, tag, env.epoch)
+        done = None
         if env.gateway.service.answers_locally:
-            # The offline backend answers in this thread: apply the answer now (the caller
-            # leaves it to the loop, which pumps again), no message to ourselves and no
-            # timeout for an answer already here.
+            # The offline backend answers in this thread: the answer is handed back for
+            # _pump to apply now, with no message to ourselves and no timeout for it (a
+            # failed answer is none: the timeout below asks again).
             done = env.gateway.answer_here(job, slot)
-            self.meta_inflight = tag
-            self.meta_attempt += 1
-            if done is not None:
-                return done
         elif not env.gateway.submit(job, slot):
             self._arm_retry()
             return None
-        else:
-            self.meta_inflight = tag
-            self.meta_attempt += 1
+        self.meta_inflight = tag
+        self.meta_attempt += 1
+        if done is not None:
+            return done
         self.meta_timer = send_after(
             self.actor_ref, self.meta_timeout_s, _MetaTimeout(tag, self.meta_attempt)
         )

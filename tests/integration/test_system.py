@@ -109,12 +109,9 @@ def test_stm_applies_an_offline_chain_meta_in_the_message_that_asked_for_it(
     assert all(page.chain_id for seg in state.segments for page in seg.pages)
 
 
-def test_a_failed_offline_chain_meta_is_asked_again_after_its_timeout(
-    open_mem, monkeypatch
-) -> None:
-    # Fault injection: the offline backend fails the first chain-meta job. No answer
-    # comes, so STM's meta timeout (the LLM timeout and retries, plus 5 s) asks again and
-    # the page gets its meta; nothing is lost or applied twice.
+def _fail_the_first_page_meta(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Fault injection: the offline backend fails the first chain-meta job it is asked
+    for; returns the list the failed job's kind is added to."""
     from memoryos_actors.gateway.offline import OfflineBackend
 
     failed: list[str] = []
@@ -127,6 +124,16 @@ def test_a_failed_offline_chain_meta_is_asked_again_after_its_timeout(
         return answer(self, kind, payload)
 
     monkeypatch.setattr(OfflineBackend, "answer", flaky)
+    return failed
+
+
+def test_a_failed_offline_chain_meta_is_asked_again_after_its_timeout(
+    open_mem, monkeypatch
+) -> None:
+    # Fault injection: the offline backend fails the first chain-meta job. No answer
+    # comes, so STM's meta timeout (the LLM timeout and retries, plus 5 s) asks again and
+    # the page gets its meta; nothing is lost or applied twice.
+    failed = _fail_the_first_page_meta(monkeypatch)
     mem = open_mem(MemoryConfig(**{**SMALL, "llm_timeout_seconds": 0.1, "llm_max_retries": 0}))
     assert mem.add_turn("solo", "I keep bees on the roof.", "How many hives?") == "p1"
     assert failed == ["page_meta"]
@@ -144,16 +151,6 @@ def test_an_offline_catch_up_answers_a_few_meta_jobs_a_message(open_mem, monkeyp
     # message: the rest follow in later messages, so the user's asks get in between.
     from memoryos_actors.actors import stm as stm_module
     from memoryos_actors.actors.base import GatewayClient
-    from memoryos_actors.gateway.offline import OfflineBackend
-
-    failed: list[str] = []
-    answer = OfflineBackend.answer
-
-    def flaky(self: OfflineBackend, kind: str, payload: Any) -> Any:
-        if kind.startswith("page_meta") and not failed:
-            failed.append(kind)
-            raise RuntimeError("fault injection: the offline backend fails once")
-        return answer(self, kind, payload)
 
     jobs_in_message = [0]
     most: list[int] = []
@@ -171,7 +168,7 @@ def test_an_offline_catch_up_answers_a_few_meta_jobs_a_message(open_mem, monkeyp
         finally:
             most.append(jobs_in_message[0])
 
-    monkeypatch.setattr(OfflineBackend, "answer", flaky)
+    failed = _fail_the_first_page_meta(monkeypatch)
     monkeypatch.setattr(GatewayClient, "answer_here", counted_answer)
     monkeypatch.setattr(stm_module.STMActor, "on_receive", counted_receive)
     cfg = {
