@@ -11,12 +11,16 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import os
+import threading
 import time
 import uuid
 from collections.abc import Generator
+from contextlib import nullcontext
 from typing import TYPE_CHECKING
 
 import structlog
+
+from supervisor import urgent
 
 from .actors.base import ASSISTANT_PREFIX, actor_names, persona_owner
 from .chat_streams import ChatStream
@@ -49,6 +53,51 @@ log = structlog.get_logger("memoryos.system")
 
 #: Times add_turn asks again, with the same turn key, after the STM actor crashed.
 _ADD_TURN_ATTEMPTS = 3
+
+#: A turn is urgent (``supervisor.urgent``) when its user's previous ``add_turn``
+#: returned at least this long ago (seconds): someone writes now and then and waits on
+#: the answer. A user written back to back (an import, a flood) is bulk.
+_PAUSE_S = 0.005
+
+#: How long an urgent turn or retrieval keeps busy actors giving way after it returns
+#: (seconds): about how long its pages take to be placed under load, and longer than a
+#: chat's pause between two turns of one exchange.
+_LINGER_S = 1.0
+
+#: Users whose last return time is kept; past it the oldest half is forgotten (a user
+#: forgotten writes an urgent turn next, as after a pause).
+_PAUSES_KEPT = 65_536
+
+
+class _Pauses:
+    """When each user's last ``add_turn`` returned (perf_counter s), to tell a turn that
+    follows a pause (urgent) from one written right after the last (bulk)."""
+
+    __slots__ = ("_last", "_lock")
+
+    def __init__(self) -> None:
+        self._last: dict[str, float] = {}
+        self._lock = threading.Lock()
+
+    def paused(self, user: str, now: float) -> bool:
+        """Whether ``user``'s turn starting at ``now`` follows a pause (False for the
+        first turn seen: nothing tells a chat from an import yet)."""
+        last = self._last.get(user)
+        return last is not None and now - last >= _PAUSE_S
+
+    def returned(self, user: str, now: float) -> None:
+        """``user``'s ``add_turn`` returned (or failed) at ``now``."""
+        with self._lock:
+            last = self._last
+            if len(last) >= _PAUSES_KEPT and user not in last:
+                for old in list(itertools.islice(last, _PAUSES_KEPT // 2)):
+                    del last[old]
+            last[user] = now
+
+    def forget(self, user: str) -> None:
+        """Keep nothing about ``user`` (its data was forgotten)."""
+        with self._lock:
+            self._last.pop(user, None)
 
 
 class _KeySource:
@@ -86,6 +135,11 @@ class Conversation:
     def __init__(self, core: SystemCore, lifecycle: Lifecycle) -> None:
         self._core = core
         self._lifecycle = lifecycle
+        self._pauses = _Pauses()
+
+    def forgot(self, user_id: str) -> None:
+        """``user_id``'s data was forgotten: keep no trace of its writes either."""
+        self._pauses.forget(user_id)
 
     def add_turn(
         self,
@@ -119,6 +173,7 @@ class Conversation:
         )
         if not msg.query and not msg.response:
             raise InvalidInput("a turn needs a query or a response")
+        paused = self._pauses.paused(uid, time.perf_counter())
 
         def run(entry: UserEntry) -> str:
             # Backpressure happens here, in the caller's thread, before the turn is
@@ -128,21 +183,28 @@ class Conversation:
             # for overload_timeout_seconds answers Overloaded.
             timeout = core.config.overload_timeout_seconds
             assert entry.env is not None
-            entry.env.insert_backlog.admit(timeout)
-            core.gateway.wait_capacity(timeout)
-            for attempt in range(_ADD_TURN_ATTEMPTS):
-                try:
-                    return str(core.ask(actor_names(uid)[0], msg))
-                except ActorCrashed:
-                    # The restarted STM recovers from the WAL and knows the turn key if the
-                    # turn was written: asking again stores it exactly once either way.
-                    if attempt == _ADD_TURN_ATTEMPTS - 1:
-                        raise
+            # Urgent once the user is active (its activation, if any, is done): a turn
+            # after a pause has someone waiting on it (see _PAUSE_S).
+            with urgent(_LINGER_S) if paused else nullcontext():
+                entry.env.insert_backlog.admit(timeout)
+                core.gateway.wait_capacity(timeout)
+                for attempt in range(_ADD_TURN_ATTEMPTS):
+                    try:
+                        return str(core.ask(actor_names(uid)[0], msg))
+                    except ActorCrashed:
+                        # The restarted STM recovers from the WAL and knows the turn key
+                        # if the turn was written: asking again stores it exactly once
+                        # either way.
+                        if attempt == _ADD_TURN_ATTEMPTS - 1:
+                            raise
             raise AssertionError("unreachable")
 
         self.load_shared_persona(msg.assistant_id)
         started = time.perf_counter()
-        page_id = self._lifecycle.call(uid, run)
+        try:
+            page_id = self._lifecycle.call(uid, run)
+        finally:
+            self._pauses.returned(uid, time.perf_counter())
         core.metrics.observe("add_turn_ms", (time.perf_counter() - started) * 1000.0)
         core.metrics.inc("turns")
         return page_id
@@ -166,7 +228,8 @@ class Conversation:
         )
 
         def run(_entry: UserEntry) -> MemoryContext:
-            ctx: MemoryContext = core.ask(core.next_retrieval_worker(), msg)
+            with urgent(_LINGER_S):  # a reply waits on it
+                ctx: MemoryContext = core.ask(core.next_retrieval_worker(), msg)
             return ctx
 
         started = time.perf_counter()

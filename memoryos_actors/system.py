@@ -309,7 +309,9 @@ class MemoryOS:
         return self._portability.import_user(path, user_id)
 
     def forget_user(self, user_id: str) -> ForgetReport:
-        return self._portability.forget_user(user_id)
+        report = self._portability.forget_user(user_id)
+        self._conversation.forgot(report.user_id)
+        return report
 
     def repair_user(self, user_id: str) -> RepairReport:
         return self._portability.repair_user(user_id)

@@ -13,7 +13,15 @@ logger name ``"supervisor"``; configuring structlog is left to the application.
 
 from __future__ import annotations
 
-from ._actor import ExitCallback, SupervisedActor, exit_reason, kill, wait_exit
+from ._actor import (
+    ExitCallback,
+    SupervisedActor,
+    exit_reason,
+    kill,
+    urgent,
+    urgent_calls,
+    wait_exit,
+)
 from ._dynamic import DynamicSupervisor
 from ._errors import Killed, MaxChildrenError, RestartIntensityExceeded, SupervisorError
 from ._monitor import Down, MonitorRef, demonitor, monitor
@@ -75,6 +83,8 @@ __all__ = [
     "start_child",
     "stop",
     "terminate_child",
+    "urgent",
+    "urgent_calls",
     "wait_exit",
     "which_children",
 ]

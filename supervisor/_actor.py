@@ -26,7 +26,8 @@ import itertools
 import queue
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any, ClassVar
 
 import pykka
@@ -39,7 +40,15 @@ from ._errors import Killed, _Fatal
 from ._reason import ExitReason
 from ._sync import SafeFuture, new_inbox
 
-__all__ = ["ExitCallback", "SupervisedActor", "exit_reason", "kill", "wait_exit"]
+__all__ = [
+    "ExitCallback",
+    "SupervisedActor",
+    "exit_reason",
+    "kill",
+    "urgent",
+    "urgent_calls",
+    "wait_exit",
+]
 
 _log = structlog.get_logger("supervisor")
 
@@ -126,6 +135,55 @@ def _give_way() -> None:
     time.sleep(0)
 
 
+class _Urgent:
+    """Urgent calls in progress in this process, and until when the last one lingers
+    (see :func:`urgent`).
+
+    Both are read without the lock (attribute loads, atomic in CPython) on every message;
+    they are changed under the lock.
+    """
+
+    __slots__ = ("count", "lock", "until")
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.until = 0.0  # time.perf_counter() until which yields go on after a call
+        self.lock = threading.Lock()
+
+
+_URGENT = _Urgent()
+
+
+@contextmanager
+def urgent(linger: float = 0.0) -> Iterator[None]:
+    """Mark an urgent call while the block runs, and for ``linger`` seconds after it.
+
+    Busy actors give way between messages (``SupervisedActor.yield_every_s``) only while
+    an urgent call is in progress, or lingers, somewhere in the process. A call that
+    someone waits on with little else going on (a chat user's turn, a retrieval that a
+    reply waits for) is urgent, and so is, for a while, the background work it leaves
+    behind (``linger``: its pages being placed, its caller's next call); bulk work (a
+    writer storing a backlog as fast as it can) is not, and with nothing urgent the actors
+    run their messages back to back without a thread switch between them. Nests; thread-
+    safe.
+    """
+    state = _URGENT
+    with state.lock:
+        state.count += 1
+    try:
+        yield
+    finally:
+        with state.lock:
+            state.count -= 1
+            if linger > 0:
+                state.until = max(state.until, time.perf_counter() + linger)
+
+
+def urgent_calls() -> int:
+    """Urgent calls in progress now, not counting lingering ones (see :func:`urgent`)."""
+    return _URGENT.count
+
+
 class _Pace:
     """When an actor's thread gives way after a message (see ``yield_every_s``)."""
 
@@ -143,9 +201,13 @@ class _Pace:
         if self.every is None:
             return
         now = time.perf_counter()
-        if now - self.last >= self.every:
-            self.last = now
-            _give_way()
+        if now - self.last < self.every:
+            return
+        state = _URGENT
+        if not state.count and now >= state.until:
+            return  # nothing urgent: keep the lock, no thread switch
+        self.last = now
+        _give_way()
 
 
 class SupervisedActor(pykka.ThreadingActor):
@@ -192,7 +254,11 @@ class SupervisedActor(pykka.ThreadingActor):
     little to do wait for several such intervals. Letting go between messages (a
     ``time.sleep(0)``) gives waiting threads their turn at points where this actor holds
     nothing. Waiting for a message lets go of the lock anyway, so it starts the count
-    afresh: an actor that handles a message now and then never pays for a yield."""
+    afresh: an actor that handles a message now and then never pays for a yield.
+
+    It gives way only while an urgent call is in progress somewhere in the process
+    (:func:`urgent`): the yields are for a thread that has little to do and someone
+    waiting on it; without one they only add thread switches to bulk work."""
 
     # Class-level defaults: the hot loop reads these without any fallback logic.
     _sv_kill_reason: str | None = None

@@ -1,4 +1,5 @@
-"""An actor busy with many messages lets other threads take the interpreter lock."""
+"""An actor busy with many messages lets other threads take the interpreter lock, while
+an urgent call is in progress or lingers (``supervisor.urgent``)."""
 
 from __future__ import annotations
 
@@ -45,14 +46,28 @@ class Never(Busy):
     yield_every_s = None
 
 
-def _gives_way(cls: type[Busy], monkeypatch: pytest.MonkeyPatch, messages: int) -> int:
+@pytest.fixture(autouse=True)
+def _no_urgency_left(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each test starts with no urgent call and none lingering, and leaves none behind."""
+    monkeypatch.setattr(_actor, "_URGENT", _actor._Urgent())
+
+
+def _gives_way(
+    cls: type[Busy], monkeypatch: pytest.MonkeyPatch, messages: int, *, urgent: bool = True
+) -> int:
     calls: list[None] = []
     monkeypatch.setattr(_actor, "_give_way", lambda: calls.append(None))
     ref = cls.start(threading.Event(), [], lambda: 0)
     try:
-        for _ in range(messages):
-            ref.tell("work")
-        ref.ask("end", timeout=10)
+        if urgent:
+            with sv.urgent():
+                for _ in range(messages):
+                    ref.tell("work")
+                ref.ask("end", timeout=10)
+        else:
+            for _ in range(messages):
+                ref.tell("work")
+            ref.ask("end", timeout=10)
     finally:
         sv.stop(ref, timeout=10)
     return len(calls)
@@ -63,6 +78,32 @@ def test_an_actor_gives_way_at_most_every_yield_every_s(monkeypatch: pytest.Monk
     assert _gives_way(Sometimes, monkeypatch, 200) == 0  # not within the hour
     assert _gives_way(Never, monkeypatch, 200) == 0
     assert sv.SupervisedActor.yield_every_s == _actor.YIELD_EVERY_S == 0.0005
+
+
+def test_an_actor_gives_way_only_while_a_call_is_urgent(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert sv.urgent_calls() == 0
+    assert _gives_way(Always, monkeypatch, 200, urgent=False) == 0  # bulk: back to back
+    with sv.urgent(), sv.urgent():  # nests
+        assert sv.urgent_calls() == 2
+    assert sv.urgent_calls() == 0
+    assert _gives_way(Always, monkeypatch, 200, urgent=False) == 0  # nothing lingers
+
+
+def test_an_urgent_call_ended_by_an_error_is_no_longer_counted() -> None:
+    with pytest.raises(RuntimeError), sv.urgent():
+        raise RuntimeError("the call failed")
+    assert sv.urgent_calls() == 0
+
+
+def test_yields_go_on_while_an_urgent_call_lingers(monkeypatch: pytest.MonkeyPatch) -> None:
+    with sv.urgent(linger=3600.0):
+        pass
+    assert sv.urgent_calls() == 0  # ended, but lingers for an hour
+    assert _gives_way(Always, monkeypatch, 200, urgent=False) >= 201
+    # A later call with a shorter linger does not cut the longer one short.
+    with sv.urgent(linger=0.0):
+        pass
+    assert _gives_way(Always, monkeypatch, 50, urgent=False) >= 51
 
 
 class Tenth(Busy):
@@ -76,9 +117,10 @@ def test_time_spent_waiting_for_a_message_is_not_busy_time(
     monkeypatch.setattr(_actor, "_give_way", lambda: calls.append(None))
     ref = Tenth.start(threading.Event(), [], lambda: 0)
     try:
-        for _ in range(5):
-            time.sleep(0.1)  # the actor waits for its next message: it holds no lock
-            ref.ask("ping", timeout=10)
+        with sv.urgent():
+            for _ in range(5):
+                time.sleep(0.1)  # the actor waits for its next message: it holds no lock
+                ref.ask("ping", timeout=10)
     finally:
         sv.stop(ref, timeout=10)
     assert calls == []
@@ -113,7 +155,14 @@ def _runs_beside(cls: type[Busy], watcher: LockWatcher) -> int:
 def test_a_waiting_thread_runs_while_a_busy_actor_gives_way(
     waiting_thread: LockWatcher,
 ) -> None:
-    assert _runs_beside(Never, waiting_thread) == 0
-    # Whether the waiting thread wins the lock at a given moment is a race, so a few
-    # backlogs are tried; one is plenty in practice.
-    assert any(_runs_beside(Always, waiting_thread) > 0 for _ in range(5))
+    with sv.urgent():
+        assert _runs_beside(Never, waiting_thread) == 0
+        # Whether the waiting thread wins the lock at a given moment is a race, so a few
+        # backlogs are tried; one is plenty in practice.
+        assert any(_runs_beside(Always, waiting_thread) > 0 for _ in range(5))
+
+
+def test_a_busy_actor_keeps_the_lock_when_nothing_is_urgent(
+    waiting_thread: LockWatcher,
+) -> None:
+    assert _runs_beside(Always, waiting_thread) == 0

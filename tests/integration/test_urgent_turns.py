@@ -1,0 +1,73 @@
+"""Which calls are urgent (busy actors give way to them) and which are bulk.
+
+A turn written after a pause in its user's writes is urgent, for a while after it too; a
+turn written right after the user's last one (an import, a flood) is not, and neither is
+a user's first turn. A retrieval is urgent. See ``supervisor.urgent``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+import memoryos_actors.conversation as conversation
+from memoryos_actors import MemoryConfig, MemoryOS
+from memoryos_actors.conversation import _Pauses
+
+
+def test_a_turn_after_a_pause_is_urgent_and_one_right_after_the_last_is_not() -> None:
+    pauses = _Pauses()
+    assert not pauses.paused("ann", 100.0)  # never seen: a chat or an import, unknown
+    pauses.returned("ann", 100.0)
+    assert not pauses.paused("ann", 100.0 + conversation._PAUSE_S / 2)  # back to back
+    assert pauses.paused("ann", 100.0 + 2 * conversation._PAUSE_S)  # after a pause
+    assert not pauses.paused("bob", 200.0)  # per user
+
+
+def test_the_users_remembered_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(conversation, "_PAUSES_KEPT", 8)
+    pauses = _Pauses()
+    for i in range(100):
+        pauses.returned(f"user-{i}", float(i))
+        assert len(pauses._last) <= 8
+    # The latest are kept; the oldest were forgotten (their next turn counts as a first).
+    assert pauses.paused("user-99", 99.0 + 2 * conversation._PAUSE_S)
+    assert not pauses.paused("user-0", 1000.0)
+
+
+@pytest.fixture
+def lingers(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[float]]:
+    """Records the linger of every urgent call the memory system makes."""
+    seen: list[float] = []
+
+    @contextmanager
+    def recording(linger: float = 0.0) -> Iterator[None]:
+        seen.append(linger)
+        yield
+
+    monkeypatch.setattr(conversation, "urgent", recording)
+    yield seen
+
+
+def test_turns_and_retrievals_are_marked_through_the_api(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, lingers: list[float]
+) -> None:
+    cfg = MemoryConfig(log_level="critical", fsync="never")
+    with MemoryOS.open(tmp_path, cfg) as mem:
+        monkeypatch.setattr(conversation, "_PAUSE_S", 3600.0)  # every gap is short
+        mem.add_turn("ann", "first", "ok")  # a first turn: bulk
+        mem.add_turn("ann", "second", "ok")  # right after it: bulk
+        assert lingers == []
+        monkeypatch.setattr(conversation, "_PAUSE_S", 0.0)  # every gap is a pause
+        mem.add_turn("ann", "third", "ok")
+        assert lingers == [conversation._LINGER_S]
+        mem.add_turn("bob", "a first turn is never urgent", "ok")
+        assert lingers == [conversation._LINGER_S]
+        mem.retrieve("ann", "what came first?")
+        assert lingers == [conversation._LINGER_S, conversation._LINGER_S]
+        assert mem.stats("ann")["stm_pages"] == 3
+        mem.forget_user("ann")
+        assert "ann" not in mem._conversation._pauses._last  # no trace of a forgotten user
