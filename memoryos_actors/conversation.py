@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 import structlog
 
-from supervisor import urgent
+from supervisor import urgent, wait_while_urgent
 
 from .actors.base import ASSISTANT_PREFIX, actor_names, persona_owner
 from .chat_streams import ChatStream
@@ -58,6 +58,10 @@ _ADD_TURN_ATTEMPTS = 3
 #: returned at least this long ago (seconds): someone writes now and then and waits on
 #: the answer. A user written back to back (an import, a flood) is bulk.
 _PAUSE_S = 0.005
+
+#: Longest a bulk turn waits, before it starts, for the urgent calls in progress to
+#: finish (seconds; see ``supervisor.wait_while_urgent``).
+_BULK_WAIT_S = 0.005
 
 #: How long an urgent turn or retrieval keeps busy actors giving way after it returns
 #: (seconds): about how long its pages take to be placed under load, and longer than a
@@ -201,6 +205,10 @@ class Conversation:
 
         self.load_shared_persona(msg.assistant_id)
         started = time.perf_counter()
+        if not paused:
+            # Bulk: let an urgent call in progress finish first (bounded), so its threads
+            # do not draw lots for the interpreter lock with this writer's.
+            wait_while_urgent(_BULK_WAIT_S)
         try:
             page_id = self._lifecycle.call(uid, run)
         finally:

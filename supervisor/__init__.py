@@ -21,6 +21,7 @@ from ._actor import (
     urgent,
     urgent_calls,
     wait_exit,
+    wait_while_urgent,
 )
 from ._dynamic import DynamicSupervisor
 from ._errors import Killed, MaxChildrenError, RestartIntensityExceeded, SupervisorError
@@ -85,6 +86,7 @@ __all__ = [
     "terminate_child",
     "urgent",
     "urgent_calls",
+    "wait_while_urgent",
     "wait_exit",
     "which_children",
 ]

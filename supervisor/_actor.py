@@ -38,7 +38,7 @@ from pykka.messages import _ActorStop
 
 from ._errors import Killed, _Fatal
 from ._reason import ExitReason
-from ._sync import SafeFuture, new_inbox
+from ._sync import SafeCondition, SafeFuture, new_inbox
 
 __all__ = [
     "ExitCallback",
@@ -48,6 +48,7 @@ __all__ = [
     "urgent",
     "urgent_calls",
     "wait_exit",
+    "wait_while_urgent",
 ]
 
 _log = structlog.get_logger("supervisor")
@@ -140,43 +141,69 @@ class _Urgent:
     (see :func:`urgent`).
 
     Both are read without the lock (attribute loads, atomic in CPython) on every message;
-    they are changed under the lock.
+    they are changed under ``cond``.
     """
 
-    __slots__ = ("count", "lock", "until")
+    __slots__ = ("cond", "count", "until")
 
     def __init__(self) -> None:
         self.count = 0
         self.until = 0.0  # time.perf_counter() until which yields go on after a call
-        self.lock = threading.Lock()
+        # Guards both, notified when the count drops to 0. Actors wait on it (and may be
+        # killed while they do): a SafeCondition, whose ``with`` a kill cannot leave held.
+        self.cond = SafeCondition(threading.Lock())
 
 
 _URGENT = _Urgent()
+
+URGENT_HOLD_S = 0.002
+"""Longest a busy actor steps aside after a message while an urgent call is in progress
+(seconds): it waits, holding nothing, until no urgent call is left or this long."""
 
 
 @contextmanager
 def urgent(linger: float = 0.0) -> Iterator[None]:
     """Mark an urgent call while the block runs, and for ``linger`` seconds after it.
 
-    Busy actors give way between messages (``SupervisedActor.yield_every_s``) only while
-    an urgent call is in progress, or lingers, somewhere in the process. A call that
-    someone waits on with little else going on (a chat user's turn, a retrieval that a
-    reply waits for) is urgent, and so is, for a while, the background work it leaves
+    An actor that has been busy for ``SupervisedActor.yield_every_s`` steps aside after
+    its message while an urgent call is in progress (it waits until none is left, at most
+    :data:`URGENT_HOLD_S`), and gives way (a ``time.sleep(0)``) while one lingers. A call
+    that someone waits on with little else going on (a chat user's turn, a retrieval that
+    a reply waits for) is urgent, and so is, for a while, the background work it leaves
     behind (``linger``: its pages being placed, its caller's next call); bulk work (a
     writer storing a backlog as fast as it can) is not, and with nothing urgent the actors
-    run their messages back to back without a thread switch between them. Nests; thread-
+    run their messages back to back without a thread switch between them. Bulk callers
+    can wait for urgent calls to finish with :func:`wait_while_urgent`. Nests; thread-
     safe.
     """
     state = _URGENT
-    with state.lock:
+    with state.cond:
         state.count += 1
     try:
         yield
     finally:
-        with state.lock:
+        with state.cond:
             state.count -= 1
+            if not state.count:
+                state.cond.notify_all()
             if linger > 0:
                 state.until = max(state.until, time.perf_counter() + linger)
+
+
+def wait_while_urgent(timeout: float) -> bool:
+    """Wait, at most ``timeout`` seconds, while an urgent call is in progress (see
+    :func:`urgent`); True when none is left. For bulk work about to start: it lets the
+    urgent call's threads find the interpreter lock free."""
+    state = _URGENT
+    if not state.count:
+        return True
+    with state.cond:
+        return state.cond.wait_for(lambda: not state.count, timeout)
+
+
+def _step_aside() -> None:
+    """Wait, holding nothing, while an urgent call is in progress (see ``URGENT_HOLD_S``)."""
+    wait_while_urgent(URGENT_HOLD_S)
 
 
 def urgent_calls() -> int:
@@ -204,10 +231,15 @@ class _Pace:
         if now - self.last < self.every:
             return
         state = _URGENT
-        if not state.count and now >= state.until:
-            return  # nothing urgent: keep the lock, no thread switch
-        self.last = now
-        _give_way()
+        if state.count:
+            # A call is urgent now and this actor has been busy: step aside until it is
+            # done (bounded), so its threads find the interpreter lock free.
+            _step_aside()
+            self.last = time.perf_counter()
+        elif now < state.until:
+            self.last = now
+            _give_way()
+        # else nothing urgent: keep the lock, no thread switch
 
 
 class SupervisedActor(pykka.ThreadingActor):
@@ -256,9 +288,11 @@ class SupervisedActor(pykka.ThreadingActor):
     nothing. Waiting for a message lets go of the lock anyway, so it starts the count
     afresh: an actor that handles a message now and then never pays for a yield.
 
-    It gives way only while an urgent call is in progress somewhere in the process
-    (:func:`urgent`): the yields are for a thread that has little to do and someone
-    waiting on it; without one they only add thread switches to bulk work."""
+    It does so only while an urgent call is in progress or lingers somewhere in the
+    process (:func:`urgent`): while one is in progress it steps aside (waits, at most
+    ``URGENT_HOLD_S``, until none is left) rather than yield, so the urgent call's threads
+    find the lock free instead of drawing lots for it with every busy thread; while one
+    lingers it yields. Without one, yields would only add thread switches to bulk work."""
 
     # Class-level defaults: the hot loop reads these without any fallback logic.
     _sv_kill_reason: str | None = None

@@ -71,3 +71,20 @@ def test_turns_and_retrievals_are_marked_through_the_api(
         assert mem.stats("ann")["stm_pages"] == 3
         mem.forget_user("ann")
         assert "ann" not in mem._conversation._pauses._last  # no trace of a forgotten user
+
+
+def test_a_bulk_turn_lets_the_urgent_calls_in_progress_finish_first(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, lingers: list[float]
+) -> None:
+    waits: list[float] = []
+    monkeypatch.setattr(conversation, "wait_while_urgent", lambda t: waits.append(t) or True)
+    cfg = MemoryConfig(log_level="critical", fsync="never")
+    with MemoryOS.open(tmp_path, cfg) as mem:
+        monkeypatch.setattr(conversation, "_PAUSE_S", 3600.0)
+        mem.add_turn("ann", "first", "ok")
+        mem.add_turn("ann", "second", "ok")
+        assert waits == [conversation._BULK_WAIT_S] * 2  # bulk turns wait
+        monkeypatch.setattr(conversation, "_PAUSE_S", 0.0)
+        mem.add_turn("ann", "third", "ok")  # urgent: never waits for others
+        assert waits == [conversation._BULK_WAIT_S] * 2
+        assert lingers == [conversation._LINGER_S]

@@ -127,7 +127,7 @@ def test_public_api_exports_exactly_the_documented_names() -> None:
             "SupervisorError", "TimerRef", "active_timer_count", "demonitor", "detach_child", "exit_reason",
             "format_tree", "kill", "monitor", "restart_child", "send_after", "send_interval",
             "start_child", "stop", "terminate_child", "urgent", "urgent_calls", "wait_exit",
-            "which_children",
+            "wait_while_urgent", "which_children",
         ]
     )  # fmt: skip
     aliases = {"ChildStatus", "ExitKind", "ExitCallback"}  # typing aliases carry no __doc__
