@@ -56,8 +56,14 @@ _ADD_TURN_ATTEMPTS = 3
 
 #: A turn is urgent (``supervisor.urgent``) when its user's previous ``add_turn``
 #: returned at least this long ago (seconds): someone writes now and then and waits on
-#: the answer. A user written back to back (an import, a flood) is bulk.
+#: the answer. A user written back to back (an import, a flood) is bulk, unless its last
+#: turn was urgent and it keeps up (see ``_KEEPS_UP_PAGES``).
 _PAUSE_S = 0.005
+
+#: A user whose last turn was urgent stays urgent when it writes again at once, as long as
+#: at most this many of its pages wait for placement: a client behind its own schedule
+#: (a slow turn made it late), not a flood, whose pages queue up.
+_KEEPS_UP_PAGES = 1
 
 #: Longest a bulk turn waits, before it starts, for the urgent calls in progress to
 #: finish (seconds; see ``supervisor.wait_while_urgent``).
@@ -69,34 +75,40 @@ _BULK_WAIT_S = 0.005
 _LINGER_S = 1.0
 
 #: Users whose last return time is kept; past it the oldest half is forgotten (a user
-#: forgotten writes an urgent turn next, as after a pause).
+#: forgotten writes a bulk turn next, as a user's first).
 _PAUSES_KEPT = 65_536
 
 
 class _Pauses:
-    """When each user's last ``add_turn`` returned (perf_counter s), to tell a turn that
-    follows a pause (urgent) from one written right after the last (bulk)."""
+    """When each user's last ``add_turn`` returned (perf_counter s) and whether it was
+    urgent, to tell a turn that follows a pause (urgent) from one written right after the
+    last (bulk, unless the last was urgent)."""
 
     __slots__ = ("_last", "_lock")
 
     def __init__(self) -> None:
-        self._last: dict[str, float] = {}
+        self._last: dict[str, tuple[float, bool]] = {}
         self._lock = threading.Lock()
 
     def paused(self, user: str, now: float) -> bool:
         """Whether ``user``'s turn starting at ``now`` follows a pause (False for the
         first turn seen: nothing tells a chat from an import yet)."""
         last = self._last.get(user)
-        return last is not None and now - last >= _PAUSE_S
+        return last is not None and now - last[0] >= _PAUSE_S
 
-    def returned(self, user: str, now: float) -> None:
-        """``user``'s ``add_turn`` returned (or failed) at ``now``."""
+    def was_urgent(self, user: str) -> bool:
+        """Whether ``user``'s last turn was urgent."""
+        last = self._last.get(user)
+        return last is not None and last[1]
+
+    def returned(self, user: str, now: float, urgent: bool) -> None:
+        """``user``'s ``add_turn`` returned (or failed) at ``now``; ``urgent``: it was."""
         with self._lock:
             last = self._last
             if len(last) >= _PAUSES_KEPT and user not in last:
                 for old in list(itertools.islice(last, _PAUSES_KEPT // 2)):
                     del last[old]
-            last[user] = now
+            last[user] = (now, urgent)
 
     def forget(self, user: str) -> None:
         """Keep nothing about ``user`` (its data was forgotten)."""
@@ -177,7 +189,10 @@ class Conversation:
         )
         if not msg.query and not msg.response:
             raise InvalidInput("a turn needs a query or a response")
-        paused = self._pauses.paused(uid, time.perf_counter())
+        pauses = self._pauses
+        paused = pauses.paused(uid, time.perf_counter())
+        was_urgent = not paused and pauses.was_urgent(uid)
+        urgent_turn = [False]
 
         def run(entry: UserEntry) -> str:
             # Backpressure happens here, in the caller's thread, before the turn is
@@ -188,9 +203,12 @@ class Conversation:
             timeout = core.config.overload_timeout_seconds
             assert entry.env is not None
             # Urgent once the user is active (its activation, if any, is done): a turn
-            # after a pause has someone waiting on it (see _PAUSE_S).
-            with urgent(_LINGER_S) if paused else nullcontext():
-                entry.env.insert_backlog.admit(timeout)
+            # after a pause has someone waiting on it (see _PAUSE_S), and so has the next
+            # one of a user that keeps up (see _KEEPS_UP_PAGES).
+            backlog = entry.env.insert_backlog
+            urgent_turn[0] = paused or (was_urgent and backlog.pending <= _KEEPS_UP_PAGES)
+            with urgent(_LINGER_S) if urgent_turn[0] else nullcontext():
+                backlog.admit(timeout)
                 core.gateway.wait_capacity(timeout)
                 for attempt in range(_ADD_TURN_ATTEMPTS):
                     try:
@@ -205,14 +223,14 @@ class Conversation:
 
         self.load_shared_persona(msg.assistant_id)
         started = time.perf_counter()
-        if not paused:
+        if not (paused or was_urgent):
             # Bulk: let an urgent call in progress finish first (bounded), so its threads
             # do not draw lots for the interpreter lock with this writer's.
             wait_while_urgent(_BULK_WAIT_S)
         try:
             page_id = self._lifecycle.call(uid, run)
         finally:
-            self._pauses.returned(uid, time.perf_counter())
+            pauses.returned(uid, time.perf_counter(), urgent_turn[0])
         core.metrics.observe("add_turn_ms", (time.perf_counter() - started) * 1000.0)
         core.metrics.inc("turns")
         return page_id

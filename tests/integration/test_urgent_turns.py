@@ -1,8 +1,9 @@
 """Which calls are urgent (busy actors give way to them) and which are bulk.
 
 A turn written after a pause in its user's writes is urgent, for a while after it too; a
-turn written right after the user's last one (an import, a flood) is not, and neither is
-a user's first turn. A retrieval is urgent. See ``supervisor.urgent``.
+turn written right after the user's last one (an import, a flood) is not, unless the last
+was urgent and the user keeps up (its pages are placed as they come); a user's first turn
+is not. A retrieval is urgent. See ``supervisor.urgent``.
 """
 
 from __future__ import annotations
@@ -21,17 +22,21 @@ from memoryos_actors.conversation import _Pauses
 def test_a_turn_after_a_pause_is_urgent_and_one_right_after_the_last_is_not() -> None:
     pauses = _Pauses()
     assert not pauses.paused("ann", 100.0)  # never seen: a chat or an import, unknown
-    pauses.returned("ann", 100.0)
+    assert not pauses.was_urgent("ann")
+    pauses.returned("ann", 100.0, False)
     assert not pauses.paused("ann", 100.0 + conversation._PAUSE_S / 2)  # back to back
     assert pauses.paused("ann", 100.0 + 2 * conversation._PAUSE_S)  # after a pause
     assert not pauses.paused("bob", 200.0)  # per user
+    assert not pauses.was_urgent("ann")
+    pauses.returned("ann", 101.0, True)
+    assert pauses.was_urgent("ann") and not pauses.was_urgent("bob")
 
 
 def test_the_users_remembered_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(conversation, "_PAUSES_KEPT", 8)
     pauses = _Pauses()
     for i in range(100):
-        pauses.returned(f"user-{i}", float(i))
+        pauses.returned(f"user-{i}", float(i), False)
         assert len(pauses._last) <= 8
     # The latest are kept; the oldest were forgotten (their next turn counts as a first).
     assert pauses.paused("user-99", 99.0 + 2 * conversation._PAUSE_S)
@@ -88,3 +93,26 @@ def test_a_bulk_turn_lets_the_urgent_calls_in_progress_finish_first(
         mem.add_turn("ann", "third", "ok")  # urgent: never waits for others
         assert waits == [conversation._BULK_WAIT_S] * 2
         assert lingers == [conversation._LINGER_S]
+
+
+def test_a_user_that_keeps_up_stays_urgent_when_it_writes_again_at_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, lingers: list[float]
+) -> None:
+    waits: list[float] = []
+    monkeypatch.setattr(conversation, "wait_while_urgent", lambda t: waits.append(t) or True)
+    cfg = MemoryConfig(log_level="critical", fsync="never")
+    with MemoryOS.open(tmp_path, cfg) as mem:
+        mem.add_turn("ann", "first", "ok")  # a first turn: bulk
+        monkeypatch.setattr(conversation, "_PAUSE_S", 0.0)
+        mem.add_turn("ann", "after a pause", "ok")  # urgent
+        monkeypatch.setattr(conversation, "_PAUSE_S", 3600.0)  # from now on back to back
+        mem.add_turn("ann", "late, written at once", "ok")  # kept up: still urgent
+        assert lingers == [conversation._LINGER_S] * 2
+        assert waits == [conversation._BULK_WAIT_S]  # only the first waited
+        # A user whose pages queue up for placement no longer keeps up: bulk again.
+        monkeypatch.setattr(conversation, "_KEEPS_UP_PAGES", -1)
+        mem.add_turn("ann", "behind", "ok")
+        assert lingers == [conversation._LINGER_S] * 2
+        mem.add_turn("ann", "and bulk from then on", "ok")
+        assert lingers == [conversation._LINGER_S] * 2
+        assert waits == [conversation._BULK_WAIT_S] * 2  # the last one waited again
