@@ -78,41 +78,47 @@ def test_turns_and_retrievals_are_marked_through_the_api(
         assert "ann" not in mem._conversation._pauses._last  # no trace of a forgotten user
 
 
+@pytest.fixture
+def waits(monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    """Records the timeout of every wait of a bulk turn for the urgent calls."""
+    seen: list[float] = []
+    monkeypatch.setattr(conversation, "wait_while_urgent", lambda t: seen.append(t) or True)
+    return seen
+
+
+@pytest.fixture
+def mem(tmp_path: Path) -> Iterator[MemoryOS]:
+    with MemoryOS.open(tmp_path, MemoryConfig(log_level="critical", fsync="never")) as m:
+        yield m
+
+
 def test_a_bulk_turn_lets_the_urgent_calls_in_progress_finish_first(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, lingers: list[float]
+    mem: MemoryOS, monkeypatch: pytest.MonkeyPatch, lingers: list[float], waits: list[float]
 ) -> None:
-    waits: list[float] = []
-    monkeypatch.setattr(conversation, "wait_while_urgent", lambda t: waits.append(t) or True)
-    cfg = MemoryConfig(log_level="critical", fsync="never")
-    with MemoryOS.open(tmp_path, cfg) as mem:
-        monkeypatch.setattr(conversation, "_PAUSE_S", 3600.0)
-        mem.add_turn("ann", "first", "ok")
-        mem.add_turn("ann", "second", "ok")
-        assert waits == [conversation._BULK_WAIT_S] * 2  # bulk turns wait
-        monkeypatch.setattr(conversation, "_PAUSE_S", 0.0)
-        mem.add_turn("ann", "third", "ok")  # urgent: never waits for others
-        assert waits == [conversation._BULK_WAIT_S] * 2
-        assert lingers == [conversation._LINGER_S]
+    monkeypatch.setattr(conversation, "_PAUSE_S", 3600.0)
+    mem.add_turn("ann", "first", "ok")
+    mem.add_turn("ann", "second", "ok")
+    assert waits == [conversation._BULK_WAIT_S] * 2  # bulk turns wait
+    monkeypatch.setattr(conversation, "_PAUSE_S", 0.0)
+    mem.add_turn("ann", "third", "ok")  # urgent: never waits for others
+    assert waits == [conversation._BULK_WAIT_S] * 2
+    assert lingers == [conversation._LINGER_S]
 
 
 def test_a_user_that_keeps_up_stays_urgent_when_it_writes_again_at_once(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, lingers: list[float]
+    mem: MemoryOS, monkeypatch: pytest.MonkeyPatch, lingers: list[float], waits: list[float]
 ) -> None:
-    waits: list[float] = []
-    monkeypatch.setattr(conversation, "wait_while_urgent", lambda t: waits.append(t) or True)
-    cfg = MemoryConfig(log_level="critical", fsync="never")
-    with MemoryOS.open(tmp_path, cfg) as mem:
-        mem.add_turn("ann", "first", "ok")  # a first turn: bulk
-        monkeypatch.setattr(conversation, "_PAUSE_S", 0.0)
-        mem.add_turn("ann", "after a pause", "ok")  # urgent
-        monkeypatch.setattr(conversation, "_PAUSE_S", 3600.0)  # from now on back to back
-        mem.add_turn("ann", "late, written at once", "ok")  # kept up: still urgent
-        assert lingers == [conversation._LINGER_S] * 2
-        assert waits == [conversation._BULK_WAIT_S]  # only the first waited
-        # A user whose pages queue up for placement no longer keeps up: bulk again.
-        monkeypatch.setattr(conversation, "_KEEPS_UP_PAGES", -1)
-        mem.add_turn("ann", "behind", "ok")
-        assert lingers == [conversation._LINGER_S] * 2
-        mem.add_turn("ann", "and bulk from then on", "ok")
-        assert lingers == [conversation._LINGER_S] * 2
-        assert waits == [conversation._BULK_WAIT_S] * 2  # the last one waited again
+    mem.add_turn("ann", "first", "ok")  # a first turn: bulk
+    monkeypatch.setattr(conversation, "_PAUSE_S", 0.0)
+    mem.add_turn("ann", "after a pause", "ok")  # urgent
+    monkeypatch.setattr(conversation, "_PAUSE_S", 3600.0)  # from now on back to back
+    mem.add_turn("ann", "late, written at once", "ok")  # kept up: still urgent
+    assert lingers == [conversation._LINGER_S] * 2
+    assert waits == [conversation._BULK_WAIT_S]  # only the first waited
+    # A user whose pages queue up for placement no longer keeps up: bulk again.
+    monkeypatch.setattr(conversation, "_KEEPS_UP_PAGES", -1)
+    mem.add_turn("ann", "behind", "ok")
+    assert lingers == [conversation._LINGER_S] * 2
+    mem.add_turn("ann", "and bulk from then on", "ok")
+    assert lingers == [conversation._LINGER_S] * 2
+    assert waits == [conversation._BULK_WAIT_S] * 2  # the last one waited again
