@@ -192,9 +192,10 @@ class Conversation:
         pauses = self._pauses
         paused = pauses.paused(uid, time.perf_counter())
         was_urgent = not paused and pauses.was_urgent(uid)
-        urgent_turn = [False]
+        urgent_turn = False  # set by run: whether this turn was urgent
 
         def run(entry: UserEntry) -> str:
+            nonlocal urgent_turn
             # Backpressure happens here, in the caller's thread, before the turn is
             # written (so a retry never duplicates a stored turn): wait for room in the
             # user's placement queue, then in the process's (fair order between users),
@@ -206,8 +207,8 @@ class Conversation:
             # after a pause has someone waiting on it (see _PAUSE_S), and so has the next
             # one of a user that keeps up (see _KEEPS_UP_PAGES).
             backlog = entry.env.insert_backlog
-            urgent_turn[0] = paused or (was_urgent and backlog.pending <= _KEEPS_UP_PAGES)
-            with urgent(_LINGER_S) if urgent_turn[0] else nullcontext():
+            urgent_turn = paused or (was_urgent and backlog.pending <= _KEEPS_UP_PAGES)
+            with urgent(_LINGER_S) if urgent_turn else nullcontext():
                 backlog.admit(timeout)
                 core.gateway.wait_capacity(timeout)
                 for attempt in range(_ADD_TURN_ATTEMPTS):
@@ -230,7 +231,7 @@ class Conversation:
         try:
             page_id = self._lifecycle.call(uid, run)
         finally:
-            pauses.returned(uid, time.perf_counter(), urgent_turn[0])
+            pauses.returned(uid, time.perf_counter(), urgent_turn)
         core.metrics.observe("add_turn_ms", (time.perf_counter() - started) * 1000.0)
         core.metrics.inc("turns")
         return page_id
