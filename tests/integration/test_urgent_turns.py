@@ -57,25 +57,29 @@ def lingers(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[float]]:
     yield seen
 
 
+@pytest.fixture
+def mem(tmp_path: Path) -> Iterator[MemoryOS]:
+    with MemoryOS.open(tmp_path, MemoryConfig(log_level="critical", fsync="never")) as m:
+        yield m
+
+
 def test_turns_and_retrievals_are_marked_through_the_api(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, lingers: list[float]
+    mem: MemoryOS, monkeypatch: pytest.MonkeyPatch, lingers: list[float]
 ) -> None:
-    cfg = MemoryConfig(log_level="critical", fsync="never")
-    with MemoryOS.open(tmp_path, cfg) as mem:
-        monkeypatch.setattr(conversation, "_PAUSE_S", 3600.0)  # every gap is short
-        mem.add_turn("ann", "first", "ok")  # a first turn: bulk
-        mem.add_turn("ann", "second", "ok")  # right after it: bulk
-        assert lingers == []
-        monkeypatch.setattr(conversation, "_PAUSE_S", 0.0)  # every gap is a pause
-        mem.add_turn("ann", "third", "ok")
-        assert lingers == [conversation._LINGER_S]
-        mem.add_turn("bob", "a first turn is never urgent", "ok")
-        assert lingers == [conversation._LINGER_S]
-        mem.retrieve("ann", "what came first?")
-        assert lingers == [conversation._LINGER_S, conversation._LINGER_S]
-        assert mem.stats("ann")["stm_pages"] == 3
-        mem.forget_user("ann")
-        assert "ann" not in mem._conversation._pauses._last  # no trace of a forgotten user
+    monkeypatch.setattr(conversation, "_PAUSE_S", 3600.0)  # every gap is short
+    mem.add_turn("ann", "first", "ok")  # a first turn: bulk
+    mem.add_turn("ann", "second", "ok")  # right after it: bulk
+    assert lingers == []
+    monkeypatch.setattr(conversation, "_PAUSE_S", 0.0)  # every gap is a pause
+    mem.add_turn("ann", "third", "ok")
+    assert lingers == [conversation._LINGER_S]
+    mem.add_turn("bob", "a first turn is never urgent", "ok")
+    assert lingers == [conversation._LINGER_S]
+    mem.retrieve("ann", "what came first?")
+    assert lingers == [conversation._LINGER_S, conversation._LINGER_S]
+    assert mem.stats("ann")["stm_pages"] == 3
+    mem.forget_user("ann")
+    assert "ann" not in mem._conversation._pauses._last  # no trace of a forgotten user
 
 
 @pytest.fixture
@@ -84,12 +88,6 @@ def waits(monkeypatch: pytest.MonkeyPatch) -> list[float]:
     seen: list[float] = []
     monkeypatch.setattr(conversation, "wait_while_urgent", lambda t: seen.append(t) or True)
     return seen
-
-
-@pytest.fixture
-def mem(tmp_path: Path) -> Iterator[MemoryOS]:
-    with MemoryOS.open(tmp_path, MemoryConfig(log_level="critical", fsync="never")) as m:
-        yield m
 
 
 def test_a_bulk_turn_lets_the_urgent_calls_in_progress_finish_first(
