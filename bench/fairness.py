@@ -5,8 +5,9 @@ as they can (one task per user, as in ``bench/throughput.py``) while one *quiet*
 a turn every ``--quiet-interval-ms``. Reported: the quiet user's ``add_turn`` latency
 (p50/p99/max), the settle lag of every user (seconds from the turn that pushed a page out
 of STM to that page's placement in MTM: ``stats(user)["settle_lag_ms"]``) and of the quiet
-user alone, the flood's acknowledged and settled turns/s, and every error by type (a fair
-load must see none). Offline by default; ``--llm-latency-ms 200`` runs the LLM against a
+user alone, the flood's acknowledged and settled turns/s, every error by type (a fair load must
+see none), and the garbage collector's collections during the run (a full one stops
+every thread). Offline by default; ``--llm-latency-ms 200`` runs the LLM against a
 loopback OpenAI-compatible server that answers after that delay.
 
     python bench/fairness.py                       # offline
@@ -30,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _gcwatch import GCWatch  # noqa: E402
 from _out import add_out_dir  # noqa: E402
 from _out import out_dir as bench_out_dir  # noqa: E402
 from throughput import fake_llm, pct, rss_peak_mb, turn  # noqa: E402
@@ -83,6 +85,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                     time.sleep(max(0.0, nxt - time.perf_counter()))
 
             quiet = threading.Thread(target=quiet_job, name="quiet-user")
+            watch = GCWatch().start()
             t0 = time.perf_counter()
             quiet.start()
             with ThreadPoolExecutor(args.threads) as pool:
@@ -92,6 +95,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             quiet.join()
             mem.flush()
             settle_s = time.perf_counter() - t0
+            collections = watch.stop()
             everyone = mem.stats()
             mine = mem.stats(QUIET)
     if server is not None:
@@ -125,6 +129,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "ack_turns_per_s": total / ack_s,
         "settled_turns_per_s": total / settle_s,
         "threads_peak_seen": everyone.get("threads"),
+        # Full collections stop every thread: a quiet turn in flight waits them out.
+        "gc_collections": collections,
         "peak_rss_mb": rss_peak_mb(),
     }
 

@@ -64,6 +64,11 @@ class TimerRef:
         return f"<TimerRef {kind} to {self.owner} ({state})>"
 
 
+#: Heap entries below which cancelled timers are never swept out early (a small heap's
+#: dead entries cost nothing worth a rebuild).
+_COMPACT_MIN = 256
+
+
 class _Scheduler:
     """A heap of due times served by one thread that lives only while timers are active."""
 
@@ -117,9 +122,11 @@ class _Scheduler:
             return True
 
     def _deactivate(self, timer: TimerRef) -> None:
-        # Caller holds the lock. The heap entry stays and is skipped when it surfaces.
+        # Caller holds the lock. The heap entry stays and is skipped when it surfaces,
+        # unless dead entries have come to outnumber the live ones (see _compact).
         timer._active = False
         self._active -= 1
+        self._compact()
         owned = self._by_owner.get(timer.owner.actor_urn)
         if owned is not None:
             owned.discard(timer)
@@ -127,12 +134,26 @@ class _Scheduler:
             if not owned and not issubclass(timer.owner.actor_class, SupervisedActor):
                 del self._by_owner[timer.owner.actor_urn]
 
+    def _compact(self) -> None:
+        """Drop the heap's entries of cancelled timers once they are more than half of it
+        (caller holds the lock). A cancelled timer's entry would otherwise stay until its
+        due time, with its message and owner: a job timeout cancelled at once by the
+        job's answer lingered for the whole timeout, thousands of them under load, each
+        walked by every full garbage collection. Rebuilt in place (the thread's loop
+        holds the list) and only when the dead are the majority, so the cost per
+        cancellation stays constant on average."""
+        heap = self._heap
+        if len(heap) > _COMPACT_MIN and len(heap) > 2 * self._active:
+            heap[:] = [entry for entry in heap if entry[2]._active]
+            heapq.heapify(heap)
+
     def _owner_stopped(self, owner: ActorRef[Any], _reason: ExitReason) -> None:
         with self._cond:
             for timer in self._by_owner.pop(owner.actor_urn, ()):
                 if timer._active:
                     timer._active = False
                     self._active -= 1
+            self._compact()
             self._cond.notify()
 
     def active_count(self) -> int:

@@ -536,16 +536,15 @@ class HybridSearch:
         cold_items = [archived[x] for x in cold]
         # An archived page's segment is gone: no segment F_score term (0).
         seg = np.array([seg_f[sid] for sid in sids] + [0.0] * len(cold), dtype=np.float64)
-        chars = np.array(
-            [c for c, _, _ in hot_info] + [i.chars for i in cold_items], dtype=np.int64
-        )
+        chars = np.array([c for c, _ in hot_info] + [i.chars for i in cold_items], dtype=np.int64)
         times = np.array(
-            [t for _, _, t in hot_info] + [i.timestamp for i in cold_items], dtype=np.float64
+            [t for _, t in hot_info] + [i.timestamp for i in cold_items], dtype=np.float64
         )
         # jaccard(kw, page keywords), inline: |a & b| / |a | b| with |a | b| counted as
         # |a| + |b| - |a & b| (the same integers, so the same quotient).
         n_kw = len(kw)
-        page_kws = [k for _, k, _ in hot_info] + [i.keywords for i in cold_items]
+        held_kws = self._pages.keywords
+        page_kws = [held_kws[x] for x in hot] + [i.keywords for i in cold_items]
         kws = np.array(
             [
                 0.0 if kw.isdisjoint(k) else (shared := len(kw & k)) / (n_kw + len(k) - shared)

@@ -35,18 +35,22 @@ class PageIndexes:
         lex: BM25 index of each page's whole turn.
         lex_user: BM25 index of each page's query side.
         times: ``(timestamp, seq)`` of every page, ascending.
-        info: per seq, ``(length in characters, keywords, timestamp)``.
+        info: per seq, ``(length in characters, timestamp)``: numbers only, so the
+            garbage collector stops tracking each tuple after its first pass (a tuple
+            holding the keywords set would be walked at every full collection).
+        keywords: per seq, the page's keywords (the page's own set).
         segment_of: per seq, the id of the segment holding the page.
     """
 
-    __slots__ = ("info", "lex", "lex_user", "segment_of", "times", "vectors")
+    __slots__ = ("info", "keywords", "lex", "lex_user", "segment_of", "times", "vectors")
 
     def __init__(self, dim: int, seed: int) -> None:
         self.vectors = AnnIndex(dim, seed)
         self.lex = LexIndex()
         self.lex_user = LexIndex()
         self.times: list[tuple[float, int]] = []
-        self.info: dict[int, tuple[int, frozenset[str], float]] = {}
+        self.info: dict[int, tuple[int, float]] = {}
+        self.keywords: dict[int, frozenset[str]] = {}
         self.segment_of: dict[int, str] = {}
 
     def __contains__(self, seq: object) -> bool:
@@ -60,11 +64,8 @@ class PageIndexes:
         self.lex.add(page.seq, page_terms(page))
         self.lex_user.add(page.seq, terms(page.query))
         bisect.insort(self.times, (page.timestamp, page.seq))
-        self.info[page.seq] = (
-            len(page.query) + len(page.response),
-            page.keywords,
-            page.timestamp,
-        )
+        self.info[page.seq] = (len(page.query) + len(page.response), page.timestamp)
+        self.keywords[page.seq] = page.keywords
         if emb is not None:
             self.vectors.upsert(page.seq, emb)
 
@@ -74,6 +75,7 @@ class PageIndexes:
         self.lex.remove(page.seq)
         self.lex_user.remove(page.seq)
         self.info.pop(page.seq, None)
+        self.keywords.pop(page.seq, None)
         self.segment_of.pop(page.seq, None)
         i = bisect.bisect_left(self.times, (page.timestamp, page.seq))
         if i < len(self.times) and self.times[i] == (page.timestamp, page.seq):

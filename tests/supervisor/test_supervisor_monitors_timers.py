@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import queue
 import threading
+import weakref
 from typing import Any
 
 import pykka
@@ -97,6 +98,30 @@ def test_cancelled_timer_never_fires() -> None:
     assert timer.cancel() is True
     sv.send_after(ref, 0.3, "marker")
     assert sink.get(timeout=5) == "marker"
+    sv.stop(ref, timeout=5)
+
+
+class _Note:
+    """A timer message that a weak reference can watch."""
+
+
+def test_cancelled_timers_do_not_keep_their_messages_until_due() -> None:
+    sink: queue.Queue[Any] = queue.Queue()
+    ref = Inbox.start(sink)
+    notes = [_Note() for _ in range(2000)]
+    timers = [sv.send_after(ref, 60.0, note) for note in notes]
+    watch = [weakref.ref(note) for note in notes]
+    keep = sv.send_after(ref, 60.0, "kept")
+    del notes
+    for timer in timers:
+        assert timer.cancel() is True
+    del timers
+    # Cancelled an hour early: their heap entries (and so their messages) are gone, not
+    # waiting for their due time; the timers still active work as before.
+    assert sum(w() is not None for w in watch) < 300
+    sv.send_after(ref, 0.05, "marker")
+    assert sink.get(timeout=5) == "marker"
+    assert keep.active and keep.cancel() is True
     sv.stop(ref, timeout=5)
 
 

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import gc
 import math
 from collections import Counter
 
@@ -759,3 +760,18 @@ def test_paper_exact_top_m_segments_are_the_brute_force_f_score_top_m(seed, top_
     hits = mtm.search(q, q_kw, top_m=top_m, top_k=1)
     assert [h.segment.segment_id for h in hits.segments] == expected
     assert [h.score for h in hits.segments] == pytest.approx([scores[s] for s in expected])
+
+
+def test_a_held_pages_index_entries_leave_the_collector_nothing_to_walk() -> None:
+    # Every full garbage collection walks each tracked container: an index entry per
+    # held page that held the page's keyword set was one more for every page. Numbers
+    # only: the collector stops tracking such a tuple after its first pass.
+    mtm = _core()
+    pages = [_page(seq, {f"k{seq}", "shared"}) for seq in range(1, 51)]
+    for i, page in enumerate(pages):
+        mtm.insert(page, e(i % DIM))
+    gc.collect()
+    held = mtm._pages  # noqa: SLF001 - the indexes' entries are the point here
+    assert len(held.info) == 50
+    assert not any(gc.is_tracked(entry) for entry in held.info.values())
+    assert all(held.keywords[p.seq] is p.keywords for p in pages)
