@@ -32,7 +32,7 @@ from memoryos_actors.messages import (
     UserProfile,
 )
 from memoryos_actors.tiers._state import state_dim
-from memoryos_actors.tiers.traits import TRAITS, TRAITS_BY_NAME
+from memoryos_actors.tiers.traits import TRAITS_BY_NAME, empty_levels
 
 __all__ = ["LPMCore"]
 
@@ -163,9 +163,9 @@ class LPMCore:
         self._dim = dim
         self._user_id: str | None = None
         self._profile = UserProfile()
-        self._traits: dict[str, TraitLevel] = {
-            t.name: TraitLevel(t.name, t.category) for t in TRAITS
-        }
+        # The shared unobserved levels (see empty_levels): replaced one by one as traits
+        # are observed.
+        self._traits: dict[str, TraitLevel] = {t.name: t for t in empty_levels()}
         self._kb = _Fifo(config.kb_capacity)
         self._personas: dict[str, _Persona] = {}
         self._next_fact = 1
@@ -631,7 +631,8 @@ class LPMCore:
             core._profile = UserProfile.from_dict(state["profile"])
             for t in state["traits"]:
                 tl = TraitLevel.from_dict(t)
-                if tl.name in TRAITS_BY_NAME:
+                # An unobserved trait keeps the shared empty level it started with.
+                if tl.name in TRAITS_BY_NAME and tl != core._traits[tl.name]:
                     core._traits[tl.name] = tl
             core._kb.load(state["kb"], core._dim)
             for aid, p in state["personas"].items():

@@ -68,6 +68,26 @@ def test_a_new_core_has_all_ninety_traits_without_levels() -> None:
     assert all(t.level is None for t in traits) and _core().known_traits() == ()
 
 
+def test_users_share_each_unobserved_trait_until_it_is_observed() -> None:
+    # A TraitLevel cannot change: 90 of them per user would only be 90 more objects per
+    # active user for the garbage collector to walk.
+    a, b = _core(), _core()
+    assert all(x is y for x, y in zip(a.traits(), b.traits(), strict=True))
+    a.apply(
+        PersonaUpdate(
+            "u", "default", traits=(TraitLevel("openness", "basic_needs_personality", "high"),)
+        )
+    )
+    assert {t.name for t in a.known_traits()} == {"openness"}
+    assert [t.level for t in b.traits()] == [None] * 90
+    # A core restored from its state shares the unobserved ones again, not copies.
+    back = LPMCore.from_state(a.to_state(), MemoryConfig(), clock=ManualClock(500.0))
+    assert back.traits() == a.traits()
+    same = [x is y for x, y in zip(back.traits(), b.traits(), strict=True)]
+    assert same.count(False) == 1
+    assert back.traits()[same.index(False)].level == "high"
+
+
 # ----------------------------------------------------------------- traits
 
 
