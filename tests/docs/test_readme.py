@@ -4,6 +4,7 @@ code, and the README keeps the two commands a fresh machine needs."""
 from __future__ import annotations
 
 import re
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -32,9 +33,16 @@ def test_the_pages_have_python_examples() -> None:
 @pytest.mark.parametrize(
     ("name", "number", "block"), BLOCKS, ids=[f"{name}:{n}" for name, n, _b in BLOCKS]
 )
-def test_example_runs_as_written(name: str, number: int, block: str) -> None:
+def test_example_runs_as_written(
+    name: str, number: int, block: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Temporary files go to this test's own folder, which the example must leave empty:
+    # a reader who copies it (and every run of this test) should not pile up data
+    # directories in the system's temporary folder.
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     code = compile(block, f"{name} example {number}", "exec")
     exec(code, {"__name__": f"example_{number}"})  # noqa: S102 - our own documentation
+    assert sorted(p.name for p in tmp_path.iterdir()) == [], "the example leaves files"
 
 
 def test_the_configuration_page_lists_every_field_with_its_default() -> None:
